@@ -1,0 +1,53 @@
+# personal-memory: every target is a thin wrapper over the `pmem` CLI.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+PMEM   := $(BIN)/pmem
+SOURCE ?= chatgpt
+EXPORT ?=
+RUN    ?=
+LLM    ?=
+DRY_RUN ?=
+
+export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
+export DO_NOT_TRACK ?= 1
+
+.DEFAULT_GOAL := help
+.PHONY: help setup test lint demo backfill status db-start db-stop clean
+
+help: ## list every target
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-10s %s\n", $$1, $$2}'
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+setup: $(BIN)/python ## create .venv, install everything, prepare the embedded PostgreSQL + pgvector
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(PMEM) db init
+
+test: ## run the whole test suite (unit + integration on the real PostgreSQL)
+	$(BIN)/python -m pytest
+
+lint: ## ruff + mypy
+	$(BIN)/ruff check .
+	$(BIN)/mypy core stages state importers prompts providers search
+
+demo: ## run the whole pipeline offline on the bundled sample export, then search it
+	$(PMEM) demo
+
+backfill: ## import + draft + commit: make backfill SOURCE=chatgpt EXPORT=path [DRY_RUN=1] [LLM=provider:model]
+	$(PMEM) backfill --source $(SOURCE) $(if $(EXPORT),--export "$(EXPORT)") $(if $(DRY_RUN),--dry-run) $(if $(LLM),--llm $(LLM))
+
+status: ## what the runs did (RUN=id for one run)
+	$(PMEM) status $(if $(RUN),$(RUN))
+
+db-start: ## start the embedded PostgreSQL
+	$(PMEM) db start
+
+db-stop: ## stop the embedded PostgreSQL
+	$(PMEM) db stop
+
+clean: ## stop the database and remove the virtual env (keeps .pmem data)
+	-$(PMEM) db stop
+	rm -rf $(VENV)

@@ -1,0 +1,220 @@
+"""The `pmem` console script. The only place where errors become messages and exit codes.
+
+Heavy modules (Prefect, the flows) are imported inside the commands that need them, so read
+paths such as `pmem search` start fast and never import Prefect.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable
+from functools import wraps
+
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+
+from core.errors import PmemError, RateLimitStop
+from core.settings import Settings, get_settings
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_TEMPFAIL = 75  # rate-limit stop: run the same command again later
+
+app = typer.Typer(
+    help=(
+        "personal-memory: turn your AI conversation exports into a long-term, searchable memory.\n\n"
+        "Typical use:  pmem backfill --source chatgpt --export conversations.json, "
+        "then  pmem search 'データベース'.  Run the same backfill command again to resume."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+db_app = typer.Typer(help="The embedded PostgreSQL (or the server DATABASE_URL points at).", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+err_console = Console(stderr=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def print_json(obj: Any) -> None:
+    """Every --json output is one JSON object, printed last on stdout."""
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def handle_errors(fn: F) -> F:
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except RateLimitStop as err:
+            err_console.print(f"[yellow]stopped:[/] {err}")
+            if err.hint:
+                err_console.print(f"  → {err.hint}")
+            raise typer.Exit(EXIT_TEMPFAIL) from None
+        except PmemError as err:
+            err_console.print(f"[red]error:[/] {err}")
+            if err.hint:
+                err_console.print(f"  → {err.hint}")
+            raise typer.Exit(EXIT_ERROR) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _settings() -> Settings:
+    return get_settings()
+
+
+def _open_store(settings: Settings):
+    from store.db import Database
+    from store.records import MemoryStore
+
+    return MemoryStore(Database.open(settings))
+
+
+@app.callback()
+def _root(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress details to stderr.")] = False) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+# ---------------------------------------------------------------- db
+
+
+@db_app.command("start")
+@handle_errors
+def db_start() -> None:
+    """Start the embedded PostgreSQL (first start initialises it under PMEM_DATA_DIR)."""
+    from store import db, embedded
+
+    s = _settings()
+    if s.database_url:
+        err_console.print("DATABASE_URL is set: using your own server, nothing to start.")
+        return
+    st = embedded.start(s.pgdata_dir)
+    db.ensure_database(st.uri() or "", s.db_name)
+    err_console.print(f"embedded PostgreSQL running (pid {st.pid}) in {s.pgdata_dir}")
+
+
+@db_app.command("stop")
+@handle_errors
+def db_stop() -> None:
+    """Stop the embedded PostgreSQL."""
+    from store import embedded
+
+    s = _settings()
+    stopped = embedded.stop(s.pgdata_dir)
+    err_console.print("stopped" if stopped else "not running")
+
+
+@db_app.command("status")
+@handle_errors
+def db_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Is the database running, where, and which migrations are applied."""
+    from store import embedded
+
+    s = _settings()
+    if s.database_url:
+        from store.db import redact_url
+
+        info = {"mode": "external", "url": redact_url(s.database_url)}
+    else:
+        st = embedded.status(s.pgdata_dir)
+        info = {"mode": "embedded", "running": st.running, "pid": st.pid, "pgdata": st.pgdata}
+    if as_json:
+        print_json(info)
+    else:
+        for k, v in info.items():
+            typer.echo(f"{k}: {v}")
+
+
+@db_app.command("url")
+@handle_errors
+def db_url() -> None:
+    """Print the application database URL (starts the embedded server if needed)."""
+    from store.db import app_url
+
+    typer.echo(app_url(_settings()))
+
+
+@db_app.command("init")
+@handle_errors
+def db_init(keep_running: Annotated[bool, typer.Option(help="Leave the server running.")] = False) -> None:
+    """Create the database and apply migrations (what `make setup` runs)."""
+    from store import embedded
+    from store.db import Database
+
+    s = _settings()
+    was_running = s.database_url is not None or embedded.status(s.pgdata_dir).running
+    Database.open(s).close()
+    err_console.print("database ready (migrations applied)")
+    if not was_running and not keep_running:
+        embedded.stop(s.pgdata_dir)
+
+
+# ---------------------------------------------------------------- read paths
+
+
+@app.command()
+@handle_errors
+def search(
+    query: Annotated[str, typer.Argument(help="Words or a phrase, Japanese or English.")],
+    limit: Annotated[int, typer.Option("--limit", "-n")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object {\"hits\": [...]}.")] = False,
+) -> None:
+    """Search the memories (lexical, Japanese-aware)."""
+    store = _open_store(_settings())
+    hits = store.search(query, limit=limit)
+    if as_json:
+        print_json({"hits": [h.model_dump(mode="json") for h in hits]})
+        return
+    if not hits:
+        err_console.print("no hits")
+    for h in hits:
+        typer.echo(f"{h.score:5.2f}  {h.id}  [{h.kind}] {h.title}\n       {h.index_summary}")
+
+
+@app.command()
+@handle_errors
+def show(
+    memory_id: Annotated[str, typer.Argument(help="A memory id from `pmem search`.")],
+    history: Annotated[bool, typer.Option("--history", help="Also list every revision.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Print one memory with its evidence (and its revisions)."""
+    store = _open_store(_settings())
+    view = store.get(memory_id, history=history)
+    if as_json:
+        print_json(view.model_dump(mode="json"))
+        return
+    typer.echo(f"{view.title}  ({view.id}, {view.kind}, revision {view.current_revision}, {view.status})")
+    if view.occurred_at:
+        typer.echo(f"occurred: {view.occurred_at.isoformat()}")
+    typer.echo(f"aliases: {', '.join(view.aliases)}\ntags: {', '.join(view.tags)}\n")
+    typer.echo(view.canonical_summary)
+    typer.echo("\nevidence:")
+    for e in view.evidence:
+        typer.echo(f"  - [{e['source_key']}] {e['text']}")
+    if history:
+        typer.echo("\nrevisions:")
+        for r in view.revisions:
+            typer.echo(f"  {r['revision']}: {r['reason']} {r['created_at']} run={r['run_id']} model={r['model']}")
+
+
+def main() -> None:
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    app()
+
+
+if __name__ == "__main__":
+    main()

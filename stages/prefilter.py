@@ -1,0 +1,322 @@
+"""Prefilter: a local, explainable rule set deciding which conversations go on to drafting.
+
+Pure: no I/O. Every decision carries a machine-readable reason:
+
+* ``keep:override`` / ``drop:override``: the person said so (by conversation key).
+* ``drop:empty``: no words of the person's own.
+* ``keep:decision`` / ``keep:judgement`` / ``keep:lesson``: the person states a decision (or a
+  change of mind), a judgement, or a result / lesson (Japanese or English markers).
+* ``drop:error-log``: the person mostly pastes error output for analysis.
+* ``drop:code-only``: the person only asks for code and the answers are mostly code blocks.
+* ``drop:word-lookup``: a very short exchange asking what a word means.
+* ``keep:default``: everything else. When in doubt, keep.
+
+Markers are looked for in the person's prose only (code blocks and log lines removed), so a
+``because`` inside a pasted stack trace or an assistant's answer does not count. A person who
+describes their own project, business or plans is never dropped by the drop rules.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from core.models import Channel, Conversation, Message, PrefilterDecision
+
+RULE_VERSION = "prefilter-v1"
+
+
+def _rx(*patterns: str) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE | re.MULTILINE)
+
+
+_JA_END = r"(?=[。．！!？?、,\s」』)]|$|よ|ね|わ|な)"
+
+DECISION_RE = _rx(
+    r"\b(?:I|we)(?:'ve| have)? decided\b",
+    r"\bdecided to\b",
+    r"\b(?:my|our) decision\b",
+    r"\b(?:I|we)(?:'ll| will| am going to|'m going to| are going to|'re going to) go with\b",
+    r"\blet's go with\b",
+    r"\b(?:I|we) (?:chose|picked|selected|opted for|went with|settled on|switched to|moved to)\b",
+    r"\b(?:I|we)(?:'ll| will) (?:stick with|stay with|use)\b",
+    r"\bchanged (?:my|our) minds?\b",
+    r"\bgoing with\b",
+    r"決め(?:た|ました|ている|てる)",
+    r"決定(?:した|しました|です|事項)",
+    r"(?:に|ことに)(?:する|します|しよう|した|しました)" + _JA_END,
+    r"選(?:んだ|びました)",
+    r"採用(?:した|する|します|しました|決定)",
+    r"やめ(?:た|ました|る|ます)" + _JA_END,
+    r"結局",
+    r"(?:乗り換え|切り替え)(?:た|ました|る|ます)",
+    r"方針",
+)
+
+JUDGEMENT_RE = _rx(
+    r"\bbecause\b",
+    r"\binstead of\b",
+    r"\bprefer(?:s|red|ence)?\b",
+    r"\b(?:I|we)(?:'d| would) rather\b",
+    r"\bthe reason\b",
+    r"\b(?:better|worse|cheaper|simpler|faster) than\b",
+    r"\bnot worth\b",
+    r"\boverkill\b",
+    r"\bI (?:don't|do not) (?:like|want|trust)\b",
+    r"理由",
+    r"なぜなら",
+    r"方が(?:いい|良い|よい|好き|安い|速い|楽|合って)",
+    r"(?:と|って)(?:思う|思います|思った|考えて|感じ)",
+    r"好み|好き|嫌い",
+    r"判断",
+    r"向いて(?:いる|いない|ない|る)",
+)
+
+LESSON_RE = _rx(
+    r"\bturn(?:s|ed) out\b",
+    r"\blessons?\b",
+    r"\blearn(?:ed|t)\b",
+    r"\bI (?:realized|realised|found out|noticed|figured out)\b",
+    r"\bin hindsight\b",
+    r"\bnext time\b",
+    r"\b(?:it|that|this) (?:worked|fixed it|solved it)\b",
+    r"\bworks now\b",
+    r"\bin the end\b",
+    r"分かった|わかった|判明",
+    r"学んだ|学び|教訓|反省",
+    r"気(?:づ|付)いた",
+    r"結果(?:的に|として|は)",
+    r"(?:うまく|上手く)(?:いった|いきました)",
+    r"解決(?:した|しました)",
+    r"次(?:から|回)は",
+)
+
+REASON_RE = _rx(
+    r"\bbecause\b",
+    r"\bsince\b",
+    r"\bso that\b",
+    r"\bthe reason\b",
+    r"\bdue to\b",
+    r"理由",
+    r"なぜなら",
+    r"ので",
+    r"から(?=[。．、,!！\s]|$|です|だ|ね|よ)",
+    r"ため(?=[にの、。]|$)",
+)
+
+PERSONAL_RE = _rx(
+    r"\b(?:my|our)\s+(?:own\s+)?(?:[\w'.-]+\s+){0,3}?(?:project|business|company|app|application"
+    r"|website|site|startup|client|customer|team|product|shop|webshop|store|plan|thesis|course"
+    r"|class|students?|family|career|job|work|service|blog|portfolio|logo|brand|home|house)s?\b",
+    r"\b(?:I|we)(?:'m| am|'re| are) (?:building|developing|working on|planning|starting|running"
+    r"|launching|writing|teaching|a |an )",
+    r"\b(?:I|we) (?:want|plan|intend|need|would like|'d like) to (?:develop|build|create|launch"
+    r"|start|set up|open|run|make|design|teach|improve)\b",
+    r"私の|僕の|俺の|うちの|弊社|自社|自分の|個人開発|副業|事業|起業",
+    r"(?:開発|作成|構築|運営|制作)(?:したい|している|してる|中|する予定)",
+    r"プロジェクト|予定",
+)
+
+_CODE_REQUEST_RE = _rx(
+    r"\b(?:write|generate|give me|show me|implement|refactor|convert|fix)\b",
+    r"\b(?:code|function|script|snippet|class|method|regex|regular expression|query|sql"
+    r"|program|one-liner)\b",
+    r"コード|関数|書いて|実装|スクリプト|正規表現|クエリ|作って|直して|変換",
+)
+
+_LOOKUP_RE = _rx(
+    r"\bwhat (?:does|do) .{1,60} mean\b",
+    r"\bmeaning of\b",
+    r"\bdefin(?:e|ition of)\b",
+    r"\bwhat(?:'s| is) (?:an? |the )?[\w'-]+\s*\??\s*$",
+    r"\bsynonyms? (?:of|for)\b",
+    r"\bhow (?:do you|to) (?:say|pronounce|spell)\b",
+    r"意味",
+    r"とは[？?]?\s*$",
+    r"読み方",
+    r"どういうこと",
+)
+
+_LOG_LINE_RE = _rx(
+    r"^\s*Traceback \(most recent call last\)",
+    r"^\s*File \".*\", line \d+",
+    r"^\s*at [\w.$<>/\\-]+ ?\(.*\)\s*$",
+    r"^\s*at .+:\d+(?::\d+)?\)?\s*$",
+    r"^\s*[\w.]*(?:Error|Exception|Warning)(?::|\s*$)",
+    r"^\s*\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}",
+    r"(?-i:^\s*\[?(?:ERROR|WARN|WARNING|FATAL|CRITICAL|DEBUG|INFO|TRACE)\]?[\s:|])",
+    r"^\s*npm ERR!",
+    r"^\s*error(?:\[E\d+\])?:",
+    r":\d+:\d+: (?:error|warning|note):",
+    r"^\s*(?:panic|fatal error|Segmentation fault|Caused by)\b",
+    r"^\s*\^+\s*$",
+    r"^\s*#\d+\s+0x[0-9a-f]+",
+    r"(?-i:^\s*E\s{2,}\S)",
+)
+
+_FENCE_RE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+
+_CODE_SHARE_MIN = 0.5
+_CODE_PROSE_MAX = 600
+_LOG_PROSE_MAX = 400
+_LOOKUP_PROSE_MAX = 100
+_LOOKUP_TOTAL_MAX = 2000
+
+
+@dataclass(frozen=True)
+class _Signals:
+    """What the rules look at, computed once per conversation."""
+
+    person_messages: int
+    person_prose: str  # person text without code blocks and log lines
+    person_has_code: bool
+    log_chars: int
+    assistant_code_share: float
+    total_chars: int
+
+
+def prefilter(conv: Conversation, overrides: dict[str, bool] | None = None) -> PrefilterDecision:
+    """Decide whether ``conv`` goes on to drafting, with a machine-readable reason."""
+    keep, reason = _decide(conv, overrides or {})
+    return PrefilterDecision(
+        conversation_key=conv.key,
+        content_hash=conv.content_hash,
+        keep=keep,
+        reason=reason,
+        rule_version=RULE_VERSION,
+    )
+
+
+def _decide(conv: Conversation, overrides: dict[str, bool]) -> tuple[bool, str]:
+    if conv.key in overrides:
+        return (True, "keep:override") if overrides[conv.key] else (False, "drop:override")
+    sig = _signals(conv.drafting_messages)
+    if sig.person_messages == 0:
+        return False, "drop:empty"
+    keep_reason = _keep_reason(sig.person_prose)
+    if keep_reason is not None:
+        return True, keep_reason
+    drop_reason = _drop_reason(sig)
+    if drop_reason is not None:
+        return False, drop_reason
+    return True, "keep:default"
+
+
+def _keep_reason(prose: str) -> str | None:
+    for rx, reason in (
+        (DECISION_RE, "keep:decision"),
+        (JUDGEMENT_RE, "keep:judgement"),
+        (LESSON_RE, "keep:lesson"),
+    ):
+        if rx.search(prose):
+            return reason
+    return None
+
+
+def _drop_reason(sig: _Signals) -> str | None:
+    if PERSONAL_RE.search(sig.person_prose):
+        return None
+    if _is_error_log(sig):
+        return "drop:error-log"
+    if _is_code_only(sig):
+        return "drop:code-only"
+    if _is_word_lookup(sig):
+        return "drop:word-lookup"
+    return None
+
+
+def _is_error_log(sig: _Signals) -> bool:
+    prose = len(sig.person_prose.strip())
+    return sig.log_chars > 0 and sig.log_chars >= prose and prose <= _LOG_PROSE_MAX
+
+
+def _is_code_only(sig: _Signals) -> bool:
+    asks_for_code = sig.person_has_code or bool(_CODE_REQUEST_RE.search(sig.person_prose))
+    return (
+        asks_for_code
+        and sig.assistant_code_share >= _CODE_SHARE_MIN
+        and len(sig.person_prose.strip()) <= _CODE_PROSE_MAX
+    )
+
+
+def _is_word_lookup(sig: _Signals) -> bool:
+    prose = sig.person_prose.strip()
+    return (
+        sig.person_messages <= 2
+        and 0 < len(prose) <= _LOOKUP_PROSE_MAX
+        and sig.total_chars <= _LOOKUP_TOTAL_MAX
+        and bool(_LOOKUP_RE.search(prose))
+    )
+
+
+# ---------------------------------------------------------------- signals
+
+
+def _signals(messages: list[Message]) -> _Signals:
+    person = [m.text for m in messages if m.channel == Channel.PERSON]
+    assistant = [m.text for m in messages if m.channel == Channel.ASSISTANT]
+    prose_parts: list[str] = []
+    log_chars = 0
+    has_code = False
+    for text in person:
+        prose, logs, code = split_prose(text)
+        prose_parts.append(prose)
+        log_chars += logs
+        has_code = has_code or code > 0
+    return _Signals(
+        person_messages=len(person),
+        person_prose="\n".join(prose_parts),
+        person_has_code=has_code,
+        log_chars=log_chars,
+        assistant_code_share=_code_share(assistant),
+        total_chars=sum(len(m.text) for m in messages),
+    )
+
+
+def split_prose(text: str) -> tuple[str, int, int]:
+    """(prose without code blocks and log lines, chars of log output, chars of other code)."""
+    log_chars = 0
+    code_chars = 0
+    for block in _FENCE_RE.findall(text):
+        block_logs = _log_chars(block.splitlines())
+        if block_logs:
+            log_chars += len(block)
+        else:
+            code_chars += len(block)
+    outside = _FENCE_RE.sub("\n", text)
+    kept: list[str] = []
+    for line, is_log in _mark_log_lines(outside.splitlines()):
+        if is_log:
+            log_chars += len(line)
+        else:
+            kept.append(line)
+    return "\n".join(kept), log_chars, code_chars
+
+
+def _log_chars(lines: Iterable[str]) -> int:
+    return sum(len(line) for line, is_log in _mark_log_lines(list(lines)) if is_log)
+
+
+def _mark_log_lines(lines: list[str]) -> list[tuple[str, bool]]:
+    """Mark log lines; the indented lines inside a traceback count as log too."""
+    marked: list[tuple[str, bool]] = []
+    in_trace = False
+    for line in lines:
+        if _LOG_LINE_RE.search(line):
+            in_trace = True
+            marked.append((line, True))
+        elif in_trace and line.startswith((" ", "\t")) and line.strip():
+            marked.append((line, True))
+        else:
+            in_trace = False
+            marked.append((line, False))
+    return marked
+
+
+def _code_share(texts: list[str]) -> float:
+    total = sum(len(t) for t in texts)
+    if total == 0:
+        return 0.0
+    code = sum(len(block) for t in texts for block in _FENCE_RE.findall(t))
+    return code / total

@@ -1,0 +1,105 @@
+"""Shared fixtures: one real PostgreSQL (the embedded wheel, or DATABASE_URL) per test session,
+a fresh migrated database per test, cloned from a migrated template database."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+
+PROJECT = Path(__file__).resolve().parents[1]
+SHARED = PROJECT.parent / "shared"
+REAL = SHARED / "fixtures" / "real"
+_counter = itertools.count()
+
+
+def _with_db(url: str, name: str) -> str:
+    params = conninfo_to_dict(url)
+    params["dbname"] = name
+    return make_conninfo(**params)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Admin URL of a real PostgreSQL with pgvector for the whole session."""
+    own = os.environ.get("PMEM_TEST_DATABASE_URL")
+    if own:
+        yield own
+        return
+    from store import embedded
+
+    pgdata = tmp_path_factory.mktemp("pg") / "pgdata"
+    st = embedded.start(pgdata)
+    try:
+        url = st.uri("postgres")
+        assert url
+        yield url
+    finally:
+        embedded.stop(pgdata)
+
+
+@pytest.fixture(scope="session")
+def template_db(pg_admin_url: str) -> str:
+    """A migrated database used as the template for every test database."""
+    from store.db import create_database_sql, migrate
+
+    name = f"pmem_tmpl_{os.getpid()}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
+        conn.execute(create_database_sql(name, conn.info.server_version))
+    with psycopg.connect(_with_db(pg_admin_url, name), autocommit=True) as conn:
+        migrate(conn)
+    return name
+
+
+@pytest.fixture
+def db_url(pg_admin_url: str, template_db: str) -> Iterator[str]:
+    name = f"pmem_t{os.getpid()}_{next(_counter)}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(template_db)
+            )
+        )
+    yield _with_db(pg_admin_url, name)
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def db(db_url: str):
+    from store.db import Database
+
+    database = Database(db_url)
+    yield database
+    database.close()
+
+
+@pytest.fixture
+def store(db):
+    from store.records import MemoryStore
+
+    return MemoryStore(db)
+
+
+@pytest.fixture
+def pmem_env(tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """Environment for CLI / flow tests: own data dir, the test database."""
+    env = {
+        "PMEM_DATA_DIR": str(tmp_path / "data"),
+        "DATABASE_URL": db_url,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "DO_NOT_TRACK": "1",
+    }
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return env

@@ -1,0 +1,178 @@
+"""The revisioned memory store against the real PostgreSQL (no mocks)."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+
+from core.errors import MemoryNotFound, StaleRevision, StoreError, TombstonedMemory
+from core.models import CommitRequest, EvidenceIn
+
+
+def req(key: str, **kw) -> CommitRequest:
+    base = dict(
+        kind="decision",
+        title="家計簿アプリのデータベース選定",
+        canonical_summary="PostgreSQL を選んだ。理由は JSON と全文検索。",
+        index_summary="家計簿アプリに PostgreSQL を採用",
+        aliases=["household budget app database"],
+        tags=["chatgpt", "decision"],
+        evidence=[EvidenceIn(source_key="chatgpt:c1:n1", text="PostgreSQL にすることに決めた")],
+        idempotency_key=key,
+    )
+    base.update(kw)
+    return CommitRequest(**base)
+
+
+def test_create_get_history(store):
+    r = store.commit(req("k1"))
+    assert r.created and r.revision == 1 and r.evidence_added == 1
+    view = store.get(r.memory_id, history=True)
+    assert view.title == "家計簿アプリのデータベース選定"
+    assert view.evidence[0]["text"] == "PostgreSQL にすることに決めた"
+    assert [h["reason"] for h in view.revisions] == ["create"]
+
+
+def test_append_requires_current_revision(store):
+    first = store.commit(req("k1"))
+    ok = store.commit(
+        req("k2", memory_id=first.memory_id, expected_revision=1, reason="append",
+            canonical_summary="追記: 移行は来月。",
+            evidence=[EvidenceIn(source_key="chatgpt:c1:n2", text="来月移行する")])
+    )  # fmt: skip
+    assert ok.revision == 2 and ok.evidence_added == 1
+    with pytest.raises(StaleRevision) as err:
+        store.commit(req("k3", memory_id=first.memory_id, expected_revision=1, reason="append",
+                         canonical_summary="古い版からの更新"))  # fmt: skip
+    assert err.value.current == 2
+    view = store.get(first.memory_id)
+    # an append never shortens the record
+    assert "PostgreSQL を選んだ" in view.canonical_summary and "追記" in view.canonical_summary
+
+
+def test_materially_identical_evidence_adds_no_revision(store):
+    first = store.commit(req("k1"))
+    again = store.commit(
+        req("k2", memory_id=first.memory_id, expected_revision=1, reason="append",
+            evidence=[EvidenceIn(source_key="chatgpt:c1:n1", text="PostgreSQL\u3000 にすることに決めた ")])
+    )  # fmt: skip
+    assert again.noop and again.revision == 1
+    assert len(store.history(first.memory_id)) == 1
+    assert store.counts()["evidence"] == 1
+
+
+def test_idempotent_replay_returns_first_result(store):
+    a = store.commit(req("same"))
+    b = store.commit(req("same"))
+    assert b.replayed and b.memory_id == a.memory_id and b.revision == a.revision
+    assert store.counts() == {"memories": 1, "revisions": 1, "evidence": 1, "tombstones": 0}
+    with pytest.raises(StoreError, match="different request"):
+        store.commit(req("same", title="別のタイトル"))
+
+
+def test_race_on_one_memory_has_no_lost_update(store):
+    first = store.commit(req("base"))
+    barrier = threading.Barrier(2)
+    outcomes: list[object] = []
+
+    def worker(i: int) -> None:
+        barrier.wait()
+        try:
+            outcomes.append(store.commit(req(
+                f"race{i}", memory_id=first.memory_id, expected_revision=1, reason="append",
+                canonical_summary=f"worker {i} の追記",
+                evidence=[EvidenceIn(source_key=f"chatgpt:c1:w{i}", text=f"worker {i}")])))
+        except StaleRevision as err:
+            outcomes.append(err)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wins = [o for o in outcomes if not isinstance(o, Exception)]
+    stale = [o for o in outcomes if isinstance(o, StaleRevision)]
+    assert len(wins) == 1 and len(stale) == 1
+    assert stale[0].current == 2
+    view = store.get(first.memory_id, history=True)
+    assert view.current_revision == 2 and len(view.revisions) == 2
+    # the winner's text is there, the loser's is not silently merged or overwritten
+    assert sum(f"worker {i} の追記" in view.canonical_summary for i in range(2)) == 1
+
+
+def test_database_refuses_to_change_revisions(store, db_url):
+    r = store.commit(req("k1"))
+    with psycopg.connect(db_url) as conn:
+        with pytest.raises(psycopg.errors.RaiseException, match="insert-only"):
+            conn.execute("UPDATE memory_revisions SET reason = 'x' WHERE memory_id = %s", (r.memory_id,))
+        conn.rollback()
+        with pytest.raises(psycopg.errors.RaiseException, match="insert-only"):
+            conn.execute("DELETE FROM memory_revisions WHERE memory_id = %s", (r.memory_id,))
+        conn.rollback()
+        with pytest.raises(psycopg.errors.RaiseException, match="insert-only"):
+            conn.execute("TRUNCATE memory_revisions CASCADE")
+
+
+def test_restore_makes_a_new_revision(store):
+    first = store.commit(req("k1"))
+    store.commit(req("k2", memory_id=first.memory_id, expected_revision=1, reason="correction",
+                     canonical_summary="訂正: SQLite にした。"))  # fmt: skip
+    r = store.restore(first.memory_id, 1, expected_revision=2, idempotency_key="restore-1")
+    assert r.revision == 3
+    hist = store.history(first.memory_id)
+    assert [h["reason"] for h in hist] == ["create", "correction", "restore"]
+    assert hist[2]["restored_from"] == 1 and hist[2]["record"] == hist[0]["record"]
+    assert store.get(first.memory_id).canonical_summary == hist[0]["record"]["canonical_summary"]
+
+
+def test_tombstone_is_never_resurrected(store):
+    first = store.commit(req("create-1"))
+    store.delete(first.memory_id, expected_revision=1, reason="user asked")
+    # a replayed commit returns the first result and does not bring the memory back
+    replay = store.commit(req("create-1"))
+    assert replay.replayed
+    assert store.get(first.memory_id).status == "deleted"
+    # a fresh create from the same source lineage is refused
+    with pytest.raises(TombstonedMemory):
+        store.commit(req("create-2"))
+    # an append to the deleted memory is refused
+    with pytest.raises(TombstonedMemory):
+        store.commit(req("append-1", memory_id=first.memory_id, expected_revision=1, reason="append"))
+    assert store.search("家計簿") == []
+    assert store.counts()["memories"] == 0
+
+
+def test_unknown_memory(store):
+    with pytest.raises(MemoryNotFound):
+        store.get("mem_nope")
+    with pytest.raises(MemoryNotFound):
+        store.commit(req("x", memory_id="mem_nope", expected_revision=1, reason="append"))
+
+
+def test_search_japanese_and_english(store):
+    store.commit(req("a"))
+    store.commit(req("b", title="Choosing a laptop", canonical_summary="I decided on a ThinkPad because of the keyboard.",
+                     index_summary="Bought a ThinkPad X1", aliases=["ノートPC選び"],
+                     evidence=[EvidenceIn(source_key="chatgpt:c2:n1", text="I decided on a ThinkPad")]))  # fmt: skip
+    ja = store.search("データベース選定")
+    assert ja and ja[0].title == "家計簿アプリのデータベース選定"
+    en = store.search("thinkpad keyboard")
+    assert en and en[0].title == "Choosing a laptop"
+    assert store.search("ノートPC")[0].title == "Choosing a laptop"
+    assert store.search("量子コンピュータ") == []
+
+
+def test_migrations_apply_once(db_url):
+    from store.db import migrate
+
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        assert migrate(conn) == []
+        n = conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0]
+        assert n >= 1
+        collate = conn.execute("SELECT datlocprovider, datcollate FROM pg_database WHERE datname = current_database()").fetchone()
+        assert collate[1] == "C.UTF-8"
+        # pg_trgm yields trigrams for Japanese in this database
+        assert conn.execute("SELECT array_length(show_trgm('データベース'), 1)").fetchone()[0] > 0
+        assert conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
