@@ -182,14 +182,20 @@ def _choose_backend(fp: IO[bytes], file_label: str) -> ModuleType:
     except (AttributeError, OSError):
         seekable = False
     if not seekable:
-        return ijson.get_backend("python")
+        return _python_backend()
     start = fp.tell()
     try:
         lone = _has_lone_surrogate_escape(fp)
     except OSError as exc:
         raise InputError(f"cannot read file ({type(exc).__name__})", file=file_label) from None
     fp.seek(start)
-    return ijson.get_backend("python") if lone else ijson
+    return _python_backend() if lone else ijson
+
+
+def _python_backend() -> ModuleType:
+    """ijson's pure Python backend: slower, but keeps lone surrogates exactly."""
+    backend: ModuleType = ijson.get_backend("python")
+    return backend
 
 
 def _has_lone_surrogate_escape(fp: IO[bytes]) -> bool:
@@ -331,9 +337,7 @@ def _fallback_leaf(mapping: dict[Any, Any]) -> str | None:
     leaves = [k for k in ids if not any(c in mapping for c in _children(mapping, k))] or ids
     if not leaves:
         return None
-    return max(
-        leaves, key=lambda k: (len(_chain_up(mapping, k)), _node_time(mapping, k), k)
-    )
+    return max(leaves, key=lambda k: (len(_chain_up(mapping, k)), _node_time(mapping, k), k))
 
 
 def _tree_order(mapping: dict[Any, Any]) -> list[str]:

@@ -57,7 +57,9 @@ class CaseRecordItem(BaseModel):
 
     @model_validator(mode="after")
     def _append_has_target(self) -> CaseRecordItem:
-        if self.action == "append" and (self.targetMemoryId is None or self.expectedRevision is None):
+        if self.action == "append" and (
+            self.targetMemoryId is None or self.expectedRevision is None
+        ):
             raise ValueError("an append needs targetMemoryId and expectedRevision")
         return self
 
@@ -88,7 +90,9 @@ def _to_draft(item: CaseRecordItem) -> DraftRecord:
         valid_from=item.validFrom,
         stated_facts=list(item.statedFacts),
         inferences=list(item.inferences),
-        evidence=[EvidencePointer(message_key=e.messageKey, quote_hint=e.quoteHint) for e in item.evidence],
+        evidence=[
+            EvidencePointer(message_key=e.messageKey, quote_hint=e.quoteHint) for e in item.evidence
+        ],
         source_conversation_keys=list(item.sourceConversationKeys),
     )
 

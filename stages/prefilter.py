@@ -11,9 +11,13 @@ Pure: no I/O. Every decision carries a machine-readable reason:
 * ``drop:word-lookup``: a very short exchange asking what a word means.
 * ``keep:default``: everything else. When in doubt, keep.
 
+A text the person pastes to be summarised or translated is not their own words: only the
+request before it counts (``split_prose``).
+
 Markers are looked for in the person's prose only (code blocks and log lines removed), so a
 ``because`` inside a pasted stack trace or an assistant's answer does not count. A person who
-describes their own project, business or plans is never dropped by the drop rules.
+describes their own project, business or plans is never dropped by the drop rules; one who
+mentions something of theirs ("my website") is not dropped as code-only or a word look-up.
 """
 
 from __future__ import annotations
@@ -40,7 +44,8 @@ DECISION_RE = _rx(
     r"\b(?:I|we)(?:'ll| will| am going to|'m going to| are going to|'re going to) go with\b",
     r"\blet's go with\b",
     r"\b(?:I|we) (?:chose|picked|selected|opted for|went with|settled on|switched to|moved to)\b",
-    r"\b(?:I|we)(?:'ll| will) (?:stick with|stay with|use)\b",
+    r"\b(?:I|we)(?:'ll| will) (?:stick with|stay with)\b",
+    r"\b(?:I|we)'ll use\b",
     r"\bchanged (?:my|our) minds?\b",
     r"\bgoing with\b",
     r"決め(?:た|ました|ている|てる)",
@@ -105,17 +110,23 @@ REASON_RE = _rx(
     r"ため(?=[にの、。]|$)",
 )
 
-PERSONAL_RE = _rx(
-    r"\b(?:my|our)\s+(?:own\s+)?(?:[\w'.-]+\s+){0,3}?(?:project|business|company|app|application"
-    r"|website|site|startup|client|customer|team|product|shop|webshop|store|plan|thesis|course"
-    r"|class|students?|family|career|job|work|service|blog|portfolio|logo|brand|home|house)s?\b",
+# The person describes their own project, business, plans or themselves (strong signal).
+PLANS_RE = _rx(
     r"\b(?:I|we)(?:'m| am|'re| are) (?:building|developing|working on|planning|starting|running"
     r"|launching|writing|teaching|a |an )",
     r"\b(?:I|we) (?:want|plan|intend|need|would like|'d like) to (?:develop|build|create|launch"
     r"|start|set up|open|run|make|design|teach|improve)\b",
-    r"私の|僕の|俺の|うちの|弊社|自社|自分の|個人開発|副業|事業|起業",
+    r"\b(?:my|our) (?:own )?(?:business|company|startup|freelance|career|family|thesis|plans?)\b",
+    r"弊社|自社|個人開発|副業|事業|起業|プロジェクト|予定",
     r"(?:開発|作成|構築|運営|制作)(?:したい|している|してる|中|する予定)",
-    r"プロジェクト|予定",
+)
+
+# The person mentions something of theirs (weaker: "my app", "私のサイト").
+OWNERSHIP_RE = _rx(
+    r"\b(?:my|our)\s+(?:own\s+)?(?:[\w'.-]+\s+){0,3}?(?:project|business|company|app|application"
+    r"|website|site|startup|client|customer|team|product|shop|webshop|store|plan|thesis|course"
+    r"|class|students?|family|career|job|work|service|blog|portfolio|logo|brand|home|house)s?\b",
+    r"私の|僕の|俺の|うちの|自分の",
 )
 
 _CODE_REQUEST_RE = _rx(
@@ -155,6 +166,16 @@ _LOG_LINE_RE = _rx(
     r"(?-i:^\s*E\s{2,}\S)",
 )
 
+PASTE_INTRO_RE = _rx(
+    r"\bsummari[sz](?:e|ing)\b",
+    r"\b(?:following|this|the below|below) (?:text|article|document|e-?mail|paper|passage"
+    r"|transcript|content|essay|report|letter|notes|slides|chapter|message)\b",
+    r"\btranslat(?:e|ion)\b",
+    r"\bproofread\b",
+    r"以下の|次の(?:文章|テキスト|記事|メール|内容)",
+    r"要約|翻訳|添削|校正",
+)
+
 _FENCE_RE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 
 _CODE_SHARE_MIN = 0.5
@@ -162,6 +183,8 @@ _CODE_PROSE_MAX = 600
 _LOG_PROSE_MAX = 400
 _LOOKUP_PROSE_MAX = 100
 _LOOKUP_TOTAL_MAX = 2000
+_PASTE_INTRO_LINES = 6
+_PASTE_MIN = 300
 
 
 @dataclass(frozen=True)
@@ -215,10 +238,12 @@ def _keep_reason(prose: str) -> str | None:
 
 
 def _drop_reason(sig: _Signals) -> str | None:
-    if PERSONAL_RE.search(sig.person_prose):
+    if PLANS_RE.search(sig.person_prose):
         return None
-    if _is_error_log(sig):
+    if _is_error_log(sig):  # "my app crashes: <log>" is still a log paste
         return "drop:error-log"
+    if OWNERSHIP_RE.search(sig.person_prose):
+        return None
     if _is_code_only(sig):
         return "drop:code-only"
     if _is_word_lookup(sig):
@@ -291,7 +316,22 @@ def split_prose(text: str) -> tuple[str, int, int]:
             log_chars += len(line)
         else:
             kept.append(line)
-    return "\n".join(kept), log_chars, code_chars
+    return "\n".join(_drop_paste(kept)), log_chars, code_chars
+
+
+def _drop_paste(lines: list[str]) -> list[str]:
+    """Keep only the request when the person pastes a text to be summarised, translated..."""
+    for i, line in enumerate(lines[:_PASTE_INTRO_LINES]):
+        if not line.rstrip().endswith((":", "：")):
+            continue
+        intro = lines[: i + 1]
+        if PASTE_INTRO_RE.search("\n".join(intro)) and _chars(lines[i + 1 :]) >= _PASTE_MIN:
+            return intro
+    return lines
+
+
+def _chars(lines: list[str]) -> int:
+    return sum(len(line.strip()) for line in lines)
 
 
 def _log_chars(lines: Iterable[str]) -> int:

@@ -21,6 +21,7 @@ CREATE TABLE source_conversations (
     updated_at       timestamptz,
     content_hash     text NOT NULL,                 -- over every stored message
     message_count    integer NOT NULL,
+    drafting_chars   integer NOT NULL,              -- chars of the active person/assistant text
     provenance       jsonb NOT NULL,                -- {file, position, member}
     unknown_types    jsonb NOT NULL DEFAULT '{}'::jsonb,
     first_import_id  text NOT NULL REFERENCES import_runs(import_id),
@@ -210,10 +211,3 @@ CREATE TABLE batch_members (
     PRIMARY KEY (batch_id, conversation_key)
 );
 CREATE INDEX batch_members_lookup ON batch_members (conversation_key, content_hash, prompt_version, model);
-
-CREATE TABLE budget_events (
-    id        bigserial PRIMARY KEY,
-    bucket    text NOT NULL,
-    at        timestamptz NOT NULL DEFAULT clock_timestamp()
-);
-CREATE INDEX budget_events_bucket_at ON budget_events (bucket, at);

@@ -1,0 +1,350 @@
+"""The backfill steps as plain functions over ids (the Prefect flow in flows/backfill.py only
+sequences them). Each step reads what it needs from the ledger, the batch files and the store,
+so any step can be re-run after a crash: resume lives in our own state, not in Prefect's cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from core.errors import ConfigError, DraftError, StaleRevision, TombstonedMemory
+from core.hashing import tagged_hash
+from core.models import (
+    BatchMember,
+    CommitRequest,
+    Conversation,
+    DraftRecord,
+    EvidenceIn,
+    Message,
+    VerifiedDraft,
+)
+from core.ports import Drafter
+from core.settings import Settings
+from importers import iter_source
+from providers import get_drafter
+from stages.batching import pack
+from stages.evidence import verify_draft
+from stages.prefilter import RULE_VERSION, prefilter
+from state.budget import BudgetedMemoryAPI, SlidingWindowLimiter
+from state.files import (
+    RESULT_SCHEMA,
+    STATE_SCHEMA,
+    batch_dir,
+    read_checked,
+    read_result,
+    write_atomic,
+)
+from store.db import Database
+from store.ledger import Ledger
+from store.records import MemoryStore
+from store.runs import RunStore, to_batch
+
+_log = logging.getLogger("pmem.backfill")
+
+
+@dataclass
+class Pipeline:
+    """The resources of one backfill in this process. Tasks find it by run id."""
+
+    settings: Settings
+    db: Database
+    ledger: Ledger
+    runs: RunStore
+    store: MemoryStore
+    drafter: Drafter
+    limiter: SlidingWindowLimiter
+    run_id: str = ""
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def api(self) -> BudgetedMemoryAPI:
+        return BudgetedMemoryAPI(self.store, self.limiter, self.run_id)
+
+    @classmethod
+    def open(cls, settings: Settings, llm: str | None = None) -> Pipeline:
+        db = Database.open(settings)
+        limit, window = settings.budget
+        return cls(
+            settings=settings, db=db, ledger=Ledger(db), runs=RunStore(db), store=MemoryStore(db),
+            drafter=get_drafter(llm or settings.llm),
+            limiter=SlidingWindowLimiter(limit, window, max_wait=settings.max_wait_seconds),
+        )  # fmt: skip
+
+    def close(self) -> None:
+        self.db.close()
+
+
+_PIPELINES: dict[str, Pipeline] = {}
+
+
+def register(p: Pipeline) -> None:
+    _PIPELINES[p.run_id] = p
+
+
+def pipeline(run_id: str) -> Pipeline:
+    return _PIPELINES[run_id]
+
+
+def unregister(run_id: str) -> None:
+    _PIPELINES.pop(run_id, None)
+
+
+# ---------------------------------------------------------------- export location
+
+
+def resolve_export(settings: Settings, source: str, export: str | None) -> Path:
+    if export:
+        path = Path(export).expanduser()
+        if not path.exists():
+            raise ConfigError(f"export {path} does not exist")
+        return path.resolve()
+    inbox = settings.inbox_dir / source
+    files = sorted((p for p in inbox.glob("*") if p.is_file()), key=lambda p: p.stat().st_mtime)
+    if not files:
+        raise ConfigError(
+            f"no export given and the inbox {inbox} is empty",
+            hint=f"pass EXPORT=path (make) or --export PATH, or drop the export into {inbox}/",
+        )
+    return files[-1].resolve()
+
+
+def fingerprint(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return f"sha256:{h.hexdigest()}"
+
+
+# ---------------------------------------------------------------- 1. import + prefilter
+
+
+def import_export(p: Pipeline, source: str, export_path: str) -> dict[str, Any]:
+    ledger = p.ledger
+    import_id = ledger.start_import(source, export_path)
+    overrides = ledger.overrides()
+    stats: dict[str, Any] = {
+        "conversations": 0, "conversations_new": 0, "conversations_changed": 0,
+        "conversations_unchanged": 0, "messages_new": 0, "quarantined": 0, "kept": 0,
+        "dropped": 0, "drop_reasons": {}, "unknown_types": {},
+    }  # fmt: skip
+    for item in iter_source(source, Path(export_path)):
+        if not isinstance(item, Conversation):
+            ledger.quarantine(source, export_path, item.position, item.reason, import_id)
+            stats["quarantined"] += 1
+            continue
+        outcome, new_messages = ledger.upsert(item, import_id)
+        stats["conversations"] += 1
+        stats[f"conversations_{outcome}"] += 1
+        stats["messages_new"] += new_messages
+        for t, n in item.unknown_types.items():
+            stats["unknown_types"][t] = stats["unknown_types"].get(t, 0) + n
+        decision = prefilter(item, overrides)
+        ledger.record_decision(decision)
+        if decision.keep:
+            stats["kept"] += 1
+        else:
+            stats["dropped"] += 1
+            stats["drop_reasons"][decision.reason] = stats["drop_reasons"].get(decision.reason, 0) + 1
+        if stats["conversations"] % 500 == 0:
+            _log.info("imported %d conversations", stats["conversations"])
+    ledger.finish_import(import_id, stats)
+    return stats
+
+
+# ---------------------------------------------------------------- 2. plan
+
+
+def plan(p: Pipeline, source: str) -> list[str]:
+    """Pending batches first (reused as they are), then new batches for un-batched conversations."""
+    model, pv = p.drafter.model, p.drafter.prompt_version
+    p.runs.supersede_stale(source)
+    pending = [b["batch_id"] for b in p.runs.pending(source, model, pv)]
+    kept = p.ledger.kept_conversations(source, RULE_VERSION)
+    done = p.runs.batched_keys([(c["conversation_key"], c["content_hash"]) for c in kept], model, pv)
+    members = [
+        BatchMember(conversation_key=c["conversation_key"], content_hash=c["content_hash"],
+                    chars=c["drafting_chars"])  # fmt: skip
+        for c in kept
+        if c["conversation_key"] not in done
+    ]
+    new = pack(
+        members, max_conversations=p.settings.batch_max_conversations,
+        max_chars=p.settings.batch_max_chars, prompt_version=pv, model=model,
+    )  # fmt: skip
+    for b in new:
+        p.runs.add_batch(b, source, p.run_id)
+    return pending + [b.batch_id for b in new if b.batch_id not in pending]
+
+
+# ---------------------------------------------------------------- 3. draft + verify
+
+
+def _paths(p: Pipeline, batch_id: str) -> tuple[Path, Path]:
+    row = p.runs.batch(batch_id)
+    assert row is not None, batch_id
+    d = batch_dir(p.settings.runs_dir, row["run_id"], batch_id)
+    return d / "result.json", d / "run-state.json"
+
+
+def _load_state(path: Path, batch_id: str, run_id: str) -> dict[str, Any]:
+    try:
+        return read_checked(path, STATE_SCHEMA)
+    except Exception:  # missing or damaged: start a fresh state; result.json is the truth
+        return {"batch_id": batch_id, "run_id": run_id, "stage": "pending", "attempts": 0,
+                "last_error": None, "times": {}, "commits": {}}  # fmt: skip
+
+
+def _save_state(path: Path, state: dict[str, Any], stage: str, **changes: Any) -> None:
+    state.update(changes, stage=stage)
+    state.setdefault("times", {})[stage] = datetime.now(UTC).isoformat()
+    write_atomic(path, {k: v for k, v in state.items() if k not in ("checksum", "schema_version")}, STATE_SCHEMA)
+
+
+def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
+    """Draft and verify one batch, unless its result.json is already complete."""
+    result_path, state_path = _paths(p, batch_id)
+    row = p.runs.batch(batch_id)
+    assert row is not None
+    existing = read_result(result_path, batch_id)
+    if existing is not None:
+        if row["status"] in ("planned", "failed"):
+            p.runs.set_status(batch_id, "drafted", checksum=existing["checksum"])
+        return {"skipped_complete": True, "drafter_calls": 0, "rejected_evidence": existing["rejected_evidence"]}
+    batch = to_batch(row)
+    state = _load_state(state_path, batch_id, row["run_id"])
+    _save_state(state_path, state, "drafting", attempts=state.get("attempts", 0) + 1)
+    conversations = [p.ledger.load(m.conversation_key) for m in batch.members]
+    context = p.api.related([c.key for c in conversations], [c.title for c in conversations if c.title])
+    try:
+        out = p.drafter.draft(conversations, context)
+    except DraftError as err:
+        _save_state(state_path, state, "failed", last_error=type(err).__name__)
+        p.runs.set_status(batch_id, "failed", error=type(err).__name__, attempt=True)
+        raise
+    messages: dict[str, Message] = {m.key: m for c in conversations for m in c.messages}
+    verified: list[VerifiedDraft] = []
+    for i, rec in enumerate(out.records):
+        rec = rec.model_copy(update={"draft_id": f"d{i:02d}-" + rec.identity().split(":")[1][:12]})
+        verified.append(verify_draft(rec, messages))
+    rejected = sum(len(v.rejected) for v in verified)
+    body = {
+        "batch_id": batch_id, "run_id": row["run_id"], "complete": True,
+        "members": [m.model_dump() for m in batch.members],
+        "model": out.model, "prompt_version": out.prompt_version,
+        "drafts": [v.model_dump(mode="json") for v in verified],
+        "rejected_evidence": rejected,
+        "uncommittable": [{"draft_id": v.draft.draft_id, "reason": v.reason} for v in verified if not v.committable],
+        "tokens": {"input": out.input_tokens, "output": out.output_tokens},
+        "drafted_at": datetime.now(UTC).isoformat(),
+    }  # fmt: skip
+    checksum = write_atomic(result_path, body, RESULT_SCHEMA)
+    p.runs.set_status(batch_id, "drafted", checksum=checksum, attempt=True)
+    _save_state(state_path, state, "verified", last_error=None)
+    return {"skipped_complete": False, "drafter_calls": 1, "rejected_evidence": rejected,
+            "input_tokens": out.input_tokens, "output_tokens": out.output_tokens}  # fmt: skip
+
+
+# ---------------------------------------------------------------- 4. commit
+
+
+def commit_request(v: VerifiedDraft, *, batch_id: str, run_id: str, model: str, prompt_version: str,
+                   proposal_id: str | None) -> CommitRequest:  # fmt: skip
+    d: DraftRecord = v.draft
+    return CommitRequest(
+        memory_id=d.target_memory_id if d.action == "append" else None,
+        expected_revision=d.expected_revision if d.action == "append" else None,
+        kind=d.memory_kind, title=d.title, canonical_summary=d.canonical_summary,
+        index_summary=d.index_summary, aliases=d.aliases, tags=d.tags,
+        occurred_at=d.occurred_at, valid_from=d.valid_from,
+        evidence=[EvidenceIn(source_key=e.message_key, text=e.text) for e in v.evidence],
+        reason="append" if d.action == "append" else "create",
+        idempotency_key=tagged_hash("commit", [batch_id, d.draft_id, d.identity()], length=40),
+        run_id=run_id, client="pmem-backfill", model=model, prompt_version=prompt_version,
+        proposal_id=proposal_id,
+    )  # fmt: skip
+
+
+def commit_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
+    """Commit every committable draft of a drafted batch, once. Safe to re-run at any point."""
+    result_path, state_path = _paths(p, batch_id)
+    result = read_result(result_path, batch_id)
+    if result is None:
+        raise RuntimeError(f"batch {batch_id} has no complete result.json")
+    state = _load_state(state_path, batch_id, result["run_id"])
+    commits: dict[str, Any] = state.setdefault("commits", {})
+    counts = {"commits": 0, "replayed": 0, "noops": 0, "conflicts": 0, "memories_created": 0}
+    _save_state(state_path, state, "committing")
+    for raw in result["drafts"]:
+        v = VerifiedDraft.model_validate(raw)
+        if not v.committable or v.draft.draft_id in commits:
+            continue
+        proposal_id = p.api.propose(p.run_id, batch_id, v.draft.draft_id, {"result_checksum": result["checksum"]})
+        req = commit_request(v, batch_id=batch_id, run_id=p.run_id, model=result["model"],
+                             prompt_version=result["prompt_version"], proposal_id=proposal_id)  # fmt: skip
+        try:
+            res = p.api.commit(req)
+        except (StaleRevision, TombstonedMemory) as err:
+            counts["conflicts"] += 1
+            commits[v.draft.draft_id] = {"conflict": type(err).__name__}
+            _save_state(state_path, state, "committing")
+            continue
+        if res.replayed:
+            counts["replayed"] += 1
+        elif res.noop:
+            counts["noops"] += 1
+        else:
+            counts["commits"] += 1
+            counts["memories_created"] += int(res.created)
+        commits[v.draft.draft_id] = res.model_dump(mode="json")
+        _save_state(state_path, state, "committing")
+    p.runs.set_status(batch_id, "committed")
+    _save_state(state_path, state, "committed")
+    return counts
+
+
+# ---------------------------------------------------------------- the whole run, without Prefect
+
+
+def new_summary(run_id: str, resumed: bool, dry_run: bool) -> dict[str, Any]:
+    return {
+        "run_id": run_id, "resumed": resumed, "dry_run": dry_run, "status": "open",
+        "conversations": 0, "conversations_new": 0, "conversations_changed": 0,
+        "kept": 0, "dropped": 0, "quarantined": 0,
+        "batches_total": 0, "batches_skipped_complete": 0, "batches_failed": 0,
+        "drafter_calls": 0, "rejected_evidence": 0, "commits": 0, "commits_replayed": 0,
+        "noops": 0, "conflicts": 0, "memories_created": 0, "memory_api_requests": 0,
+        "input_tokens": 0, "output_tokens": 0, "elapsed_seconds": 0.0,
+    }  # fmt: skip
+
+
+def add_import(summary: dict[str, Any], s: dict[str, Any]) -> None:
+    for k in ("conversations", "conversations_new", "conversations_changed", "kept", "dropped", "quarantined"):
+        summary[k] = s[k]
+    summary["drop_reasons"] = s["drop_reasons"]
+
+
+def add_draft(summary: dict[str, Any], s: dict[str, Any]) -> None:
+    summary["batches_skipped_complete"] += int(s["skipped_complete"])
+    summary["drafter_calls"] += s["drafter_calls"]
+    summary["rejected_evidence"] += s["rejected_evidence"]
+    summary["input_tokens"] += s.get("input_tokens", 0)
+    summary["output_tokens"] += s.get("output_tokens", 0)
+
+
+def add_commit(summary: dict[str, Any], s: dict[str, Any]) -> None:
+    summary["commits"] += s["commits"]
+    summary["commits_replayed"] += s["replayed"]
+    summary["noops"] += s["noops"]
+    summary["conflicts"] += s["conflicts"]
+    summary["memories_created"] += s["memories_created"]
+
+
+def clock() -> float:
+    return time.monotonic()

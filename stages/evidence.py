@@ -1,0 +1,94 @@
+"""Evidence chosen by code, never by the model.
+
+Each pointer (message key + quote hint) is located in its source message: an exact substring,
+else the best fuzzy alignment (rapidfuzz) above a threshold, else rejected with a reason. The
+SOURCE's characters are kept. The final check is the invariant itself: every accepted text is a
+substring of its source message.
+"""
+
+from __future__ import annotations
+
+from rapidfuzz import fuzz
+
+from core.models import (
+    Channel,
+    DraftRecord,
+    Message,
+    RejectedEvidence,
+    VerifiedDraft,
+    VerifiedEvidence,
+)
+
+FUZZY_THRESHOLD = 90.0
+MIN_CHARS = 4
+MAX_CHARS = 600
+
+
+def _storable(text: str) -> bool:
+    """PostgreSQL text holds no NUL and no lone surrogate."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def locate(hint: str, source: str) -> tuple[str, str, float] | None:
+    """Return (source excerpt, method, score) or None."""
+    hint = hint.strip()
+    if len(hint) < MIN_CHARS:
+        return None
+    start = source.find(hint)
+    if start >= 0:
+        return source[start : start + len(hint)], "exact", 100.0
+    if len(hint) > len(source) * 1.2:
+        return None
+    al = fuzz.partial_ratio_alignment(hint, source, score_cutoff=FUZZY_THRESHOLD)
+    if al is None:
+        return None
+    excerpt = source[al.dest_start : al.dest_end].strip()
+    if len(excerpt) < MIN_CHARS:
+        return None
+    return excerpt, "fuzzy", float(al.score)
+
+
+def verify_draft(draft: DraftRecord, messages: dict[str, Message]) -> VerifiedDraft:
+    accepted: list[VerifiedEvidence] = []
+    rejected: list[RejectedEvidence] = []
+    seen: set[tuple[str, str]] = set()
+    for p in draft.evidence:
+        msg = messages.get(p.message_key)
+        if msg is None:
+            rejected.append(RejectedEvidence(message_key=p.message_key, reason="unknown-message"))
+            continue
+        if msg.channel not in (Channel.PERSON, Channel.ASSISTANT):
+            rejected.append(RejectedEvidence(message_key=p.message_key, reason="not-conversation-text"))
+            continue
+        found = locate(p.quote_hint, msg.text)
+        if found is None:
+            rejected.append(RejectedEvidence(message_key=p.message_key, reason="not-found-in-source"))
+            continue
+        text, method, score = found
+        if len(text) > MAX_CHARS:
+            text = text[:MAX_CHARS]
+        if not _storable(text):
+            rejected.append(RejectedEvidence(message_key=p.message_key, reason="not-storable"))
+            continue
+        if text not in msg.text:  # the invariant, checked on what we are about to keep
+            rejected.append(RejectedEvidence(message_key=p.message_key, reason="not-verbatim"))
+            continue
+        if (p.message_key, text) in seen:
+            continue
+        seen.add((p.message_key, text))
+        accepted.append(VerifiedEvidence(message_key=p.message_key, text=text, method=method, score=score))
+    # the person's own words first
+    accepted.sort(key=lambda e: messages[e.message_key].channel != Channel.PERSON)
+    if draft.action == "noop":
+        return VerifiedDraft(draft=draft, evidence=accepted, rejected=rejected, committable=False, reason="noop")
+    if not accepted:
+        return VerifiedDraft(
+            draft=draft, evidence=[], rejected=rejected, committable=False, reason="no-verified-evidence"
+        )
+    return VerifiedDraft(draft=draft, evidence=accepted, rejected=rejected, committable=True)

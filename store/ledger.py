@@ -1,0 +1,195 @@
+"""The source ledger: every imported message, byte-exact, under a stable key.
+
+Re-importing the same export writes nothing (a conversation whose content hash is unchanged is
+skipped before any write). A conversation that grew gets its new messages added and is marked
+changed; messages already stored are never rewritten (their branch position may move).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal
+
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from core.hashing import bytes_text, tagged_hash, text_bytes
+from core.models import Channel, Conversation, Message, PrefilterDecision, Provenance
+from store.db import Database
+
+UpsertOutcome = Literal["new", "changed", "unchanged"]
+
+
+class Ledger:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def start_import(self, source: str, file: str) -> str:
+        import_id = tagged_hash("import", [source, file, datetime.now(UTC).isoformat()], length=20)
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute(
+                "INSERT INTO import_runs (import_id, source, file) VALUES (%s, %s, %s)",
+                (import_id, source, file),
+            )
+        return import_id
+
+    def finish_import(self, import_id: str, stats: dict) -> None:
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute(
+                "UPDATE import_runs SET finished_at = now(), stats = %s WHERE import_id = %s",
+                (Jsonb(stats), import_id),
+            )
+
+    def upsert(self, conv: Conversation, import_id: str) -> tuple[UpsertOutcome, int]:
+        """Store a conversation; returns the outcome and the number of new messages."""
+        chash = conv.content_hash
+        with self.db.connection() as conn, conn.transaction():
+            row = conn.execute(
+                "SELECT content_hash FROM source_conversations WHERE conversation_key = %s FOR UPDATE",
+                (conv.key,),
+            ).fetchone()
+            if row is not None and row[0] == chash:
+                return "unchanged", 0
+            params = {
+                "key": conv.key, "source": conv.source, "ext": conv.external_id,
+                "title": conv.title, "created": conv.created_at, "updated": conv.updated_at,
+                "hash": chash, "n": len(conv.messages), "chars": conv.drafting_chars,
+                "prov": Jsonb(conv.provenance.model_dump()), "unknown": Jsonb(conv.unknown_types),
+                "imp": import_id,
+            }  # fmt: skip
+            if row is None:
+                conn.execute(
+                    """INSERT INTO source_conversations (conversation_key, source, external_id,
+                           title, created_at, updated_at, content_hash, message_count,
+                           drafting_chars, provenance, unknown_types, first_import_id,
+                           last_import_id)
+                       VALUES (%(key)s, %(source)s, %(ext)s, %(title)s, %(created)s, %(updated)s,
+                               %(hash)s, %(n)s, %(chars)s, %(prov)s, %(unknown)s, %(imp)s, %(imp)s)""",
+                    params,
+                )
+            else:
+                conn.execute(
+                    """UPDATE source_conversations SET title = %(title)s, created_at = %(created)s,
+                           updated_at = %(updated)s, content_hash = %(hash)s, message_count = %(n)s,
+                           drafting_chars = %(chars)s, provenance = %(prov)s,
+                           unknown_types = %(unknown)s, last_import_id = %(imp)s, changed_at = now()
+                       WHERE conversation_key = %(key)s""",
+                    params,
+                )
+            new = 0
+            with conn.cursor() as cur:
+                for m in conv.messages:
+                    cur.execute(
+                        """INSERT INTO source_messages (message_key, conversation_key, node_id,
+                               parent_id, role, channel, content_type, raw_type, body, content_hash,
+                               created_at, position, on_active_path, branch_index, import_id)
+                           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                           ON CONFLICT (message_key) DO UPDATE
+                           SET position = EXCLUDED.position, on_active_path = EXCLUDED.on_active_path,
+                               branch_index = EXCLUDED.branch_index
+                           WHERE (source_messages.position, source_messages.on_active_path,
+                                  source_messages.branch_index)
+                                 IS DISTINCT FROM (EXCLUDED.position, EXCLUDED.on_active_path,
+                                                   EXCLUDED.branch_index)
+                           RETURNING (xmax = 0)""",
+                        (m.key, conv.key, m.node_id, m.parent_id, m.role, m.channel.value,
+                         m.content_type, m.raw_type, text_bytes(m.text), m.content_hash,
+                         m.created_at, m.position, m.on_active_path, m.branch_index, import_id),
+                    )  # fmt: skip
+                    got = cur.fetchone()
+                    new += bool(got and got[0])
+            return ("new" if row is None else "changed"), new
+
+    def quarantine(self, source: str, file: str, position: int, reason: str, import_id: str) -> None:
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute(
+                """INSERT INTO quarantine (source, file, position, reason, import_id)
+                   VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+                (source, file, position, reason, import_id),
+            )
+
+    # ---------------------------------------------------------------- prefilter
+
+    def record_decision(self, d: PrefilterDecision) -> None:
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute(
+                """INSERT INTO prefilter_decisions (conversation_key, content_hash, rule_version, keep, reason)
+                   VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+                (d.conversation_key, d.content_hash, d.rule_version, d.keep, d.reason),
+            )
+
+    def overrides(self) -> dict[str, bool]:
+        with self.db.connection() as conn:
+            return dict(conn.execute("SELECT conversation_key, keep FROM prefilter_overrides").fetchall())
+
+    def set_override(self, conversation_key: str, keep: bool) -> None:
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute(
+                """INSERT INTO prefilter_overrides (conversation_key, keep) VALUES (%s, %s)
+                   ON CONFLICT (conversation_key) DO UPDATE SET keep = EXCLUDED.keep, set_at = now()""",
+                (conversation_key, keep),
+            )
+
+    def kept_conversations(self, source: str, rule_version: str) -> list[dict]:
+        """Current conversations of a source that the prefilter kept: key, hash, chars."""
+        with self.db.connection() as conn:
+            return conn.cursor(row_factory=dict_row).execute(
+                """SELECT c.conversation_key, c.content_hash, c.drafting_chars
+                   FROM source_conversations c
+                   JOIN prefilter_decisions d ON d.conversation_key = c.conversation_key
+                        AND d.content_hash = c.content_hash AND d.rule_version = %s
+                   LEFT JOIN prefilter_overrides o ON o.conversation_key = c.conversation_key
+                   WHERE c.source = %s AND coalesce(o.keep, d.keep)
+                   ORDER BY c.created_at NULLS LAST, c.conversation_key""",
+                (rule_version, source),
+            ).fetchall()
+
+    def decisions(self, source: str) -> list[dict]:
+        with self.db.connection() as conn:
+            return conn.cursor(row_factory=dict_row).execute(
+                """SELECT d.conversation_key, d.keep, d.reason FROM prefilter_decisions d
+                   JOIN source_conversations c ON c.conversation_key = d.conversation_key
+                        AND c.content_hash = d.content_hash
+                   WHERE c.source = %s ORDER BY d.conversation_key""",
+                (source,),
+            ).fetchall()
+
+    # ---------------------------------------------------------------- reading back
+
+    def load(self, conversation_key: str) -> Conversation:
+        with self.db.connection() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            c = cur.execute(
+                "SELECT * FROM source_conversations WHERE conversation_key = %s", (conversation_key,)
+            ).fetchone()
+            if c is None:
+                raise KeyError(conversation_key)
+            rows = cur.execute(
+                """SELECT * FROM source_messages WHERE conversation_key = %s
+                   ORDER BY on_active_path DESC, position, message_key""",
+                (conversation_key,),
+            ).fetchall()
+        messages = [
+            Message(
+                key=r["message_key"], node_id=r["node_id"], parent_id=r["parent_id"],
+                role=r["role"], channel=Channel(r["channel"]), content_type=r["content_type"],
+                raw_type=r["raw_type"], text=bytes_text(bytes(r["body"])),
+                created_at=r["created_at"], position=r["position"],
+                on_active_path=r["on_active_path"], branch_index=r["branch_index"],
+            )  # fmt: skip
+            for r in rows
+        ]
+        return Conversation(
+            key=c["conversation_key"], source=c["source"], external_id=c["external_id"],
+            title=c["title"], created_at=c["created_at"], updated_at=c["updated_at"],
+            messages=messages, provenance=Provenance(**c["provenance"]),
+            unknown_types=c["unknown_types"],
+        )  # fmt: skip
+
+    def counts(self) -> dict[str, int]:
+        with self.db.connection() as conn:
+            row = conn.execute(
+                "SELECT (SELECT count(*) FROM source_conversations), (SELECT count(*) FROM source_messages)"
+            ).fetchone()
+        assert row is not None
+        return {"conversations": row[0], "messages": row[1]}

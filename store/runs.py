@@ -1,0 +1,170 @@
+"""Backfill runs and batches: the database half of resume (the other half is result.json).
+
+A batch id is content-derived (members, their content hashes, prompt version, model), so the
+same work always maps to the same batch, across runs. A conversation already in a batch with
+the same content hash, prompt version and model is never batched again.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+from core.hashing import tagged_hash
+from core.models import Batch, BatchMember
+from store.db import Database
+
+PENDING = ("planned", "drafted", "failed")
+
+
+class RunStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def open_or_create(
+        self, *, source: str, export_path: str | None, fingerprint: str, model: str,
+        prompt_version: str, dry_run: bool,
+    ) -> tuple[str, bool]:  # fmt: skip
+        """Reuse the open (or stopped) run for the same source and export, else start one."""
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext('pmem-runs'))")
+            row = conn.execute(
+                """SELECT run_id FROM backfill_runs
+                   WHERE source = %s AND export_fingerprint = %s AND model = %s
+                     AND prompt_version = %s AND dry_run = %s AND status IN ('open', 'stopped')
+                   ORDER BY started_at DESC LIMIT 1""",
+                (source, fingerprint, model, prompt_version, dry_run),
+            ).fetchone()
+            if row is not None:
+                conn.execute(
+                    "UPDATE backfill_runs SET status = 'open' WHERE run_id = %s", (row[0],)
+                )
+                return row[0], True
+            now = datetime.now(UTC)
+            run_id = now.strftime("%Y%m%dT%H%M%S") + "-" + tagged_hash(
+                "run", [source, fingerprint, now.isoformat()], length=6
+            ).split(":")[1]
+            conn.execute(
+                """INSERT INTO backfill_runs (run_id, source, export_path, export_fingerprint,
+                       model, prompt_version, dry_run) VALUES (%s, %s, %s, %s, %s, %s, %s)""",
+                (run_id, source, export_path, fingerprint, model, prompt_version, dry_run),
+            )
+            return run_id, False
+
+    def finish(self, run_id: str, status: str, summary: dict[str, Any]) -> None:
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute(
+                """UPDATE backfill_runs SET status = %s, summary = %s,
+                       finished_at = CASE WHEN %s IN ('complete', 'failed') THEN now() END
+                   WHERE run_id = %s""",
+                (status, Jsonb(summary), status, run_id),
+            )
+
+    def get_run(self, run_id: str) -> dict[str, Any] | None:
+        with self.db.connection() as conn:
+            return conn.cursor(row_factory=dict_row).execute(
+                "SELECT * FROM backfill_runs WHERE run_id = %s", (run_id,)
+            ).fetchone()
+
+    def list_runs(self, limit: int = 20) -> list[dict[str, Any]]:
+        with self.db.connection() as conn:
+            return conn.cursor(row_factory=dict_row).execute(
+                "SELECT * FROM backfill_runs ORDER BY started_at DESC LIMIT %s", (limit,)
+            ).fetchall()
+
+    # ---------------------------------------------------------------- batches
+
+    def batched_keys(self, keys_hashes: list[tuple[str, str]], model: str, prompt_version: str) -> set[str]:
+        """Conversation keys (at these content hashes) already in a live batch for this model."""
+        if not keys_hashes:
+            return set()
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                """SELECT m.conversation_key FROM batch_members m
+                   JOIN batches b ON b.batch_id = m.batch_id
+                   JOIN unnest(%s::text[], %s::text[]) AS k(key, hash)
+                        ON k.key = m.conversation_key AND k.hash = m.content_hash
+                   WHERE m.model = %s AND m.prompt_version = %s AND b.status <> 'superseded'""",
+                ([k for k, _ in keys_hashes], [h for _, h in keys_hashes], model, prompt_version),
+            ).fetchall()
+        return {r[0] for r in rows}
+
+    def pending(self, source: str, model: str, prompt_version: str) -> list[dict[str, Any]]:
+        """Batches not yet committed, oldest first, with the run that holds their files."""
+        with self.db.connection() as conn:
+            return conn.cursor(row_factory=dict_row).execute(
+                """SELECT * FROM batches WHERE source = %s AND model = %s AND prompt_version = %s
+                     AND status = ANY(%s) ORDER BY created_at, batch_id""",
+                (source, model, prompt_version, list(PENDING)),
+            ).fetchall()
+
+    def add_batch(self, batch: Batch, source: str, run_id: str) -> None:
+        with self.db.connection() as conn, conn.transaction():
+            cur = conn.execute(
+                """INSERT INTO batches (batch_id, source, model, prompt_version, members, run_id)
+                   VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (batch_id) DO NOTHING""",
+                (batch.batch_id, source, batch.model, batch.prompt_version,
+                 Jsonb([m.model_dump() for m in batch.members]), run_id),
+            )  # fmt: skip
+            if cur.rowcount:
+                for m in batch.members:
+                    conn.execute(
+                        """INSERT INTO batch_members (batch_id, conversation_key, content_hash,
+                               prompt_version, model) VALUES (%s, %s, %s, %s, %s)""",
+                        (batch.batch_id, m.conversation_key, m.content_hash,
+                         batch.prompt_version, batch.model),
+                    )  # fmt: skip
+
+    def set_status(self, batch_id: str, status: str, *, checksum: str | None = None,
+                   error: str | None = None, attempt: bool = False) -> None:  # fmt: skip
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute(
+                """UPDATE batches SET status = %s, result_checksum = coalesce(%s, result_checksum),
+                       last_error = %s, attempts = attempts + %s, updated_at = now()
+                   WHERE batch_id = %s""",
+                (status, checksum, error, int(attempt), batch_id),
+            )
+
+    def supersede_stale(self, source: str) -> int:
+        """Mark pending batches whose members changed since planning as superseded."""
+        with self.db.connection() as conn, conn.transaction():
+            rows = conn.execute(
+                """SELECT DISTINCT b.batch_id FROM batches b
+                   JOIN batch_members m ON m.batch_id = b.batch_id
+                   JOIN source_conversations c ON c.conversation_key = m.conversation_key
+                   WHERE b.source = %s AND b.status = ANY(%s) AND c.content_hash <> m.content_hash""",
+                (source, list(PENDING)),
+            ).fetchall()
+            for (batch_id,) in rows:
+                conn.execute(
+                    "UPDATE batches SET status = 'superseded', updated_at = now() WHERE batch_id = %s",
+                    (batch_id,),
+                )
+        return len(rows)
+
+    def batch(self, batch_id: str) -> dict[str, Any] | None:
+        with self.db.connection() as conn:
+            return conn.cursor(row_factory=dict_row).execute(
+                "SELECT * FROM batches WHERE batch_id = %s", (batch_id,)
+            ).fetchone()
+
+    def stage_counts(self, run_id: str | None = None) -> dict[str, int]:
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                """SELECT status, count(*) FROM batches
+                   WHERE %(run)s::text IS NULL OR run_id = %(run)s GROUP BY status""",
+                {"run": run_id},
+            ).fetchall()
+        return dict(rows)
+
+
+def to_batch(row: dict[str, Any]) -> Batch:
+    return Batch(
+        batch_id=row["batch_id"],
+        members=[BatchMember(**m) for m in row["members"]],
+        prompt_version=row["prompt_version"],
+        model=row["model"],
+    )

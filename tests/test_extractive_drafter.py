@@ -1,0 +1,387 @@
+"""The offline extractive drafter, the scripted fake and the provider registry."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from core.errors import ConfigError, TerminalDraftError, TransientDraftError
+from core.models import Channel, Conversation, DraftOutput, MemoryIndexEntry, Message, Provenance
+from core.ports import Drafter
+from prompts.case_record import PROMPT_VERSION, build_prompt
+from providers import get_drafter
+from providers.extractive import ExtractiveDrafter
+from providers.fake import ScriptedDrafter
+from stages.prefilter import prefilter
+
+T0 = datetime(2024, 3, 12, 21, 5, tzinfo=UTC)
+REAL_CHATGPT = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real" / "chatgpt"
+FIXTURE = REAL_CHATGPT / "my_chat_gpt-history_download-conversations.subset.json"
+
+
+def make_conv(
+    turns: list[tuple[str, str]],
+    *,
+    key: str = "chatgpt:c1",
+    title: str | None = None,
+    times: bool = True,
+) -> Conversation:
+    """A conversation from (role, text) turns: "user" is the person, anything else the assistant."""
+    messages = [
+        Message(
+            key=f"{key}:n{i}",
+            node_id=f"n{i}",
+            parent_id=f"n{i - 1}" if i else None,
+            role=role,
+            channel=Channel.PERSON if role == "user" else Channel.ASSISTANT,
+            content_type="text",
+            text=text,
+            created_at=T0 + timedelta(minutes=3 * i) if times else None,
+            position=i,
+        )
+        for i, (role, text) in enumerate(turns)
+    ]
+    return Conversation(
+        key=key,
+        source="chatgpt",
+        external_id=key.split(":", 1)[1],
+        title=title,
+        created_at=T0 - timedelta(days=1),
+        messages=messages,
+        provenance=Provenance(file="conversations.json", position=0),
+    )
+
+
+def japanese_conv(key: str = "chatgpt:ja1") -> Conversation:
+    return make_conv(
+        [
+            (
+                "user",
+                "個人開発の家計簿アプリで使うデータベースを選んでいます。SQLiteとPostgreSQLで迷っています。",
+            ),
+            (
+                "assistant",
+                "どちらも良い選択肢です。SQLiteは手軽で、PostgreSQLは同時接続に強いです。",
+            ),
+            (
+                "user",
+                "将来は複数端末から同期したいので、PostgreSQLにします。"
+                "Supabaseの無料枠が使えるから、運用の手間も少ないです。",
+            ),
+            ("assistant", "良い判断だと思います。"),
+            ("user", "バックアップの方法はまだ決まっていない。"),
+        ],
+        key=key,
+    )
+
+
+def english_conv(
+    key: str = "chatgpt:en1", title: str | None = "Job queue for the shop"
+) -> Conversation:
+    return make_conv(
+        [
+            ("user", "Our webshop sends order e-mails synchronously. Should we use Celery or RQ?"),
+            ("assistant", "Celery has more features; RQ is simpler to run."),
+            ("user", "I decided to go with RQ because we only need one simple queue."),
+            ("assistant", "Sounds good."),
+            ("user", "Not sure yet how to monitor failed jobs."),
+        ],
+        key=key,
+        title=title,
+    )
+
+
+def assert_quotes_verbatim(conv: Conversation, output: DraftOutput) -> None:
+    texts = {m.key: m.text for m in conv.messages}
+    for record in output.records:
+        assert record.evidence, "every record has evidence"
+        for pointer in record.evidence:
+            assert pointer.message_key in texts
+            assert pointer.quote_hint
+            assert pointer.quote_hint in texts[pointer.message_key]
+
+
+# ---------------------------------------------------------------- the extractive drafter
+
+
+def test_japanese_conversation_gives_a_japanese_decision_record() -> None:
+    conv = japanese_conv()
+    out = ExtractiveDrafter().draft([conv], [])
+    assert out.model == "extractive:v1"
+    assert out.prompt_version == PROMPT_VERSION
+    [record] = out.records
+    assert record.memory_kind == "decision"
+    assert record.action == "create"
+    assert record.draft_id == ""
+    for heading in ("## 背景", "## 決定", "## 理由", "## 未解決"):
+        assert heading in record.canonical_summary
+    assert "Background" not in record.canonical_summary
+    assert "PostgreSQLにします" in record.canonical_summary
+    assert record.index_summary == "将来は複数端末から同期したいので、PostgreSQLにします。"
+    assert record.title == "個人開発の家計簿アプリで使うデータベースを選んでいます"
+    assert {"PostgreSQL", "SQLite", "Supabase"} <= set(record.aliases)
+    assert record.tags[:2] == ["chatgpt", "decision"]
+    assert "postgresql" in record.tags
+    assert record.source_conversation_keys == [conv.key]
+    assert record.inferences == []
+    assert "将来は複数端末から同期したいので、PostgreSQLにします。" in record.stated_facts
+    assert_quotes_verbatim(conv, out)
+
+
+def test_evidence_points_at_the_persons_decision_and_reason() -> None:
+    conv = japanese_conv()
+    [record] = ExtractiveDrafter().draft([conv], []).records
+    person_keys = {m.key for m in conv.messages if m.channel == Channel.PERSON}
+    assert {p.message_key for p in record.evidence} <= person_keys
+    assert record.evidence[0].message_key == f"{conv.key}:n2"
+    assert record.evidence[0].quote_hint == "将来は複数端末から同期したいので、PostgreSQLにします。"
+    assert 1 <= len(record.evidence) <= 4
+
+
+def test_times_come_from_the_messages_never_now() -> None:
+    conv = japanese_conv()
+    before = datetime.now(UTC)
+    [record] = ExtractiveDrafter().draft([conv], []).records
+    assert record.occurred_at == T0  # the first message's own time
+    assert record.valid_from == T0 + timedelta(minutes=6)  # the decision message
+    assert record.occurred_at is not None and record.occurred_at < before
+
+
+def test_without_message_times_the_conversation_time_is_used() -> None:
+    conv = make_conv([("user", "I decided to learn Go."), ("assistant", "Nice.")], times=False)
+    [record] = ExtractiveDrafter().draft([conv], []).records
+    assert record.occurred_at == conv.created_at
+    assert record.valid_from == conv.created_at
+
+
+def test_english_conversation_gives_english_headings() -> None:
+    conv = english_conv()
+    out = ExtractiveDrafter().draft([conv], [])
+    [record] = out.records
+    assert record.title == "Job queue for the shop"
+    assert record.memory_kind == "decision"
+    for heading in ("## Background", "## Decision", "## Reasons", "## Open points"):
+        assert heading in record.canonical_summary
+    assert record.index_summary.startswith("I decided to go with RQ")
+    assert len(record.index_summary) <= 140
+    assert {"Celery", "RQ"} <= set(record.aliases)
+    assert len(record.aliases) <= 8
+    assert_quotes_verbatim(conv, out)
+
+
+def test_drafting_is_deterministic() -> None:
+    convs = [japanese_conv(), english_conv()]
+    context = [
+        MemoryIndexEntry(id="m1", title="x", index_summary="y", kind="decision", current_revision=1)
+    ]
+    first = ExtractiveDrafter().draft(convs, context)
+    second = ExtractiveDrafter().draft(convs, context)
+    assert first.model_dump_json() == second.model_dump_json()
+    assert [r.identity() for r in first.records] == [r.identity() for r in second.records]
+
+
+def test_append_when_the_context_holds_the_same_conversation() -> None:
+    conv = english_conv()
+    entry = MemoryIndexEntry(
+        id="mem_42",
+        title="Something else",
+        index_summary="RQ for the shop",
+        kind="decision",
+        current_revision=3,
+        source_conversation_keys=[conv.key],
+    )
+    [record] = ExtractiveDrafter().draft([conv], [entry]).records
+    assert (record.action, record.target_memory_id, record.expected_revision) == (
+        "append",
+        "mem_42",
+        3,
+    )
+
+
+def test_append_when_the_context_holds_the_same_title() -> None:
+    conv = english_conv(key="chatgpt:en2")
+    entry = MemoryIndexEntry(
+        id="mem_7",
+        title="Job queue for the shop",
+        index_summary="",
+        kind="decision",
+        current_revision=5,
+    )
+    other = MemoryIndexEntry(
+        id="mem_8", title="Unrelated", index_summary="", kind="episode", current_revision=1
+    )
+    [record] = ExtractiveDrafter().draft([conv], [other, entry]).records
+    assert (record.action, record.target_memory_id, record.expected_revision) == (
+        "append",
+        "mem_7",
+        5,
+    )
+    [fresh] = ExtractiveDrafter().draft([conv], [other]).records
+    assert (fresh.action, fresh.target_memory_id, fresh.expected_revision) == ("create", None, None)
+
+
+def test_title_falls_back_to_the_first_person_line() -> None:
+    conv = make_conv(
+        [
+            ("user", "Moving my blog from WordPress to Hugo\nWhat do I lose?"),
+            ("assistant", "Plugins."),
+        ],
+        title=None,
+    )
+    [record] = ExtractiveDrafter().draft([conv], []).records
+    assert record.title == "Moving my blog from WordPress to Hugo"
+
+
+def test_a_conversation_without_drafting_text_gives_no_record() -> None:
+    empty = make_conv([("user", "  "), ("assistant", "")], key="chatgpt:empty")
+    out = ExtractiveDrafter().draft([empty, english_conv()], [])
+    assert [r.source_conversation_keys for r in out.records] == [["chatgpt:en1"]]
+
+
+def test_assistant_fallback_when_the_person_has_no_sentences() -> None:
+    conv = make_conv(
+        [("user", "```\nls -la\n```"), ("assistant", "This lists all files. Hidden ones too.")]
+    )
+    out = ExtractiveDrafter().draft([conv], [])
+    [record] = out.records
+    assert [(p.message_key, p.quote_hint) for p in record.evidence] == [
+        (f"{conv.key}:n1", "This lists all files.")
+    ]
+    assert_quotes_verbatim(conv, out)
+
+
+def test_token_estimates_follow_the_prompt_and_the_output() -> None:
+    convs = [japanese_conv()]
+    out = ExtractiveDrafter().draft(convs, [])
+    static, dynamic = build_prompt(convs, [])
+    assert out.input_tokens == pytest.approx((len(static) + len(dynamic)) / 4, abs=2)
+    assert out.output_tokens > 0
+
+
+def test_summary_is_capped() -> None:
+    long_turns = [
+        ("user", f"I decided to keep note {i} because it matters a lot to me. " * 5)
+        for i in range(60)
+    ]
+    conv = make_conv(
+        [t for pair in zip(long_turns, [("assistant", "ok")] * 60, strict=True) for t in pair]
+    )
+    [record] = ExtractiveDrafter().draft([conv], []).records
+    assert len(record.canonical_summary) <= 1500
+    assert len(record.evidence) <= 4
+
+
+# ---------------------------------------------------------------- the scripted fake
+
+
+def test_scripted_drafter_plays_its_script_then_falls_back() -> None:
+    conv = english_conv()
+    scripted = DraftOutput(records=[], model="fake:scripted", prompt_version=PROMPT_VERSION)
+    fake = ScriptedDrafter(
+        [
+            TransientDraftError("rate limited", retry_after=2.0),
+            scripted,
+            lambda convs, ctx: DraftOutput(
+                records=[],
+                model="fake:scripted",
+                prompt_version=PROMPT_VERSION,
+                input_tokens=len(convs),
+            ),
+            TerminalDraftError("truncated output"),
+        ]
+    )
+    assert isinstance(fake, Drafter)
+    with pytest.raises(TransientDraftError):
+        fake.draft([conv], [])
+    assert fake.draft([conv], []) is scripted
+    assert fake.draft([conv, japanese_conv()], []).input_tokens == 2
+    with pytest.raises(TerminalDraftError):
+        fake.draft([conv], [])
+    fallback = fake.draft([conv], [])
+    assert fallback.model == "fake:scripted"
+    assert [r.title for r in fallback.records] == ["Job queue for the shop"]
+    assert fake.history == [
+        ["chatgpt:en1"],
+        ["chatgpt:en1"],
+        ["chatgpt:en1", "chatgpt:ja1"],
+        ["chatgpt:en1"],
+        ["chatgpt:en1"],
+    ]
+    assert fake.remaining == 0
+
+
+# ---------------------------------------------------------------- the provider registry
+
+
+@pytest.mark.parametrize(
+    ("spec", "model"),
+    [
+        ("extractive", "extractive:v1"),
+        ("extractive:v1", "extractive:v1"),
+        ("fake:scripted", "fake:scripted"),
+    ],
+)
+def test_get_drafter(spec: str, model: str) -> None:
+    drafter = get_drafter(spec)
+    assert isinstance(drafter, Drafter)
+    assert drafter.model == model
+    assert drafter.prompt_version == PROMPT_VERSION
+
+
+@pytest.mark.parametrize(
+    "spec", ["openai:gpt-4o-mini", "anthropic:claude-sonnet", "gemini:2.5-flash"]
+)
+def test_real_providers_are_not_built_yet(spec: str) -> None:
+    with pytest.raises(ConfigError, match="not built yet") as info:
+        get_drafter(spec)
+    assert "extractive" in str(info.value)
+
+
+def test_unknown_provider_lists_the_known_ones() -> None:
+    with pytest.raises(ConfigError, match="extractive, fake, openai, anthropic, gemini"):
+        get_drafter("mistral:large")
+    with pytest.raises(ConfigError):
+        get_drafter("extractive:v9")
+
+
+# ---------------------------------------------------------------- the real export
+
+
+@pytest.mark.skipif(not FIXTURE.exists(), reason="the real ChatGPT fixture is not available")
+def test_real_chatgpt_conversations_are_kept_and_drafted_with_verbatim_quotes() -> None:
+    from importers.chatgpt import iter_conversations
+
+    convs = [c for c in iter_conversations(FIXTURE) if isinstance(c, Conversation)]
+    assert len(convs) == 6
+    kept = [c for c in convs if prefilter(c).keep]
+    assert len(kept) >= 3
+    titles = {c.title for c in kept}
+    assert {"Django Multi-DB Setup", "Logo design for Pieterkuppens.net."} <= titles
+    drafter = ExtractiveDrafter()
+    for conv in kept:
+        out = drafter.draft([conv], [])
+        assert len(out.records) == 1
+        record = out.records[0]
+        assert record.occurred_at is not None and record.occurred_at.year == 2023
+        assert_quotes_verbatim(conv, out)
+        person_keys = {m.key for m in conv.messages if m.channel == Channel.PERSON}
+        assert all(p.message_key in person_keys for p in record.evidence)
+
+
+def test_result_section_holds_the_persons_result() -> None:
+    conv = make_conv(
+        [
+            ("user", "My backups to S3 keep failing at night."),
+            ("assistant", "Check the IAM role."),
+            ("user", "Run the fixed script again?"),
+            ("assistant", "Yes."),
+            ("user", "It turned out the IAM role had expired. That fixed it."),
+        ],
+        title="Nightly S3 backups",
+    )
+    [record] = ExtractiveDrafter().draft([conv], []).records
+    assert record.memory_kind == "lesson"
+    result = record.canonical_summary.split("## Result\n")[1].split("\n\n")[0]
+    assert result == "- It turned out the IAM role had expired.\n- That fixed it."
