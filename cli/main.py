@@ -18,6 +18,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from core.errors import PmemError, RateLimitStop
 from core.settings import Settings, get_settings
@@ -39,7 +40,7 @@ app = typer.Typer(
 db_app = typer.Typer(help="The embedded PostgreSQL (or the server DATABASE_URL points at).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -55,14 +56,14 @@ def handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except RateLimitStop as err:
-            err_console.print(f"[yellow]stopped:[/] {err}")
+            err_console.print(f"[yellow]stopped:[/] {escape(str(err))}")
             if err.hint:
-                err_console.print(f"  → {err.hint}")
+                err_console.print(f"  → {escape(err.hint)}")
             raise typer.Exit(EXIT_TEMPFAIL) from None
         except PmemError as err:
-            err_console.print(f"[red]error:[/] {err}")
+            err_console.print(f"[red]error:[/] {escape(str(err))}")
             if err.hint:
-                err_console.print(f"  → {err.hint}")
+                err_console.print(f"  → {escape(err.hint)}")
             raise typer.Exit(EXIT_ERROR) from None
 
     return wrapper  # type: ignore[return-value]

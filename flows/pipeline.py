@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -309,14 +310,77 @@ def commit_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     return counts
 
 
-# ---------------------------------------------------------------- the whole run, without Prefect
+# ---------------------------------------------------------------- the whole run
+
+
+@dataclass(frozen=True)
+class Steps:
+    """How each step is executed: plainly, or wrapped as Prefect tasks (flows/backfill.py)."""
+
+    import_export: Callable[[str, str, str], dict[str, Any]]
+    plan: Callable[[str, str], list[str]]
+    draft: Callable[[str, str], dict[str, Any]]
+    commit: Callable[[str, str], dict[str, Any]]
+
+
+PLAIN = Steps(
+    import_export=lambda run_id, source, path: import_export(pipeline(run_id), source, path),
+    plan=lambda run_id, source: plan(pipeline(run_id), source),
+    draft=lambda run_id, batch_id: draft_batch(pipeline(run_id), batch_id),
+    commit=lambda run_id, batch_id: commit_batch(pipeline(run_id), batch_id),
+)
+
+
+def run_backfill(
+    p: Pipeline, source: str, export_path: str, *, dry_run: bool = False, steps: Steps = PLAIN,
+    on_event: Callable[[str, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """One backfill run; the same source and export reuse the open run (resume)."""
+    start = time.monotonic()
+    run_id, resumed = p.runs.open_or_create(
+        source=source, export_path=export_path, fingerprint=fingerprint(Path(export_path)),
+        model=p.drafter.model, prompt_version=p.drafter.prompt_version, dry_run=dry_run,
+    )  # fmt: skip
+    p.run_id = run_id
+    register(p)
+    summary = new_summary(run_id, resumed, dry_run)
+    emit = on_event or (lambda _kind, _data: None)
+    emit("run", {"run_id": run_id, "resumed": resumed})
+    try:
+        _add_import(summary, steps.import_export(run_id, source, export_path))
+        batch_ids = steps.plan(run_id, source)
+        summary["batches_total"] = len(batch_ids)
+        emit("planned", {"batches": len(batch_ids)})
+        drafted: list[str] = []
+        for batch_id in batch_ids:
+            try:
+                _add_draft(summary, steps.draft(run_id, batch_id))
+                drafted.append(batch_id)
+            except DraftError as err:
+                summary["batches_failed"] += 1
+                _log.warning("batch %s failed to draft: %s", batch_id, type(err).__name__)
+            emit("drafted", {"batch_id": batch_id})
+        if not dry_run:
+            for batch_id in drafted:
+                _add_commit(summary, steps.commit(run_id, batch_id))
+                emit("committed", {"batch_id": batch_id})
+        summary["status"] = "complete" if not summary["batches_failed"] else "stopped"
+    except BaseException:
+        summary["status"] = "stopped"
+        raise
+    finally:
+        summary["memory_api_requests"] = p.limiter.requests
+        summary["elapsed_seconds"] = round(time.monotonic() - start, 3)
+        p.runs.finish(run_id, summary["status"], summary)
+        unregister(run_id)
+    return summary
 
 
 def new_summary(run_id: str, resumed: bool, dry_run: bool) -> dict[str, Any]:
     return {
         "run_id": run_id, "resumed": resumed, "dry_run": dry_run, "status": "open",
         "conversations": 0, "conversations_new": 0, "conversations_changed": 0,
-        "kept": 0, "dropped": 0, "quarantined": 0,
+        "kept": 0, "dropped": 0, "quarantined": 0, "drop_reasons": {},
         "batches_total": 0, "batches_skipped_complete": 0, "batches_failed": 0,
         "drafter_calls": 0, "rejected_evidence": 0, "commits": 0, "commits_replayed": 0,
         "noops": 0, "conflicts": 0, "memories_created": 0, "memory_api_requests": 0,
@@ -324,13 +388,13 @@ def new_summary(run_id: str, resumed: bool, dry_run: bool) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def add_import(summary: dict[str, Any], s: dict[str, Any]) -> None:
-    for k in ("conversations", "conversations_new", "conversations_changed", "kept", "dropped", "quarantined"):
+def _add_import(summary: dict[str, Any], s: dict[str, Any]) -> None:
+    for k in ("conversations", "conversations_new", "conversations_changed", "kept", "dropped",
+              "quarantined", "drop_reasons"):  # fmt: skip
         summary[k] = s[k]
-    summary["drop_reasons"] = s["drop_reasons"]
 
 
-def add_draft(summary: dict[str, Any], s: dict[str, Any]) -> None:
+def _add_draft(summary: dict[str, Any], s: dict[str, Any]) -> None:
     summary["batches_skipped_complete"] += int(s["skipped_complete"])
     summary["drafter_calls"] += s["drafter_calls"]
     summary["rejected_evidence"] += s["rejected_evidence"]
@@ -338,13 +402,9 @@ def add_draft(summary: dict[str, Any], s: dict[str, Any]) -> None:
     summary["output_tokens"] += s.get("output_tokens", 0)
 
 
-def add_commit(summary: dict[str, Any], s: dict[str, Any]) -> None:
+def _add_commit(summary: dict[str, Any], s: dict[str, Any]) -> None:
     summary["commits"] += s["commits"]
     summary["commits_replayed"] += s["replayed"]
     summary["noops"] += s["noops"]
     summary["conflicts"] += s["conflicts"]
     summary["memories_created"] += s["memories_created"]
-
-
-def clock() -> float:
-    return time.monotonic()

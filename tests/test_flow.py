@@ -1,0 +1,100 @@
+"""The Prefect flow run for real (a session-wide Prefect API server), and the `pmem` CLI as a
+user runs it, in subprocesses."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import PROJECT, REAL
+
+SUBSET = REAL / "chatgpt" / "my_chat_gpt-history_download-conversations.subset.json"
+DEMO = PROJECT / "examples" / "demo" / "conversations.json"
+
+
+def pmem(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", *args], env=env, cwd=PROJECT, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    if check:
+        assert out.returncode == 0, out.stderr[-3000:]
+    return out
+
+
+def last_json(out: subprocess.CompletedProcess[str]) -> dict:
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_flow_runs_in_prefect_and_keeps_private_text_out_of_parameters(pmem_env, prefect_api):
+    from prefect import get_client
+
+    from flows.backfill import backfill
+
+    summary = backfill(source="chatgpt", export_path=str(DEMO))
+    assert summary["status"] == "complete" and summary["commits"] == 7
+
+    import anyio
+
+    async def flow_runs():
+        async with get_client() as client:
+            runs = await client.read_flow_runs()
+            tasks = await client.read_task_runs()
+            return runs, tasks
+
+    runs, tasks = anyio.run(flow_runs)
+    mine = [r for r in runs if r.parameters.get("export_path") == str(DEMO)]
+    assert mine and mine[0].state is not None and mine[0].state.is_completed()
+    assert set(mine[0].parameters) == {"source", "export_path", "dry_run", "llm"}
+    names = {t.name.rsplit("-", 1)[0] for t in tasks if t.flow_run_id == mine[0].id}
+    assert {"import-export", "plan-batches", "draft-batch", "commit-batch"} <= names
+    # no message text in task parameters: only ids
+    demo_texts = ["引っ越し", "PostgreSQL", "laptop"]
+    for t in tasks:
+        blob = json.dumps(t.task_inputs, default=str) + t.name
+        assert not any(x in blob for x in demo_texts)
+
+
+def test_cli_backfill_real_export_then_rerun(cli_env):
+    first = last_json(pmem(cli_env, "backfill", "--source", "chatgpt", "--export", str(SUBSET), "--json"))
+    for key in ("run_id", "conversations", "batches_total", "batches_skipped_complete",
+                "drafter_calls", "commits", "rejected_evidence"):  # fmt: skip
+        assert key in first
+    assert first["conversations"] == 6 and first["commits"] >= 3
+    second = last_json(pmem(cli_env, "backfill", "--source", "chatgpt", "--export", str(SUBSET), "--json"))
+    assert second["drafter_calls"] == 0 and second["commits"] == 0
+
+    hits = last_json(pmem(cli_env, "search", "Django database", "--json"))["hits"]
+    assert hits and {"id", "title", "score"} <= set(hits[0])
+    assert hits[0]["title"] == "Django Multi-DB Setup"
+    shown = last_json(pmem(cli_env, "show", hits[0]["id"], "--history", "--json"))
+    assert shown["evidence"] and shown["revisions"][0]["reason"] == "create"
+
+
+def test_cli_demo_shows_japanese_and_english_hits(cli_env):
+    out = pmem(cli_env, "demo", "--json")
+    result = last_json(out)
+    assert result["summary"]["commits"] == 7
+    assert result["searches"]["引っ越し"] and result["searches"]["laptop"]
+    assert "引っ越し" in result["searches"]["引っ越し"][0]["title"]
+
+
+def test_cli_errors_name_the_problem(cli_env, tmp_path):
+    missing = pmem(cli_env, "backfill", "--export", str(tmp_path / "nope.json"), check=False)
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
+    bad = tmp_path / "broken.json"
+    bad.write_text('[{"id": "a", "mapping": {}, "title": "x"}, {"id": ')
+    out = pmem(cli_env, "import", str(bad), "--source", "chatgpt", check=False)
+    assert out.returncode == 1 and "broken.json" in out.stderr
+    assert "Traceback" not in out.stderr
+    unknown = pmem(cli_env, "show", "mem_does_not_exist", check=False)
+    assert unknown.returncode == 1 and "does not exist" in unknown.stderr
+
+
+@pytest.mark.parametrize("args", [["--help"], ["backfill", "--help"], ["db", "--help"]])
+def test_help_teaches(args, cli_env):
+    out = pmem(cli_env, *args)
+    assert "Usage" in out.stdout
