@@ -37,7 +37,7 @@ demo: ## run the whole pipeline offline on the bundled sample export, then searc
 	$(PMEM) demo
 
 backfill: ## import + draft + commit: make backfill SOURCE=chatgpt EXPORT=path [DRY_RUN=1] [LLM=provider:model]
-	$(PMEM) backfill --source $(SOURCE) $(if $(EXPORT),--export "$(EXPORT)") $(if $(DRY_RUN),--dry-run) $(if $(LLM),--llm $(LLM))
+	$(PMEM) backfill --source $(SOURCE) $(if $(EXPORT),--export "$(EXPORT)") $(if $(DRY_RUN),--dry-run) $(if $(LLM),--llm $(LLM)) --json
 
 status: ## what the runs did (RUN=id for one run)
 	$(PMEM) status $(if $(RUN),$(RUN))

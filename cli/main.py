@@ -12,7 +12,6 @@ import os
 import sys
 from collections.abc import Callable
 from functools import wraps
-
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -128,7 +127,7 @@ def db_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     if s.database_url:
         from store.db import redact_url
 
-        info = {"mode": "external", "url": redact_url(s.database_url)}
+        info: dict[str, Any] = {"mode": "external", "url": redact_url(s.database_url)}
     else:
         st = embedded.status(s.pgdata_dir)
         info = {"mode": "embedded", "running": st.running, "pid": st.pid, "pgdata": st.pgdata}
@@ -259,7 +258,8 @@ def backfill(
     as_json: Annotated[bool, typer.Option("--json", help="End with one JSON object summarising the run.")] = False,
 ) -> None:
     """Import an export, draft case records and commit them. Run it again to resume."""
-    summary = _run_backfill(source, export, dry_run, llm)
+    with err_console.status("backfilling: importing, drafting, committing…"):
+        summary = _run_backfill(source, export, dry_run, llm)
     _print_summary(summary)
     if summary["batches_failed"]:
         err_console.print(f"  → {summary['batches_failed']} batch(es) failed; run the same command again to retry them")
@@ -336,7 +336,8 @@ def demo(
     from core.settings import PROJECT_ROOT
 
     export = PROJECT_ROOT / "examples" / "demo" / "conversations.json"
-    summary = _run_backfill("chatgpt", str(export), False, "extractive")
+    with err_console.status("running the demo backfill…"):
+        summary = _run_backfill("chatgpt", str(export), False, "extractive")
     _print_summary(summary)
     store = _open_store(_settings())
     queries = ["引っ越し", "データベース", "laptop", "Fly.io"]

@@ -8,7 +8,6 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
-from pathlib import Path
 
 import psycopg
 from psycopg import sql

@@ -105,10 +105,7 @@ class MemoryStore:
             replay = self._replay(conn, req.idempotency_key, _request_hash(req))
             if replay is not None:
                 return replay
-            if req.memory_id is None:
-                result = self._create(conn, req)
-            else:
-                result = self._append(conn, req)
+            result = self._create(conn, req) if req.memory_id is None else self._append(conn, req)
             self._remember(conn, req.idempotency_key, "commit", result, _request_hash(req))
             return result
 
