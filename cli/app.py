@@ -1,0 +1,88 @@
+"""The shared pieces of the `pmem` CLI: the Typer app, error handling, JSON output.
+
+The CLI is the only place where errors become messages and exit codes.
+
+Heavy modules (Prefect, the flows) are imported inside the commands that need them, so read
+paths such as `pmem search` start fast and never import Prefect.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from core.errors import PmemError, RateLimitStop
+from core.settings import Settings, get_settings
+
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_TEMPFAIL = 75  # rate-limit stop: run the same command again later
+
+app = typer.Typer(
+    help=(
+        "personal-memory: turn your AI conversation exports into a long-term, searchable memory.\n\n"
+        "Typical use:  pmem backfill --source chatgpt --export conversations.json, "
+        "then  pmem search 'データベース'.  Run the same backfill command again to resume."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+db_app = typer.Typer(help="The embedded PostgreSQL (or the server DATABASE_URL points at).", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+err_console = Console(stderr=True, soft_wrap=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def print_json(obj: Any) -> None:
+    """Every --json output is one JSON object, printed last on stdout."""
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def handle_errors(fn: F) -> F:
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except RateLimitStop as err:
+            err_console.print(f"[yellow]stopped:[/] {escape(str(err))}")
+            if err.hint:
+                err_console.print(f"  → {escape(err.hint)}")
+            raise typer.Exit(EXIT_TEMPFAIL) from None
+        except PmemError as err:
+            err_console.print(f"[red]error:[/] {escape(str(err))}")
+            if err.hint:
+                err_console.print(f"  → {escape(err.hint)}")
+            raise typer.Exit(EXIT_ERROR) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def settings() -> Settings:
+    return get_settings()
+
+
+def open_store(settings: Settings) -> Any:
+    from store.db import Database
+    from store.records import MemoryStore
+
+    return MemoryStore(Database.open(settings))
+
+
+@app.callback()
+def _root(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress details to stderr.")] = False) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )

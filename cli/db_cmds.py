@@ -1,0 +1,82 @@
+"""`pmem db …`: the embedded PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from cli.app import db_app, err_console, handle_errors, print_json, settings
+
+# ---------------------------------------------------------------- db
+
+
+@db_app.command("start")
+@handle_errors
+def db_start() -> None:
+    """Start the embedded PostgreSQL (first start initialises it under PMEM_DATA_DIR)."""
+    from store import db, embedded
+
+    s = settings()
+    if s.database_url:
+        err_console.print("DATABASE_URL is set: using your own server, nothing to start.")
+        return
+    st = embedded.start(s.pgdata_dir)
+    db.ensure_database(st.uri() or "", s.db_name)
+    err_console.print(f"embedded PostgreSQL running (pid {st.pid}) in {s.pgdata_dir}")
+
+
+@db_app.command("stop")
+@handle_errors
+def db_stop() -> None:
+    """Stop the embedded PostgreSQL."""
+    from store import embedded
+
+    s = settings()
+    stopped = embedded.stop(s.pgdata_dir)
+    err_console.print("stopped" if stopped else "not running")
+
+
+@db_app.command("status")
+@handle_errors
+def db_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Is the database running, where, and which migrations are applied."""
+    from store import embedded
+
+    s = settings()
+    if s.database_url:
+        from store.db import redact_url
+
+        info: dict[str, Any] = {"mode": "external", "url": redact_url(s.database_url)}
+    else:
+        st = embedded.status(s.pgdata_dir)
+        info = {"mode": "embedded", "running": st.running, "pid": st.pid, "pgdata": st.pgdata}
+    if as_json:
+        print_json(info)
+    else:
+        for k, v in info.items():
+            typer.echo(f"{k}: {v}")
+
+
+@db_app.command("url")
+@handle_errors
+def db_url() -> None:
+    """Print the application database URL (starts the embedded server if needed)."""
+    from store.db import app_url
+
+    typer.echo(app_url(settings()))
+
+
+@db_app.command("init")
+@handle_errors
+def db_init(keep_running: Annotated[bool, typer.Option(help="Leave the server running.")] = False) -> None:
+    """Create the database and apply migrations (what `make setup` runs)."""
+    from store import embedded
+    from store.db import Database
+
+    s = settings()
+    was_running = s.database_url is not None or embedded.status(s.pgdata_dir).running
+    Database.open(s).close()
+    err_console.print("database ready (migrations applied)")
+    if not was_running and not keep_running:
+        embedded.stop(s.pgdata_dir)
