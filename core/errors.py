@@ -13,6 +13,7 @@
     │   ├── TransientDraftError     rate limited / unavailable / timeout: retry later
     │   └── TerminalDraftError      invalid / truncated / refused output
     ├── ResultFileError             result.json / run-state.json unreadable or checksum wrong
+    ├── RateLimited                 HTTP 429 from the memory API (transient, carries Retry-After)
     └── RateLimitStop               waiting would exceed --max-wait: stop cleanly, resume later
 """
 
@@ -94,6 +95,12 @@ class TerminalDraftError(DraftError):
 
 class ResultFileError(PmemError):
     pass
+
+
+class RateLimited(PmemError):
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class RateLimitStop(PmemError):

@@ -35,6 +35,10 @@ class Settings(BaseSettings):
     batch_max_chars: int = Field(default=120_000, ge=1_000)
     commit_budget: str = "300/600s"
     max_wait_seconds: float = 600.0
+    max_concurrency: int = Field(default=3, ge=1, le=32)
+    quiet_seconds: float = 60.0  # a quiet stretch after a 429 before concurrency climbs back
+    memory_url: str | None = None  # the memory API over HTTP; unset = in process
+    client_name: str = "pmem-backfill"
 
     @field_validator("data_dir", mode="after")
     @classmethod

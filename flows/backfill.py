@@ -4,15 +4,18 @@ The sequencing lives in flows/pipeline.py (`run_backfill`); this module only wra
 a Prefect task. Parameters, task names and log lines carry ids and counts, never private text
 (Prefect's database keeps all three). Tasks do not cache (resume lives in the ledger, the batch
 files and PostgreSQL: Prefect's cache re-ran finished work after a kill -9) and do not retry
-(provider calls retry in their adapters: one layer only).
+(provider calls retry in their adapters: one layer only). Batches are drafted and committed by
+Prefect's thread pool; the adaptive concurrency controllers decide how many requests are in
+flight at once.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from prefect import flow, get_run_logger, task
+from prefect import flow, get_run_logger, task, unmapped
 from prefect.cache_policies import NO_CACHE
+from prefect.task_runners import ThreadPoolTaskRunner
 
 from core.settings import get_settings
 from flows import pipeline as pl
@@ -20,28 +23,46 @@ from flows import pipeline as pl
 
 @task(name="import-export", cache_policy=NO_CACHE, retries=0)
 def import_task(run_id: str, source: str, export_path: str) -> dict[str, Any]:
-    return pl.PLAIN.import_export(run_id, source, export_path)
+    return pl.import_export(pl.pipeline(run_id), source, export_path)
 
 
 @task(name="plan-batches", cache_policy=NO_CACHE, retries=0)
 def plan_task(run_id: str, source: str) -> list[str]:
-    return pl.PLAIN.plan(run_id, source)
+    return pl.plan(pl.pipeline(run_id), source)
 
 
 @task(name="draft-batch", cache_policy=NO_CACHE, retries=0)
 def draft_task(run_id: str, batch_id: str) -> dict[str, Any]:
-    return pl.PLAIN.draft(run_id, batch_id)
+    return pl.draft_batch(pl.pipeline(run_id), batch_id)
 
 
 @task(name="commit-batch", cache_policy=NO_CACHE, retries=0)
 def commit_task(run_id: str, batch_id: str) -> dict[str, Any]:
-    return pl.PLAIN.commit(run_id, batch_id)
+    return pl.commit_batch(pl.pipeline(run_id), batch_id)
 
 
-PREFECT_STEPS = pl.Steps(import_export=import_task, plan=plan_task, draft=draft_task, commit=commit_task)
+def _mapped(t: Any) -> Any:
+    def run_all(run_id: str, batch_ids: list[str]) -> list[pl.Outcome]:
+        if not batch_ids:
+            return []
+        futures = t.map(run_id=unmapped(run_id), batch_id=batch_ids)
+        outcomes: list[pl.Outcome] = []
+        for f in futures:
+            try:
+                outcomes.append(f.result())
+            except Exception as err:  # noqa: BLE001 - the sequencer decides
+                outcomes.append(err)
+        return outcomes
+
+    return run_all
 
 
-@flow(name="backfill", log_prints=False, validate_parameters=True)
+PREFECT_STEPS = pl.Steps(
+    import_export=import_task, plan=plan_task, draft_all=_mapped(draft_task), commit_all=_mapped(commit_task)
+)
+
+
+@flow(name="backfill", log_prints=False, validate_parameters=True, task_runner=ThreadPoolTaskRunner(max_workers=8))
 def backfill(source: str, export_path: str, dry_run: bool = False, llm: str | None = None) -> dict[str, Any]:
     """One backfill run; running it again with the same source and export resumes it."""
     logger = get_run_logger()

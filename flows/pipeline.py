@@ -9,12 +9,22 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from core.errors import ConfigError, DraftError, StaleRevision, TombstonedMemory
+from core.errors import (
+    ConfigError,
+    DraftError,
+    RateLimited,
+    RateLimitStop,
+    StaleRevision,
+    TombstonedMemory,
+    TransientDraftError,
+)
+from core.faults import fault_point
 from core.hashing import tagged_hash
 from core.models import (
     BatchMember,
@@ -25,7 +35,7 @@ from core.models import (
     Message,
     VerifiedDraft,
 )
-from core.ports import Drafter
+from core.ports import Drafter, MemoryAPI
 from core.settings import Settings
 from importers import iter_source
 from providers import get_drafter
@@ -33,6 +43,7 @@ from stages.batching import pack
 from stages.evidence import verify_draft
 from stages.prefilter import RULE_VERSION, prefilter
 from state.budget import BudgetedMemoryAPI, SlidingWindowLimiter
+from state.concurrency import AdaptiveConcurrency
 from state.files import (
     RESULT_SCHEMA,
     STATE_SCHEMA,
@@ -41,12 +52,14 @@ from state.files import (
     read_result,
     write_atomic,
 )
+from store.budget import PgWindow
 from store.db import Database
 from store.ledger import Ledger
 from store.records import MemoryStore
 from store.runs import RunStore, to_batch
 
 _log = logging.getLogger("pmem.backfill")
+T = TypeVar("T")
 
 
 @dataclass
@@ -60,25 +73,59 @@ class Pipeline:
     store: MemoryStore
     drafter: Drafter
     limiter: SlidingWindowLimiter
+    target: MemoryAPI  # the memory API: in process (the store) or over HTTP
+    commit_cc: AdaptiveConcurrency
+    draft_cc: AdaptiveConcurrency
     run_id: str = ""
-    stats: dict[str, Any] = field(default_factory=dict)
 
     @property
     def api(self) -> BudgetedMemoryAPI:
-        return BudgetedMemoryAPI(self.store, self.limiter, self.run_id)
+        return BudgetedMemoryAPI(self.target, self.limiter, self.run_id)
 
     @classmethod
     def open(cls, settings: Settings, llm: str | None = None) -> Pipeline:
         db = Database.open(settings)
         limit, window = settings.budget
+        store = MemoryStore(db)
+        target: MemoryAPI = store
+        if settings.memory_url:
+            from memory_api.client import HttpMemoryAPI
+
+            target = HttpMemoryAPI(settings.memory_url, client_name=settings.client_name)
+        window_backend = PgWindow(db, f"client:{settings.client_name}", limit, window)
+
+        def cc() -> AdaptiveConcurrency:
+            return AdaptiveConcurrency(
+                start=min(3, settings.max_concurrency), maximum=settings.max_concurrency,
+                quiet=settings.quiet_seconds, max_wait=settings.max_wait_seconds,
+            )  # fmt: skip
+
         return cls(
-            settings=settings, db=db, ledger=Ledger(db), runs=RunStore(db), store=MemoryStore(db),
+            settings=settings, db=db, ledger=Ledger(db), runs=RunStore(db), store=store,
             drafter=get_drafter(llm or settings.llm),
-            limiter=SlidingWindowLimiter(limit, window, max_wait=settings.max_wait_seconds),
+            limiter=SlidingWindowLimiter(max_wait=settings.max_wait_seconds, backend=window_backend),
+            target=target, commit_cc=cc(), draft_cc=cc(),
         )  # fmt: skip
 
     def close(self) -> None:
+        close = getattr(self.target, "close", None)
+        if callable(close) and self.target is not self.store:
+            close()
         self.db.close()
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """One memory-API request: budgeted, inside a concurrency slot, 429 handled here (the
+        only retry layer for memory-API calls)."""
+        while True:
+            self.limiter.acquire(self.run_id)
+            with self.commit_cc.slot():
+                try:
+                    result = fn(*args)
+                except RateLimited as err:
+                    self.commit_cc.on_rate_limited(err.retry_after, self.run_id)
+                    continue
+            self.commit_cc.on_success()
+            return result
 
 
 _PIPELINES: dict[str, Pipeline] = {}
@@ -117,6 +164,12 @@ def resolve_export(settings: Settings, source: str, export: str | None) -> Path:
 
 def fingerprint(path: Path) -> str:
     h = hashlib.sha256()
+    if path.is_dir():
+        for f in sorted(p for p in path.rglob("*") if p.is_file()):
+            h.update(str(f.relative_to(path)).encode())
+            h.update(str(f.stat().st_size).encode())
+            h.update(str(f.stat().st_mtime_ns).encode())
+        return f"dir-sha256:{h.hexdigest()}"
     with path.open("rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
@@ -153,6 +206,7 @@ def import_export(p: Pipeline, source: str, export_path: str) -> dict[str, Any]:
         else:
             stats["dropped"] += 1
             stats["drop_reasons"][decision.reason] = stats["drop_reasons"].get(decision.reason, 0) + 1
+        fault_point("import:after-conversation")
         if stats["conversations"] % 500 == 0:
             _log.info("imported %d conversations", stats["conversations"])
     ledger.finish_import(import_id, stats)
@@ -181,15 +235,17 @@ def plan(p: Pipeline, source: str) -> list[str]:
     )  # fmt: skip
     for b in new:
         p.runs.add_batch(b, source, p.run_id)
+        fault_point("plan:after-batch")
     return pending + [b.batch_id for b in new if b.batch_id not in pending]
 
 
 # ---------------------------------------------------------------- 3. draft + verify
 
 
-def _paths(p: Pipeline, batch_id: str) -> tuple[Path, Path]:
+def batch_paths(p: Pipeline, batch_id: str) -> tuple[Path, Path]:
     row = p.runs.batch(batch_id)
-    assert row is not None, batch_id
+    if row is None:
+        raise ConfigError(f"unknown batch {batch_id}")
     d = batch_dir(p.settings.runs_dir, row["run_id"], batch_id)
     return d / "result.json", d / "run-state.json"
 
@@ -210,7 +266,7 @@ def _save_state(path: Path, state: dict[str, Any], stage: str, **changes: Any) -
 
 def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     """Draft and verify one batch, unless its result.json is already complete."""
-    result_path, state_path = _paths(p, batch_id)
+    result_path, state_path = batch_paths(p, batch_id)
     row = p.runs.batch(batch_id)
     assert row is not None
     existing = read_result(result_path, batch_id)
@@ -222,13 +278,19 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     state = _load_state(state_path, batch_id, row["run_id"])
     _save_state(state_path, state, "drafting", attempts=state.get("attempts", 0) + 1)
     conversations = [p.ledger.load(m.conversation_key) for m in batch.members]
-    context = p.api.related([c.key for c in conversations], [c.title for c in conversations if c.title])
+    context = p.call(p.target.related, [c.key for c in conversations], [c.title for c in conversations if c.title])
+    fault_point("draft:before-call")
     try:
-        out = p.drafter.draft(conversations, context)
+        with p.draft_cc.slot():
+            out = p.drafter.draft(conversations, context)
     except DraftError as err:
         _save_state(state_path, state, "failed", last_error=type(err).__name__)
         p.runs.set_status(batch_id, "failed", error=type(err).__name__, attempt=True)
+        if isinstance(err, TransientDraftError) and err.retry_after:
+            p.draft_cc.on_rate_limited(err.retry_after, p.run_id)  # may stop the run (quota spent)
         raise
+    p.draft_cc.on_success()
+    fault_point("draft:after-call")
     messages: dict[str, Message] = {m.key: m for c in conversations for m in c.messages}
     verified: list[VerifiedDraft] = []
     for i, rec in enumerate(out.records):
@@ -246,6 +308,7 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
         "drafted_at": datetime.now(UTC).isoformat(),
     }  # fmt: skip
     checksum = write_atomic(result_path, body, RESULT_SCHEMA)
+    fault_point("draft:after-result")
     p.runs.set_status(batch_id, "drafted", checksum=checksum, attempt=True)
     _save_state(state_path, state, "verified", last_error=None)
     return {"skipped_complete": False, "drafter_calls": 1, "rejected_evidence": rejected,
@@ -272,30 +335,36 @@ def commit_request(v: VerifiedDraft, *, batch_id: str, run_id: str, model: str, 
     )  # fmt: skip
 
 
-def commit_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
-    """Commit every committable draft of a drafted batch, once. Safe to re-run at any point."""
-    result_path, state_path = _paths(p, batch_id)
+def commit_batch(p: Pipeline, batch_id: str, rejected: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """Commit every committable, not rejected draft of a drafted batch, once. Safe to re-run."""
+    result_path, state_path = batch_paths(p, batch_id)
     result = read_result(result_path, batch_id)
     if result is None:
-        raise RuntimeError(f"batch {batch_id} has no complete result.json")
+        raise ConfigError(f"batch {batch_id} has no complete result.json", hint="run the backfill again to draft it")
     state = _load_state(state_path, batch_id, result["run_id"])
     commits: dict[str, Any] = state.setdefault("commits", {})
-    counts = {"commits": 0, "replayed": 0, "noops": 0, "conflicts": 0, "memories_created": 0}
+    counts: dict[str, Any] = {"commits": 0, "replayed": 0, "noops": 0, "conflicts": 0,
+                              "memories_created": 0, "conflict_drafts": []}  # fmt: skip
     _save_state(state_path, state, "committing")
     for raw in result["drafts"]:
         v = VerifiedDraft.model_validate(raw)
-        if not v.committable or v.draft.draft_id in commits:
+        draft_id = v.draft.draft_id
+        if not v.committable or draft_id in rejected or "memory_id" in commits.get(draft_id, {}):
             continue
-        proposal_id = p.api.propose(p.run_id, batch_id, v.draft.draft_id, {"result_checksum": result["checksum"]})
+        fault_point("commit:before-propose")
+        proposal_id = p.call(p.target.propose, p.run_id, batch_id, draft_id, {"result_checksum": result["checksum"]})
+        fault_point("commit:after-propose")
         req = commit_request(v, batch_id=batch_id, run_id=p.run_id, model=result["model"],
                              prompt_version=result["prompt_version"], proposal_id=proposal_id)  # fmt: skip
         try:
-            res = p.api.commit(req)
+            res = p.call(p.target.commit, req)
         except (StaleRevision, TombstonedMemory) as err:
             counts["conflicts"] += 1
-            commits[v.draft.draft_id] = {"conflict": type(err).__name__}
+            counts["conflict_drafts"].append({"batch_id": batch_id, "draft_id": draft_id, "reason": type(err).__name__})
+            commits[draft_id] = {"conflict": type(err).__name__}
             _save_state(state_path, state, "committing")
             continue
+        fault_point("commit:after-commit-before-bookkeeping")
         if res.replayed:
             counts["replayed"] += 1
         elif res.noop:
@@ -303,31 +372,54 @@ def commit_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
         else:
             counts["commits"] += 1
             counts["memories_created"] += int(res.created)
-        commits[v.draft.draft_id] = res.model_dump(mode="json")
+        commits[draft_id] = res.model_dump(mode="json")
         _save_state(state_path, state, "committing")
+        fault_point("commit:after-bookkeeping")
     p.runs.set_status(batch_id, "committed")
     _save_state(state_path, state, "committed")
+    fault_point("commit:after-batch")
     return counts
 
 
 # ---------------------------------------------------------------- the whole run
 
 
+Outcome = dict[str, Any] | BaseException
+
+
 @dataclass(frozen=True)
 class Steps:
-    """How each step is executed: plainly, or wrapped as Prefect tasks (flows/backfill.py)."""
+    """How each step is executed: plainly (threads), or as Prefect tasks (flows/backfill.py).
+
+    ``draft_all`` / ``commit_all`` return one outcome per batch, in order: the step's result or
+    the exception it raised."""
 
     import_export: Callable[[str, str, str], dict[str, Any]]
     plan: Callable[[str, str], list[str]]
-    draft: Callable[[str, str], dict[str, Any]]
-    commit: Callable[[str, str], dict[str, Any]]
+    draft_all: Callable[[str, list[str]], list[Outcome]]
+    commit_all: Callable[[str, list[str]], list[Outcome]]
+
+
+def _in_threads(fn: Callable[[str, str], dict[str, Any]]) -> Callable[[str, list[str]], list[Outcome]]:
+    def run_all(run_id: str, batch_ids: list[str]) -> list[Outcome]:
+        def one(batch_id: str) -> Outcome:
+            try:
+                return fn(run_id, batch_id)
+            except Exception as err:  # noqa: BLE001 - returned to the sequencer, which decides
+                return err
+
+        workers = pipeline(run_id).settings.max_concurrency
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pmem") as pool:
+            return list(pool.map(one, batch_ids))
+
+    return run_all
 
 
 PLAIN = Steps(
     import_export=lambda run_id, source, path: import_export(pipeline(run_id), source, path),
     plan=lambda run_id, source: plan(pipeline(run_id), source),
-    draft=lambda run_id, batch_id: draft_batch(pipeline(run_id), batch_id),
-    commit=lambda run_id, batch_id: commit_batch(pipeline(run_id), batch_id),
+    draft_all=_in_threads(lambda run_id, batch_id: draft_batch(pipeline(run_id), batch_id)),
+    commit_all=_in_threads(lambda run_id, batch_id: commit_batch(pipeline(run_id), batch_id)),
 )
 
 
@@ -351,29 +443,81 @@ def run_backfill(
         batch_ids = steps.plan(run_id, source)
         summary["batches_total"] = len(batch_ids)
         emit("planned", {"batches": len(batch_ids)})
-        drafted: list[str] = []
-        for batch_id in batch_ids:
-            try:
-                _add_draft(summary, steps.draft(run_id, batch_id))
-                drafted.append(batch_id)
-            except DraftError as err:
-                summary["batches_failed"] += 1
-                _log.warning("batch %s failed to draft: %s", batch_id, type(err).__name__)
-            emit("drafted", {"batch_id": batch_id})
+        drafted = _collect_drafts(summary, batch_ids, steps.draft_all(run_id, batch_ids))
+        emit("drafted", {"batches": len(drafted)})
         if not dry_run:
-            for batch_id in drafted:
-                _add_commit(summary, steps.commit(run_id, batch_id))
-                emit("committed", {"batch_id": batch_id})
+            _collect_commits(summary, steps.commit_all(run_id, drafted))
+            emit("committed", {"batches": len(drafted)})
         summary["status"] = "complete" if not summary["batches_failed"] else "stopped"
     except BaseException:
         summary["status"] = "stopped"
         raise
     finally:
         summary["memory_api_requests"] = p.limiter.requests
+        summary["rate_limited"] = p.commit_cc.rate_limited + p.draft_cc.rate_limited
+        summary["budget_in_window"] = p.limiter.in_window()
         summary["elapsed_seconds"] = round(time.monotonic() - start, 3)
         p.runs.finish(run_id, summary["status"], summary)
         unregister(run_id)
     return summary
+
+
+def apply_run(p: Pipeline, run_id: str, rejected: frozenset[str]) -> dict[str, Any]:
+    """Commit a reviewed dry run's accepted drafts: no drafter call, conflicts listed, not forced."""
+    start = time.monotonic()
+    run = p.runs.get_run(run_id)
+    if run is None:
+        raise ConfigError(f"no run {run_id}", hint="`pmem status` lists the runs")
+    p.run_id = run_id
+    register(p)
+    summary = new_summary(run_id, True, False)
+    try:
+        batch_ids = [b["batch_id"] for b in p.runs.batches_of_run(run_id) if b["status"] in ("drafted", "committed")]
+        summary["batches_total"] = len(batch_ids)
+        summary["batches_skipped_complete"] = len(batch_ids)
+        outcomes = _in_threads(lambda rid, bid: commit_batch(pipeline(rid), bid, rejected))(run_id, batch_ids)
+        _collect_commits(summary, outcomes)
+        summary["rejected_drafts"] = len(rejected)
+        summary["status"] = "complete" if not summary["batches_failed"] else "stopped"
+    finally:
+        summary["memory_api_requests"] = p.limiter.requests
+        summary["elapsed_seconds"] = round(time.monotonic() - start, 3)
+        unregister(run_id)
+    return summary
+
+
+def _collect_drafts(summary: dict[str, Any], batch_ids: list[str], outcomes: list[Outcome]) -> list[str]:
+    drafted: list[str] = []
+    stop: RateLimitStop | None = None
+    for batch_id, out in zip(batch_ids, outcomes, strict=True):
+        if isinstance(out, RateLimitStop):
+            stop = stop or out
+            summary["batches_failed"] += 1
+        elif isinstance(out, DraftError):
+            summary["batches_failed"] += 1
+            _log.warning("batch %s failed to draft: %s", batch_id, type(out).__name__)
+        elif isinstance(out, BaseException):
+            raise out
+        else:
+            _add_draft(summary, out)
+            drafted.append(batch_id)
+    if stop is not None:
+        raise stop
+    return drafted
+
+
+def _collect_commits(summary: dict[str, Any], outcomes: list[Outcome]) -> None:
+    stop: RateLimitStop | None = None
+    for out in outcomes:
+        if isinstance(out, RateLimitStop):
+            stop = stop or out
+            summary["batches_failed"] += 1
+        elif isinstance(out, BaseException):
+            raise out
+        else:
+            _add_commit(summary, out)
+    if stop is not None:
+        raise stop
 
 
 def new_summary(run_id: str, resumed: bool, dry_run: bool) -> dict[str, Any]:
@@ -383,7 +527,8 @@ def new_summary(run_id: str, resumed: bool, dry_run: bool) -> dict[str, Any]:
         "kept": 0, "dropped": 0, "quarantined": 0, "drop_reasons": {},
         "batches_total": 0, "batches_skipped_complete": 0, "batches_failed": 0,
         "drafter_calls": 0, "rejected_evidence": 0, "commits": 0, "commits_replayed": 0,
-        "noops": 0, "conflicts": 0, "memories_created": 0, "memory_api_requests": 0,
+        "noops": 0, "conflicts": 0, "conflict_drafts": [], "memories_created": 0,
+        "memory_api_requests": 0, "rate_limited": 0, "budget_in_window": 0,
         "input_tokens": 0, "output_tokens": 0, "elapsed_seconds": 0.0,
     }  # fmt: skip
 
@@ -407,4 +552,5 @@ def _add_commit(summary: dict[str, Any], s: dict[str, Any]) -> None:
     summary["commits_replayed"] += s["replayed"]
     summary["noops"] += s["noops"]
     summary["conflicts"] += s["conflicts"]
+    summary["conflict_drafts"].extend(s.get("conflict_drafts", []))
     summary["memories_created"] += s["memories_created"]

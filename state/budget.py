@@ -1,5 +1,10 @@
-"""The commit budget: a sliding window over memory-API requests (default 300 per 600 s), shared
-by every worker thread. Persisting the window across runs comes with the flow issue."""
+"""The commit budget: a sliding window over memory-API requests (default 300 per 600 s).
+
+The window itself lives behind a small backend: in memory (tests, one process) or in
+PostgreSQL (``store.budget.PgWindow``: shared by every worker and persisted across restarts, so
+a resumed run knows what the stopped run spent). The limiter waits for a free slot and stops the
+run cleanly (:class:`RateLimitStop`) when the wait would exceed ``max_wait``.
+"""
 
 from __future__ import annotations
 
@@ -7,42 +12,73 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from core.errors import RateLimitStop
 from core.models import CommitRequest, CommitResult, MemoryIndexEntry, MemoryView, SearchHit
 from core.ports import MemoryAPI
 
 
-class SlidingWindowLimiter:
-    def __init__(
-        self, limit: int, window: float, *, max_wait: float = 600.0,
-        clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-    ) -> None:  # fmt: skip
+class Window(Protocol):
+    limit: int
+    window: float
+
+    def try_acquire(self) -> float: ...
+
+    def in_window(self) -> int: ...
+
+
+class MemoryWindow:
+    """An in-process sliding window."""
+
+    def __init__(self, limit: int, window: float, clock: Callable[[], float] = time.monotonic) -> None:
         if limit < 1 or window <= 0:
             raise ValueError("budget must allow at least one request per positive window")
-        self.limit, self.window, self.max_wait = limit, window, max_wait
-        self._clock, self._sleep = clock, sleep
+        self.limit, self.window, self._clock = limit, window, clock
         self._events: deque[float] = deque()
         self._lock = threading.Lock()
-        self.waited = 0.0
-        self.requests = 0
 
     def _trim(self, now: float) -> None:
         while self._events and self._events[0] <= now - self.window:
             self._events.popleft()
 
+    def try_acquire(self) -> float:
+        with self._lock:
+            now = self._clock()
+            self._trim(now)
+            if len(self._events) < self.limit:
+                self._events.append(now)
+                return 0.0
+            return self._events[0] + self.window - now
+
+    def in_window(self) -> int:
+        with self._lock:
+            self._trim(self._clock())
+            return len(self._events)
+
+
+class SlidingWindowLimiter:
+    def __init__(
+        self, limit: int = 300, window: float = 600.0, *, max_wait: float = 600.0,
+        clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+        backend: Window | None = None,
+    ) -> None:  # fmt: skip
+        self.backend: Window = backend or MemoryWindow(limit, window, clock)
+        self.limit, self.window = self.backend.limit, self.backend.window
+        self.max_wait = max_wait
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self.waited = 0.0
+        self.requests = 0
+
     def acquire(self, run_id: str = "") -> None:
         """Block until one more request fits in the window; RateLimitStop if that takes too long."""
         while True:
-            with self._lock:
-                now = self._clock()
-                self._trim(now)
-                if len(self._events) < self.limit:
-                    self._events.append(now)
+            wait = self.backend.try_acquire()
+            if wait <= 0:
+                with self._lock:
                     self.requests += 1
-                    return
-                wait = self._events[0] + self.window - now
+                return
             if wait > self.max_wait:
                 raise RateLimitStop(
                     f"the commit budget ({self.limit} requests per {self.window:g}s) is spent; "
@@ -50,13 +86,12 @@ class SlidingWindowLimiter:
                     run_id=run_id,
                     retry_after=wait,
                 )
-            self.waited += wait
-            self._sleep(wait)
+            with self._lock:
+                self.waited += wait
+            self._sleep(min(wait, 5.0))
 
     def in_window(self) -> int:
-        with self._lock:
-            self._trim(self._clock())
-            return len(self._events)
+        return self.backend.in_window()
 
 
 class BudgetedMemoryAPI:

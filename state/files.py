@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ResultFileError
+from core.faults import fault_point
 from core.hashing import canonical_json, sha256_hex
 
 RESULT_SCHEMA = "pmem.batch-result/1"
@@ -35,6 +36,7 @@ def write_atomic(path: Path, body: dict[str, Any], schema: str) -> str:
             json.dump(doc, f, ensure_ascii=False, indent=1, sort_keys=True, default=str)
             f.flush()
             os.fsync(f.fileno())
+        fault_point(f"write:{path.name}:before-rename")
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -17,6 +17,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from core.errors import MemoryNotFound, StaleRevision, StoreError, TombstonedMemory
+from core.faults import fault_point
 from core.hashing import canonical_json, evidence_hash, sha256_hex, tagged_hash
 from core.models import (
     CommitRequest,
@@ -107,6 +108,7 @@ class MemoryStore:
                 return replay
             result = self._create(conn, req) if req.memory_id is None else self._append(conn, req)
             self._remember(conn, req.idempotency_key, "commit", result, _request_hash(req))
+            fault_point("store:commit-before-tx-end")
             return result
 
     def restore(

@@ -151,6 +151,29 @@ class RunStore:
                 "SELECT * FROM batches WHERE batch_id = %s", (batch_id,)
             ).fetchone()
 
+    def batches_of_run(self, run_id: str) -> list[dict[str, Any]]:
+        """Batches whose files live in this run's folder."""
+        with self.db.connection() as conn:
+            return conn.cursor(row_factory=dict_row).execute(
+                "SELECT * FROM batches WHERE run_id = %s ORDER BY created_at, batch_id", (run_id,)
+            ).fetchall()
+
+    def set_decision(self, run_id: str, draft_id: str, decision: str) -> None:
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute(
+                """INSERT INTO draft_decisions (run_id, draft_id, decision) VALUES (%s, %s, %s)
+                   ON CONFLICT (run_id, draft_id) DO UPDATE SET decision = EXCLUDED.decision,
+                       decided_at = now()""",
+                (run_id, draft_id, decision),
+            )
+
+    def rejected_drafts(self, run_id: str) -> frozenset[str]:
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                "SELECT draft_id FROM draft_decisions WHERE run_id = %s AND decision = 'reject'", (run_id,)
+            ).fetchall()
+        return frozenset(r[0] for r in rows)
+
     def stage_counts(self, run_id: str | None = None) -> dict[str, int]:
         with self.db.connection() as conn:
             rows = conn.execute(

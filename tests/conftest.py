@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -37,7 +39,10 @@ def pg_admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         return
     from store import embedded
 
-    pgdata = tmp_path_factory.mktemp("pg") / "pgdata"
+    # Not under pytest's basetemp: pytest resets `pytest-of-<user>` to mode 0700 when any
+    # session starts, and as root the server runs as another user that must traverse the path.
+    base = Path(tempfile.mkdtemp(prefix="pmem-test-pg-"))
+    pgdata = base / "pgdata"
     st = embedded.start(pgdata)
     try:
         url = st.uri("postgres")
@@ -45,6 +50,7 @@ def pg_admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
     finally:
         embedded.stop(pgdata)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

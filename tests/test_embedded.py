@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 import signal
 import subprocess
 import sys
@@ -16,9 +19,12 @@ from store import embedded
 
 
 @pytest.fixture
-def pgdata(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    # a short path: the server's Unix socket lives in the data folder
-    return tmp_path_factory.mktemp("emb") / "pgdata"
+def pgdata() -> Iterator[Path]:
+    # a short path outside pytest's basetemp (see conftest.pg_admin_url): the socket lives here
+    base = Path(tempfile.mkdtemp(prefix="pmem-test-emb-"))
+    yield base / "pgdata"
+    embedded.stop(base / "pgdata")
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def test_stale_pid_from_kill_9_does_not_block_start_or_stop(pgdata: Path):

@@ -1,0 +1,104 @@
+"""The HTTP service in front of the memory store."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from fastapi import FastAPI, Header, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from core.errors import MemoryNotFound, StaleRevision, StoreError, TombstonedMemory
+from core.models import CommitRequest
+from store.budget import PgWindow
+from store.db import Database
+from store.records import MemoryStore
+
+DEFAULT_CLIENT = "anonymous"
+
+
+class SearchBody(BaseModel):
+    query: str
+    limit: int = Field(default=10, ge=1, le=100)
+
+
+class RelatedBody(BaseModel):
+    conversation_keys: list[str] = Field(default_factory=list)
+    titles: list[str] = Field(default_factory=list)
+
+
+class ProposalBody(BaseModel):
+    run_id: str
+    batch_id: str
+    draft_id: str
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+def create_app(db: Database, *, budget: tuple[int, float] = (300, 600.0)) -> FastAPI:
+    store = MemoryStore(db)
+    limit, window = budget
+    app = FastAPI(title="personal-memory API", version="1", docs_url=None, redoc_url=None)
+    windows: dict[str, PgWindow] = {}
+
+    def admit(client: str) -> JSONResponse | None:
+        w = windows.get(client)
+        if w is None:
+            w = windows[client] = PgWindow(db, f"server:{client}", limit, window)
+        wait = w.try_acquire()
+        if wait <= 0:
+            return None
+        return JSONResponse(
+            {"error": "rate_limited", "retry_after": wait},
+            status_code=429,
+            headers={"Retry-After": str(max(1, math.ceil(wait)))},
+        )
+
+    @app.exception_handler(StoreError)
+    async def store_error(_request: Request, err: StoreError) -> JSONResponse:
+        if isinstance(err, StaleRevision):
+            return JSONResponse(
+                {"error": "stale_revision", "memory_id": err.memory_id, "expected": err.expected,
+                 "current": err.current},
+                status_code=409,
+            )  # fmt: skip
+        if isinstance(err, TombstonedMemory):
+            return JSONResponse({"error": "tombstoned", "memory_id": err.memory_id}, status_code=410)
+        if isinstance(err, MemoryNotFound):
+            return JSONResponse({"error": "not_found", "memory_id": err.memory_id}, status_code=404)
+        return JSONResponse({"error": "store_error", "message": str(err)}, status_code=422)
+
+    @app.get("/v1/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/v1/search", response_model=None)
+    def search(body: SearchBody, x_pmem_client: str = Header(DEFAULT_CLIENT)) -> Any:
+        return admit(x_pmem_client) or {"hits": [h.model_dump(mode="json") for h in store.search(body.query, body.limit)]}
+
+    @app.post("/v1/related", response_model=None)
+    def related(body: RelatedBody, x_pmem_client: str = Header(DEFAULT_CLIENT)) -> Any:
+        return admit(x_pmem_client) or {
+            "items": [e.model_dump(mode="json") for e in store.related(body.conversation_keys, body.titles)]
+        }
+
+    @app.post("/v1/proposals", response_model=None)
+    def propose(body: ProposalBody, x_pmem_client: str = Header(DEFAULT_CLIENT)) -> Any:
+        return admit(x_pmem_client) or {
+            "proposal_id": store.propose(body.run_id, body.batch_id, body.draft_id, body.payload)
+        }
+
+    @app.post("/v1/commits", response_model=None)
+    def commit(
+        body: CommitRequest, x_pmem_client: str = Header(DEFAULT_CLIENT),
+        idempotency_key: str | None = Header(None),
+    ) -> Any:  # fmt: skip
+        if idempotency_key is not None and idempotency_key != body.idempotency_key:
+            return JSONResponse({"error": "idempotency_key_mismatch"}, status_code=422)
+        return admit(x_pmem_client) or store.commit(body).model_dump(mode="json")
+
+    @app.get("/v1/memories/{memory_id}", response_model=None)
+    def get(memory_id: str, history: bool = False, x_pmem_client: str = Header(DEFAULT_CLIENT)) -> Any:
+        return admit(x_pmem_client) or store.get(memory_id, history=history).model_dump(mode="json")
+
+    return app

@@ -1,0 +1,72 @@
+"""The memory API over HTTP: implements the MemoryAPI port with httpx."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from core.errors import (
+    MemoryNotFound,
+    RateLimited,
+    StaleRevision,
+    StoreError,
+    TombstonedMemory,
+    TransientDraftError,
+)
+from core.models import CommitRequest, CommitResult, MemoryIndexEntry, MemoryView, SearchHit
+
+
+class HttpMemoryAPI:
+    def __init__(self, base_url: str, *, client_name: str = "pmem", timeout: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.base_url, timeout=timeout, headers={"X-Pmem-Client": client_name}
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(self, method: str, path: str, **kw: Any) -> Any:
+        try:
+            resp = self._http.request(method, path, **kw)
+        except httpx.TransportError as err:
+            raise TransientDraftError(f"memory API at {self.base_url} unreachable ({type(err).__name__})") from None
+        if resp.status_code == 429:
+            retry = float(resp.headers.get("Retry-After", "1"))
+            raise RateLimited(f"memory API rate limited (retry after {retry:g}s)", retry_after=retry)
+        if resp.status_code >= 400:
+            body = resp.json() if resp.headers.get("content-type", "").startswith("application/json") else {}
+            err = body.get("error")
+            mid = body.get("memory_id", "")
+            if err == "stale_revision":
+                raise StaleRevision(mid, body.get("expected"), int(body["current"]))
+            if err == "tombstoned":
+                raise TombstonedMemory(mid)
+            if err == "not_found":
+                raise MemoryNotFound(mid)
+            raise StoreError(f"memory API answered {resp.status_code} ({err or 'no error code'})")
+        return resp.json()
+
+    def search(self, query: str, limit: int = 10) -> list[SearchHit]:
+        data = self._call("POST", "/v1/search", json={"query": query, "limit": limit})
+        return [SearchHit(**h) for h in data["hits"]]
+
+    def related(self, conversation_keys: list[str], titles: list[str]) -> list[MemoryIndexEntry]:
+        data = self._call("POST", "/v1/related", json={"conversation_keys": conversation_keys, "titles": titles})
+        return [MemoryIndexEntry(**e) for e in data["items"]]
+
+    def propose(self, run_id: str, batch_id: str, draft_id: str, payload: dict) -> str:
+        data = self._call("POST", "/v1/proposals", json={
+            "run_id": run_id, "batch_id": batch_id, "draft_id": draft_id, "payload": payload})  # fmt: skip
+        return str(data["proposal_id"])
+
+    def commit(self, request: CommitRequest) -> CommitResult:
+        data = self._call(
+            "POST", "/v1/commits", content=request.model_dump_json(),
+            headers={"Content-Type": "application/json", "Idempotency-Key": request.idempotency_key},
+        )  # fmt: skip
+        return CommitResult(**data)
+
+    def get(self, memory_id: str) -> MemoryView:
+        return MemoryView(**self._call("GET", f"/v1/memories/{memory_id}"))

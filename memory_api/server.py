@@ -1,0 +1,44 @@
+"""Run the memory API with uvicorn: in a background thread (tests, benchmarks) or in the
+foreground (`pmem api`)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import uvicorn
+
+from memory_api.app import create_app
+from store.db import Database
+
+
+@dataclass
+class RunningServer:
+    url: str
+    server: uvicorn.Server
+    thread: threading.Thread
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def serve_in_thread(db: Database, *, budget: tuple[int, float], host: str = "127.0.0.1", port: int = 0) -> RunningServer:
+    config = uvicorn.Config(create_app(db, budget=budget), host=host, port=port, log_level="warning",
+                            access_log=False, lifespan="off")  # fmt: skip
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="memory-api", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the memory API did not start")
+        time.sleep(0.02)
+    sock = server.servers[0].sockets[0]
+    bound_host, bound_port = sock.getsockname()[:2]
+    return RunningServer(f"http://{bound_host}:{bound_port}", server, thread)
+
+
+def serve_forever(db: Database, *, budget: tuple[int, float], host: str, port: int) -> None:
+    uvicorn.run(create_app(db, budget=budget), host=host, port=port, log_level="info", access_log=False)
