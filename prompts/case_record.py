@@ -1,6 +1,10 @@
 """The case-record prompt: static instructions, the response schema, and the dynamic batch text.
 
 The static part never depends on the input, and comes first, so provider prompt caches apply.
+Every piece of the person's text that goes into the dynamic part (message texts, titles, the
+context's titles and summaries) passes the secret guard first (``stages.secrets.redact``), so no
+request body built from ``build_prompt`` carries a flagged secret. Keys and times are ours and
+are left as they are, so evidence pointers still resolve against the ledger.
 The response schema is camelCase (the only camelCase in the project); ``to_draft_records``
 turns it into our snake_case ``DraftRecord``.
 """
@@ -14,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.models import Conversation, DraftRecord, EvidencePointer, MemoryIndexEntry, Message
+from stages.secrets import redact
 
 PROMPT_VERSION = "case-record-v1"
 
@@ -165,39 +170,62 @@ def static_instructions() -> str:
 def build_prompt(
     conversations: list[Conversation], context: list[MemoryIndexEntry]
 ) -> tuple[str, str]:
-    """(static_instructions, dynamic_user_text) for one batch."""
-    parts = [_context_text(context)]
-    parts.extend(_conversation_text(i, conv) for i, conv in enumerate(conversations, start=1))
-    return static_instructions(), "\n\n".join(parts) + "\n"
+    """(static_instructions, dynamic_user_text) for one batch, secrets redacted."""
+    static, dynamic, _ = build_prompt_guarded(conversations, context)
+    return static, dynamic
 
 
-def _context_text(context: list[MemoryIndexEntry]) -> str:
+def build_prompt_guarded(
+    conversations: list[Conversation], context: list[MemoryIndexEntry]
+) -> tuple[str, str, int]:
+    """Like ``build_prompt``, plus the number of secrets the guard redacted (for logs/reports)."""
+    guard = _Guard()
+    parts = [_context_text(context, guard)]
+    parts.extend(
+        _conversation_text(i, conv, guard) for i, conv in enumerate(conversations, start=1)
+    )
+    return static_instructions(), "\n\n".join(parts) + "\n", guard.redacted
+
+
+class _Guard:
+    """Redacts each piece of the person's text and counts what it took out."""
+
+    def __init__(self) -> None:
+        self.redacted = 0
+
+    def __call__(self, text: str) -> str:
+        clean, findings = redact(text)
+        self.redacted += len(findings)
+        return clean
+
+
+def _context_text(context: list[MemoryIndexEntry], guard: _Guard) -> str:
     lines = ["## Existing memories"]
     if not context:
         lines.append("(none)")
     for entry in context:
         sources = ", ".join(entry.source_conversation_keys) or "-"
         lines.append(
-            f"- id: {entry.id} | title: {_one_line(entry.title)} | index summary: "
-            f"{_one_line(entry.index_summary)} | kind: {entry.kind} | current revision: "
+            f"- id: {entry.id} | title: {_one_line(guard(entry.title))} | index summary: "
+            f"{_one_line(guard(entry.index_summary))} | kind: {entry.kind} | current revision: "
             f"{entry.current_revision} | source conversations: {sources}"
         )
     return "\n".join(lines)
 
 
-def _conversation_text(number: int, conv: Conversation) -> str:
+def _conversation_text(number: int, conv: Conversation, guard: _Guard) -> str:
     header = (
         f"## Conversation {number}\nkey: {conv.key}\nsource: {conv.source}\n"
-        f"title: {_one_line(conv.title or '')}\ncreated: {_iso(conv.created_at)}"
+        f"title: {_one_line(guard(conv.title or ''))}\ncreated: {_iso(conv.created_at)}"
     )
-    messages = [_message_text(i, m) for i, m in enumerate(conv.drafting_messages, start=1)]
+    messages = [_message_text(i, m, guard) for i, m in enumerate(conv.drafting_messages, start=1)]
     return "\n\n".join([header, *messages])
 
 
-def _message_text(number: int, msg: Message) -> str:
+def _message_text(number: int, msg: Message, guard: _Guard) -> str:
     return (
         f"[{number}] key: {msg.key} | role: {msg.channel.value} | time: {_iso(msg.created_at)}\n"
-        f"{msg.text}"
+        f"{guard(msg.text)}"
     )
 
 

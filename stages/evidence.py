@@ -4,9 +4,15 @@ Each pointer (message key + quote hint) is located in its source message: an exa
 else the best fuzzy alignment (rapidfuzz) above a threshold, else rejected with a reason. The
 SOURCE's characters are kept. The final check is the invariant itself: every accepted text is a
 substring of its source message.
+
+Evidence that holds a secret (or overlaps one the secret guard finds in its source message) is
+rejected with the reason "secret": the model saw a redacted text, but a fuzzy match against the
+raw source could otherwise bring the secret back.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from rapidfuzz import fuzz
 
@@ -18,7 +24,9 @@ from core.models import (
     VerifiedDraft,
     VerifiedEvidence,
 )
+from stages.secrets import Finding, contains_secret, find_secrets
 
+Method = Literal["exact", "fuzzy"]
 FUZZY_THRESHOLD = 90.0
 MIN_CHARS = 4
 MAX_CHARS = 600
@@ -35,7 +43,7 @@ def _storable(text: str) -> bool:
     return True
 
 
-def locate(hint: str, source: str) -> tuple[str, str, float] | None:
+def locate(hint: str, source: str) -> tuple[str, Method, float] | None:
     """Return (source excerpt, method, score) or None."""
     hint = hint.strip()
     if len(hint) < MIN_CHARS:
@@ -54,10 +62,26 @@ def locate(hint: str, source: str) -> tuple[str, str, float] | None:
     return excerpt, "fuzzy", float(al.score)
 
 
+def holds_secret(excerpt: str, source: str, findings: list[Finding]) -> bool:
+    """Whether ``excerpt`` contains a secret, or any of its places in ``source`` overlaps one."""
+    if contains_secret(excerpt):
+        return True
+    if not findings or not excerpt:
+        return False
+    start = source.find(excerpt)
+    while start >= 0:
+        end = start + len(excerpt)
+        if any(f.start < end and start < f.end for f in findings):
+            return True
+        start = source.find(excerpt, start + 1)
+    return False
+
+
 def verify_draft(draft: DraftRecord, messages: dict[str, Message]) -> VerifiedDraft:
     accepted: list[VerifiedEvidence] = []
     rejected: list[RejectedEvidence] = []
     seen: set[tuple[str, str]] = set()
+    secrets_in: dict[str, list[Finding]] = {}
     for p in draft.evidence:
         msg = messages.get(p.message_key)
         if msg is None:
@@ -71,6 +95,11 @@ def verify_draft(draft: DraftRecord, messages: dict[str, Message]) -> VerifiedDr
             rejected.append(RejectedEvidence(message_key=p.message_key, reason="not-found-in-source"))
             continue
         text, method, score = found
+        if p.message_key not in secrets_in:
+            secrets_in[p.message_key] = find_secrets(msg.text)
+        if holds_secret(text, msg.text, secrets_in[p.message_key]):
+            rejected.append(RejectedEvidence(message_key=p.message_key, reason="secret"))
+            continue
         if len(text) > MAX_CHARS:
             text = text[:MAX_CHARS]
         if not _storable(text):

@@ -1,0 +1,253 @@
+"""OpenAI drafter (``openai:<model>``), through the official ``openai`` SDK.
+
+Structured output: Chat Completions with ``response_format={"type": "json_schema", ...}`` and
+the case-record response schema in OpenAI's strict form. The same adapter serves
+OpenAI-compatible servers (Ollama, vLLM, LM Studio, ...) through ``base_url``
+(``PMEM_OPENAI_BASE_URL`` or ``OPENAI_BASE_URL``); for those an API key is optional.
+
+One retry layer: the SDK client is built with ``max_retries=0`` and an explicit timeout, every
+vendor error is mapped once here into ``TransientDraftError`` / ``TerminalDraftError``, and
+``providers._retry.call_with_retry`` retries the transient ones. A refused, filtered, truncated
+(``finish_reason == "length"``) or unparsable answer is a ``TerminalDraftError``, never a
+partial record. Error messages carry the status and the vendor's error code, never the
+vendor's message (it may quote the request) and never the key.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import ValidationError
+
+from core.errors import ConfigError, DraftError, TerminalDraftError, TransientDraftError
+from core.models import Conversation, DraftOutput, DraftRecord, MemoryIndexEntry
+from prompts.case_record import (
+    PROMPT_VERSION,
+    CaseRecordResponse,
+    build_prompt_guarded,
+    response_json_schema,
+    to_draft_records,
+)
+from providers._retry import (
+    DEFAULT_POLICY,
+    RetryPolicy,
+    call_with_retry,
+    parse_retry_after,
+    safe_code,
+    transient_status,
+)
+
+try:
+    import openai
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ConfigError(
+        "the openai provider needs the 'openai' package",
+        hint="pip install openai (or install personal-memory with its openai extra)",
+    ) from exc
+
+log = logging.getLogger(__name__)
+
+PROVIDER = "openai"
+DEFAULT_TIMEOUT = 180.0  # seconds for one request
+DEFAULT_MAX_OUTPUT_TOKENS = 16_000
+SCHEMA_NAME = "case_records"
+BASE_URL_ENVS = ("PMEM_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+API_KEY_ENV = "OPENAI_API_KEY"
+_LOCAL_KEY = "not-needed"  # OpenAI-compatible local servers want some key, and ignore it
+
+
+_UNSUPPORTED_IN_STRICT = ("minLength", "maxLength")
+
+
+def strict_schema() -> dict[str, Any]:
+    """The response schema in OpenAI's strict form: every property required, no extras."""
+    schema = copy.deepcopy(response_json_schema())
+    _make_strict(schema)
+    return schema
+
+
+def _make_strict(node: Any) -> None:
+    """Walk a schema node (not a name -> schema map) and tighten it in place."""
+    if isinstance(node, list):
+        for item in node:
+            _make_strict(item)
+        return
+    if not isinstance(node, dict):
+        return
+    properties = node.get("properties")
+    if node.get("type") == "object" or isinstance(properties, dict):
+        node.setdefault("additionalProperties", False)
+        if isinstance(properties, dict):
+            node["required"] = list(properties)
+    node.pop("default", None)  # strict mode: every field is sent, null where optional
+    for keyword in _UNSUPPORTED_IN_STRICT:  # checked by our pydantic model instead
+        node.pop(keyword, None)
+    for key, value in node.items():
+        if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
+            for sub in value.values():
+                _make_strict(sub)
+        elif key in ("items", "anyOf", "allOf", "oneOf", "prefixItems"):
+            _make_strict(value)
+
+
+class OpenAIDrafter:
+    """Drafts case records with an OpenAI (or OpenAI-compatible) chat model."""
+
+    prompt_version: str = PROMPT_VERSION
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS,
+        retry: RetryPolicy = DEFAULT_POLICY,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if not model:
+            raise ConfigError(
+                "the openai provider needs a model name",
+                hint="give it as openai:<model>, e.g. --llm openai:gpt-4.1-mini",
+            )
+        self.model_name = model
+        self.model = f"{PROVIDER}:{model}"
+        if base_url is None:
+            base_url = next((os.environ[e] for e in BASE_URL_ENVS if os.environ.get(e)), None)
+        if api_key is None:
+            api_key = os.environ.get(API_KEY_ENV) or None
+        if api_key is None:
+            if base_url is None:
+                raise ConfigError(
+                    f"the openai provider needs an API key in {API_KEY_ENV} (or use the "
+                    "offline default drafter 'extractive')",
+                    hint=f"set {API_KEY_ENV}, or PMEM_OPENAI_BASE_URL for a local "
+                    "OpenAI-compatible server",
+                )
+            api_key = _LOCAL_KEY
+        self.base_url = base_url
+        self.max_output_tokens = max_output_tokens
+        self.retry = retry
+        self._sleep = sleep
+        self._client = openai.OpenAI(
+            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
+        )
+        self._schema = strict_schema()
+
+    def draft(
+        self, conversations: list[Conversation], context: list[MemoryIndexEntry]
+    ) -> DraftOutput:
+        static, dynamic, redacted = build_prompt_guarded(conversations, context)
+        if redacted:
+            log.info(
+                "%s: secret guard redacted %d value(s) before the request", self.model, redacted
+            )
+        body = self.request_body(static, dynamic)
+        records, usage = call_with_retry(
+            lambda: self._call(body), policy=self.retry, sleep=self._sleep, label=self.model
+        )
+        return DraftOutput(
+            records=records,
+            model=self.model,
+            prompt_version=self.prompt_version,
+            input_tokens=usage[0],
+            output_tokens=usage[1],
+        )
+
+    def request_body(self, static: str, dynamic: str) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model_name,
+            "messages": [
+                {"role": "system", "content": static},  # static first: prompt caches apply
+                {"role": "user", "content": dynamic},
+            ],
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": SCHEMA_NAME, "schema": self._schema, "strict": True},
+            },
+        }
+        # OpenAI's own endpoint wants max_completion_tokens (its reasoning models reject
+        # max_tokens); OpenAI-compatible servers know max_tokens.
+        official = self.base_url is None or "api.openai.com" in self.base_url
+        key = "max_completion_tokens" if official else "max_tokens"
+        body[key] = self.max_output_tokens
+        return body
+
+    def _call(self, body: dict[str, Any]) -> tuple[list[DraftRecord], tuple[int, int]]:
+        try:
+            resp = self._client.chat.completions.create(**body)
+        except openai.APIError as exc:
+            raise _map_error(exc) from None
+        except ValueError:  # a 200 whose body is not JSON
+            raise TerminalDraftError(
+                f"{PROVIDER}: the response body could not be read as JSON"
+            ) from None
+        return _records(resp), _usage(resp)
+
+
+def _records(resp: Any) -> list[DraftRecord]:
+    if not getattr(resp, "choices", None):
+        raise TerminalDraftError(f"{PROVIDER}: the response has no choices")
+    choice = resp.choices[0]
+    if choice.finish_reason == "length":
+        raise TerminalDraftError(
+            f"{PROVIDER}: the answer was cut at the output token limit (finish_reason=length)"
+        )
+    if choice.finish_reason == "content_filter":
+        raise TerminalDraftError(f"{PROVIDER}: the answer was withheld by the content filter")
+    message = choice.message
+    if getattr(message, "refusal", None):
+        raise TerminalDraftError(f"{PROVIDER}: the model refused to answer")
+    text = message.content
+    if not text or not text.strip():
+        raise TerminalDraftError(f"{PROVIDER}: the answer is empty")
+    try:
+        parsed = CaseRecordResponse.model_validate_json(_strip_fence(text))
+    except ValidationError as exc:
+        raise TerminalDraftError(
+            f"{PROVIDER}: the answer does not match the case-record schema "
+            f"({exc.error_count()} error(s))"
+        ) from None
+    return to_draft_records(parsed)
+
+
+def _usage(resp: Any) -> tuple[int, int]:
+    usage = getattr(resp, "usage", None)
+    if usage is None:
+        return 0, 0
+    return int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0)
+
+
+def _strip_fence(text: str) -> str:
+    """Some compatible servers wrap JSON in a Markdown fence despite the schema."""
+    stripped = text.strip()
+    if stripped.startswith("```") and stripped.endswith("```"):
+        stripped = stripped[3:-3]
+        newline = stripped.find("\n")
+        if newline >= 0 and not stripped[:newline].strip().startswith("{"):
+            stripped = stripped[newline + 1 :]
+    return stripped
+
+
+def _map_error(exc: openai.APIError) -> DraftError:
+    """The one place OpenAI errors become ours."""
+    if isinstance(exc, openai.APITimeoutError):
+        return TransientDraftError(f"{PROVIDER}: the request timed out")
+    if isinstance(exc, openai.APIConnectionError):
+        return TransientDraftError(f"{PROVIDER}: could not connect")
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        code = safe_code(exc.code) or safe_code(exc.type)
+        what = f"{PROVIDER}: HTTP {status}" + (f" ({code})" if code else "")
+        if status == 429 and code == "insufficient_quota":
+            return TerminalDraftError(f"{what}: the account's quota is used up")
+        if transient_status(status):
+            return TransientDraftError(what, retry_after=parse_retry_after(exc.response.headers))
+        return TerminalDraftError(what)
+    return TerminalDraftError(f"{PROVIDER}: {type(exc).__name__}")
