@@ -1,7 +1,9 @@
 """Streaming importer for the ChatGPT data export (``conversations.json``).
 
-The file is one JSON array; ``ijson.items(f, "item")`` gives one conversation at a time, so a
-GB-sized export never sits in memory. See ``shared/docs/formats.md`` section 1 for the format.
+Input: the export zip (members read in place, never extracted), a folder, a single
+``conversations.json``, or sharded ``conversations-NNN.json`` files (in a zip or a folder; read in
+numeric order). Each file is one JSON array; ijson gives one conversation at a time, so a GB-sized
+export never sits in memory. See ``shared/docs/formats.md`` section 1 for the format.
 
 Rules (each one is a trap real exports set):
 
@@ -12,12 +14,10 @@ Rules (each one is a trap real exports set):
 * ``.get`` everywhere: keys such as ``create_time`` or ``is_user_system_message`` are often missing.
 * A conversation we cannot read is yielded as :class:`Quarantined` and the import goes on; a file
   that is not a JSON array, or is cut off, raises :class:`~core.errors.InputError` after every
-  complete conversation before the damage was yielded.
-
-Backend note: ijson's fastest backend (``yajl2_c``) silently turns a lone surrogate escape
-(``"\\ud800"``) into ``"?"`` and crashes on some others. Seekable inputs are pre-scanned for lone
-surrogate escapes (a cheap regex pass); only files that hold one are parsed with ijson's pure Python
-backend, which keeps them exactly. Non-seekable streams always use the pure Python backend.
+  complete conversation before the damage was yielded. In a sharded export the damaged shard is
+  quarantined instead (``kind="file"``) and the next shard is read.
+* A conversation id seen twice in one import (e.g. in two shards) is quarantined the second time
+  (``duplicate-id``): the first one read is kept.
 """
 
 from __future__ import annotations
@@ -30,19 +30,33 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from types import ModuleType
 from typing import IO, Any
 
-import ijson
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from core.errors import InputError
 from core.models import Channel, Conversation, Message, Provenance
+from importers._common import Quarantined, ReadError, json_default
+from importers._containers import (
+    Part,
+    file_part,
+    folder_parts,
+    is_zip,
+    iter_parts,
+    open_zip,
+    zip_parts,
+)
+from importers._jsonarray import iter_array_items
+
+__all__ = [
+    "SOURCE",
+    "Quarantined",
+    "iter_conversations",
+    "iter_conversations_from_stream",
+    "parse_conversation",
+    "shard_order",
+]
 
 SOURCE = "chatgpt"
-
-_CHUNK = 1 << 20  # bytes per read while pre-scanning
-_HEAD = 1 << 16  # bytes peeked to check the file is a JSON array
 
 TOOL_TYPES = frozenset(
     {
@@ -69,14 +83,7 @@ HIDDEN_FLAGS = (
 )
 HIDDEN_ASSISTANT_CHANNELS = frozenset({"analysis", "commentary"})
 
-
-class Quarantined(BaseModel):
-    """A conversation we could not read. ``reason`` is machine text, never message text."""
-
-    file: str
-    position: int
-    reason: str
-    external_id: str | None = None
+_SHARD = re.compile(r"conversations-(\d+)\.json", re.IGNORECASE)
 
 
 class _Unparseable(Exception):
@@ -90,132 +97,90 @@ class _Unparseable(Exception):
 # ---------------------------------------------------------------- public entry points
 
 
+def shard_order(name: str) -> tuple[int, int] | None:
+    """Sort key of a conversations file name: ``conversations.json`` first, then shards by number."""
+    if name.lower() == "conversations.json":
+        return (0, 0)
+    match = _SHARD.fullmatch(name)
+    return (1, int(match.group(1))) if match else None
+
+
 def iter_conversations(path: Path) -> Iterator[Conversation | Quarantined]:
-    """Yield every conversation of a ``conversations.json`` file, one at a time."""
-    label = str(path)
-    try:
-        fp = path.open("rb")
-    except OSError as exc:
-        raise InputError(f"cannot open file ({type(exc).__name__})", file=label) from None
-    with fp:
-        yield from iter_conversations_from_stream(fp, label)
+    """Yield every conversation of a ChatGPT export: zip, folder, or one conversations file."""
+    path = Path(path)
+    if path.is_dir():
+        parts = folder_parts(path, shard_order)
+        if not parts:
+            raise ReadError("no conversations.json in folder", file=str(path), reason="no-export")
+        yield from _iter_unique(iter_parts(parts, _read_part))
+        return
+    if is_zip(path):
+        yield from _iter_zip(path)
+        return
+    yield from _iter_unique(iter_parts([file_part(path)], _read_part))
 
 
 def iter_conversations_from_stream(
-    fp: IO[bytes], file_label: str
+    fp: IO[bytes], file_label: str, *, member: str | None = None
 ) -> Iterator[Conversation | Quarantined]:
     """Yield every conversation of a binary stream holding a ChatGPT ``conversations.json``."""
-    backend = _choose_backend(fp, file_label)
-    reader = _HeadReader(fp)
-    _check_is_array(reader.head, file_label)
-    done = 0  # complete conversations read so far = array index of the one being read
-    try:
-        for item in backend.items(reader, "item"):
-            yield parse_conversation(item, file_label, done)
-            done += 1
-    except (ijson.JSONError, UnicodeDecodeError) as exc:
-        # ijson's message quotes the surrounding JSON text (private): report the class only.
-        raise InputError(
-            f"invalid or truncated JSON at array position {done} ({type(exc).__name__})",
-            file=file_label,
-            record=str(done),
-        ) from None
+    for position, item in iter_array_items(fp, file_label, member):
+        yield parse_conversation(item, file_label, position, member=member)
 
 
-def parse_conversation(item: Any, file_label: str, position: int) -> Conversation | Quarantined:
+def parse_conversation(
+    item: Any, file_label: str, position: int, *, member: str | None = None
+) -> Conversation | Quarantined:
     """Turn one exported conversation object into a Conversation, or a Quarantined record."""
     external_id = _conversation_id(item)
     try:
-        return _build_conversation(item, file_label, position)
+        return _build_conversation(
+            item, Provenance(file=file_label, position=position, member=member)
+        )
     except _Unparseable as exc:
         reason = exc.reason
     except (ValidationError, ValueError, TypeError, KeyError, AttributeError) as exc:
         reason = f"parse-error:{type(exc).__name__}"
-    return Quarantined(file=file_label, position=position, reason=reason, external_id=external_id)
+    return Quarantined(
+        file=file_label, position=position, reason=reason, external_id=external_id, member=member
+    )
 
 
-# ---------------------------------------------------------------- stream handling
+# ---------------------------------------------------------------- containers
 
 
-class _HeadReader:
-    """A read-only binary stream that peeks the first bytes (minus a UTF-8 BOM) and replays them."""
-
-    def __init__(self, fp: IO[bytes]) -> None:
-        self._fp = fp
-        head = fp.read(_HEAD)
-        if not isinstance(head, bytes):
-            raise TypeError("the stream must be opened in binary mode")
-        self.head = head.removeprefix(b"\xef\xbb\xbf")
-        self._pending = self.head
-
-    def read(self, size: int = -1) -> bytes:
-        if self._pending:
-            if size is None or size < 0:
-                data, self._pending = self._pending + self._fp.read(), b""
-                return data
-            data, self._pending = self._pending[:size], self._pending[size:]
-            return data
-        return self._fp.read(size)
+def _iter_zip(path: Path) -> Iterator[Conversation | Quarantined]:
+    with open_zip(path) as archive:
+        parts, refused = zip_parts(archive, str(path), shard_order)
+        yield from refused
+        if not parts:
+            raise ReadError("no conversations.json in the zip", file=str(path), reason="no-export")
+        yield from _iter_unique(iter_parts(parts, _read_part))
 
 
-def _check_is_array(head: bytes, file_label: str) -> None:
-    stripped = head.lstrip()
-    if not stripped.startswith(b"["):
-        what = "empty file" if not stripped else "not a JSON array"
-        raise InputError(f"{what} at array position 0", file=file_label, record="0")
+def _read_part(part: Part) -> Iterator[Conversation | Quarantined]:
+    with part.open() as fp:
+        yield from iter_conversations_from_stream(fp, part.label, member=part.member)
 
 
-# A JSON escape scan that stays aligned on backslashes: an escaped backslash pair, a valid
-# surrogate pair, or (group 1) a lone surrogate escape.
-_SURROGATE_SCAN = re.compile(
-    rb"\\\\"
-    rb"|\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}"
-    rb"|(\\u[dD][89a-fA-F][0-9a-fA-F]{2})"
-)
-_SCAN_GUARD = 12  # longest match: a surrogate pair escape
-
-
-def _choose_backend(fp: IO[bytes], file_label: str) -> ModuleType:
-    """ijson's default backend, unless the input holds a lone surrogate escape (or can't be scanned)."""
-    try:
-        seekable = fp.seekable()
-    except (AttributeError, OSError):
-        seekable = False
-    if not seekable:
-        return _python_backend()
-    start = fp.tell()
-    try:
-        lone = _has_lone_surrogate_escape(fp)
-    except OSError as exc:
-        raise InputError(f"cannot read file ({type(exc).__name__})", file=file_label) from None
-    fp.seek(start)
-    return _python_backend() if lone else ijson
-
-
-def _python_backend() -> ModuleType:
-    """ijson's pure Python backend: slower, but keeps lone surrogates exactly."""
-    backend: ModuleType = ijson.get_backend("python")
-    return backend
-
-
-def _has_lone_surrogate_escape(fp: IO[bytes]) -> bool:
-    """True when the JSON bytes hold a ``\\uD800``-``\\uDFFF`` escape that is not a valid pair."""
-    carry = b""
-    while True:
-        chunk = fp.read(_CHUNK)
-        buf = carry + chunk
-        if not chunk:
-            return any(m.group(1) for m in _SURROGATE_SCAN.finditer(buf))
-        limit = len(buf) - _SCAN_GUARD
-        cut = max(limit, 0)
-        for match in _SURROGATE_SCAN.finditer(buf):
-            if match.end() > limit:
-                cut = match.start()
-                break
-            if match.group(1):
-                return True
-            cut = max(limit, match.end())
-        carry = buf[cut:]
+def _iter_unique(
+    items: Iterator[Conversation | Quarantined],
+) -> Iterator[Conversation | Quarantined]:
+    """Quarantine a conversation whose key was already yielded in this import."""
+    seen: set[str] = set()
+    for item in items:
+        if isinstance(item, Conversation):
+            if item.key in seen:
+                yield Quarantined(
+                    file=item.provenance.file,
+                    position=item.provenance.position,
+                    reason="duplicate-id",
+                    external_id=item.external_id,
+                    member=item.provenance.member,
+                )
+                continue
+            seen.add(item.key)
+        yield item
 
 
 # ---------------------------------------------------------------- conversation
@@ -231,7 +196,7 @@ def _conversation_id(item: Any) -> str | None:
     return None
 
 
-def _build_conversation(item: Any, file_label: str, position: int) -> Conversation:
+def _build_conversation(item: Any, provenance: Provenance) -> Conversation:
     if not isinstance(item, dict):
         raise _Unparseable("not-an-object")
     conv_id = _conversation_id(item)
@@ -255,7 +220,7 @@ def _build_conversation(item: Any, file_label: str, position: int) -> Conversati
         created_at=created or updated,
         updated_at=updated or (max(times) if times else None),
         messages=messages,
-        provenance=Provenance(file=file_label, position=position),
+        provenance=provenance,
         unknown_types=dict(unknown),
     )
 
@@ -430,7 +395,7 @@ def _build_message(
 def _json_default(value: Any) -> Any:
     if isinstance(value, Decimal):
         return float(value)
-    raise TypeError(type(value).__name__)
+    return json_default(value)
 
 
 def _string_parts(parts: Any, with_audio: bool) -> list[str]:

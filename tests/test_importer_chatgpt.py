@@ -674,7 +674,7 @@ def test_bom_and_empty_array(tmp_path: Path) -> None:
 
 
 def test_registry_and_iter_source(tmp_path: Path) -> None:
-    assert IMPORTERS == {"chatgpt": "importers.chatgpt"}
+    assert IMPORTERS["chatgpt"] == "importers.chatgpt"
     assert len(list(iter_source("chatgpt", PKUPPENS))) == 6
     with pytest.raises(ConfigError) as info:
         iter_source("myspace", PKUPPENS)
@@ -685,21 +685,24 @@ def test_sniff(tmp_path: Path) -> None:
     assert sniff(PKUPPENS) == "chatgpt"
     assert sniff(GRAPH) == "chatgpt"  # pretty-printed
     cases = {
-        "claude.json": b'[{"uuid": "x", "name": "t", "chat_messages": []}]',
         "object.json": b'{"mapping": {}}',
         "nested.json": b'[{"a": {"mapping": {}}}]',
-        "rollout.jsonl": b'{"type": "session_meta", "payload": {}}\n',
         "binary.bin": b"\x00\x01\x02",
         "empty.json": b"",
     }
     for name, content in cases.items():
         (tmp_path / name).write_bytes(content)
         assert sniff(tmp_path / name) is None, name
+    assert sniff(tmp_path) is None  # a folder of files none of which is an export
+    # the other formats are recognised too (more in test_importer_containers.py)
+    (tmp_path / "claude.json").write_bytes(b'[{"uuid": "x", "name": "t", "chat_messages": []}]')
+    assert sniff(tmp_path / "claude.json") == "claude"
+    (tmp_path / "rollout.jsonl").write_bytes(b'{"type": "session_meta", "payload": {}}\n')
+    assert sniff(tmp_path / "rollout.jsonl") == "codex"
     big = tmp_path / "big.json"
     big.write_text(json.dumps([_chat("c", "x" * 200_000)]), encoding="ascii")
     assert sniff(big) == "chatgpt"  # the head is cut mid-document: still recognised
     assert sniff(tmp_path / "missing.json") is None
-    assert sniff(tmp_path) is None
 
 
 # ---------------------------------------------------------------- memory

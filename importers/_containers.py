@@ -1,0 +1,156 @@
+"""Where an export's files are: a single file, a folder, or a zip read in place (no extraction).
+
+A *part* is one file of an export (``conversations-003.json`` in a zip, a rollout in a sessions
+tree). :func:`iter_parts` reads every part with a per-part reader and keeps going when one part
+is damaged: with several parts, a part that raises :class:`InputError` becomes a file-level
+:class:`Quarantined` record and the next part is read; with a single part the error is raised,
+after everything before the damage was yielded.
+"""
+
+from __future__ import annotations
+
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import IO, Any, TypeVar
+
+from core.errors import InputError
+from importers._common import Quarantined, ReadError, where
+
+T = TypeVar("T")
+
+# Errors a damaged zip member raises while it is being read.
+ZIP_READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One file of an export. ``label`` is the file on disk (the zip, for a zip member)."""
+
+    label: str
+    member: str | None
+    name: str  # the base name, used to recognise the part
+    opener: Callable[[], IO[bytes]]
+
+    @property
+    def where(self) -> str:
+        return where(self.label, self.member)
+
+    def open(self) -> IO[bytes]:
+        try:
+            return self.opener()
+        except (*ZIP_READ_ERRORS, RuntimeError) as exc:
+            raise ReadError(f"cannot open file ({type(exc).__name__})", file=self.where) from None
+
+
+def is_zip(path: Path) -> bool:
+    if path.suffix.lower() == ".zip":
+        return True
+    try:
+        return path.is_file() and zipfile.is_zipfile(path)
+    except OSError:
+        return False
+
+
+def unsafe_member_name(name: str) -> bool:
+    """A member name that would escape a folder if extracted (we never extract, but we refuse it)."""
+    normal = name.replace("\\", "/")
+    pure = PurePosixPath(normal)
+    return normal.startswith("/") or ".." in pure.parts or (len(normal) > 1 and normal[1] == ":")
+
+
+def open_zip(path: Path) -> zipfile.ZipFile:
+    label = str(path)
+    try:
+        return zipfile.ZipFile(path)
+    except FileNotFoundError:
+        raise ReadError("cannot open file (FileNotFoundError)", file=label) from None
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise ReadError(
+            f"not a readable zip ({type(exc).__name__})", file=label, reason="bad-zip"
+        ) from None
+
+
+def zip_parts(
+    archive: zipfile.ZipFile, label: str, order: Callable[[str], Any | None]
+) -> tuple[list[Part], list[Quarantined]]:
+    """Members whose base name ``order`` accepts (returns a sort key), in that order."""
+    found: list[tuple[Any, str, Part]] = []
+    refused: list[Quarantined] = []
+    for info in archive.infolist():
+        if info.is_dir():
+            continue
+        base = PurePosixPath(info.filename.replace("\\", "/")).name
+        key = order(base)
+        if key is None:
+            continue
+        if unsafe_member_name(info.filename):
+            refused.append(
+                Quarantined(
+                    file=label,
+                    position=0,
+                    reason="unsafe-member-name",
+                    member=info.filename,
+                    kind="file",
+                )
+            )
+            continue
+        part = Part(label, info.filename, base, _member_opener(archive, info))
+        found.append((key, info.filename, part))
+    found.sort(key=lambda item: (item[0], item[1]))
+    return [part for _, _, part in found], refused
+
+
+def _member_opener(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Callable[[], IO[bytes]]:
+    def opener() -> IO[bytes]:
+        return archive.open(info, "r")
+
+    return opener
+
+
+def file_part(path: Path) -> Part:
+    return Part(str(path), None, path.name, lambda: path.open("rb"))
+
+
+def folder_parts(folder: Path, order: Callable[[str], Any | None]) -> list[Part]:
+    """Files under ``folder`` (any depth) whose base name ``order`` accepts, in that order."""
+    found: list[tuple[Any, str, Path]] = []
+    for path in folder.rglob("*"):
+        key = order(path.name)
+        if key is not None and path.is_file():
+            found.append((key, str(path.parent), path))
+    found.sort(key=lambda item: (item[1], item[0], item[2].name))
+    return [file_part(path) for _, _, path in found]
+
+
+def iter_parts(parts: list[Part], read: Callable[[Part], Iterator[T]]) -> Iterator[T | Quarantined]:
+    """Everything ``read`` yields for each part; a damaged part of several is quarantined."""
+    for part in parts:
+        done = 0
+        try:
+            for item in read(part):
+                yield item
+                done += 1
+        except InputError as exc:
+            if len(parts) == 1:
+                raise
+            yield _part_quarantine(
+                part, exc.record, done, getattr(exc, "reason", "unreadable-file")
+            )
+        except ZIP_READ_ERRORS as exc:
+            if len(parts) == 1:
+                raise ReadError(
+                    f"cannot read file at record {done} ({type(exc).__name__})",
+                    file=part.where,
+                    record=str(done),
+                ) from None
+            yield _part_quarantine(part, None, done, "unreadable-file")
+
+
+def _part_quarantine(part: Part, record: str | None, done: int, reason: str) -> Quarantined:
+    position = int(record) if record is not None and record.isdigit() else done
+    return Quarantined(
+        file=part.label, position=position, reason=reason, member=part.member, kind="file"
+    )
