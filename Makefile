@@ -13,7 +13,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export DO_NOT_TRACK ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test lint demo backfill status db-start db-stop clean
+.PHONY: help setup test lint demo backfill review apply status db-start db-stop clean
 
 help: ## list every target
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-10s %s\n", $$1, $$2}'
@@ -39,8 +39,22 @@ demo: ## run the whole pipeline offline on the bundled sample export, then searc
 backfill: ## import + draft + commit: make backfill SOURCE=chatgpt EXPORT=path [DRY_RUN=1] [LLM=provider:model]
 	$(PMEM) backfill --source $(SOURCE) $(if $(EXPORT),--export "$(EXPORT)") $(if $(DRY_RUN),--dry-run) $(if $(LLM),--llm $(LLM)) --json
 
+review: ## a dry run's drafts as diffs: make review RUN=id (writes runs/<id>/review.md and .html)
+	$(PMEM) review $(RUN)
+
+apply: ## commit a reviewed run without drafting again: make apply RUN=id
+	$(PMEM) apply $(RUN) --json
+
 status: ## what the runs did (RUN=id for one run)
 	$(PMEM) status $(if $(RUN),$(RUN))
+
+.PHONY: schedule prefect-stop
+CRON   ?=
+schedule: ## serve the monthly re-import (inbox + Codex / Claude Code sessions): make schedule [CRON="0 3 1 * *"]
+	$(PMEM) schedule $(if $(CRON),--cron "$(CRON)") $(if $(LLM),--llm $(LLM))
+
+prefect-stop: ## stop the local Prefect server pmem manages (it starts again on the next run)
+	$(PMEM) prefect stop
 
 db-start: ## start the embedded PostgreSQL
 	$(PMEM) db start
@@ -48,6 +62,7 @@ db-start: ## start the embedded PostgreSQL
 db-stop: ## stop the embedded PostgreSQL
 	$(PMEM) db stop
 
-clean: ## stop the database and remove the virtual env (keeps .pmem data)
+clean: ## stop the database and the Prefect server, remove the virtual env (keeps .pmem data)
+	-$(PMEM) prefect stop
 	-$(PMEM) db stop
 	rm -rf $(VENV)

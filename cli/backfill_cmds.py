@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from cli.app import EXIT_ERROR, app, err_console, handle_errors, open_store, print_json, settings
-from core.errors import PmemError
+from core.errors import PmemError, RateLimitStop
 from core.settings import Settings
 
 # ---------------------------------------------------------------- write paths
 
 
 def _prefect_env(settings: Settings) -> None:
-    """Prefect reads its settings on import: keep its home under the data dir, telemetry off."""
+    """Prefect reads its settings on import: keep its home under the data dir, telemetry off, and
+    point it at the local Prefect server pmem manages under the data dir (started on first use,
+    then reused: no temporary server started per command). PREFECT_API_URL set: that server is used.
+    PMEM_PREFECT=ephemeral: Prefect's own temporary server, as before."""
     # Prefect's temporary server dies silently (start-up "timeout") when its home is missing
     settings.prefect_home.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("PREFECT_HOME", str(settings.prefect_home))
@@ -25,6 +30,19 @@ def _prefect_env(settings: Settings) -> None:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     # the first start migrates its SQLite database: slow on a small machine
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    mode = os.environ.get("PMEM_PREFECT", "managed").strip().lower() or "managed"
+    if mode not in ("managed", "ephemeral"):
+        from core.errors import ConfigError
+
+        raise ConfigError(f"PMEM_PREFECT must be 'managed' or 'ephemeral', not {mode!r}")
+    if mode == "managed" and not os.environ.get("PREFECT_API_URL"):
+        from flows.prefect_server import ensure_server
+
+        def started(url: str, pid: int) -> None:
+            err_console.print(f"started the local Prefect server {url.removesuffix('/api')} (pid {pid}); "
+                              "it keeps running for the next commands: `pmem prefect stop` stops it")  # fmt: skip
+
+        os.environ["PREFECT_API_URL"] = ensure_server(settings, on_start=started)
 
 
 def _run_backfill(source: str, export: str | None, dry_run: bool, llm: str | None) -> dict[str, Any]:
@@ -34,8 +52,11 @@ def _run_backfill(source: str, export: str | None, dry_run: bool, llm: str | Non
     path = resolve_export(cfg, source, export)
     _prefect_env(cfg)
     from flows.backfill import backfill as backfill_flow
+    from flows.prefect_server import sweep_crashed_runs, tracked_runs
 
-    return backfill_flow(source=source, export_path=str(path), dry_run=dry_run, llm=llm)
+    sweep_crashed_runs(cfg)  # runs a kill left RUNNING become Crashed
+    with tracked_runs(cfg):  # tags: this data dir and this process, for the next sweep
+        return backfill_flow(source=source, export_path=str(path), dry_run=dry_run, llm=llm)
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
@@ -49,6 +70,40 @@ def _print_summary(summary: dict[str, Any]) -> None:
     )
 
 
+@contextmanager
+def _progress_bars() -> Iterator[None]:
+    """Progress bars on stderr while importing, drafting and committing (none when not a TTY)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from flows import pipeline as pl
+
+    bars = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=err_console, transient=True)  # fmt: skip
+    tasks: dict[str, Any] = {"import": bars.add_task("importing", total=None)}
+
+    def hook(stage: str, total: int) -> None:
+        if total >= 0:
+            if "import" in tasks:
+                bars.remove_task(tasks.pop("import"))
+            tasks[stage] = bars.add_task("drafting batches" if stage == "draft" else "committing batches", total=total)
+        elif stage in tasks:
+            bars.advance(tasks[stage])
+
+    pl.set_progress(hook)
+    try:
+        with bars:
+            yield
+    finally:
+        pl.set_progress(None)
+
+
 @app.command()
 @handle_errors
 def backfill(
@@ -58,9 +113,17 @@ def backfill(
     llm: Annotated[str | None, typer.Option("--llm", help="provider:model; default PMEM_LLM or the offline extractive drafter.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="End with one JSON object summarising the run.")] = False,
 ) -> None:
-    """Import an export, draft case records and commit them. Run it again to resume."""
-    with err_console.status("backfilling: importing, drafting, committing…"):
-        summary = _run_backfill(source, export, dry_run, llm)
+    """Import an export, draft case records and commit them. Run it again to resume.
+
+    Exit codes: 0 complete; 1 error or failed batches (run again to retry them); 75 stopped by a
+    rate limit or a spent quota (run the same command again later: finished work is kept)."""
+    again = f"make backfill SOURCE={source}" + (f" EXPORT={export}" if export else "") + (" DRY_RUN=1" if dry_run else "")
+    try:
+        with _progress_bars():
+            summary = _run_backfill(source, export, dry_run, llm)
+    except RateLimitStop as err:
+        err.hint = f"finished work is saved; resume with `{again}` (same command) after the wait"
+        raise
     _print_summary(summary)
     if summary["batches_failed"]:
         err_console.print(f"  → {summary['batches_failed']} batch(es) failed; run the same command again to retry them")
@@ -105,27 +168,32 @@ def status(
     run_id: Annotated[str | None, typer.Argument(help="A run id; default: the latest runs.")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """What the backfill runs did: batches by stage, commits, what is left."""
+    """Batches by stage, drafts, commits done and left, conflicts, budget used, ETA."""
+    from flows.progress import run_progress
     from store.db import Database
     from store.runs import RunStore
 
-    runs = RunStore(Database.open(settings()))
-    items = [runs.get_run(run_id)] if run_id else runs.list_runs()
+    cfg = settings()
+    db = Database.open(cfg)
+    runs = RunStore(db)
+    items = [runs.get_run(run_id)] if run_id else runs.list_runs(limit=10)
     items = [r for r in items if r]
     if run_id and not items:
         raise PmemError(f"no run {run_id}", hint="`pmem status` lists the runs")
-    out = [
-        {"run_id": r["run_id"], "source": r["source"], "status": r["status"], "dry_run": r["dry_run"],
-         "started_at": r["started_at"], "batches": runs.stage_counts(r["run_id"]), "summary": r["summary"]}
-        for r in items
-    ]
+    out = [run_progress(db, cfg, r) for r in items]
     if as_json:
         print_json({"items": out})
         return
+    if not out:
+        err_console.print("no runs yet: start one with `make backfill SOURCE=chatgpt EXPORT=path`")
     for r in out:
-        s = r["summary"] or {}
-        typer.echo(f"{r['run_id']}  {r['source']}  {r['status']}{'  dry-run' if r['dry_run'] else ''}  "
-                   f"batches {r['batches']}  commits {s.get('commits', 0)}  drafter calls {s.get('drafter_calls', 0)}")
+        typer.echo(
+            f"{r['run_id']}  {r['source']}  {r['status']}{'  dry-run' if r['dry_run'] else ''}\n"
+            f"  batches {r['batches']}  drafts {r['drafts']}  commits done {r['commits_done']} / left {r['commits_left']}"
+            f"  conflicts {r['conflicts']}\n"
+            f"  budget {r['budget_in_window']}/{r['budget_limit']} in the current {r['budget_window_s']:g}s window"
+            f"  ETA {r['eta_seconds']:.0f}s"
+        )
 
 
 @app.command()

@@ -62,7 +62,7 @@ PREFECT_STEPS = pl.Steps(
 )
 
 
-@flow(name="backfill", log_prints=False, validate_parameters=True, task_runner=ThreadPoolTaskRunner(max_workers=8))
+@flow(name="backfill", log_prints=False, validate_parameters=True, task_runner=ThreadPoolTaskRunner(max_workers=8))  # type: ignore[arg-type]
 def backfill(source: str, export_path: str, dry_run: bool = False, llm: str | None = None) -> dict[str, Any]:
     """One backfill run; running it again with the same source and export resumes it."""
     logger = get_run_logger()

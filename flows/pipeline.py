@@ -42,6 +42,7 @@ from providers import get_drafter
 from stages.batching import pack
 from stages.evidence import verify_draft
 from stages.prefilter import RULE_VERSION, prefilter
+from stages.secrets import redact_draft, secret_values
 from state.budget import BudgetedMemoryAPI, SlidingWindowLimiter
 from state.concurrency import AdaptiveConcurrency
 from state.files import (
@@ -52,7 +53,7 @@ from state.files import (
     read_result,
     write_atomic,
 )
-from store.budget import PgWindow
+from store.budget import PgWindow, client_window
 from store.db import Database
 from store.ledger import Ledger
 from store.records import MemoryStore
@@ -92,7 +93,7 @@ class Pipeline:
             from memory_api.client import HttpMemoryAPI
 
             target = HttpMemoryAPI(settings.memory_url, client_name=settings.client_name)
-        window_backend = PgWindow(db, f"client:{settings.client_name}", limit, window)
+        window_backend = PgWindow(db, f"client:{settings.client_name}", limit, client_window(window))
 
         def cc() -> AdaptiveConcurrency:
             return AdaptiveConcurrency(
@@ -117,8 +118,10 @@ class Pipeline:
         """One memory-API request: budgeted, inside a concurrency slot, 429 handled here (the
         only retry layer for memory-API calls)."""
         while True:
-            self.limiter.acquire(self.run_id)
             with self.commit_cc.slot():
+                # the budget slot is taken right before sending, so the client's window and the
+                # server's see the request at (nearly) the same time
+                self.limiter.acquire(self.run_id)
                 try:
                     result = fn(*args)
                 except RateLimited as err:
@@ -129,6 +132,20 @@ class Pipeline:
 
 
 _PIPELINES: dict[str, Pipeline] = {}
+ProgressHook = Callable[[str, int], None]  # (stage, total) to start a stage; (stage, -1) per item
+_progress: list[ProgressHook] = []
+
+
+def set_progress(hook: ProgressHook | None) -> None:
+    """A progress display (the CLI's progress bars) in this process; None removes it."""
+    _progress.clear()
+    if hook is not None:
+        _progress.append(hook)
+
+
+def _tick(stage: str, total: int = -1) -> None:
+    for hook in _progress:
+        hook(stage, total)
 
 
 def register(p: Pipeline) -> None:
@@ -165,10 +182,10 @@ def resolve_export(settings: Settings, source: str, export: str | None) -> Path:
 def fingerprint(path: Path) -> str:
     h = hashlib.sha256()
     if path.is_dir():
-        for f in sorted(p for p in path.rglob("*") if p.is_file()):
-            h.update(str(f.relative_to(path)).encode())
-            h.update(str(f.stat().st_size).encode())
-            h.update(str(f.stat().st_mtime_ns).encode())
+        for member in sorted(m for m in path.rglob("*") if m.is_file()):
+            h.update(str(member.relative_to(path)).encode())
+            h.update(str(member.stat().st_size).encode())
+            h.update(str(member.stat().st_mtime_ns).encode())
         return f"dir-sha256:{h.hexdigest()}"
     with path.open("rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -190,7 +207,8 @@ def import_export(p: Pipeline, source: str, export_path: str) -> dict[str, Any]:
     }  # fmt: skip
     for item in iter_source(source, Path(export_path)):
         if not isinstance(item, Conversation):
-            ledger.quarantine(source, export_path, item.position, item.reason, import_id)
+            where = item.file + (f"!{item.member}" if getattr(item, "member", None) else "")
+            ledger.quarantine(source, where, item.position, item.reason, import_id)
             stats["quarantined"] += 1
             continue
         outcome, new_messages = ledger.upsert(item, import_id)
@@ -273,6 +291,7 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     if existing is not None:
         if row["status"] in ("planned", "failed"):
             p.runs.set_status(batch_id, "drafted", checksum=existing["checksum"])
+        _tick("draft")
         return {"skipped_complete": True, "drafter_calls": 0, "rejected_evidence": existing["rejected_evidence"]}
     batch = to_batch(row)
     state = _load_state(state_path, batch_id, row["run_id"])
@@ -293,7 +312,11 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     fault_point("draft:after-call")
     messages: dict[str, Message] = {m.key: m for c in conversations for m in c.messages}
     verified: list[VerifiedDraft] = []
+    redacted_fields = 0
+    known = secret_values(m.text for c in conversations for m in c.drafting_messages)
     for i, rec in enumerate(out.records):
+        rec, leaked = redact_draft(rec, known)  # no secret in a memory, revision or index row
+        redacted_fields += len(leaked)
         rec = rec.model_copy(update={"draft_id": f"d{i:02d}-" + rec.identity().split(":")[1][:12]})
         verified.append(verify_draft(rec, messages))
     rejected = sum(len(v.rejected) for v in verified)
@@ -303,6 +326,7 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
         "model": out.model, "prompt_version": out.prompt_version,
         "drafts": [v.model_dump(mode="json") for v in verified],
         "rejected_evidence": rejected,
+        "redacted_fields": redacted_fields,
         "uncommittable": [{"draft_id": v.draft.draft_id, "reason": v.reason} for v in verified if not v.committable],
         "tokens": {"input": out.input_tokens, "output": out.output_tokens},
         "drafted_at": datetime.now(UTC).isoformat(),
@@ -311,6 +335,7 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     fault_point("draft:after-result")
     p.runs.set_status(batch_id, "drafted", checksum=checksum, attempt=True)
     _save_state(state_path, state, "verified", last_error=None)
+    _tick("draft")
     return {"skipped_complete": False, "drafter_calls": 1, "rejected_evidence": rejected,
             "input_tokens": out.input_tokens, "output_tokens": out.output_tokens}  # fmt: skip
 
@@ -378,6 +403,7 @@ def commit_batch(p: Pipeline, batch_id: str, rejected: frozenset[str] = frozense
     p.runs.set_status(batch_id, "committed")
     _save_state(state_path, state, "committed")
     fault_point("commit:after-batch")
+    _tick("commit")
     return counts
 
 
@@ -443,9 +469,11 @@ def run_backfill(
         batch_ids = steps.plan(run_id, source)
         summary["batches_total"] = len(batch_ids)
         emit("planned", {"batches": len(batch_ids)})
+        _tick("draft", len(batch_ids))
         drafted = _collect_drafts(summary, batch_ids, steps.draft_all(run_id, batch_ids))
         emit("drafted", {"batches": len(drafted)})
         if not dry_run:
+            _tick("commit", len(drafted))
             _collect_commits(summary, steps.commit_all(run_id, drafted))
             emit("committed", {"batches": len(drafted)})
         summary["status"] = "complete" if not summary["batches_failed"] else "stopped"

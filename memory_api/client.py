@@ -33,19 +33,23 @@ class HttpMemoryAPI:
         except httpx.TransportError as err:
             raise TransientDraftError(f"memory API at {self.base_url} unreachable ({type(err).__name__})") from None
         if resp.status_code == 429:
-            retry = float(resp.headers.get("Retry-After", "1"))
+            # the body carries the exact wait; the header (whole seconds) is for other clients
+            try:
+                retry = float(resp.json()["retry_after"])
+            except (ValueError, KeyError, TypeError):
+                retry = float(resp.headers.get("Retry-After", "1"))
             raise RateLimited(f"memory API rate limited (retry after {retry:g}s)", retry_after=retry)
         if resp.status_code >= 400:
             body = resp.json() if resp.headers.get("content-type", "").startswith("application/json") else {}
-            err = body.get("error")
+            code = body.get("error")
             mid = body.get("memory_id", "")
-            if err == "stale_revision":
+            if code == "stale_revision":
                 raise StaleRevision(mid, body.get("expected"), int(body["current"]))
-            if err == "tombstoned":
+            if code == "tombstoned":
                 raise TombstonedMemory(mid)
-            if err == "not_found":
+            if code == "not_found":
                 raise MemoryNotFound(mid)
-            raise StoreError(f"memory API answered {resp.status_code} ({err or 'no error code'})")
+            raise StoreError(f"memory API answered {resp.status_code} ({code or 'no error code'})")
         return resp.json()
 
     def search(self, query: str, limit: int = 10) -> list[SearchHit]:

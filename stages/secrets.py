@@ -410,3 +410,53 @@ def secret_fields(draft: DraftRecord) -> list[str]:
         name for name in _LIST_FIELDS if any(contains_secret(v) for v in getattr(draft, name))
     ]
     return found
+
+
+def secret_values(texts: Iterable[str]) -> set[str]:
+    """The secret values themselves, as found in these texts (to scrub them elsewhere)."""
+    values: set[str] = set()
+    for text in texts:
+        for f in find_secrets(text):
+            value = text[f.start : f.end].strip()
+            if len(value) >= 6:
+                values.add(value)
+    return values
+
+
+def redact_draft(draft: DraftRecord, known: Iterable[str] = ()) -> tuple[DraftRecord, list[str]]:
+    """The draft with every secret in its text fields replaced by a marker, and the names of the
+    fields that held one. ``known`` are secret values found in the source messages: a value
+    that appears without its context (a bare password as an alias) is scrubbed too. Aliases and
+    tags that held a secret are dropped. Used before a draft is written to result.json or
+    committed, so that no memory, revision or index row holds a secret (invariant 7)."""
+    values = set(known) | secret_values(getattr(draft, n) for n in _TEXT_FIELDS)
+    values |= secret_values(v for n in _LIST_FIELDS for v in getattr(draft, n))
+
+    def scrub(text: str) -> str:
+        text = redact(text)[0]
+        for v in sorted(values, key=len, reverse=True):
+            text = text.replace(v, redaction_marker("secret"))
+        return text
+
+    update: dict[str, object] = {}
+    changed: list[str] = []
+    for name in _TEXT_FIELDS:
+        value = getattr(draft, name)
+        new = scrub(value)
+        if new != value:
+            update[name] = new
+            changed.append(name)
+    for name in _LIST_FIELDS:
+        items = getattr(draft, name)
+        if name in ("stated_facts", "inferences"):
+            kept = [scrub(v) for v in items]  # sentences: keep them, redacted
+        else:
+            kept = [v for v in items if scrub(v) == v]  # a label that held a secret goes
+        if kept != items:
+            update[name] = kept
+            changed.append(name)
+    pointers = [p.model_copy(update={"quote_hint": scrub(p.quote_hint)}) for p in draft.evidence]
+    if pointers != draft.evidence:  # such a pointer no longer verifies: it is rejected, not stored
+        update["evidence"] = pointers
+        changed.append("evidence")
+    return (draft.model_copy(update=update) if update else draft), changed

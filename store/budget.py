@@ -10,6 +10,13 @@ from __future__ import annotations
 from store.db import Database
 
 
+def client_window(window: float) -> float:
+    """The window a client paces itself by: slightly longer than the server's, so that a request
+    the client admits at the edge of its window is not still inside the server's (their clocks
+    start a few milliseconds apart)."""
+    return window + max(0.25, 0.01 * window)
+
+
 class PgWindow:
     def __init__(self, db: Database, bucket: str, limit: int, window: float) -> None:
         self.db, self.bucket, self.limit, self.window = db, bucket, limit, window

@@ -150,3 +150,48 @@ def cli_env(pmem_env: dict[str, str], prefect_api: str) -> dict[str, str]:
     env["PREFECT_API_URL"] = prefect_api
     env.pop("PREFECT_HOME", None)
     return env
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def api_server(cli_env: dict[str, str]) -> Iterator[Callable[..., str]]:
+    """Starts `pmem api` subprocesses (the memory API over HTTP on loopback); returns their URL."""
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(budget: str = "100000/600s") -> str:
+        port = free_port()
+        env = dict(cli_env, PMEM_COMMIT_BUDGET=budget)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "api", "--port", str(port)], env=env, cwd=PROJECT,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        procs.append(proc)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(url + "/v1/health", timeout=1).status_code == 200:
+                    return url
+            except httpx.TransportError:
+                time.sleep(0.1)
+            if proc.poll() is not None:
+                raise RuntimeError(proc.stderr.read().decode() if proc.stderr else "api died")
+        raise RuntimeError("the memory API did not start")
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(10)

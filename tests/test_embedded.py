@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
-from collections.abc import Iterator
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest

@@ -34,21 +34,23 @@ def test_flow_runs_in_prefect_and_keeps_private_text_out_of_parameters(pmem_env,
 
     from flows.backfill import backfill
 
-    summary = backfill(source="chatgpt", export_path=str(DEMO))
+    state = backfill(source="chatgpt", export_path=str(DEMO), return_state=True)
+    summary = state.result()
     assert summary["status"] == "complete" and summary["commits"] == 7
+    flow_run_id = state.state_details.flow_run_id
 
     import anyio
 
     async def flow_runs():
         async with get_client() as client:
-            runs = await client.read_flow_runs()
+            run = await client.read_flow_run(flow_run_id)
             tasks = await client.read_task_runs()
-            return runs, tasks
+            return run, tasks
 
-    runs, tasks = anyio.run(flow_runs)
-    mine = [r for r in runs if r.parameters.get("export_path") == str(DEMO)]
-    assert mine and mine[0].state is not None and mine[0].state.is_completed()
-    assert set(mine[0].parameters) == {"source", "export_path", "dry_run", "llm"}
+    run, tasks = anyio.run(flow_runs)
+    assert run.state is not None and run.state.is_completed()
+    assert set(run.parameters) == {"source", "export_path", "dry_run", "llm"}
+    mine = [run]
     names = {t.name.rsplit("-", 1)[0] for t in tasks if t.flow_run_id == mine[0].id}
     assert {"import-export", "plan-batches", "draft-batch", "commit-batch"} <= names
     # no message text in task parameters: only ids

@@ -187,3 +187,39 @@ def test_result_files_are_complete_and_checked(pmem_env, tmp_path):
     for r, s in zip(results, states, strict=True):
         assert read_checked(r, RESULT_SCHEMA)["complete"] is True
         assert read_checked(s, STATE_SCHEMA)["stage"] == "committed"
+
+
+def test_no_secret_reaches_a_memory_evidence_or_index_row(pmem_env, db_url, tmp_path):
+    secrets = ["sk-proj-Abc123Def456Ghi789Jkl012Mno345Pqr678", "hunter2hunter2"]
+    conv = {
+        "id": "c-secret", "title": "API キーの管理方法を決めた", "create_time": 1717000000.0,
+        "current_node": "n2", "mapping": {
+            "root": {"id": "root", "message": None, "parent": None, "children": ["n1"]},
+            "n1": {"id": "n1", "parent": "root", "children": ["n2"], "message": {
+                "id": "n1", "author": {"role": "user"}, "create_time": 1717000000.0,
+                "content": {"content_type": "text", "parts": [
+                    f"キーは {secrets[0]} です。パスワードは {secrets[1]} です。"
+                    "結局、キーは 1Password に保管することに決めた。理由は共有が楽だから。"]}}},
+            "n2": {"id": "n2", "parent": "n1", "children": [], "message": {
+                "id": "n2", "author": {"role": "assistant"}, "create_time": 1717000100.0,
+                "content": {"content_type": "text", "parts": ["良い判断です。"]}}},
+        },
+    }  # fmt: skip
+    export = tmp_path / "secret.json"
+    export.write_text(json.dumps([conv]))
+    summary = run(pmem_env, export)
+    assert summary["commits"] == 1
+    with psycopg.connect(db_url) as conn:
+        rows = conn.execute(
+            """SELECT m.title || m.canonical_summary || m.index_summary || array_to_string(m.aliases, ' ')
+                      || array_to_string(m.tags, ' ') FROM memories m
+               UNION ALL SELECT record::text FROM memory_revisions
+               UNION ALL SELECT text FROM evidence
+               UNION ALL SELECT index_text FROM search_projections"""
+        ).fetchall()
+    blob = "\n".join(r[0] for r in rows)
+    assert "1Password" in blob  # the decision itself is kept
+    for s in secrets:
+        assert s not in blob
+    for f in (Path(pmem_env["PMEM_DATA_DIR"]) / "runs").rglob("result.json"):
+        assert not any(s in f.read_text() for s in secrets)

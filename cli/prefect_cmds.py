@@ -1,0 +1,139 @@
+"""`pmem prefect start|stop|status`, `pmem schedule` and `pmem reimport`: the local Prefect server
+that `pmem` manages under the data dir, and the monthly re-import. Flows are imported lazily."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any
+
+import typer
+
+from cli.app import EXIT_ERROR, EXIT_TEMPFAIL, app, err_console, handle_errors, print_json, settings
+from core.errors import ConfigError
+
+prefect_app = typer.Typer(
+    help="The local Prefect server pmem keeps under the data dir (UI, run history, schedules).",
+    no_args_is_help=True,
+)
+app.add_typer(prefect_app, name="prefect")
+
+
+def _managed_only() -> None:
+    if os.environ.get("PREFECT_API_URL"):
+        err_console.print(f"PREFECT_API_URL is set ({os.environ['PREFECT_API_URL']}): that server is used, nothing is managed.")
+
+
+@prefect_app.command("start")
+@handle_errors
+def prefect_start(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Start the managed Prefect server (or find it running) and print its URL."""
+    from flows.prefect_server import ensure_server, server_status
+
+    cfg = settings()
+    _managed_only()
+    with err_console.status("starting the Prefect server…"):
+        url = ensure_server(cfg)
+    info = server_status(cfg)
+    if as_json:
+        print_json(info.to_dict())
+        return
+    typer.echo(url)
+    ui = url.removesuffix("/api")
+    err_console.print(f"Prefect server ready at {ui} (pid {info.pid}); `pmem prefect stop` stops it")
+
+
+@prefect_app.command("stop")
+@handle_errors
+def prefect_stop() -> None:
+    """Stop the managed Prefect server (its port stays remembered)."""
+    from flows.prefect_server import stop_server
+
+    _managed_only()
+    err_console.print("stopped" if stop_server(settings()) else "not running")
+
+
+@prefect_app.command("status")
+@handle_errors
+def prefect_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Is the managed Prefect server running, on which port, with which pid."""
+    from flows.prefect_server import server_status
+
+    info = server_status(settings())
+    if as_json:
+        print_json(info.to_dict())
+        return
+    for k, v in info.to_dict().items():
+        typer.echo(f"{k}: {v}")
+
+
+def _connect() -> str:
+    """Point Prefect at the managed server (or PREFECT_API_URL) before it is imported."""
+    from cli.backfill_cmds import _prefect_env
+
+    _prefect_env(settings())
+    url = os.environ.get("PREFECT_API_URL")
+    if not url:
+        raise ConfigError(
+            "a schedule needs a running Prefect server, and PMEM_PREFECT=ephemeral is set",
+            hint="unset PMEM_PREFECT (pmem then manages a local server) or set PREFECT_API_URL",
+        )
+    return url
+
+
+@app.command()
+@handle_errors
+def schedule(
+    cron: Annotated[str | None, typer.Option("--cron", help="Five-field cron. Default: PMEM_REIMPORT_CRON or '0 3 1 * *' (03:00 on the 1st).")] = None,
+    timezone: Annotated[str | None, typer.Option("--timezone", help="IANA zone of the cron. Default: PMEM_SCHEDULE_TIMEZONE, $TZ or the system zone.")] = None,
+    name: Annotated[str, typer.Option("--name", help="Deployment name (reimport/<name>).")] = "monthly",
+    llm: Annotated[str | None, typer.Option("--llm", help="provider:model for the scheduled runs; default PMEM_LLM.")] = None,
+) -> None:
+    """Serve the monthly re-import deployment: blocks, and runs each scheduled (or UI-triggered)
+    re-import. Ctrl-C stops serving and pauses the schedule."""
+    with err_console.status("starting the Prefect server…"):
+        url = _connect()
+    from flows.reimport import build_deployment, default_cron, local_timezone, serve_schedule
+
+    cfg = settings()
+    cron, tz = cron or default_cron(), timezone or local_timezone()
+    parameters: dict[str, Any] = {"llm": llm} if llm else {}
+    build_deployment(cfg, cron, name=name, timezone=tz, parameters=parameters)  # validates first
+    err_console.print(
+        f"serving reimport/{name}: cron '{cron}' ({tz}) "
+        f"on {url.removesuffix('/api')}; Ctrl-C stops (the schedule is paused until the next `pmem schedule`)"
+    )
+    serve_schedule(cfg, cron, name=name, timezone=tz, parameters=parameters)
+
+
+@app.command()
+@handle_errors
+def reimport(
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Draft and verify, commit nothing.")] = False,
+    llm: Annotated[str | None, typer.Option("--llm", help="provider:model; default PMEM_LLM or the offline extractive drafter.")] = None,
+    source: Annotated[list[str] | None, typer.Option("--source", "-s", help="Only these sources (repeatable).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="End with one JSON object summarising the re-import.")] = False,
+) -> None:
+    """Run the re-import once now (what the schedule runs; use it from crontab)."""
+    from cli.backfill_cmds import _prefect_env
+
+    _prefect_env(settings())
+    from flows.reimport import reimport as reimport_flow
+
+    with err_console.status("re-importing: inbox and local session folders…"):
+        summary = reimport_flow(llm=llm, dry_run=dry_run, sources=source or None)
+    for e in summary["exports"]:
+        detail = (f"run {e['run_id']} {e['status']}: {e['conversations_new']} new, {e['conversations_changed']} changed, "
+                  f"{e['drafter_calls']} drafter calls, {e['commits']} commits") if "run_id" in e else e.get("status") or e["action"]  # fmt: skip
+        err_console.print(f"{e['source']:12} {e['export_path']}  {detail}")
+    if not summary["exports"]:
+        err_console.print("nothing to re-import: the inbox and the local session folders are empty")
+    err_console.print(f"re-import {summary['status']}: {summary['drafter_calls']} drafter calls, {summary['commits']} commits")
+    if as_json:
+        print_json(summary)
+    if summary["status"] == "stopped":
+        err_console.print("  → stopped by the rate limit; run `pmem reimport` again later to resume")
+        raise typer.Exit(EXIT_TEMPFAIL)
+    if summary["status"] != "complete":
+        err_console.print("  → some batches failed to draft; run `pmem reimport` again to retry them")
+        raise typer.Exit(EXIT_ERROR)
+

@@ -1,0 +1,115 @@
+"""Review and apply a dry run, export the memory, serve the memory API."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from cli.app import EXIT_ERROR, app, err_console, handle_errors, print_json, settings
+
+
+@app.command()
+@handle_errors
+def review(
+    run_id: Annotated[str, typer.Argument(help="The run to review (from `pmem status`).")],
+    reject: Annotated[list[str] | None, typer.Option("--reject", help="Exclude this draft id from apply (repeatable).")] = None,
+    accept: Annotated[list[str] | None, typer.Option("--accept", help="Take a rejection back (repeatable).")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Show a run's drafts: new records, or diffs against the target memories; write
+    runs/<run>/review.md and review.html."""
+    from flows.review import build_review, write_review
+    from store.db import Database
+    from store.records import MemoryStore
+    from store.runs import RunStore
+
+    cfg = settings()
+    db = Database.open(cfg)
+    runs = RunStore(db)
+    for draft_id in reject or []:
+        runs.set_decision(run_id, draft_id, "reject")
+    for draft_id in accept or []:
+        runs.set_decision(run_id, draft_id, "accept")
+    rv = build_review(runs, MemoryStore(db), cfg.runs_dir, run_id)
+    md, page = write_review(rv, cfg.runs_dir)
+    if as_json:
+        print_json(rv.as_json() | {"markdown": str(md), "html": str(page)})
+        return
+    c = rv.counts
+    err_console.print(f"[bold]run {run_id}[/]: {c['drafts']} drafts, {c['new']} new, {c['appends']} appends, "
+                      f"{c['uncommittable']} not committable, {c['rejected']} rejected; tokens {rv.tokens}")  # fmt: skip
+    for d in rv.drafts:
+        tag = "[red]rejected[/]" if d.rejected else f"[cyan]{d.action}[/]"
+        err_console.print(f"\n{tag} [bold]{escape(d.title)}[/]  ({d.draft_id})")
+        if d.reason:
+            err_console.print(f"  [yellow]{escape(d.reason)}[/]")
+        for line in d.diff:
+            style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
+            err_console.print(f"  [{style}]{escape(line)}[/]")
+        for key, text in d.evidence_added[:3]:
+            err_console.print(f"  + evidence [dim]{escape(key)}[/] {escape(text[:100])}")
+    err_console.print(f"\nwritten: {md} and {page}\napply with: pmem apply {run_id}")
+
+
+@app.command()
+@handle_errors
+def apply(
+    run_id: Annotated[str, typer.Argument(help="A reviewed (dry) run.")],
+    as_json: Annotated[bool, typer.Option("--json", help="The same keys as the backfill summary.")] = False,
+) -> None:
+    """Commit a reviewed run's accepted drafts without drafting again. Drafts whose target moved
+    on meanwhile are listed as conflicts, never forced."""
+    from flows.pipeline import Pipeline, apply_run
+
+    p = Pipeline.open(settings())
+    try:
+        summary = apply_run(p, run_id, p.runs.rejected_drafts(run_id))
+    finally:
+        p.close()
+    err_console.print(f"applied run {run_id}: {summary['commits']} commits, {summary['commits_replayed']} already "
+                      f"committed, {summary['conflicts']} conflicts, {summary.get('rejected_drafts', 0)} rejected drafts skipped")  # fmt: skip
+    for c in summary["conflict_drafts"]:
+        err_console.print(f"  conflict: draft {c['draft_id']} ({c['reason']}): review it again after `pmem show`")
+    if as_json:
+        print_json(summary)
+    if summary["status"] != "complete":
+        raise typer.Exit(EXIT_ERROR)
+
+
+@app.command(name="export")
+@handle_errors
+def export_(
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write to this file (default: stdout).")] = None,
+) -> None:
+    """Write a canonical, deterministic JSONL dump of the memory (a backup you can diff)."""
+    from store.db import Database
+    from store.export import write_export
+
+    db = Database.open(settings())
+    if out is None:
+        counts = write_export(db, sys.stdout)
+    else:
+        tmp = out.with_suffix(out.suffix + ".tmp")
+        with tmp.open("w", encoding="utf-8") as f:
+            counts = write_export(db, f)
+        tmp.replace(out)
+    err_console.print(f"exported {counts}")
+
+
+@app.command(name="api")
+@handle_errors
+def api(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8765,
+) -> None:
+    """Serve the memory API over HTTP (point PMEM_MEMORY_URL at it). 300 requests / 600 s per
+    client by default (PMEM_COMMIT_BUDGET); beyond it: 429 with Retry-After."""
+    from memory_api.server import serve_forever
+    from store.db import Database
+
+    cfg = settings()
+    serve_forever(Database.open(cfg), budget=cfg.budget, host=host, port=port)

@@ -1,0 +1,50 @@
+"""What a run has done and has left: batches by stage, drafts, commits, conflicts, the budget
+used in the current window, and an ETA from the budget. A read: no Prefect here."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from core.settings import Settings
+from state.files import batch_dir, read_checked, read_result
+from store.budget import PgWindow
+from store.db import Database
+from store.runs import RunStore
+
+
+def run_progress(db: Database, settings: Settings, run: dict[str, Any]) -> dict[str, Any]:
+    runs = RunStore(db)
+    run_id = run["run_id"]
+    drafts = commits_done = conflicts = committable = 0
+    for b in runs.batches_of_run(run_id):
+        folder = batch_dir(settings.runs_dir, run_id, b["batch_id"])
+        result = read_result(folder / "result.json", b["batch_id"])
+        if result is None:
+            continue
+        drafts += len(result["drafts"])
+        committable += sum(1 for d in result["drafts"] if d["committable"])
+        try:
+            state = read_checked(folder / "run-state.json", "pmem.batch-state/1")
+        except Exception:  # noqa: BLE001 - no state yet
+            continue
+        for c in state.get("commits", {}).values():
+            if "conflict" in c:
+                conflicts += 1
+            else:
+                commits_done += 1
+    left = max(committable - commits_done - conflicts, 0)
+    stages = runs.stage_counts(run_id)
+    limit, window = settings.budget
+    used = PgWindow(db, f"client:{settings.client_name}", limit, window).in_window()
+    # requests still needed: propose + commit per draft left, one context lookup per batch to draft
+    needed = 2 * left + stages.get("planned", 0) + stages.get("failed", 0)
+    free = max(limit - used, 0)
+    eta = 0.0 if needed <= free else math.ceil((needed - free) / limit) * window
+    return {
+        "run_id": run_id, "source": run["source"], "status": run["status"], "dry_run": run["dry_run"],
+        "started_at": run["started_at"], "batches": stages, "drafts": drafts,
+        "commits_done": commits_done, "commits_left": 0 if run["dry_run"] else left,
+        "conflicts": conflicts, "budget_in_window": used, "budget_limit": limit,
+        "budget_window_s": window, "eta_seconds": eta, "summary": run["summary"],
+    }  # fmt: skip

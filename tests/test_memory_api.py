@@ -1,0 +1,54 @@
+"""The memory API over HTTP on loopback: the real service (`pmem api`), the real client."""
+
+from __future__ import annotations
+
+import pytest
+
+from core.errors import MemoryNotFound, RateLimited, StaleRevision, TombstonedMemory
+from core.models import CommitRequest, EvidenceIn
+from memory_api.client import HttpMemoryAPI
+
+
+def req(key: str, **kw) -> CommitRequest:
+    base = dict(kind="decision", title="引っ越し先を決めた", canonical_summary="川沿いの街にした。",
+                index_summary="引っ越し先", evidence=[EvidenceIn(source_key="chatgpt:c:n1", text="川沿いの街にする")],
+                idempotency_key=key)  # fmt: skip
+    base.update(kw)
+    return CommitRequest(**base)
+
+
+def test_commit_get_search_and_errors_over_http(api_server, store):
+    api = HttpMemoryAPI(api_server(), client_name="t1")
+    try:
+        first = api.commit(req("k1"))
+        assert first.created and api.commit(req("k1")).replayed
+        assert api.get(first.memory_id).title == "引っ越し先を決めた"
+        assert api.search("引っ越し")[0].id == first.memory_id
+        assert api.related(["chatgpt:c"], [])[0].id == first.memory_id
+        assert api.propose("run", "batch", "d1", {"x": 1}).startswith("prop:")
+        api.commit(req("k2", memory_id=first.memory_id, expected_revision=1, reason="append", canonical_summary="追記"))
+        with pytest.raises(StaleRevision) as err:
+            api.commit(req("k3", memory_id=first.memory_id, expected_revision=1, reason="append", canonical_summary="古い"))
+        assert err.value.current == 2
+        with pytest.raises(MemoryNotFound):
+            api.get("mem_nope")
+        store.delete(first.memory_id, expected_revision=2)
+        with pytest.raises(TombstonedMemory):
+            api.commit(req("k4", memory_id=first.memory_id, expected_revision=2, reason="append"))
+    finally:
+        api.close()
+
+
+def test_budget_gives_429_with_retry_after_per_client(api_server):
+    url = api_server(budget="3/600s")
+    a, b = HttpMemoryAPI(url, client_name="a"), HttpMemoryAPI(url, client_name="b")
+    try:
+        for _ in range(3):
+            a.search("x")
+        with pytest.raises(RateLimited) as err:
+            a.search("x")
+        assert 590 <= err.value.retry_after <= 600
+        b.search("x")  # another client has its own budget
+    finally:
+        a.close()
+        b.close()
