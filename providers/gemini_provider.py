@@ -17,7 +17,6 @@ base URL: ``PMEM_GEMINI_BASE_URL`` or ``GOOGLE_GEMINI_BASE_URL``.
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 from collections.abc import Callable
@@ -30,19 +29,18 @@ from core.models import Conversation, DraftOutput, DraftRecord, MemoryIndexEntry
 from prompts.case_record import (
     PROMPT_VERSION,
     CaseRecordResponse,
-    build_prompt_guarded,
     response_json_schema,
     to_draft_records,
 )
 from providers._retry import (
     DEFAULT_POLICY,
     RetryPolicy,
-    call_with_retry,
     parse_duration,
     parse_retry_after,
     safe_code,
     transient_status,
 )
+from providers._sdk import Send, draft_via
 
 try:
     from google import genai
@@ -54,7 +52,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         hint="pip install google-genai (or install personal-memory with its gemini extra)",
     ) from exc
 
-log = logging.getLogger(__name__)
 
 PROVIDER = "gemini"
 DEFAULT_TIMEOUT = 300.0  # seconds for one request
@@ -148,25 +145,11 @@ class GeminiDrafter:
     def draft(
         self, conversations: list[Conversation], context: list[MemoryIndexEntry]
     ) -> DraftOutput:
-        static, dynamic, redacted = build_prompt_guarded(conversations, context)
-        if redacted:
-            log.info(
-                "%s: secret guard redacted %d value(s) before the request", self.model, redacted
-            )
+        return draft_via(self, conversations, context)
+
+    def prepare(self, static: str, dynamic: str) -> Send:
         config = self.request_config(static)
-        records, usage = call_with_retry(
-            lambda: self._call(dynamic, config),
-            policy=self.retry,
-            sleep=self._sleep,
-            label=self.model,
-        )
-        return DraftOutput(
-            records=records,
-            model=self.model,
-            prompt_version=self.prompt_version,
-            input_tokens=usage[0],
-            output_tokens=usage[1],
-        )
+        return lambda: self._call(dynamic, config)
 
     def request_config(self, static: str) -> Any:
         return genai_types.GenerateContentConfig(

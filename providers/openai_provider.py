@@ -16,7 +16,6 @@ vendor's message (it may quote the request) and never the key.
 from __future__ import annotations
 
 import copy
-import logging
 import os
 import time
 from collections.abc import Callable
@@ -29,18 +28,17 @@ from core.models import Conversation, DraftOutput, DraftRecord, MemoryIndexEntry
 from prompts.case_record import (
     PROMPT_VERSION,
     CaseRecordResponse,
-    build_prompt_guarded,
     response_json_schema,
     to_draft_records,
 )
 from providers._retry import (
     DEFAULT_POLICY,
     RetryPolicy,
-    call_with_retry,
     parse_retry_after,
     safe_code,
     transient_status,
 )
+from providers._sdk import Send, draft_via
 
 try:
     import openai
@@ -50,7 +48,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         hint="pip install openai (or install personal-memory with its openai extra)",
     ) from exc
 
-log = logging.getLogger(__name__)
 
 PROVIDER = "openai"
 DEFAULT_TIMEOUT = 180.0  # seconds for one request
@@ -143,22 +140,11 @@ class OpenAIDrafter:
     def draft(
         self, conversations: list[Conversation], context: list[MemoryIndexEntry]
     ) -> DraftOutput:
-        static, dynamic, redacted = build_prompt_guarded(conversations, context)
-        if redacted:
-            log.info(
-                "%s: secret guard redacted %d value(s) before the request", self.model, redacted
-            )
+        return draft_via(self, conversations, context)
+
+    def prepare(self, static: str, dynamic: str) -> Send:
         body = self.request_body(static, dynamic)
-        records, usage = call_with_retry(
-            lambda: self._call(body), policy=self.retry, sleep=self._sleep, label=self.model
-        )
-        return DraftOutput(
-            records=records,
-            model=self.model,
-            prompt_version=self.prompt_version,
-            input_tokens=usage[0],
-            output_tokens=usage[1],
-        )
+        return lambda: self._call(body)
 
     def request_body(self, static: str, dynamic: str) -> dict[str, Any]:
         body: dict[str, Any] = {
