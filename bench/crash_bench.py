@@ -101,6 +101,8 @@ def main() -> None:
         memories = exports["clean"].count('"type":"memory"')
         print(f"{kills} random kills over {interrupted_time:.0f}s; {memories} memories; "
               f"exports identical: {same}")  # fmt: skip
+        for name in ("i", "c", "interrupted", "clean"):  # the managed Prefect servers of our data dirs
+            pmem(dict(common, PMEM_DATA_DIR=str(base / f"data-{name}")), "prefect", "stop").communicate()
         sys.exit(0 if same else 1)
     finally:
         embedded.stop(base / "pgdata")

@@ -59,6 +59,18 @@ def _run_backfill(source: str, export: str | None, dry_run: bool, llm: str | Non
         return backfill_flow(source=source, export_path=str(path), dry_run=dry_run, llm=llm)
 
 
+def _estimate(source: str, export: str | None, llm: str | None) -> dict[str, Any]:
+    from flows.pipeline import Pipeline, estimate_run, resolve_export
+
+    cfg = settings()
+    path = resolve_export(cfg, source, export)
+    p = Pipeline.open(cfg, llm)
+    try:
+        return estimate_run(p, source, str(path))
+    finally:
+        p.close()
+
+
 def _print_summary(summary: dict[str, Any]) -> None:
     err_console.print(
         f"run [bold]{summary['run_id']}[/] {summary['status']}"
@@ -112,11 +124,28 @@ def backfill(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Draft and verify, commit nothing.")] = False,
     llm: Annotated[str | None, typer.Option("--llm", help="provider:model; default PMEM_LLM or the offline extractive drafter.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="End with one JSON object summarising the run.")] = False,
+    estimate: Annotated[bool, typer.Option("--estimate", help="Only import and plan: print the tokens and cost the drafting would take.")] = False,
+    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Refuse to start when the estimated cost (USD) is higher.")] = None,
 ) -> None:
     """Import an export, draft case records and commit them. Run it again to resume.
 
     Exit codes: 0 complete; 1 error or failed batches (run again to retry them); 75 stopped by a
     rate limit or a spent quota (run the same command again later: finished work is kept)."""
+    if estimate or max_cost is not None:
+        est = _estimate(source, export, llm)
+        cost = "unknown (unpriced model)" if est["cost_usd"] is None else f"${est['cost_usd']:.2f}"
+        err_console.print(
+            f"estimate for {est['model']}: {est['conversations_to_draft']} conversations in "
+            f"{est['batches_to_draft']} batches to draft, ~{est['input_tokens']:,} input and "
+            f"~{est['output_tokens']:,} output tokens, cost {cost}"
+        )
+        if estimate:
+            if as_json:
+                print_json(est)
+            return
+        if est["cost_usd"] is not None and max_cost is not None and est["cost_usd"] > max_cost:
+            raise PmemError(f"the estimated cost ${est['cost_usd']:.2f} is above --max-cost ${max_cost:.2f}",
+                            hint="raise --max-cost, or draft a smaller export first")  # fmt: skip
     again = f"make backfill SOURCE={source}" + (f" EXPORT={export}" if export else "") + (" DRY_RUN=1" if dry_run else "")
     try:
         with _progress_bars():

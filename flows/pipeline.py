@@ -20,6 +20,7 @@ from core.errors import (
     DraftError,
     RateLimited,
     RateLimitStop,
+    ResultFileError,
     StaleRevision,
     TombstonedMemory,
     TransientDraftError,
@@ -27,9 +28,11 @@ from core.errors import (
 from core.faults import fault_point
 from core.hashing import tagged_hash
 from core.models import (
+    Batch,
     BatchMember,
     CommitRequest,
     Conversation,
+    DraftOutput,
     DraftRecord,
     EvidenceIn,
     Message,
@@ -38,14 +41,18 @@ from core.models import (
 from core.ports import Drafter, MemoryAPI
 from core.settings import Settings
 from importers import iter_source
+from prompts.case_record import static_instructions
 from providers import get_drafter
+from providers.pricing import estimate_cost
 from stages.batching import pack
+from stages.chunking import chunk_conversation, merge_chunk_drafts
 from stages.evidence import verify_draft
 from stages.prefilter import RULE_VERSION, prefilter
 from stages.secrets import redact_draft, secret_values
 from state.budget import BudgetedMemoryAPI, SlidingWindowLimiter
 from state.concurrency import AdaptiveConcurrency
 from state.files import (
+    CHUNK_SCHEMA,
     RESULT_SCHEMA,
     STATE_SCHEMA,
     batch_dir,
@@ -234,10 +241,9 @@ def import_export(p: Pipeline, source: str, export_path: str) -> dict[str, Any]:
 # ---------------------------------------------------------------- 2. plan
 
 
-def plan(p: Pipeline, source: str) -> list[str]:
-    """Pending batches first (reused as they are), then new batches for un-batched conversations."""
+def _plan(p: Pipeline, source: str) -> tuple[list[str], list[Batch]]:
+    """Pending batches (reused as they are) and new batches for un-batched kept conversations."""
     model, pv = p.drafter.model, p.drafter.prompt_version
-    p.runs.supersede_stale(source)
     pending = [b["batch_id"] for b in p.runs.pending(source, model, pv)]
     kept = p.ledger.kept_conversations(source, RULE_VERSION)
     done = p.runs.batched_keys([(c["conversation_key"], c["content_hash"]) for c in kept], model, pv)
@@ -251,10 +257,55 @@ def plan(p: Pipeline, source: str) -> list[str]:
         members, max_conversations=p.settings.batch_max_conversations,
         max_chars=p.settings.batch_max_chars, prompt_version=pv, model=model,
     )  # fmt: skip
+    return pending, [b for b in new if b.batch_id not in pending]
+
+
+def plan(p: Pipeline, source: str) -> list[str]:
+    """Pending batches first, then new ones (stored, so a resumed run maps to the same batches)."""
+    p.runs.supersede_stale(source)
+    pending, new = _plan(p, source)
     for b in new:
         p.runs.add_batch(b, source, p.run_id)
         fault_point("plan:after-batch")
-    return pending + [b.batch_id for b in new if b.batch_id not in pending]
+    return pending + [b.batch_id for b in new]
+
+
+OUTPUT_TOKENS_PER_CONVERSATION = 700  # a detailed case record, as the prompt asks for
+
+
+def estimate_tokens(text: str) -> int:
+    """A conservative token count: about 4 ASCII characters per token, one per other character
+    (Japanese text is close to one token per character in current tokenizers)."""
+    ascii_chars = sum(1 for ch in text if ord(ch) < 128)
+    return -(-ascii_chars // 4) + (len(text) - ascii_chars)
+
+
+def estimate_run(p: Pipeline, source: str, export_path: str) -> dict[str, Any]:
+    """What a backfill would send to the model and what it would cost, before spending anything.
+    Imports the export into the ledger (lossless, idempotent); plans without storing batches."""
+    stats = import_export(p, source, export_path)
+    p.runs.supersede_stale(source)
+    pending, new = _plan(p, source)
+    static = len(static_instructions())
+    input_tokens = output_tokens = conversations = 0
+    for batch_id in pending:
+        row = p.runs.batch(batch_id)
+        if row is None or read_result(batch_paths(p, batch_id)[0], batch_id) is not None:
+            continue  # already drafted: costs nothing more
+        new.append(to_batch(row))
+    for b in new:
+        texts = [m.text for mem in b.members for m in p.ledger.load(mem.conversation_key).drafting_messages]
+        chunks = max(1, -(-sum(len(t) for t in texts) // p.settings.batch_max_chars))
+        input_tokens += chunks * estimate_tokens(static_instructions()) + sum(estimate_tokens(t) for t in texts)
+        output_tokens += OUTPUT_TOKENS_PER_CONVERSATION * len(b.members)
+        conversations += len(b.members)
+    model = p.drafter.model
+    return {
+        "estimate": True, "model": model, "conversations": stats["conversations"], "kept": stats["kept"],
+        "batches_to_draft": len(new), "conversations_to_draft": conversations,
+        "input_tokens": input_tokens, "output_tokens": output_tokens,
+        "cost_usd": estimate_cost(model, input_tokens, output_tokens), "static_prompt_chars": static,
+    }  # fmt: skip
 
 
 # ---------------------------------------------------------------- 3. draft + verify
@@ -298,18 +349,14 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     _save_state(state_path, state, "drafting", attempts=state.get("attempts", 0) + 1)
     conversations = [p.ledger.load(m.conversation_key) for m in batch.members]
     context = p.call(p.target.related, [c.key for c in conversations], [c.title for c in conversations if c.title])
-    fault_point("draft:before-call")
     try:
-        with p.draft_cc.slot():
-            out = p.drafter.draft(conversations, context)
+        out, calls = _draft_in_chunks(p, batch_id, result_path.parent, conversations, context)
     except DraftError as err:
         _save_state(state_path, state, "failed", last_error=type(err).__name__)
         p.runs.set_status(batch_id, "failed", error=type(err).__name__, attempt=True)
         if isinstance(err, TransientDraftError) and err.retry_after:
             p.draft_cc.on_rate_limited(err.retry_after, p.run_id)  # may stop the run (quota spent)
         raise
-    p.draft_cc.on_success()
-    fault_point("draft:after-call")
     messages: dict[str, Message] = {m.key: m for c in conversations for m in c.messages}
     verified: list[VerifiedDraft] = []
     redacted_fields = 0
@@ -336,8 +383,51 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     p.runs.set_status(batch_id, "drafted", checksum=checksum, attempt=True)
     _save_state(state_path, state, "verified", last_error=None)
     _tick("draft")
-    return {"skipped_complete": False, "drafter_calls": 1, "rejected_evidence": rejected,
+    return {"skipped_complete": False, "drafter_calls": calls, "rejected_evidence": rejected,
             "input_tokens": out.input_tokens, "output_tokens": out.output_tokens}  # fmt: skip
+
+
+def _call_drafter(p: Pipeline, conversations: list[Conversation], context: list[Any]) -> DraftOutput:
+    fault_point("draft:before-call")
+    with p.draft_cc.slot():
+        out = p.drafter.draft(conversations, context)
+    p.draft_cc.on_success()
+    fault_point("draft:after-call")
+    return out
+
+
+def _draft_in_chunks(
+    p: Pipeline, batch_id: str, folder: Path, conversations: list[Conversation], context: list[Any]
+) -> tuple[DraftOutput, int]:
+    """One drafter call for a normal batch. A conversation over the character cap (it is alone in
+    its batch) is drafted chunk by chunk, each chunk's answer kept in its own file so a resumed
+    run does not pay for it again, and the chunks' drafts are merged deterministically."""
+    parts = chunk_conversation(conversations[0], p.settings.batch_max_chars) if len(conversations) == 1 else []
+    if len(parts) <= 1:
+        return _call_drafter(p, conversations, context), 1
+    outputs: list[DraftOutput] = []
+    calls = 0
+    for i, part in enumerate(parts):
+        cache = folder / f"chunk-{i:03d}.json"
+        try:
+            doc = read_checked(cache, CHUNK_SCHEMA)
+            if doc.get("batch_id") != batch_id or doc.get("chunks") != len(parts):
+                raise ValueError("another batch's chunk")
+            outputs.append(DraftOutput.model_validate(doc["output"]))
+            continue
+        except (ResultFileError, ValueError):
+            pass
+        out = _call_drafter(p, [part], context)
+        calls += 1
+        write_atomic(cache, {"batch_id": batch_id, "chunk": i, "chunks": len(parts),
+                             "output": out.model_dump(mode="json")}, CHUNK_SCHEMA)  # fmt: skip
+        outputs.append(out)
+    merged = DraftOutput(
+        records=merge_chunk_drafts([o.records for o in outputs]), model=outputs[0].model,
+        prompt_version=outputs[0].prompt_version,
+        input_tokens=sum(o.input_tokens for o in outputs), output_tokens=sum(o.output_tokens for o in outputs),
+    )  # fmt: skip
+    return merged, calls
 
 
 # ---------------------------------------------------------------- 4. commit
@@ -476,6 +566,7 @@ def run_backfill(
             _tick("commit", len(drafted))
             _collect_commits(summary, steps.commit_all(run_id, drafted))
             emit("committed", {"batches": len(drafted)})
+            summary["indexed"] = index_for_search(p)
         summary["status"] = "complete" if not summary["batches_failed"] else "stopped"
     except BaseException:
         summary["status"] = "stopped"
@@ -488,6 +579,25 @@ def run_backfill(
         p.runs.finish(run_id, summary["status"], summary)
         unregister(run_id)
     return summary
+
+
+def index_for_search(p: Pipeline) -> dict[str, Any]:
+    """Bring the derived search indexes up to date: the recall index over new ledger messages and
+    the vectors of new or changed memories (the configured embedder; a remote one never gets raw
+    message text). A failure here never fails the backfill: `pmem reindex` catches up later."""
+    from providers.embeddings import embedder_from_env
+    from store.search import SearchStore
+
+    try:
+        index = SearchStore(p.db)
+        index.sync_messages()
+        embedder = embedder_from_env()
+        if embedder is None:
+            return {"vectors": "off"}
+        return index.embed_pending(embedder).model_dump()
+    except Exception as err:  # noqa: BLE001 - derived data only; reported, never fatal
+        _log.warning("search indexing failed (%s); run `pmem reindex`", type(err).__name__)
+        return {"error": type(err).__name__}
 
 
 def apply_run(p: Pipeline, run_id: str, rejected: frozenset[str]) -> dict[str, Any]:
@@ -505,6 +615,7 @@ def apply_run(p: Pipeline, run_id: str, rejected: frozenset[str]) -> dict[str, A
         summary["batches_skipped_complete"] = len(batch_ids)
         outcomes = _in_threads(lambda rid, bid: commit_batch(pipeline(rid), bid, rejected))(run_id, batch_ids)
         _collect_commits(summary, outcomes)
+        summary["indexed"] = index_for_search(p)
         summary["rejected_drafts"] = len(rejected)
         summary["status"] = "complete" if not summary["batches_failed"] else "stopped"
     finally:

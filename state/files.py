@@ -15,6 +15,7 @@ from core.hashing import canonical_json, sha256_hex
 
 RESULT_SCHEMA = "pmem.batch-result/1"
 STATE_SCHEMA = "pmem.batch-state/1"
+CHUNK_SCHEMA = "pmem.chunk-draft/1"
 
 
 def batch_dir(runs_dir: Path, run_id: str, batch_id: str) -> Path:
