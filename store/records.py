@@ -26,7 +26,7 @@ from core.models import (
     MemoryView,
     SearchHit,
 )
-from core.textsearch import index_tokens, query_tokens, tsquery_literal
+from core.textsearch import index_tokens
 from store.db import Database
 
 RECORD_FIELDS = (
@@ -95,6 +95,10 @@ def _request_hash(req: CommitRequest) -> str:
 
 class MemoryStore:
     """All memory reads and writes. The only code that touches the memory tables."""
+
+    #: hook for ``search``: an embedder (``providers.embeddings.Embedder``) for the query vector;
+    #: None searches without vectors. Set by callers that own one (CLI, MCP server).
+    search_embedder: Any = None
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -196,39 +200,11 @@ class MemoryStore:
             return self._history(conn, memory_id)
 
     def search(self, query: str, limit: int = 10) -> list[SearchHit]:
-        """Lexical search over the projection: CJK bigrams + words, ranked by query coverage."""
-        tokens = query_tokens(query)
-        if not tokens:
-            return []
-        with self.db.connection() as conn:
-            rows = conn.cursor(row_factory=dict_row).execute(
-                """
-                WITH q AS (SELECT %(tsq)s::tsquery AS any_q),
-                cand AS (
-                    SELECT p.memory_id, p.tokens,
-                           (SELECT count(*) FROM unnest(%(toks)s::text[]) t
-                             WHERE p.tokens @@ quote_literal(t)::tsquery)::float
-                             / %(n)s AS coverage,
-                           ts_rank(p.tokens, q.any_q) AS rank
-                    FROM search_projections p, q
-                    WHERE p.tokens @@ q.any_q
-                )
-                SELECT m.id, m.title, m.kind, m.index_summary, m.current_revision,
-                       (c.coverage + c.rank / 10.0) AS score
-                FROM cand c JOIN memories m ON m.id = c.memory_id
-                WHERE m.status = 'active' AND c.coverage >= %(min_cov)s
-                ORDER BY score DESC, m.id
-                LIMIT %(limit)s
-                """,
-                {
-                    "tsq": tsquery_literal(tokens),
-                    "toks": tokens,
-                    "n": len(tokens),
-                    "min_cov": 0.5 if len(tokens) > 1 else 1.0,
-                    "limit": limit,
-                },
-            ).fetchall()
-        return [SearchHit(**r) for r in rows]
+        """Hybrid search (lexical + trigram, + vectors when ``search_embedder`` is set), fused by
+        weighted RRF in one SQL statement: see ``store.search.SearchStore.search``."""
+        from store.search import SearchStore
+
+        return list(SearchStore(self.db, self.search_embedder).search(query, limit=limit))
 
     def related(self, conversation_keys: list[str], titles: list[str]) -> list[MemoryIndexEntry]:
         """Existing memories a drafter should see: same source conversation, or same title."""
@@ -397,13 +373,15 @@ class MemoryStore:
         head = " ".join([record["title"], *record["aliases"]])
         body = " ".join([record["index_summary"], *record["tags"], record["canonical_summary"]])
         conn.execute(
-            """INSERT INTO search_projections (memory_id, index_text, tokens)
+            """INSERT INTO search_projections (memory_id, index_text, tokens, head)
                VALUES (%(id)s, %(text)s,
                        setweight(array_to_tsvector(%(head)s::text[]), 'A')
-                       || setweight(array_to_tsvector(%(body)s::text[]), 'B'))
+                       || setweight(array_to_tsvector(%(body)s::text[]), 'B'),
+                       %(head_text)s)
                ON CONFLICT (memory_id) DO UPDATE
-               SET index_text = EXCLUDED.index_text, tokens = EXCLUDED.tokens, updated_at = now()""",
-            {"id": memory_id, "text": head + "\n" + body,
+               SET index_text = EXCLUDED.index_text, tokens = EXCLUDED.tokens,
+                   head = EXCLUDED.head, updated_at = now()""",
+            {"id": memory_id, "text": head + "\n" + body, "head_text": head,
              "head": index_tokens(head), "body": index_tokens(body)},
         )  # fmt: skip
 

