@@ -31,7 +31,7 @@ test: ## run the whole test suite (unit + integration on the real PostgreSQL)
 
 lint: ## ruff + mypy
 	$(BIN)/ruff check .
-	$(BIN)/mypy core stages state importers prompts providers search
+	$(BIN)/mypy core stages state importers prompts providers search store flows cli memory_api mcp_server
 
 demo: ## run the whole pipeline offline on the bundled sample export, then search it
 	$(PMEM) demo
