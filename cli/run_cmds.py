@@ -113,3 +113,31 @@ def api(
 
     cfg = settings()
     serve_forever(Database.open(cfg), budget=cfg.budget, host=host, port=port)
+
+
+@app.command()
+@handle_errors
+def restore(
+    memory_id: Annotated[str, typer.Argument(help="The memory (see `pmem show MEMORY_ID --history`).")],
+    revision: Annotated[int, typer.Argument(help="The old revision to make current again.")],
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Make an old revision current again, as a new revision (history is never rewritten).
+    A confirmed action: it asks first unless --yes is given."""
+    from store.db import Database
+    from store.records import MemoryStore
+
+    store = MemoryStore(Database.open(settings()))
+    current = store.get(memory_id)
+    if not yes and not typer.confirm(
+        f"restore revision {revision} of {memory_id} (current revision {current.current_revision})?", err=True
+    ):
+        raise typer.Exit(EXIT_ERROR)
+    result = store.restore(
+        memory_id, revision, expected_revision=current.current_revision,
+        idempotency_key=f"restore:{memory_id}:{revision}:{current.current_revision}",
+    )  # fmt: skip
+    err_console.print(f"{memory_id}: revision {revision} restored as revision {result.revision}")
+    if as_json:
+        print_json(result.model_dump(mode="json"))

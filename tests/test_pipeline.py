@@ -223,3 +223,27 @@ def test_no_secret_reaches_a_memory_evidence_or_index_row(pmem_env, db_url, tmp_
         assert s not in blob
     for f in (Path(pmem_env["PMEM_DATA_DIR"]) / "runs").rglob("result.json"):
         assert not any(s in f.read_text() for s in secrets)
+
+
+def test_no_private_text_in_log_records(pmem_env, db_url, caplog):
+    """Invariant 9: log lines carry ids and counts, never what the person wrote."""
+    import logging
+
+    caplog.set_level(logging.DEBUG)
+    run(pmem_env, DEMO, batch_max_conversations=2)
+    data = json.loads(DEMO.read_text())
+    texts = [
+        part
+        for conv in data
+        for node in conv["mapping"].values()
+        if node.get("message")
+        for part in node["message"]["content"].get("parts", [])
+        if isinstance(part, str) and len(part) >= 12
+    ]
+    # distinctive fragments of every message: 12 characters from its middle
+    fragments = {t[len(t) // 2 : len(t) // 2 + 12] for t in texts}
+    assert len(fragments) > 20
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert caplog.records  # the run did log
+    leaked = [f for f in fragments if f in logged]
+    assert leaked == []

@@ -123,3 +123,26 @@ def test_cli_review_writes_files_and_apply_json(cli_env):
                         capture_output=True, text=True, timeout=120)  # fmt: skip
     assert ap.returncode == 0, ap.stderr[-2000:]
     assert json.loads(ap.stdout.strip().splitlines()[-1])["commits"] == 7
+
+
+def test_cli_restore_is_confirmed_and_makes_a_new_revision(cli_env, db_url):
+    from core.models import EvidenceIn
+    from store.db import Database
+
+    db = Database(db_url)
+    store = MemoryStore(db)
+    first = store.commit(CommitRequest(kind="decision", title="t", canonical_summary="v1", index_summary="v1",
+                                       evidence=[EvidenceIn(source_key="chatgpt:c:n", text="v1 text")],
+                                       idempotency_key="r1"))  # fmt: skip
+    store.commit(CommitRequest(memory_id=first.memory_id, expected_revision=1, kind="decision", title="t",
+                               canonical_summary="v2", index_summary="v2", reason="correction",
+                               idempotency_key="r2"))  # fmt: skip
+    cmd = [sys.executable, "-m", "cli.main", "restore", first.memory_id, "1"]
+    refused = subprocess.run(cmd, env=cli_env, cwd=PROJECT, input="n\n", capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and store.get(first.memory_id).current_revision == 2
+    done = subprocess.run([*cmd, "--yes", "--json"], env=cli_env, cwd=PROJECT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1])["revision"] == 3
+    view = store.get(first.memory_id, history=True)
+    assert view.canonical_summary == "v1" and [r["reason"] for r in view.revisions] == ["create", "correction", "restore"]
+    db.close()
