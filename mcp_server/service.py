@@ -24,10 +24,13 @@ from pydantic import BaseModel
 from core.errors import ConfigError
 from core.hashing import tagged_hash
 from core.models import CommitRequest, CommitResult, MemoryView
+from core.ports import MemoryAPI
 from core.settings import Settings
 from providers.embeddings import Embedder, embedder_from_env, get_embedder
 from search.query import TZ_ENV, check_zone, parse_bound, parse_now, recall_terms, snippet
 from search.timeexpr import split_time_expression
+from state.budget import BudgetedMemoryAPI, SlidingWindowLimiter
+from store.budget import PgWindow
 from store.db import Database
 from store.records import MemoryStore
 from store.search import EmbedStats, RankedHit, RecallHit, SearchStore
@@ -60,7 +63,8 @@ def _default_redactor() -> Callable[[str], str]:
 class MemoryService:
     def __init__(
         self, db: Database, *, embedder: Embedder | None = None, tz: str | None = None,
-        redactor: Callable[[str], str] | None = None,
+        redactor: Callable[[str], str] | None = None, writer: MemoryAPI | None = None,
+        budget: tuple[int, float] = (300, 600.0),
     ) -> None:  # fmt: skip
         self.db = db
         self.embedder = embedder
@@ -70,6 +74,12 @@ class MemoryService:
         self.records.search_embedder = embedder
         self.index = SearchStore(db, embedder)
         self._redactor = redactor
+        # AI clients write through the memory API, against their own budget ("client:mcp"):
+        # over HTTP when PMEM_MEMORY_URL names the service, else the store in process
+        limit, window = budget
+        self.writer: MemoryAPI = writer or BudgetedMemoryAPI(
+            self.records, SlidingWindowLimiter(max_wait=5.0, backend=PgWindow(db, "client:mcp", limit, window))
+        )
 
     @classmethod
     def open(cls, settings: Settings, *, embedder: str | None = None, vectors: bool = True) -> MemoryService:
@@ -78,7 +88,12 @@ class MemoryService:
         emb = None
         if vectors:
             emb = get_embedder(embedder) if embedder else embedder_from_env()
-        return cls(Database.open(settings), embedder=emb)
+        writer: MemoryAPI | None = None
+        if settings.memory_url:
+            from memory_api.client import HttpMemoryAPI
+
+            writer = HttpMemoryAPI(settings.memory_url, client_name="mcp")
+        return cls(Database.open(settings), embedder=emb, writer=writer, budget=settings.budget)
 
     def close(self) -> None:
         self.db.close()
@@ -139,7 +154,7 @@ class MemoryService:
     def propose(self, payload: dict[str, Any], *, client: str) -> str:
         """Record a proposed memory for the owner to review; nothing is committed."""
         draft_id = tagged_hash("mcp-draft", payload, length=24)
-        return self.records.propose(f"{client}", f"{client}:proposals", draft_id, payload)
+        return self.writer.propose(f"{client}", f"{client}:proposals", draft_id, payload)
 
     def commit(self, request: CommitRequest) -> CommitResult:
         if request.reason not in MCP_WRITE_REASONS:
@@ -147,7 +162,7 @@ class MemoryService:
                 f"an AI client may only create or append (reason {request.reason!r} refused)",
                 hint="corrections, merges and deletes are confirmed actions: use the pmem CLI",
             )
-        return self.records.commit(request)
+        return self.writer.commit(request)
 
     # ---------------------------------------------------------------- indexes
 

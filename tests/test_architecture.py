@@ -37,7 +37,7 @@ ALLOWED: dict[str, set[str]] = {
     "store": {"core"},
     "state": {"core"},
     "search": {"core"},
-    "mcp_server": {"core", "search", "store", "state", "providers", "stages"},
+    "mcp_server": {"core", "search", "store", "state", "providers", "stages", "memory_api"},
     "memory_api": {"core", "store", "state"},
     "flows": {
         "core",

@@ -69,3 +69,20 @@ def test_budget_window_slides(db):
     lim = SlidingWindowLimiter(max_wait=5, backend=w)
     lim.acquire()  # waits for the oldest to leave the window
     assert lim.waited > 0 and w.in_window() <= 2
+
+
+def test_ai_client_writes_count_against_their_own_budget(db):
+    from core.models import CommitRequest
+    from mcp_server.service import MemoryService
+
+    svc = MemoryService(db, budget=(2, 600))
+
+    def req(i: int) -> CommitRequest:
+        return CommitRequest(kind="episode", title=f"mcp {i}", canonical_summary="s", index_summary="s",
+                             idempotency_key=f"mcp-{i}")  # fmt: skip
+
+    svc.commit(req(1))
+    svc.propose({"title": "x"}, client="claude-desktop")
+    with pytest.raises(RateLimitStop):
+        svc.commit(req(2))
+    assert PgWindow(db, "client:mcp", 2, 600).in_window() == 2
