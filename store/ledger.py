@@ -19,6 +19,17 @@ from store.db import Database
 
 UpsertOutcome = Literal["new", "changed", "unchanged"]
 
+_INSERT_MESSAGE = """INSERT INTO source_messages (message_key, conversation_key, node_id, parent_id, role,
+    channel, content_type, raw_type, body, content_hash, created_at, position, on_active_path,
+    branch_index, import_id)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"""
+_MOVE_ON_CONFLICT = """ ON CONFLICT (message_key) DO UPDATE
+    SET position = EXCLUDED.position, on_active_path = EXCLUDED.on_active_path,
+        branch_index = EXCLUDED.branch_index
+    WHERE (source_messages.position, source_messages.on_active_path, source_messages.branch_index)
+          IS DISTINCT FROM (EXCLUDED.position, EXCLUDED.on_active_path, EXCLUDED.branch_index)
+    RETURNING (xmax = 0)"""
+
 
 class Ledger:
     def __init__(self, db: Database) -> None:
@@ -76,28 +87,22 @@ class Ledger:
                        WHERE conversation_key = %(key)s""",
                     params,
                 )
-            new = 0
+            rows = [
+                (m.key, conv.key, m.node_id, m.parent_id, m.role, m.channel.value, m.content_type,
+                 m.raw_type, text_bytes(m.text), m.content_hash, m.created_at, m.position,
+                 m.on_active_path, m.branch_index, import_id)
+                for m in conv.messages
+            ]  # fmt: skip
             with conn.cursor() as cur:
-                for m in conv.messages:
-                    cur.execute(
-                        """INSERT INTO source_messages (message_key, conversation_key, node_id,
-                               parent_id, role, channel, content_type, raw_type, body, content_hash,
-                               created_at, position, on_active_path, branch_index, import_id)
-                           VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
-                           ON CONFLICT (message_key) DO UPDATE
-                           SET position = EXCLUDED.position, on_active_path = EXCLUDED.on_active_path,
-                               branch_index = EXCLUDED.branch_index
-                           WHERE (source_messages.position, source_messages.on_active_path,
-                                  source_messages.branch_index)
-                                 IS DISTINCT FROM (EXCLUDED.position, EXCLUDED.on_active_path,
-                                                   EXCLUDED.branch_index)
-                           RETURNING (xmax = 0)""",
-                        (m.key, conv.key, m.node_id, m.parent_id, m.role, m.channel.value,
-                         m.content_type, m.raw_type, text_bytes(m.text), m.content_hash,
-                         m.created_at, m.position, m.on_active_path, m.branch_index, import_id),
-                    )  # fmt: skip
-                    got = cur.fetchone()
-                    new += bool(got and got[0])
+                if row is None:  # a new conversation: every message is new (one pipelined batch)
+                    cur.executemany(_INSERT_MESSAGE + " ON CONFLICT (message_key) DO NOTHING", rows)
+                    new = len(rows)
+                else:  # it grew: add the new messages; stored ones only move on the tree
+                    new = 0
+                    for r in rows:
+                        cur.execute(_INSERT_MESSAGE + _MOVE_ON_CONFLICT, r)
+                        got = cur.fetchone()
+                        new += bool(got and got[0])
             return ("new" if row is None else "changed"), new
 
     def quarantine(self, source: str, file: str, position: int, reason: str, import_id: str) -> None:
