@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -45,6 +46,19 @@ def _prefect_env(settings: Settings) -> None:
         os.environ["PREFECT_API_URL"] = ensure_server(settings, on_start=started)
 
 
+def quiet_prefect_console() -> None:
+    """Prefect prints every run's logs and a full traceback on failure to the terminal; the CLI
+    prints its own summary and one clear error line instead. Prefect's API still gets its logs
+    (ids and counts only); `pmem -v` keeps the console output."""
+    if logging.getLogger().level <= logging.INFO:  # --verbose
+        return
+    for name in [n for n in logging.root.manager.loggerDict if n == "prefect" or n.startswith("prefect.")]:
+        for handler in logging.getLogger(name).handlers:
+            if isinstance(handler, logging.StreamHandler):
+                handler.setLevel(logging.CRITICAL)
+    logging.getLogger("prefect").propagate = False  # nor through the CLI's own stderr handler
+
+
 def _run_backfill(source: str, export: str | None, dry_run: bool, llm: str | None) -> dict[str, Any]:
     from flows.pipeline import resolve_export
 
@@ -54,6 +68,7 @@ def _run_backfill(source: str, export: str | None, dry_run: bool, llm: str | Non
     from flows.backfill import backfill as backfill_flow
     from flows.prefect_server import sweep_crashed_runs, tracked_runs
 
+    quiet_prefect_console()
     sweep_crashed_runs(cfg)  # runs a kill left RUNNING become Crashed
     with tracked_runs(cfg):  # tags: this data dir and this process, for the next sweep
         return backfill_flow(source=source, export_path=str(path), dry_run=dry_run, llm=llm)

@@ -114,10 +114,12 @@ def reimport(
     as_json: Annotated[bool, typer.Option("--json", help="End with one JSON object summarising the re-import.")] = False,
 ) -> None:
     """Run the re-import once now (what the schedule runs; use it from crontab)."""
-    from cli.backfill_cmds import _prefect_env
+    from cli.backfill_cmds import _prefect_env, quiet_prefect_console
 
     _prefect_env(settings())
     from flows.reimport import reimport as reimport_flow
+
+    quiet_prefect_console()
 
     with err_console.status("re-importing: inbox and local session folders…"):
         summary = reimport_flow(llm=llm, dry_run=dry_run, sources=source or None)
