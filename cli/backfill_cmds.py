@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.app import EXIT_ERROR, app, err_console, handle_errors, open_store, print_json, settings
+from cli.app import EXIT_ERROR, app, err_console, handle_errors, print_json, settings
 from core.errors import PmemError, RateLimitStop
 from core.settings import Settings
 
@@ -252,17 +252,30 @@ def demo(
     with err_console.status("running the demo backfill…"):
         summary = _run_backfill("chatgpt", str(export), False, "extractive")
     _print_summary(summary)
-    store = open_store(settings())
-    queries = ["引っ越し", "データベース", "laptop", "Fly.io"]
-    results = {}
-    for q in queries:
-        hits = store.search(q, limit=3)
-        results[q] = [h.model_dump(mode="json") for h in hits]
-        typer.echo(f"\n$ pmem search {q!r}")
-        for h in hits:
-            typer.echo(f"  {h.score:4.2f}  {h.id}  [{h.kind}] {h.title}")
-        if not hits:
-            typer.echo("  (no hits)")
+    from datetime import datetime
+
+    from mcp_server.service import MemoryService
+
+    svc = MemoryService.open(settings())
+    try:
+        queries = ["引っ越し", "データベース", "laptop", "Fly.io", "household budget app database"]
+        results = {}
+        for q in queries:
+            hits = svc.search(q, limit=3)
+            results[q] = [h.model_dump(mode="json") for h in hits]
+            typer.echo(f"\n$ pmem search {q!r}")
+            for h in hits:
+                typer.echo(f"  {h.score:4.3f}  {h.id}  [{h.kind}] {h.title}  {h.ranks}")
+            if not hits:
+                typer.echo("  (no hits)")
+        question, now = "2024年5月に何を決めた？", "2025-01-10T12:00:00+09:00"
+        recall = svc.recall(question, now=datetime.fromisoformat(now), limit=3, max_chars=120)
+        typer.echo(f"\n$ pmem recall {question!r} --now {now}")
+        for r in recall.hits:
+            when = r.created_at.isoformat(timespec="minutes") if r.created_at else "?"
+            typer.echo(f"  {when}  {r.role:9}  {r.text}")
+    finally:
+        svc.close()
     typer.echo("\nshow one with: pmem show MEMORY_ID --history")
     if as_json:
         print_json({"summary": summary, "searches": results})
