@@ -49,7 +49,7 @@ from stages.chunking import chunk_conversation, merge_chunk_drafts
 from stages.evidence import verify_draft
 from stages.prefilter import RULE_VERSION, prefilter
 from stages.secrets import redact_draft, secret_values
-from state.budget import BudgetedMemoryAPI, SlidingWindowLimiter
+from state.budget import SlidingWindowLimiter
 from state.concurrency import AdaptiveConcurrency
 from state.files import (
     CHUNK_SCHEMA,
@@ -85,10 +85,6 @@ class Pipeline:
     commit_cc: AdaptiveConcurrency
     draft_cc: AdaptiveConcurrency
     run_id: str = ""
-
-    @property
-    def api(self) -> BudgetedMemoryAPI:
-        return BudgetedMemoryAPI(self.target, self.limiter, self.run_id)
 
     @classmethod
     def open(cls, settings: Settings, llm: str | None = None) -> Pipeline:
@@ -286,7 +282,7 @@ def estimate_run(p: Pipeline, source: str, export_path: str) -> dict[str, Any]:
     stats = import_export(p, source, export_path)
     p.runs.supersede_stale(source)
     pending, new = _plan(p, source)
-    static = len(static_instructions())
+    static_tokens = estimate_tokens(static_instructions())
     input_tokens = output_tokens = conversations = 0
     for batch_id in pending:
         row = p.runs.batch(batch_id)
@@ -296,7 +292,7 @@ def estimate_run(p: Pipeline, source: str, export_path: str) -> dict[str, Any]:
     for b in new:
         texts = [m.text for mem in b.members for m in p.ledger.load(mem.conversation_key).drafting_messages]
         chunks = max(1, -(-sum(len(t) for t in texts) // p.settings.batch_max_chars))
-        input_tokens += chunks * estimate_tokens(static_instructions()) + sum(estimate_tokens(t) for t in texts)
+        input_tokens += chunks * static_tokens + sum(estimate_tokens(t) for t in texts)
         output_tokens += OUTPUT_TOKENS_PER_CONVERSATION * len(b.members)
         conversations += len(b.members)
     model = p.drafter.model
@@ -304,7 +300,7 @@ def estimate_run(p: Pipeline, source: str, export_path: str) -> dict[str, Any]:
         "estimate": True, "model": model, "conversations": stats["conversations"], "kept": stats["kept"],
         "batches_to_draft": len(new), "conversations_to_draft": conversations,
         "input_tokens": input_tokens, "output_tokens": output_tokens,
-        "cost_usd": estimate_cost(model, input_tokens, output_tokens), "static_prompt_chars": static,
+        "cost_usd": estimate_cost(model, input_tokens, output_tokens), "static_prompt_tokens": static_tokens,
     }  # fmt: skip
 
 
