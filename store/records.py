@@ -18,7 +18,7 @@ from psycopg.types.json import Jsonb
 
 from core.errors import MemoryNotFound, StaleRevision, StoreError, TombstonedMemory
 from core.faults import fault_point
-from core.hashing import canonical_json, evidence_hash, sha256_hex, tagged_hash
+from core.hashing import canonical_json, evidence_hash, normalize_for_identity, sha256_hex, tagged_hash
 from core.models import (
     CommitRequest,
     CommitResult,
@@ -76,7 +76,7 @@ def merge_append(current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]
     merged = dict(current)
     cur, add = current["canonical_summary"], new["canonical_summary"]
     if add and add not in cur:
-        merged["canonical_summary"] = add if cur in add else cur + APPEND_SEPARATOR + add
+        merged["canonical_summary"] = add if cur in add else _append_new_lines(cur, add)
     if new["index_summary"]:
         merged["index_summary"] = new["index_summary"]
     merged["aliases"] = list(dict.fromkeys([*current["aliases"], *new["aliases"]]))
@@ -86,6 +86,28 @@ def merge_append(current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]
     valid = [t for t in (current["valid_from"], new["valid_from"]) if t]
     merged["valid_from"] = max(valid) if valid else None
     return merged
+
+
+def _append_new_lines(cur: str, add: str) -> str:
+    """Append only what the current summary does not already say, line by line (a re-drafted
+    conversation that grew repeats most of its old summary), keeping the heading each new line
+    stood under. When nothing is new, the summary stays as it is."""
+    have = {normalize_for_identity(line) for line in cur.splitlines() if line.strip()}
+    out: list[str] = []
+    heading: str | None = None
+    heading_done = False
+    for line in add.splitlines():
+        if line.lstrip().startswith("#"):
+            heading, heading_done = line, False
+            continue
+        if not line.strip() or normalize_for_identity(line) in have:
+            continue
+        if heading is not None and not heading_done:
+            out.append(heading)
+            heading_done = True
+        out.append(line)
+        have.add(normalize_for_identity(line))
+    return cur + APPEND_SEPARATOR + "\n".join(out) if out else cur
 
 
 def _request_hash(req: CommitRequest) -> str:

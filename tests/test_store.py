@@ -176,3 +176,21 @@ def test_migrations_apply_once(db_url):
         # pg_trgm yields trigrams for Japanese in this database
         assert conn.execute("SELECT array_length(show_trgm('データベース'), 1)").fetchone()[0] > 0
         assert conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+
+
+def test_append_adds_only_what_is_new_and_keeps_its_heading(store):
+    first = store.commit(req("g1", canonical_summary="## 決定\n- PostgreSQL にした\n- 理由: JSON が扱いやすい"))
+    redraft = "## 背景\n- 家計簿アプリを作っている\n\n## 決定\n- PostgreSQL  にした\n- バックアップは毎晩"
+    store.commit(req("g2", memory_id=first.memory_id, expected_revision=1, reason="append", canonical_summary=redraft))
+    summary = store.get(first.memory_id).canonical_summary
+    assert summary.count("PostgreSQL") == 1  # said again (white space aside): not repeated
+    assert summary == ("## 決定\n- PostgreSQL にした\n- 理由: JSON が扱いやすい\n\n---\n\n"
+                       "## 背景\n- 家計簿アプリを作っている\n## 決定\n- バックアップは毎晩")
+    # a grown summary that contains the whole current one replaces it (it is a superset)
+    grown = summary + "\n## 未解決\n- 監視"
+    store.commit(req("g3", memory_id=first.memory_id, expected_revision=2, reason="append", canonical_summary=grown))
+    assert store.get(first.memory_id).canonical_summary == grown
+    # a re-draft that says nothing new adds no revision (evidence unchanged too)
+    again = store.commit(req("g4", memory_id=first.memory_id, expected_revision=3, reason="append",
+                             canonical_summary="## 決定\n- PostgreSQL にした"))
+    assert again.noop and again.revision == 3
