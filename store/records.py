@@ -18,7 +18,13 @@ from psycopg.types.json import Jsonb
 
 from core.errors import MemoryNotFound, StaleRevision, StoreError, TombstonedMemory
 from core.faults import fault_point
-from core.hashing import canonical_json, evidence_hash, normalize_for_identity, sha256_hex, tagged_hash
+from core.hashing import (
+    canonical_json,
+    evidence_hash,
+    normalize_for_identity,
+    sha256_hex,
+    tagged_hash,
+)
 from core.models import (
     CommitRequest,
     CommitResult,
