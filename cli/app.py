@@ -23,7 +23,6 @@ from core.errors import PmemError, RateLimitStop
 from core.settings import Settings, get_settings
 
 EXIT_ERROR = 1
-EXIT_USAGE = 2
 EXIT_TEMPFAIL = 75  # rate-limit stop: run the same command again later
 
 app = typer.Typer(

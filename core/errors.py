@@ -7,8 +7,7 @@
     ├── StoreError
     │   ├── MemoryNotFound
     │   ├── StaleRevision           carries the current revision; never last-write-wins
-    │   ├── TombstonedMemory        a deleted lineage may not come back
-    │   └── ImmutableRevision       the database refused to change a revision
+    │   └── TombstonedMemory        a deleted lineage may not come back
     ├── DraftError
     │   ├── TransientDraftError     rate limited / unavailable / timeout: retry later
     │   └── TerminalDraftError      invalid / truncated / refused output
@@ -73,10 +72,6 @@ class TombstonedMemory(StoreError):
     def __init__(self, memory_id: str) -> None:
         super().__init__(f"memory {memory_id} was deleted; its lineage cannot be resurrected")
         self.memory_id = memory_id
-
-
-class ImmutableRevision(StoreError):
-    pass
 
 
 class DraftError(PmemError):

@@ -13,8 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.hashing import content_hash, tagged_hash
 
-SOURCES = ("chatgpt", "claude", "codex", "claude-code")
-
 
 class Channel(StrEnum):
     """Who a message's text belongs to. Only PERSON and ASSISTANT go into drafting text."""
@@ -87,18 +85,6 @@ class Conversation(BaseModel):
     @property
     def drafting_chars(self) -> int:
         return sum(len(m.text) for m in self.drafting_messages)
-
-
-class ImportStats(BaseModel):
-    file: str
-    conversations: int = 0
-    conversations_new: int = 0
-    conversations_changed: int = 0
-    conversations_unchanged: int = 0
-    messages: int = 0
-    messages_new: int = 0
-    quarantined: int = 0
-    unknown_types: dict[str, int] = Field(default_factory=dict)
 
 
 class PrefilterDecision(BaseModel):

@@ -210,18 +210,17 @@ def import_export(p: Pipeline, source: str, export_path: str) -> dict[str, Any]:
     }  # fmt: skip
     for item in iter_source(source, Path(export_path)):
         if not isinstance(item, Conversation):
-            where = item.file + (f"!{item.member}" if getattr(item, "member", None) else "")
+            where = item.file + (f"!{item.member}" if item.member else "")
             ledger.quarantine(source, where, item.position, item.reason, import_id)
             stats["quarantined"] += 1
             continue
-        outcome, new_messages = ledger.upsert(item, import_id)
+        decision = prefilter(item, overrides)
+        outcome, new_messages = ledger.upsert(item, import_id, decision)
         stats["conversations"] += 1
         stats[f"conversations_{outcome}"] += 1
         stats["messages_new"] += new_messages
         for t, n in item.unknown_types.items():
             stats["unknown_types"][t] = stats["unknown_types"].get(t, 0) + n
-        decision = prefilter(item, overrides)
-        ledger.record_decision(decision)
         if decision.keep:
             stats["kept"] += 1
         else:
@@ -286,7 +285,7 @@ def estimate_run(p: Pipeline, source: str, export_path: str) -> dict[str, Any]:
     input_tokens = output_tokens = conversations = 0
     for batch_id in pending:
         row = p.runs.batch(batch_id)
-        if row is None or read_result(batch_paths(p, batch_id)[0], batch_id) is not None:
+        if row is None or read_result(_paths(p, row)[0], batch_id) is not None:
             continue  # already drafted: costs nothing more
         new.append(to_batch(row))
     for b in new:
@@ -307,12 +306,21 @@ def estimate_run(p: Pipeline, source: str, export_path: str) -> dict[str, Any]:
 # ---------------------------------------------------------------- 3. draft + verify
 
 
-def batch_paths(p: Pipeline, batch_id: str) -> tuple[Path, Path]:
+def _batch_row(p: Pipeline, batch_id: str) -> dict[str, Any]:
     row = p.runs.batch(batch_id)
     if row is None:
         raise ConfigError(f"unknown batch {batch_id}")
-    d = batch_dir(p.settings.runs_dir, row["run_id"], batch_id)
+    return row
+
+
+def _paths(p: Pipeline, row: dict[str, Any]) -> tuple[Path, Path]:
+    """result.json and run-state.json of a batch: in the folder of the run that planned it."""
+    d = batch_dir(p.settings.runs_dir, row["run_id"], row["batch_id"])
     return d / "result.json", d / "run-state.json"
+
+
+def batch_paths(p: Pipeline, batch_id: str) -> tuple[Path, Path]:
+    return _paths(p, _batch_row(p, batch_id))
 
 
 def _load_state(path: Path, batch_id: str, run_id: str) -> dict[str, Any]:
@@ -331,9 +339,8 @@ def _save_state(path: Path, state: dict[str, Any], stage: str, **changes: Any) -
 
 def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     """Draft and verify one batch, unless its result.json is already complete."""
-    result_path, state_path = batch_paths(p, batch_id)
-    row = p.runs.batch(batch_id)
-    assert row is not None
+    row = _batch_row(p, batch_id)
+    result_path, state_path = _paths(p, row)
     existing = read_result(result_path, batch_id)
     if existing is not None:
         if row["status"] in ("planned", "failed"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Literal
@@ -16,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from core.errors import InputError
+from core.models import Conversation
 
 QuarantineKind = Literal["conversation", "record", "file"]
 
@@ -140,3 +142,23 @@ def is_injected(text: str) -> bool:
     if head.startswith(INJECTED_TAG_PREFIXES) or head.startswith(INJECTED_TEXT_PREFIXES):
         return True
     return _TAG_BLOCK.match(text) is not None
+
+
+def unique_conversations(
+    items: Iterator[Conversation | Quarantined],
+) -> Iterator[Conversation | Quarantined]:
+    """Quarantine a conversation whose key was already yielded in this import."""
+    seen: set[str] = set()
+    for item in items:
+        if isinstance(item, Conversation):
+            if item.key in seen:
+                yield Quarantined(
+                    file=item.provenance.file,
+                    position=item.provenance.position,
+                    reason="duplicate-id",
+                    external_id=item.external_id,
+                    member=item.provenance.member,
+                )
+                continue
+            seen.add(item.key)
+        yield item

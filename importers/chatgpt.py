@@ -35,7 +35,7 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from core.models import Channel, Conversation, Message, Provenance
-from importers._common import Quarantined, ReadError, json_default
+from importers._common import Quarantined, ReadError, json_default, unique_conversations
 from importers._containers import (
     Part,
     file_part,
@@ -112,12 +112,12 @@ def iter_conversations(path: Path) -> Iterator[Conversation | Quarantined]:
         parts = folder_parts(path, shard_order)
         if not parts:
             raise ReadError("no conversations.json in folder", file=str(path), reason="no-export")
-        yield from _iter_unique(iter_parts(parts, _read_part))
+        yield from unique_conversations(iter_parts(parts, _read_part))
         return
     if is_zip(path):
         yield from _iter_zip(path)
         return
-    yield from _iter_unique(iter_parts([file_part(path)], _read_part))
+    yield from unique_conversations(iter_parts([file_part(path)], _read_part))
 
 
 def iter_conversations_from_stream(
@@ -155,32 +155,12 @@ def _iter_zip(path: Path) -> Iterator[Conversation | Quarantined]:
         yield from refused
         if not parts:
             raise ReadError("no conversations.json in the zip", file=str(path), reason="no-export")
-        yield from _iter_unique(iter_parts(parts, _read_part))
+        yield from unique_conversations(iter_parts(parts, _read_part))
 
 
 def _read_part(part: Part) -> Iterator[Conversation | Quarantined]:
     with part.open() as fp:
         yield from iter_conversations_from_stream(fp, part.label, member=part.member)
-
-
-def _iter_unique(
-    items: Iterator[Conversation | Quarantined],
-) -> Iterator[Conversation | Quarantined]:
-    """Quarantine a conversation whose key was already yielded in this import."""
-    seen: set[str] = set()
-    for item in items:
-        if isinstance(item, Conversation):
-            if item.key in seen:
-                yield Quarantined(
-                    file=item.provenance.file,
-                    position=item.provenance.position,
-                    reason="duplicate-id",
-                    external_id=item.external_id,
-                    member=item.provenance.member,
-                )
-                continue
-            seen.add(item.key)
-        yield item
 
 
 # ---------------------------------------------------------------- conversation

@@ -44,6 +44,7 @@ from importers._common import (
     raw_json,
     s,
     str_or_none,
+    unique_conversations,
 )
 from importers._containers import (
     Part,
@@ -83,7 +84,7 @@ def iter_conversations(path: Path) -> Iterator[Conversation | Quarantined]:
         parts = folder_parts(path, part_order)
         if not parts:
             raise ReadError("no conversations.json in folder", file=str(path), reason="no-export")
-        yield from _iter_unique(iter_parts(parts, _read_part))
+        yield from unique_conversations(iter_parts(parts, _read_part))
         return
     if is_zip(path):
         with open_zip(path) as archive:
@@ -93,9 +94,9 @@ def iter_conversations(path: Path) -> Iterator[Conversation | Quarantined]:
                 raise ReadError(
                     "no conversations.json in the zip", file=str(path), reason="no-export"
                 )
-            yield from _iter_unique(iter_parts(parts, _read_part))
+            yield from unique_conversations(iter_parts(parts, _read_part))
         return
-    yield from _iter_unique(iter_parts([file_part(path)], _read_part))
+    yield from unique_conversations(iter_parts([file_part(path)], _read_part))
 
 
 def _read_part(part: Part) -> Iterator[Conversation | Quarantined]:
@@ -108,25 +109,6 @@ def _read_part(part: Part) -> Iterator[Conversation | Quarantined]:
                 yield parse_project(item, part.label, position, member=part.member)
             else:
                 yield parse_conversation(item, part.label, position, member=part.member)
-
-
-def _iter_unique(
-    items: Iterator[Conversation | Quarantined],
-) -> Iterator[Conversation | Quarantined]:
-    seen: set[str] = set()
-    for item in items:
-        if isinstance(item, Conversation):
-            if item.key in seen:
-                yield Quarantined(
-                    file=item.provenance.file,
-                    position=item.provenance.position,
-                    reason="duplicate-id",
-                    external_id=item.external_id,
-                    member=item.provenance.member,
-                )
-                continue
-            seen.add(item.key)
-        yield item
 
 
 def parse_conversation(

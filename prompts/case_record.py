@@ -23,15 +23,6 @@ from stages.secrets import redact
 PROMPT_VERSION = "case-record-v1"
 
 MemoryKind = Literal["episode", "decision", "project", "preference", "lesson", "profile", "other"]
-MEMORY_KINDS: tuple[str, ...] = (
-    "episode",
-    "decision",
-    "project",
-    "preference",
-    "lesson",
-    "profile",
-    "other",
-)
 
 
 class EvidenceItem(BaseModel):

@@ -17,7 +17,6 @@ import importlib
 from core.errors import ConfigError
 from core.ports import Drafter
 
-OFFLINE_DEFAULT = "extractive"
 KNOWN_PROVIDERS = ("extractive", "fake", "openai", "anthropic", "gemini")
 _PACKAGES = {"openai": "openai", "anthropic": "anthropic", "gemini": "google-genai"}
 

@@ -19,7 +19,6 @@ request options (the conversation text) is filtered out.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -41,7 +40,7 @@ from providers._retry import (
     safe_code,
     transient_status,
 )
-from providers._sdk import Send, draft_via
+from providers._sdk import Send, credentials, draft_via
 
 try:
     import anthropic
@@ -105,16 +104,11 @@ class AnthropicDrafter:
             )
         self.model_name = model
         self.model = f"{PROVIDER}:{model}"
-        if base_url is None:
-            base_url = next((os.environ[e] for e in BASE_URL_ENVS if os.environ.get(e)), None)
-        if api_key is None:
-            api_key = os.environ.get(API_KEY_ENV) or None
-        if api_key is None:
-            raise ConfigError(
-                f"the anthropic provider needs an API key in {API_KEY_ENV} (or use the "
-                "offline default drafter 'extractive')",
-                hint=f"set {API_KEY_ENV} (in the environment or .env)",
-            )
+        api_key, base_url = credentials(
+            "anthropic provider", api_key=api_key, base_url=base_url, key_envs=(API_KEY_ENV,),
+            base_url_envs=BASE_URL_ENVS, offline="drafter 'extractive'",
+            hint=f"set {API_KEY_ENV} (in the environment or .env)",
+        )  # fmt: skip
         self.max_output_tokens = max_output_tokens
         self.retry = retry
         self._sleep = sleep

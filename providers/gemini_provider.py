@@ -17,7 +17,6 @@ base URL: ``PMEM_GEMINI_BASE_URL`` or ``GOOGLE_GEMINI_BASE_URL``.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -40,7 +39,7 @@ from providers._retry import (
     safe_code,
     transient_status,
 )
-from providers._sdk import Send, draft_via
+from providers._sdk import Send, credentials, draft_via
 
 try:
     from google import genai
@@ -121,16 +120,11 @@ class GeminiDrafter:
             )
         self.model_name = model
         self.model = f"{PROVIDER}:{model}"
-        if base_url is None:
-            base_url = next((os.environ[e] for e in BASE_URL_ENVS if os.environ.get(e)), None)
-        if api_key is None:
-            api_key = next((os.environ[e] for e in API_KEY_ENVS if os.environ.get(e)), None)
-        if api_key is None:
-            raise ConfigError(
-                "the gemini provider needs an API key in GEMINI_API_KEY or GOOGLE_API_KEY (or "
-                "use the offline default drafter 'extractive')",
-                hint="set GEMINI_API_KEY (in the environment or .env)",
-            )
+        api_key, base_url = credentials(
+            "gemini provider", api_key=api_key, base_url=base_url, key_envs=API_KEY_ENVS,
+            base_url_envs=BASE_URL_ENVS, offline="drafter 'extractive'",
+            hint="set GEMINI_API_KEY (in the environment or .env)",
+        )  # fmt: skip
         self.max_output_tokens = max_output_tokens
         self.retry = retry
         self._sleep = sleep

@@ -16,7 +16,6 @@ vendor's message (it may quote the request) and never the key.
 from __future__ import annotations
 
 import copy
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -38,7 +37,7 @@ from providers._retry import (
     safe_code,
     transient_status,
 )
-from providers._sdk import Send, draft_via
+from providers._sdk import Send, credentials, draft_via
 
 try:
     import openai
@@ -55,7 +54,6 @@ DEFAULT_MAX_OUTPUT_TOKENS = 16_000
 SCHEMA_NAME = "case_records"
 BASE_URL_ENVS = ("PMEM_OPENAI_BASE_URL", "OPENAI_BASE_URL")
 API_KEY_ENV = "OPENAI_API_KEY"
-_LOCAL_KEY = "not-needed"  # OpenAI-compatible local servers want some key, and ignore it
 
 
 _UNSUPPORTED_IN_STRICT = ("minLength", "maxLength")
@@ -115,19 +113,11 @@ class OpenAIDrafter:
             )
         self.model_name = model
         self.model = f"{PROVIDER}:{model}"
-        if base_url is None:
-            base_url = next((os.environ[e] for e in BASE_URL_ENVS if os.environ.get(e)), None)
-        if api_key is None:
-            api_key = os.environ.get(API_KEY_ENV) or None
-        if api_key is None:
-            if base_url is None:
-                raise ConfigError(
-                    f"the openai provider needs an API key in {API_KEY_ENV} (or use the "
-                    "offline default drafter 'extractive')",
-                    hint=f"set {API_KEY_ENV}, or PMEM_OPENAI_BASE_URL for a local "
-                    "OpenAI-compatible server",
-                )
-            api_key = _LOCAL_KEY
+        api_key, base_url = credentials(
+            "openai provider", api_key=api_key, base_url=base_url, key_envs=(API_KEY_ENV,),
+            base_url_envs=BASE_URL_ENVS, offline="drafter 'extractive'", keyless_with_base_url=True,
+            hint=f"set {API_KEY_ENV}, or PMEM_OPENAI_BASE_URL for a local OpenAI-compatible server",
+        )  # fmt: skip
         self.base_url = base_url
         self.max_output_tokens = max_output_tokens
         self.retry = retry

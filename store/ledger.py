@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Literal
 
+from psycopg import Connection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
@@ -51,8 +52,11 @@ class Ledger:
                 (Jsonb(stats), import_id),
             )
 
-    def upsert(self, conv: Conversation, import_id: str) -> tuple[UpsertOutcome, int]:
-        """Store a conversation; returns the outcome and the number of new messages."""
+    def upsert(
+        self, conv: Conversation, import_id: str, decision: PrefilterDecision | None = None
+    ) -> tuple[UpsertOutcome, int]:
+        """Store a conversation (and its prefilter decision, in the same transaction); returns the
+        outcome and the number of new messages."""
         chash = conv.content_hash
         with self.db.connection() as conn, conn.transaction():
             row = conn.execute(
@@ -60,6 +64,8 @@ class Ledger:
                 (conv.key,),
             ).fetchone()
             if row is not None and row[0] == chash:
+                if decision is not None:
+                    _insert_decision(conn, decision)
                 return "unchanged", 0
             params = {
                 "key": conv.key, "source": conv.source, "ext": conv.external_id,
@@ -103,6 +109,8 @@ class Ledger:
                         cur.execute(_INSERT_MESSAGE + _MOVE_ON_CONFLICT, r)
                         got = cur.fetchone()
                         new += bool(got and got[0])
+            if decision is not None:
+                _insert_decision(conn, decision)
             return ("new" if row is None else "changed"), new
 
     def quarantine(self, source: str, file: str, position: int, reason: str, import_id: str) -> None:
@@ -114,14 +122,6 @@ class Ledger:
             )
 
     # ---------------------------------------------------------------- prefilter
-
-    def record_decision(self, d: PrefilterDecision) -> None:
-        with self.db.connection() as conn, conn.transaction():
-            conn.execute(
-                """INSERT INTO prefilter_decisions (conversation_key, content_hash, rule_version, keep, reason)
-                   VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
-                (d.conversation_key, d.content_hash, d.rule_version, d.keep, d.reason),
-            )
 
     def overrides(self) -> dict[str, bool]:
         with self.db.connection() as conn:
@@ -198,3 +198,12 @@ class Ledger:
             ).fetchone()
         assert row is not None
         return {"conversations": row[0], "messages": row[1]}
+
+
+def _insert_decision(conn: Connection, d: PrefilterDecision) -> None:
+    """Every drop has its reason in the ledger; a decision already recorded stays as it is."""
+    conn.execute(
+        """INSERT INTO prefilter_decisions (conversation_key, content_hash, rule_version, keep, reason)
+           VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+        (d.conversation_key, d.content_hash, d.rule_version, d.keep, d.reason),
+    )

