@@ -48,7 +48,7 @@ from stages.batching import pack
 from stages.chunking import chunk_conversation, merge_chunk_drafts
 from stages.evidence import verify_draft
 from stages.prefilter import RULE_VERSION, prefilter
-from stages.secrets import redact_draft, secret_values
+from core.secrets import redact_draft, secret_values
 from state.budget import SlidingWindowLimiter
 from state.concurrency import AdaptiveConcurrency
 from state.files import (

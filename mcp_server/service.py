@@ -4,7 +4,7 @@ tools: one place where a query becomes a search, a recall or a context index.
     search(query, kind, since, until)   hybrid search over the memories (store.search)
     recall(query, now)                  time expression → range (search.timeexpr, PMEM_TZ),
                                         question words dropped (search.query), raw messages in
-                                        time order, secrets redacted (stages.secrets) before
+                                        time order, secrets redacted (core.secrets) before
                                         any text leaves
     load_context(limit, budget_bytes)   the short index an AI client reads first
     get / history / propose / commit    the memory API, for MCP clients (create and append
@@ -55,7 +55,7 @@ class Recall(BaseModel):
 
 
 def _default_redactor() -> Callable[[str], str]:
-    from stages.secrets import redact
+    from core.secrets import redact
 
     return lambda text: redact(text)[0]
 

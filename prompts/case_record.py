@@ -2,7 +2,7 @@
 
 The static part never depends on the input, and comes first, so provider prompt caches apply.
 Every piece of the person's text that goes into the dynamic part (message texts, titles, the
-context's titles and summaries) passes the secret guard first (``stages.secrets.redact``), so no
+context's titles and summaries) passes the secret guard first (``core.secrets.redact``), so no
 request body built from ``build_prompt`` carries a flagged secret. Keys and times are ours and
 are left as they are, so evidence pointers still resolve against the ledger.
 The response schema is camelCase (the only camelCase in the project); ``to_draft_records``
@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.models import Conversation, DraftRecord, EvidencePointer, MemoryIndexEntry, Message
-from stages.secrets import redact
+from core.secrets import redact
 
 PROMPT_VERSION = "case-record-v1"
 

@@ -24,7 +24,7 @@ from core.models import (
     VerifiedDraft,
     VerifiedEvidence,
 )
-from stages.secrets import Finding, contains_secret, find_secrets
+from core.secrets import Finding, contains_secret, find_secrets
 
 Method = Literal["exact", "fuzzy"]
 FUZZY_THRESHOLD = 90.0

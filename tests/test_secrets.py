@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from core.models import Channel, Conversation, MemoryIndexEntry, Message, Provenance
 from prompts.case_record import build_prompt, build_prompt_guarded
-from stages.secrets import Finding, contains_secret, find_secrets, redact
+from core.secrets import Finding, contains_secret, find_secrets, redact
 
 # Built from pieces so that no scanner mistakes this file for a leak; the values are fake.
 A20 = "AbCdEfGhIjKlMnOpQrSt"
@@ -253,7 +253,7 @@ def test_a_private_key_cut_short_takes_only_its_own_lines() -> None:
 
 def test_secret_fields_names_the_fields_of_a_draft_that_hold_one() -> None:
     from core.models import DraftRecord
-    from stages.secrets import secret_fields
+    from core.secrets import secret_fields
 
     clean = DraftRecord(
         action="create",

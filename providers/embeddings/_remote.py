@@ -15,7 +15,7 @@ def embed_remote(
     texts: Sequence[str], *, model: str, max_chars: int, batch_size: int,
     call: Callable[[list[str]], list[list[float]]], retry: RetryPolicy, sleep: Callable[[float], None],
 ) -> list[list[float]]:  # fmt: skip
-    from stages.secrets import redact  # the secret guard: nothing it flags leaves the machine
+    from core.secrets import redact  # the secret guard: nothing it flags leaves the machine
 
     clean = [redact(t[:max_chars])[0] or " " for t in texts]
     out: list[list[float]] = []
