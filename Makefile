@@ -13,7 +13,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export DO_NOT_TRACK ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test lint demo backfill review apply status db-start db-stop clean
+.PHONY: help setup test lint demo backfill review apply status db-start db-stop clean eval
 
 help: ## list every target
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-13s %s\n", $$1, $$2}'
@@ -32,6 +32,9 @@ test: ## run the whole test suite (unit + integration on the real PostgreSQL)
 lint: ## ruff + mypy
 	$(BIN)/ruff check .
 	$(BIN)/mypy core stages state importers prompts providers search store flows cli memory_api mcp_server
+
+eval: ## recall and search on ../shared/eval/: R@5, MRR per kind, time ranges (own data dir .pmem-eval/; REBUILD=1 builds again)
+	$(BIN)/python bench/eval.py $(if $(REBUILD),--rebuild)
 
 demo: ## run the whole pipeline offline on the bundled sample export, then search it
 	$(PMEM) demo
