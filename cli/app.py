@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from core.display import for_terminal
 from core.errors import PmemError, RateLimitStop
 from core.settings import Settings, get_settings
 
@@ -54,14 +55,14 @@ def handle_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except RateLimitStop as err:
-            err_console.print(f"[yellow]stopped:[/] {escape(str(err))}")
+            err_console.print(f"[yellow]stopped:[/] {escape(for_terminal(str(err)))}")
             if err.hint:
-                err_console.print(f"  → {escape(err.hint)}")
+                err_console.print(f"  → {escape(for_terminal(err.hint))}")
             raise typer.Exit(EXIT_TEMPFAIL) from None
         except PmemError as err:
-            err_console.print(f"[red]error:[/] {escape(str(err))}")
+            err_console.print(f"[red]error:[/] {escape(for_terminal(str(err)))}")
             if err.hint:
-                err_console.print(f"  → {escape(err.hint)}")
+                err_console.print(f"  → {escape(for_terminal(err.hint))}")
             raise typer.Exit(EXIT_ERROR) from None
 
     return wrapper  # type: ignore[return-value]

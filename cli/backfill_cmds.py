@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from cli.app import EXIT_ERROR, app, err_console, handle_errors, print_json, settings
+from core.display import for_terminal as tty
 from core.errors import PmemError, RateLimitStop
 from core.settings import Settings
 
@@ -232,7 +233,7 @@ def status(
         err_console.print("no runs yet: start one with `make backfill SOURCE=chatgpt EXPORT=path`")
     for r in out:
         typer.echo(
-            f"{r['run_id']}  {r['source']}  {r['status']}{'  dry-run' if r['dry_run'] else ''}\n"
+            f"{tty(r['run_id'])}  {tty(r['source'])}  {r['status']}{'  dry-run' if r['dry_run'] else ''}\n"
             f"  batches {r['batches']}  drafts {r['drafts']}  commits done {r['commits_done']} / left {r['commits_left']}"
             f"  conflicts {r['conflicts']}\n"
             f"  budget {r['budget_in_window']}/{r['budget_limit']} in the current {r['budget_window_s']:g}s window"
@@ -265,7 +266,7 @@ def demo(
             results[q] = [h.model_dump(mode="json") for h in hits]
             typer.echo(f"\n$ pmem search {q!r}")
             for h in hits:
-                typer.echo(f"  {h.score:4.3f}  {h.id}  [{h.kind}] {h.title}  {h.ranks}")
+                typer.echo(f"  {h.score:4.3f}  {h.id}  [{tty(h.kind)}] {tty(h.title)}  {h.ranks}")
             if not hits:
                 typer.echo("  (no hits)")
         question, now = "2024年5月に何を決めた？", "2025-01-10T12:00:00+09:00"
@@ -273,7 +274,7 @@ def demo(
         typer.echo(f"\n$ pmem recall {question!r} --now {now}")
         for r in recall.hits:
             when = r.created_at.isoformat(timespec="minutes") if r.created_at else "?"
-            typer.echo(f"  {when}  {r.role:9}  {r.text}")
+            typer.echo(f"  {when}  {tty(r.role):9}  {tty(r.text)}")
     finally:
         svc.close()
     typer.echo("\nshow one with: pmem show MEMORY_ID --history")

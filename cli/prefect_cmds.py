@@ -7,8 +7,10 @@ import os
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from cli.app import EXIT_ERROR, EXIT_TEMPFAIL, app, err_console, handle_errors, print_json, settings
+from core.display import for_terminal
 from core.errors import ConfigError
 
 prefect_app = typer.Typer(
@@ -126,7 +128,7 @@ def reimport(
     for e in summary["exports"]:
         detail = (f"run {e['run_id']} {e['status']}: {e['conversations_new']} new, {e['conversations_changed']} changed, "
                   f"{e['drafter_calls']} drafter calls, {e['commits']} commits") if "run_id" in e else e.get("status") or e["action"]  # fmt: skip
-        err_console.print(f"{e['source']:12} {e['export_path']}  {detail}")
+        err_console.print(f"{e['source']:12} {escape(for_terminal(e['export_path']))}  {detail}")
     if not summary["exports"]:
         err_console.print("nothing to re-import: the inbox and the local session folders are empty")
     err_console.print(f"re-import {summary['status']}: {summary['drafter_calls']} drafter calls, {summary['commits']} commits")

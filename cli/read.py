@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cli.app import app, err_console, handle_errors, open_store, print_json, settings
+from core.display import for_terminal as tty
 
 if TYPE_CHECKING:
     from mcp_server.service import MemoryService
@@ -67,7 +68,7 @@ def search(
     if not hits:
         err_console.print("no hits")
     for h in hits:
-        typer.echo(f"{h.score:6.4f}  {h.id}  [{h.kind}] {h.title}\n        {h.index_summary}")
+        typer.echo(f"{h.score:6.4f}  {h.id}  [{tty(h.kind)}] {tty(h.title)}\n        {tty(h.index_summary)}")
         if explain:
             ranks = "  ".join(
                 f"{name} #{h.ranks[name]}" if name in h.ranks else f"{name} -"
@@ -99,7 +100,7 @@ def recall(
         return
     if result.range:
         err_console.print(
-            f"range {result.range['start']} – {result.range['end']} (from {result.range['matched']!r}, "
+            f"range {result.range['start']} – {result.range['end']} (from {tty(repr(result.range['matched']))}, "
             f"{result.in_range} messages)"
         )
     if result.vector_fallback:
@@ -108,9 +109,9 @@ def recall(
         err_console.print("no messages found")
     for h in result.hits:
         when = h.created_at.isoformat(timespec="minutes") if h.created_at else "?"
-        typer.echo(f"{when}  {h.role:9}  {h.conversation_title or h.conversation_key}  ({h.match})")
-        typer.echo(f"    {h.text}")
-        typer.echo(f"    [{h.message_key}]")
+        typer.echo(f"{when}  {tty(h.role):9}  {tty(h.conversation_title or h.conversation_key)}  ({h.match})")
+        typer.echo(f"    {tty(h.text, keep_newlines=True)}")
+        typer.echo(f"    [{tty(h.message_key)}]")
 
 
 @app.command()
@@ -153,15 +154,15 @@ def show(
     if as_json:
         print_json(view.model_dump(mode="json"))
         return
-    typer.echo(f"{view.title}  ({view.id}, {view.kind}, revision {view.current_revision}, {view.status})")
+    typer.echo(f"{tty(view.title)}  ({view.id}, {tty(view.kind)}, revision {view.current_revision}, {view.status})")
     if view.occurred_at:
         typer.echo(f"occurred: {view.occurred_at.isoformat()}")
-    typer.echo(f"aliases: {', '.join(view.aliases)}\ntags: {', '.join(view.tags)}\n")
-    typer.echo(view.canonical_summary)
+    typer.echo(f"aliases: {tty(', '.join(view.aliases))}\ntags: {tty(', '.join(view.tags))}\n")
+    typer.echo(tty(view.canonical_summary, keep_newlines=True))
     typer.echo("\nevidence:")
     for e in view.evidence:
-        typer.echo(f"  - [{e['source_key']}] {e['text']}")
+        typer.echo(f"  - [{tty(e['source_key'])}] {tty(e['text'], keep_newlines=True)}")
     if history:
         typer.echo("\nrevisions:")
         for r in view.revisions:
-            typer.echo(f"  {r['revision']}: {r['reason']} {r['created_at']} run={r['run_id']} model={r['model']}")
+            typer.echo(f"  {r['revision']}: {tty(r['reason'])} {r['created_at']} run={tty(r['run_id'])} model={tty(r['model'])}")

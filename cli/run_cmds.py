@@ -10,6 +10,7 @@ import typer
 from rich.markup import escape
 
 from cli.app import EXIT_ERROR, app, err_console, handle_errors, print_json, settings
+from core.display import for_terminal as tty
 
 
 @app.command()
@@ -44,14 +45,14 @@ def review(
                       f"{c['uncommittable']} not committable, {c['rejected']} rejected; tokens {rv.tokens}")  # fmt: skip
     for d in rv.drafts:
         tag = "[red]rejected[/]" if d.rejected else f"[cyan]{d.action}[/]"
-        err_console.print(f"\n{tag} [bold]{escape(d.title)}[/]  ({d.draft_id})")
+        err_console.print(f"\n{tag} [bold]{escape(tty(d.title))}[/]  ({escape(tty(d.draft_id))})")
         if d.reason:
-            err_console.print(f"  [yellow]{escape(d.reason)}[/]")
+            err_console.print(f"  [yellow]{escape(tty(d.reason))}[/]")
         for line in d.diff:
             style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
-            err_console.print(f"  [{style}]{escape(line)}[/]")
+            err_console.print(f"  [{style}]{escape(tty(line))}[/]")
         for key, text in d.evidence_added[:3]:
-            err_console.print(f"  + evidence [dim]{escape(key)}[/] {escape(text[:100])}")
+            err_console.print(f"  + evidence [dim]{escape(tty(key))}[/] {escape(tty(text[:100]))}")
     err_console.print(f"\nwritten: {md} and {page}\napply with: pmem apply {run_id}")
 
 

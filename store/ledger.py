@@ -17,6 +17,7 @@ from psycopg.types.json import Jsonb
 from core.hashing import bytes_text, tagged_hash, text_bytes
 from core.models import Channel, Conversation, Message, PrefilterDecision, Provenance
 from store.db import Database
+from store.search import sanitize
 
 UpsertOutcome = Literal["new", "changed", "unchanged"]
 
@@ -67,9 +68,13 @@ class Ledger:
                 if decision is not None:
                     _insert_decision(conn, decision)
                 return "unchanged", 0
+            # a NUL or a lone surrogate in a title: a storable form in `title`, the exact bytes in
+            # `title_raw` (migration 0008); the import goes on
+            title = sanitize(conv.title) if conv.title is not None else None
+            title_raw = text_bytes(conv.title) if conv.title is not None and title != conv.title else None
             params = {
                 "key": conv.key, "source": conv.source, "ext": conv.external_id,
-                "title": conv.title, "created": conv.created_at, "updated": conv.updated_at,
+                "title": title, "title_raw": title_raw, "created": conv.created_at, "updated": conv.updated_at,
                 "hash": chash, "n": len(conv.messages), "chars": conv.drafting_chars,
                 "prov": Jsonb(conv.provenance.model_dump()), "unknown": Jsonb(conv.unknown_types),
                 "imp": import_id,
@@ -77,16 +82,17 @@ class Ledger:
             if row is None:
                 conn.execute(
                     """INSERT INTO source_conversations (conversation_key, source, external_id,
-                           title, created_at, updated_at, content_hash, message_count,
+                           title, title_raw, created_at, updated_at, content_hash, message_count,
                            drafting_chars, provenance, unknown_types, first_import_id,
                            last_import_id)
-                       VALUES (%(key)s, %(source)s, %(ext)s, %(title)s, %(created)s, %(updated)s,
+                       VALUES (%(key)s, %(source)s, %(ext)s, %(title)s, %(title_raw)s, %(created)s, %(updated)s,
                                %(hash)s, %(n)s, %(chars)s, %(prov)s, %(unknown)s, %(imp)s, %(imp)s)""",
                     params,
                 )
             else:
                 conn.execute(
-                    """UPDATE source_conversations SET title = %(title)s, created_at = %(created)s,
+                    """UPDATE source_conversations SET title = %(title)s, title_raw = %(title_raw)s,
+                           created_at = %(created)s,
                            updated_at = %(updated)s, content_hash = %(hash)s, message_count = %(n)s,
                            drafting_chars = %(chars)s, provenance = %(prov)s,
                            unknown_types = %(unknown)s, last_import_id = %(imp)s, changed_at = now()
@@ -190,6 +196,18 @@ class Ledger:
             messages=messages, provenance=Provenance(**c["provenance"]),
             unknown_types=c["unknown_types"],
         )  # fmt: skip
+
+    def raw_title(self, conversation_key: str) -> str | None:
+        """The conversation's title exactly as the export had it (NUL and lone surrogates
+        included); ``load`` gives the storable form that the drafter and the memories use."""
+        with self.db.connection() as conn:
+            row = conn.execute(
+                "SELECT title, title_raw FROM source_conversations WHERE conversation_key = %s",
+                (conversation_key,),
+            ).fetchone()
+        if row is None:
+            raise KeyError(conversation_key)
+        return bytes_text(bytes(row[1])) if row[1] is not None else row[0]
 
     def counts(self) -> dict[str, int]:
         with self.db.connection() as conn:

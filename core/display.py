@@ -1,0 +1,57 @@
+"""Stored text made safe to print on a terminal.
+
+Titles and messages come from exports the owner did not write alone: a conversation can hold an
+ANSI escape sequence (CSI: colours, cursor moves, erase), an OSC sequence (window title, OSC 8
+hyperlinks, OSC 52 which writes the clipboard), a carriage return that overwrites the line, C1
+controls (a lone U+009B is a CSI on some terminals), bidirectional overrides that reorder what
+is shown (Trojan Source), or a lone surrogate that would crash the output encoder.
+``for_terminal`` shows every such character as a visible escape (``\\x1b``, ``\\u202e``,
+``\\ud800``) instead of sending it raw; everything else, Japanese included, is unchanged.
+
+Newlines and tabs are kept only where a multi-line body is printed (``keep_newlines=True``);
+in one-line fields (titles, keys, error messages) they are escaped too, so a title cannot forge
+extra lines of output. Backslashes are not doubled: the output is for reading, not a lossless
+encoding (``--json`` is the lossless form; json.dumps escapes every control character).
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 controls except TAB and LF (those two are decided by keep_newlines), DEL, C1 controls;
+# bidi embeddings, overrides and isolates, LRM/RLM/ALM; line and paragraph separators;
+# lone surrogates; the BOM / zero-width no-break space and the interlinear annotation marks.
+_ALWAYS = (
+    "\x00-\x08\x0b-\x1f\x7f-\x9f"
+    "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+    "\u2028\u2029\ufeff\ufff9-\ufffb"
+    "\ud800-\udfff"
+)
+_MULTILINE = re.compile(f"[{_ALWAYS}]")
+_ONE_LINE = re.compile(f"[{_ALWAYS}\t\n]")
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    ch = match.group()
+    if ch in _NAMED:
+        return _NAMED[ch]
+    code = ord(ch)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def for_terminal(text: object, *, keep_newlines: bool = False) -> str:
+    """``text`` with control characters, escape sequences' introducers, bidi controls and lone
+    surrogates shown as visible escapes. ``None`` becomes ``""``; other objects use ``str()``.
+
+    An escape sequence is made harmless by escaping its introducer (ESC, or the C1 CSI / OSC /
+    DCS characters): the rest of the sequence is plain printable text."""
+    if text is None:
+        return ""
+    s = text if isinstance(text, str) else str(text)
+    return (_MULTILINE if keep_newlines else _ONE_LINE).sub(_escape, s)
+
+
+def is_clean(text: str, *, keep_newlines: bool = False) -> bool:
+    """True when ``for_terminal`` would leave ``text`` unchanged."""
+    return (_MULTILINE if keep_newlines else _ONE_LINE).search(text) is None
