@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from collections.abc import Callable
 from functools import wraps
@@ -43,9 +44,16 @@ err_console = Console(stderr=True, soft_wrap=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def print_json(obj: Any) -> None:
-    """Every --json output is one JSON object, printed last on stdout."""
-    sys.stdout.write(json.dumps(obj, ensure_ascii=False, default=str) + "\n")
+    """Every --json output is one JSON object, printed last on stdout. A lone surrogate (kept
+    byte-exact in the ledger) is written as its ``\\udXXX`` escape: valid JSON and UTF-8 that
+    decodes back to the same string."""
+    text = json.dumps(obj, ensure_ascii=False, default=str)
+    text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from cli import backfill_cmds, db_cmds, prefect_cmds, read, run_cmds, serve_cmds  # noqa: F401  (they register their commands)
+from cli import backfill_cmds, db_cmds, ledger_cmds, prefect_cmds, read, run_cmds, serve_cmds  # noqa: F401  (they register their commands)
 from cli.app import app
 
 

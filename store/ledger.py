@@ -167,6 +167,60 @@ class Ledger:
 
     # ---------------------------------------------------------------- reading back
 
+    def list_conversations(self, rule_version: str, source: str | None = None) -> list[dict]:
+        """Every conversation of the ledger (of one source) with the prefilter's current word on
+        it: ``kept`` is the person's override when there is one, else the decision of
+        ``rule_version`` (or the newest decision) for the current content; None when undecided."""
+        with self.db.connection() as conn:
+            return conn.cursor(row_factory=dict_row).execute(
+                _LIST_SQL + " WHERE (%(source)s::text IS NULL OR c.source = %(source)s)"
+                " ORDER BY c.created_at NULLS LAST, c.conversation_key",
+                {"rule": rule_version, "source": source},
+            ).fetchall()
+
+    def conversation_row(self, conversation_key: str, rule_version: str) -> dict | None:
+        """One conversation as ``list_conversations`` shows it, plus its provenance; None if absent."""
+        with self.db.connection() as conn:
+            return conn.cursor(row_factory=dict_row).execute(
+                _LIST_SQL + " WHERE c.conversation_key = %(key)s",
+                {"rule": rule_version, "key": conversation_key},
+            ).fetchone()
+
+    def active_messages(self, conversation_key: str) -> list[dict]:
+        """The active-path messages of a conversation in order: key, role, channel, created_at
+        and the exact text (lone surrogates kept)."""
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                """SELECT message_key, role, channel, content_type, created_at, body
+                   FROM source_messages WHERE conversation_key = %s AND on_active_path
+                   ORDER BY position, message_key""",
+                (conversation_key,),
+            ).fetchall()
+        return [
+            {"key": k, "role": role, "channel": ch, "content_type": ct, "created_at": at,
+             "text": bytes_text(bytes(body))}
+            for k, role, ch, ct, at, body in rows
+        ]  # fmt: skip
+
+    def quarantined(self, source: str | None = None) -> list[dict]:
+        """What the imports set aside, oldest first: file (``zip!member`` for a zip member),
+        record position, machine-readable reason."""
+        with self.db.connection() as conn:
+            return conn.cursor(row_factory=dict_row).execute(
+                """SELECT source, file, position, reason, import_id, seen_at FROM quarantine
+                   WHERE (%(source)s::text IS NULL OR source = %(source)s)
+                   ORDER BY seen_at, source, file, position, reason""",
+                {"source": source},
+            ).fetchall()
+
+    def has_conversation(self, conversation_key: str) -> bool:
+        with self.db.connection() as conn:
+            row = conn.execute(
+                "SELECT 1 FROM source_conversations WHERE conversation_key = %s", (conversation_key,)
+            ).fetchone()
+        return row is not None
+
+
     def load(self, conversation_key: str) -> Conversation:
         with self.db.connection() as conn:
             cur = conn.cursor(row_factory=dict_row)
@@ -216,6 +270,19 @@ class Ledger:
             ).fetchone()
         assert row is not None
         return {"conversations": row[0], "messages": row[1]}
+
+
+_LIST_SQL = """SELECT c.conversation_key AS key, c.source, c.external_id, c.title, c.created_at,
+       c.updated_at, c.message_count, c.provenance, c.unknown_types, o.keep AS override,
+       coalesce(o.keep, d.keep) AS kept,
+       CASE WHEN o.keep IS NULL THEN d.reason
+            WHEN o.keep THEN 'keep:override' ELSE 'drop:override' END AS prefilter_reason
+  FROM source_conversations c
+  LEFT JOIN prefilter_overrides o ON o.conversation_key = c.conversation_key
+  LEFT JOIN LATERAL (
+      SELECT keep, reason FROM prefilter_decisions d
+       WHERE d.conversation_key = c.conversation_key AND d.content_hash = c.content_hash
+       ORDER BY (d.rule_version = %(rule)s) DESC, d.decided_at DESC LIMIT 1) d ON true"""
 
 
 def _insert_decision(conn: Connection, d: PrefilterDecision) -> None:
