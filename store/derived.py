@@ -1,0 +1,199 @@
+"""Every place pmem keeps text, in one list: the secret guard and `pmem forget` both read it.
+
+A table that holds text (any ``text``, ``jsonb``, ``bytea``, ``tsvector`` or array column, or
+a vector embedding of text) must be registered here with what each such column holds:
+
+- ``text``: private text that may carry a secret (rewritten by ``pmem forget --secret``);
+- ``ids``: only ids, keys, hashes, model names, enums or machine-readable reasons (scanned by
+  forget's final check, never rewritten);
+- ``indexes``: a ``tsvector`` built from the row's text (rebuilt from the redacted text);
+- ``vectors``: an embedding of text (dropped with the text it embeds; ``pmem reindex`` makes
+  it again from what is left).
+
+``layer`` says what a store is: ``ledger`` (the raw record: byte-exact, erased only with
+``--from-ledger``), ``derived`` (made from the ledger by pmem: memories, indexes, drafts; the
+guard covers every write) or ``bookkeeping`` (runs, batches, budget: ids and counts).
+
+`tests/security/test_registry.py` reads the live schema and fails when a table or column that
+can hold text is missing here. Files pmem writes under the data dir are listed in
+``FILE_STORES``. A store added later (monthly summaries, concepts, topic markers, backups)
+registers here in the same change that creates it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+Layer = Literal["ledger", "derived", "bookkeeping"]
+
+
+@dataclass(frozen=True)
+class TableStore:
+    table: str
+    layer: Layer
+    text: tuple[str, ...] = ()
+    ids: tuple[str, ...] = ()
+    indexes: dict[str, str] = field(default_factory=dict)  # tsvector column -> its text column
+    vectors: tuple[str, ...] = ()
+    #: how `pmem forget` erases it (special handling in store/forget.py; "generic": every
+    #: ``text`` column is rewritten wherever the secret occurs)
+    erase: str = "generic"
+    guard: str = ""  # where the secret guard covers its writes
+
+    @property
+    def scanned(self) -> tuple[str, ...]:
+        """Every column that can hold text, as forget's final check reads it."""
+        return (*self.text, *self.ids, *self.indexes)
+
+
+@dataclass(frozen=True)
+class FileStore:
+    pattern: str  # relative to the data dir
+    layer: Layer
+    erase: str
+    guard: str = ""
+
+
+TABLE_STORES: tuple[TableStore, ...] = (
+    # ------------------------------------------------------------ ledger (0001)
+    TableStore(
+        "import_runs", "bookkeeping", text=("file", "stats"), ids=("import_id", "source"),
+        guard="export paths and counts only",
+    ),  # fmt: skip
+    TableStore(
+        "source_conversations", "ledger", text=("title", "provenance", "unknown_types"),
+        ids=("conversation_key", "source", "external_id", "content_hash", "first_import_id",
+             "last_import_id"),
+        erase="ledger: title redacted (--secret --from-ledger); row deleted (--conversation --from-ledger)",
+        guard="raw record: output paths redact",
+    ),  # fmt: skip
+    TableStore(
+        "source_messages", "ledger", text=("body",),
+        ids=("message_key", "conversation_key", "node_id", "parent_id", "role", "channel",
+             "content_type", "raw_type", "content_hash", "import_id"),
+        erase="ledger: body redacted and hashes recomputed (--from-ledger)",
+        guard="raw record: byte-exact, output paths redact",
+    ),  # fmt: skip
+    TableStore("quarantine", "ledger", text=("file",), ids=("source", "reason", "import_id")),
+    TableStore(
+        "prefilter_decisions", "bookkeeping",
+        ids=("conversation_key", "content_hash", "rule_version", "reason"),
+        erase="hash follows the redacted conversation",
+    ),  # fmt: skip
+    TableStore("prefilter_overrides", "bookkeeping", ids=("conversation_key",)),
+    # ------------------------------------------------------------ memories (0001, 0006)
+    TableStore(
+        "memories", "derived",
+        text=("title", "canonical_summary", "index_summary", "aliases", "tags", "stated_facts"),
+        ids=("id", "kind", "visibility", "status"),
+        erase="memory: fields redacted and a 'redaction' revision appended; row deleted (--memory)",
+        guard="MemoryStore write boundary",
+    ),  # fmt: skip
+    TableStore(
+        "memory_revisions", "derived", text=("record",),
+        ids=("memory_id", "record_hash", "reason", "run_id", "client", "model", "prompt_version"),
+        erase="memory: rewritten only through pmem_redact_revision / pmem_erase_revisions (audited)",
+        guard="MemoryStore write boundary",
+    ),  # fmt: skip
+    TableStore(
+        "evidence", "derived", text=("text",), ids=("memory_id", "source_key", "text_hash", "language"),
+        erase="memory: excerpt redacted, text_hash recomputed", guard="verbatim check + guard",
+    ),  # fmt: skip
+    TableStore(
+        "search_projections", "derived", text=("index_text", "head"), indexes={"tokens": "index_text"},
+        ids=("memory_id",), erase="memory: projected again from the redacted record",
+        guard="projected from the guarded record",
+    ),  # fmt: skip
+    TableStore(
+        "tombstones", "derived", text=("reason",),
+        ids=("memory_id", "source_keys", "conversation_keys"),
+    ),  # fmt: skip
+    TableStore(
+        "idempotency_keys", "derived", text=("response",), ids=("key", "operation", "memory_id"),
+        guard="responses carry ids and counts",
+    ),  # fmt: skip
+    TableStore(
+        "proposals", "derived", text=("payload", "result"),
+        ids=("proposal_id", "run_id", "batch_id", "draft_id", "status", "action", "memory_id",
+             "client", "decided_by"),
+        erase="generic; deleted with their memory or conversation", guard="guard_payload",
+    ),  # fmt: skip
+    # ------------------------------------------------------------ runs (0001, 0002)
+    TableStore(
+        "backfill_runs", "bookkeeping", text=("export_path", "summary"),
+        ids=("run_id", "source", "export_fingerprint", "model", "prompt_version", "status"),
+    ),  # fmt: skip
+    TableStore(
+        "batches", "bookkeeping", text=("last_error",),
+        ids=("batch_id", "source", "model", "prompt_version", "members", "status", "run_id",
+             "result_checksum"),
+        erase="member hashes follow the redacted conversation",
+    ),  # fmt: skip
+    TableStore(
+        "batch_members", "bookkeeping",
+        ids=("batch_id", "conversation_key", "content_hash", "prompt_version", "model"),
+    ),  # fmt: skip
+    TableStore("budget_events", "bookkeeping", ids=("bucket",)),
+    TableStore("draft_decisions", "bookkeeping", ids=("run_id", "draft_id", "decision")),
+    TableStore("schema_migrations", "bookkeeping", ids=("name", "checksum")),
+    # ------------------------------------------------------------ search (0003)
+    TableStore(
+        "memory_embeddings", "derived", vectors=("embedding",), ids=("memory_id", "model", "text_hash"),
+        erase="dropped for every memory whose text changed", guard="embeds the guarded projection",
+    ),  # fmt: skip
+    TableStore(
+        "message_search", "derived", text=("text",), indexes={"tokens": "text"},
+        ids=("message_key", "conversation_key", "role"),
+        erase="redacted and re-tokenised (--secret); deleted (--conversation)",
+        guard="raw-message index: output paths redact",
+    ),  # fmt: skip
+    TableStore("message_search_pending", "derived", ids=("message_key",)),
+    TableStore(
+        "message_embeddings", "derived", vectors=("embedding",), ids=("message_key", "model"),
+        erase="dropped for every message whose text changed", guard="local embedder only",
+    ),  # fmt: skip
+)
+
+FILE_STORES: tuple[FileStore, ...] = (
+    FileStore("runs/<run>/batches/<batch>/result.json", "derived",
+              "drafts redacted or removed, checksum rewritten", "redact_draft before writing"),
+    FileStore("runs/<run>/batches/<batch>/chunk-*.json", "derived",
+              "redacted; deleted with their conversation", "drafter output"),
+    FileStore("runs/<run>/batches/<batch>/run-state.json", "bookkeeping", "generic (ids only)"),
+    FileStore("runs/<run>/review.md", "derived", "deleted when affected (`pmem review` rewrites it)"),
+    FileStore("runs/<run>/review.html", "derived", "deleted when affected (`pmem review` rewrites it)"),
+)
+
+REGISTRY: dict[str, TableStore] = {s.table: s for s in TABLE_STORES}
+
+
+def text_holding(data_type: str, udt_name: str) -> bool:
+    """Can a column of this type hold text (or an embedding of text)?"""
+    if data_type in ("text", "character varying", "character", "json", "jsonb", "bytea", "tsvector"):
+        return True
+    if data_type == "ARRAY":
+        return udt_name.lstrip("_") in ("text", "varchar", "bpchar", "json", "jsonb", "bytea", "tsvector")
+    return data_type == "USER-DEFINED" and udt_name in ("vector", "halfvec", "sparsevec", "tsvector")
+
+
+SCHEMA_COLUMNS_SQL = """
+SELECT c.table_name, c.column_name, c.data_type, c.udt_name
+  FROM information_schema.columns c
+  JOIN information_schema.tables t
+    ON t.table_schema = c.table_schema AND t.table_name = c.table_name
+ WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE'
+ ORDER BY c.table_name, c.ordinal_position
+"""
+
+
+def unregistered(columns: list[tuple[str, str, str, str]]) -> list[str]:
+    """``table.column`` of every text-holding column the registry does not list."""
+    missing: list[str] = []
+    for table, column, data_type, udt in columns:
+        if not text_holding(data_type, udt):
+            continue
+        store = REGISTRY.get(table)
+        if store is None or column not in (*store.scanned, *store.vectors):
+            missing.append(f"{table}.{column}")
+    return missing
