@@ -9,13 +9,13 @@ Prefect.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Annotated, Any
 
 import typer
 
 from cli.app import app, err_console, handle_errors, print_json, settings
+from core.display import for_terminal
 from core.errors import PmemError
 
 ledger_app = typer.Typer(
@@ -27,24 +27,6 @@ app.add_typer(ledger_app, name="ledger")
 # kind of a message as `pmem ledger show` reports it (the importers' channel, see
 # shared/docs/formats.md): person, assistant, tool, machinery; `other` is another human speaker
 KINDS = ("person", "assistant", "tool", "machinery", "other")
-
-# C0 and C1 controls, DEL, lone surrogates, and the bidi / zero-width formatting characters that
-# can reorder or hide what a terminal shows. Newline and tab stay (they are the text's layout).
-_UNSAFE = re.compile(
-    "[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
-)
-
-
-def for_terminal(text: str) -> str:
-    """``text`` safe to print on a terminal: every control or formatting character is shown as
-    an escape (``\\x1b``, ``\\u202e``); newline and tab are kept."""
-    return _UNSAFE.sub(lambda m: _escape(m.group()), text)
-
-
-def _escape(ch: str) -> str:
-    code = ord(ch)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
 
 def _show(text: str | None, raw: bool) -> str | None:
     if text is None or raw:
@@ -156,7 +138,7 @@ def show(
     for m in messages:
         when = (m["created_at"] or "?")[:19]
         typer.echo(f"\n[{m['kind']}] {for_terminal(m['role'])}  {when}  {m['key']}")
-        typer.echo(for_terminal(m["text"]))
+        typer.echo(for_terminal(m["text"], keep_newlines=True))
 
 
 @ledger_app.command()

@@ -172,19 +172,21 @@ class Ledger:
         it: ``kept`` is the person's override when there is one, else the decision of
         ``rule_version`` (or the newest decision) for the current content; None when undecided."""
         with self.db.connection() as conn:
-            return conn.cursor(row_factory=dict_row).execute(
+            rows = conn.cursor(row_factory=dict_row).execute(
                 _LIST_SQL + " WHERE (%(source)s::text IS NULL OR c.source = %(source)s)"
                 " ORDER BY c.created_at NULLS LAST, c.conversation_key",
                 {"rule": rule_version, "source": source},
             ).fetchall()
+        return [_exact_title(r) for r in rows]
 
     def conversation_row(self, conversation_key: str, rule_version: str) -> dict | None:
         """One conversation as ``list_conversations`` shows it, plus its provenance; None if absent."""
         with self.db.connection() as conn:
-            return conn.cursor(row_factory=dict_row).execute(
+            row = conn.cursor(row_factory=dict_row).execute(
                 _LIST_SQL + " WHERE c.conversation_key = %(key)s",
                 {"rule": rule_version, "key": conversation_key},
             ).fetchone()
+        return None if row is None else _exact_title(row)
 
     def active_messages(self, conversation_key: str) -> list[dict]:
         """The active-path messages of a conversation in order: key, role, channel, created_at
@@ -272,7 +274,7 @@ class Ledger:
         return {"conversations": row[0], "messages": row[1]}
 
 
-_LIST_SQL = """SELECT c.conversation_key AS key, c.source, c.external_id, c.title, c.created_at,
+_LIST_SQL = """SELECT c.conversation_key AS key, c.source, c.external_id, c.title, c.title_raw, c.created_at,
        c.updated_at, c.message_count, c.provenance, c.unknown_types, o.keep AS override,
        coalesce(o.keep, d.keep) AS kept,
        CASE WHEN o.keep IS NULL THEN d.reason
@@ -283,6 +285,15 @@ _LIST_SQL = """SELECT c.conversation_key AS key, c.source, c.external_id, c.titl
       SELECT keep, reason FROM prefilter_decisions d
        WHERE d.conversation_key = c.conversation_key AND d.content_hash = c.content_hash
        ORDER BY (d.rule_version = %(rule)s) DESC, d.decided_at DESC LIMIT 1) d ON true"""
+
+
+def _exact_title(row: dict) -> dict:
+    """The title as the export had it (``title_raw`` holds it when it has a NUL or a lone
+    surrogate)."""
+    raw = row.pop("title_raw", None)
+    if raw is not None:
+        row["title"] = bytes_text(bytes(raw))
+    return row
 
 
 def _insert_decision(conn: Connection, d: PrefilterDecision) -> None:

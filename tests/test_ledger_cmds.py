@@ -187,7 +187,7 @@ def test_keep_and_drop_override_the_prefilter(pmem_env, tmp_path: Path) -> None:
 
 def test_show_redacts_secrets_unless_raw_and_escapes_the_terminal(pmem_env, tmp_path: Path) -> None:
     texts = [("user", f"my key is {SECRET} keep it"), ("assistant", "bell\x07 esc\x1b[2J nul\x00 lone\ud800")]
-    conv = one_conversation("c-sec", f"title with {SECRET}", texts)
+    conv = one_conversation("c-sec", f"title with {SECRET} and a nul\x00", texts)
     path = tmp_path / "s.json"
     path.write_bytes(json.dumps([conv]).encode("ascii"))
     run("import", str(path), "--source", "chatgpt")
@@ -198,6 +198,7 @@ def test_show_redacts_secrets_unless_raw_and_escapes_the_terminal(pmem_env, tmp_
     raw = last_json("ledger", "show", "chatgpt:c-sec", "--json", "--raw")
     assert SECRET in raw["messages"][0]["text"]
     assert raw["messages"][1]["text"] == texts[1][1]  # exact, NUL and lone surrogate included
+    assert raw["conversation"]["title"] == conv["title"]  # the NUL in the title too
     words = run("ledger", "show", "chatgpt:c-sec").stdout
     assert "\x1b" not in words and "\x07" not in words and "\x00" not in words
     assert "\\x1b[2J" in words and "\\x07" in words and "\\ud800" in words
