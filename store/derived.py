@@ -62,7 +62,7 @@ TABLE_STORES: tuple[TableStore, ...] = (
         guard="export paths and counts only",
     ),  # fmt: skip
     TableStore(
-        "source_conversations", "ledger", text=("title", "provenance", "unknown_types"),
+        "source_conversations", "ledger", text=("title", "title_raw", "provenance", "unknown_types"),
         ids=("conversation_key", "source", "external_id", "content_hash", "first_import_id",
              "last_import_id"),
         erase="ledger: title redacted (--secret --from-ledger); row deleted (--conversation --from-ledger)",
