@@ -2,31 +2,48 @@
 
 Nothing the guard flags may reach an LLM request, an embedding request, a memory, an evidence
 row, a log or a client. The raw ledger keeps the export as it is (it is the person's own copy);
-everything that leaves it goes through ``redact`` first.
+everything that leaves it goes through ``redact`` (one text) or ``redact_messages`` (a
+conversation: a secret split across two messages is found as one) first, and always on the
+final text, before it is cut into aliases or tags.
 
-Two sources of detections, merged:
+Where detections come from, merged:
 
 1. detect-secrets' plugins (Yelp's scanner: AWS, GitHub, GitLab, Slack, Stripe, Twilio,
    SendGrid, npm, PyPI, JWT, private keys, basic auth, keyword assignments in code, ...). Its
    entropy plugins are left out on purpose: in chat text they flag every commit hash, UUID and
    base64 image. Its public-IP plugin is left out too (an address is not a credential).
-2. Our own patterns for current key formats and for how people paste secrets into a chat:
-   OpenAI ``sk-``/``sk-proj-``, Anthropic ``sk-ant-``, Google ``AIza``, GitHub fine-grained
-   ``github_pat_``, Hugging Face, Stripe test keys and webhook secrets, whole PEM blocks,
-   JWTs with their signature, ``Bearer`` / ``Basic`` headers, passwords in URLs, ``.env``
-   lines, and ``password: ...`` / ``パスワードは ...`` in prose.
+2. Our own table of current key formats, read from gitleaks' rule list (OpenAI, Anthropic,
+   Google OAuth ``GOCSPX-``, Docker ``dckr_pat_``, DigitalOcean, Grafana, Vault, Shopify,
+   Sentry, Linear, Notion, Perplexity, age, 1Password, ...).
+3. How people paste secrets into a chat: whole PEM blocks, ``Bearer`` / ``Basic`` headers,
+   passwords in URLs (also with an empty user, ``redis://:pw@host``), ``.env`` lines,
+   password flags on command lines (``mysql -p…``, ``curl -u user:pw``, ``sshpass -p``,
+   ``--password``), ``password: ...`` / ``パスワードは ...`` / ``パスは…`` / ``pw→…`` in
+   prose, "passphrase …:" lines, keys grouped in blocks, a hex or base64 secret next to a
+   word like "signing secret" with no ``:``/``=`` beside it, and base64 that decodes to a
+   secret.
 
-A value found once is redacted wherever else it occurs in the same text, when it is at least
-8 characters and looks random (a digit, a symbol, or 16+ characters), so that "password:
-required" cannot erase every "required" in a conversation. ``Finding`` carries the type
-and the span in the input, never the secret itself. Redaction replaces each span with
+Three views of the text are scanned, and every span is mapped back to the input:
+
+- the NFKC view, so that full-width ``ｐａｓｓｗｏｒｄ：ｈｕｎｔｅｒ２`` reads as ASCII;
+- the joined view, where a line break between two runs of token characters is removed, so that
+  a key wrapped over two lines (or, through ``redact_messages``, split across two messages) is
+  found whole: its redaction covers both lines, and no piece longer than 4 characters survives.
+
+A value found once is redacted wherever else it occurs in the same text (or conversation), when
+it is at least 8 characters and looks random (a digit, a symbol, or 16+ characters), so that
+"password: required" cannot erase every "required" in a conversation. ``Finding`` carries the
+type and the span in the input, never the secret itself. Redaction replaces each span with
 ``[REDACTED:<type>]``; redacting redacted text changes nothing.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
-from collections.abc import Iterable, Iterator
+import unicodedata
+from collections.abc import Iterable, Iterator, Sequence
 
 from detect_secrets.plugins.artifactory import ArtifactoryDetector
 from detect_secrets.plugins.aws import AWSKeyDetector
@@ -61,14 +78,20 @@ __all__ = [
     "Finding",
     "contains_secret",
     "find_secrets",
+    "find_secrets_in_messages",
     "redact",
+    "redact_draft",
+    "redact_messages",
     "redaction_marker",
     "secret_fields",
+    "secret_values",
 ]
 
 GLOBAL_MIN_CHARS = 8  # a value at least this long is redacted wherever it occurs
 MIN_VALUE_CHARS = 4  # shorter "secrets" are noise (password = "" / "x")
 _MARKER_PREFIX = "[REDACTED:"
+_MARKER_RE = re.compile(r"\[REDACTED:[a-z0-9\-]+\]")
+_MESSAGE_SEPARATOR = "\n"  # messages of a conversation are scanned as lines of one text
 
 
 class Finding(BaseModel):
@@ -118,14 +141,114 @@ _LIBRARY_PLUGINS: tuple[tuple[str, BasePlugin], ...] = (
 _KEYWORD_PLUGIN = KeywordDetector()
 _KEYWORD_HINT_RE = re.compile(r"key|pass|pwd|secret|contrase", re.IGNORECASE)
 
-# ---------------------------------------------------------------- our own patterns
+# ---------------------------------------------------------------- key formats
 
-# (type, pattern, group): group 0 redacts the whole match, group 1 only the value.
 _B = r"(?<![A-Za-z0-9_\-])"  # a token boundary that treats - and _ as part of a token
 _E = r"(?![A-Za-z0-9_\-])"
-_ASSIGN_VALUE = r"[\x21\x23-\x26\x28-\x5f\x61-\x7e]"  # printable ASCII except space, " ' `
+_T = r"[A-Za-z0-9_\-]"  # a token character
 
-_PATTERNS: tuple[tuple[str, re.Pattern[str], int], ...] = (
+
+_Rule = tuple[str, re.Pattern[str], int, tuple[str, ...] | None]
+
+
+def _fmt(kind: str, body: str, anchors: tuple[str, ...] | None) -> _Rule:
+    """A format rule; the regex runs only on a text holding one of its ``anchors``."""
+    return kind, re.compile(_B + body + _E), 0, anchors
+
+
+# Formats recognised by their prefix and shape alone (after gitleaks' rule list, written here;
+# lengths are lower bounds so that a key pasted with a character too many still counts).
+_FORMATS: tuple[_Rule, ...] = (
+    _fmt("anthropic-api-key", r"sk-ant-(?:api|admin|sid|oat)\d{2}-" + _T + "{20,}", ('sk-ant-',)),
+    _fmt("anthropic-api-key", r"sk-ant-" + _T + "{20,}", ('sk-ant-',)),
+    _fmt("openai-api-key", r"sk-(?!ant-)(?=" + _T + r"*\d)" + _T + "{20,}", ('sk-',)),
+    _fmt("google-api-key", r"AIza[0-9A-Za-z_\-]{35}", ('AIza',)),
+    _fmt("google-oauth-secret", r"GOCSPX-[A-Za-z0-9_\-]{20,}", ('GOCSPX-',)),
+    _fmt("google-oauth-token", r"ya29\.[A-Za-z0-9_\-.]{20,}", ('ya29.',)),
+    _fmt("google-refresh-token", r"1//0[A-Za-z0-9_\-]{30,}", ('1//0',)),
+    _fmt("docker-pat", r"dckr_(?:pat|oat)_[A-Za-z0-9_\-]{20,}", ('dckr_',)),
+    _fmt("github-token", r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})", ('gh', 'github_pat_')),
+    _fmt("gitlab-token", r"gl(?:pat|dt|rt|cbt|ptt|ft|soat|imt|agent|oas|ffct)-[A-Za-z0-9_\-.]{20,}", ('gl',)),
+    _fmt("gitlab-token", r"GR1348941[A-Za-z0-9_\-]{20,}", ('GR1348941',)),
+    _fmt("huggingface-token", r"(?:hf_|api_org_)[A-Za-z0-9]{30,}", ('hf_', 'api_org_')),
+    (
+        "aws-access-key",
+        re.compile(r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
+        0,
+        ("A3T", "AKIA", "ASIA", "ABIA", "ACCA"),
+    ),
+    _fmt("aws-bedrock-key", r"ABSK[A-Za-z0-9+/]{60,}={0,2}", ('ABSK',)),
+    _fmt("slack-token", r"xox[abposre]-[A-Za-z0-9\-]{10,}", ('xox',)),
+    _fmt("slack-token", r"xoxe\.xox[bp]-[A-Za-z0-9\-]{10,}", ('xoxe.',)),
+    _fmt("slack-token", r"xapp-\d-[A-Za-z0-9\-]{10,}", ('xapp-',)),
+    (
+        "slack-webhook",
+        re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]+"),
+        0,
+        ("hooks.slack.com",),
+    ),
+    (
+        "webhook-url",
+        re.compile(
+            r"https://(?:discord(?:app)?\.com/api/webhooks|[a-z0-9]+\.webhook\.office\.com"
+            r"/webhookb2)/[A-Za-z0-9/_\-@.]{20,}"
+        ),
+        0,
+        ("discord", "webhook.office.com"),
+    ),
+    _fmt("stripe-key", r"(?:sk|rk)_(?:live|test|prod)_[0-9A-Za-z]{10,}", ('k_live_', 'k_test_', 'k_prod_')),
+    _fmt("stripe-webhook-secret", r"whsec_[A-Za-z0-9+/=]{24,}", ('whsec_',)),
+    _fmt("npm-token", r"npm_[A-Za-z0-9]{36}", ('npm_',)),
+    _fmt("pypi-token", r"pypi-[A-Za-z0-9_\-]{50,}", ('pypi-',)),
+    _fmt("sendgrid-key", r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}", ('SG.',)),
+    _fmt("sendinblue-key", r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}", ('xkeysib-',)),
+    ("twilio-key", re.compile(r"\b(?:SK|AC)[0-9a-fA-F]{32}\b"), 0, ("SK", "AC")),
+    _fmt("jwt", r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", ('eyJ',)),
+    _fmt("digitalocean-token", r"do[opr]_v1_[a-f0-9]{64}", ('_v1_',)),
+    _fmt("grafana-token", r"(?:glc_[A-Za-z0-9+/]{32,}={0,3}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})", ('glc_', 'glsa_')),
+    _fmt("grafana-token", r"eyJrIjoi[A-Za-z0-9]{40,}={0,3}", ('eyJrIjoi',)),
+    _fmt("vault-token", r"hv[sb]\.[A-Za-z0-9_\-]{80,}", ('hvs.', 'hvb.')),
+    _fmt("shopify-token", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}", ('shp',)),
+    _fmt("sentry-token", r"sntry[us]_[A-Za-z0-9+/=_]{40,}", ('sntry',)),
+    _fmt("linear-api-key", r"lin_(?:api|oauth)_[A-Za-z0-9]{40}", ('lin_',)),
+    _fmt("notion-token", r"(?:ntn_[0-9]{11}[A-Za-z0-9]{35}|secret_[A-Za-z0-9]{43})", ('ntn_', 'secret_')),
+    _fmt("perplexity-api-key", r"pplx-[A-Za-z0-9]{40,}", ('pplx-',)),
+    _fmt("groq-api-key", r"gsk_[A-Za-z0-9]{40,}", ('gsk_',)),
+    _fmt("xai-api-key", r"xai-[A-Za-z0-9]{60,}", ('xai-',)),
+    _fmt("replicate-token", r"r8_[A-Za-z0-9]{30,}", ('r8_',)),
+    _fmt("supabase-token", r"sbp_[a-f0-9]{40}", ('sbp_',)),
+    _fmt("prefect-api-key", r"pnu_[A-Za-z0-9]{36}", ('pnu_',)),
+    _fmt("pulumi-token", r"pul-[a-f0-9]{40}", ('pul-',)),
+    _fmt("rubygems-token", r"rubygems_[a-f0-9]{48}", ('rubygems_',)),
+    _fmt("databricks-token", r"dapi[a-f0-9]{32}(?:-\d)?", ('dapi',)),
+    _fmt("doppler-token", r"dp\.(?:pt|st|sa|ct)\.[A-Za-z0-9]{40,}", ('dp.',)),
+    _fmt("dynatrace-token", r"dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}", ('dt0c01.',)),
+    _fmt("postman-key", r"PMAK-[a-fA-F0-9]{24}-[a-fA-F0-9]{34}", ('PMAK-',)),
+    _fmt("age-secret-key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", ('AGE-SECRET-KEY-1',)),
+    _fmt("1password-secret-key", r"A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})"
+         r"-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}", ("A3-",)),
+    _fmt("1password-token", r"ops_eyJ[A-Za-z0-9+/]{100,}={0,3}", ('ops_eyJ',)),
+    _fmt("atlassian-token", r"ATATT3[A-Za-z0-9_\-=]{100,}", ('ATATT3',)),
+    _fmt("azure-ad-client-secret", r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}", ('Q~',)),
+    _fmt("alibaba-access-key", r"LTAI[A-Za-z0-9]{20}", ('LTAI',)),
+    _fmt("heroku-api-key", r"HRKU-AA[0-9A-Za-z_\-]{58}", ('HRKU-AA',)),
+    _fmt("flyio-token", r"(?:fo1_[\w\-]{43}|fm[12][ar]?_[A-Za-z0-9+/]{100,}={0,3})", ('fo1_', 'fm1', 'fm2')),
+    _fmt("planetscale-token", r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_=.\-]{32,64}", ('pscale_',)),
+    _fmt("new-relic-key", r"NR(?:AK|II|JS)-[A-Za-z0-9\-]{19,32}", ('NRAK-', 'NRII-', 'NRJS-')),
+    _fmt("square-token", r"(?:EAAA|sq0atp-|sq0csp-)[A-Za-z0-9_\-]{22,60}", ('EAAA', 'sq0atp-', 'sq0csp-')),
+    _fmt("mapbox-secret-token", r"sk\.eyJ[A-Za-z0-9_\-]{50,}\.[A-Za-z0-9_\-]{20,}", ('sk.eyJ',)),
+    _fmt("figma-token", r"figd_[A-Za-z0-9_\-]{36,}", ('figd_',)),
+    _fmt("openshift-token", r"sha256~[\w\-]{43}", ('sha256~',)),
+    _fmt("readme-token", r"rdme_[a-z0-9]{70}", ('rdme_',)),
+    _fmt("telegram-token", r"\d{8,10}:AA[A-Za-z0-9_\-]{33}", (':AA',)),
+    _fmt("discord-token", r"[MNO][A-Za-z\d_\-]{23,25}\.[A-Za-z\d_\-]{6}\.[A-Za-z\d_\-]{27,38}", None),
+)
+
+# ---------------------------------------------------------------- secrets in context
+
+# (type, pattern, group, anchors): group 0 redacts the whole match, group 1 only the value;
+# the anchors are looked up in the lower-cased text
+_PATTERNS: tuple[_Rule, ...] = (
     (
         "private-key",
         re.compile(
@@ -136,59 +259,74 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str], int], ...] = (
             re.DOTALL,
         ),
         0,
+        ("private key",),
     ),
-    ("anthropic-api-key", re.compile(_B + r"sk-ant-[A-Za-z0-9_\-]{20,}" + _E), 0),
-    (
-        "openai-api-key",
-        re.compile(_B + r"sk-(?!ant-)(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{20,}" + _E),
-        0,
-    ),
-    ("google-api-key", re.compile(_B + r"AIza[0-9A-Za-z_\-]{35}" + _E), 0),
-    (
-        "github-token",
-        re.compile(_B + r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})" + _E),
-        0,
-    ),
-    (
-        "gitlab-token",
-        re.compile(_B + r"gl(?:pat|dt|rt|cbt|ptt|ft|soat)-[A-Za-z0-9_\-]{20,}" + _E),
-        0,
-    ),
-    ("huggingface-token", re.compile(_B + r"hf_[A-Za-z0-9]{30,}" + _E), 0),
-    ("aws-access-key", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"), 0),
     (
         "aws-secret-key",
         re.compile(
-            r"(?i)aws_?secret_?(?:access_?)?key[\"']?\s*(?:[:=]|=>)\s*[\"']?([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
+            r"(?i)aws_?secret_?(?:access_?)?key[\"']?\s*(?:[:=]|=>)\s*[\"']?"
+            r"([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
         ),
         1,
+        ("secret",),
     ),
-    ("slack-token", re.compile(_B + r"xox[abposre]-[A-Za-z0-9\-]{10,}" + _E), 0),
-    ("slack-token", re.compile(_B + r"xapp-\d-[A-Za-z0-9\-]{10,}" + _E), 0),
-    (
-        "slack-webhook",
-        re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]+"),
-        0,
-    ),
-    ("stripe-key", re.compile(_B + r"(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{16,}" + _E), 0),
-    ("stripe-webhook-secret", re.compile(_B + r"whsec_[A-Za-z0-9]{24,}" + _E), 0),
-    ("npm-token", re.compile(_B + r"npm_[A-Za-z0-9]{36}" + _E), 0),
-    ("pypi-token", re.compile(_B + r"pypi-[A-Za-z0-9_\-]{50,}" + _E), 0),
-    ("sendgrid-key", re.compile(_B + r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}" + _E), 0),
-    ("twilio-key", re.compile(r"\b(?:SK|AC)[0-9a-fA-F]{32}\b"), 0),
-    (
-        "jwt",
-        re.compile(_B + r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}" + _E),
-        0,
-    ),
-    ("bearer-token", re.compile(r"(?i)\bbearer\s+([A-Za-z0-9._~+/\-]{16,}=*)"), 1),
+    ("bearer-token", re.compile(r"(?i)\bbearer\s+([A-Za-z0-9._~+/\-]{16,}=*)"), 1, ("bearer",)),
     (
         "basic-auth",
         re.compile(r"(?i)\bauthorization\s*[:=]\s*[\"']?basic\s+([A-Za-z0-9+/]{8,}=*)"),
         1,
+        ("basic",),
     ),
-    ("url-credentials", re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@]+:([^\s/@]+)@"), 1),
+    # scheme://user:password@host, the user may be empty (redis://:pw@host)
+    (
+        "url-credentials",
+        re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@]*:([^\s/@]{3,})@(?=[A-Za-z0-9\[])"),
+        1,
+        ("://",),
+    ),
+    # command lines: curl -u user:pw, --user user:pw
+    (
+        "cli-password",
+        re.compile(r"(?:^|\s)(?:-u|--user)[ =]?[\"']?[^\s:\"']{1,64}:([^\s\"']{3,})"),
+        1,
+        ("-u", "--user"),
+    ),
+    # mysql -pS3cret / mysqldump -p'S3cret' (the value is glued to -p)
+    (
+        "cli-password",
+        re.compile(r"\b(?:mysql\w*|mariadb\w*)\b[^\n]{0,200}?\s-p[\"']?([^\s\"']{3,})"),
+        1,
+        ("mysql", "mariadb"),
+    ),
+    # sshpass -p pw, redis-cli -a pw, --password pw / --password=pw, docker login -p pw
+    ("cli-password", re.compile(r"\bsshpass\s+-p\s*[\"']?([^\s\"']{3,})"), 1, ("sshpass",)),
+    (
+        "cli-password",
+        re.compile(r"\bredis-cli\b[^\n]{0,200}?\s(?:-a|--pass)\s+[\"']?([^\s\"']{3,})"),
+        1,
+        ("redis-cli",),
+    ),
+    (
+        "cli-password",
+        re.compile(
+            r"(?i)(?:^|\s)--(?:password|passwd|pass|db-password|api[_\-]?key|token|"
+            r"auth[_\-]?token|secret|client[_\-]secret)[ =][\"']?([^\s\"'-][^\s\"']{3,})"
+        ),
+        1,
+        ("--",),
+    ),
+    (
+        "cli-password",
+        re.compile(
+            r"\b(?:docker|podman|helm|oras)\s+(?:registry\s+)?login\b[^\n]{0,200}?"
+            r"\s-p\s+[\"']?([^\s\"']{3,})"
+        ),
+        1,
+        ("login",),
+    ),
 )
+
+_PASSWORD_KINDS = frozenset({"url-credentials", "cli-password"})
 
 # .env / shell lines: NAME=value where the name speaks of a credential (value checked below)
 _ENV_LINE_RE = re.compile(
@@ -197,56 +335,116 @@ _ENV_LINE_RE = re.compile(
     r"[A-Za-z0-9_]*)[ \t]*=[ \t]*[\"']?(?P<value>[^\s\"'#]{4,})"
 )
 
-# "password: hunter2", "API key = abc123...", "パスワードは hunter2", "my password is hunter2"
+# "password: hunter2", "API key = abc123...", "パスワードは hunter2", "パスは…", "pw→…"
 _PASSWORD_WORDS = (
-    r"passwords?|passwd|passphrase|pass ?code|pwd|パスワード|暗証番号|合言葉|パスフレーズ"
+    r"passwords?|passwd|passphrase|pass ?code|pwd|pw|pass|パスワード|パスワ|パス|ぱすわーど"
+    r"|暗証番号|合言葉|パスフレーズ|パスコード|ログインパス|PIN(?:コード)?"
 )
 _KEY_WORDS = (
-    r"secret(?:[ _\-]?key)?|client[ _\-]?secret|api[ _\-]?key|access[ _\-]?key|access[ _\-]?token"
-    r"|auth[ _\-]?token|refresh[ _\-]?token|private[ _\-]?key|token|credentials?"
-    r"|秘密鍵|シークレット|トークン|APIキー|アクセスキー"
+    r"secret(?:[ _\-]?key)?|client[ _\-]?secret|api[ _\-]?key|apikey|access[ _\-]?key"
+    r"|access[ _\-]?token|auth[ _\-]?token|refresh[ _\-]?token|private[ _\-]?key|token"
+    r"|credentials?|signing[ _\-]?(?:key|secret)|encryption[ _\-]?key|recovery[ _\-]?(?:key|code)"
+    r"|license[ _\-]?key|backup[ _\-]?codes?"
+    r"|秘密鍵|秘密の鍵|シークレット(?:キー)?|トークン|APIキー|API キー|アクセスキー|認証キー"
+    r"|暗号化キー|復号キー|リカバリーキー|リカバリキー|ライセンスキー|署名キー|認証コード"
 )
+_ASSIGN = r"(?P<assign>:=|=>|==?|->|→|⇒|[:：]|は|を|が|って|=)"
+_OPEN_QUOTE = r"[\"'`「『【\[]?"
 _ASSIGNMENT_RE = re.compile(
-    rf"(?i)(?<![A-Za-z])(?:(?P<pw>{_PASSWORD_WORDS})|(?:{_KEY_WORDS}))[\"'`\]]*\s*"
-    rf"(?:(?P<assign>:=|=>|==?|[:：]|は|を)|\s(?P<prose>is|was)\s)\s*[\"'`]?"
-    rf"(?P<value>{_ASSIGN_VALUE}{{{MIN_VALUE_CHARS},}})"
+    rf"(?i)(?<![A-Za-z])(?:(?P<pw>{_PASSWORD_WORDS})|(?:{_KEY_WORDS}))"
+    rf"(?:\s*[(（][^)）\n]{{0,20}}[)）])?[\"'`\]」』]*\s*"
+    rf"(?:{_ASSIGN}|\s(?P<prose>is|was|are)\s)[、,]?\s*(?:(?:今は|いまは|now)\s*)?{_OPEN_QUOTE}"
+    rf"(?P<value>[\x21\x23-\x26\x28-\x5f\x61-\x7e]{{{MIN_VALUE_CHARS},}})"
 )
-_TRAILING_PUNCT = ".,;:!?)]}>"
+# "passphrase for key '/home/me/.ssh/id_ed25519': correct horse battery staple"
+_PASSPHRASE_LINE_RE = re.compile(
+    r"(?im)(?:passphrase|pass phrase|パスフレーズ|seed phrase|recovery phrase|mnemonic"
+    r"|リカバリーフレーズ|シードフレーズ)[^:：\n]{0,80}[:：][ \t]*(?P<value>[^\n]{6,120})"
+)
+# a word that announces a secret, then within a few characters (no `:`/`=` needed) a value
+# that only a machine would write: hex of 32+, or mixed-case letters and digits of 20+
+_PROXIMITY_RE = re.compile(
+    r"(?i)(?:secret|signing|署名|シークレット|hmac|webhook|password|パスワード|passphrase"
+    r"|api[ _\-]?key|apikey|token|トークン|秘密鍵|credential|鍵|キー|\bkey\b)"
+    r"[^\n\",{}]{0,40}?(?<![A-Za-z0-9_\-/+.=~#:@])"
+    r"(?P<value>[A-Fa-f0-9]{32,}|[A-Za-z0-9+/_\-]{20,}={0,2})(?![A-Za-z0-9_\-/+=])"
+)
+# a key grouped in blocks: 4+ groups of the same length (4-8), most with letters and digits
+_GROUPED_RE = re.compile(
+    r"(?<![A-Za-z0-9\-])(?P<value>(?P<g>[A-Za-z0-9]{4,8})(?:[ \-](?:[A-Za-z0-9]{4,8})){3,})"
+    r"(?![A-Za-z0-9])"
+)
+# base64 runs that may hide an encoded secret
+_BASE64_RE = re.compile(r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{16,4096}={0,2}(?![A-Za-z0-9+/=])")
+
+_TRAILING_PUNCT = ".,;:!?)]}>」』】）。、([{"
 _SYMBOLS = set("!@#$%^&*_+-=/~|\\")
+_RARE_SYMBOLS = set("!@#$%^&*+=~|\\?")
 _PLACEHOLDER_RE = re.compile(
     r"^(?:x+|\*+|\.+|-+|_+|<.*|\{[^}]*\}|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|%[A-Za-z_]+%"
-    r"|your[_\-]?\w*|changeme|placeholder|example|redacted|none|null|true|false|undefined)$",
+    r"|your[_\-]?\w*|changeme|placeholder|example|redacted\w*|none|null|nil|true|false"
+    r"|undefined|required|optional|string|str|int|number|secret|password|\*\*.*\*\*"
+    r"|.*(?:\.\.\.|…).*)$",
+    re.IGNORECASE,
+)
+_PLACEHOLDER_WORDS_RE = re.compile(
+    r"password|passwd|secret|changeme|example|dummy|sample|placeholder|redacted|your|xxxx"
+    r"|fake|test|demo",
     re.IGNORECASE,
 )
 _CODE_REF_RE = re.compile(
-    r"[(\[{]|^(?:os\.|process\.env|env\.|self\.|this\.|config\.|settings\.|getenv|\$)",
+    r"[(\[{]|^(?:os\.|process\.env|env\.|self\.|this\.|config\.|settings\.|getenv|\$|params\.)"
+    r"|^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z_]*)+$",
     re.IGNORECASE,
 )
+_PATH_RE = re.compile(r"^(?:~?/|\.\.?/|[A-Za-z]:\\|https?://)|^[A-Za-z0-9_.\-]+(?:/[A-Za-z_.\-]+)+/?$")
+_WORDISH_RE = re.compile(r"^[A-Za-z]+(?:[\-_.][A-Za-z]+)*$")
+_HEX_RE = re.compile(r"^[A-Fa-f0-9]+$")
 
 
 def _plausible(value: str) -> bool:
-    """Not a placeholder, not a reference to code or configuration."""
+    """Not a placeholder, not a reference to code or configuration, not a path."""
     return (
         len(value) >= MIN_VALUE_CHARS
         and not _PLACEHOLDER_RE.match(value)
         and not _CODE_REF_RE.search(value)
+        and not _PATH_RE.match(value)
+        and not value.startswith(_MARKER_PREFIX)
     )
 
 
-def _credential_like(value: str, *, password: bool, prose: bool) -> bool:
+def _credential_like(value: str, *, password: bool, prose: bool, statement: bool = False) -> bool:
     """Whether a value after "password:" / "token =" / "password is" looks like a credential.
 
-    After a password keyword and an assignment any plausible value counts (a PIN included).
-    After "is"/"was", or after a key/token keyword, the value must look random: a digit or a
-    symbol, or length; a key/token value also needs 8 characters and not only digits.
+    After a password keyword and an assignment a value with a digit or a symbol counts (a PIN
+    included); a value of letters only counts when it is mixed-case or long and not a
+    placeholder word ("localdev", "testpassword" in a compose file are not taken), or when the
+    person stated it in Japanese ("パスワードは sakura"). After "is"/"was", or after a
+    key/token keyword, the value must look random; a key/token value also needs 8 characters
+    and not only digits, and words joined by - or _ ("proxy-handled") are not random.
     """
     if not _plausible(value):
         return False
     if password:
-        return True if not prose else _random_looking(value, long=12)
+        if prose:
+            return _random_looking(value, long=12) and not _WORDISH_RE.match(value)
+        if value.isalpha():
+            if statement and len(value) >= 6 and not _PLACEHOLDER_WORDS_RE.search(value):
+                return True
+            return not _PLACEHOLDER_WORDS_RE.search(value) and (
+                len(value) >= 12 or _inner_caps(value)
+            )
+        return not _WORDISH_RE.match(value) or _inner_caps(value)
     if len(value) < GLOBAL_MIN_CHARS or value.isdigit():
         return False
+    if _WORDISH_RE.match(value) and not _inner_caps(value):
+        return False
     return _random_looking(value)
+
+
+def _inner_caps(value: str) -> bool:
+    letters = [c for c in value if c.isalpha()]
+    return any(c.isupper() for c in letters[1:]) and any(c.islower() for c in letters)
 
 
 def _random_looking(value: str, *, long: int = 16) -> bool:
@@ -258,6 +456,85 @@ def _random_looking(value: str, *, long: int = 16) -> bool:
     )
 
 
+def _machine_made(value: str) -> bool:
+    """A value only a machine writes: long hex, or letters of both cases and digits."""
+    if _HEX_RE.match(value):
+        return len(value) >= 32 and any(c.isdigit() for c in value) and any(
+            c.isalpha() for c in value
+        )
+    digits = sum(c.isdigit() for c in value)
+    upper = sum(c.isupper() for c in value)
+    lower = sum(c.islower() for c in value)
+    return len(value) >= 20 and digits >= 2 and upper >= 2 and lower >= 2
+
+
+# ---------------------------------------------------------------- views of the text
+
+
+class _View:
+    """A text derived from the input, with each character's span in the input."""
+
+    __slots__ = ("ends", "starts", "text")
+
+    def __init__(self, text: str, starts: list[int] | None, ends: list[int] | None) -> None:
+        self.text = text
+        self.starts = starts  # None: the identity map
+        self.ends = ends
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        if self.starts is None or self.ends is None:
+            return start, end
+        return self.starts[start], self.ends[end - 1]
+
+
+def _nfkc_view(text: str) -> _View:
+    if text.isascii() or unicodedata.is_normalized("NFKC", text):
+        return _View(text, None, None)
+    out: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    for i, ch in enumerate(text):
+        norm = unicodedata.normalize("NFKC", ch) if ord(ch) > 0x7F else ch
+        if not norm:
+            continue
+        out.append(norm)
+        starts.extend([i] * len(norm))
+        ends.extend([i + 1] * len(norm))
+    return _View("".join(out), starts, ends)
+
+
+# a line break (with the spaces around it) between a token run of 8+ characters at the end of
+# one line and a line that is one token run of 6+ characters, not a word: a wrapped key
+_SOFT_BREAK_RE = re.compile(
+    r"(?<=[A-Za-z0-9_\-+/=]{8})[ \t]*\r?\n[ \t]*"
+    r"(?=(?P<next>[A-Za-z0-9_\-+/]{6,}={0,2})[ \t]*(?:\r?\n|$))"
+)
+
+
+def _joined_view(view: _View) -> _View | None:
+    """``view`` with soft line breaks removed; None when it has none."""
+    text = view.text
+    breaks = [
+        m.span()
+        for m in _SOFT_BREAK_RE.finditer(text)
+        if any(c.isdigit() for c in m.group("next")) or _inner_caps(m.group("next"))
+    ]
+    if not breaks:
+        return None
+    out: list[str] = []
+    keep: list[int] = []  # index in view.text of each kept character
+    pos = 0
+    for a, b in breaks:
+        out.append(text[pos:a])
+        keep.extend(range(pos, a))
+        pos = b
+    out.append(text[pos:])
+    keep.extend(range(pos, len(text)))
+    starts = [view.span(i, i + 1)[0] for i in keep]
+    ends = [view.span(i, i + 1)[1] for i in keep]
+    return _View("".join(out), starts, ends)
+
+
 # ---------------------------------------------------------------- detection
 
 
@@ -265,58 +542,155 @@ def find_secrets(text: str) -> list[Finding]:
     """Every secret span in ``text``, merged, in order. Empty when the text is clean."""
     if not text:
         return []
+    return _merge(_find_spans(text))
+
+
+def _find_spans(text: str, *, depth: int = 0) -> list[tuple[int, int, str]]:
     spans: list[tuple[int, int, str]] = []
     values: dict[str, str] = {}
+    view = _nfkc_view(text)
 
-    def add(start: int, end: int, kind: str) -> None:
+    markers: dict[int, list[tuple[int, int]]] = {}
+
+    def add(v: _View, start: int, end: int, kind: str) -> None:
+        vt = v.text
+        if id(v) not in markers:
+            markers[id(v)] = [m.span() for m in _MARKER_RE.finditer(vt)]
+        if any(a < end and start < b for a, b in markers[id(v)]):
+            return  # a marker of an earlier redaction is not a secret
         # trim white space and quotes the patterns may have taken at the edges
-        while start < end and text[start] in " \t\r\n\"'`=:":
+        while start < end and vt[start] in " \t\r\n\"'`=:":
             start += 1
-        while end > start and text[end - 1] in " \t\r\n\"'`,;":
+        while end > start and vt[end - 1] in " \t\r\n\"'`,;":
             end -= 1
-        if end - start < MIN_VALUE_CHARS or text.startswith(_MARKER_PREFIX, start):
+        if end - start < MIN_VALUE_CHARS or vt.startswith(_MARKER_PREFIX, start):
             return
-        spans.append((start, end, kind))
-        value = text[start:end]
-        if len(value) >= GLOBAL_MIN_CHARS and _random_looking(value):
-            values.setdefault(value, kind)
+        a, b = v.span(start, end)
+        spans.append((a, b, kind))
+        for part in re.split(r"\s+", text[a:b]):
+            if len(part) >= GLOBAL_MIN_CHARS and _random_looking(part) and _plausible(part):
+                values.setdefault(part, kind)
 
-    for kind, plugin in _LIBRARY_PLUGINS:
-        for start, end in _library_spans(plugin, text):
-            add(start, end, kind)
-
-    offset = 0
-    for line in text.splitlines(keepends=True):
-        if _KEYWORD_HINT_RE.search(line):
-            for value in _plugin_values(_KEYWORD_PLUGIN, line):
-                if _plausible(value):
-                    for start in _occurrences(line, value):
-                        add(offset + start, offset + start + len(value), "keyword-secret")
-        offset += len(line)
-
-    for kind, pattern, group in _PATTERNS:
-        for m in pattern.finditer(text):
-            add(m.start(group), m.end(group), kind)
-
-    for m in _ENV_LINE_RE.finditer(text):
-        name = m.group("name").upper()
-        password = "PASS" in name or "PWD" in name
-        if _credential_like(m.group("value"), password=password, prose=False):
-            add(m.start("value"), m.end("value"), "env-secret")
-
-    for m in _ASSIGNMENT_RE.finditer(text):
-        value = m.group("value").rstrip(_TRAILING_PUNCT)
-        password = m.group("pw") is not None
-        if _credential_like(value, password=password, prose=m.group("prose") is not None):
-            start = m.start("value")
-            add(start, start + len(value), "password" if password else "secret")
+    _scan_view(view, add, depth=depth)
+    joined = _joined_view(view)
+    if joined is not None:
+        _scan_view(joined, add, depth=depth, formats_only=True)
 
     # a value found once is a secret wherever it occurs
     for value, kind in values.items():
         for start in _occurrences(text, value):
             spans.append((start, start + len(value), kind))
+    return spans
 
-    return _merge(spans)
+
+def _scan_view(view: _View, add, *, depth: int, formats_only: bool = False) -> None:  # noqa: ANN001
+    text = view.text
+    lower = text.lower()
+    for kind, pattern, group, anchors in _FORMATS:
+        if anchors is not None and not any(a in text for a in anchors):
+            continue
+        for m in pattern.finditer(text):
+            add(view, m.start(group), m.end(group), kind)
+    for kind, pattern, group, anchors in _PATTERNS:
+        if anchors is not None and not any(a in lower for a in anchors):
+            continue
+        for m in pattern.finditer(text):
+            if kind in _PASSWORD_KINDS and not _credential_like(
+                _value(m.group(group)), password=True, prose=False
+            ):
+                continue
+            add(view, m.start(group), m.end(group), kind)
+    for m in _ASSIGNMENT_RE.finditer(text):
+        value = _value(m.group("value"))
+        password = m.group("pw") is not None
+        statement = m.group("assign") in ("は", "を", "が", "って", "→", "->", "⇒")
+        prose = m.group("prose") is not None
+        if _credential_like(value, password=password, prose=prose, statement=statement):
+            start = m.start("value")
+            add(view, start, start + len(value), "password" if password else "secret")
+    for m in _PROXIMITY_RE.finditer(text):
+        value = m.group("value")
+        if _machine_made(value) and _plausible(value):
+            add(view, m.start("value"), m.end("value"), "secret")
+    if not formats_only:
+        _scan_context(view, add)
+    if depth == 0:
+        for m in _BASE64_RE.finditer(text):
+            if _decodes_to_secret(m.group()):
+                add(view, m.start(), m.end(), "encoded-secret")
+
+
+def _scan_context(view: _View, add) -> None:  # noqa: ANN001
+    text = view.text
+    for kind, plugin in _LIBRARY_PLUGINS:
+        for start, end in _library_spans(plugin, text):
+            if kind in _PASSWORD_KINDS and not _credential_like(
+                text[start:end], password=True, prose=False
+            ):
+                continue
+            add(view, start, end, kind)
+
+    offset = 0
+    for line in text.splitlines(keepends=True):
+        if _KEYWORD_HINT_RE.search(line):
+            password = bool(re.search(r"(?i)pass|pwd", line))
+            for value in _plugin_values(_KEYWORD_PLUGIN, line):
+                if re.search(r"\s", value):
+                    continue
+                if _credential_like(value, password=password, prose=False):
+                    for start in _occurrences(line, value):
+                        add(view, offset + start, offset + start + len(value), "keyword-secret")
+        offset += len(line)
+
+    for m in _ENV_LINE_RE.finditer(text):
+        name = m.group("name").upper()
+        password = "PASS" in name or "PWD" in name
+        value = _value(m.group("value"))
+        if _credential_like(value, password=password, prose=False):
+            add(view, m.start("value"), m.start("value") + len(value), "env-secret")
+
+    for m in _PASSPHRASE_LINE_RE.finditer(text):
+        value = m.group("value").strip().rstrip(_TRAILING_PUNCT).strip("\"'`「」『』")
+        words = value.split()
+        if not _plausible(words[0] if words else value):
+            continue
+        if len(words) >= 3 or _credential_like(value, password=True, prose=False):
+            start = text.find(value, m.start("value"))
+            add(view, start, start + len(value), "passphrase")
+
+    for m in _GROUPED_RE.finditer(text):
+        groups = re.split(r"[ \-]", m.group("value"))
+        if len({len(g) for g in groups}) != 1:
+            continue
+        if all(_HEX_RE.match(g.removeprefix("0x")) for g in groups):
+            continue  # addresses, hex dumps
+        mixed = sum(1 for g in groups if any(c.isdigit() for c in g) and any(c.isalpha() for c in g))
+        if (mixed >= 3 and 2 * mixed >= len(groups)) or (len(groups) >= 5 and mixed >= 2):
+            add(view, m.start("value"), m.end("value"), "grouped-key")
+
+
+def _value(raw: str) -> str:
+    value = raw.rstrip(_TRAILING_PUNCT)
+    return value
+
+
+def _decodes_to_secret(run: str) -> bool:
+    """Whether a base64 run decodes to text that holds a secret (one level deep)."""
+    core = run.rstrip("=")
+    if len(core) < 16 or core.isalpha() or core.isdigit() or _HEX_RE.match(core):
+        return False
+    try:
+        raw = base64.b64decode(core + "=" * (-len(core) % 4), altchars=b"-_" if (
+            "-" in core or "_" in core) else None, validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    try:
+        decoded = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    if not decoded.isprintable() and not all(c.isprintable() or c in "\n\r\t" for c in decoded):
+        return False
+    return bool(_find_spans(decoded, depth=1))
 
 
 def _library_spans(plugin: BasePlugin, text: str) -> Iterator[tuple[int, int]]:
@@ -373,6 +747,17 @@ def _merge(spans: Iterable[tuple[int, int, str]]) -> list[Finding]:
     return [Finding(type=kind, start=start, end=end) for start, end, kind in merged]
 
 
+def _apply(text: str, findings: Sequence[Finding]) -> str:
+    parts: list[str] = []
+    cursor = 0
+    for f in findings:
+        parts.append(text[cursor : f.start])
+        parts.append(redaction_marker(f.type))
+        cursor = f.end
+    parts.append(text[cursor:])
+    return "".join(parts)
+
+
 def redact(text: str) -> tuple[str, list[Finding]]:
     """``text`` with every secret replaced by ``[REDACTED:<type>]``, and what was found.
 
@@ -381,22 +766,56 @@ def redact(text: str) -> tuple[str, list[Finding]]:
     findings = find_secrets(text)
     if not findings:
         return text, []
-    parts: list[str] = []
-    cursor = 0
-    for f in findings:
-        parts.append(text[cursor : f.start])
-        parts.append(redaction_marker(f.type))
-        cursor = f.end
-    parts.append(text[cursor:])
-    return "".join(parts), findings
+    return _apply(text, findings), findings
 
 
 def contains_secret(text: str) -> bool:
     return bool(find_secrets(text))
 
 
+# ---------------------------------------------------------------- a conversation
+
+
+def find_secrets_in_messages(messages: Sequence[str]) -> list[list[Finding]]:
+    """The findings of each message, with the conversation scanned as one text.
+
+    A secret split across two consecutive messages (the end of one, the start of the next) is
+    found whole and reported in both, each message's part with its own span. A value found in
+    one message is found in every other message of the conversation too.
+    """
+    texts = list(messages)
+    out: list[list[Finding]] = [[] for _ in texts]
+    if not any(texts):
+        return out
+    offsets: list[int] = []
+    pos = 0
+    for t in texts:
+        offsets.append(pos)
+        pos += len(t) + len(_MESSAGE_SEPARATOR)
+    whole = _MESSAGE_SEPARATOR.join(texts)
+    for f in find_secrets(whole):
+        for i, (t, base) in enumerate(zip(texts, offsets, strict=True)):
+            start, end = max(f.start, base), min(f.end, base + len(t))
+            if start < end:
+                out[i].append(Finding(type=f.type, start=start - base, end=end - base))
+    return out
+
+
+def redact_messages(messages: Sequence[str]) -> list[str]:
+    """Each message redacted, the conversation scanned as one text (see
+    ``find_secrets_in_messages``): a secret split across two messages goes from both."""
+    texts = list(messages)
+    return [
+        _apply(t, fs) if fs else t
+        for t, fs in zip(texts, find_secrets_in_messages(texts), strict=True)
+    ]
+
+
+# ---------------------------------------------------------------- drafts
+
 _TEXT_FIELDS = ("title", "canonical_summary", "index_summary")
 _LIST_FIELDS = ("aliases", "tags", "stated_facts", "inferences")
+_PIECE = 5  # a piece of a known secret this long, found in a label, drops the label
 
 
 def secret_fields(draft: DraftRecord) -> list[str]:
@@ -413,29 +832,50 @@ def secret_fields(draft: DraftRecord) -> list[str]:
 
 
 def secret_values(texts: Iterable[str]) -> set[str]:
-    """The secret values themselves, as found in these texts (to scrub them elsewhere)."""
+    """The secret values themselves, as found in these texts (to scrub them elsewhere).
+
+    The texts are scanned as one conversation, so a secret split across two of them is found,
+    and each of its parts (6+ characters) is returned."""
+    texts = list(texts)
     values: set[str] = set()
-    for text in texts:
-        for f in find_secrets(text):
-            value = text[f.start : f.end].strip()
-            if len(value) >= 6:
-                values.add(value)
+    for text, findings in zip(texts, find_secrets_in_messages(texts), strict=True):
+        for f in findings:
+            for part in re.split(r"\s+", text[f.start : f.end]):
+                if len(part) >= 6:
+                    values.add(part)
     return values
+
+
+def _holds_piece(label: str, values: Iterable[str]) -> bool:
+    """Whether ``label`` holds a piece (5+ characters, case folded) of a random-looking value."""
+    folded = label.casefold()
+    for v in values:
+        if not _random_looking(v) or len(v) < GLOBAL_MIN_CHARS:
+            continue
+        fv = v.casefold()
+        for i in range(len(fv) - _PIECE + 1):
+            piece = fv[i : i + _PIECE]
+            if piece in folded and _random_looking(piece, long=99):
+                return True
+    return False
 
 
 def redact_draft(draft: DraftRecord, known: Iterable[str] = ()) -> tuple[DraftRecord, list[str]]:
     """The draft with every secret in its text fields replaced by a marker, and the names of the
     fields that held one. ``known`` are secret values found in the source messages: a value
     that appears without its context (a bare password as an alias) is scrubbed too. Aliases and
-    tags that held a secret are dropped. Used before a draft is written to result.json or
-    committed, so that no memory, revision or index row holds a secret (invariant 7)."""
+    tags that held a secret, or a piece of a known one (a key cut at ``-`` or ``/``, lower
+    cased), are dropped. Used before a draft is written to result.json or committed, so that no
+    memory, revision or index row holds a secret (invariant 7)."""
     values = set(known) | secret_values(getattr(draft, n) for n in _TEXT_FIELDS)
     values |= secret_values(v for n in _LIST_FIELDS for v in getattr(draft, n))
+    ordered = sorted(values, key=len, reverse=True)
 
     def scrub(text: str) -> str:
         text = redact(text)[0]
-        for v in sorted(values, key=len, reverse=True):
-            text = text.replace(v, redaction_marker("secret"))
+        for v in ordered:
+            if v in text:
+                text = text.replace(v, redaction_marker("secret"))
         return text
 
     update: dict[str, object] = {}
@@ -450,8 +890,8 @@ def redact_draft(draft: DraftRecord, known: Iterable[str] = ()) -> tuple[DraftRe
         items = getattr(draft, name)
         if name in ("stated_facts", "inferences"):
             kept = [scrub(v) for v in items]  # sentences: keep them, redacted
-        else:
-            kept = [v for v in items if scrub(v) == v]  # a label that held a secret goes
+        else:  # a label that held a secret, or a piece of one, goes
+            kept = [v for v in items if scrub(v) == v and not _holds_piece(v, values)]
         if kept != items:
             update[name] = kept
             changed.append(name)
