@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.errors import RateLimited  # noqa: E402
-from core.models import CommitRequest, EvidenceIn  # noqa: E402
+from core.models import CommitRequest  # noqa: E402
 from core.settings import parse_budget  # noqa: E402
 from memory_api.client import HttpMemoryAPI  # noqa: E402
 from memory_api.server import serve_in_thread  # noqa: E402
@@ -57,7 +57,7 @@ def run(url: str, db: Database, *, name: str, commits: int, limit: int, window: 
                     return
                 i = todo.pop()
             req = CommitRequest(kind="episode", title=f"bench {name} {i}", canonical_summary="throttle bench",
-                                index_summary="bench", evidence=[EvidenceIn(source_key=f"bench:{name}:{i}", text="bench")],
+                                index_summary="bench",  # no evidence: the API takes only ledger excerpts
                                 idempotency_key=f"bench:{name}:{i}")  # fmt: skip
             while True:
                 with cc.slot():

@@ -42,7 +42,8 @@ def review(
         return
     c = rv.counts
     err_console.print(f"[bold]run {run_id}[/]: {c['drafts']} drafts, {c['new']} new, {c['appends']} appends, "
-                      f"{c['uncommittable']} not committable, {c['rejected']} rejected; tokens {rv.tokens}")  # fmt: skip
+                      f"{c['uncommittable']} not committable ({c['target_not_offered']} target-not-offered), "
+                      f"{c['rejected']} rejected; tokens {rv.tokens}")  # fmt: skip
     for d in rv.drafts:
         tag = "[red]rejected[/]" if d.rejected else f"[cyan]{d.action}[/]"
         err_console.print(f"\n{tag} [bold]{escape(tty(d.title))}[/]  ({escape(tty(d.draft_id))})")

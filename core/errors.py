@@ -7,7 +7,10 @@
     ├── StoreError
     │   ├── MemoryNotFound
     │   ├── StaleRevision           carries the current revision; never last-write-wins
-    │   └── TombstonedMemory        a deleted lineage may not come back
+    │   ├── TombstonedMemory        a deleted lineage may not come back
+    │   ├── EvidenceRefused         evidence not verbatim in the ledger, or holding a secret
+    │   ├── ConfirmationRequired    correction / merge / delete / publish: queued for the owner
+    │   └── ProposalNotFound        no such pending request or proposal
     ├── DraftError
     │   ├── TransientDraftError     rate limited / unavailable / timeout: retry later
     │   └── TerminalDraftError      invalid / truncated / refused output
@@ -72,6 +75,41 @@ class TombstonedMemory(StoreError):
     def __init__(self, memory_id: str) -> None:
         super().__init__(f"memory {memory_id} was deleted; its lineage cannot be resurrected")
         self.memory_id = memory_id
+
+
+class EvidenceRefused(StoreError):
+    """An evidence excerpt the store will not keep: ``reason`` is ``unknown-message``,
+    ``not-conversation-text``, ``not-verbatim``, ``empty`` or ``secret``. Names the message key,
+    never the text."""
+
+    def __init__(self, index: int, source_key: str, reason: str) -> None:
+        super().__init__(
+            f"evidence {index} (message {source_key}) refused: {reason}",
+            hint="evidence must be a verbatim excerpt of a ledger message (person or assistant "
+            "text) without a secret; put a statement of your own in stated_facts",
+        )
+        self.index = index
+        self.source_key = source_key
+        self.reason = reason
+
+
+class ConfirmationRequired(StoreError):
+    """A correction, merge, delete or publish asked for by an AI client or the HTTP API: not
+    performed, queued as a pending request for the owner (``pmem proposals accept ID``)."""
+
+    def __init__(self, action: str, proposal_id: str) -> None:
+        super().__init__(
+            f"{action} needs the owner's confirmation: queued as request {proposal_id}",
+            hint=f"the owner accepts it with `pmem proposals accept {proposal_id}`",
+        )
+        self.action = action
+        self.proposal_id = proposal_id
+
+
+class ProposalNotFound(StoreError):
+    def __init__(self, proposal_id: str) -> None:
+        super().__init__(f"no proposal or request {proposal_id}", hint="`pmem proposals list` shows them")
+        self.proposal_id = proposal_id
 
 
 class DraftError(PmemError):

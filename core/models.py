@@ -186,6 +186,10 @@ class RejectedEvidence(BaseModel):
     reason: str
 
 
+#: why a draft was not committed: it appends to a memory its batch was not given as context
+TARGET_NOT_OFFERED = "target-not-offered"
+
+
 class VerifiedDraft(BaseModel):
     draft: DraftRecord
     evidence: list[VerifiedEvidence]
@@ -215,6 +219,8 @@ class CommitRequest(BaseModel):
     occurred_at: datetime | None = None
     valid_from: datetime | None = None
     evidence: list[EvidenceIn] = Field(default_factory=list)
+    # a client's own statements (MCP, HTTP API): kept as stated facts, never as evidence
+    stated_facts: list[str] = Field(default_factory=list)
     reason: str = "create"
     idempotency_key: str
     run_id: str | None = None
@@ -231,6 +237,7 @@ class CommitResult(BaseModel):
     noop: bool = False  # materially identical: no new revision
     replayed: bool = False  # the idempotency key had been used: first result returned
     evidence_added: int = 0
+    redacted_fields: list[str] = Field(default_factory=list)  # fields the store's guard redacted
 
 
 class MemoryView(BaseModel):
@@ -247,8 +254,32 @@ class MemoryView(BaseModel):
     current_revision: int
     created_at: datetime
     updated_at: datetime
+    stated_facts: list[str] = Field(default_factory=list)
+    visibility: str = "private"
     evidence: list[dict[str, Any]] = Field(default_factory=list)
     revisions: list[dict[str, Any]] = Field(default_factory=list)
+
+
+#: actions that need the owner's explicit confirmation (MCP and the HTTP API only queue them)
+CONFIRMED_ACTIONS = ("correction", "merge", "delete", "publish")
+#: what runs under the owner's standing approval
+STANDING_ACTIONS = ("create", "append")
+
+
+class ActionRequest(BaseModel):
+    """A request for the owner's queue (table ``proposals``): a proposed memory (``create`` /
+    ``append``, from ``propose_memory``) or a confirmed action (correction, merge, delete,
+    publish) that an AI client or the HTTP API may ask for but never perform."""
+
+    action: Literal["create", "append", "correction", "merge", "delete", "publish"]
+    memory_id: str | None = None  # the memory acted on (append, correction, merge source, ...)
+    expected_revision: int | None = None  # the revision the requester saw
+    merge_into: str | None = None  # merge: the memory that absorbs memory_id
+    record: dict[str, Any] = Field(default_factory=dict)  # create / append / correction fields
+    evidence: list[EvidenceIn] = Field(default_factory=list)
+    stated_facts: list[str] = Field(default_factory=list)
+    note: str | None = None  # why (shown to the owner)
+    client: str = "pmem"
 
 
 class SearchHit(BaseModel):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from core.models import (
+    ActionRequest,
     CommitRequest,
     CommitResult,
     Conversation,
@@ -40,3 +41,11 @@ class MemoryAPI(Protocol):
     def commit(self, request: CommitRequest) -> CommitResult: ...
 
     def get(self, memory_id: str) -> MemoryView: ...
+
+
+@runtime_checkable
+class ActionQueue(Protocol):
+    """The owner's queue: a proposed memory or a confirmed action (correction, merge, delete,
+    publish) that an AI client may ask for but never perform. Returns the request's id."""
+
+    def request_action(self, request: ActionRequest) -> str: ...

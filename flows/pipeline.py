@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from core.errors import (
     ConfigError,
     DraftError,
+    EvidenceRefused,
     RateLimited,
     RateLimitStop,
     ResultFileError,
@@ -28,6 +29,7 @@ from core.errors import (
 from core.faults import fault_point
 from core.hashing import tagged_hash
 from core.models import (
+    TARGET_NOT_OFFERED,
     Batch,
     BatchMember,
     CommitRequest,
@@ -346,7 +348,8 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
         if row["status"] in ("planned", "failed"):
             p.runs.set_status(batch_id, "drafted", checksum=existing["checksum"])
         _tick("draft")
-        return {"skipped_complete": True, "drafter_calls": 0, "rejected_evidence": existing["rejected_evidence"]}
+        return {"skipped_complete": True, "drafter_calls": 0, "rejected_evidence": existing["rejected_evidence"],
+                "target_not_offered": existing.get("target_not_offered", 0)}  # fmt: skip
     batch = to_batch(row)
     state = _load_state(state_path, batch_id, row["run_id"])
     _save_state(state_path, state, "drafting", attempts=state.get("attempts", 0) + 1)
@@ -364,12 +367,14 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     verified: list[VerifiedDraft] = []
     redacted_fields = 0
     known = secret_values(m.text for c in conversations for m in c.drafting_messages)
+    offered = offered_targets(context)
     for i, rec in enumerate(out.records):
         rec, leaked = redact_draft(rec, known)  # no secret in a memory, revision or index row
         redacted_fields += len(leaked)
         rec = rec.model_copy(update={"draft_id": f"d{i:02d}-" + rec.identity().split(":")[1][:12]})
-        verified.append(verify_draft(rec, messages))
+        verified.append(refuse_unoffered(verify_draft(rec, messages), offered))
     rejected = sum(len(v.rejected) for v in verified)
+    not_offered = sum(v.reason == TARGET_NOT_OFFERED for v in verified)
     body = {
         "batch_id": batch_id, "run_id": row["run_id"], "complete": True,
         "members": [m.model_dump() for m in batch.members],
@@ -377,6 +382,8 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
         "drafts": [v.model_dump(mode="json") for v in verified],
         "rejected_evidence": rejected,
         "redacted_fields": redacted_fields,
+        "offered": offered,  # memory id → revision given to this batch as context
+        "target_not_offered": not_offered,
         "uncommittable": [{"draft_id": v.draft.draft_id, "reason": v.reason} for v in verified if not v.committable],
         "tokens": {"input": out.input_tokens, "output": out.output_tokens},
         "drafted_at": datetime.now(UTC).isoformat(),
@@ -384,10 +391,28 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     checksum = write_atomic(result_path, body, RESULT_SCHEMA)
     fault_point("draft:after-result")
     p.runs.set_status(batch_id, "drafted", checksum=checksum, attempt=True)
-    _save_state(state_path, state, "verified", last_error=None)
+    _save_state(state_path, state, "verified", last_error=None, target_not_offered=not_offered)
     _tick("draft")
     return {"skipped_complete": False, "drafter_calls": calls, "rejected_evidence": rejected,
+            "target_not_offered": not_offered,
             "input_tokens": out.input_tokens, "output_tokens": out.output_tokens}  # fmt: skip
+
+
+def offered_targets(context: list[Any]) -> dict[str, int]:
+    """The memories given to a batch as context, at the revision they were given."""
+    return {m.id: m.current_revision for m in context}
+
+
+def refuse_unoffered(v: VerifiedDraft, offered: dict[str, int]) -> VerifiedDraft:
+    """A draft may append to (or correct) only a memory that was offered to its batch, at the
+    revision it was offered: anything else (a prompt-injected conversation naming another
+    memory's id, a guessed revision) is refused as ``target-not-offered``, never committed."""
+    d = v.draft
+    if d.action != "append":
+        return v
+    if d.target_memory_id in offered and d.expected_revision == offered[d.target_memory_id]:
+        return v
+    return v.model_copy(update={"committable": False, "reason": TARGET_NOT_OFFERED})
 
 
 def _call_drafter(p: Pipeline, conversations: list[Conversation], context: list[Any]) -> DraftOutput:
@@ -462,12 +487,17 @@ def commit_batch(p: Pipeline, batch_id: str, rejected: frozenset[str] = frozense
     state = _load_state(state_path, batch_id, result["run_id"])
     commits: dict[str, Any] = state.setdefault("commits", {})
     counts: dict[str, Any] = {"commits": 0, "replayed": 0, "noops": 0, "conflicts": 0,
-                              "memories_created": 0, "conflict_drafts": []}  # fmt: skip
+                              "memories_created": 0, "conflict_drafts": [], "target_not_offered": 0}  # fmt: skip
+    offered = result.get("offered", {})  # a result.json without it offered nothing
     _save_state(state_path, state, "committing")
     for raw in result["drafts"]:
         v = VerifiedDraft.model_validate(raw)
         draft_id = v.draft.draft_id
         if not v.committable or draft_id in rejected or "memory_id" in commits.get(draft_id, {}):
+            continue
+        if not refuse_unoffered(v, offered).committable:  # checked again on what is committed
+            counts["target_not_offered"] += 1
+            commits[draft_id] = {"refused": TARGET_NOT_OFFERED}
             continue
         fault_point("commit:before-propose")
         proposal_id = p.call(p.target.propose, p.run_id, batch_id, draft_id, {"result_checksum": result["checksum"]})
@@ -476,7 +506,7 @@ def commit_batch(p: Pipeline, batch_id: str, rejected: frozenset[str] = frozense
                              prompt_version=result["prompt_version"], proposal_id=proposal_id)  # fmt: skip
         try:
             res = p.call(p.target.commit, req)
-        except (StaleRevision, TombstonedMemory) as err:
+        except (StaleRevision, TombstonedMemory, EvidenceRefused) as err:
             counts["conflicts"] += 1
             counts["conflict_drafts"].append({"batch_id": batch_id, "draft_id": draft_id, "reason": type(err).__name__})
             commits[draft_id] = {"conflict": type(err).__name__}
@@ -738,7 +768,8 @@ def new_summary(run_id: str, resumed: bool, dry_run: bool) -> dict[str, Any]:
         "conversations": 0, "conversations_new": 0, "conversations_changed": 0,
         "kept": 0, "dropped": 0, "quarantined": 0, "drop_reasons": {},
         "batches_total": 0, "batches_skipped_complete": 0, "batches_failed": 0,
-        "drafter_calls": 0, "rejected_evidence": 0, "commits": 0, "commits_replayed": 0,
+        "drafter_calls": 0, "rejected_evidence": 0, "target_not_offered": 0,
+        "commits": 0, "commits_replayed": 0,
         "noops": 0, "conflicts": 0, "conflict_drafts": [], "memories_created": 0,
         "memory_api_requests": 0, "rate_limited": 0, "budget_in_window": 0,
         "input_tokens": 0, "output_tokens": 0, "elapsed_seconds": 0.0,
@@ -757,6 +788,7 @@ def _add_draft(summary: dict[str, Any], s: dict[str, Any]) -> None:
     summary["batches_skipped_complete"] += int(s["skipped_complete"])
     summary["drafter_calls"] += s["drafter_calls"]
     summary["rejected_evidence"] += s["rejected_evidence"]
+    summary["target_not_offered"] += s.get("target_not_offered", 0)
     summary["input_tokens"] += s.get("input_tokens", 0)
     summary["output_tokens"] += s.get("output_tokens", 0)
 
@@ -768,3 +800,4 @@ def _add_commit(summary: dict[str, Any], s: dict[str, Any]) -> None:
     summary["conflicts"] += s["conflicts"]
     summary["conflict_drafts"].extend(s.get("conflict_drafts", []))
     summary["memories_created"] += s["memories_created"]
+    summary["target_not_offered"] = summary.get("target_not_offered", 0) + s.get("target_not_offered", 0)

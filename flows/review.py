@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError, MemoryNotFound
-from core.models import VerifiedDraft
+from core.models import TARGET_NOT_OFFERED, VerifiedDraft
 from providers.pricing import estimate_cost
 from state.files import batch_dir, read_result
 from store.records import MemoryStore, merge_append
@@ -30,6 +30,8 @@ class DraftReview:
     summary: str = ""  # the new record's summary (create)
     aliases_added: list[str] = field(default_factory=list)
     evidence_added: list[tuple[str, str]] = field(default_factory=list)  # (source key, text)
+    refusal: str | None = None  # machine-readable: "target-not-offered", "no-verified-evidence", ...
+    target_memory_id: str | None = None  # what an append named (also when refused)
 
 
 @dataclass
@@ -76,6 +78,7 @@ def build_review(runs: RunStore, store: MemoryStore, runs_dir: Path, run_id: str
         "new": sum(d.action == "create" for d in items),
         "appends": sum(d.action == "append" for d in items),
         "uncommittable": sum(d.action == "uncommittable" for d in items),
+        "target_not_offered": sum(d.refusal == TARGET_NOT_OFFERED for d in items),
         "rejected": sum(d.rejected for d in items),
         "evidence": sum(len(d.evidence_added) for d in items),
     }
@@ -91,8 +94,12 @@ def _review_draft(store: MemoryStore, batch_id: str, v: VerifiedDraft, rejected:
     new = {"kind": d.memory_kind, "title": d.title, "canonical_summary": d.canonical_summary,
            "index_summary": d.index_summary, "aliases": d.aliases, "tags": d.tags,
            "occurred_at": None, "valid_from": None}  # fmt: skip
+    r.target_memory_id = d.target_memory_id if d.action == "append" else None
     if not v.committable:
-        r.action, r.reason = "uncommittable", v.reason
+        r.action, r.reason, r.refusal = "uncommittable", v.reason, v.reason
+        if v.reason == TARGET_NOT_OFFERED:
+            r.reason = (f"{TARGET_NOT_OFFERED}: refused, this draft named memory {d.target_memory_id} "
+                        f"(revision {d.expected_revision}), which was not given to its batch at that revision")  # fmt: skip
         return r
     if d.action != "append" or not d.target_memory_id:
         r.action, r.summary, r.aliases_added = "create", d.canonical_summary, list(d.aliases)
@@ -127,7 +134,8 @@ def _header(rv: Review) -> list[str]:
     return [
         f"# Review of run {rv.run_id}",
         "",
-        f"{c['drafts']} drafts: {c['new']} new, {c['appends']} appends, {c['uncommittable']} not committable, "
+        f"{c['drafts']} drafts: {c['new']} new, {c['appends']} appends, {c['uncommittable']} not committable "
+        f"({c['target_not_offered']} refused as {TARGET_NOT_OFFERED}), "
         f"{c['rejected']} rejected by you; {c['evidence']} evidence excerpts.",
         f"Model {rv.model}; tokens in {rv.tokens['input']}, out {rv.tokens['output']}; cost {cost}.",
         "",

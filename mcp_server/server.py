@@ -7,9 +7,12 @@ client rejected undeclared structured content in the seed):
     search_memory    hybrid search (query, limit, kind, since, until)
     get_memory       one memory's summary; evidence and revisions on request
     recall           what was said in the raw conversations, time first ("先週の火曜の夜に…")
-    propose_memory   record a proposal for the owner to review (nothing is committed)
+    propose_memory   put a proposal into the owner's queue: a memory to create or append, or a
+                     correction, merge, delete or publish (only the owner performs those, with
+                     `pmem proposals accept ID`); nothing is committed
     commit_memory    create, or append to a memory with expectedRevision (stale → an error
-                     naming the current revision)
+                     naming the current revision); evidence must be verbatim excerpts of ledger
+                     messages, the client's own statements go in stated_facts
     memory_history   the revisions of one memory
 
 The database is opened on the first tool call, so listing the tools never waits for it.
@@ -31,7 +34,7 @@ from pydantic import BaseModel, Field
 
 from core.errors import PmemError, StaleRevision
 from core.hashing import tagged_hash
-from core.models import CommitRequest, EvidenceIn, MemoryView
+from core.models import ActionRequest, CommitRequest, EvidenceIn, MemoryView
 from core.settings import Settings, get_settings
 from mcp_server.service import MemoryService, parse_bound
 from store.search import RankedHit
@@ -44,7 +47,10 @@ INSTRUCTIONS = (
     "Japanese). Start with load_context for the index, then get_memory(id) for a record. Use "
     "search_memory for topics, proper nouns and phrases; use recall for what was said at a time "
     "('先週の火曜の夜に何を決めた？', 'last summer laptop'). Writes: propose_memory to suggest, "
-    "commit_memory to create or append (pass expectedRevision from get_memory)."
+    "commit_memory to create or append (pass expectedRevision from get_memory). Evidence must be "
+    "verbatim excerpts of the owner's conversations (source_key = message key); put your own "
+    "statements in stated_facts. Corrections, merges, deletes and publishing are the owner's: "
+    "propose_memory with that action queues them for confirmation."
 )
 
 
@@ -120,6 +126,8 @@ def render_memory(view: MemoryView, *, evidence: bool, history: bool) -> str:
     if view.tags:
         lines.append(f"tags: {', '.join(view.tags)}")
     lines += ["", view.canonical_summary]
+    if view.stated_facts:
+        lines += ["", "stated by a client (not evidence):"] + [f"- {f}" for f in view.stated_facts]
     if evidence:
         lines += ["", f"evidence ({len(view.evidence)}):"]
         lines += [f"- [{e['source_key']}] {e['text']}" for e in view.evidence]
@@ -221,20 +229,37 @@ def _build(lazy: _Lazy, client: str) -> MCPServer:
 
     @server.tool(structured_output=False)
     def propose_memory(
-        title: str, kind: str, canonical_summary: str, index_summary: str,
+        title: str = "", kind: str = "", canonical_summary: str = "", index_summary: str = "",
         aliases: list[str] | None = None, tags: list[str] | None = None,
         evidence: list[EvidenceArg] | None = None, memory_id: str | None = None,
+        action: str | None = None, expectedRevision: int | None = None,  # noqa: N803
+        merge_into: str | None = None, note: str | None = None, stated_facts: list[str] | None = None,
     ) -> str:  # fmt: skip
-        """Suggest a memory (or an addition to memory_id) for the owner to review. Nothing is
-        committed; returns the proposal id."""
-        payload = {
-            "memory_id": memory_id, "kind": kind, "title": title,
-            "canonical_summary": canonical_summary, "index_summary": index_summary,
-            "aliases": aliases or [], "tags": tags or [],
-            "evidence": [e.model_dump() for e in evidence or []],
+        """Put a proposal into the owner's queue; nothing is committed. action: create (default
+        without memory_id), append (default with memory_id), or one of the owner's confirmed
+        actions on memory_id: correction (replace its record with these fields), merge (fold it
+        into merge_into), delete, publish; pass expectedRevision from get_memory. The owner
+        accepts or rejects it with `pmem proposals`. Returns the proposal id."""
+        chosen = action or ("append" if memory_id else "create")
+        if chosen not in ("create", "append", "correction", "merge", "delete", "publish"):
+            raise ToolError(f"unknown action {chosen!r} (create, append, correction, merge, delete, publish)")
+        if chosen == "create" and not (title and canonical_summary):
+            raise ToolError("a proposed memory needs at least a title and a canonical_summary")
+        fields = {
+            "kind": kind, "title": title, "canonical_summary": canonical_summary,
+            "index_summary": index_summary, "aliases": aliases or [], "tags": tags or [],
         }  # fmt: skip
-        proposal = _call(lambda: lazy.get().propose(payload, client=client))
-        return f"proposal {proposal} recorded for review; nothing was committed."
+        request = ActionRequest(
+            action=chosen, memory_id=memory_id, expected_revision=expectedRevision,  # type: ignore[arg-type]
+            merge_into=merge_into, record={k: v for k, v in fields.items() if v},
+            evidence=[EvidenceIn(source_key=e.source_key, text=e.text) for e in evidence or []],
+            stated_facts=stated_facts or [], note=note, client=client,
+        )  # fmt: skip
+        proposal = _call(lambda: lazy.get().propose(request))
+        if chosen in ("create", "append"):
+            return f"proposal {proposal} recorded for review; nothing was committed."
+        return (f"proposal {proposal} ({chosen} of memory {memory_id}) queued for the owner's "
+                "confirmation; nothing was committed.")  # fmt: skip
 
     @server.tool(structured_output=False)
     def commit_memory(
@@ -242,11 +267,13 @@ def _build(lazy: _Lazy, client: str) -> MCPServer:
         memory_id: str | None = None, expectedRevision: int | None = None,  # noqa: N803 - MCP argument name
         aliases: list[str] | None = None, tags: list[str] | None = None,
         evidence: list[EvidenceArg] | None = None, idempotencyKey: str | None = None,  # noqa: N803
+        stated_facts: list[str] | None = None,
     ) -> str:  # fmt: skip
         """Create a memory (no memory_id), or append to one (memory_id + expectedRevision = its
         current revision from get_memory; a stale revision is refused with the current one).
-        An append never shortens the record. Replaying the same idempotencyKey returns the
-        first result."""
+        An append never shortens the record. Evidence must be verbatim excerpts of the owner's
+        conversation messages (anything else is refused); your own statements go in
+        stated_facts. Replaying the same idempotencyKey returns the first result."""
         if memory_id is not None and expectedRevision is None:
             raise ToolError("appending needs expectedRevision (the current revision from get_memory)")
         evidence_in = [EvidenceIn(source_key=e.source_key, text=e.text) for e in evidence or []]
@@ -254,7 +281,7 @@ def _build(lazy: _Lazy, client: str) -> MCPServer:
             memory_id=memory_id, expected_revision=expectedRevision, kind=kind, title=title,
             canonical_summary=canonical_summary, index_summary=index_summary,
             aliases=aliases or [], tags=tags or [], evidence=evidence_in,
-            reason="create" if memory_id is None else "append",
+            stated_facts=stated_facts or [], reason="create" if memory_id is None else "append",
             idempotency_key="pending", client=client,
         )  # fmt: skip
         body = request.model_dump(mode="json", exclude={"idempotency_key", "client"})
@@ -269,7 +296,10 @@ def _build(lazy: _Lazy, client: str) -> MCPServer:
             what = "created"
         else:
             what = "appended"
-        return f"{what}: memory {result.memory_id} is at revision {result.revision} ({result.evidence_added} evidence added)."
+        redacted = (f"; the secret guard redacted {', '.join(result.redacted_fields)}"
+                    if result.redacted_fields else "")  # fmt: skip
+        return (f"{what}: memory {result.memory_id} is at revision {result.revision} "
+                f"({result.evidence_added} evidence added{redacted}).")  # fmt: skip
 
     @server.tool(structured_output=False)
     def memory_history(memory_id: str) -> str:

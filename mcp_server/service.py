@@ -7,8 +7,9 @@ tools: one place where a query becomes a search, a recall or a context index.
                                         time order, secrets redacted (core.secrets) before
                                         any text leaves
     load_context(limit, budget_bytes)   the short index an AI client reads first
-    get / history / propose / commit    the memory API, for MCP clients (create and append
-                                        only: corrections, merges and deletes need the CLI)
+    get / history / propose / commit    the memory API, for MCP clients: create and append
+                                        (standing approval); a correction, merge, delete or
+                                        publish only goes into the owner's queue
     reindex()                           message index + vectors for the configured embedder
 """
 
@@ -21,9 +22,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from core.errors import ConfigError
-from core.hashing import tagged_hash
-from core.models import CommitRequest, CommitResult, MemoryView
+from core.errors import ConfigError, ConfirmationRequired
+from core.models import (
+    CONFIRMED_ACTIONS,
+    STANDING_ACTIONS,
+    ActionRequest,
+    CommitRequest,
+    CommitResult,
+    MemoryView,
+)
 from core.ports import MemoryAPI
 from core.settings import Settings
 from providers.embeddings import Embedder, embedder_from_env, get_embedder
@@ -35,7 +42,7 @@ from store.db import Database
 from store.records import MemoryStore
 from store.search import EmbedStats, RankedHit, RecallHit, SearchStore
 
-MCP_WRITE_REASONS = ("create", "append")  # the owner's standing approval covers these only
+MCP_WRITE_REASONS = STANDING_ACTIONS  # the owner's standing approval covers these only
 
 __all__ = ["MemoryService", "Recall", "TZ_ENV", "parse_bound", "parse_now"]
 
@@ -151,16 +158,29 @@ class MemoryService:
 
     # ---------------------------------------------------------------- writes (AI clients)
 
-    def propose(self, payload: dict[str, Any], *, client: str) -> str:
-        """Record a proposed memory for the owner to review; nothing is committed."""
-        draft_id = tagged_hash("mcp-draft", payload, length=24)
-        return self.writer.propose(f"{client}", f"{client}:proposals", draft_id, payload)
+    def propose(self, request: ActionRequest) -> str:
+        """Put a proposed memory, or a request for a confirmed action, into the owner's queue
+        (``pmem proposals``); nothing is performed. Returns the request's id."""
+        return self.writer.request_action(request)  # type: ignore[attr-defined]
 
     def commit(self, request: CommitRequest) -> CommitResult:
+        """Create or append. A correction, merge, delete or publish is queued for the owner
+        instead (``ConfirmationRequired`` carries the request's id)."""
+        if request.reason in CONFIRMED_ACTIONS:
+            fields = request.model_dump(mode="json", include={
+                "kind", "title", "canonical_summary", "index_summary", "aliases", "tags",
+                "occurred_at", "valid_from",
+            })  # fmt: skip
+            proposal_id = self.propose(ActionRequest(
+                action=request.reason, memory_id=request.memory_id,  # type: ignore[arg-type]
+                expected_revision=request.expected_revision, record=fields,
+                evidence=request.evidence, stated_facts=request.stated_facts, client=request.client,
+            ))  # fmt: skip
+            raise ConfirmationRequired(request.reason, proposal_id)
         if request.reason not in MCP_WRITE_REASONS:
             raise ConfigError(
                 f"an AI client may only create or append (reason {request.reason!r} refused)",
-                hint="corrections, merges and deletes are confirmed actions: use the pmem CLI",
+                hint="corrections, merges, deletes and publishing go to the owner's queue",
             )
         return self.writer.commit(request)
 

@@ -1,4 +1,10 @@
-"""The HTTP service in front of the memory store."""
+"""The HTTP service in front of the memory store.
+
+Writes under the owner's standing approval (create, append) are performed; a correction, merge,
+delete or publish is never performed here: it is queued for the owner (``202`` with the
+request's id; ``pmem proposals accept ID``). Evidence must be a verbatim excerpt of a ledger
+message (the store checks it: ``422 evidence_refused``); a client's own statement goes in
+``stated_facts``."""
 
 from __future__ import annotations
 
@@ -9,8 +15,14 @@ from fastapi import FastAPI, Header, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from core.errors import MemoryNotFound, StaleRevision, StoreError, TombstonedMemory
-from core.models import CommitRequest
+from core.errors import (
+    EvidenceRefused,
+    MemoryNotFound,
+    StaleRevision,
+    StoreError,
+    TombstonedMemory,
+)
+from core.models import CONFIRMED_ACTIONS, STANDING_ACTIONS, ActionRequest, CommitRequest
 from store.budget import PgWindow
 from store.db import Database
 from store.records import MemoryStore
@@ -33,6 +45,21 @@ class ProposalBody(BaseModel):
     batch_id: str
     draft_id: str
     payload: dict[str, Any] = Field(default_factory=dict)
+
+
+def _record_of(body: CommitRequest) -> dict[str, Any]:
+    return body.model_dump(mode="json", include={
+        "kind", "title", "canonical_summary", "index_summary", "aliases", "tags", "occurred_at",
+        "valid_from",
+    })  # fmt: skip
+
+
+def queued(action: str, proposal_id: str) -> JSONResponse:
+    return JSONResponse(
+        {"status": "pending", "action": action, "proposal_id": proposal_id,
+         "message": f"queued for the owner's confirmation (pmem proposals accept {proposal_id})"},
+        status_code=202,
+    )  # fmt: skip
 
 
 def create_app(db: Database, *, budget: tuple[int, float] = (300, 600.0)) -> FastAPI:
@@ -66,6 +93,12 @@ def create_app(db: Database, *, budget: tuple[int, float] = (300, 600.0)) -> Fas
             return JSONResponse({"error": "tombstoned", "memory_id": err.memory_id}, status_code=410)
         if isinstance(err, MemoryNotFound):
             return JSONResponse({"error": "not_found", "memory_id": err.memory_id}, status_code=404)
+        if isinstance(err, EvidenceRefused):
+            return JSONResponse(
+                {"error": "evidence_refused", "index": err.index, "source_key": err.source_key,
+                 "reason": err.reason, "message": str(err)},
+                status_code=422,
+            )  # fmt: skip
         return JSONResponse({"error": "store_error", "message": str(err)}, status_code=422)
 
     @app.get("/v1/health")
@@ -95,7 +128,26 @@ def create_app(db: Database, *, budget: tuple[int, float] = (300, 600.0)) -> Fas
     ) -> Any:  # fmt: skip
         if idempotency_key is not None and idempotency_key != body.idempotency_key:
             return JSONResponse({"error": "idempotency_key_mismatch"}, status_code=422)
+        if body.reason in CONFIRMED_ACTIONS:  # the owner's to confirm: queued, not performed
+            return admit(x_pmem_client) or queued(body.reason, store.queue(ActionRequest.model_validate({
+                "action": body.reason, "memory_id": body.memory_id,
+                "expected_revision": body.expected_revision, "record": _record_of(body),
+                "evidence": body.evidence, "stated_facts": body.stated_facts, "client": x_pmem_client,
+            })))  # fmt: skip
+        if body.reason not in STANDING_ACTIONS:
+            return JSONResponse(
+                {"error": "reason_refused", "reason": body.reason,
+                 "message": "the API creates and appends; corrections, merges, deletes and "
+                            "publishing are queued for the owner (POST /v1/requests)"},
+                status_code=422,
+            )  # fmt: skip
         return admit(x_pmem_client) or store.commit(body).model_dump(mode="json")
+
+    @app.post("/v1/requests", response_model=None)
+    def request(body: ActionRequest, x_pmem_client: str = Header(DEFAULT_CLIENT)) -> Any:
+        """Queue a proposed memory or a confirmed action for the owner; nothing is performed."""
+        body = body.model_copy(update={"client": x_pmem_client})
+        return admit(x_pmem_client) or queued(body.action, store.queue(body))
 
     @app.get("/v1/memories/{memory_id}", response_model=None)
     def get(memory_id: str, history: bool = False, x_pmem_client: str = Header(DEFAULT_CLIENT)) -> Any:

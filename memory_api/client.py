@@ -7,6 +7,8 @@ from typing import Any
 import httpx
 
 from core.errors import (
+    ConfirmationRequired,
+    EvidenceRefused,
     MemoryNotFound,
     RateLimited,
     StaleRevision,
@@ -14,7 +16,14 @@ from core.errors import (
     TombstonedMemory,
     TransientDraftError,
 )
-from core.models import CommitRequest, CommitResult, MemoryIndexEntry, MemoryView, SearchHit
+from core.models import (
+    ActionRequest,
+    CommitRequest,
+    CommitResult,
+    MemoryIndexEntry,
+    MemoryView,
+    SearchHit,
+)
 
 
 class HttpMemoryAPI:
@@ -49,7 +58,13 @@ class HttpMemoryAPI:
                 raise TombstonedMemory(mid)
             if code == "not_found":
                 raise MemoryNotFound(mid)
+            if code == "evidence_refused":
+                raise EvidenceRefused(int(body.get("index", 0)), str(body.get("source_key", "")),
+                                      str(body.get("reason", "")))  # fmt: skip
             raise StoreError(f"memory API answered {resp.status_code} ({code or 'no error code'})")
+        if resp.status_code == 202:  # queued for the owner, not performed
+            body = resp.json()
+            raise ConfirmationRequired(str(body.get("action", "")), str(body.get("proposal_id", "")))
         return resp.json()
 
     def search(self, query: str, limit: int = 10) -> list[SearchHit]:
@@ -71,6 +86,15 @@ class HttpMemoryAPI:
             headers={"Content-Type": "application/json", "Idempotency-Key": request.idempotency_key},
         )  # fmt: skip
         return CommitResult(**data)
+
+    def request_action(self, request: ActionRequest) -> str:
+        """Queue a request for the owner (``ConfirmationRequired`` carries its id)."""
+        try:
+            self._call("POST", "/v1/requests", content=request.model_dump_json(),
+                       headers={"Content-Type": "application/json"})  # fmt: skip
+        except ConfirmationRequired as queued:
+            return queued.proposal_id
+        raise StoreError("memory API did not queue the request")
 
     def get(self, memory_id: str) -> MemoryView:
         return MemoryView(**self._call("GET", f"/v1/memories/{memory_id}"))

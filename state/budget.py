@@ -15,7 +15,14 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from core.errors import RateLimitStop
-from core.models import CommitRequest, CommitResult, MemoryIndexEntry, MemoryView, SearchHit
+from core.models import (
+    ActionRequest,
+    CommitRequest,
+    CommitResult,
+    MemoryIndexEntry,
+    MemoryView,
+    SearchHit,
+)
 from core.ports import MemoryAPI
 
 
@@ -118,3 +125,7 @@ class BudgetedMemoryAPI:
 
     def get(self, memory_id: str) -> MemoryView:
         return self._go(self.inner.get, memory_id)
+
+    def request_action(self, request: ActionRequest) -> str:
+        """Queue a request for the owner (the inner API must implement ``ActionQueue``)."""
+        return self._go(self.inner.request_action, request)  # type: ignore[attr-defined]

@@ -5,20 +5,42 @@ revision is checked (a stale one raises :class:`StaleRevision` carrying the curr
 never last-write-wins), the new revision row is inserted (the table refuses UPDATE/DELETE), the
 evidence and the search projection are written, and the idempotency key is recorded with the
 response, so a replayed commit returns the first result.
+
+The store is also the last guard of what it keeps, whatever wrote it (a drafter, MCP, the HTTP
+API, a restore): every record passes the secret guard (``core.secrets``) on its final text,
+after any merge, with the secret values found in its evidence's source messages scrubbed too;
+an alias or tag that is a piece of such a value is dropped. Evidence is never redacted (a
+redacted quote is no longer verbatim): an excerpt holding or overlapping a secret is refused,
+and with ``ledger_evidence`` (the default) every excerpt must be verbatim in a person or
+assistant message of the ledger. A create resting on any message of a deleted memory's source
+conversations is refused (tombstones hold, also when the conversation grew). Correction, merge,
+delete and publish requested by a client go into the owner's queue (``queue``) and are
+performed only by ``decide`` (``pmem proposals accept``).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 from psycopg import Connection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
+from pydantic import ValidationError
 
-from core.errors import MemoryNotFound, StaleRevision, StoreError, TombstonedMemory
+from core.errors import (
+    EvidenceRefused,
+    MemoryNotFound,
+    ProposalNotFound,
+    StaleRevision,
+    StoreError,
+    TombstonedMemory,
+)
 from core.faults import fault_point
 from core.hashing import (
+    bytes_text,
     canonical_json,
     evidence_hash,
     normalize_for_identity,
@@ -26,19 +48,27 @@ from core.hashing import (
     tagged_hash,
 )
 from core.models import (
+    ActionRequest,
     CommitRequest,
     CommitResult,
+    EvidenceIn,
     MemoryIndexEntry,
     MemoryView,
     SearchHit,
 )
+from core.secrets import contains_secret, find_secrets, redact, redaction_marker, secret_values
 from core.textsearch import index_tokens
 from store.db import Database
 
 RECORD_FIELDS = (
     "kind", "title", "canonical_summary", "index_summary", "aliases", "tags",
-    "occurred_at", "valid_from",
+    "occurred_at", "valid_from", "stated_facts",
 )  # fmt: skip
+_TEXT_FIELDS = ("title", "canonical_summary", "index_summary")
+_LABEL_FIELDS = ("aliases", "tags")  # a label holding a secret (or a piece of one) is dropped
+_SENTENCE_FIELDS = ("stated_facts",)  # sentences are kept, redacted
+MIN_PIECE_CHARS = 6  # an alias / tag this long that is part of a known secret value is dropped
+CONVERSATION_TEXT = ("person", "assistant")
 APPEND_SEPARATOR = "\n\n---\n\n"
 
 
@@ -61,6 +91,7 @@ def _record_from_request(req: CommitRequest) -> dict[str, Any]:
         "tags": list(dict.fromkeys(req.tags)),
         "occurred_at": _iso(req.occurred_at),
         "valid_from": _iso(req.valid_from),
+        "stated_facts": list(dict.fromkeys(req.stated_facts)),
     }
 
 
@@ -74,7 +105,75 @@ def _record_from_row(row: dict[str, Any]) -> dict[str, Any]:
         "tags": list(row["tags"]),
         "occurred_at": _iso(row["occurred_at"]),
         "valid_from": _iso(row["valid_from"]),
+        "stated_facts": list(row.get("stated_facts") or []),
     }
+
+
+def _complete(record: dict[str, Any]) -> dict[str, Any]:
+    """A record of any age with every field (revisions written before stated facts existed)."""
+    return {**record, "stated_facts": list(record.get("stated_facts") or [])}
+
+
+def guard_record(record: dict[str, Any], known: Iterable[str] = ()) -> tuple[dict[str, Any], list[str]]:
+    """The record with every secret redacted, and the names of the fields that changed.
+
+    The guard runs on the final text of each field. ``known`` are secret values found in the
+    source messages: they are scrubbed wherever they occur (any case: tags are lower-cased), and
+    an alias or tag that is a piece of one (a key that lost its prefix, an AWS secret cut at
+    ``/``) is dropped, as is a label that held a secret at all."""
+    record = _complete(record)
+    values = set(known) | secret_values(record[n] for n in _TEXT_FIELDS)
+    values |= secret_values(v for n in (*_LABEL_FIELDS, *_SENTENCE_FIELDS) for v in record[n])
+    ordered = sorted(values, key=len, reverse=True)
+    lowered = [v.lower() for v in ordered]
+    marker = redaction_marker("secret")
+
+    def scrub(text: str) -> str:
+        text = redact(text)[0]
+        for v in ordered:
+            text = re.sub(re.escape(v), marker, text, flags=re.IGNORECASE)
+        return text
+
+    def piece(label: str) -> bool:
+        low = label.strip().lower()
+        return len(low) >= MIN_PIECE_CHARS and any(low in v for v in lowered)
+
+    out = dict(record)
+    changed: list[str] = []
+    for name in _TEXT_FIELDS:
+        out[name] = scrub(record[name])
+    for name in _LABEL_FIELDS:
+        out[name] = [v for v in record[name] if scrub(v) == v and not piece(v)]
+    for name in _SENTENCE_FIELDS:
+        out[name] = [scrub(v) for v in record[name]]
+    changed = [n for n in (*_TEXT_FIELDS, *_LABEL_FIELDS, *_SENTENCE_FIELDS) if out[n] != record[n]]
+    return out, changed
+
+
+def _guard_sentence(text: str, known: Iterable[str]) -> str:
+    return guard_record({**_EMPTY_RECORD, "stated_facts": [text]}, known)[0]["stated_facts"][0]
+
+
+def guard_payload(value: Any) -> Any:
+    """Every string in a JSON value redacted (proposal payloads)."""
+    if isinstance(value, str):
+        return redact(value)[0]
+    if isinstance(value, list):
+        return [guard_payload(v) for v in value]
+    if isinstance(value, dict):
+        return {k: guard_payload(v) for k, v in value.items()}
+    return value
+
+
+def _overlaps_secret(excerpt: str, source: str) -> bool:
+    findings = find_secrets(source)
+    start = source.find(excerpt)
+    while findings and start >= 0:
+        end = start + len(excerpt)
+        if any(f.start < end and start < f.end for f in findings):
+            return True
+        start = source.find(excerpt, start + 1)
+    return False
 
 
 def merge_append(current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -87,6 +186,9 @@ def merge_append(current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]
         merged["index_summary"] = new["index_summary"]
     merged["aliases"] = list(dict.fromkeys([*current["aliases"], *new["aliases"]]))
     merged["tags"] = list(dict.fromkeys([*current["tags"], *new["tags"]]))
+    merged["stated_facts"] = list(
+        dict.fromkeys([*current.get("stated_facts", []), *new.get("stated_facts", [])])
+    )
     times = [t for t in (current["occurred_at"], new["occurred_at"]) if t]
     merged["occurred_at"] = min(times) if times else None
     valid = [t for t in (current["valid_from"], new["valid_from"]) if t]
@@ -118,91 +220,296 @@ def _append_new_lines(cur: str, add: str) -> str:
 
 def _request_hash(req: CommitRequest) -> str:
     body = req.model_dump(mode="json", exclude={"idempotency_key", "run_id", "proposal_id"})
+    if not body["stated_facts"]:  # keys recorded before stated facts existed still replay
+        body.pop("stated_facts")
     return sha256_hex(canonical_json(body))
 
 
+#: secret values per (conversation key, content hash): the guard's scan of a conversation is
+#: reused by every commit resting on it (values only, in this process's memory)
+_SECRET_CACHE: dict[tuple[str, str], frozenset[str]] = {}
+
+_EMPTY_RECORD: dict[str, Any] = {
+    "kind": "", "title": "", "canonical_summary": "", "index_summary": "", "aliases": [],
+    "tags": [], "occurred_at": None, "valid_from": None, "stated_facts": [],
+}  # fmt: skip
+
+
+def _as_request(action: str, memory_id: str | None, fields: dict[str, Any]) -> CommitRequest:
+    """The commit a queued create / append / correction becomes (StoreError when it cannot)."""
+    try:
+        return CommitRequest(
+            memory_id=None if action == "create" else memory_id,
+            kind=fields["kind"] or "note", title=fields["title"] or "(untitled)",
+            canonical_summary=fields["canonical_summary"], index_summary=fields["index_summary"],
+            aliases=fields["aliases"], tags=fields["tags"], occurred_at=fields["occurred_at"],
+            valid_from=fields["valid_from"], stated_facts=fields["stated_facts"],
+            reason=action, idempotency_key="pending",
+        )  # fmt: skip
+    except ValidationError as err:
+        names = sorted({str(e["loc"][0]) for e in err.errors() if e.get("loc")})
+        raise StoreError(f"a {action} request has invalid fields {names}") from None
+
+
+def _queue_view(row: dict[str, Any]) -> dict[str, Any]:
+    """A queue row as the CLI shows it (``--json``)."""
+    keys = ("proposal_id", "action", "status", "memory_id", "expected_revision", "client",
+            "run_id", "batch_id", "draft_id", "payload", "result", "created_at", "decided_at",
+            "decided_by")  # fmt: skip
+    return {k: (_iso(row.get(k)) if k.endswith("_at") else row.get(k)) for k in keys}
+
+
 class MemoryStore:
-    """All memory reads and writes. The only code that touches the memory tables."""
+    """All memory reads and writes. The only code that touches the memory tables.
+
+    ``ledger_evidence`` (default on): every evidence excerpt must be verbatim in a person or
+    assistant message of the source ledger, found by its message key. Only tests that commit
+    made-up evidence turn it off; the secret checks on evidence hold either way."""
 
     #: hook for ``search``: an embedder (``providers.embeddings.Embedder``) for the query vector;
     #: None searches without vectors. Set by callers that own one (CLI, MCP server).
     search_embedder: Any = None
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, ledger_evidence: bool = True) -> None:
         self.db = db
+        self.ledger_evidence = ledger_evidence
 
     # ---------------------------------------------------------------- writes
 
     def commit(self, req: CommitRequest) -> CommitResult:
         with self.db.connection() as conn, conn.transaction():
-            replay = self._replay(conn, req.idempotency_key, _request_hash(req))
-            if replay is not None:
-                return replay
-            result = self._create(conn, req) if req.memory_id is None else self._append(conn, req)
-            self._remember(conn, req.idempotency_key, "commit", result, _request_hash(req))
+            result = self._commit_in(conn, req)
             fault_point("store:commit-before-tx-end")
             return result
+
+    def _commit_in(self, conn: Connection, req: CommitRequest) -> CommitResult:
+        replay = self._replay(conn, req.idempotency_key, _request_hash(req))
+        if replay is not None:
+            return replay
+        result = self._create(conn, req) if req.memory_id is None else self._append(conn, req)
+        self._remember(conn, req.idempotency_key, "commit", result, _request_hash(req))
+        if req.proposal_id is not None:
+            conn.execute(
+                "UPDATE proposals SET status = 'committed' WHERE proposal_id = %s AND status = 'proposed'",
+                (req.proposal_id,),
+            )
+        return result
 
     def restore(
         self, memory_id: str, revision: int, *, expected_revision: int, idempotency_key: str,
         client: str = "pmem-cli",
     ) -> CommitResult:  # fmt: skip
-        """Make an old revision current again, as a new revision (history is never rewritten)."""
+        """Make an old revision current again, as a new revision (history is never rewritten).
+
+        The owner's command: it also brings a deleted memory back (its tombstone goes, so
+        drafts from its conversations may touch it again). The old record passes the secret
+        guard again: a revision written before the guard knew a format comes back redacted."""
         with self.db.connection() as conn, conn.transaction():
             rhash = sha256_hex(canonical_json(["restore", memory_id, revision, expected_revision]))
             replay = self._replay(conn, idempotency_key, rhash)
             if replay is not None:
                 return replay
-            row = self._lock(conn, memory_id, expected_revision)
+            row = self._lock(conn, memory_id, expected_revision, allow_deleted=True)
             old = conn.execute(
                 "SELECT record FROM memory_revisions WHERE memory_id = %s AND revision = %s",
                 (memory_id, revision),
             ).fetchone()
             if old is None:
                 raise StoreError(f"memory {memory_id} has no revision {revision}")
-            record = old[0]
+            known = self._known_secrets(conn, self._evidence_keys(conn, memory_id))
+            record, redacted = guard_record(old[0], known)
             new_rev = row["current_revision"] + 1
             self._write_revision(
                 conn, memory_id, new_rev, record, reason="restore", restored_from=revision,
                 run_id=None, client=client, model=None, prompt_version=None,
             )  # fmt: skip
+            if row["status"] == "deleted":
+                conn.execute("DELETE FROM tombstones WHERE memory_id = %s", (memory_id,))
+                conn.execute("UPDATE memories SET status = 'active' WHERE id = %s", (memory_id,))
             self._update_memory(conn, memory_id, record, new_rev)
-            result = CommitResult(memory_id=memory_id, revision=new_rev)
+            result = CommitResult(memory_id=memory_id, revision=new_rev, redacted_fields=redacted)
             self._remember(conn, idempotency_key, "restore", result, rhash)
             return result
 
     def delete(self, memory_id: str, *, expected_revision: int, reason: str | None = None) -> None:
-        """Mark deleted and leave a tombstone; revisions stay. No later commit can resurrect it."""
+        """Mark deleted and leave a tombstone; revisions stay. No later draft resting on any
+        message of its source conversations can re-create it (only the owner's restore)."""
         with self.db.connection() as conn, conn.transaction():
-            row = self._lock(conn, memory_id, expected_revision)
-            keys = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT DISTINCT source_key FROM evidence WHERE memory_id = %s ORDER BY 1",
-                    (memory_id,),
-                )
-            ]
-            conn.execute(
-                """INSERT INTO tombstones (memory_id, source_keys, conversation_keys, last_revision, reason)
-                   VALUES (%s, %s, %s, %s, %s)""",
-                (memory_id, keys, sorted({conversation_key_of(k) for k in keys}),
-                 row["current_revision"], reason),
-            )  # fmt: skip
-            conn.execute(
-                "UPDATE memories SET status = 'deleted', updated_at = now() WHERE id = %s",
-                (memory_id,),
-            )
-            conn.execute("DELETE FROM search_projections WHERE memory_id = %s", (memory_id,))
+            self._delete(conn, memory_id, expected_revision, reason)
+
+    def _delete(self, conn: Connection, memory_id: str, expected: int, reason: str | None) -> None:
+        row = self._lock(conn, memory_id, expected)
+        keys = self._evidence_keys(conn, memory_id)
+        conn.execute(
+            """INSERT INTO tombstones (memory_id, source_keys, conversation_keys, last_revision, reason)
+               VALUES (%s, %s, %s, %s, %s)""",
+            (memory_id, keys, self._conversations_of(conn, keys), row["current_revision"], reason),
+        )  # fmt: skip
+        conn.execute(
+            "UPDATE memories SET status = 'deleted', updated_at = now() WHERE id = %s",
+            (memory_id,),
+        )
+        conn.execute("DELETE FROM search_projections WHERE memory_id = %s", (memory_id,))
 
     def propose(self, run_id: str, batch_id: str, draft_id: str, payload: dict[str, Any]) -> str:
+        """The backfill's bookkeeping row for a draft about to be committed under standing
+        approval (status ``proposed``, ``committed`` once its commit lands)."""
         proposal_id = tagged_hash("prop", [run_id, batch_id, draft_id], length=24)
         with self.db.connection() as conn, conn.transaction():
             conn.execute(
                 """INSERT INTO proposals (proposal_id, run_id, batch_id, draft_id, payload)
                    VALUES (%s, %s, %s, %s, %s) ON CONFLICT (proposal_id) DO NOTHING""",
-                (proposal_id, run_id, batch_id, draft_id, Jsonb(payload)),
+                (proposal_id, run_id, batch_id, draft_id, Jsonb(guard_payload(payload))),
             )
         return proposal_id
+
+    # ---------------------------------------------------------------- the owner's queue
+
+    def queue(self, req: ActionRequest) -> str:
+        """Put a request into the owner's queue (status ``pending``); nothing is performed.
+
+        A proposed memory (create / append) or a confirmed action (correction, merge, delete,
+        publish) from an AI client or the HTTP API. Its text passes the secret guard and its
+        evidence is checked now, so the owner never reviews a secret or a made-up quote. The
+        same request queued twice is one request."""
+        with self.db.connection() as conn, conn.transaction():
+            if req.action != "create":
+                if req.memory_id is None:
+                    raise StoreError(f"a {req.action} request needs memory_id")
+                self._existing(conn, req.memory_id)
+            if req.action == "merge":
+                if req.merge_into is None or req.merge_into == req.memory_id:
+                    raise StoreError("a merge request needs merge_into, another memory's id")
+                self._existing(conn, req.merge_into)
+            unknown = sorted(set(req.record) - set(RECORD_FIELDS))
+            if unknown:
+                raise StoreError(f"a {req.action} request has unknown record fields {unknown}")
+            known = self._check_evidence(conn, req.evidence)
+            record, _ = guard_record({**_EMPTY_RECORD, **req.record, "stated_facts": req.stated_facts}, known)
+            _as_request(req.action, req.memory_id, record)  # the fields must make a valid commit
+            body = req.model_dump(mode="json", exclude={"record", "stated_facts", "note"})
+            body |= {
+                "record": {k: v for k, v in record.items() if k in req.record or k == "stated_facts"},
+                "note": _guard_sentence(req.note, known) if req.note else None,
+            }
+            proposal_id = tagged_hash("req", body, length=24)
+            conn.execute(
+                """INSERT INTO proposals (proposal_id, payload, status, action, memory_id,
+                       expected_revision, client)
+                   VALUES (%s, %s, 'pending', %s, %s, %s, %s) ON CONFLICT (proposal_id) DO NOTHING""",
+                (proposal_id, Jsonb(body), req.action, req.memory_id, req.expected_revision, req.client),
+            )  # fmt: skip
+        return proposal_id
+
+    def request_action(self, request: ActionRequest) -> str:
+        """``ActionQueue`` port: the same as ``queue``."""
+        return self.queue(request)
+
+    def proposals(self, *, everything: bool = False, limit: int = 200) -> list[dict[str, Any]]:
+        """The queue, oldest first: pending requests (or, with ``everything``, every row)."""
+        where = "" if everything else "WHERE status = 'pending'"
+        with self.db.connection() as conn:
+            rows = conn.cursor(row_factory=dict_row).execute(
+                f"""SELECT proposal_id, action, status, memory_id, expected_revision, client,
+                           run_id, created_at, decided_at, decided_by
+                    FROM proposals {where} ORDER BY created_at, proposal_id LIMIT %s""",  # noqa: S608
+                (limit,),
+            ).fetchall()
+        return [dict(r) for r in rows]
+
+    def proposal(self, proposal_id: str) -> dict[str, Any]:
+        with self.db.connection() as conn:
+            row = conn.cursor(row_factory=dict_row).execute(
+                "SELECT * FROM proposals WHERE proposal_id = %s", (proposal_id,)
+            ).fetchone()
+        if row is None:
+            raise ProposalNotFound(proposal_id)
+        return dict(row)
+
+    def decide(self, proposal_id: str, *, accept: bool, by: str = "owner") -> dict[str, Any]:
+        """The owner's decision on a pending request, in one transaction with the action it
+        performs. Deciding again the same way returns the first outcome; the other way is an
+        error. A stale or deleted target raises (the request stays pending: reject it, or
+        queue a new one against the current revision)."""
+        with self.db.connection() as conn, conn.transaction():
+            row = conn.cursor(row_factory=dict_row).execute(
+                "SELECT * FROM proposals WHERE proposal_id = %s FOR UPDATE", (proposal_id,)
+            ).fetchone()
+            if row is None:
+                raise ProposalNotFound(proposal_id)
+            want = "accepted" if accept else "rejected"
+            if row["status"] == want:
+                return {**_queue_view(row), "already": True}
+            if row["action"] == "draft":
+                raise StoreError(
+                    f"{proposal_id} is a backfill draft, not a request",
+                    hint="review and commit a run's drafts with `pmem review RUN` / `pmem apply RUN`",
+                )
+            if row["status"] != "pending":
+                raise StoreError(f"{proposal_id} was already {row['status']}")
+            result = self._perform(conn, row, by) if accept else {}
+            conn.execute(
+                """UPDATE proposals SET status = %s, decided_at = now(), decided_by = %s, result = %s
+                   WHERE proposal_id = %s""",
+                (want, by, Jsonb(result), proposal_id),
+            )
+            row.update(status=want, decided_by=by, result=result)
+            return {**_queue_view(row), "already": False}
+
+    def _perform(self, conn: Connection, row: dict[str, Any], by: str) -> dict[str, Any]:
+        body = row["payload"]
+        action, memory_id, expected = row["action"], row["memory_id"], row["expected_revision"]
+        client = f"{by}:{row['client'] or 'unknown'}"
+        if action in ("create", "append", "correction"):
+            # an append or a correction keeps what the request does not name
+            base = _EMPTY_RECORD if action == "create" else _record_from_row(self._existing(conn, memory_id))
+            given = {k: v for k, v in body.get("record", {}).items() if v not in (None, "", [])}
+            req = _as_request(action, memory_id, {**base, **given}).model_copy(update={
+                "expected_revision": expected,
+                "evidence": [EvidenceIn(**e) for e in body.get("evidence", [])],
+                "idempotency_key": f"proposal:{row['proposal_id']}", "client": client,
+            })  # fmt: skip
+            return self._commit_in(conn, req).model_dump(mode="json")
+        if action == "delete":
+            self._delete(conn, memory_id, expected, body.get("note"))
+            return {"memory_id": memory_id, "deleted": True}
+        if action == "merge":
+            return self._merge(conn, memory_id, expected, body["merge_into"], client)
+        if action == "publish":
+            self._lock(conn, memory_id, expected)
+            conn.execute(
+                "UPDATE memories SET visibility = 'public', updated_at = now() WHERE id = %s",
+                (memory_id,),
+            )
+            return {"memory_id": memory_id, "visibility": "public"}
+        raise StoreError(f"unknown action {action!r} in request {row['proposal_id']}")
+
+    def _merge(self, conn: Connection, source_id: str, expected: int | None, into_id: str, client: str) -> dict[str, Any]:
+        """``source_id`` folds into ``into_id``: one new revision (reason ``merge``) with the
+        union of both records and the source's evidence; the source is deleted (tombstone)."""
+        first, second = sorted([source_id, into_id])  # one lock order: no deadlock
+        rows = {first: self._lock(conn, first, None, check=False), second: self._lock(conn, second, None, check=False)}
+        src, dst = rows[source_id], rows[into_id]
+        if expected is not None and src["current_revision"] != expected:
+            raise StaleRevision(source_id, expected, src["current_revision"])
+        keys = self._evidence_keys(conn, source_id) + self._evidence_keys(conn, into_id)
+        merged = merge_append(_record_from_row(dst), _record_from_row(src))
+        record, redacted = guard_record(merged, self._known_secrets(conn, keys))
+        rev = dst["current_revision"] + 1
+        self._write_revision(
+            conn, into_id, rev, record, reason="merge", restored_from=None, run_id=None,
+            client=client, model=None, prompt_version=None,
+        )  # fmt: skip
+        self._update_memory(conn, into_id, record, rev)
+        moved = conn.execute(
+            """INSERT INTO evidence (memory_id, source_key, text, text_hash, language, revision_added)
+               SELECT %s, source_key, text, text_hash, language, %s FROM evidence WHERE memory_id = %s
+               ON CONFLICT (memory_id, source_key, text_hash) DO NOTHING""",
+            (into_id, rev, source_id),
+        ).rowcount
+        self._delete(conn, source_id, src["current_revision"], f"merged into {into_id}")
+        return {"memory_id": into_id, "revision": rev, "merged_from": source_id,
+                "evidence_added": moved, "redacted_fields": redacted}  # fmt: skip
 
     # ---------------------------------------------------------------- reads
 
@@ -288,7 +595,10 @@ class MemoryStore:
             (key, op, result.memory_id, Jsonb(body)),
         )
 
-    def _lock(self, conn: Connection, memory_id: str, expected: int | None) -> dict[str, Any]:
+    def _lock(
+        self, conn: Connection, memory_id: str, expected: int | None, *,
+        allow_deleted: bool = False, check: bool = True,
+    ) -> dict[str, Any]:  # fmt: skip
         row = conn.cursor(row_factory=dict_row).execute(
             "SELECT * FROM memories WHERE id = %s FOR UPDATE", (memory_id,)
         ).fetchone()
@@ -297,29 +607,46 @@ class MemoryStore:
             if tomb:
                 raise TombstonedMemory(memory_id)
             raise MemoryNotFound(memory_id)
-        if row["status"] == "deleted":
+        if row["status"] == "deleted" and not allow_deleted:
             raise TombstonedMemory(memory_id)
-        if expected != row["current_revision"]:
+        if check and expected != row["current_revision"]:
             raise StaleRevision(memory_id, expected, row["current_revision"])
         return row
 
+    def _existing(self, conn: Connection, memory_id: str) -> dict[str, Any]:
+        """An active memory's row (no lock): MemoryNotFound / TombstonedMemory otherwise."""
+        row = conn.cursor(row_factory=dict_row).execute(
+            "SELECT * FROM memories WHERE id = %s", (memory_id,)
+        ).fetchone()
+        if row is None:
+            raise MemoryNotFound(memory_id)
+        if row["status"] == "deleted":
+            raise TombstonedMemory(memory_id)
+        return row
+
     def _create(self, conn: Connection, req: CommitRequest) -> CommitResult:
+        known = self._check_evidence(conn, req.evidence)
         source_keys = sorted({e.source_key for e in req.evidence})
         if source_keys:
+            # tombstones hold: no create may rest on any message of a deleted memory's source
+            # conversations (grown or not), nor on one of its evidence messages
             tomb = conn.execute(
-                "SELECT memory_id FROM tombstones WHERE source_keys @> %s::text[] LIMIT 1",
-                (source_keys,),
+                """SELECT memory_id FROM tombstones
+                   WHERE source_keys && %s::text[] OR conversation_keys && %s::text[]
+                   ORDER BY deleted_at LIMIT 1""",
+                (source_keys, self._conversations_of(conn, source_keys)),
             ).fetchone()
             if tomb is not None:
                 raise TombstonedMemory(tomb[0])
         memory_id = "mem_" + tagged_hash("memory", req.idempotency_key, length=20).split(":")[1]
-        record = _record_from_request(req)
+        record, redacted = guard_record(_record_from_request(req), known)
         conn.execute(
             """INSERT INTO memories (id, kind, title, canonical_summary, index_summary, aliases,
-                   tags, occurred_at, valid_from, current_revision)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 1)""",
-            (memory_id, req.kind, req.title, req.canonical_summary, req.index_summary,
-             record["aliases"], record["tags"], req.occurred_at, req.valid_from),
+                   tags, occurred_at, valid_from, stated_facts, current_revision)
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 1)""",
+            (memory_id, record["kind"], record["title"], record["canonical_summary"],
+             record["index_summary"], record["aliases"], record["tags"], req.occurred_at,
+             req.valid_from, record["stated_facts"]),
         )  # fmt: skip
         self._write_revision(
             conn, memory_id, 1, record, reason=req.reason, restored_from=None, run_id=req.run_id,
@@ -327,14 +654,19 @@ class MemoryStore:
         )  # fmt: skip
         added = self._add_evidence(conn, memory_id, req, 1)
         self._project(conn, memory_id, record)
-        return CommitResult(memory_id=memory_id, revision=1, created=True, evidence_added=added)
+        return CommitResult(
+            memory_id=memory_id, revision=1, created=True, evidence_added=added, redacted_fields=redacted
+        )
 
     def _append(self, conn: Connection, req: CommitRequest) -> CommitResult:
         assert req.memory_id is not None
         row = self._lock(conn, req.memory_id, req.expected_revision)
+        known = self._check_evidence(conn, req.evidence)
+        known |= self._known_secrets(conn, self._evidence_keys(conn, req.memory_id))
         current = _record_from_row(row)
         new = _record_from_request(req)
         record = new if req.reason in ("correction", "restore") else merge_append(current, new)
+        record, redacted = guard_record(record, known)  # the final text, after the merge
         fresh = self._new_evidence(conn, req)
         rev = row["current_revision"]
         if record == current and not fresh:
@@ -346,7 +678,85 @@ class MemoryStore:
         )  # fmt: skip
         self._update_memory(conn, req.memory_id, record, rev + 1)
         added = self._add_evidence(conn, req.memory_id, req, rev + 1)
-        return CommitResult(memory_id=req.memory_id, revision=rev + 1, evidence_added=added)
+        return CommitResult(
+            memory_id=req.memory_id, revision=rev + 1, evidence_added=added, redacted_fields=redacted
+        )
+
+    def _check_evidence(self, conn: Connection, evidence: list[EvidenceIn]) -> set[str]:
+        """Refuse (``EvidenceRefused``) an excerpt that holds a secret or overlaps one in its
+        source message, and, with ``ledger_evidence``, one that is not verbatim in a person or
+        assistant message of the ledger. Returns the secret values found in those source
+        messages, for the record's guard."""
+        if not evidence:
+            return set()
+        sources = self._sources(conn, sorted({e.source_key for e in evidence}))
+        for i, e in enumerate(evidence):
+            if not e.text.strip():
+                raise EvidenceRefused(i, e.source_key, "empty")
+            if contains_secret(e.text):
+                raise EvidenceRefused(i, e.source_key, "secret")
+            src = sources.get(e.source_key)
+            if src is None:
+                if self.ledger_evidence:
+                    raise EvidenceRefused(i, e.source_key, "unknown-message")
+                continue
+            channel, body = src
+            if self.ledger_evidence and channel not in CONVERSATION_TEXT:
+                raise EvidenceRefused(i, e.source_key, "not-conversation-text")
+            if self.ledger_evidence and e.text not in body:
+                raise EvidenceRefused(i, e.source_key, "not-verbatim")
+            if _overlaps_secret(e.text, body):
+                raise EvidenceRefused(i, e.source_key, "secret")
+        return self._known_secrets(conn, list(sources))
+
+    def _sources(self, conn: Connection, keys: list[str]) -> dict[str, tuple[str, str]]:
+        rows = conn.execute(
+            "SELECT message_key, channel, body FROM source_messages WHERE message_key = ANY(%s)", (keys,)
+        ).fetchall()
+        return {k: (channel, bytes_text(bytes(body))) for k, channel, body in rows}
+
+    def _known_secrets(self, conn: Connection, keys: list[str]) -> set[str]:
+        """Secret values in the conversations these ledger messages belong to (to scrub them,
+        and pieces of them, from a record). Cached per conversation version in this process."""
+        if not keys:
+            return set()
+        convs = conn.execute(
+            """SELECT c.conversation_key, c.content_hash FROM source_conversations c
+               WHERE c.conversation_key IN (
+                   SELECT conversation_key FROM source_messages WHERE message_key = ANY(%s))""",
+            (keys,),
+        ).fetchall()
+        values: set[str] = set()
+        for key, chash in convs:
+            cached = _SECRET_CACHE.get((key, chash))
+            if cached is None:
+                bodies = conn.execute(
+                    "SELECT body FROM source_messages WHERE conversation_key = %s", (key,)
+                ).fetchall()
+                cached = frozenset(secret_values(bytes_text(bytes(b)) for (b,) in bodies))
+                if len(_SECRET_CACHE) > 4096:
+                    _SECRET_CACHE.clear()
+                _SECRET_CACHE[(key, chash)] = cached
+            values |= cached
+        return values
+
+    def _evidence_keys(self, conn: Connection, memory_id: str) -> list[str]:
+        return [
+            r[0]
+            for r in conn.execute(
+                "SELECT DISTINCT source_key FROM evidence WHERE memory_id = %s ORDER BY 1", (memory_id,)
+            )
+        ]
+
+    def _conversations_of(self, conn: Connection, keys: list[str]) -> list[str]:
+        """The conversations these message keys belong to: from the ledger, else from the key."""
+        found: dict[str, str] = dict(
+            conn.execute(
+                "SELECT message_key, conversation_key FROM source_messages WHERE message_key = ANY(%s)",
+                (keys,),
+            ).fetchall()
+        )
+        return sorted({found.get(k) or conversation_key_of(k) for k in keys})
 
     def _new_evidence(self, conn: Connection, req: CommitRequest) -> list[tuple[str, str]]:
         wanted = {(e.source_key, evidence_hash(e.text)) for e in req.evidence}
@@ -388,11 +798,11 @@ class MemoryStore:
         conn.execute(
             """UPDATE memories SET kind = %s, title = %s, canonical_summary = %s,
                    index_summary = %s, aliases = %s, tags = %s, occurred_at = %s, valid_from = %s,
-                   current_revision = %s, updated_at = now()
+                   stated_facts = %s, current_revision = %s, updated_at = now()
                WHERE id = %s""",
             (record["kind"], record["title"], record["canonical_summary"], record["index_summary"],
-             record["aliases"], record["tags"], record["occurred_at"], record["valid_from"], rev,
-             memory_id),
+             record["aliases"], record["tags"], record["occurred_at"], record["valid_from"],
+             record.get("stated_facts", []), rev, memory_id),
         )  # fmt: skip
         self._project(conn, memory_id, record)
 

@@ -107,7 +107,8 @@ def db(db_url: str):
 def store(db):
     from store.records import MemoryStore
 
-    return MemoryStore(db)
+    # these tests commit made-up evidence keys: the ledger check is tested in tests/security/
+    return MemoryStore(db, ledger_evidence=False)
 
 
 @pytest.fixture

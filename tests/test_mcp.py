@@ -17,6 +17,8 @@ from store.ledger import Ledger
 from tests.conftest import PROJECT
 
 DEMO = PROJECT / "examples" / "demo" / "conversations.json"
+# a real message of the demo export (evidence must be a verbatim excerpt of the ledger)
+DB_MESSAGE = "chatgpt:c9682f7b-30c1-5d1f-accf-43a21ad090da:aaa2fb37-abc8-55f5-8638-1cdd019722c1"
 TOOLS = {
     "load_context", "search_memory", "get_memory", "recall", "propose_memory", "commit_memory",
     "memory_history",
@@ -63,7 +65,7 @@ def test_every_tool_over_stdio(server_env):
             "canonical_summary": "PostgreSQL を選んだ。JSONB で明細を保存できるから。",
             "index_summary": "家計簿アプリに PostgreSQL を採用",
             "aliases": ["household budget app database"],
-            "evidence": [{"source_key": "chatgpt:c1:n1", "text": "PostgreSQL にします"}],
+            "evidence": [{"source_key": DB_MESSAGE, "text": "データベースは PostgreSQL にします"}],
         }))  # fmt: skip
         out["created"] = created
         memory_id = created.split("memory ")[1].split(" ")[0]

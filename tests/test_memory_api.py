@@ -9,6 +9,19 @@ from core.models import CommitRequest, EvidenceIn
 from memory_api.client import HttpMemoryAPI
 
 
+def seed_message(db, conversation_key: str, node: str, text: str) -> None:
+    """One ledger message (the API keeps only evidence that is verbatim in the ledger)."""
+    from core.models import Channel, Conversation, Message, Provenance
+    from store.ledger import Ledger
+
+    ledger = Ledger(db)
+    imp = ledger.start_import("chatgpt", "seed.json")
+    msg = Message(key=f"{conversation_key}:{node}", node_id=node, role="user", channel=Channel.PERSON,
+                  content_type="text", text=text, position=0)  # fmt: skip
+    ledger.upsert(Conversation(key=conversation_key, source="chatgpt", external_id=conversation_key.split(":")[1],
+                               messages=[msg], provenance=Provenance(file="seed.json", position=0)), imp)  # fmt: skip
+
+
 def req(key: str, **kw) -> CommitRequest:
     base = dict(kind="decision", title="引っ越し先を決めた", canonical_summary="川沿いの街にした。",
                 index_summary="引っ越し先", evidence=[EvidenceIn(source_key="chatgpt:c:n1", text="川沿いの街にする")],
@@ -17,7 +30,8 @@ def req(key: str, **kw) -> CommitRequest:
     return CommitRequest(**base)
 
 
-def test_commit_get_search_and_errors_over_http(api_server, store):
+def test_commit_get_search_and_errors_over_http(api_server, store, db):
+    seed_message(db, "chatgpt:c", "n1", "次は川沿いの街にするつもり")
     api = HttpMemoryAPI(api_server(), client_name="t1")
     try:
         first = api.commit(req("k1"))

@@ -130,7 +130,7 @@ def test_cli_restore_is_confirmed_and_makes_a_new_revision(cli_env, db_url):
     from store.db import Database
 
     db = Database(db_url)
-    store = MemoryStore(db)
+    store = MemoryStore(db, ledger_evidence=False)  # made-up evidence key
     first = store.commit(CommitRequest(kind="decision", title="t", canonical_summary="v1", index_summary="v1",
                                        evidence=[EvidenceIn(source_key="chatgpt:c:n", text="v1 text")],
                                        idempotency_key="r1"))  # fmt: skip

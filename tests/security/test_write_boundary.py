@@ -1,0 +1,169 @@
+"""Point 1 and the MCP / API findings of issue 10: whatever writes (MCP `commit_memory`, the HTTP
+memory API, a restore), no secret is stored in a memory, revision, alias, tag, stated fact,
+search projection, proposal or idempotency response, and evidence is a verbatim excerpt of a
+ledger message or it is refused. The real PostgreSQL; every derived text column is scanned."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+from psycopg.types.json import Jsonb
+
+from core.errors import EvidenceRefused
+from core.models import CommitRequest, EvidenceIn
+from core.secrets import contains_secret
+from mcp_server.server import build_server
+from mcp_server.service import MemoryService
+from memory_api.app import create_app
+from store.records import MemoryStore
+from tests.security.trust_support import (
+    ToolError,
+    call_tool,
+    derived_text,
+    pieces_left,
+    seed_conversation,
+)
+
+OPENAI = "sk-proj-Abc123XyZ987Def456Ghi789Jkl012Mno345PqR"
+GITHUB = "ghp_4f9Kx2LmQ8rT1vW7yZ3bN6cH0dJ5sA9eP2gU"
+PASSWORD = "Tr0ub4dor&3xYz"
+SECRETS = [OPENAI, GITHUB, PASSWORD]
+
+CONV = "chatgpt:boundary-1"
+TEXTS = [
+    ("user", f"来週から新しいサーバーに移行します。APIキーは {OPENAI} です。"),
+    ("assistant", "移行手順を整理しましょう。まずバックアップを取り、次に DNS を切り替えます。"),
+    ("user", f"CI には {GITHUB} を入れてある。パスワードは {PASSWORD} です。"),
+    ("assistant", "トークンは環境変数に置き、リポジトリには入れないでください。"),
+]
+
+
+@pytest.fixture
+def keys(db) -> list[str]:
+    assert all(contains_secret(f"key {s}") or contains_secret(f"パスワードは {s}") for s in SECRETS)
+    return seed_conversation(db, CONV, TEXTS)
+
+
+@pytest.fixture
+def mcp(db):
+    service = MemoryService(db, embedder=None, tz="UTC")
+    return build_server(lambda: service)
+
+
+def assert_no_secret_stored(db) -> None:
+    blob = derived_text(db)
+    for s in SECRETS:
+        assert s not in blob
+        assert not pieces_left(blob, s), f"a piece of a planted secret was stored: {pieces_left(blob, s)}"
+
+
+def test_mcp_commit_never_stores_a_secret(db, keys, mcp):
+    out = call_tool(mcp, "commit_memory", {
+        "title": f"サーバー移行 {OPENAI}", "kind": "plan",
+        "canonical_summary": f"移行する。鍵 {OPENAI}、CI トークン {GITHUB}、パスワードは {PASSWORD}。",
+        "index_summary": f"移行計画 {GITHUB}",
+        # the pieces an alias / tag cutter makes: prefix lost, lower-cased
+        "aliases": ["server migration", OPENAI[3:], OPENAI.split("-")[-1]],
+        "tags": ["migration", GITHUB.lower(), OPENAI[8:].lower()],
+        "stated_facts": [f"the password is {PASSWORD}"],
+        "evidence": [{"source_key": keys[1], "text": "まずバックアップを取り"}],
+    })  # fmt: skip
+    assert out.startswith("created: memory mem_") and "secret guard redacted" in out
+    mid = out.split("memory ")[1].split(" ")[0]
+    view = MemoryStore(db).get(mid)
+    assert view.aliases == ["server migration"] and view.tags == ["migration"]
+    assert view.title.startswith("サーバー移行 [REDACTED:")
+    assert len(view.stated_facts) == 1 and view.evidence[0]["text"] == "まずバックアップを取り"
+    # an append with more secrets: the merged, final text is guarded too
+    call_tool(mcp, "commit_memory", {
+        "memory_id": mid, "expectedRevision": 1, "title": view.title, "kind": "plan",
+        "canonical_summary": f"追記: 新しいキー {OPENAI} を発行", "index_summary": "移行計画",
+        "aliases": [OPENAI.upper()[8:]],
+    })  # fmt: skip
+    assert MemoryStore(db).get(mid).current_revision == 2
+    assert_no_secret_stored(db)
+
+
+def test_mcp_evidence_must_be_verbatim_and_secret_free(db, keys, mcp):
+    base = {"title": "移行", "kind": "plan", "canonical_summary": "移行する", "index_summary": "移行"}
+    cases = {
+        "secret": {"source_key": keys[0], "text": f"APIキーは {OPENAI} です"},
+        "secret-neighbour": {"source_key": keys[0], "text": OPENAI[8:30]},  # a piece: overlaps it
+        "not-verbatim": {"source_key": keys[1], "text": "移行は来月に延期します"},
+        "unknown-message": {"source_key": "chatgpt:boundary-1:n99", "text": "まずバックアップを取り"},
+    }
+    for reason, ev in cases.items():
+        with pytest.raises(ToolError) as err:
+            call_tool(mcp, "commit_memory", {**base, "evidence": [ev]})
+        want = "secret" if reason.startswith("secret") else reason
+        assert f"refused: {want}" in str(err.value), reason
+        assert "stated_facts" in str(err.value)  # the hint says where a statement goes
+    assert MemoryStore(db).counts()["memories"] == 0
+    # the client's own statement is a stated fact, not evidence
+    out = call_tool(mcp, "commit_memory", {**base, "stated_facts": ["移行は来月に延期します"]})
+    mid = out.split("memory ")[1].split(" ")[0]
+    view = MemoryStore(db).get(mid)
+    assert view.stated_facts == ["移行は来月に延期します"] and view.evidence == []
+    assert "stated by a client (not evidence)" in call_tool(mcp, "get_memory", {"memory_id": mid})
+    assert_no_secret_stored(db)
+
+
+def test_http_api_guards_secrets_and_evidence(db, keys):
+    client = TestClient(create_app(db))
+    body = {
+        "kind": "plan", "title": f"CI の設定 {GITHUB}", "canonical_summary": f"パスワードは {PASSWORD} にした",
+        "index_summary": "CI", "aliases": [GITHUB[4:]], "tags": [PASSWORD.lower()],
+        "stated_facts": [f"token {GITHUB}"], "idempotency_key": "api-1",
+        "evidence": [{"source_key": keys[3], "text": "トークンは環境変数に置き"}],
+    }  # fmt: skip
+    ok = client.post("/v1/commits", json=body, headers={"X-Pmem-Client": "t"})
+    assert ok.status_code == 200, ok.text
+    assert set(ok.json()["redacted_fields"]) >= {"title", "canonical_summary", "aliases", "tags", "stated_facts"}
+    bad = client.post("/v1/commits", json={**body, "idempotency_key": "api-2", "evidence": [
+        {"source_key": keys[1], "text": "DNS を先に切り替えます"}]})  # fmt: skip
+    assert bad.status_code == 422 and bad.json()["error"] == "evidence_refused"
+    assert bad.json()["reason"] == "not-verbatim" and bad.json()["source_key"] == keys[1]
+    leak = client.post("/v1/commits", json={**body, "idempotency_key": "api-3", "evidence": [
+        {"source_key": keys[2], "text": f"CI には {GITHUB} を入れてある"}]})  # fmt: skip
+    assert leak.status_code == 422 and leak.json()["reason"] == "secret"
+    queued = client.post("/v1/requests", json={"action": "create", "record": {
+        "kind": "note", "title": f"鍵 {OPENAI}", "canonical_summary": f"{OPENAI}", "index_summary": "鍵"},
+        "note": f"the password is {PASSWORD}"})  # fmt: skip
+    assert queued.status_code == 202
+    assert MemoryStore(db).counts()["memories"] == 1
+    assert_no_secret_stored(db)
+
+
+def test_restore_of_an_old_revision_is_guarded_again(db, keys):
+    store = MemoryStore(db)
+    first = store.commit(CommitRequest(
+        kind="plan", title="移行", canonical_summary="移行する", index_summary="移行",
+        evidence=[EvidenceIn(source_key=keys[1], text="まずバックアップを取り")], idempotency_key="r1",
+    ))  # fmt: skip
+    # a revision written by an older version, before the guard knew this format
+    with db.connection() as conn:
+        old = {"kind": "plan", "title": f"移行 {OPENAI}", "canonical_summary": f"鍵は {OPENAI}",
+               "index_summary": "移行", "aliases": [OPENAI[3:]], "tags": [], "occurred_at": None,
+               "valid_from": None}  # fmt: skip
+        conn.execute(
+            """INSERT INTO memory_revisions (memory_id, revision, record, record_hash, reason, client)
+               VALUES (%s, 2, %s, 'old', 'append', 'old-version')""",
+            (first.memory_id, Jsonb(old)),
+        )
+        conn.execute("UPDATE memories SET current_revision = 2 WHERE id = %s", (first.memory_id,))
+    res = store.restore(first.memory_id, 2, expected_revision=2, idempotency_key="restore-2")
+    assert res.revision == 3 and set(res.redacted_fields) >= {"title", "canonical_summary", "aliases"}
+    view = store.get(first.memory_id, history=True)
+    assert OPENAI not in view.title + view.canonical_summary and view.aliases == []
+    latest = view.revisions[-1]["record"]
+    assert OPENAI not in str(latest) and not pieces_left(str(latest), OPENAI)
+
+
+def test_store_refuses_evidence_that_is_not_in_the_ledger(db, keys):
+    store = MemoryStore(db)  # the default: ledger evidence only
+    with pytest.raises(EvidenceRefused) as err:
+        store.commit(CommitRequest(
+            kind="plan", title="x", canonical_summary="x", index_summary="x", idempotency_key="e1",
+            evidence=[EvidenceIn(source_key=keys[1], text="バックアップは不要です")],
+        ))  # fmt: skip
+    assert err.value.reason == "not-verbatim" and "バックアップ" not in str(err.value)
