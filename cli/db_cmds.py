@@ -50,7 +50,8 @@ def db_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         info: dict[str, Any] = {"mode": "external", "url": redact_url(s.database_url)}
     else:
         st = embedded.status(s.pgdata_dir)
-        info = {"mode": "embedded", "running": st.running, "pid": st.pid, "pgdata": st.pgdata}
+        info = {"mode": "embedded", "running": st.running, "pid": st.pid, "pgdata": st.pgdata,
+                "socket_dir": st.socket_dir, "passfile": st.passfile}  # fmt: skip
     if as_json:
         print_json(info)
     else:
@@ -61,7 +62,9 @@ def db_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
 @db_app.command("url")
 @handle_errors
 def db_url() -> None:
-    """Print the application database URL (starts the embedded server if needed)."""
+    """Print the application database URL (starts the embedded server if needed). The embedded
+    server's URL names its socket folder and its password file (`passfile=`), so it connects as it
+    is: `psql "$(pmem db url)"`; the password itself is never printed."""
     from store.db import app_url
 
     typer.echo(app_url(settings()))

