@@ -8,6 +8,7 @@ EXPORT ?=
 RUN    ?=
 LLM    ?=
 DRY_RUN ?=
+EXCLUDE ?=  # space-separated --exclude rules (a space inside a title: write ? or *)
 
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export DO_NOT_TRACK ?= 1
@@ -39,8 +40,8 @@ eval: ## recall and search on ../shared/eval/: R@5, MRR per kind, time ranges (o
 demo: ## run the whole pipeline offline on the bundled sample export, then search it
 	$(PMEM) demo
 
-backfill: ## import + draft + commit: make backfill SOURCE=chatgpt EXPORT=path [DRY_RUN=1] [LLM=provider:model]
-	$(PMEM) backfill --source $(SOURCE) $(if $(EXPORT),--export "$(EXPORT)") $(if $(DRY_RUN),--dry-run) $(if $(LLM),--llm $(LLM)) --json
+backfill: ## import + draft + commit: make backfill SOURCE=chatgpt EXPORT=path [DRY_RUN=1] [LLM=provider:model] [EXCLUDE="title:*病院* before:2024-01-01"]
+	$(PMEM) backfill --source $(SOURCE) $(if $(EXPORT),--export "$(EXPORT)") $(if $(DRY_RUN),--dry-run) $(if $(LLM),--llm $(LLM)) $(foreach rule,$(EXCLUDE),--exclude '$(rule)') --json
 
 review: ## a dry run's drafts as diffs: make review RUN=id (writes runs/<id>/review.md and .html)
 	$(PMEM) review $(RUN)

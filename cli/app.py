@@ -21,11 +21,12 @@ from rich.console import Console
 from rich.markup import escape
 
 from core.display import for_terminal
-from core.errors import PmemError, RateLimitStop
+from core.errors import ConsentRequired, PmemError, RateLimitStop
 from core.settings import Settings, get_settings
 
 EXIT_ERROR = 1
 EXIT_TEMPFAIL = 75  # rate-limit stop: run the same command again later
+EXIT_NO_CONSENT = 77  # text would leave the machine without the owner's consent: nothing sent
 
 app = typer.Typer(
     help=(
@@ -67,6 +68,11 @@ def handle_errors(fn: F) -> F:
             if err.hint:
                 err_console.print(f"  → {escape(for_terminal(err.hint))}")
             raise typer.Exit(EXIT_TEMPFAIL) from None
+        except ConsentRequired as err:
+            err_console.print(f"[yellow]not sent:[/] {escape(for_terminal(str(err)))}")
+            if err.hint:
+                err_console.print(f"  → {escape(for_terminal(err.hint))}")
+            raise typer.Exit(EXIT_NO_CONSENT) from None
         except PmemError as err:
             err_console.print(f"[red]error:[/] {escape(for_terminal(str(err)))}")
             if err.hint:

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from cli.app import EXIT_ERROR, app, err_console, handle_errors, print_json, settings
 from core.display import for_terminal as tty
-from core.errors import PmemError, RateLimitStop
+from core.errors import ConfigError, ConsentRequired, PmemError, RateLimitStop
 from core.settings import Settings
 
 # ---------------------------------------------------------------- write paths
@@ -75,16 +77,81 @@ def _run_backfill(source: str, export: str | None, dry_run: bool, llm: str | Non
         return backfill_flow(source=source, export_path=str(path), dry_run=dry_run, llm=llm, embed=embed)
 
 
+class _EstimateOnly:
+    """Stands in for a vendor drafter whose API key (or SDK) is not there: an estimate needs only
+    the model id and the prompt version, and never calls the drafter."""
+
+    def __init__(self, spec: str) -> None:
+        from prompts.case_record import PROMPT_VERSION
+
+        provider, _, model = spec.strip().partition(":")
+        self.model = f"{provider.strip().lower()}:{model.strip()}"
+        self.prompt_version = PROMPT_VERSION
+
+    def draft(self, conversations: Any, context: Any) -> Any:
+        raise ConfigError("an estimate never drafts")
+
+
 def _estimate(source: str, export: str | None, llm: str | None) -> dict[str, Any]:
+    from flows.consent import drafting_target
     from flows.pipeline import Pipeline, estimate_run, resolve_export
 
     cfg = settings()
     path = resolve_export(cfg, source, export)
-    p = Pipeline.open(cfg, llm)
+    spec = llm or cfg.llm
+    try:
+        p = Pipeline.open(cfg, llm)
+    except ConfigError:  # no API key or SDK: the estimate still works, the run would not
+        if drafting_target(spec, source) is None or not spec.partition(":")[2].strip():
+            raise
+        p = Pipeline.open(cfg, "extractive")
+        p.drafter = _EstimateOnly(spec)
     try:
         return estimate_run(p, source, str(path))
     finally:
         p.close()
+
+
+def _interactive() -> bool:
+    return sys.stdin.isatty()
+
+
+def _consent(source: str, export: str | None, llm: str | None, rules: list[str], yes: bool,
+             est: dict[str, Any] | None) -> None:  # fmt: skip
+    """Before text leaves the machine: show what would be sent to each remote model that has no
+    remembered consent for this data dir and scope, and ask (or take --yes). Without a terminal
+    and without --yes: refuse (ConsentRequired, exit 77). Nothing has been sent at this point."""
+    from flows import consent as cs
+
+    cfg = settings()
+    targets = [t for t in (cs.drafting_target(llm or cfg.llm, source), cs.embedding_target()) if t is not None]
+    missing = [t for t in targets if cs.find(cfg, t) is None]
+    if not missing:
+        return
+    for target in missing:
+        if target.kind == "drafting":
+            est = est or _estimate(source, export, llm)
+            lines = cs.preview_lines(est, target, rules)
+            preview = cs.preview_of(est)
+        else:
+            lines = [f"would send to {target.describe()} for embedding: the text of the memories (titles, "
+                     "summaries, aliases, tags) this data dir holds and will hold; never raw messages"]  # fmt: skip
+            preview = {}
+        for line in lines:
+            err_console.print(escape(tty(line)))
+        if not yes:
+            if not _interactive():
+                raise ConsentRequired(
+                    f"consent to send to {target.describe()} is needed and there is no terminal to ask",
+                    hint="run it in a terminal to answer, or add --yes to consent (it is remembered for this "
+                    "data dir); --estimate shows what would be sent",
+                )
+            what = "these conversations" if target.kind == "drafting" else "memory texts"
+            if not typer.confirm(f"send {what} to {target.describe()}? (remembered for this data dir)",
+                                 default=False, err=True):  # fmt: skip
+                raise ConsentRequired(f"the owner declined sending to {target.describe()}")
+        cs.grant(cfg, target, rules if target.kind == "drafting" else [], preview)
+        err_console.print(f"consent recorded in {cfg.data_dir / 'consent.json'}")
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
@@ -95,6 +162,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
         f"{summary['batches_total']} batches ({summary['batches_skipped_complete']} already complete), "
         f"{summary['drafter_calls']} drafter calls, {summary['commits']} commits, "
         f"{summary['rejected_evidence']} evidence pointers rejected, {summary['elapsed_seconds']:.1f}s"
+        + (f", {summary['excluded']} conversations excluded" if summary.get("excluded") else "")
     )
     _print_indexed(summary.get("indexed"))
 
@@ -106,6 +174,8 @@ def _print_indexed(out: dict[str, Any] | None) -> None:
     line = f"recall index: {out['indexed_messages']} new messages"
     if out["vectors"] == "skipped":
         line += "; vectors skipped (--no-embed): `pmem reindex` embeds them"
+    elif out["vectors"] == "no-consent":
+        line += "; vectors not sent: no consent recorded for the remote embedder"
     elif out["vectors"] == "off":
         line += "; vectors off (PMEM_EMBEDDER=none)"
     else:
@@ -166,11 +236,32 @@ def backfill(
     estimate: Annotated[bool, typer.Option("--estimate", help="Only import and plan: print the tokens and cost the drafting would take.")] = False,
     max_cost: Annotated[float | None, typer.Option("--max-cost", help="Refuse to start when the estimated cost (USD) is higher.")] = None,
     no_embed: Annotated[bool, typer.Option("--no-embed", help="Index new messages for recall but do not embed them (`pmem reindex` does later).")] = False,
+    exclude: Annotated[list[str] | None, typer.Option("--exclude", "-x", metavar="RULE", help=(
+        "Leave conversations out: never drafted, never sent (repeatable). RULE is key:KEY "
+        "(or a glob: key:'claude:*'), title:GLOB (case-insensitive: title:'*病院*'), "
+        "before:YYYY-MM-DD, after:YYYY-MM-DD or range:YYYY-MM-DD..YYYY-MM-DD (inclusive; one "
+        "side may be empty), by creation date (UTC days; an ISO time with offset is exact). "
+        "With a remote model the rules are remembered with the consent and apply to later runs "
+        "(the monthly re-import too)."))] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Consent to sending to the remote model without being asked (remembered for this data dir).")] = False,
 ) -> None:
     """Import an export, draft case records and commit them. Run it again to resume.
 
+    With a remote drafter (--llm openai:…, anthropic:…, gemini:…) or a remote embedder
+    (PMEM_EMBEDDER=openai:…), the first run shows what would be sent (conversations, characters,
+    sources, dates, exclusions) and asks; the answer is remembered per data dir, provider and
+    source in <data dir>/consent.json. --estimate shows it without sending (no API key needed).
+
     Exit codes: 0 complete; 1 error or failed batches (run again to retry them); 75 stopped by a
-    rate limit or a spent quota (run the same command again later: finished work is kept)."""
+    rate limit or a spent quota (run the same command again later: finished work is kept);
+    77 not sent: consent to a remote model was declined, or is needed and there is no terminal
+    to ask (add --yes)."""
+    from flows.pipeline import set_excludes
+    from stages.exclude import parse_rules
+
+    rules = parse_rules(exclude or [])
+    set_excludes(rules)  # process-local: private text never becomes a Prefect parameter
+    est: dict[str, Any] | None = None
     if estimate or max_cost is not None:
         est = _estimate(source, export, llm)
         cost = "unknown (unpriced model)" if est["cost_usd"] is None else f"${est['cost_usd']:.2f}"
@@ -179,6 +270,14 @@ def backfill(
             f"{est['batches_to_draft']} batches to draft, ~{est['input_tokens']:,} input and "
             f"~{est['output_tokens']:,} output tokens, cost {cost}"
         )
+        from flows.consent import drafting_target, preview_lines
+
+        target = drafting_target(est["model"], source)
+        if target is not None:
+            for line in preview_lines(est, target, est["exclude_rules"]):
+                err_console.print(escape(tty(line)))
+        elif est["excluded"]:
+            err_console.print(f"excluded: {est['excluded']} conversations")
         if estimate:
             if as_json:
                 print_json(est)
@@ -186,6 +285,7 @@ def backfill(
         if est["cost_usd"] is not None and max_cost is not None and est["cost_usd"] > max_cost:
             raise PmemError(f"the estimated cost ${est['cost_usd']:.2f} is above --max-cost ${max_cost:.2f}",
                             hint="raise --max-cost, or draft a smaller export first")  # fmt: skip
+    _consent(source, export, llm, [r.text for r in rules], yes, est)
     again = f"make backfill SOURCE={source}" + (f" EXPORT={export}" if export else "") + (" DRY_RUN=1" if dry_run else "")
     try:
         with _progress_bars():

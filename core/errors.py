@@ -141,3 +141,8 @@ class RateLimitStop(PmemError):
         super().__init__(message)
         self.run_id = run_id
         self.retry_after = retry_after
+
+
+class ConsentRequired(PmemError):
+    """Text would go to a remote model the owner has not consented to for this data dir and
+    scope. The CLI asks (or takes --yes); without a terminal it refuses with exit code 77."""

@@ -10,7 +10,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -50,6 +50,7 @@ from providers.pricing import estimate_cost
 from stages.batching import pack
 from stages.chunking import chunk_conversation, merge_chunk_drafts
 from stages.evidence import verify_draft
+from stages.exclude import ExcludeRule, excluded_by, parse_rules
 from stages.prefilter import RULE_VERSION, prefilter
 from state.budget import SlidingWindowLimiter
 from state.concurrency import AdaptiveConcurrency
@@ -87,6 +88,10 @@ class Pipeline:
     commit_cc: AdaptiveConcurrency
     draft_cc: AdaptiveConcurrency
     run_id: str = ""
+    # the owner's exclusion rules (--exclude, and those remembered with a consent) and, after
+    # planning, the conversations they excluded (key -> rule)
+    excludes: list[ExcludeRule] = field(default_factory=list)
+    excluded: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def open(cls, settings: Settings, llm: str | None = None) -> Pipeline:
@@ -110,7 +115,7 @@ class Pipeline:
             settings=settings, db=db, ledger=Ledger(db), runs=RunStore(db), store=store,
             drafter=get_drafter(llm or settings.llm),
             limiter=SlidingWindowLimiter(max_wait=settings.max_wait_seconds, backend=window_backend),
-            target=target, commit_cc=cc(), draft_cc=cc(),
+            target=target, commit_cc=cc(), draft_cc=cc(), excludes=list(_excludes),
         )  # fmt: skip
 
     def close(self) -> None:
@@ -137,6 +142,15 @@ class Pipeline:
 
 
 _PIPELINES: dict[str, Pipeline] = {}
+_excludes: list[ExcludeRule] = []  # this process's --exclude rules (never a Prefect parameter)
+
+
+def set_excludes(rules: list[ExcludeRule]) -> None:
+    """The owner's --exclude rules for the pipelines this process opens (the CLI sets them; they
+    are private text, so they never travel as flow parameters)."""
+    _excludes[:] = list(rules)
+
+
 ProgressHook = Callable[[str, int], None]  # (stage, total) to start a stage; (stage, -n) per n items
 _progress: list[ProgressHook] = []
 
@@ -238,29 +252,70 @@ def import_export(p: Pipeline, source: str, export_path: str) -> dict[str, Any]:
 # ---------------------------------------------------------------- 2. plan
 
 
-def _plan(p: Pipeline, source: str) -> tuple[list[str], list[Batch]]:
-    """Pending batches (reused as they are) and new batches for un-batched kept conversations."""
+def _plan(p: Pipeline, source: str) -> tuple[list[str], list[Batch], list[str]]:
+    """Pending batches (reused as they are), new batches for un-batched kept conversations, and
+    pending batches holding a conversation the owner excluded (to be superseded: their other
+    members are packed again without it). Sets ``p.excluded``."""
     model, pv = p.drafter.model, p.drafter.prompt_version
-    pending = [b["batch_id"] for b in p.runs.pending(source, model, pv)]
     kept = p.ledger.kept_conversations(source, RULE_VERSION)
+    p.excluded = _excluded(p, kept)
+    pending: list[str] = []
+    blocked: list[dict[str, Any]] = []
+    for b in p.runs.pending(source, model, pv):
+        if {m["conversation_key"] for m in b["members"]} & p.excluded.keys():
+            blocked.append(b)
+        else:
+            pending.append(b["batch_id"])
     done = p.runs.batched_keys([(c["conversation_key"], c["content_hash"]) for c in kept], model, pv)
+    done -= {m["conversation_key"] for b in blocked for m in b["members"]}  # packed again
     members = [
         BatchMember(conversation_key=c["conversation_key"], content_hash=c["content_hash"],
                     chars=c["drafting_chars"])  # fmt: skip
         for c in kept
-        if c["conversation_key"] not in done
+        if c["conversation_key"] not in done and c["conversation_key"] not in p.excluded
     ]
     new = pack(
         members, max_conversations=p.settings.batch_max_conversations,
         max_chars=p.settings.batch_max_chars, prompt_version=pv, model=model,
     )  # fmt: skip
-    return pending, [b for b in new if b.batch_id not in pending]
+    return pending, [b for b in new if b.batch_id not in pending], [b["batch_id"] for b in blocked]
+
+
+def _excluded(p: Pipeline, kept: list[dict[str, Any]]) -> dict[str, str]:
+    if not p.excludes:
+        return {}
+    out: dict[str, str] = {}
+    for c in kept:
+        rule = excluded_by(p.excludes, c["conversation_key"], c["title"], c["created_at"] or c["updated_at"])
+        if rule is not None:
+            out[c["conversation_key"]] = rule
+    return out
+
+
+def apply_consent(p: Pipeline, source: str, *, required: bool = True) -> None:
+    """A remote drafter needs the owner's remembered consent for this source (ConsentRequired
+    otherwise, before anything is sent); the rules remembered with it join this run's, and this
+    run's rules are remembered with it (they only ever narrow what is sent)."""
+    from flows import consent as cs
+
+    target = cs.drafting_target(p.drafter.model, source)
+    if target is None:
+        return
+    consent = cs.require(p.settings, target) if required else cs.find(p.settings, target)
+    if consent is None:
+        return
+    known = {r.text for r in p.excludes}
+    p.excludes += [r for r in parse_rules(consent.excludes) if r.text not in known]
+    if required:
+        cs.store(p.settings).add_excludes(target.ident, [r.text for r in p.excludes])
 
 
 def plan(p: Pipeline, source: str) -> list[str]:
     """Pending batches first, then new ones (stored, so a resumed run maps to the same batches)."""
     p.runs.supersede_stale(source)
-    pending, new = _plan(p, source)
+    pending, new, blocked = _plan(p, source)
+    for batch_id in blocked:  # it holds an excluded conversation: never drafted as it is
+        p.runs.set_status(batch_id, "superseded")
     for b in new:
         p.runs.add_batch(b, source, p.run_id)
         fault_point("plan:after-batch")
@@ -281,28 +336,50 @@ def estimate_run(p: Pipeline, source: str, export_path: str) -> dict[str, Any]:
     """What a backfill would send to the model and what it would cost, before spending anything.
     Imports the export into the ledger (lossless, idempotent); plans without storing batches."""
     stats = import_export(p, source, export_path)
+    apply_consent(p, source, required=False)  # a remembered consent's exclusions count too
     p.runs.supersede_stale(source)
-    pending, new = _plan(p, source)
+    pending, new, _blocked = _plan(p, source)
     static_tokens = estimate_tokens(static_instructions())
-    input_tokens = output_tokens = conversations = 0
+    input_tokens = output_tokens = conversations = characters = already = 0
+    dates: list[datetime] = []
     for batch_id in pending:
         row = p.runs.batch(batch_id)
         if row is None or read_result(_paths(p, row)[0], batch_id) is not None:
+            already += len(row["members"]) if row else 0
             continue  # already drafted: costs nothing more
         new.append(to_batch(row))
     for b in new:
-        texts = [m.text for mem in b.members for m in p.ledger.load(mem.conversation_key).drafting_messages]
+        convs = [p.ledger.load(mem.conversation_key) for mem in b.members]
+        texts = [m.text for c in convs for m in c.drafting_messages]
         chunks = max(1, -(-sum(len(t) for t in texts) // p.settings.batch_max_chars))
         input_tokens += chunks * static_tokens + sum(estimate_tokens(t) for t in texts)
         output_tokens += OUTPUT_TOKENS_PER_CONVERSATION * len(b.members)
         conversations += len(b.members)
+        characters += sum(len(t) for t in texts)
+        dates += [d for c in convs if (d := c.created_at or c.updated_at) is not None]
     model = p.drafter.model
+    cost = estimate_cost(model, input_tokens, output_tokens)
     return {
         "estimate": True, "model": model, "conversations": stats["conversations"], "kept": stats["kept"],
         "batches_to_draft": len(new), "conversations_to_draft": conversations,
         "input_tokens": input_tokens, "output_tokens": output_tokens,
-        "cost_usd": estimate_cost(model, input_tokens, output_tokens), "static_prompt_tokens": static_tokens,
+        "cost_usd": cost, "static_prompt_tokens": static_tokens,
+        "estimated_input_tokens": input_tokens, "estimated_output_tokens": output_tokens,
+        "estimated_cost_usd": cost,
+        # what would leave the machine with a remote drafter (shown before consent)
+        "characters": characters, "sources": [source] if conversations else [],
+        "first_date": min(dates).date().isoformat() if dates else None,
+        "last_date": max(dates).date().isoformat() if dates else None,
+        "already_drafted": already, "excluded": len(p.excluded),
+        "excluded_by_rule": _count_rules(p.excluded), "exclude_rules": [r.text for r in p.excludes],
     }  # fmt: skip
+
+
+def _count_rules(excluded: dict[str, str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for rule in excluded.values():
+        counts[rule] = counts.get(rule, 0) + 1
+    return counts
 
 
 # ---------------------------------------------------------------- 3. draft + verify
@@ -579,6 +656,7 @@ def run_backfill(
     """One backfill run; the same source and export reuse the open run (resume). It ends with
     every new message in the recall index and (``embed``) embedded by the local embedder."""
     start = time.monotonic()
+    apply_consent(p, source)  # a remote drafter without the owner's consent: refused here
     run_id, resumed = p.runs.open_or_create(
         source=source, export_path=export_path, fingerprint=fingerprint(Path(export_path)),
         model=p.drafter.model, prompt_version=p.drafter.prompt_version, dry_run=dry_run,
@@ -592,6 +670,8 @@ def run_backfill(
         _add_import(summary, steps.import_export(run_id, source, export_path))
         batch_ids = steps.plan(run_id, source)
         summary["batches_total"] = len(batch_ids)
+        summary["excluded"] = len(p.excluded)  # never drafted, never sent
+        summary["excluded_by_rule"] = _count_rules(p.excluded)
         emit("planned", {"batches": len(batch_ids)})
         _tick("draft", len(batch_ids))
         drafted = _collect_drafts(summary, batch_ids, steps.draft_all(run_id, batch_ids))
@@ -667,6 +747,13 @@ def index_for_search(p: Pipeline, *, embed: bool = True, memories: bool = True) 
         local = is_local_spec()
         if local is None or (not local and not memories):  # off, or nothing it may embed
             return out
+        if not local:
+            from flows.consent import embedding_target, find
+
+            remote = embedding_target()
+            if remote is not None and find(p.settings, remote) is None:
+                out["vectors"] = "no-consent"  # the owner has not consented to send memory texts
+                return out
         emb = _CountingEmbedder(embedder_from_env())  # cheap: the model loads on its first text
         if not embed:  # --no-embed: say how many messages wait for `pmem reindex`
             if emb.local:
@@ -766,7 +853,7 @@ def new_summary(run_id: str, resumed: bool, dry_run: bool) -> dict[str, Any]:
     return {
         "run_id": run_id, "resumed": resumed, "dry_run": dry_run, "status": "open",
         "conversations": 0, "conversations_new": 0, "conversations_changed": 0,
-        "kept": 0, "dropped": 0, "quarantined": 0, "drop_reasons": {},
+        "kept": 0, "dropped": 0, "quarantined": 0, "drop_reasons": {}, "excluded": 0, "excluded_by_rule": {},
         "batches_total": 0, "batches_skipped_complete": 0, "batches_failed": 0,
         "drafter_calls": 0, "rejected_evidence": 0, "target_not_offered": 0,
         "commits": 0, "commits_replayed": 0,

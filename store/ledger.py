@@ -142,10 +142,12 @@ class Ledger:
             )
 
     def kept_conversations(self, source: str, rule_version: str) -> list[dict]:
-        """Current conversations of a source that the prefilter kept: key, hash, chars."""
+        """Current conversations of a source that the prefilter kept: key, hash, chars (and
+        title and dates, for the owner's exclusion rules)."""
         with self.db.connection() as conn:
             return conn.cursor(row_factory=dict_row).execute(
-                """SELECT c.conversation_key, c.content_hash, c.drafting_chars
+                """SELECT c.conversation_key, c.content_hash, c.drafting_chars, c.title,
+                          c.created_at, c.updated_at
                    FROM source_conversations c
                    JOIN prefilter_decisions d ON d.conversation_key = c.conversation_key
                         AND d.content_hash = c.content_hash AND d.rule_version = %s
