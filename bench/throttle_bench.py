@@ -42,7 +42,9 @@ from store.db import Database, ensure_database  # noqa: E402
 
 def run(url: str, db: Database, *, name: str, commits: int, limit: int, window: float, workers: int,
         use_window: bool) -> dict[str, float]:  # fmt: skip
-    api = HttpMemoryAPI(url, client_name=name)
+    from store.tokens import TokenStore
+
+    api = HttpMemoryAPI(url, client_name=name, token=TokenStore(db).create(name).token)
     limiter = SlidingWindowLimiter(max_wait=3600, backend=PgWindow(db, f"client:{name}", limit, client_window(window))) if use_window else None
     cc = AdaptiveConcurrency(start=3, maximum=workers, quiet=window, max_wait=3600)
     lock = threading.Lock()

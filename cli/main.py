@@ -8,11 +8,24 @@ from __future__ import annotations
 
 import os
 
-from cli import backfill_cmds, db_cmds, ledger_cmds, prefect_cmds, read, run_cmds, serve_cmds  # noqa: F401  (they register their commands)
+from cli import (  # noqa: F401  (they register their commands)
+    backfill_cmds,
+    db_cmds,
+    ledger_cmds,
+    prefect_cmds,
+    read,
+    run_cmds,
+    serve_cmds,
+    token_cmds,
+)
 from cli.app import app
 
 
 def main() -> None:
+    # first thing: whatever pmem or a library under it creates is private (0700 / 0600)
+    from core.private import private_umask
+
+    private_umask()
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
     app()

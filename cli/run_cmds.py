@@ -95,8 +95,10 @@ def export_(
     if out is None:
         counts = write_export(db, sys.stdout)
     else:
+        from core.private import open_private
+
         tmp = out.with_suffix(out.suffix + ".tmp")
-        with tmp.open("w", encoding="utf-8") as f:
+        with open_private(tmp, "w", encoding="utf-8") as f:  # 0600: the export is private text
             counts = write_export(db, f)
         tmp.replace(out)
     err_console.print(f"exported {counts}")
@@ -105,16 +107,21 @@ def export_(
 @app.command(name="api")
 @handle_errors
 def api(
-    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    host: Annotated[str, typer.Option(help="Interface to listen on (loopback unless --public-url is given).")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8765,
+    public_url: Annotated[str | None, typer.Option("--public-url", help="The https address a TLS proxy serves the API at; required for a non-loopback --host, and its host is accepted in the Host header.")] = None,
 ) -> None:
-    """Serve the memory API over HTTP (point PMEM_MEMORY_URL at it). 300 requests / 600 s per
-    client by default (PMEM_COMMIT_BUDGET); beyond it: 429 with Retry-After."""
+    """Serve the memory API over HTTP (point PMEM_MEMORY_URL at it). Every request but
+    /v1/health needs a bearer token from `pmem token create NAME` (clients: PMEM_MEMORY_TOKEN);
+    the token's name is the client's name. 300 requests / 600 s per client by default
+    (PMEM_COMMIT_BUDGET); beyond it: 429 with Retry-After."""
+    from memory_api.auth import check_bind
     from memory_api.server import serve_forever
     from store.db import Database
 
+    check_bind(host, public_url)  # before the database is opened
     cfg = settings()
-    serve_forever(Database.open(cfg), budget=cfg.budget, host=host, port=port)
+    serve_forever(Database.open(cfg), budget=cfg.budget, host=host, port=port, public_url=public_url)
 
 
 @app.command()

@@ -17,7 +17,11 @@ def serve(
 ) -> None:
     """Serve the memory to an AI client over MCP (stdio): load_context, search_memory,
     get_memory, recall, propose_memory, commit_memory, memory_history. stdout carries the
-    protocol; logs go to stderr."""
+    protocol; logs go to stderr. Configuration: the environment the client passes and the data
+    dir's config.env; never a `.env` in the folder the client started it in."""
+    from core.settings import ignore_working_dir_dotenv
+
+    ignore_working_dir_dotenv()  # before anything reads settings
     try:
         from mcp_server.server import run_stdio
     except ModuleNotFoundError as err:

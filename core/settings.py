@@ -1,4 +1,15 @@
-"""One settings object, from environment variables and `.env` (pydantic-settings)."""
+"""One settings object, from environment variables and `.env` files (pydantic-settings).
+
+Where configuration comes from, strongest first: the environment; the `.env` in the working
+directory (the CLI's documented convenience: `cd` to the project and run `pmem …`); the data
+dir's own ``config.env`` (0600, inside the private data dir); the defaults.
+
+`pmem serve` is started by an AI client in whatever folder the client chose (a cloned repository,
+a download folder): a `.env` there must not redirect the database (`DATABASE_URL`) or the
+memory API (`PMEM_MEMORY_URL`). ``ignore_working_dir_dotenv()`` (called by `pmem serve` before
+anything reads settings) turns the working directory's `.env` off for the whole process: serve
+reads the environment the client passes and the data dir's ``config.env`` only.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +18,46 @@ from functools import cached_property
 from pathlib import Path
 
 from pydantic import AliasChoices, Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    DotEnvSettingsSource,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DB_NAME = "pmem"
+DATA_DIR_CONFIG = "config.env"
+_working_dir_dotenv = True
+
+
+def ignore_working_dir_dotenv() -> None:
+    """From now on, no Settings in this process reads a `.env` from the working directory."""
+    global _working_dir_dotenv
+    _working_dir_dotenv = False
+
+
+def working_dir_dotenv() -> bool:
+    return _working_dir_dotenv
+
+
+def _dotenv_files() -> tuple[Path, ...]:
+    """The `.env` files to read, weakest first: the data dir's config.env, then (unless turned
+    off) the working directory's `.env`. The data dir is the environment's, else the working
+    `.env`'s (when allowed), else the default."""
+    import os
+
+    from dotenv import dotenv_values
+
+    cwd_env = Path(".env")
+    data_dir = os.environ.get("PMEM_DATA_DIR")
+    if not data_dir and _working_dir_dotenv and cwd_env.is_file():
+        data_dir = dotenv_values(cwd_env).get("PMEM_DATA_DIR") or None
+    folder = Path(data_dir).expanduser() if data_dir else PROJECT_ROOT / ".pmem"
+    files = [folder / DATA_DIR_CONFIG]
+    if _working_dir_dotenv:
+        files.append(cwd_env)
+    return tuple(files)
 
 
 def parse_budget(text: str) -> tuple[int, float]:
@@ -38,7 +85,20 @@ class Settings(BaseSettings):
     max_concurrency: int = Field(default=3, ge=1, le=32)
     quiet_seconds: float = 60.0  # a quiet stretch after a 429 before concurrency climbs back
     memory_url: str | None = None  # the memory API over HTTP; unset = in process
+    memory_token: str | None = None  # its bearer token (`pmem token create NAME`)
     client_name: str = "pmem-backfill"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        dotenv = DotEnvSettingsSource(settings_cls, env_file=_dotenv_files())
+        return init_settings, env_settings, dotenv, file_secret_settings
 
     @field_validator("data_dir", mode="after")
     @classmethod

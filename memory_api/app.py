@@ -23,9 +23,11 @@ from core.errors import (
     TombstonedMemory,
 )
 from core.models import CONFIRMED_ACTIONS, STANDING_ACTIONS, ActionRequest, CommitRequest
+from memory_api.auth import AuthMiddleware, allowed_hosts
 from store.budget import PgWindow
 from store.db import Database
 from store.records import MemoryStore
+from store.tokens import TokenStore
 
 DEFAULT_CLIENT = "anonymous"
 
@@ -62,10 +64,16 @@ def queued(action: str, proposal_id: str) -> JSONResponse:
     )  # fmt: skip
 
 
-def create_app(db: Database, *, budget: tuple[int, float] = (300, 600.0)) -> FastAPI:
+def create_app(
+    db: Database, *, budget: tuple[int, float] = (300, 600.0), public_url: str | None = None
+) -> FastAPI:
+    """The API behind its auth middleware (memory_api/auth.py): Host check, bearer token, scope;
+    ``X-Pmem-Client`` as the routes see it is the token's name, never the caller's choice."""
     store = MemoryStore(db)
     limit, window = budget
-    app = FastAPI(title="personal-memory API", version="1", docs_url=None, redoc_url=None)
+    app = FastAPI(title="personal-memory API", version="1", docs_url=None, redoc_url=None,
+                  openapi_url=None)  # fmt: skip
+    app.add_middleware(AuthMiddleware, tokens=TokenStore(db), hosts=allowed_hosts(public_url))
     windows: dict[str, PgWindow] = {}
 
     def admit(client: str) -> JSONResponse | None:
@@ -128,6 +136,7 @@ def create_app(db: Database, *, budget: tuple[int, float] = (300, 600.0)) -> Fas
     ) -> Any:  # fmt: skip
         if idempotency_key is not None and idempotency_key != body.idempotency_key:
             return JSONResponse({"error": "idempotency_key_mismatch"}, status_code=422)
+        body = body.model_copy(update={"client": x_pmem_client})  # the token's name (auth.py)
         if body.reason in CONFIRMED_ACTIONS:  # the owner's to confirm: queued, not performed
             return admit(x_pmem_client) or queued(body.reason, store.queue(ActionRequest.model_validate({
                 "action": body.reason, "memory_id": body.memory_id,

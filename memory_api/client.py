@@ -7,6 +7,7 @@ from typing import Any
 import httpx
 
 from core.errors import (
+    ConfigError,
     ConfirmationRequired,
     EvidenceRefused,
     MemoryNotFound,
@@ -27,11 +28,20 @@ from core.models import (
 
 
 class HttpMemoryAPI:
-    def __init__(self, base_url: str, *, client_name: str = "pmem", timeout: float = 30.0) -> None:
+    """``token``: a bearer token from `pmem token create NAME`; default PMEM_MEMORY_TOKEN (the
+    settings). The server names the client after its token; ``client_name`` is only a hint."""
+
+    def __init__(self, base_url: str, *, client_name: str = "pmem", timeout: float = 30.0,
+                 token: str | None = None) -> None:  # fmt: skip
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(
-            base_url=self.base_url, timeout=timeout, headers={"X-Pmem-Client": client_name}
-        )
+        if token is None:
+            from core.settings import get_settings
+
+            token = get_settings().memory_token
+        headers = {"X-Pmem-Client": client_name}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, headers=headers)
 
     def close(self) -> None:
         self._http.close()
@@ -48,6 +58,12 @@ class HttpMemoryAPI:
             except (ValueError, KeyError, TypeError):
                 retry = float(resp.headers.get("Retry-After", "1"))
             raise RateLimited(f"memory API rate limited (retry after {retry:g}s)", retry_after=retry)
+        if resp.status_code in (401, 403):
+            raise ConfigError(
+                f"the memory API at {self.base_url} refused the request ({resp.status_code}"
+                f"{': missing scope' if resp.status_code == 403 else ''})",
+                hint="set PMEM_MEMORY_TOKEN to a token from `pmem token create NAME` on that server",
+            )
         if resp.status_code >= 400:
             body = resp.json() if resp.headers.get("content-type", "").startswith("application/json") else {}
             code = body.get("error")

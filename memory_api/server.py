@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import uvicorn
 
 from memory_api.app import create_app
+from memory_api.auth import check_bind
 from store.db import Database
 
 
@@ -24,8 +25,10 @@ class RunningServer:
         self.thread.join(10)
 
 
-def serve_in_thread(db: Database, *, budget: tuple[int, float], host: str = "127.0.0.1", port: int = 0) -> RunningServer:
-    config = uvicorn.Config(create_app(db, budget=budget), host=host, port=port, log_level="warning",
+def serve_in_thread(db: Database, *, budget: tuple[int, float], host: str = "127.0.0.1", port: int = 0,
+                    public_url: str | None = None) -> RunningServer:  # fmt: skip
+    check_bind(host, public_url)
+    config = uvicorn.Config(create_app(db, budget=budget, public_url=public_url), host=host, port=port, log_level="warning",
                             access_log=False, lifespan="off")  # fmt: skip
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="memory-api", daemon=True)
@@ -40,5 +43,9 @@ def serve_in_thread(db: Database, *, budget: tuple[int, float], host: str = "127
     return RunningServer(f"http://{bound_host}:{bound_port}", server, thread)
 
 
-def serve_forever(db: Database, *, budget: tuple[int, float], host: str, port: int) -> None:
-    uvicorn.run(create_app(db, budget=budget), host=host, port=port, log_level="info", access_log=False)
+def serve_forever(db: Database, *, budget: tuple[int, float], host: str, port: int,
+                  public_url: str | None = None) -> None:  # fmt: skip
+    """Loopback only, unless ``public_url`` names the TLS proxy in front (memory_api/auth.py)."""
+    check_bind(host, public_url)
+    uvicorn.run(create_app(db, budget=budget, public_url=public_url), host=host, port=port,
+                log_level="info", access_log=False, server_header=False)  # fmt: skip

@@ -137,6 +137,12 @@ TABLE_STORES: tuple[TableStore, ...] = (
     TableStore("budget_events", "bookkeeping", ids=("bucket",)),
     TableStore("draft_decisions", "bookkeeping", ids=("run_id", "draft_id", "decision")),
     TableStore("schema_migrations", "bookkeeping", ids=("name", "checksum")),
+    # ------------------------------------------------------------ tokens (0005)
+    TableStore(
+        "auth_tokens", "bookkeeping",
+        ids=("token_id", "name", "kind", "token_hash", "scopes", "client_id", "family_id"),
+        guard="a client's name and scopes; tokens only as SHA-256",
+    ),  # fmt: skip
     # ------------------------------------------------------------ search (0003)
     TableStore(
         "memory_embeddings", "derived", vectors=("embedding",), ids=("memory_id", "model", "text_hash"),

@@ -162,8 +162,21 @@ def free_port() -> int:
 
 
 @pytest.fixture
-def api_server(cli_env: dict[str, str]) -> Iterator[Callable[..., str]]:
-    """Starts `pmem api` subprocesses (the memory API over HTTP on loopback); returns their URL."""
+def api_token(db_url: str) -> Iterator[Callable[[str], str]]:
+    """Creates memory-API bearer tokens in the test database: api_token(name) -> token."""
+    from store.db import Database
+    from store.tokens import TokenStore
+
+    database = Database(db_url)
+    yield lambda name, *scopes: TokenStore(database).create(name, scopes or ("memory.read", "memory.propose", "memory.write")).token
+    database.close()
+
+
+@pytest.fixture
+def api_server(cli_env: dict[str, str], api_token: Callable[[str], str]) -> Iterator[Callable[..., str]]:
+    """Starts `pmem api` subprocesses (the memory API over HTTP on loopback); returns their URL.
+    ``cli_env`` gets a bearer token (PMEM_MEMORY_TOKEN, client name pmem-backfill) for them."""
+    cli_env.setdefault("PMEM_MEMORY_TOKEN", api_token("pmem-backfill"))
     import subprocess
     import sys
     import time

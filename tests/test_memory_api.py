@@ -30,9 +30,9 @@ def req(key: str, **kw) -> CommitRequest:
     return CommitRequest(**base)
 
 
-def test_commit_get_search_and_errors_over_http(api_server, store, db):
+def test_commit_get_search_and_errors_over_http(api_server, api_token, store, db):
     seed_message(db, "chatgpt:c", "n1", "次は川沿いの街にするつもり")
-    api = HttpMemoryAPI(api_server(), client_name="t1")
+    api = HttpMemoryAPI(api_server(), client_name="t1", token=api_token("t1"))
     try:
         first = api.commit(req("k1"))
         assert first.created and api.commit(req("k1")).replayed
@@ -53,9 +53,10 @@ def test_commit_get_search_and_errors_over_http(api_server, store, db):
         api.close()
 
 
-def test_budget_gives_429_with_retry_after_per_client(api_server):
+def test_budget_gives_429_with_retry_after_per_client(api_server, api_token):
     url = api_server(budget="3/600s")
-    a, b = HttpMemoryAPI(url, client_name="a"), HttpMemoryAPI(url, client_name="b")
+    a = HttpMemoryAPI(url, client_name="a", token=api_token("a"))
+    b = HttpMemoryAPI(url, client_name="b", token=api_token("b"))
     try:
         for _ in range(3):
             a.search("x")

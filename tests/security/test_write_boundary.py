@@ -109,7 +109,11 @@ def test_mcp_evidence_must_be_verbatim_and_secret_free(db, keys, mcp):
 
 
 def test_http_api_guards_secrets_and_evidence(db, keys):
-    client = TestClient(create_app(db))
+    from store.tokens import TokenStore
+
+    token = TokenStore(db).create("t").token
+    client = TestClient(create_app(db), base_url="http://127.0.0.1",
+                        headers={"Authorization": f"Bearer {token}"})  # fmt: skip
     body = {
         "kind": "plan", "title": f"CI の設定 {GITHUB}", "canonical_summary": f"パスワードは {PASSWORD} にした",
         "index_summary": "CI", "aliases": [GITHUB[4:]], "tags": [PASSWORD.lower()],

@@ -1,0 +1,146 @@
+"""Who may talk to the memory API: the Host check, bearer tokens, scopes, the client's name.
+
+An ASGI middleware in front of every route, so it answers before FastAPI reads or validates a
+body:
+
+1. **Host**: the ``Host`` header must name a loopback host (``127.0.0.1``, ``localhost``,
+   ``[::1]``) or the host of ``--public-url``; anything else is ``400 invalid_host`` (a web page
+   that rebinds its own name to 127.0.0.1 cannot reach the API).
+2. **Token**: every route but ``GET /v1/health`` needs ``Authorization: Bearer pmem_…``, a live
+   token of the token store (``pmem token create NAME``); otherwise ``401`` with
+   ``WWW-Authenticate: Bearer``.
+3. **Scope**: reads need ``memory.read``, proposals and requests ``memory.propose``, commits
+   ``memory.write``; otherwise ``403 insufficient_scope``.
+4. **Client name**: taken from the token. Any ``X-Pmem-Client`` the caller sent is dropped and
+   replaced by the token's name, which the routes record on revisions and key budgets by.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.concurrency import run_in_threadpool
+
+from core.errors import ConfigError
+from store.tokens import TokenInfo, TokenStore
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+OPEN_PATHS = {("GET", "/v1/health")}
+CLIENT_HEADER = b"x-pmem-client"
+
+
+def is_loopback(host: str) -> bool:
+    host = host.strip("[]").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def public_host(public_url: str | None) -> str | None:
+    if not public_url:
+        return None
+    parts = urlsplit(public_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"--public-url must be an http(s) URL with a host, not {public_url!r}")
+    return parts.hostname.lower()
+
+
+def check_bind(host: str, public_url: str | None) -> None:
+    """A non-loopback bind only behind a public URL (the TLS proxy in front of it)."""
+    if is_loopback(host):
+        return
+    if not public_url:
+        raise ConfigError(
+            f"refusing to listen on {host}: the memory API listens on loopback only unless "
+            "--public-url names the https address a TLS proxy serves it at",
+            hint="keep the default --host 127.0.0.1, or give --public-url https://…",
+        )
+    public_host(public_url)
+
+
+def allowed_hosts(public_url: str | None) -> set[str]:
+    hosts = set(LOOPBACK_NAMES)
+    extra = public_host(public_url)
+    if extra:
+        hosts.add(extra)
+    return hosts
+
+
+def host_name(header: str) -> str:
+    """The host part of a Host header value (``[::1]:8765`` → ``::1``)."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+def required_scope(method: str, path: str) -> str:
+    if path.startswith("/v1/commits"):
+        return "memory.write"
+    if path.startswith(("/v1/proposals", "/v1/requests")):
+        return "memory.propose"
+    return "memory.read"
+
+
+class AuthMiddleware:
+    def __init__(self, app: ASGIApp, *, tokens: TokenStore, hosts: set[str]) -> None:
+        self.app = app
+        self.tokens = tokens
+        self.hosts = hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.lower(): v for k, v in scope.get("headers", [])}
+        host = host_name(headers.get(b"host", b"").decode("latin-1"))
+        if host not in self.hosts:
+            await _answer(send, 400, {"error": "invalid_host"})
+            return
+        method, path = scope["method"].upper(), scope["path"]
+        if (method, path) in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        info = await self._identify(headers.get(b"authorization", b"").decode("latin-1"))
+        if info is None:
+            await _answer(send, 401, {"error": "unauthorized"},
+                          [(b"www-authenticate", b'Bearer realm="pmem"')])  # fmt: skip
+            return
+        needed = required_scope(method, path)
+        if needed not in info.scopes:
+            await _answer(send, 403, {"error": "insufficient_scope", "scope": needed},
+                          [(b"www-authenticate", f'Bearer error="insufficient_scope", scope="{needed}"'.encode())])  # fmt: skip
+            return
+        scope["headers"] = [(k, v) for k, v in scope["headers"] if k.lower() != CLIENT_HEADER]
+        scope["headers"].append((CLIENT_HEADER, info.name.encode()))
+        scope.setdefault("state", {})["token"] = info
+        await self.app(scope, receive, send)
+
+    async def _identify(self, authorization: str) -> TokenInfo | None:
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None
+        return await run_in_threadpool(self.tokens.verify, token.strip())
+
+
+async def _answer(send: Send, status: int, body: dict[str, Any],
+                  extra: list[tuple[bytes, bytes]] | None = None) -> None:  # fmt: skip
+    payload = json.dumps(body).encode()
+    await send({
+        "type": "http.response.start", "status": status,
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
+                    *(extra or [])],
+    })  # fmt: skip
+    await send({"type": "http.response.body", "body": payload})
