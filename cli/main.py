@@ -11,6 +11,7 @@ import os
 from cli import (  # noqa: F401  (they register their commands)
     backfill_cmds,
     db_cmds,
+    forget_cmds,
     ledger_cmds,
     prefect_cmds,
     read,

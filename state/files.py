@@ -3,9 +3,12 @@ version and a checksum, so that a half-written or tampered file is never taken a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +75,122 @@ def read_result(path: Path, batch_id: str) -> dict[str, Any] | None:
     except ResultFileError:
         return None
     return doc if doc.get("batch_id") == batch_id and doc.get("complete") is True else None
+
+
+# ---------------------------------------------------------------- erasure (`pmem forget`)
+
+REVIEW_FILES = ("review.md", "review.html")
+
+
+@dataclass
+class RunFilesScrub:
+    """What ``scrub_run_files`` did: paths, and the new checksum of each rewritten result.json
+    (by batch folder name) for the batches table."""
+
+    rewritten: list[Path] = field(default_factory=list)
+    deleted: list[Path] = field(default_factory=list)
+    drafts_removed: int = 0
+    checksums: dict[str, str] = field(default_factory=dict)
+    remaining: list[Path] = field(default_factory=list)  # files it cannot rewrite that still hit
+
+
+def _replace_values(value: Any, mapping: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return mapping.get(value, value)
+    if isinstance(value, list):
+        return [_replace_values(v, mapping) for v in value]
+    if isinstance(value, dict):
+        return {k: _replace_values(v, mapping) for k, v in value.items()}
+    return value
+
+
+def scrub_run_files(
+    runs_dir: Path,
+    *,
+    scrub: Callable[[Any], Any] | None = None,
+    text_hit: Callable[[str], bool] | None = None,
+    drop_draft: Callable[[str, dict[str, Any], dict[str, Any]], bool] | None = None,
+    drop_chunks: frozenset[str] = frozenset(),
+    hash_map: dict[str, str] | None = None,
+) -> RunFilesScrub:
+    """Erase from every file under ``runs/``: ``scrub`` rewrites each string of result.json,
+    chunk and run-state files (written again atomically, with a new checksum); ``drop_draft``
+    (batch folder, draft, its commit entry) removes whole drafts from result.json; chunk files of
+    the batch folders in ``drop_chunks`` are deleted; a run's review.md / review.html are deleted
+    when any of its batch files changed or ``text_hit`` finds the text in them (`pmem review`
+    writes them again); ``hash_map`` replaces old content hashes. Any other file in which
+    ``text_hit`` finds the text, including a half-written temp file, is deleted."""
+    out = RunFilesScrub()
+    if not runs_dir.is_dir():
+        return out
+    mapping = hash_map or {}
+
+    def edit(value: Any) -> Any:
+        value = _replace_values(value, mapping) if mapping else value
+        return scrub(value) if scrub is not None else value
+
+    def hit(path: Path) -> bool:
+        if text_hit is None:
+            return False
+        try:
+            return text_hit(path.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            return False
+
+    for run in sorted(p for p in runs_dir.iterdir() if p.is_dir()):
+        run_changed = False
+        for folder in sorted((run / "batches").glob("*")) if (run / "batches").is_dir() else []:
+            if not folder.is_dir():
+                continue
+            state_path = folder / "run-state.json"
+            commits: dict[str, Any] = {}
+            with contextlib.suppress(ResultFileError):
+                commits = read_checked(state_path, STATE_SCHEMA).get("commits", {})
+            for path in sorted(folder.iterdir()):
+                if not path.is_file():
+                    continue
+                name = path.name
+                if name.startswith("chunk-") and folder.name in drop_chunks:
+                    path.unlink()
+                    out.deleted.append(path)
+                    run_changed = True
+                    continue
+                schema = {"result.json": RESULT_SCHEMA, "run-state.json": STATE_SCHEMA}.get(
+                    name, CHUNK_SCHEMA if name.startswith("chunk-") and name.endswith(".json") else None
+                )
+                try:
+                    doc = read_checked(path, schema) if schema else None
+                except ResultFileError:
+                    doc = None
+                if doc is None:
+                    if hit(path):
+                        path.unlink()
+                        out.deleted.append(path)
+                        run_changed = True
+                    continue
+                body = {k: v for k, v in doc.items() if k not in ("checksum", "schema_version")}
+                new = dict(body)
+                if name == "result.json" and drop_draft is not None:
+                    kept = [d for d in body.get("drafts", [])
+                            if not drop_draft(folder.name, d, commits.get(d.get("draft", {}).get("draft_id", ""), {}))]  # fmt: skip
+                    if len(kept) != len(body.get("drafts", [])):
+                        out.drafts_removed += len(body.get("drafts", [])) - len(kept)
+                        ids = {d.get("draft", {}).get("draft_id") for d in kept}
+                        new["drafts"] = kept
+                        new["uncommittable"] = [u for u in body.get("uncommittable", []) if u.get("draft_id") in ids]
+                new = edit(new)
+                if new != body:
+                    checksum = write_atomic(path, new, schema)  # type: ignore[arg-type]
+                    out.rewritten.append(path)
+                    run_changed = True
+                    if name == "result.json":
+                        out.checksums[folder.name] = checksum
+                elif hit(path):
+                    out.remaining.append(path)
+        for path in sorted(run.rglob("*")):
+            if not path.is_file() or (path.parent.parent == run / "batches"):
+                continue  # batch files: handled above
+            if (path.name in REVIEW_FILES and path.parent == run and run_changed) or hit(path):
+                path.unlink()
+                out.deleted.append(path)
+    return out

@@ -92,7 +92,8 @@ TABLE_STORES: tuple[TableStore, ...] = (
     ),  # fmt: skip
     TableStore(
         "memory_revisions", "derived", text=("record",),
-        ids=("memory_id", "record_hash", "reason", "run_id", "client", "model", "prompt_version"),
+        ids=("memory_id", "record_hash", "reason", "run_id", "client", "model", "prompt_version",
+             "redacted_fields"),
         erase="memory: rewritten only through pmem_redact_revision / pmem_erase_revisions (audited)",
         guard="MemoryStore write boundary",
     ),  # fmt: skip
@@ -159,6 +160,14 @@ TABLE_STORES: tuple[TableStore, ...] = (
         "message_embeddings", "derived", vectors=("embedding",), ids=("message_key", "model"),
         erase="dropped for every message whose text changed", guard="local embedder only",
     ),  # fmt: skip
+    # ------------------------------------------------------------ erasure (0007)
+    TableStore(
+        "erasure_audit", "bookkeeping",
+        ids=("erasure_id", "action", "target", "memory_id", "fields", "counts"),
+        guard="ids, field names and counts; never the text",
+    ),  # fmt: skip
+    TableStore("erased_content", "bookkeeping", ids=("hmac", "kind")),
+    TableStore("forgotten_conversations", "bookkeeping", ids=("conversation_key",)),
 )
 
 FILE_STORES: tuple[FileStore, ...] = (

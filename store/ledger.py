@@ -17,6 +17,7 @@ from psycopg.types.json import Jsonb
 from core.hashing import bytes_text, tagged_hash, text_bytes
 from core.models import Channel, Conversation, Message, PrefilterDecision, Provenance
 from store.db import Database
+from store.forget import ErasedIndex, load_key
 from store.search import sanitize
 
 UpsertOutcome = Literal["new", "changed", "unchanged"]
@@ -34,10 +35,29 @@ _MOVE_ON_CONFLICT = """ ON CONFLICT (message_key) DO UPDATE
 
 
 class Ledger:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, erasure_key: bytes | None = None) -> None:
         self.db = db
+        #: the HMAC key of `pmem forget --from-ledger` (read from the data dir when None and
+        #: something was erased); what was erased never comes back with a re-import
+        self.erasure_key = erasure_key
+        self._erased: ErasedIndex | None = None
+        self._erased_loaded = False
+
+    def _erasures(self, conn: Connection) -> ErasedIndex | None:
+        if not self._erased_loaded:
+            self._erased = ErasedIndex.load(conn, self._key)
+            self._erased_loaded = True
+        return self._erased
+
+    def _key(self) -> bytes | None:
+        if self.erasure_key is None:
+            from core.settings import get_settings
+
+            self.erasure_key = load_key(get_settings().data_dir, create=False)
+        return self.erasure_key
 
     def start_import(self, source: str, file: str) -> str:
+        self._erased_loaded = False  # a forget since the last import counts
         import_id = tagged_hash("import", [source, file, datetime.now(UTC).isoformat()], length=20)
         with self.db.connection() as conn, conn.transaction():
             conn.execute(
@@ -57,9 +77,20 @@ class Ledger:
         self, conv: Conversation, import_id: str, decision: PrefilterDecision | None = None
     ) -> tuple[UpsertOutcome, int]:
         """Store a conversation (and its prefilter decision, in the same transaction); returns the
-        outcome and the number of new messages."""
-        chash = conv.content_hash
+        outcome and the number of new messages. What `pmem forget --from-ledger` erased stays
+        erased: an erased conversation is skipped (reported unchanged), an erased message keeps
+        its redacted body, and an erased secret is redacted in new messages and the title."""
         with self.db.connection() as conn, conn.transaction():
+            erased = self._erasures(conn)
+            if erased is not None:
+                redacted = erased.apply(conn, conv)
+                if redacted is None:
+                    return "unchanged", 0
+                if redacted is not conv:
+                    conv = redacted
+                    if decision is not None:
+                        decision = decision.model_copy(update={"content_hash": conv.content_hash})
+            chash = conv.content_hash
             row = conn.execute(
                 "SELECT content_hash FROM source_conversations WHERE conversation_key = %s FOR UPDATE",
                 (conv.key,),
@@ -153,6 +184,8 @@ class Ledger:
                         AND d.content_hash = c.content_hash AND d.rule_version = %s
                    LEFT JOIN prefilter_overrides o ON o.conversation_key = c.conversation_key
                    WHERE c.source = %s AND coalesce(o.keep, d.keep)
+                     AND NOT EXISTS (SELECT 1 FROM forgotten_conversations f
+                                     WHERE f.conversation_key = c.conversation_key)
                    ORDER BY c.created_at NULLS LAST, c.conversation_key""",
                 (rule_version, source),
             ).fetchall()
