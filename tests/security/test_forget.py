@@ -70,6 +70,20 @@ def _export(tmp_path: Path, *, grown: bool = False) -> Path:
     return path
 
 
+def _grow(export: Path, index: int, text: str, out: Path) -> Path:
+    """The same export with one more person message at the end of conversation ``index``."""
+    convs = json.loads(export.read_text(encoding="utf-8"))
+    conv = convs[index]
+    last = conv["current_node"]
+    conv["mapping"][last]["children"] = ["grown"]
+    conv["mapping"]["grown"] = {"id": "grown", "parent": last, "children": [], "message": {
+        "id": "grown", "author": {"role": "user"}, "create_time": conv["create_time"] + 3600,
+        "content": {"content_type": "text", "parts": [text]}}}  # fmt: skip
+    conv["current_node"] = "grown"
+    out.write_text(json.dumps(convs, ensure_ascii=False), encoding="utf-8")
+    return out
+
+
 def _backfill(export: Path) -> dict:
     p = pl.Pipeline.open(Settings())
     try:
@@ -295,6 +309,11 @@ def test_forget_a_memory_erases_it_and_no_later_draft_recreates_it(
             ))  # fmt: skip
     finally:
         db.close()
+    # nor a later backfill of the conversation grown by one message
+    grown = _backfill(_grow(built["export"], 2, "やはり引っ越し先は川崎に決めた。駅に近いから。", tmp_path / "g.json"))
+    assert grown["status"] == "complete" and grown["drafter_calls"] >= 1  # it was drafted again
+    with psycopg.connect(db_url) as conn:
+        assert conn.execute("SELECT count(*) FROM memories WHERE title LIKE '引っ越し%'").fetchone()[0] == 0
 
 
 def test_forget_a_conversation_from_the_ledger_and_a_reimport_does_not_bring_it_back(
@@ -309,12 +328,19 @@ def test_forget_a_conversation_from_the_ledger_and_a_reimport_does_not_bring_it_
     assert len(_json(res)["memories_erased"]) >= 1
     assert _ledger_tables(_sql_copies(db_url, OTHER)) == {"source_messages"}
     assert _file_copies(data / "runs", OTHER) == []
+    # a grown export: the new message goes into the ledger only; nothing is drafted or indexed
+    grown = _backfill(_grow(built["export"], 1, f"追記: {OTHER}のペンを三本買うことに決めた。", tmp_path / "g.json"))
+    assert grown["drafter_calls"] == 0
     db = Database(db_url)
     try:
         SearchStore(db).sync_messages()  # catching the index up does not bring it back
     finally:
         db.close()
     assert _ledger_tables(_sql_copies(db_url, OTHER)) == {"source_messages"}
+    with psycopg.connect(db_url) as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM source_messages WHERE conversation_key = 'chatgpt:c-pen'"
+        ).fetchone()[0] == 3
     # then from the ledger too
     res = _cli("forget", "--conversation", "chatgpt:c-pen", "--from-ledger", "--yes", "--json")
     assert res.exit_code == 0, res.stderr
