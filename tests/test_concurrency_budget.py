@@ -72,7 +72,7 @@ def test_budget_window_slides(db):
 
 
 def test_ai_client_writes_count_against_their_own_budget(db):
-    from core.models import CommitRequest
+    from core.models import ActionRequest, CommitRequest
     from mcp_server.service import MemoryService
 
     svc = MemoryService(db, budget=(2, 600))
@@ -82,7 +82,7 @@ def test_ai_client_writes_count_against_their_own_budget(db):
                              idempotency_key=f"mcp-{i}")  # fmt: skip
 
     svc.commit(req(1))
-    svc.propose({"title": "x"}, client="claude-desktop")
+    svc.propose(ActionRequest(action="create", record={"title": "x"}, client="claude-desktop"))
     with pytest.raises(RateLimitStop):
         svc.commit(req(2))
     assert PgWindow(db, "client:mcp", 2, 600).in_window() == 2
