@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any
 import ijson
 
 from core.errors import ConfigError
-from importers._common import Quarantined
+from importers._common import Quarantined, ReadReport
 
 if TYPE_CHECKING:
     from core.models import Conversation
 
-__all__ = ["IMPORTERS", "Quarantined", "iter_source", "sniff"]
+__all__ = ["IMPORTERS", "Quarantined", "ReadReport", "iter_source", "sniff"]
 
 IMPORTERS: dict[str, str] = {
     "chatgpt": "importers.chatgpt",
@@ -71,8 +71,11 @@ CLAUDE_CODE_LINE_TYPES = frozenset(
 )
 
 
-def iter_source(source: str, path: Path) -> Iterator[Conversation | Quarantined]:
-    """Conversations of ``path`` read by the importer of ``source`` (imported on first use)."""
+def iter_source(
+    source: str, path: Path, report: ReadReport | None = None
+) -> Iterator[Conversation | Quarantined]:
+    """Conversations of ``path`` read by the importer of ``source`` (imported on first use). With
+    a ``report``, the importer counts the files it skipped (by reason) and the bytes it read."""
     module_name = IMPORTERS.get(source)
     if module_name is None:
         known = ", ".join(sorted(IMPORTERS))
@@ -81,7 +84,9 @@ def iter_source(source: str, path: Path) -> Iterator[Conversation | Quarantined]
             hint=f"pass one of: {known}",
         )
     module = importlib.import_module(module_name)
-    iterator: Iterator[Conversation | Quarantined] = module.iter_conversations(Path(path))
+    iterator: Iterator[Conversation | Quarantined] = module.iter_conversations(
+        Path(path), report=report
+    )
     return iterator
 
 
@@ -94,7 +99,9 @@ def sniff(path: Path) -> str | None:
     try:
         if path.is_dir():
             return _sniff_folder(path)
-        if path.is_file() and zipfile.is_zipfile(path):
+        if not path.is_file():  # a named pipe would block the open: never sniff one
+            return None
+        if zipfile.is_zipfile(path):
             return _sniff_zip(path)
         with path.open("rb") as fp:
             return sniff_bytes(fp.read(SNIFF_LINE_BYTES), path.name)

@@ -7,12 +7,14 @@ never message text.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import re
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from pydantic import BaseModel
 
@@ -39,6 +41,65 @@ class Quarantined(BaseModel):
     external_id: str | None = None
     member: str | None = None  # zip member, when read from a zip
     kind: QuarantineKind = "conversation"
+
+
+class ReadReport:
+    """What an import read besides conversations: files skipped (by reason) and bytes read, for
+    the progress bar and the summary. Filled in by the importers when one is passed in."""
+
+    def __init__(self) -> None:
+        self.skipped: Counter[str] = Counter()
+        self.bytes_total = 0  # bytes of the files to read (uncompressed size for zip members)
+        self.bytes_read = 0
+
+    def skip(self, reason: str, n: int = 1) -> None:
+        if n:
+            self.skipped[reason] += n
+
+    def track(self, fp: IO[bytes]) -> IO[bytes]:
+        """``fp`` counting the bytes read from it into ``bytes_read`` (a re-read after a seek
+        is not counted twice)."""
+        return io.BufferedReader(_Counting(fp, self), buffer_size=1 << 20)
+
+
+class _Counting(io.RawIOBase):
+    def __init__(self, inner: IO[bytes], report: ReadReport) -> None:
+        self._inner = inner
+        self._report = report
+        self._pos = 0
+        self._high = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._inner.read(len(buffer))
+        n = len(data)
+        buffer[:n] = data
+        self._pos += n
+        if self._pos > self._high:
+            self._report.bytes_read += self._pos - self._high
+            self._high = self._pos
+        return n
+
+    def seekable(self) -> bool:
+        try:
+            return bool(self._inner.seekable())
+        except (AttributeError, OSError):
+            return False
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._pos = self._inner.seek(offset, whence)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            super().close()
 
 
 class ReadError(InputError):

@@ -9,15 +9,16 @@ after everything before the damage was yielded.
 
 from __future__ import annotations
 
+import stat
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, TypeVar
 
 from core.errors import InputError
-from importers._common import Quarantined, ReadError, where
+from importers._common import Quarantined, ReadError, ReadReport, where
 
 T = TypeVar("T")
 
@@ -33,6 +34,8 @@ class Part:
     member: str | None
     name: str  # the base name, used to recognise the part
     opener: Callable[[], IO[bytes]]
+    size: int = 0  # bytes to read (uncompressed, for a zip member)
+    report: ReadReport | None = None
 
     @property
     def where(self) -> str:
@@ -40,9 +43,12 @@ class Part:
 
     def open(self) -> IO[bytes]:
         try:
-            return self.opener()
+            fp = self.opener()
+        except ReadError:
+            raise
         except (*ZIP_READ_ERRORS, RuntimeError) as exc:
             raise ReadError(f"cannot open file ({type(exc).__name__})", file=self.where) from None
+        return self.report.track(fp) if self.report is not None else fp
 
 
 def is_zip(path: Path) -> bool:
@@ -74,9 +80,14 @@ def open_zip(path: Path) -> zipfile.ZipFile:
 
 
 def zip_parts(
-    archive: zipfile.ZipFile, label: str, order: Callable[[str], Any | None]
+    archive: zipfile.ZipFile,
+    label: str,
+    order: Callable[[str], Any | None],
+    report: ReadReport | None = None,
+    skip_reason: str = "not-an-export-file",
 ) -> tuple[list[Part], list[Quarantined]]:
-    """Members whose base name ``order`` accepts (returns a sort key), in that order."""
+    """Members whose base name ``order`` accepts (returns a sort key), in that order. The others
+    are counted in ``report.skipped`` under ``skip_reason``."""
     found: list[tuple[Any, str, Part]] = []
     refused: list[Quarantined] = []
     for info in archive.infolist():
@@ -85,6 +96,8 @@ def zip_parts(
         base = PurePosixPath(info.filename.replace("\\", "/")).name
         key = order(base)
         if key is None:
+            if report is not None:
+                report.skip(skip_reason)
             continue
         if unsafe_member_name(info.filename):
             refused.append(
@@ -97,7 +110,7 @@ def zip_parts(
                 )
             )
             continue
-        part = Part(label, info.filename, base, _member_opener(archive, info))
+        part = Part(label, info.filename, base, _member_opener(archive, info), info.file_size)
         found.append((key, info.filename, part))
     found.sort(key=lambda item: (item[0], item[1]))
     return [part for _, _, part in found], refused
@@ -111,22 +124,60 @@ def _member_opener(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> Callable[
 
 
 def file_part(path: Path) -> Part:
-    return Part(str(path), None, path.name, lambda: path.open("rb"))
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0
+    return Part(str(path), None, path.name, lambda: open_regular(path), size)
 
 
-def folder_parts(folder: Path, order: Callable[[str], Any | None]) -> list[Part]:
-    """Files under ``folder`` (any depth) whose base name ``order`` accepts, in that order."""
+def open_regular(path: Path) -> IO[bytes]:
+    """``path`` opened for reading; a named pipe, a socket or a device is refused before it is
+    opened (opening a pipe with no writer would wait forever)."""
+    label = str(path)
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise ReadError(f"cannot open file ({type(exc).__name__})", file=label) from None
+    if not stat.S_ISREG(mode):
+        raise ReadError("not a regular file (a pipe, socket or device)", file=label,
+                        reason="not-a-regular-file")  # fmt: skip
+    try:
+        return path.open("rb")
+    except OSError as exc:
+        raise ReadError(f"cannot open file ({type(exc).__name__})", file=label) from None
+
+
+def folder_parts(
+    folder: Path,
+    order: Callable[[str], Any | None],
+    report: ReadReport | None = None,
+    skip_reason: str = "not-an-export-file",
+) -> list[Part]:
+    """Files under ``folder`` (any depth) whose base name ``order`` accepts, in that order. The
+    other files are counted in ``report.skipped`` under ``skip_reason``."""
     found: list[tuple[Any, str, Path]] = []
     for path in folder.rglob("*"):
+        if not path.is_file():
+            continue
         key = order(path.name)
-        if key is not None and path.is_file():
-            found.append((key, str(path.parent), path))
+        if key is None:
+            if report is not None:
+                report.skip(skip_reason)
+            continue
+        found.append((key, str(path.parent), path))
     found.sort(key=lambda item: (item[1], item[0], item[2].name))
     return [file_part(path) for _, _, path in found]
 
 
-def iter_parts(parts: list[Part], read: Callable[[Part], Iterator[T]]) -> Iterator[T | Quarantined]:
-    """Everything ``read`` yields for each part; a damaged part of several is quarantined."""
+def iter_parts(
+    parts: list[Part], read: Callable[[Part], Iterator[T]], report: ReadReport | None = None
+) -> Iterator[T | Quarantined]:
+    """Everything ``read`` yields for each part; a damaged part of several is quarantined. With a
+    ``report``, the parts' sizes and the bytes read are counted into it."""
+    if report is not None:
+        report.bytes_total += sum(part.size for part in parts)
+        parts = [replace(part, report=report) for part in parts]
     for part in parts:
         done = 0
         try:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from importers._common import ReadError
+from importers._common import ReadError, ReadReport
+from importers._containers import open_regular
 
 ZST_SUFFIX = ".zst"
 
@@ -37,13 +38,13 @@ class BadLine:
     reason: str  # invalid-utf8 / invalid-json / not-an-object
 
 
-def open_jsonl(path: Path) -> IO[bytes]:
-    """A binary stream of the file's lines; ``.zst`` files are decompressed on the fly."""
+def open_jsonl(path: Path, report: ReadReport | None = None) -> IO[bytes]:
+    """A binary stream of the file's lines; ``.zst`` files are decompressed on the fly. With a
+    ``report``, the bytes read from the file (compressed, for ``.zst``) are counted into it."""
     label = str(path)
-    try:
-        raw = path.open("rb")
-    except OSError as exc:
-        raise ReadError(f"cannot open file ({type(exc).__name__})", file=label) from None
+    raw = open_regular(path)
+    if report is not None:
+        raw = report.track(raw)
     if path.name.lower().endswith(ZST_SUFFIX):
         return _zstd_stream(raw, label)
     return raw

@@ -35,7 +35,13 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from core.models import Channel, Conversation, Message, Provenance
-from importers._common import Quarantined, ReadError, json_default, unique_conversations
+from importers._common import (
+    Quarantined,
+    ReadError,
+    ReadReport,
+    json_default,
+    unique_conversations,
+)
 from importers._containers import (
     Part,
     file_part,
@@ -105,19 +111,25 @@ def shard_order(name: str) -> tuple[int, int] | None:
     return (1, int(match.group(1))) if match else None
 
 
-def iter_conversations(path: Path) -> Iterator[Conversation | Quarantined]:
-    """Yield every conversation of a ChatGPT export: zip, folder, or one conversations file."""
+SKIP_REASON = "not-a-conversations-file"
+
+
+def iter_conversations(
+    path: Path, *, report: ReadReport | None = None
+) -> Iterator[Conversation | Quarantined]:
+    """Yield every conversation of a ChatGPT export: zip, folder, or one conversations file.
+    Other files of the export (``chat.html``, images, …) are counted in ``report.skipped``."""
     path = Path(path)
     if path.is_dir():
-        parts = folder_parts(path, shard_order)
+        parts = folder_parts(path, shard_order, report, SKIP_REASON)
         if not parts:
             raise ReadError("no conversations.json in folder", file=str(path), reason="no-export")
-        yield from unique_conversations(iter_parts(parts, _read_part))
+        yield from unique_conversations(iter_parts(parts, _read_part, report))
         return
     if is_zip(path):
-        yield from _iter_zip(path)
+        yield from _iter_zip(path, report)
         return
-    yield from unique_conversations(iter_parts([file_part(path)], _read_part))
+    yield from unique_conversations(iter_parts([file_part(path)], _read_part, report))
 
 
 def iter_conversations_from_stream(
@@ -149,13 +161,13 @@ def parse_conversation(
 # ---------------------------------------------------------------- containers
 
 
-def _iter_zip(path: Path) -> Iterator[Conversation | Quarantined]:
+def _iter_zip(path: Path, report: ReadReport | None) -> Iterator[Conversation | Quarantined]:
     with open_zip(path) as archive:
-        parts, refused = zip_parts(archive, str(path), shard_order)
+        parts, refused = zip_parts(archive, str(path), shard_order, report, SKIP_REASON)
         yield from refused
         if not parts:
             raise ReadError("no conversations.json in the zip", file=str(path), reason="no-export")
-        yield from unique_conversations(iter_parts(parts, _read_part))
+        yield from unique_conversations(iter_parts(parts, _read_part, report))
 
 
 def _read_part(part: Part) -> Iterator[Conversation | Quarantined]:

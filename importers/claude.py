@@ -39,6 +39,7 @@ from core.models import Channel, Conversation, Message, Provenance
 from importers._common import (
     Quarantined,
     ReadError,
+    ReadReport,
     nonempty_str,
     parse_iso,
     raw_json,
@@ -77,26 +78,33 @@ def part_order(name: str) -> int | None:
     return PART_NAMES.get(name.lower())
 
 
-def iter_conversations(path: Path) -> Iterator[Conversation | Quarantined]:
-    """Yield every conversation (and project) of a Claude.ai export: zip, folder or one file."""
+SKIP_REASON = "not-a-conversations-file"
+
+
+def iter_conversations(
+    path: Path, *, report: ReadReport | None = None
+) -> Iterator[Conversation | Quarantined]:
+    """Yield every conversation (and project) of a Claude.ai export: zip, folder or one file.
+    Other files of the export (``users.json``, ``memories.json``, …) are counted in
+    ``report.skipped``."""
     path = Path(path)
     if path.is_dir():
-        parts = folder_parts(path, part_order)
+        parts = folder_parts(path, part_order, report, SKIP_REASON)
         if not parts:
             raise ReadError("no conversations.json in folder", file=str(path), reason="no-export")
-        yield from unique_conversations(iter_parts(parts, _read_part))
+        yield from unique_conversations(iter_parts(parts, _read_part, report))
         return
     if is_zip(path):
         with open_zip(path) as archive:
-            parts, refused = zip_parts(archive, str(path), part_order)
+            parts, refused = zip_parts(archive, str(path), part_order, report, SKIP_REASON)
             yield from refused
             if not parts:
                 raise ReadError(
                     "no conversations.json in the zip", file=str(path), reason="no-export"
                 )
-            yield from unique_conversations(iter_parts(parts, _read_part))
+            yield from unique_conversations(iter_parts(parts, _read_part, report))
         return
-    yield from unique_conversations(iter_parts([file_part(path)], _read_part))
+    yield from unique_conversations(iter_parts([file_part(path)], _read_part, report))
 
 
 def _read_part(part: Part) -> Iterator[Conversation | Quarantined]:

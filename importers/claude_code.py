@@ -56,6 +56,7 @@ from importers._common import (
     RECORD_ERRORS,
     Quarantined,
     ReadError,
+    ReadReport,
     is_injected,
     nonempty_str,
     parse_iso,
@@ -104,24 +105,38 @@ SKIPPED_FILES = frozenset({"history.jsonl"})
 # ---------------------------------------------------------------- public entry points
 
 
-def iter_conversations(path: Path) -> Iterator[Conversation | Quarantined]:
-    """Yield one conversation per transcript: a single file, or every transcript under a folder."""
+def iter_conversations(
+    path: Path, *, report: ReadReport | None = None
+) -> Iterator[Conversation | Quarantined]:
+    """Yield one conversation per transcript: a single file, or every transcript under a folder.
+    In a folder, the other files are counted in ``report.skipped``."""
     path = Path(path)
     if path.is_dir():
-        parts = [file_part(f) for f in transcript_files(path)]
-        yield from iter_parts(parts, lambda part: _read_part(part, in_tree=True))
+        parts = [file_part(f) for f in transcript_files(path, report)]
+        yield from iter_parts(parts, lambda part: _read_part(part, in_tree=True), report)
         return
-    yield from iter_parts([file_part(path)], lambda part: _read_part(part, in_tree=False))
+    yield from iter_parts([file_part(path)], lambda part: _read_part(part, in_tree=False), report)
 
 
-def transcript_files(folder: Path) -> list[Path]:
-    """Session and subagent files under ``folder`` (``projects/`` only, when given ``~/.claude``)."""
+def transcript_files(folder: Path, report: ReadReport | None = None) -> list[Path]:
+    """Session and subagent files under ``folder`` (``projects/`` only, when given ``~/.claude``).
+    The other files under the folder read are counted in ``report.skipped`` by reason."""
     root = folder / "projects" if (folder / "projects").is_dir() else folder
-    found = [
-        p
-        for p in root.rglob("*.jsonl")
-        if p.is_file() and p.name.lower() not in SKIPPED_FILES and "tool-results" not in p.parts
-    ]
+    found: list[Path] = []
+    for p in root.rglob("*"):
+        if not p.is_file():
+            continue
+        if "tool-results" in p.parts:
+            reason = "tool-result-file"
+        elif not p.name.lower().endswith(".jsonl"):
+            reason = "not-a-transcript-file"
+        elif p.name.lower() in SKIPPED_FILES:
+            reason = "prompt-history-file"
+        else:
+            found.append(p)
+            continue
+        if report is not None:
+            report.skip(reason)
     return sorted(found, key=lambda p: str(p.relative_to(root)))
 
 
@@ -231,7 +246,7 @@ def _read_part(part: Part, *, in_tree: bool) -> Iterator[Conversation | Quaranti
     path = Path(part.label)
     info = _File(path, subagent=is_subagent_file(path))
     bad: list[Quarantined] = []
-    with open_jsonl(path) as fp:
+    with open_jsonl(path, part.report) as fp:
         reader = JsonlReader(fp, part.label)
         for item in reader:
             if isinstance(item, BadLine):
@@ -253,6 +268,8 @@ def _read_part(part: Part, *, in_tree: bool) -> Iterator[Conversation | Quaranti
     yield from bad
     if not info.nodes:
         if in_tree:
+            if part.report is not None:
+                part.report.skip("empty-transcript")
             return  # an empty transcript: nothing to import
         raise ReadError("no transcript records", file=part.label, record="1", reason="no-records")
     yield _build(info)

@@ -58,6 +58,7 @@ from importers._common import (
     RECORD_ERRORS,
     Quarantined,
     ReadError,
+    ReadReport,
     is_injected,
     nonempty_str,
     parse_iso,
@@ -167,25 +168,40 @@ TOOL_COMPLETED_ITEMS = frozenset(
 # ---------------------------------------------------------------- public entry points
 
 
-def iter_conversations(path: Path) -> Iterator[Conversation | Quarantined]:
-    """Yield one conversation per rollout: a single file, or every rollout under a folder."""
+def iter_conversations(
+    path: Path, *, report: ReadReport | None = None
+) -> Iterator[Conversation | Quarantined]:
+    """Yield one conversation per rollout: a single file, or every rollout under a folder. In a
+    folder, the files that are not rollouts (and empty rollouts) are counted in
+    ``report.skipped``."""
     path = Path(path)
     if path.is_dir():
-        files = rollout_files(path)
+        files = rollout_files(path, report)
         index = _session_index(files)
         parts = [file_part(f) for f in files]
-        yield from iter_parts(parts, lambda part: _read_part(part, index, in_tree=True))
+        yield from iter_parts(parts, lambda part: _read_part(part, index, in_tree=True), report)
         return
-    yield from iter_parts([file_part(path)], lambda part: _read_part(part, {}, in_tree=False))
+    yield from iter_parts(
+        [file_part(path)], lambda part: _read_part(part, {}, in_tree=False), report
+    )
 
 
-def rollout_files(folder: Path) -> list[Path]:
-    """Rollout files under ``folder`` in path order (the date folders sort by day)."""
-    found = [
-        p
-        for p in folder.rglob("rollout-*")
-        if p.is_file() and p.name.lower().endswith((".jsonl", ".jsonl.zst", ".json"))
-    ]
+def is_rollout_name(name: str) -> bool:
+    lowered = name.lower()
+    return lowered.startswith("rollout-") and lowered.endswith((".jsonl", ".jsonl.zst", ".json"))
+
+
+def rollout_files(folder: Path, report: ReadReport | None = None) -> list[Path]:
+    """Rollout files under ``folder`` in path order (the date folders sort by day); the other
+    files are counted in ``report.skipped`` as ``not-a-rollout-file``."""
+    found: list[Path] = []
+    for p in folder.rglob("*"):
+        if not p.is_file():
+            continue
+        if is_rollout_name(p.name):
+            found.append(p)
+        elif report is not None:
+            report.skip("not-a-rollout-file")
     return sorted(found, key=lambda p: str(p.relative_to(folder)))
 
 
@@ -232,12 +248,14 @@ def _read_part(
         raise ReadError(f"cannot open file ({type(exc).__name__})", file=part.label) from None
     if size == 0:  # Codex Desktop leaves zero-byte "… (1).jsonl" copies: nothing to read
         if in_tree:
+            if part.report is not None:
+                part.report.skip("empty-file")
             return
         raise ReadError("empty file", file=part.label, record="0", reason="empty-file")
     bad: list[Quarantined] = []
     stats = _FileStats()
     builder = _Builder(path, index)
-    for rec in _records(path, part.label, bad, stats):
+    for rec in _records(path, part.label, bad, stats, part.report):
         try:
             builder.feed(rec)
         except RECORD_ERRORS as exc:  # a shape we did not foresee: set the line aside, go on
@@ -255,12 +273,12 @@ class _FileStats:
 
 
 def _records(
-    path: Path, label: str, bad: list[Quarantined], stats: _FileStats
+    path: Path, label: str, bad: list[Quarantined], stats: _FileStats, report: ReadReport | None
 ) -> Iterator[_Record]:
     if path.name.lower().endswith(".json"):
         yield from _typescript_records(path, label)
         return
-    with open_jsonl(path) as fp:
+    with open_jsonl(path, report) as fp:
         reader = JsonlReader(fp, label)
         for item in reader:
             if isinstance(item, BadLine):
@@ -440,7 +458,7 @@ class _Builder:
 
 def _parent_digests(path: Path) -> Iterator[str]:
     try:
-        for rec in _records(path, str(path), [], _FileStats()):
+        for rec in _records(path, str(path), [], _FileStats(), None):
             yield rec.digest()
     except ReadError:
         return
