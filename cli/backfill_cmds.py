@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
 
 import typer
@@ -204,7 +204,8 @@ def _progress_bars() -> Iterator[None]:
     from flows import pipeline as pl
 
     bars = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=err_console, transient=True)  # fmt: skip
+                    TimeElapsedColumn(), console=err_console, transient=True,
+                    disable=not err_console.is_terminal)  # fmt: skip
     tasks: dict[str, Any] = {"import": bars.add_task("importing", total=None)}
 
     def hook(stage: str, total: int) -> None:
@@ -302,43 +303,161 @@ def backfill(
         raise typer.Exit(EXIT_ERROR)
 
 
+EXIT_QUARANTINED = 3  # `pmem import`: some records were quarantined, the rest imported
+_ERROR_LINES = 20  # error lines printed on the terminal; --json and `pmem ledger quarantine` have all
+
+
 @app.command(name="import")
 @handle_errors
 def import_(
-    path: Annotated[str, typer.Argument(help="An export file.")],
-    source: Annotated[str | None, typer.Option("--source", help="Format; detected when omitted.")] = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    path: Annotated[str, typer.Argument(help="An export: zip, folder or file (ChatGPT, Claude.ai, Codex, Claude Code).")],
+    source: Annotated[str | None, typer.Option("--source", help="chatgpt, claude, codex or claude-code; detected when omitted.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="End with one JSON object: conversations, messages, skipped, errors.")] = False,
     no_embed: Annotated[bool, typer.Option("--no-embed", help="Index new messages for recall but do not embed them (`pmem reindex` does later).")] = False,
 ) -> None:
     """Import an export into the source ledger (no drafting), then index its new messages for
     `pmem recall` and embed them with the local embedder (`--no-embed` skips the vectors).
-    Re-importing changes nothing."""
-    from core.errors import ConfigError
-    from flows.pipeline import Pipeline, import_export, index_for_search
-    from importers import sniff
+    Re-importing changes nothing.
 
-    src = source or sniff(Path(path))
-    if src is None:
-        raise ConfigError(f"cannot tell the format of {path}", hint="pass --source chatgpt")
+    Exit codes: 0 everything imported; 3 some records were quarantined and the rest imported
+    (`pmem ledger quarantine` lists them); 1 the input could not be read (what was read before
+    the damage is kept). Each problem is an `error:` line on stderr naming the file and record."""
+    from flows.importing import error_entry, run_import
+    from flows.pipeline import Pipeline, index_for_search
+    from importers import IMPORTERS, sniff
+
+    target = Path(path).expanduser()
+    src = source or (sniff(target) if target.exists() else None)
+    problem = None
+    if not target.exists():
+        problem = ("file or folder not found", "not-found")
+    elif src is None:
+        problem = ("cannot tell the format (pass --source chatgpt, claude, codex or claude-code)", "unknown-format")
+    elif src not in IMPORTERS:
+        problem = (f"unknown source {src!r} (known: {', '.join(sorted(IMPORTERS))})", "unknown-source")
+    if problem is not None:
+        stats = _empty_import_stats(problem[0])
+        stats["errors"].append(error_entry(str(target), None, None, problem[1], "input"))
+        _finish_import(src, stats, None, as_json)
+        return
+    assert src is not None
     p = Pipeline.open(settings())
     try:
+        with _import_bar() as on_progress:
+            stats = run_import(p.ledger, src, str(target.resolve()), on_progress=on_progress)
         with _progress_bars():
-            stats = import_export(p, src, str(Path(path).resolve()))
             indexed = index_for_search(p, embed=not no_embed, memories=False)
     finally:
         p.close()
-    err_console.print(
-        f"{stats['conversations']} conversations: {stats['conversations_new']} new, "
-        f"{stats['conversations_changed']} changed, {stats['conversations_unchanged']} unchanged; "
-        f"{stats['quarantined']} quarantined"
-    )
+    _finish_import(src, stats, indexed, as_json)
+
+
+def _empty_import_stats(input_error: str) -> dict[str, Any]:
+    return {
+        "conversations": 0, "conversations_new": 0, "conversations_changed": 0,
+        "conversations_unchanged": 0, "messages_new": 0, "quarantined": 0, "kept": 0, "dropped": 0,
+        "drop_reasons": {}, "unknown_types": {}, "skipped": {}, "errors": [], "errors_total": 1,
+        "input_error": input_error, "bytes_read": 0, "bytes_total": 0, "elapsed_seconds": 0.0,
+    }  # fmt: skip
+
+
+def import_summary(src: str | None, stats: dict[str, Any], indexed: dict[str, Any] | None) -> dict[str, Any]:
+    """The `pmem import --json` object: the contract's nested counts, then the flat keys."""
+    flat = {k: v for k, v in stats.items() if k not in ("conversations", "errors", "skipped")}
+    out: dict[str, Any] = {
+        "source": src,
+        "conversations": {"new": stats["conversations_new"], "changed": stats["conversations_changed"],
+                          "unchanged": stats["conversations_unchanged"], "quarantined": stats["quarantined"]},
+        "messages": {"new": stats["messages_new"]},
+        "skipped": stats["skipped"],
+        "errors": stats["errors"],
+        "conversations_total": stats["conversations"],
+        **flat,
+    }  # fmt: skip
+    if indexed is not None:
+        out.update({
+            "indexed_messages": indexed["indexed_messages"], "embedded_messages": indexed["messages"],
+            "messages_without_vectors": indexed["messages_without_vectors"], "vectors": indexed["vectors"],
+            "indexed": indexed,
+        })  # fmt: skip
+    return out
+
+
+def _finish_import(src: str | None, stats: dict[str, Any], indexed: dict[str, Any] | None, as_json: bool) -> None:
+    """Error lines, the summary in words, the JSON object, the exit code (0, 3 or 1)."""
+    for e in stats["errors"][:_ERROR_LINES]:
+        record = "" if e["record"] is None else f" record {e['record']}"
+        message = e["reason"] if e["kind"] != "input" else (stats["input_error"] or e["reason"])
+        err_console.print(f"[red]error:[/] {escape(tty(_base_name(e['file'])))}{record}: {escape(tty(message))}",
+                          highlight=False)  # fmt: skip
+    hidden = stats["errors_total"] - min(len(stats["errors"]), _ERROR_LINES)
+    if hidden > 0:
+        err_console.print(f"[red]error:[/] … and {hidden} more (`pmem ledger quarantine` lists every quarantined record)")
+    err_console.print(_import_words(stats), highlight=False)
     _print_indexed(indexed)
     if as_json:
-        print_json({
-            "source": src, **stats, "indexed_messages": indexed["indexed_messages"],
-            "embedded_messages": indexed["messages"], "messages_without_vectors": indexed["messages_without_vectors"],
-            "vectors": indexed["vectors"], "indexed": indexed,
-        })  # fmt: skip
+        print_json(import_summary(src, stats, indexed))
+    if stats["input_error"]:
+        raise typer.Exit(EXIT_ERROR)
+    if stats["quarantined"]:
+        raise typer.Exit(EXIT_QUARANTINED)
+
+
+def _base_name(label: str) -> str:
+    """``/a/b/export.zip!dir/conversations.json`` → ``export.zip!conversations.json``."""
+    file, _, member = label.partition("!")
+    base = Path(file).name or file
+    return f"{base}!{PurePosixPath(member).name}" if member else base
+
+
+def _import_words(stats: dict[str, Any]) -> str:
+    n = stats["conversations"]
+    words = (f"imported {n} conversation{'s' if n != 1 else ''}: {stats['conversations_new']} new, "
+             f"{stats['conversations_changed']} changed, {stats['conversations_unchanged']} unchanged; "
+             f"{stats['messages_new']} new messages; {stats['quarantined']} quarantined")  # fmt: skip
+    if stats["skipped"]:
+        parts = ", ".join(f"{count} {reason}" for reason, count in sorted(stats["skipped"].items()))
+        words += f"; skipped {parts}"
+    if stats["bytes_read"]:
+        words += f"; {stats['bytes_read'] / 1e6:.1f} MB in {stats['elapsed_seconds']:.1f}s"
+    if stats["input_error"]:
+        words += "; the input could not be read" + (" to the end (what was read before is kept)" if n else "")
+    return words
+
+
+@contextmanager
+def _import_bar() -> Iterator[Any]:
+    """A progress bar on stderr while importing: bytes read of the total, conversations so far
+    (nothing is drawn when stderr is not a terminal)."""
+    import time
+
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TransferSpeedColumn,
+    )
+
+    bar = Progress(SpinnerColumn(), TextColumn("importing"), BarColumn(), DownloadColumn(),
+                   TransferSpeedColumn(), TextColumn("{task.fields[conversations]} conversations"),
+                   TimeElapsedColumn(), console=err_console, transient=True,
+                   disable=not err_console.is_terminal)  # fmt: skip
+    task = bar.add_task("importing", total=None, conversations=0)
+    last = [0.0]
+
+    def update(progress: Any) -> None:
+        now = time.monotonic()
+        if now - last[0] < 0.1 and progress.bytes_read < progress.bytes_total:
+            return
+        last[0] = now
+        bar.update(task, completed=progress.bytes_read, total=progress.bytes_total or None,
+                   conversations=progress.conversations)  # fmt: skip
+
+    with bar:
+        yield update
 
 
 @app.command()

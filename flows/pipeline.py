@@ -43,7 +43,6 @@ from core.models import (
 from core.ports import Drafter, MemoryAPI
 from core.secrets import redact_draft, secret_values
 from core.settings import Settings
-from importers import iter_source
 from prompts.case_record import static_instructions
 from providers import get_drafter
 from providers.pricing import estimate_cost
@@ -51,7 +50,7 @@ from stages.batching import pack
 from stages.chunking import chunk_conversation, merge_chunk_drafts
 from stages.evidence import verify_draft
 from stages.exclude import ExcludeRule, excluded_by, parse_rules
-from stages.prefilter import RULE_VERSION, prefilter
+from stages.prefilter import RULE_VERSION
 from state.budget import SlidingWindowLimiter
 from state.concurrency import AdaptiveConcurrency
 from state.files import (
@@ -216,37 +215,12 @@ def fingerprint(path: Path) -> str:
 
 
 def import_export(p: Pipeline, source: str, export_path: str) -> dict[str, Any]:
-    ledger = p.ledger
-    import_id = ledger.start_import(source, export_path)
-    overrides = ledger.overrides()
-    stats: dict[str, Any] = {
-        "conversations": 0, "conversations_new": 0, "conversations_changed": 0,
-        "conversations_unchanged": 0, "messages_new": 0, "quarantined": 0, "kept": 0,
-        "dropped": 0, "drop_reasons": {}, "unknown_types": {},
-    }  # fmt: skip
-    for item in iter_source(source, Path(export_path)):
-        if not isinstance(item, Conversation):
-            where = item.file + (f"!{item.member}" if item.member else "")
-            ledger.quarantine(source, where, item.position, item.reason, import_id)
-            stats["quarantined"] += 1
-            continue
-        decision = prefilter(item, overrides)
-        outcome, new_messages = ledger.upsert(item, import_id, decision)
-        stats["conversations"] += 1
-        stats[f"conversations_{outcome}"] += 1
-        stats["messages_new"] += new_messages
-        for t, n in item.unknown_types.items():
-            stats["unknown_types"][t] = stats["unknown_types"].get(t, 0) + n
-        if decision.keep:
-            stats["kept"] += 1
-        else:
-            stats["dropped"] += 1
-            stats["drop_reasons"][decision.reason] = stats["drop_reasons"].get(decision.reason, 0) + 1
-        fault_point("import:after-conversation")
-        if stats["conversations"] % 500 == 0:
-            _log.info("imported %d conversations", stats["conversations"])
-    ledger.finish_import(import_id, stats)
-    return stats
+    """Stream the export into the source ledger with prefilter decisions (flows/importing.py:
+    batched transactions of whole conversations, COPY, parsing overlapped with writing). An
+    input error stops the step once everything read before it is stored."""
+    from flows.importing import run_import
+
+    return run_import(p.ledger, source, export_path, raise_input_error=True)
 
 
 # ---------------------------------------------------------------- 2. plan

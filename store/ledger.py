@@ -7,9 +7,12 @@ changed; messages already stored are never rewritten (their branch position may 
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
+import psycopg
 from psycopg import Connection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
@@ -93,70 +96,122 @@ class Ledger:
             chash = conv.content_hash
             row = conn.execute(
                 "SELECT content_hash FROM source_conversations WHERE conversation_key = %s FOR UPDATE",
-                (conv.key,),
+                (storable(conv.key),),
             ).fetchone()
-            if row is not None and row[0] == chash:
-                if decision is not None:
-                    _insert_decision(conn, decision)
-                return "unchanged", 0
-            # a NUL or a lone surrogate in a title: a storable form in `title`, the exact bytes in
-            # `title_raw` (migration 0008); the import goes on
-            title = sanitize(conv.title) if conv.title is not None else None
-            title_raw = text_bytes(conv.title) if conv.title is not None and title != conv.title else None
-            params = {
-                "key": conv.key, "source": conv.source, "ext": conv.external_id,
-                "title": title, "title_raw": title_raw, "created": conv.created_at, "updated": conv.updated_at,
-                "hash": chash, "n": len(conv.messages), "chars": conv.drafting_chars,
-                "prov": Jsonb(conv.provenance.model_dump()), "unknown": Jsonb(conv.unknown_types),
-                "imp": import_id,
-            }  # fmt: skip
-            if row is None:
-                conn.execute(
-                    """INSERT INTO source_conversations (conversation_key, source, external_id,
-                           title, title_raw, created_at, updated_at, content_hash, message_count,
-                           drafting_chars, provenance, unknown_types, first_import_id,
-                           last_import_id)
-                       VALUES (%(key)s, %(source)s, %(ext)s, %(title)s, %(title_raw)s, %(created)s, %(updated)s,
-                               %(hash)s, %(n)s, %(chars)s, %(prov)s, %(unknown)s, %(imp)s, %(imp)s)""",
-                    params,
-                )
+            return _upsert_locked(conn, conv, import_id, decision, None if row is None else row[0])
+
+    def write_batch(
+        self,
+        convs: list[Conversation],
+        import_id: str,
+        decide: Callable[[Conversation], PrefilterDecision],
+        rule_version: str,
+        quarantined: Sequence[tuple[str, str, int, str]] = (),
+    ) -> list[tuple[UpsertOutcome, int, bool, str]]:
+        """Store many conversations in one transaction: whole conversations or none (what resume
+        relies on), with one look-up of the stored content hashes and prefilter decisions for the
+        whole batch, the new conversations and their messages by COPY, the changed ones message by
+        message. ``decide`` (the prefilter) runs only for a conversation whose decision for
+        ``rule_version`` is not stored yet. ``quarantined`` rows (source, file, position, reason)
+        go in the same transaction. Returns per conversation: outcome, new messages, kept, reason.
+        """
+        try:
+            with self.db.connection() as conn, conn.transaction():
+                return self._write_batch(conn, convs, import_id, decide, rule_version, quarantined)
+        except (psycopg.errors.UniqueViolation, psycopg.errors.ForeignKeyViolation):
+            # another import wrote one of these keys meanwhile: the slow path, one at a time
+            out: list[tuple[UpsertOutcome, int, bool, str]] = []
+            for conv in convs:
+                d = decide(conv)
+                outcome, new = self.upsert(conv, import_id, d)
+                out.append((outcome, new, d.keep, d.reason))
+            for q in quarantined:
+                self.quarantine(*q, import_id)
+            return out
+
+    def _write_batch(
+        self,
+        conn: Connection,
+        convs: list[Conversation],
+        import_id: str,
+        decide: Callable[[Conversation], PrefilterDecision],
+        rule_version: str,
+        quarantined: Sequence[tuple[str, str, int, str]],
+    ) -> list[tuple[UpsertOutcome, int, bool, str]]:
+        erased = self._erasures(conn)
+        gone: set[int] = set()  # positions of conversations `pmem forget --from-ledger` erased
+        if erased is not None:  # what was erased stays erased (see upsert)
+            kept_convs: list[Conversation] = []
+            for i, conv in enumerate(convs):
+                redacted = erased.apply(conn, conv)
+                if redacted is None:
+                    gone.add(i)
+                else:
+                    kept_convs.append(redacted)
+            if gone:
+                inner = self._write_batch_plain(conn, kept_convs, import_id, decide, rule_version, quarantined)
+                it = iter(inner)
+                return [("unchanged", 0, False, "drop:erased") if i in gone else next(it)
+                        for i in range(len(convs))]  # fmt: skip
+            convs = kept_convs
+        return self._write_batch_plain(conn, convs, import_id, decide, rule_version, quarantined)
+
+    def _write_batch_plain(
+        self,
+        conn: Connection,
+        convs: list[Conversation],
+        import_id: str,
+        decide: Callable[[Conversation], PrefilterDecision],
+        rule_version: str,
+        quarantined: Sequence[tuple[str, str, int, str]],
+    ) -> list[tuple[UpsertOutcome, int, bool, str]]:
+        keys = [storable(c.key) for c in convs]
+        stored = {
+            key: (chash, keep, reason)
+            for key, chash, keep, reason in conn.execute(
+                """SELECT c.conversation_key, c.content_hash, d.keep, d.reason
+                   FROM source_conversations c
+                   LEFT JOIN prefilter_decisions d ON d.conversation_key = c.conversation_key
+                        AND d.content_hash = c.content_hash AND d.rule_version = %s
+                   WHERE c.conversation_key = ANY(%s)
+                   FOR UPDATE OF c""",
+                (rule_version, keys),
+            )
+        }
+        out: list[tuple[UpsertOutcome, int, bool, str]] = []
+        new_convs: list[Conversation] = []
+        decisions: list[PrefilterDecision] = []
+        for conv, key in zip(convs, keys, strict=True):
+            chash = conv.content_hash
+            have = stored.get(key)
+            if have is not None and have[0] == chash:
+                if have[1] is not None:  # unchanged and decided: nothing to write
+                    out.append(("unchanged", 0, have[1], have[2]))
+                    continue
+                d = decide(conv)
+                decisions.append(d)
+                out.append(("unchanged", 0, d.keep, d.reason))
+                continue
+            d = decide(conv)
+            if have is None:
+                new_convs.append(conv)
+                out.append(("new", len(conv.messages), d.keep, d.reason))
             else:
-                conn.execute(
-                    """UPDATE source_conversations SET title = %(title)s, title_raw = %(title_raw)s,
-                           created_at = %(created)s,
-                           updated_at = %(updated)s, content_hash = %(hash)s, message_count = %(n)s,
-                           drafting_chars = %(chars)s, provenance = %(prov)s,
-                           unknown_types = %(unknown)s, last_import_id = %(imp)s, changed_at = now()
-                       WHERE conversation_key = %(key)s""",
-                    params,
-                )
-            rows = [
-                (m.key, conv.key, m.node_id, m.parent_id, m.role, m.channel.value, m.content_type,
-                 m.raw_type, text_bytes(m.text), m.content_hash, m.created_at, m.position,
-                 m.on_active_path, m.branch_index, import_id)
-                for m in conv.messages
-            ]  # fmt: skip
-            with conn.cursor() as cur:
-                if row is None:  # a new conversation: every message is new (one pipelined batch)
-                    cur.executemany(_INSERT_MESSAGE + " ON CONFLICT (message_key) DO NOTHING", rows)
-                    new = len(rows)
-                else:  # it grew: add the new messages; stored ones only move on the tree
-                    new = 0
-                    for r in rows:
-                        cur.execute(_INSERT_MESSAGE + _MOVE_ON_CONFLICT, r)
-                        got = cur.fetchone()
-                        new += bool(got and got[0])
-            if decision is not None:
-                _insert_decision(conn, decision)
-            return ("new" if row is None else "changed"), new
+                outcome, new = _upsert_locked(conn, conv, import_id, None, have[0])
+                out.append((outcome, new, d.keep, d.reason))
+            decisions.append(d)
+        if new_convs:
+            _copy_new(conn, new_convs, import_id)
+        with conn.cursor() as cur:
+            if decisions:
+                cur.executemany(_INSERT_DECISION, [_decision_row(d) for d in decisions])
+            if quarantined:
+                cur.executemany(_INSERT_QUARANTINE, [(*q, import_id) for q in quarantined])
+        return out
 
     def quarantine(self, source: str, file: str, position: int, reason: str, import_id: str) -> None:
         with self.db.connection() as conn, conn.transaction():
-            conn.execute(
-                """INSERT INTO quarantine (source, file, position, reason, import_id)
-                   VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
-                (source, file, position, reason, import_id),
-            )
+            conn.execute(_INSERT_QUARANTINE, (source, file, position, reason, import_id))
 
     # ---------------------------------------------------------------- prefilter
 
@@ -331,10 +386,137 @@ def _exact_title(row: dict) -> dict:
     return row
 
 
+_INSERT_DECISION = """INSERT INTO prefilter_decisions (conversation_key, content_hash, rule_version,
+    keep, reason) VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"""
+_INSERT_QUARANTINE = """INSERT INTO quarantine (source, file, position, reason, import_id)
+    VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING"""
+_COPY_CONVERSATIONS = """COPY source_conversations (conversation_key, source, external_id, title,
+    title_raw, created_at, updated_at, content_hash, message_count, drafting_chars, provenance,
+    unknown_types, first_import_id, last_import_id) FROM STDIN (FORMAT BINARY)"""
+_CONVERSATION_TYPES = ["text", "text", "text", "text", "bytea", "timestamptz", "timestamptz", "text",
+                       "int4", "int4", "jsonb", "jsonb", "text", "text"]  # fmt: skip
+_COPY_MESSAGES = """COPY source_messages (message_key, conversation_key, node_id, parent_id, role,
+    channel, content_type, raw_type, body, content_hash, created_at, position, on_active_path,
+    branch_index, import_id) FROM STDIN (FORMAT BINARY)"""
+_MESSAGE_TYPES = ["text", "text", "text", "text", "text", "text", "text", "text", "bytea", "text",
+                  "timestamptz", "int4", "bool", "int4", "text"]  # fmt: skip
+# what PostgreSQL `text` refuses: NUL and lone surrogates
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """An id, role or type as PostgreSQL ``text`` can hold it: a NUL or a lone surrogate is
+    written as its escape (``\\u0000``, ``\\ud800``). Deterministic, so a re-import finds the same
+    key; every ordinary string is returned as it is."""
+    if text.isascii() and "\x00" not in text:
+        return text
+    return _UNSTORABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _opt(text: str | None) -> str | None:
+    return None if text is None else storable(text)
+
+
+def _title(title: str | None) -> tuple[str | None, bytes | None]:
+    """A NUL or a lone surrogate in a title: a storable form in ``title``, the exact bytes in
+    ``title_raw`` (migration 0008)."""
+    if title is None:
+        return None, None
+    clean = sanitize(title)
+    return clean, (text_bytes(title) if clean != title else None)
+
+
+def _conversation_params(conv: Conversation, chash: str, import_id: str) -> dict:
+    title, title_raw = _title(conv.title)
+    return {
+        "key": storable(conv.key), "source": conv.source, "ext": storable(conv.external_id),
+        "title": title, "title_raw": title_raw, "created": conv.created_at,
+        "updated": conv.updated_at, "hash": chash, "n": len(conv.messages),
+        "chars": conv.drafting_chars, "prov": Jsonb(conv.provenance.model_dump()),
+        "unknown": Jsonb({storable(k): v for k, v in conv.unknown_types.items()}), "imp": import_id,
+    }  # fmt: skip
+
+
+def _message_rows(conv: Conversation, import_id: str) -> list[tuple]:
+    key = storable(conv.key)
+    return [
+        (storable(m.key), key, storable(m.node_id), _opt(m.parent_id), storable(m.role),
+         m.channel.value, storable(m.content_type), _opt(m.raw_type), text_bytes(m.text),
+         m.content_hash, m.created_at, m.position, m.on_active_path, m.branch_index, import_id)
+        for m in conv.messages
+    ]  # fmt: skip
+
+
+def _copy_new(conn: Connection, convs: list[Conversation], import_id: str) -> None:
+    """New conversations and all their messages, by binary COPY (no per-row round trip)."""
+    with conn.cursor() as cur:
+        with cur.copy(_COPY_CONVERSATIONS) as copy:
+            copy.set_types(_CONVERSATION_TYPES)
+            for conv in convs:
+                p = _conversation_params(conv, conv.content_hash, import_id)
+                copy.write_row((p["key"], p["source"], p["ext"], p["title"], p["title_raw"],
+                                p["created"], p["updated"], p["hash"], p["n"], p["chars"],
+                                p["prov"], p["unknown"], import_id, import_id))  # fmt: skip
+        with cur.copy(_COPY_MESSAGES) as copy:
+            copy.set_types(_MESSAGE_TYPES)
+            for conv in convs:
+                for row in _message_rows(conv, import_id):
+                    copy.write_row(row)
+
+
+def _upsert_locked(
+    conn: Connection,
+    conv: Conversation,
+    import_id: str,
+    decision: PrefilterDecision | None,
+    stored_hash: str | None,
+) -> tuple[UpsertOutcome, int]:
+    """One conversation, its row already locked (``stored_hash`` None: not stored yet)."""
+    chash = conv.content_hash
+    if stored_hash == chash:
+        if decision is not None:
+            _insert_decision(conn, decision)
+        return "unchanged", 0
+    params = _conversation_params(conv, chash, import_id)
+    if stored_hash is None:
+        conn.execute(
+            """INSERT INTO source_conversations (conversation_key, source, external_id,
+                   title, title_raw, created_at, updated_at, content_hash, message_count,
+                   drafting_chars, provenance, unknown_types, first_import_id, last_import_id)
+               VALUES (%(key)s, %(source)s, %(ext)s, %(title)s, %(title_raw)s, %(created)s,
+                       %(updated)s, %(hash)s, %(n)s, %(chars)s, %(prov)s, %(unknown)s, %(imp)s,
+                       %(imp)s)""",
+            params,
+        )
+    else:
+        conn.execute(
+            """UPDATE source_conversations SET title = %(title)s, title_raw = %(title_raw)s,
+                   created_at = %(created)s, updated_at = %(updated)s, content_hash = %(hash)s,
+                   message_count = %(n)s, drafting_chars = %(chars)s, provenance = %(prov)s,
+                   unknown_types = %(unknown)s, last_import_id = %(imp)s, changed_at = now()
+               WHERE conversation_key = %(key)s""",
+            params,
+        )
+    rows = _message_rows(conv, import_id)
+    with conn.cursor() as cur:
+        if stored_hash is None:  # a new conversation: every message is new (one pipelined batch)
+            cur.executemany(_INSERT_MESSAGE + " ON CONFLICT (message_key) DO NOTHING", rows)
+            new = len(rows)
+        else:  # it grew: add the new messages; stored ones only move on the tree
+            new = 0
+            for r in rows:
+                cur.execute(_INSERT_MESSAGE + _MOVE_ON_CONFLICT, r)
+                got = cur.fetchone()
+                new += bool(got and got[0])
+    if decision is not None:
+        _insert_decision(conn, decision)
+    return ("new" if stored_hash is None else "changed"), new
+
+
+def _decision_row(d: PrefilterDecision) -> tuple:
+    return (storable(d.conversation_key), d.content_hash, d.rule_version, d.keep, d.reason)
+
+
 def _insert_decision(conn: Connection, d: PrefilterDecision) -> None:
     """Every drop has its reason in the ledger; a decision already recorded stays as it is."""
-    conn.execute(
-        """INSERT INTO prefilter_decisions (conversation_key, content_hash, rule_version, keep, reason)
-           VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
-        (d.conversation_key, d.content_hash, d.rule_version, d.keep, d.reason),
-    )
+    conn.execute(_INSERT_DECISION, _decision_row(d))

@@ -74,7 +74,7 @@ def imported(pg_admin_url: str, template_db: str, tmp_path_factory: pytest.TempP
         mp.setenv("DATABASE_URL", make_conninfo(pg_admin_url, dbname=name))
         for path, source in ((SUBSET, "chatgpt"), (CC_SESSION, "claude-code"), (CC_STAGE0, "claude-code"),
                              (CODEX, "codex")):  # fmt: skip
-            run("import", str(path), "--source", source)
+            run("import", str(path), "--source", source, "--no-embed")
         yield
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
@@ -162,7 +162,7 @@ def test_codex_person_turns_are_counted_once(imported) -> None:
 def test_quarantine_lists_file_record_and_reason(pmem_env, tmp_path: Path) -> None:
     good = one_conversation("c-good", "good", [("user", "hello"), ("assistant", "hi")])
     path = chatgpt_export(tmp_path / "damaged.json", [good, "not an object", {"title": "no id"}])
-    run("import", str(path), "--source", "chatgpt", code=0)  # exit 3 comes with the import contract
+    run("import", str(path), "--source", "chatgpt", "--no-embed", code=3)
     items = last_json("ledger", "quarantine", "--json")["items"]
     assert {(Path(it["file"]).name, it["record"], it["reason"]) for it in items} == {
         ("damaged.json", 1, "not-an-object"), ("damaged.json", 2, "missing-id")}  # fmt: skip
@@ -172,7 +172,7 @@ def test_quarantine_lists_file_record_and_reason(pmem_env, tmp_path: Path) -> No
 
 def test_keep_and_drop_override_the_prefilter(pmem_env, tmp_path: Path) -> None:
     conv = one_conversation("c-ov", "override me", [("user", "決めた。東京に引っ越す。"), ("assistant", "了解")])
-    run("import", str(chatgpt_export(tmp_path / "c.json", [conv])), "--source", "chatgpt")
+    run("import", str(chatgpt_export(tmp_path / "c.json", [conv])), "--source", "chatgpt", "--no-embed")
     before = last_json("ledger", "show", "chatgpt:c-ov", "--json")["conversation"]
     assert before["kept"] is True and before["prefilter_reason"].startswith("keep:")
     assert last_json("ledger", "drop", "chatgpt:c-ov", "--json")["kept"] is False
@@ -190,7 +190,7 @@ def test_show_redacts_secrets_unless_raw_and_escapes_the_terminal(pmem_env, tmp_
     conv = one_conversation("c-sec", f"title with {SECRET} and a nul\x00", texts)
     path = tmp_path / "s.json"
     path.write_bytes(json.dumps([conv]).encode("ascii"))
-    run("import", str(path), "--source", "chatgpt")
+    run("import", str(path), "--source", "chatgpt", "--no-embed")
     shown = last_json("ledger", "show", "chatgpt:c-sec", "--json")
     assert SECRET not in json.dumps(shown, ensure_ascii=False)
     assert "[REDACTED:" in shown["messages"][0]["text"] and "[REDACTED:" in shown["conversation"]["title"]

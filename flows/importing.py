@@ -1,0 +1,215 @@
+"""The import step: an export streamed into the source ledger at the speed of parsing.
+
+Two threads: this one reads the export (the importer's parser) and hands conversations over in
+batches; a writer thread stores each batch in one transaction (``Ledger.write_batch``: one
+look-up of the stored hashes for the batch, COPY for new conversations, the prefilter only where
+no decision is stored). Parsing the next batch overlaps the database's work on the last one. A
+batch holds whole conversations (at most ``BATCH_CONVERSATIONS`` or ``BATCH_BYTES`` of text), so
+a crash leaves whole conversations or none and a re-run finishes the rest (re-reading what is
+stored is a look-up per batch, no write).
+
+What the import could not read is reported, never raised mid-way: a quarantined record goes to
+the ledger's quarantine table and to ``errors``; an input error (the file cannot be opened, or
+is cut off) ends the reading, keeps every conversation read before it, and is returned in
+``input_error`` and ``errors``. Errors name the file, the record and a machine reason, never
+message text.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.errors import InputError
+from core.faults import fault_point
+from core.models import Conversation, PrefilterDecision
+from importers import Quarantined, ReadReport, iter_source
+from stages.prefilter import RULE_VERSION, prefilter
+from store.ledger import Ledger
+
+_log = logging.getLogger("pmem.import")
+
+BATCH_CONVERSATIONS = 500
+BATCH_BYTES = 8 << 20  # characters of message text per batch
+MAX_ERRORS = 1000  # errors listed in the summary (all are counted, and all are in the ledger)
+SKIP_PREFIX = "skipped:"  # importers count skipped lines in unknown_types under this prefix
+
+
+@dataclass
+class ImportProgress:
+    bytes_read: int = 0
+    bytes_total: int = 0
+    conversations: int = 0
+
+
+ProgressFn = Callable[[ImportProgress], None]
+
+
+@dataclass
+class _Batch:
+    convs: list[Conversation] = field(default_factory=list)
+    quarantined: list[Quarantined] = field(default_factory=list)
+    chars: int = 0
+
+
+def error_entry(file: str, member: str | None, record: Any, reason: str, kind: str) -> dict[str, Any]:
+    """One entry of ``errors``: the file (``zip!member``), the record (array index or line
+    number, or an id; None for the whole file), a machine reason, and what was set aside."""
+    if isinstance(record, str) and record.isdigit():
+        record = int(record)
+    return {"file": f"{file}!{member}" if member else file, "record": record, "reason": reason,
+            "kind": kind}  # fmt: skip
+
+
+def _bare_message(err: InputError) -> str:
+    """The error's message without the ``file (record N): `` prefix InputError adds."""
+    prefix = f"{err.file}" + (f" (record {err.record})" if err.record else "") + ": "
+    text = str(err)
+    return text.removeprefix(prefix)
+
+
+def run_import(
+    ledger: Ledger,
+    source: str,
+    export_path: str,
+    *,
+    on_progress: ProgressFn | None = None,
+    batch_conversations: int = BATCH_CONVERSATIONS,
+    batch_bytes: int = BATCH_BYTES,
+    raise_input_error: bool = False,
+) -> dict[str, Any]:
+    """Import ``export_path`` with the importer of ``source``; returns the summary (counts,
+    ``skipped`` by reason, ``errors``, ``input_error``). With ``raise_input_error`` an input
+    error is raised once everything read before it is stored (the backfill stops there)."""
+    import_id = ledger.start_import(source, export_path)
+    overrides = ledger.overrides()
+    report = ReadReport()
+    stats: dict[str, Any] = {
+        "conversations": 0, "conversations_new": 0, "conversations_changed": 0,
+        "conversations_unchanged": 0, "messages_new": 0, "quarantined": 0, "kept": 0,
+        "dropped": 0, "drop_reasons": {}, "unknown_types": {}, "skipped": {}, "errors": [],
+        "errors_total": 0, "input_error": None, "bytes_read": 0, "bytes_total": 0,
+        "elapsed_seconds": 0.0,
+    }  # fmt: skip
+    started = time.monotonic()
+    progress = ImportProgress()
+    lock = threading.Lock()
+    unknown: Counter[str] = Counter()
+    skipped: Counter[str] = Counter()
+
+    def decide(conv: Conversation) -> PrefilterDecision:
+        return prefilter(conv, overrides)
+
+    def add_error(entry: dict[str, Any]) -> None:
+        stats["errors_total"] += 1
+        if len(stats["errors"]) < MAX_ERRORS:
+            stats["errors"].append(entry)
+
+    def write(batch: _Batch) -> None:
+        rows = [(source, _where(q), q.position, q.reason) for q in batch.quarantined]
+        results = ledger.write_batch(batch.convs, import_id, decide, RULE_VERSION, rows)
+        with lock:
+            for q in batch.quarantined:
+                stats["quarantined"] += 1
+                add_error(error_entry(q.file, q.member, q.position, q.reason, q.kind))
+            for conv, (outcome, new, keep, reason) in zip(batch.convs, results, strict=True):
+                stats["conversations"] += 1
+                stats[f"conversations_{outcome}"] += 1
+                stats["messages_new"] += new
+                for t, n in conv.unknown_types.items():
+                    (skipped if t.startswith(SKIP_PREFIX) else unknown)[t.removeprefix(SKIP_PREFIX)] += n
+                if keep:
+                    stats["kept"] += 1
+                else:
+                    stats["dropped"] += 1
+                    stats["drop_reasons"][reason] = stats["drop_reasons"].get(reason, 0) + 1
+                fault_point("import:after-conversation")
+        if stats["conversations"] and stats["conversations"] % 5000 < len(batch.convs):
+            _log.info("imported %d conversations", stats["conversations"])
+
+    writer = _Writer(write)
+    batch = _Batch()
+    input_exc: InputError | None = None
+    try:
+        for item in iter_source(source, Path(export_path), report):
+            if isinstance(item, Conversation):
+                batch.convs.append(item)
+                batch.chars += sum(len(m.text) for m in item.messages)
+                progress.conversations += 1
+            else:
+                batch.quarantined.append(item)
+            if len(batch.convs) >= batch_conversations or batch.chars >= batch_bytes:
+                writer.put(batch)
+                batch = _Batch()
+            if on_progress is not None:
+                progress.bytes_read, progress.bytes_total = report.bytes_read, report.bytes_total
+                on_progress(progress)
+    except InputError as err:
+        input_exc = err
+        stats["input_error"] = _bare_message(err)
+        with lock:
+            add_error(error_entry(err.file, None, err.record, getattr(err, "reason", "unreadable-input"),
+                                  "input"))  # fmt: skip
+    finally:
+        if batch.convs or batch.quarantined:
+            writer.put(batch)
+        writer.close()  # waits for the last batch; re-raises a writer error
+    stats["skipped"] = dict(skipped + report.skipped)
+    stats["unknown_types"] = dict(unknown)
+    stats["bytes_read"], stats["bytes_total"] = report.bytes_read, report.bytes_total
+    stats["elapsed_seconds"] = round(time.monotonic() - started, 3)
+    if on_progress is not None:
+        progress.bytes_read, progress.bytes_total = report.bytes_read, report.bytes_total
+        on_progress(progress)
+    ledger.finish_import(import_id, {k: v for k, v in stats.items() if k != "errors"})
+    if raise_input_error and input_exc is not None:
+        raise input_exc
+    return stats
+
+
+def _where(q: Quarantined) -> str:
+    return q.file + (f"!{q.member}" if q.member else "")
+
+
+class _Writer:
+    """One thread writing batches in order; ``put`` blocks when two batches are waiting (memory
+    stays bounded), and an error in the writer stops the reader at its next ``put``."""
+
+    def __init__(self, write: Callable[[_Batch], None]) -> None:
+        self._write = write
+        self._queue: queue.Queue[_Batch | None] = queue.Queue(maxsize=2)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="pmem-import-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            batch = self._queue.get()
+            if batch is None:
+                return
+            if self._error is not None:
+                continue  # drain: the reader stops at its next put
+            try:
+                self._write(batch)
+            except BaseException as err:  # noqa: BLE001 - handed to the reader thread
+                self._error = err
+
+    def put(self, batch: _Batch) -> None:
+        if self._error is not None:
+            self.close()
+        self._queue.put(batch)
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        if self._error is not None:
+            err, self._error = self._error, None
+            raise err
