@@ -93,7 +93,6 @@ class Ledger:
                     conv = redacted
                     if decision is not None:
                         decision = decision.model_copy(update={"content_hash": conv.content_hash})
-            chash = conv.content_hash
             row = conn.execute(
                 "SELECT content_hash FROM source_conversations WHERE conversation_key = %s FOR UPDATE",
                 (storable(conv.key),),
