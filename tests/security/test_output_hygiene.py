@@ -114,7 +114,7 @@ def imported(pmem_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_nul_title_is_stored_exactly_and_the_import_goes_on(pmem_env, tmp_path: Path) -> None:
     export = hostile_export(tmp_path)
     stats = cli_json("import", str(export), "--source", "chatgpt")
-    assert stats["conversations"] == 8 and stats["conversations_new"] == 8 and stats["quarantined"] == 0
+    assert stats["conversations_total"] == 8 and stats["conversations_new"] == 8 and stats["quarantined"] == 0
     db = Database.open(Settings())
     try:
         ledger = Ledger(db)
