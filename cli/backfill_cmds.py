@@ -189,7 +189,7 @@ _STAGES = {"draft": "drafting batches", "commit": "committing batches", "embed":
 
 
 @contextmanager
-def _progress_bars() -> Iterator[None]:
+def _progress_bars(first: str = "importing") -> Iterator[None]:
     """Progress bars on stderr while importing, drafting, committing and embedding (none when not
     a TTY)."""
     from rich.progress import (
@@ -206,7 +206,7 @@ def _progress_bars() -> Iterator[None]:
     bars = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                     TimeElapsedColumn(), console=err_console, transient=True,
                     disable=not err_console.is_terminal)  # fmt: skip
-    tasks: dict[str, Any] = {"import": bars.add_task("importing", total=None)}
+    tasks: dict[str, Any] = {"import": bars.add_task(first, total=None)}
 
     def hook(stage: str, total: int) -> None:
         if total >= 0:
@@ -345,7 +345,7 @@ def import_(
     try:
         with _import_bar() as on_progress:
             stats = run_import(p.ledger, src, str(target.resolve()), on_progress=on_progress)
-        with _progress_bars():
+        with _progress_bars("indexing messages for recall"):
             indexed = index_for_search(p, embed=not no_embed, memories=False)
     finally:
         p.close()
