@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 
 from cli.app import app, err_console, handle_errors, print_json, settings
 from core.display import for_terminal
@@ -92,7 +93,7 @@ def list_(
     for it in items:
         when = (it["created_at"] or "?")[:16]
         title = for_terminal(it["title"] or "(untitled)")
-        typer.echo(f"{it['key']}  {when}  {it['message_count']:>5} msgs  "
+        typer.echo(f"{for_terminal(it['key'])}  {when}  {it['message_count']:>5} msgs  "
                    f"{_kept_word(it['kept'])} ({it['prefilter_reason'] or '-'})  {title}")  # fmt: skip
     if items:
         kept = sum(1 for it in items if it["kept"])
@@ -133,11 +134,11 @@ def show(
         print_json({"conversation": conversation, "messages": messages})
         return
     title = for_terminal(conversation["title"] or "(untitled)")
-    typer.echo(f"{title}  ({conversation['key']}, {conversation['message_count']} messages, "
+    typer.echo(f"{title}  ({for_terminal(conversation['key'])}, {conversation['message_count']} messages, "
                f"{_kept_word(conversation['kept'])}: {conversation['prefilter_reason'] or '-'})")  # fmt: skip
     for m in messages:
         when = (m["created_at"] or "?")[:19]
-        typer.echo(f"\n[{m['kind']}] {for_terminal(m['role'])}  {when}  {m['key']}")
+        typer.echo(f"\n[{m['kind']}] {for_terminal(m['role'])}  {when}  {for_terminal(m['key'])}")
         typer.echo(for_terminal(m["text"], keep_newlines=True))
 
 
@@ -180,7 +181,7 @@ def _override(conversation_key: str, keep: bool, as_json: bool) -> None:
         print_json({"key": conversation_key, "kept": keep, "override": "keep" if keep else "drop"})
         return
     word = "kept for drafting" if keep else "dropped from drafting"
-    err_console.print(f"{conversation_key} is {word} (your override; the next backfill follows it)")
+    err_console.print(f"{escape(for_terminal(conversation_key))} is {word} (your override; the next backfill follows it)")
 
 
 @ledger_app.command()

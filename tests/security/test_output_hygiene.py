@@ -164,3 +164,34 @@ def test_error_messages_quoting_stored_text_are_escaped(pmem_env) -> None:
     code, out = cli("show", f"mem-{OSC_TITLE}")
     assert code == 1
     assert_no_raw_controls(out)
+
+
+def test_nul_in_ids_and_metadata_does_not_abort_the_import(pmem_env, tmp_path: Path) -> None:
+    """A NUL or lone surrogate in a conversation id, a role or a content type: the conversation
+    is stored (those fields with U+FFFD, the message text exact) and the import goes on."""
+    convs = json.loads(DEMO.read_text(encoding="utf-8"))[:3]
+    convs[0]["conversation_id"] = convs[0]["id"] = "odd\x00id\ud800"
+    node = next(n for n in convs[1]["mapping"].values() if n["message"] and n["message"]["author"]["role"] == "user")
+    node["message"]["author"]["role"] = "us\x00er"
+    node["message"]["content"]["parts"] = ["body with a NUL \x00 kept"]
+    other = next(n for n in convs[2]["mapping"].values() if n["message"] and n["message"]["author"]["role"] == "user")
+    other["message"]["content"]["content_type"] = "te\x00xt"
+    path = tmp_path / "odd-ids.json"
+    path.write_text(json.dumps(convs, ensure_ascii=True), encoding="utf-8")
+    stats = cli_json("import", str(path), "--source", "chatgpt")
+    assert stats["conversations_new"] == 3 and stats["quarantined"] == 0
+    db = Database.open(Settings())
+    try:
+        ledger = Ledger(db)
+        assert ledger.load("chatgpt:odd\ufffdid\ufffd").messages
+        with db.connection() as conn:
+            [(body,)] = conn.execute("SELECT body FROM source_messages WHERE role = %s", ("us\ufffder",)).fetchall()
+            odd_types = conn.execute(
+                "SELECT count(*) FROM source_messages WHERE strpos(coalesce(raw_type, content_type), %s) > 0",
+                ("te\ufffdxt",),
+            ).fetchone()[0]
+        assert odd_types == 1
+        assert bytes(body) == b"body with a NUL \x00 kept"  # the text stays byte-exact
+    finally:
+        db.close()
+    assert cli_json("import", str(path), "--source", "chatgpt")["conversations_unchanged"] == 3
