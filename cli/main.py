@@ -14,6 +14,7 @@ from cli import (  # noqa: F401  (they register their commands)
     forget_cmds,
     ledger_cmds,
     prefect_cmds,
+    proposals_cmds,
     read,
     run_cmds,
     serve_cmds,

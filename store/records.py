@@ -448,12 +448,12 @@ class MemoryStore:
             if row["status"] != "pending":
                 raise StoreError(f"{proposal_id} was already {row['status']}")
             result = self._perform(conn, row, by) if accept else {}
-            conn.execute(
+            decided = conn.execute(
                 """UPDATE proposals SET status = %s, decided_at = now(), decided_by = %s, result = %s
-                   WHERE proposal_id = %s""",
+                   WHERE proposal_id = %s RETURNING decided_at""",
                 (want, by, Jsonb(result), proposal_id),
-            )
-            row.update(status=want, decided_by=by, result=result)
+            ).fetchone()
+            row.update(status=want, decided_by=by, result=result, decided_at=decided[0] if decided else None)
             return {**_queue_view(row), "already": False}
 
     def _perform(self, conn: Connection, row: dict[str, Any], by: str) -> dict[str, Any]:
