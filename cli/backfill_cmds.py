@@ -47,6 +47,9 @@ def _prefect_env(settings: Settings) -> None:
                               "it keeps running for the next commands: `pmem prefect stop` stops it")  # fmt: skip
 
         os.environ["PREFECT_API_URL"] = ensure_server(settings, on_start=started)
+        from flows.prefect_server import client_env
+
+        os.environ.update(client_env(settings))  # its API auth string (flows/prefect_server.py)
 
 
 def quiet_prefect_console() -> None:

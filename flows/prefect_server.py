@@ -14,6 +14,16 @@ running under ``<data dir>/prefect`` (as it does the database), started on first
   the next call starts a fresh server; a port in use by someone else makes us pick a free one;
 * ``prefect/server.lock`` (flock) serialises concurrent CLI calls, so one server per data dir.
 
+* it listens on 127.0.0.1 only, with Prefect's API authentication: the server gets
+  ``PREFECT_SERVER_API_AUTH_STRING`` and every pmem process talking to it
+  ``PREFECT_API_AUTH_STRING`` (``client_env``), a random string kept in ``prefect/api-auth``
+  (0600; the UI asks for it at login). Without it a request is 401 (only ``GET /api/health``
+  answers, for the health check). CORS allows the server's own origin only, so no web page
+  reads or drives the API from elsewhere. A server started by an older pmem (no auth) is
+  restarted;
+* its home is private (0700 / 0600): it starts with umask 077 and its files are tightened after
+  every start (``prefect.db``, the log, profiles).
+
 When ``PREFECT_API_URL`` is already set, that server is used and nothing is managed.
 
 Runs are tagged ``pmem-data:<hash of the data dir>`` and ``pmem-proc:<host>:<pid>:<start>``
@@ -32,6 +42,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import signal
 import socket
 import subprocess
@@ -46,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import PmemError
+from core.private import make_private, open_private, private_dir, write_private
 from core.settings import Settings
 
 _log = logging.getLogger("pmem.prefect")
@@ -54,6 +66,8 @@ HOST = "127.0.0.1"
 STATE_FILE = "server.json"
 LOG_FILE = "server.log"
 LOCK_FILE = "server.lock"
+AUTH_FILE = "api-auth"
+AUTH_VERSION = 1  # recorded in server.json: a server without it was started without auth
 PORT_BASE, PORT_SPAN = 4210, 700  # the preferred port of a data dir: 4210-4909
 DATA_TAG = "pmem-data:"
 PROC_TAG = "pmem-proc:"
@@ -157,15 +171,33 @@ def _read_state(home: Path) -> dict[str, Any]:
 
 
 def _write_state(home: Path, state: dict[str, Any]) -> None:
-    tmp = home / f".{STATE_FILE}.tmp"
-    tmp.write_text(json.dumps(state, indent=1, sort_keys=True))
-    os.replace(tmp, home / STATE_FILE)
+    write_private(home / STATE_FILE, json.dumps(state, indent=1, sort_keys=True))
+
+
+def auth_string(settings: Settings) -> str:
+    """The managed server's API auth string (``prefect/api-auth``, 0600), made on first use."""
+    home = private_dir(settings.prefect_home)
+    path = home / AUTH_FILE
+    try:
+        value = path.read_text().strip()
+    except FileNotFoundError:
+        value = ""
+    if not value:
+        value = f"pmem:{secrets.token_urlsafe(32)}"
+        write_private(path, value + "\n")
+    return value
+
+
+def client_env(settings: Settings) -> dict[str, str]:
+    """What a process needs in its environment (before Prefect is imported) to talk to the
+    managed server: its auth string."""
+    return {"PREFECT_API_AUTH_STRING": auth_string(settings)}
 
 
 @contextlib.contextmanager
 def _locked(home: Path) -> Iterator[None]:
-    home.mkdir(parents=True, exist_ok=True)
-    with (home / LOCK_FILE).open("a") as f:
+    private_dir(home)
+    with open_private(home / LOCK_FILE, "a") as f:
         try:
             import fcntl
         except ImportError:  # Windows: no flock; concurrent first starts are the user's lookout
@@ -238,20 +270,27 @@ def _log_tail(path: Path, lines: int = 5) -> str:
 _SECRET_ENV = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD|DATABASE_URL)$", re.IGNORECASE)
 
 
-def _spawn(home: Path, port: int) -> int:
+def _spawn(home: Path, port: int, auth: str) -> int:
     # the server needs none of the user's keys or database URLs: keep them out of its environment
-    env = {k: v for k, v in os.environ.items() if not _SECRET_ENV.search(k) and k != "PREFECT_API_URL"}
+    env = {k: v for k, v in os.environ.items()
+           if not _SECRET_ENV.search(k) and k != "PREFECT_API_URL" and "AUTH_STRING" not in k
+           and "CORS" not in k}  # fmt: skip
     env.update(
         PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1",
         PREFECT_SERVER_LOGGING_LEVEL=env.get("PREFECT_SERVER_LOGGING_LEVEL", "WARNING"),
+        # API authentication (Prefect 3's basic-auth string) and no cross-origin access: only
+        # the UI's own origin
+        PREFECT_SERVER_API_AUTH_STRING=auth, PREFECT_API_AUTH_STRING=auth,
+        PREFECT_SERVER_API_CORS_ALLOWED_ORIGINS=f"http://{HOST}:{port}",
     )  # fmt: skip
     log = home / LOG_FILE
-    log.write_bytes(b"")  # the log of the latest start only
+    with open_private(log, "wb"):  # the log of the latest start only
+        pass
     cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", HOST, "--port", str(port),
            "--analytics-off"]  # fmt: skip
     out = subprocess.run(
         [sys.executable, "-c", _LAUNCHER, str(log), *cmd], env=env, cwd=home,
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True, text=True, timeout=60, check=False, umask=0o077,
     )  # fmt: skip
     if out.returncode != 0 or not out.stdout.strip().isdigit():
         raise PrefectServerError(
@@ -300,7 +339,11 @@ def ensure_server(settings: Settings, *, timeout: float | None = None,
     timeout = _startup_timeout() if timeout is None else timeout
     with _locked(home):
         state = _read_state(home)
-        if _our_server(state):
+        auth = auth_string(settings)
+        if _our_server(state) and state.get("auth") != AUTH_VERSION:
+            _log.warning("Prefect server pid %s runs without API authentication; restarting it", state["pid"])
+            _terminate(state["pid"], state.get("start_ticks"))
+        elif _our_server(state):
             port = int(state["port"])
             if healthy(port) or _wait_healthy(state["pid"], port, min(timeout, 30.0)):
                 return api_url(port)
@@ -313,12 +356,13 @@ def ensure_server(settings: Settings, *, timeout: float | None = None,
         for attempt in range(3):
             wanted = remembered or preferred_port(settings)
             port = wanted if attempt == 0 and port_free(wanted) else _any_free_port()
-            pid = _spawn(home, port)
+            pid = _spawn(home, port, auth)
             started = datetime.now(UTC).isoformat()
             state = {"pid": pid, "port": port, "start_ticks": process_start(pid), "started_at": started,
-                     "host": HOST}  # fmt: skip
+                     "host": HOST, "auth": AUTH_VERSION}  # fmt: skip
             _write_state(home, state)
             if _wait_healthy(pid, port, timeout):
+                make_private(home)  # what an older version or a loose umask left readable
                 _log.info("started the Prefect server pid %s on port %s", pid, port)
                 if on_start is not None:
                     on_start(api_url(port), pid)
