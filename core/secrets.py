@@ -72,7 +72,7 @@ from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 from pydantic import BaseModel, ConfigDict
 
-from core.models import DraftRecord
+from core.models import Conversation, DraftRecord
 
 __all__ = [
     "Finding",
@@ -80,6 +80,7 @@ __all__ = [
     "find_secrets",
     "find_secrets_in_messages",
     "redact",
+    "redact_conversation",
     "redact_draft",
     "redact_messages",
     "redaction_marker",
@@ -242,6 +243,18 @@ _FORMATS: tuple[_Rule, ...] = (
     _fmt("readme-token", r"rdme_[a-z0-9]{70}", ('rdme_',)),
     _fmt("telegram-token", r"\d{8,10}:AA[A-Za-z0-9_\-]{33}", (':AA',)),
     _fmt("discord-token", r"[MNO][A-Za-z\d_\-]{23,25}\.[A-Za-z\d_\-]{6}\.[A-Za-z\d_\-]{27,38}", None),
+    # the head of a key cut short (the rest wrapped away, or in the next message): a prefix
+    # only keys have, then 6+ token characters with a digit
+    _fmt(
+        "key-fragment",
+        r"(?:gh[pousr]_|github_pat_|glpat-|glrt-|sk-proj-|sk-svcacct-|sk-admin-|sk-ant-"
+        r"|xox[bpae]-|xapp-|dckr_pat_|GOCSPX-|pypi-AgE|whsec_|[sr]k_live_|[sr]k_test_|glsa_"
+        r"|do[opr]_v1_|hvs\.|shpat_|sntryu_|lin_api_|pplx-|AGE-SECRET-KEY-1|PMAK-|AIza|ya29\.)"
+        r"(?=[A-Za-z0-9_\-.]*\d)[A-Za-z0-9_\-.]{6,}",
+        ("gh", "glpat-", "glrt-", "sk-", "xox", "xapp-", "dckr_pat_", "GOCSPX-", "pypi-AgE",
+         "whsec_", "k_live_", "k_test_", "glsa_", "_v1_", "hvs.", "shpat_", "sntryu_", "lin_api_",
+         "pplx-", "AGE-SECRET-KEY-1", "PMAK-", "AIza", "ya29."),
+    ),
 )
 
 # ---------------------------------------------------------------- secrets in context
@@ -811,6 +824,29 @@ def redact_messages(messages: Sequence[str]) -> list[str]:
     ]
 
 
+def redact_conversation(conv: Conversation) -> tuple[Conversation, int]:
+    """A copy of ``conv`` for drafting: its title and drafting messages (in order) redacted as
+    one conversation, the other messages left out; and the number of redactions.
+
+    Every drafter and prompt builder works on this copy, so a secret is gone before any text
+    is cut into sentences, aliases or tags, and a secret split across two messages is found."""
+    messages = conv.drafting_messages
+    texts = [conv.title or "", *(m.text for m in messages)]
+    found = find_secrets_in_messages(texts)
+    count = sum(len(f) for f in found)
+    clean = [_apply(t, fs) if fs else t for t, fs in zip(texts, found, strict=True)]
+    copy = conv.model_copy(
+        update={
+            "title": clean[0] if conv.title is not None else None,
+            "messages": [
+                m if t == m.text else m.model_copy(update={"text": t})
+                for m, t in zip(messages, clean[1:], strict=True)
+            ],
+        }
+    )
+    return copy, count
+
+
 # ---------------------------------------------------------------- drafts
 
 _TEXT_FIELDS = ("title", "canonical_summary", "index_summary")
@@ -840,14 +876,22 @@ def secret_values(texts: Iterable[str]) -> set[str]:
     values: set[str] = set()
     for text, findings in zip(texts, find_secrets_in_messages(texts), strict=True):
         for f in findings:
-            for part in re.split(r"\s+", text[f.start : f.end]):
-                if len(part) >= 6:
-                    values.add(part)
+            value = text[f.start : f.end].strip()
+            parts = re.split(r"\s+", value)
+            if len(parts) == 1:
+                if len(value) >= 6:
+                    values.add(value)
+                continue
+            values.add(value)  # a passphrase, a grouped or wrapped key: whole, and its
+            values.update(  # random-looking parts (not the words of a passphrase)
+                p for p in parts if len(p) >= 6 and (_random_looking(p, long=99) or _inner_caps(p))
+            )
     return values
 
 
 def _holds_piece(label: str, values: Iterable[str]) -> bool:
-    """Whether ``label`` holds a piece (5+ characters, case folded) of a random-looking value."""
+    """Whether ``label`` holds a piece of a random-looking known value (case folded): 5
+    characters with a digit or a symbol in them, or any 8."""
     folded = label.casefold()
     for v in values:
         if not _random_looking(v) or len(v) < GLOBAL_MIN_CHARS:
@@ -857,7 +901,31 @@ def _holds_piece(label: str, values: Iterable[str]) -> bool:
             piece = fv[i : i + _PIECE]
             if piece in folded and _random_looking(piece, long=99):
                 return True
+        if any(fv[i : i + 8] in folded for i in range(len(fv) - 7)):
+            return True
     return False
+
+
+def _piece_spans(text: str, values: Sequence[str], size: int = 8) -> list[tuple[int, int]]:
+    """Where ``text`` holds ``size`` or more characters in a row of one of ``values`` (case
+    folded), each span grown to the whole run the two share."""
+    low = text.lower()
+    if len(low) != len(text):  # a character whose lower case is longer: compare as it is
+        low = text
+    spans: list[tuple[int, int]] = []
+    for v in values:
+        fv = v.lower() if len(v.lower()) == len(v) else v
+        for k in range(len(fv) - size + 1):
+            start = low.find(fv[k : k + size])
+            while start >= 0:
+                a, b, i, j = start, start + size, k, k + size
+                while a > 0 and i > 0 and low[a - 1] == fv[i - 1]:
+                    a, i = a - 1, i - 1
+                while b < len(low) and j < len(fv) and low[b] == fv[j]:
+                    b, j = b + 1, j + 1
+                spans.append((a, b))
+                start = low.find(fv[k : k + size], start + 1)
+    return spans
 
 
 def redact_draft(draft: DraftRecord, known: Iterable[str] = ()) -> tuple[DraftRecord, list[str]]:
@@ -871,12 +939,15 @@ def redact_draft(draft: DraftRecord, known: Iterable[str] = ()) -> tuple[DraftRe
     values |= secret_values(v for n in _LIST_FIELDS for v in getattr(draft, n))
     ordered = sorted(values, key=len, reverse=True)
 
+    pieces = [v for v in ordered if len(v) >= GLOBAL_MIN_CHARS and _random_looking(v)]
+
     def scrub(text: str) -> str:
         text = redact(text)[0]
         for v in ordered:
             if v in text:
                 text = text.replace(v, redaction_marker("secret"))
-        return text
+        spans = _piece_spans(text, pieces)  # a cut or lower-cased piece of a known secret
+        return _apply(text, _merge((a, b, "secret") for a, b in spans)) if spans else text
 
     update: dict[str, object] = {}
     changed: list[str] = []

@@ -2,8 +2,10 @@
 
 The static part never depends on the input, and comes first, so provider prompt caches apply.
 Every piece of the person's text that goes into the dynamic part (message texts, titles, the
-context's titles and summaries) passes the secret guard first (``core.secrets.redact``), so no
-request body built from ``build_prompt`` carries a flagged secret. Keys and times are ours and
+context's titles and summaries) passes the secret guard first: each conversation as a whole
+(``core.secrets.redact_conversation``, so a secret split across two messages is found), each
+context entry's title and summary together (``redact_messages``), so no request body built
+from ``build_prompt`` carries a flagged secret. Keys and times are ours and
 are left as they are, so evidence pointers still resolve against the ledger.
 The response schema is camelCase (the only camelCase in the project); ``to_draft_records``
 turns it into our snake_case ``DraftRecord``.
@@ -18,7 +20,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from core.models import Conversation, DraftRecord, EvidencePointer, MemoryIndexEntry, Message
-from core.secrets import redact
+from core.secrets import redact_conversation, redact_messages
 
 PROMPT_VERSION = "case-record-v1"
 
@@ -179,14 +181,19 @@ def build_prompt_guarded(
 
 
 class _Guard:
-    """Redacts each piece of the person's text and counts what it took out."""
+    """Redacts the person's text (a conversation at a time) and counts what it took out."""
 
     def __init__(self) -> None:
         self.redacted = 0
 
-    def __call__(self, text: str) -> str:
-        clean, findings = redact(text)
-        self.redacted += len(findings)
+    def conversation(self, conv: Conversation) -> Conversation:
+        clean, count = redact_conversation(conv)
+        self.redacted += count
+        return clean
+
+    def texts(self, *texts: str) -> list[str]:
+        clean = redact_messages(texts)
+        self.redacted += sum(a != b for a, b in zip(texts, clean, strict=True))
         return clean
 
 
@@ -196,27 +203,29 @@ def _context_text(context: list[MemoryIndexEntry], guard: _Guard) -> str:
         lines.append("(none)")
     for entry in context:
         sources = ", ".join(entry.source_conversation_keys) or "-"
+        title, summary = guard.texts(entry.title, entry.index_summary)
         lines.append(
-            f"- id: {entry.id} | title: {_one_line(guard(entry.title))} | index summary: "
-            f"{_one_line(guard(entry.index_summary))} | kind: {entry.kind} | current revision: "
+            f"- id: {entry.id} | title: {_one_line(title)} | index summary: "
+            f"{_one_line(summary)} | kind: {entry.kind} | current revision: "
             f"{entry.current_revision} | source conversations: {sources}"
         )
     return "\n".join(lines)
 
 
 def _conversation_text(number: int, conv: Conversation, guard: _Guard) -> str:
+    conv = guard.conversation(conv)  # the whole conversation first: split secrets are found
     header = (
         f"## Conversation {number}\nkey: {conv.key}\nsource: {conv.source}\n"
-        f"title: {_one_line(guard(conv.title or ''))}\ncreated: {_iso(conv.created_at)}"
+        f"title: {_one_line(conv.title or '')}\ncreated: {_iso(conv.created_at)}"
     )
-    messages = [_message_text(i, m, guard) for i, m in enumerate(conv.drafting_messages, start=1)]
+    messages = [_message_text(i, m) for i, m in enumerate(conv.drafting_messages, start=1)]
     return "\n\n".join([header, *messages])
 
 
-def _message_text(number: int, msg: Message, guard: _Guard) -> str:
+def _message_text(number: int, msg: Message) -> str:
     return (
         f"[{number}] key: {msg.key} | role: {msg.channel.value} | time: {_iso(msg.created_at)}\n"
-        f"{guard(msg.text)}"
+        f"{msg.text}"
     )
 
 

@@ -3,6 +3,11 @@
 It builds one case record per conversation from the person's own sentences: the background
 (their first statements), the decision, the reasons, the result and what is still open, with
 evidence pointers whose quote hints are copied exactly from the source messages.
+
+The secret guard runs first, on the whole conversation (``core.secrets.redact_conversation``):
+everything below (sentences, the title, aliases, tags) is cut from the redacted text, so a key
+cannot lose its ``sk-`` prefix, split at ``/`` or be lower-cased into a tag and slip through.
+A sentence that held a secret is never offered as evidence.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from core.models import (
     MemoryIndexEntry,
     Message,
 )
+from core.secrets import redact_conversation
 from prompts.case_record import PROMPT_VERSION, build_prompt
 from stages.prefilter import DECISION_RE, LESSON_RE, REASON_RE, split_prose
 
@@ -45,6 +51,7 @@ _LATIN_RE = re.compile(r"[A-Za-z]")
 _KATAKANA_RE = re.compile(r"[ァ-ヺ][ァ-ヺー]{2,}")
 _LATIN_TERM_RE = re.compile(r"(?<![\w.])[A-Za-z][A-Za-z0-9_]*(?:[.+#-][A-Za-z0-9_]+)*[+#]*")
 _URL_RE = re.compile(r"(?:https?://|www\.)\S+", re.IGNORECASE)
+_REDACTED_RE = re.compile(r"\[REDACTED:[a-z0-9\-]+\]")
 _SENTENCE_OPENERS = frozenset(".!?。！？\n\"'(*-:>")
 
 _OPEN_RE = re.compile(
@@ -142,6 +149,7 @@ class ExtractiveDrafter:
 
 def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRecord | None:
     """One case record for ``conv``, or None when it has no drafting text."""
+    conv, _ = redact_conversation(conv)  # before anything is cut from the text
     messages = conv.drafting_messages
     if not messages:
         return None
@@ -366,7 +374,7 @@ def salient_terms(conv: Conversation, messages: list[Message]) -> list[str]:
     first_seen: dict[str, int] = {}
     canonical: dict[str, str] = {}
     for text, strong_only in sources:
-        prose = _URL_RE.sub(" ", split_prose(text)[0])
+        prose = _URL_RE.sub(" ", _REDACTED_RE.sub(" ", split_prose(text)[0]))
         for term in _terms_in(prose, strong_only=strong_only):
             folded = term.casefold()
             canonical.setdefault(folded, term)
@@ -451,6 +459,8 @@ def _evidence(parts: _Parts, messages: list[Message]) -> list[EvidencePointer]:
     for s in chosen:
         if s.index in seen:  # a reason clause of a decision sentence already quoted
             continue
+        if _REDACTED_RE.search(s.text):  # it held a secret: no evidence from it
+            continue
         seen.add(s.index)
         pointers.append(EvidencePointer(message_key=s.message.key, quote_hint=_quote(s.text)))
         if len(pointers) == _MAX_EVIDENCE:
@@ -462,7 +472,7 @@ def _assistant_fallback(messages: list[Message]) -> list[EvidencePointer]:
     for msg in messages:
         if msg.channel != Channel.ASSISTANT:
             continue
-        sentences = split_sentences(msg.text)
+        sentences = [t for t in split_sentences(msg.text) if not _REDACTED_RE.search(t)]
         if sentences:
             return [EvidencePointer(message_key=msg.key, quote_hint=_quote(sentences[0]))]
     return []

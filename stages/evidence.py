@@ -7,7 +7,9 @@ substring of its source message.
 
 Evidence that holds a secret (or overlaps one the secret guard finds in its source message) is
 rejected with the reason "secret": the model saw a redacted text, but a fuzzy match against the
-raw source could otherwise bring the secret back.
+raw source could otherwise bring the secret back. The batch's messages are also scanned as
+conversations (``core.secrets.secret_values``), so an excerpt holding a part of a secret that
+was split across two messages, or a value found elsewhere in the batch, is rejected too.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from core.models import (
     VerifiedDraft,
     VerifiedEvidence,
 )
-from core.secrets import Finding, contains_secret, find_secrets
+from core.secrets import Finding, contains_secret, find_secrets, secret_values
 
 Method = Literal["exact", "fuzzy"]
 FUZZY_THRESHOLD = 90.0
@@ -62,9 +64,26 @@ def locate(hint: str, source: str) -> tuple[str, Method, float] | None:
     return excerpt, "fuzzy", float(al.score)
 
 
-def holds_secret(excerpt: str, source: str, findings: list[Finding]) -> bool:
-    """Whether ``excerpt`` contains a secret, or any of its places in ``source`` overlaps one."""
-    if contains_secret(excerpt):
+_known_cache: tuple[tuple[tuple[str, int], ...], frozenset[str]] | None = None
+
+
+def batch_secret_values(messages: dict[str, Message]) -> frozenset[str]:
+    """The secret values of a batch's conversation text, its messages scanned in order as one
+    conversation (split secrets found); cached for the last batch seen."""
+    global _known_cache
+    ident = tuple((k, id(m)) for k, m in messages.items())
+    if _known_cache is None or _known_cache[0] != ident:
+        texts = [m.text for m in messages.values() if m.channel in (Channel.PERSON, Channel.ASSISTANT)]
+        _known_cache = (ident, frozenset(secret_values(texts)))
+    return _known_cache[1]
+
+
+def holds_secret(
+    excerpt: str, source: str, findings: list[Finding], known: frozenset[str] = frozenset()
+) -> bool:
+    """Whether ``excerpt`` contains a secret or a known secret value, or any of its places in
+    ``source`` overlaps one."""
+    if contains_secret(excerpt) or any(v in excerpt for v in known):
         return True
     if not findings or not excerpt:
         return False
@@ -97,7 +116,7 @@ def verify_draft(draft: DraftRecord, messages: dict[str, Message]) -> VerifiedDr
         text, method, score = found
         if p.message_key not in secrets_in:
             secrets_in[p.message_key] = find_secrets(msg.text)
-        if holds_secret(text, msg.text, secrets_in[p.message_key]):
+        if holds_secret(text, msg.text, secrets_in[p.message_key], batch_secret_values(messages)):
             rejected.append(RejectedEvidence(message_key=p.message_key, reason="secret"))
             continue
         if len(text) > MAX_CHARS:

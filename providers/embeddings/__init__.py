@@ -18,7 +18,7 @@ embedder's ``model`` and ``dim``; a different model is a different set of vector
 
 Privacy: a *remote* embedder (``local`` is False) never receives raw message text: the store
 only hands it memory text (titles, summaries, aliases), and the adapters run the secret guard
-(``core.secrets.redact``) over every text before the request. A local embedder may embed the
+(``core.secrets.redact_messages``) over every text before the request. A local embedder may embed the
 raw messages, for ``recall``'s vector fallback.
 """
 

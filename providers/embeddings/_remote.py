@@ -15,9 +15,12 @@ def embed_remote(
     texts: Sequence[str], *, model: str, max_chars: int, batch_size: int,
     call: Callable[[list[str]], list[list[float]]], retry: RetryPolicy, sleep: Callable[[float], None],
 ) -> list[list[float]]:  # fmt: skip
-    from core.secrets import redact  # the secret guard: nothing it flags leaves the machine
+    # the secret guard: nothing it flags leaves the machine. The texts are scanned together
+    # (a value found in one is redacted in all) and whole: cut after redaction, so a key at the
+    # cut cannot leave as an unrecognisable head.
+    from core.secrets import redact_messages
 
-    clean = [redact(t[:max_chars])[0] or " " for t in texts]
+    clean = [t[:max_chars] or " " for t in redact_messages(list(texts))]
     out: list[list[float]] = []
     for i in range(0, len(clean), batch_size):
         batch = clean[i : i + batch_size]
