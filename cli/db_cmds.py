@@ -73,13 +73,18 @@ def db_url() -> None:
 @db_app.command("init")
 @handle_errors
 def db_init(keep_running: Annotated[bool, typer.Option(help="Leave the server running.")] = False) -> None:
-    """Create the database and apply migrations (what `make setup` runs)."""
+    """Create the database and apply migrations (what `make setup` runs); make every file
+    under the data dir private (0700 / 0600)."""
     from store import embedded
     from store.db import Database
 
     s = settings()
     was_running = s.database_url is not None or embedded.status(s.pgdata_dir).running
     Database.open(s).close()
+    if s.data_dir.exists():  # tighten what an older version left readable (docs/security.md)
+        from core.private import make_private
+
+        make_private(s.data_dir, root_mode=embedded.data_dir_mode() if s.embedded else 0o700)
     err_console.print("database ready (migrations applied)")
     if not was_running and not keep_running:
         embedded.stop(s.pgdata_dir)
