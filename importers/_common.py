@@ -161,7 +161,14 @@ def parse_iso(value: Any) -> datetime | None:
         return None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:  # year 9999 with a negative offset, year 1 with a positive one: clamped
+        return _MAX_TIME if parsed.year > 1 else _MIN_TIME
+
+
+_MAX_TIME = datetime.max.replace(tzinfo=UTC)
+_MIN_TIME = datetime.min.replace(tzinfo=UTC)
 
 
 # ---------------------------------------------------------------- injected context

@@ -1,19 +1,30 @@
-"""Stream the items of one big JSON array (ChatGPT and Claude.ai exports) with ijson.
+"""Stream the items of one big JSON array (ChatGPT and Claude.ai exports).
 
-One item at a time is in memory, whatever the file's size. A file that is not a JSON array, or
-is cut off, raises :class:`~core.errors.InputError` naming the file and the array position, after
-every complete item before the damage was yielded.
+The array is read in chunks and each item is parsed by the standard library's C JSON scanner
+(``json.JSONDecoder.raw_decode``), one item at a time: memory holds one chunk and the item being
+parsed, whatever the file's size, and the time is linear in the size of the file and of any one
+item (a 50 MB message costs about what ``json.load`` costs for it: when an item is longer than
+the buffer, the buffer grows geometrically).
 
-Backend note: ijson's fastest backend (``yajl2_c``) silently turns a lone surrogate escape
-(``"\\ud800"``) into ``"?"`` and crashes on some others. Seekable inputs are pre-scanned for lone
-surrogate escapes (a cheap regex pass); only files that hold one are parsed with ijson's pure Python
-backend, which keeps them exactly. Non-seekable streams always use the pure Python backend.
+Bad bytes stay local: an item holding invalid UTF-8 (a stray byte, an encoded lone surrogate), a
+raw NUL or another control character in a string, nesting deeper than the parser's recursion
+limit, an integer with more digits than Python converts, or any other syntax error is yielded as
+a :class:`BadItem` (the importer quarantines that record, the reason names the byte offset in the
+file) and reading goes on with the next item: the item's end is found by a scan that only tracks
+strings and brackets. A file that is not a JSON array, or that ends inside an item, raises
+:class:`~core.errors.InputError` naming the file and the array position, after every complete
+item before it was yielded. Escaped text (``\\u0000``, a lone ``\\ud800``) is valid JSON and
+kept exactly.
 """
 
 from __future__ import annotations
 
+import bisect
+import codecs
+import json
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from types import ModuleType
 from typing import IO, Any
 
@@ -23,29 +34,192 @@ from importers._common import ReadError, where
 
 _CHUNK = 1 << 20  # bytes per read while pre-scanning
 _HEAD = 1 << 16  # bytes peeked to check the file is a JSON array
+_READ = 1 << 20  # bytes per read of the array
+_NEAR_END = 64  # a syntax error this close to the end of the buffer may be a cut: read more
+_WS = re.compile(r"[ \t\n\r]*")
+# characters of the decoded buffer that stand for bytes that were not UTF-8 (surrogateescape)
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
+_STRUCTURE = re.compile(r'["\\{}\[\],]')
+_DECODER = json.JSONDecoder()
+
+
+@dataclass(frozen=True)
+class BadItem:
+    """An array item that could not be read; ``reason`` names what and the byte offset."""
+
+    reason: str
 
 
 def iter_array_items(
     fp: IO[bytes], file_label: str, member: str | None = None, *, use_float: bool = False
 ) -> Iterator[tuple[int, Any]]:
-    """``(array index, item)`` for every item of the JSON array in ``fp``."""
+    """``(array index, item)`` for every item of the JSON array in ``fp``; an item that cannot
+    be read is a :class:`BadItem`. Numbers with a fraction are floats (``use_float`` is kept for
+    callers; it no longer changes anything)."""
     label = where(file_label, member)
-    backend = choose_backend(fp, label)
     reader = HeadReader(fp)
     check_is_array(reader.head, label)
-    done = 0  # complete items read so far = array index of the one being read
-    try:
-        for item in backend.items(reader, "item", use_float=use_float):
-            yield done, item
-            done += 1
-    except (ijson.JSONError, UnicodeDecodeError) as exc:
-        # ijson's message quotes the surrounding JSON text (private): report the class only.
-        raise ReadError(
-            f"invalid or truncated JSON at array position {done} ({type(exc).__name__})",
-            file=label,
-            record=str(done),
-            reason="invalid-json",
-        ) from None
+    yield from _ArrayScanner(reader, label).items()
+
+
+class _ArrayScanner:
+    def __init__(self, reader: HeadReader, label: str) -> None:
+        self.reader = reader
+        self.label = label
+        self.decode = codecs.getincrementaldecoder("utf-8")("surrogateescape").decode
+        self.buf = ""
+        self.pos = 0  # index in buf of the next character to read
+        self.base = reader.bom  # file byte offset of buf[0]
+        self.eof = False
+        self.chars = 0  # characters dropped from the front of buf so far
+        self.undecodable: list[int] = []  # stream character indices of bytes that were not UTF-8
+
+    # ------------------------------------------------------------ buffer
+
+    def fill(self, at_least: int = _READ) -> bool:
+        """Read more (at least ``at_least`` bytes); drop what is consumed. False at the end."""
+        if self.eof:
+            return False
+        data = self.reader.read(max(at_least, _READ))
+        if self.pos:
+            done = self.buf[: self.pos]
+            self.base += len(done) if done.isascii() else len(done.encode("utf-8", "surrogateescape"))
+            self.chars += self.pos
+            self.buf = self.buf[self.pos :]
+            self.pos = 0
+        self.eof = not data
+        text = self.decode(data, final=self.eof)
+        if not text.isascii():  # O(1); then one strict encode (C speed) finds undecodable bytes
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                at = self.chars + len(self.buf)
+                self.undecodable += [at + m.start() for m in _UNDECODABLE.finditer(text)]
+        self.buf += text
+        return not self.eof
+
+    def offset(self, index: int) -> int:
+        """File byte offset of ``buf[index]``."""
+        head = self.buf[:index]
+        return self.base + (len(head) if head.isascii() else len(head.encode("utf-8", "surrogateescape")))
+
+    def skip_ws(self) -> bool:
+        """Move past white space; False when the input ends first."""
+        while True:
+            self.pos = _WS.match(self.buf, self.pos).end()  # type: ignore[union-attr]
+            if self.pos < len(self.buf):
+                return True
+            if not self.fill():
+                return False
+
+    # ------------------------------------------------------------ items
+
+    def items(self) -> Iterator[tuple[int, Any]]:
+        self.skip_ws()
+        self.pos += 1  # the "[" (checked by check_is_array)
+        index = 0
+        if not self.skip_ws():
+            raise self.truncated(index)
+        if self.buf[self.pos] == "]":
+            return
+        while True:
+            if not self.skip_ws():
+                raise self.truncated(index)
+            yield index, self.item(index)
+            if not self.skip_ws():
+                raise self.truncated(index + 1)
+            sep = self.buf[self.pos]
+            if sep == "]":
+                return
+            if sep != ",":
+                raise ReadError(f"invalid JSON after array position {index}: expected ',' or ']' "
+                                f"at byte {self.offset(self.pos)}", file=self.label,
+                                record=str(index + 1), reason="invalid-json")  # fmt: skip
+            self.pos += 1
+            index += 1
+
+    def item(self, index: int) -> Any:
+        """The item at ``pos`` (or a BadItem); ``pos`` ends after it."""
+        while True:
+            start = self.pos
+            try:
+                value, end = _DECODER.raw_decode(self.buf, start)
+            except json.JSONDecodeError as exc:
+                cut = exc.pos >= len(self.buf) - _NEAR_END or exc.msg.startswith("Unterminated string")
+                if cut and not self.eof:
+                    self.fill(3 * (len(self.buf) - start))  # the item goes on: grow 4x (linear)
+                    continue
+                if exc.msg.startswith("Invalid control character"):
+                    what = "nul-byte" if self.buf[exc.pos] == "\x00" else "control-character"
+                    return self.bad(index, f"{what} at byte {self.offset(exc.pos)}")
+                return self.bad(index, f"invalid-json at byte {self.offset(exc.pos)}: {exc.msg}")
+            except RecursionError:
+                return self.bad(index, f"too-deep at byte {self.offset(start)}")
+            except ValueError:  # an integer with more digits than int() converts
+                return self.bad(index, f"number-too-long at byte {self.offset(start)}")
+            if end >= len(self.buf) and not self.eof:  # a number cut by the buffer's end?
+                self.fill()
+                continue
+            if self.undecodable:
+                first = bisect.bisect_left(self.undecodable, self.chars + start)
+                if first < len(self.undecodable) and self.undecodable[first] < self.chars + end:
+                    return self.bad(index, self.bytes_reason(self.undecodable[first] - self.chars))
+            self.pos = end
+            return value
+
+    def bytes_reason(self, index: int) -> str:
+        at = self.offset(index)
+        pair = self.buf[index : index + 2]
+        if len(pair) == 2 and pair[0] == "\udced" and "\udca0" <= pair[1] <= "\udcbf":
+            return f"lone-surrogate at byte {at}"  # U+D800-U+DFFF encoded as UTF-8 bytes
+        return f"invalid-utf8 at byte {at}"
+
+    def bad(self, index: int, reason: str) -> BadItem:
+        """Skip the item at ``pos`` without parsing it (strings and brackets only)."""
+        while True:
+            end = _item_end(self.buf, self.pos)
+            if end is not None:
+                self.pos = end
+                return BadItem(reason)
+            if not self.fill(3 * (len(self.buf) - self.pos)):
+                raise ReadError(f"array position {index} never ends ({reason})", file=self.label,
+                                record=str(index), reason="truncated")  # fmt: skip
+
+    def truncated(self, index: int) -> ReadError:
+        return ReadError(f"the file ends inside array position {index} (truncated)",
+                         file=self.label, record=str(index), reason="truncated")  # fmt: skip
+
+
+def _item_end(buf: str, start: int) -> int | None:
+    """Index just past the array item starting at ``start`` (before its ',' or the array's ']'),
+    tracking only strings and brackets; None when ``buf`` ends first."""
+    depth = 0
+    in_string = False
+    escaped_until = -1
+    for m in _STRUCTURE.finditer(buf, start):
+        i = m.start()
+        if i < escaped_until:
+            continue
+        c = m.group()
+        if in_string:
+            if c == "\\":
+                escaped_until = i + 2
+            elif c == '"':
+                in_string = False
+            continue
+        if c == '"':
+            in_string = True
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            if depth == 0:
+                return i  # the array's own "]": the item ended before it
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        elif c == "," and depth == 0:
+            return i
+    return None
 
 
 class HeadReader:
@@ -57,6 +231,7 @@ class HeadReader:
         if not isinstance(head, bytes):
             raise TypeError("the stream must be opened in binary mode")
         self.head = head.removeprefix(b"\xef\xbb\xbf")
+        self.bom = len(head) - len(self.head)
         self._pending = self.head
 
     def read(self, size: int = -1) -> bytes:

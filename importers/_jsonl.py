@@ -60,18 +60,69 @@ def _zstd_stream(raw: IO[bytes], label: str) -> IO[bytes]:
             file=label,
             reason="missing-zstandard",
         ) from None
-    reader = zstandard.ZstdDecompressor().stream_reader(raw, closefd=True)
-    return io.BufferedReader(reader, buffer_size=1 << 20)
+    return io.BufferedReader(_ZstdReader(raw, zstandard), buffer_size=1 << 20)
+
+
+class TruncatedInput(EOFError):
+    """The compressed file ends inside a frame: it was cut off (a partial download or copy)."""
+
+
+class _ZstdReader(io.RawIOBase):
+    """Zstandard frames decompressed as a stream; unlike ``stream_reader`` an input that ends
+    inside a frame raises :class:`TruncatedInput` instead of looking like a normal end."""
+
+    def __init__(self, raw: IO[bytes], zstandard: Any) -> None:
+        self._raw = raw
+        self._zstd = zstandard
+        self._obj = zstandard.ZstdDecompressor().decompressobj()
+        self._pending = b""
+        self._started = False  # the current frame has had input
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            chunk = self._raw.read(1 << 20)
+            if not chunk:
+                if self._started and not self._obj.eof:
+                    raise TruncatedInput("the compressed input ends inside a frame")
+                return 0
+            self._feed(chunk)
+        n = min(len(buffer), len(self._pending))
+        buffer[:n] = self._pending[:n]
+        self._pending = self._pending[n:]
+        return n
+
+    def _feed(self, chunk: bytes) -> None:
+        while chunk:
+            self._started = True
+            self._pending += self._obj.decompress(chunk)
+            if not self._obj.eof:
+                return
+            chunk = self._obj.unused_data  # the next frame
+            self._obj = self._zstd.ZstdDecompressor().decompressobj()
+            self._started = False
+
+    def close(self) -> None:
+        try:
+            self._raw.close()
+        finally:
+            super().close()
 
 
 class JsonlReader:
-    """Iterate ``Line`` / ``BadLine`` items; ``blank`` counts the skipped blank lines."""
+    """Iterate ``Line`` / ``BadLine`` items; ``blank`` counts the skipped blank lines. A
+    compressed file that was cut off ends the iteration after its last whole line, with
+    ``truncated`` set to the number of the line that was cut (the importer keeps what was read
+    and quarantines the rest as ``truncated``)."""
 
     def __init__(self, fp: IO[bytes], file_label: str) -> None:
         self._fp = fp
         self._label = file_label
         self.blank = 0
         self.lines = 0
+        self.truncated: int | None = None
 
     def __iter__(self) -> Iterator[Line | BadLine]:
         number = 0
@@ -83,6 +134,8 @@ class JsonlReader:
                     yield item
         except ReadError:
             raise
+        except TruncatedInput:
+            self.truncated = number + 1
         except Exception as exc:  # a decompression or I/O error mid-file
             if not _is_read_error(exc):
                 raise

@@ -56,7 +56,7 @@ from importers._containers import (
     open_zip,
     zip_parts,
 )
-from importers._jsonarray import iter_array_items
+from importers._jsonarray import BadItem, iter_array_items
 
 SOURCE = "claude"
 ROOT_SENTINEL = "00000000-0000-4000-8000-000000000000"
@@ -111,7 +111,10 @@ def _read_part(part: Part) -> Iterator[Conversation | Quarantined]:
     projects = part.name.lower() == "projects.json"
     with part.open() as fp:
         for position, item in iter_array_items(fp, part.label, part.member, use_float=True):
-            if projects:
+            if isinstance(item, BadItem):  # bad bytes in this record only: the rest goes on
+                yield Quarantined(file=part.label, position=position, reason=item.reason,
+                                  member=part.member)  # fmt: skip
+            elif projects:
                 if isinstance(item, dict) and item.get("is_starter_project") is True:
                     continue
                 yield parse_project(item, part.label, position, member=part.member)

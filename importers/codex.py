@@ -288,6 +288,9 @@ def _records(
                 continue
             yield from _normalise(item)
         stats.blank = reader.blank
+        if reader.truncated is not None:  # what was read is kept; the cut-off rest is reported
+            bad.append(Quarantined(file=label, position=reader.truncated, reason="truncated",
+                                   kind="file"))  # fmt: skip
 
 
 def _normalise(line: Line) -> Iterator[_Record]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +30,17 @@ def _checksum(body: dict[str, Any]) -> str:
     return "sha256:" + sha256_hex(canonical_json({k: v for k, v in body.items() if k != "checksum"}))
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_lone_surrogates(text: str) -> str:
+    """A lone surrogate (kept byte-exact from an export) as its JSON escape: UTF-8 can write it,
+    and ``json.loads`` reads back the same string."""
+    if text.isascii():
+        return text
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def write_atomic(path: Path, body: dict[str, Any], schema: str) -> str:
     """Write JSON with schema version and checksum; returns the checksum."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -36,8 +48,9 @@ def write_atomic(path: Path, body: dict[str, Any], schema: str) -> str:
     doc["checksum"] = _checksum(doc)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        text = json.dumps(doc, ensure_ascii=False, indent=1, sort_keys=True, default=str)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, ensure_ascii=False, indent=1, sort_keys=True, default=str)
+            f.write(_escape_lone_surrogates(text))
             f.flush()
             os.fsync(f.fileno())
         fault_point(f"write:{path.name}:before-rename")

@@ -65,7 +65,7 @@ class Ledger:
         with self.db.connection() as conn, conn.transaction():
             conn.execute(
                 "INSERT INTO import_runs (import_id, source, file) VALUES (%s, %s, %s)",
-                (import_id, source, file),
+                (import_id, source, storable(file)),
             )
         return import_id
 
@@ -205,12 +205,13 @@ class Ledger:
             if decisions:
                 cur.executemany(_INSERT_DECISION, [_decision_row(d) for d in decisions])
             if quarantined:
-                cur.executemany(_INSERT_QUARANTINE, [(*q, import_id) for q in quarantined])
+                cur.executemany(_INSERT_QUARANTINE, [(q[0], storable(q[1]), q[2], storable(q[3]), import_id)
+                                                     for q in quarantined])  # fmt: skip
         return out
 
     def quarantine(self, source: str, file: str, position: int, reason: str, import_id: str) -> None:
         with self.db.connection() as conn, conn.transaction():
-            conn.execute(_INSERT_QUARANTINE, (source, file, position, reason, import_id))
+            conn.execute(_INSERT_QUARANTINE, (source, storable(file), position, storable(reason), import_id))
 
     # ---------------------------------------------------------------- prefilter
 
@@ -431,7 +432,8 @@ def _conversation_params(conv: Conversation, chash: str, import_id: str) -> dict
         "key": storable(conv.key), "source": conv.source, "ext": storable(conv.external_id),
         "title": title, "title_raw": title_raw, "created": conv.created_at,
         "updated": conv.updated_at, "hash": chash, "n": len(conv.messages),
-        "chars": conv.drafting_chars, "prov": Jsonb(conv.provenance.model_dump()),
+        "chars": conv.drafting_chars, "prov": Jsonb({k: _opt(v) if isinstance(v, str) else v
+                                                        for k, v in conv.provenance.model_dump().items()}),
         "unknown": Jsonb({storable(k): v for k, v in conv.unknown_types.items()}), "imp": import_id,
     }  # fmt: skip
 

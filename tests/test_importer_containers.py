@@ -185,7 +185,7 @@ def test_a_damaged_shard_is_quarantined_and_the_rest_imported(tmp_path: Path) ->
     assert _keys(items) == ["chatgpt:a", "chatgpt:ok-in-cut", "chatgpt:b"]
     bad = [i for i in items if isinstance(i, Quarantined)]
     assert [(q.member, q.position, q.reason, q.kind) for q in bad] == [
-        ("conversations-001.json", 1, "invalid-json", "file"),
+        ("conversations-001.json", 1, "truncated", "file"),
         ("conversations-002.json", 0, "not-a-json-array", "file"),
     ]
     assert all(secret not in q.model_dump_json() for q in bad)
