@@ -17,6 +17,7 @@ from cli.app import EXIT_ERROR, app, err_console, handle_errors, print_json, set
 from core.display import for_terminal as tty
 from core.errors import ConfigError, ConsentRequired, PmemError, RateLimitStop
 from core.settings import Settings
+from state.consent import Target
 
 # ---------------------------------------------------------------- write paths
 
@@ -128,33 +129,43 @@ def _consent(source: str, export: str | None, llm: str | None, rules: list[str],
 
     cfg = settings()
     targets = [t for t in (cs.drafting_target(llm or cfg.llm, source), cs.embedding_target()) if t is not None]
-    missing = [t for t in targets if cs.find(cfg, t) is None]
-    if not missing:
-        return
-    for target in missing:
-        if target.kind == "drafting":
+    for target in targets:
+        if target.kind == "drafting" and cs.find(cfg, target) is None:
             est = est or _estimate(source, export, llm)
-            lines = cs.preview_lines(est, target, rules)
-            preview = cs.preview_of(est)
-        else:
-            lines = [f"would send to {target.describe()} for embedding: the text of the memories (titles, "
-                     "summaries, aliases, tags) this data dir holds and will hold; never raw messages"]  # fmt: skip
-            preview = {}
-        for line in lines:
-            err_console.print(escape(tty(line)))
-        if not yes:
-            if not _interactive():
-                raise ConsentRequired(
-                    f"consent to send to {target.describe()} is needed and there is no terminal to ask",
-                    hint="run it in a terminal to answer, or add --yes to consent (it is remembered for this "
-                    "data dir); --estimate shows what would be sent",
-                )
-            what = "these conversations" if target.kind == "drafting" else "memory texts"
-            if not typer.confirm(f"send {what} to {target.describe()}? (remembered for this data dir)",
-                                 default=False, err=True):  # fmt: skip
-                raise ConsentRequired(f"the owner declined sending to {target.describe()}")
-        cs.grant(cfg, target, rules if target.kind == "drafting" else [], preview)
-        err_console.print(f"consent recorded in {cfg.data_dir / 'consent.json'}")
+        confirm_send(target, est, rules, yes)
+
+
+def confirm_send(target: Target, est: dict[str, Any] | None, rules: list[str], yes: bool) -> None:
+    """One remote target (flows.consent.Target): nothing when its consent is remembered; else
+    show what would go, then ask, take --yes, or refuse (ConsentRequired, exit 77)."""
+    from flows import consent as cs
+
+    cfg = settings()
+    if cs.find(cfg, target) is not None:
+        return
+    if target.kind == "drafting":
+        assert est is not None
+        lines = cs.preview_lines(est, target, rules)
+        preview = cs.preview_of(est)
+    else:
+        lines = [f"would send to {target.describe()} for embedding: the text of the memories (titles, "
+                 "summaries, aliases, tags) and your search queries; never raw messages"]  # fmt: skip
+        preview = {}
+    for line in lines:
+        err_console.print(escape(tty(line)))
+    if not yes:
+        if not _interactive():
+            raise ConsentRequired(
+                f"consent to send to {target.describe()} is needed and there is no terminal to ask",
+                hint="run it in a terminal to answer, or add --yes to consent (it is remembered for this "
+                "data dir)" + ("; --estimate shows what would be sent" if target.kind == "drafting" else ""),
+            )
+        what = "these conversations" if target.kind == "drafting" else "memory texts and queries"
+        if not typer.confirm(f"send {what} to {target.describe()}? (remembered for this data dir)",
+                             default=False, err=True):  # fmt: skip
+            raise ConsentRequired(f"the owner declined sending to {target.describe()}")
+    cs.grant(cfg, target, rules if target.kind == "drafting" else [], preview)
+    err_console.print(f"consent recorded in {cfg.data_dir / 'consent.json'}")
 
 
 def _print_summary(summary: dict[str, Any]) -> None:

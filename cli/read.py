@@ -59,6 +59,12 @@ def search(
     tz = os.environ.get(TZ_ENV) or None
     now = parse_now(None, tz)
     lower, upper = parse_bound(since, "since", now, tz), parse_bound(until, "until", now, tz)
+    from state.consent import embedding_allowed
+
+    if not no_vectors and not embedding_allowed(settings().data_dir):
+        no_vectors = True  # the query would go to a remote embedder the owner has not consented to
+        err_console.print("[dim]vectors skipped: no consent recorded for the remote embedder "
+                          "(`pmem reindex --yes` records it)[/]")  # fmt: skip
     embedder = None if no_vectors else embedder_from_env()
     with Database.open(settings()) as db:
         hits = SearchStore(db, embedder).search(query, limit=limit, kind=kind, since=lower, until=upper)
@@ -120,9 +126,18 @@ def reindex(
     embedder: Annotated[str | None, typer.Option("--embedder", help="usem3 (default), openai:<model>, gemini:<model>, sentence-transformers:<path>; default PMEM_EMBEDDER.")] = None,
     memories_only: Annotated[bool, typer.Option("--memories-only", help="Do not embed raw messages (a local embedder embeds them by default).")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Consent to sending memory texts and search queries to a remote embedder without being asked (remembered for this data dir).")] = False,
 ) -> None:
     """Bring the search indexes up to date: the raw-message index for recall, then vectors for
-    every memory (and, with a local embedder, every message) that has none for the model."""
+    every memory (and, with a local embedder, every message) that has none for the model.
+    A remote embedder (openai:…, gemini:…) asks for consent first (exit 77 without a terminal
+    and without --yes)."""
+    from cli.backfill_cmds import confirm_send
+    from state.consent import embedding_target
+
+    target = embedding_target(embedder)
+    if target is not None:
+        confirm_send(target, None, [], yes)
     svc = _service(embedder=embedder)
     try:
         stats = svc.reindex(messages=False if memories_only else None)

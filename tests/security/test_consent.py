@@ -257,3 +257,28 @@ def test_a_batch_planned_before_an_exclusion_is_not_drafted_with_it(remote_env) 
     assert holder not in again and status == "superseded"
     assert BACKUP not in after
     assert after == before - {BACKUP}  # the others still go
+
+
+# ---------------------------------------------------------------- a remote embedder
+
+
+def test_a_remote_embedder_gets_nothing_without_consent(remote_env, server: FakeServer,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Memory texts (backfill), queries (search, MCP) and a reindex stay local until the owner
+    consents to the remote embedder."""
+    from mcp_server.service import MemoryService
+
+    monkeypatch.setenv("PMEM_EMBEDDER", "openai:text-embedding-3-small")
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    summary = run_plain(ScriptedDrafter())  # the offline drafter: only the embedder is remote
+    assert summary["memories_created"] > 0 and summary["indexed"]["vectors"] == "no-consent"
+    r = invoke("search", "バックアップ")
+    assert r.exit_code == 0 and "vectors skipped: no consent" in r.stderr
+    r = invoke("reindex", "--memories-only")
+    assert r.exit_code == 77 and "text-embedding-3-small" in r.stderr
+    svc = MemoryService.open(Settings())
+    try:
+        assert svc.embedder is None
+    finally:
+        svc.close()
+    assert server.requests == []
