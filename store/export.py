@@ -1,16 +1,19 @@
 """`pmem export`: a canonical, deterministic JSONL dump of the memory (a backup, and the way the
 crash tests compare stores). Memories, revisions and evidence, sorted; timestamps of the write
 itself and run ids (which differ between runs) are left out; memory ids are content-derived and
-kept."""
+kept. ``read_export`` brings such a file back (`pmem backup load`) through the store's write
+boundary (``MemoryStore.load_backup``: the secret guard and the evidence checks)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import IO, Any
 
 from psycopg.rows import dict_row
 
+from core.errors import InputError
 from store.db import Database
 
 EXPORT_SCHEMA = "pmem.export/1"
@@ -52,3 +55,19 @@ def write_export(db: Database, out: IO[str]) -> dict[str, int]:
         counts[row["type"]] = counts.get(row["type"], 0) + 1
     counts.pop("header", None)
     return counts
+
+
+def read_export(path: Path) -> Iterator[dict[str, Any]]:
+    """The rows of a `pmem export` file (its header checked). InputError names the line."""
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                raise InputError("not a JSON line", file=str(path), record=f"line {n}") from None
+            if n == 1 and (row.get("type") != "header" or row.get("schema_version") != EXPORT_SCHEMA):
+                raise InputError(f"not a {EXPORT_SCHEMA} export", file=str(path), record="line 1")
+            if isinstance(row, dict) and row.get("type") != "header":
+                yield row

@@ -511,6 +511,98 @@ class MemoryStore:
         return {"memory_id": into_id, "revision": rev, "merged_from": source_id,
                 "evidence_added": moved, "redacted_fields": redacted}  # fmt: skip
 
+    # ---------------------------------------------------------------- a backup brought back
+
+    def load_backup(self, rows: Iterable[dict[str, Any]]) -> dict[str, int]:
+        """Bring memories from a ``pmem export`` file back, through the same guard as every
+        other write: each memory's fields and every revision's record are guarded (a backup made
+        before the guard knew a format comes back redacted; ``record_hash`` follows), evidence
+        that holds a secret or is not verbatim in a ledger message the store has is left out
+        (counted), tombstones come back with their conversations. A memory id the store already
+        has is skipped, never overwritten. One transaction: all or nothing."""
+        memories: dict[str, dict[str, Any]] = {}
+        revisions: dict[str, list[dict[str, Any]]] = {}
+        evidence: dict[str, list[dict[str, Any]]] = {}
+        tombstones: list[dict[str, Any]] = []
+        for row in rows:
+            kind = row.get("type")
+            if kind == "memory":
+                memories[row["id"]] = row
+            elif kind == "revision":
+                revisions.setdefault(row["memory_id"], []).append(row)
+            elif kind == "evidence":
+                evidence.setdefault(row["memory_id"], []).append(row)
+            elif kind == "tombstone":
+                tombstones.append(row)
+        counts = dict.fromkeys(("memories", "skipped_existing", "revisions", "evidence",
+                                "evidence_refused", "tombstones", "redacted_fields"), 0)  # fmt: skip
+        with self.db.connection() as conn, conn.transaction():
+            for memory_id in sorted(memories):
+                if conn.execute("SELECT 1 FROM memories WHERE id = %s", (memory_id,)).fetchone():
+                    counts["skipped_existing"] += 1
+                    continue
+                self._load_memory(conn, memories[memory_id], revisions.get(memory_id, []),
+                                  evidence.get(memory_id, []), counts)  # fmt: skip
+            for t in tombstones:
+                keys = list(t.get("source_keys") or [])
+                counts["tombstones"] += conn.execute(
+                    """INSERT INTO tombstones (memory_id, source_keys, conversation_keys, last_revision, reason)
+                       VALUES (%s, %s, %s, %s, %s) ON CONFLICT (memory_id) DO NOTHING""",
+                    (t["memory_id"], keys, self._conversations_of(conn, keys), t["last_revision"],
+                     _guard_sentence(t["reason"], ()) if t.get("reason") else None),
+                ).rowcount  # fmt: skip
+        return counts
+
+    def _load_memory(
+        self, conn: Connection, m: dict[str, Any], revs: list[dict[str, Any]],
+        evs: list[dict[str, Any]], counts: dict[str, int],
+    ) -> None:  # fmt: skip
+        memory_id = m["id"]
+        known = self._known_secrets(conn, sorted({e["source_key"] for e in evs}))
+        revs = sorted(revs, key=lambda r: r["revision"])
+        last = revs[-1]["record"] if revs else {}
+        fields = {k: m.get(k, last.get(k)) for k in RECORD_FIELDS}
+        record, redacted = guard_record({**_EMPTY_RECORD, **{k: v for k, v in fields.items() if v is not None}}, known)
+        counts["redacted_fields"] += len(redacted)
+        conn.execute(
+            """INSERT INTO memories (id, kind, title, canonical_summary, index_summary, aliases, tags,
+                   occurred_at, valid_from, stated_facts, visibility, status, current_revision)
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
+            (memory_id, record["kind"], record["title"], record["canonical_summary"],
+             record["index_summary"], record["aliases"], record["tags"], record["occurred_at"],
+             record["valid_from"], record["stated_facts"], m.get("visibility") or "private",
+             m.get("status") or "active", m["current_revision"]),
+        )  # fmt: skip
+        for r in revs:
+            rec, changed = guard_record(r["record"], known)
+            conn.execute(
+                """INSERT INTO memory_revisions (memory_id, revision, record, record_hash, reason,
+                       restored_from, client, model, prompt_version)
+                   VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)""",
+                (memory_id, r["revision"], Jsonb(rec),
+                 tagged_hash("rec", rec) if changed else r["record_hash"], r["reason"],
+                 r.get("restored_from"), r.get("client") or "backup", r.get("model"),
+                 r.get("prompt_version")),
+            )  # fmt: skip
+            counts["revisions"] += 1
+            counts["redacted_fields"] += len(changed)
+        for e in evs:
+            item = EvidenceIn(source_key=e["source_key"], text=e["text"], language=e.get("language"))
+            try:
+                self._check_evidence(conn, [item], missing_ok=True)
+            except EvidenceRefused:
+                counts["evidence_refused"] += 1
+                continue
+            counts["evidence"] += conn.execute(
+                """INSERT INTO evidence (memory_id, source_key, text, text_hash, language, revision_added)
+                   VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (memory_id, source_key, text_hash) DO NOTHING""",
+                (memory_id, item.source_key, item.text, evidence_hash(item.text), item.language,
+                 e["revision_added"]),
+            ).rowcount  # fmt: skip
+        if (m.get("status") or "active") == "active":
+            self._project(conn, memory_id, record)
+        counts["memories"] += 1
+
     # ---------------------------------------------------------------- reads
 
     def get(self, memory_id: str, *, history: bool = False) -> MemoryView:
@@ -682,11 +774,14 @@ class MemoryStore:
             memory_id=req.memory_id, revision=rev + 1, evidence_added=added, redacted_fields=redacted
         )
 
-    def _check_evidence(self, conn: Connection, evidence: list[EvidenceIn]) -> set[str]:
+    def _check_evidence(
+        self, conn: Connection, evidence: list[EvidenceIn], *, missing_ok: bool = False
+    ) -> set[str]:
         """Refuse (``EvidenceRefused``) an excerpt that holds a secret or overlaps one in its
         source message, and, with ``ledger_evidence``, one that is not verbatim in a person or
-        assistant message of the ledger. Returns the secret values found in those source
-        messages, for the record's guard."""
+        assistant message of the ledger (``missing_ok``: a message the ledger does not have is
+        let through, for a backup brought into a store without its ledger). Returns the secret
+        values found in those source conversations, for the record's guard."""
         if not evidence:
             return set()
         sources = self._sources(conn, sorted({e.source_key for e in evidence}))
@@ -697,7 +792,7 @@ class MemoryStore:
                 raise EvidenceRefused(i, e.source_key, "secret")
             src = sources.get(e.source_key)
             if src is None:
-                if self.ledger_evidence:
+                if self.ledger_evidence and not missing_ok:
                     raise EvidenceRefused(i, e.source_key, "unknown-message")
                 continue
             channel, body = src

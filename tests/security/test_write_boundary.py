@@ -5,6 +5,8 @@ ledger message or it is refused. The real PostgreSQL; every derived text column 
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from fastapi.testclient import TestClient
 from psycopg.types.json import Jsonb
@@ -171,3 +173,43 @@ def test_store_refuses_evidence_that_is_not_in_the_ledger(db, keys):
             evidence=[EvidenceIn(source_key=keys[1], text="バックアップは不要です")],
         ))  # fmt: skip
     assert err.value.reason == "not-verbatim" and "バックアップ" not in str(err.value)
+
+
+def test_a_backup_brought_back_is_guarded(pmem_env, db, keys, tmp_path):
+    """A `pmem export` written before the guard knew these formats (secrets in every field, a
+    revision, an alias piece and an evidence excerpt) comes back through `pmem backup load`
+    with none of them."""
+    from typer.testing import CliRunner
+
+    from cli.main import app
+    from store.export import EXPORT_SCHEMA
+
+    record = {"kind": "plan", "title": f"移行 {OPENAI}", "canonical_summary": f"鍵は {OPENAI}、CI は {GITHUB}",
+              "index_summary": "移行", "aliases": [OPENAI[3:], "migration"], "tags": [GITHUB.lower()],
+              "occurred_at": "2025-03-01T09:00:00+00:00", "valid_from": None}  # fmt: skip
+    rows = [
+        {"type": "header", "schema_version": EXPORT_SCHEMA},
+        {"type": "memory", "id": "mem_backup0000000000001", **record, "visibility": "private",
+         "status": "active", "current_revision": 1},
+        {"type": "revision", "memory_id": "mem_backup0000000000001", "revision": 1, "record": record,
+         "record_hash": "rec:old", "reason": "create", "restored_from": None, "client": "old", "model": None,
+         "prompt_version": None},
+        {"type": "evidence", "memory_id": "mem_backup0000000000001", "source_key": keys[0],
+         "text": f"APIキーは {OPENAI} です", "text_hash": "ev:old", "language": None, "revision_added": 1},
+        {"type": "evidence", "memory_id": "mem_backup0000000000001", "source_key": keys[1],
+         "text": "まずバックアップを取り", "text_hash": "ev:old2", "language": None, "revision_added": 1},
+    ]  # fmt: skip
+    path = tmp_path / "backup.jsonl"
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", encoding="utf-8")
+    out = CliRunner().invoke(app, ["backup", "load", str(path), "--json"])
+    assert out.exit_code == 0, out.output
+    counts = json.loads(out.stdout.strip().splitlines()[-1])
+    assert counts["memories"] == 1 and counts["evidence"] == 1 and counts["evidence_refused"] == 1
+    view = MemoryStore(db).get("mem_backup0000000000001", history=True)
+    assert view.aliases == ["migration"] and view.tags == [] and view.revisions[0]["record_hash"] != "rec:old"
+    assert_no_secret_stored(db)
+    again = CliRunner().invoke(app, ["backup", "load", str(path), "--json"])
+    assert json.loads(again.stdout.strip().splitlines()[-1])["skipped_existing"] == 1
+    path.write_text('{"type": "memory"}\n', encoding="utf-8")
+    bad = CliRunner().invoke(app, ["backup", "load", str(path)])
+    assert bad.exit_code == 1 and "line 1" in bad.stderr

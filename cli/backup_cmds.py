@@ -1,0 +1,41 @@
+"""`pmem backup load FILE`: bring a `pmem export` file back into the memory store.
+
+The backup goes through the store's write boundary like any other write (docs/security.md,
+"Drafts, tombstones and confirmed actions"): secrets redacted from every field and revision,
+evidence holding a secret or not verbatim in the ledger left out (counted). Memories the store
+already has are skipped, never overwritten. Exit 0 loaded, 1 error (nothing loaded).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cli.app import app, err_console, handle_errors, print_json, settings
+
+backup_app = typer.Typer(help="Bring a `pmem export` backup back.", no_args_is_help=True)
+app.add_typer(backup_app, name="backup")
+
+
+@backup_app.command("load")
+@handle_errors
+def backup_load(
+    file: Annotated[Path, typer.Argument(help="A file written by `pmem export --out`.", exists=True, dir_okay=False)],
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Load the memories, revisions, evidence and tombstones of an export (one transaction)."""
+    from store.db import Database
+    from store.export import read_export
+    from store.records import MemoryStore
+
+    counts = MemoryStore(Database.open(settings())).load_backup(read_export(file))
+    if as_json:
+        print_json(counts)
+        return
+    err_console.print(
+        f"loaded {counts['memories']} memories ({counts['revisions']} revisions, {counts['evidence']} "
+        f"evidence, {counts['tombstones']} tombstones); skipped {counts['skipped_existing']} already "
+        f"present; {counts['evidence_refused']} evidence left out, {counts['redacted_fields']} fields redacted"
+    )
