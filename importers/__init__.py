@@ -87,44 +87,8 @@ def iter_source(
     iterator: Iterator[Conversation | Quarantined] = module.iter_conversations(
         Path(path), report=report
     )
-    return (storable_ids(item) for item in iterator)
+    return iterator
 
-
-_NOT_STORABLE = re.compile("[\x00\ud800-\udfff]")
-
-
-def _fix(value: str | None) -> str | None:
-    return _NOT_STORABLE.sub("\ufffd", value) if value is not None else None
-
-
-def storable_ids(item: Conversation | Quarantined) -> Conversation | Quarantined:
-    """Keys, ids and metadata (role, content type, file names) as PostgreSQL ``text`` and
-    ``jsonb`` can hold them: a NUL or lone surrogate there becomes U+FFFD, so one odd record never
-    aborts an import. Message text and the title are left exact (the ledger keeps them
-    byte-exact: ``source_messages.body`` is bytea, an odd title has ``title_raw``)."""
-    from core.models import Conversation
-
-    if not isinstance(item, Conversation):
-        if _NOT_STORABLE.search(item.file + (item.member or "") + item.reason):
-            return item.model_copy(update={"file": _fix(item.file), "member": _fix(item.member), "reason": _fix(item.reason)})
-        return item
-    fields = [item.key, item.external_id, item.provenance.file, item.provenance.member, *item.unknown_types]
-    fields += [v for m in item.messages for v in (m.key, m.node_id, m.parent_id, m.role, m.content_type, m.raw_type)]
-    if not any(v is not None and _NOT_STORABLE.search(v) for v in fields):
-        return item
-    messages = [
-        m.model_copy(update={"key": _fix(m.key), "node_id": _fix(m.node_id), "parent_id": _fix(m.parent_id),
-                             "role": _fix(m.role), "content_type": _fix(m.content_type),
-                             "raw_type": _fix(m.raw_type)})  # fmt: skip
-        for m in item.messages
-    ]
-    provenance = item.provenance.model_copy(
-        update={"file": _fix(item.provenance.file), "member": _fix(item.provenance.member)}
-    )
-    return item.model_copy(update={
-        "key": _fix(item.key), "external_id": _fix(item.external_id), "messages": messages,
-        "provenance": provenance, "unknown_types": {_fix(k): n for k, n in item.unknown_types.items()},
-    })  # fmt: skip
 
 
 # ---------------------------------------------------------------- sniffing

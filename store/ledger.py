@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 import psycopg
 from psycopg import Connection
@@ -73,7 +73,7 @@ class Ledger:
         with self.db.connection() as conn, conn.transaction():
             conn.execute(
                 "UPDATE import_runs SET finished_at = now(), stats = %s WHERE import_id = %s",
-                (Jsonb(stats), import_id),
+                (Jsonb(_storable_json(stats)), import_id),
             )
 
     def upsert(
@@ -411,6 +411,16 @@ def storable(text: str) -> str:
     if text.isascii() and "\x00" not in text:
         return text
     return _UNSTORABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _storable_json(value: Any) -> Any:
+    """Every string of a JSON value (keys too: an export's content type names a counter) as
+    ``jsonb`` can hold it."""
+    if isinstance(value, dict):
+        return {storable(k) if isinstance(k, str) else k: _storable_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_storable_json(v) for v in value]
+    return storable(value) if isinstance(value, str) else value
 
 
 def _opt(text: str | None) -> str | None:

@@ -168,7 +168,8 @@ def test_error_messages_quoting_stored_text_are_escaped(pmem_env) -> None:
 
 def test_nul_in_ids_and_metadata_does_not_abort_the_import(pmem_env, tmp_path: Path) -> None:
     """A NUL or lone surrogate in a conversation id, a role or a content type: the conversation
-    is stored (those fields with U+FFFD, the message text exact) and the import goes on."""
+    is stored (those fields with the character written as its escape, ``store.ledger.storable``;
+    the message text exact) and the import goes on."""
     convs = json.loads(DEMO.read_text(encoding="utf-8"))[:3]
     convs[0]["conversation_id"] = convs[0]["id"] = "odd\x00id\ud800"
     node = next(n for n in convs[1]["mapping"].values() if n["message"] and n["message"]["author"]["role"] == "user")
@@ -183,12 +184,12 @@ def test_nul_in_ids_and_metadata_does_not_abort_the_import(pmem_env, tmp_path: P
     db = Database.open(Settings())
     try:
         ledger = Ledger(db)
-        assert ledger.load("chatgpt:odd\ufffdid\ufffd").messages
+        assert ledger.load("chatgpt:odd\\u0000id\\ud800").messages
         with db.connection() as conn:
-            [(body,)] = conn.execute("SELECT body FROM source_messages WHERE role = %s", ("us\ufffder",)).fetchall()
+            [(body,)] = conn.execute("SELECT body FROM source_messages WHERE role = %s", ("us\\u0000er",)).fetchall()
             odd_types = conn.execute(
                 "SELECT count(*) FROM source_messages WHERE strpos(coalesce(raw_type, content_type), %s) > 0",
-                ("te\ufffdxt",),
+                ("te\\u0000xt",),
             ).fetchone()[0]
         assert odd_types == 1
         assert bytes(body) == b"body with a NUL \x00 kept"  # the text stays byte-exact
