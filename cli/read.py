@@ -3,7 +3,7 @@ Prefect."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -87,18 +87,21 @@ def search(
 @app.command()
 @handle_errors
 def recall(
-    query: Annotated[str, typer.Argument(help="A question with a time in it: 先週の火曜の夜に何を決めた？, 'last summer laptop'.")],
+    query: Annotated[str, typer.Argument(help="A question, Japanese or English, with or without a time: 先週の火曜の夜に何を決めた？, 'what did I decide about the laptop?'.")],
     now: Annotated[str | None, typer.Option("--now", help="Reference time (ISO 8601); default: now. PMEM_TZ sets the calendar.")] = None,
     limit: Annotated[int, typer.Option("--limit", "-n")] = 20,
     max_chars: Annotated[int, typer.Option("--max-chars", help="Cut each message to this many characters (0: whole).")] = 800,
-    as_json: Annotated[bool, typer.Option("--json", help='One JSON object {"hits": [...], "range": ..., "vector_fallback": bool}.')] = False,
+    raw: Annotated[bool, typer.Option("--raw", help="Show secrets in the raw text as they are (the owner's own terminal only).")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help='One JSON object {"hits": [...] in relevance order, "range": ..., "without_vectors": N}.')] = False,
 ) -> None:
-    """Recall what was said in the raw conversations: the time expression becomes a range that
-    filters first, then exact and lexical matches; results in time order. Vector search is only a
-    fallback (when too few hits), and the output says when it was used. Secrets are redacted."""
+    """Recall what was said in the raw conversations: the question's time expression becomes a
+    range that filters first; its content words (OR-ed, rarer words weigh more) and the local
+    embedder's vectors are fused, the person's own messages weigh more when the question is about
+    what they said or decided. A time-scoped answer is shown in time order with each hit's rank;
+    --json lists the hits in relevance order. Secrets are redacted unless --raw."""
     svc = _service()
     try:
-        result = svc.recall(query, now=svc.now(now), limit=limit, max_chars=max_chars)
+        result = svc.recall(query, now=svc.now(now), limit=limit, max_chars=max_chars, raw=raw)
     finally:
         svc.close()
     if as_json:
@@ -109,15 +112,26 @@ def recall(
             f"range {result.range['start']} – {result.range['end']} (from {tty(repr(result.range['matched']))}, "
             f"{result.in_range} messages)"
         )
-    if result.vector_fallback:
-        err_console.print("[yellow]few exact / lexical hits: vector search was used as a fallback[/]")
+    if result.without_vectors:
+        err_console.print(
+            f"[yellow]{result.without_vectors} messages have no vectors yet: `pmem reindex` embeds them[/]"
+        )
     if not result.hits:
         err_console.print("no messages found")
-    for h in result.hits:
+    hits = result.hits
+    if result.range:  # a time-scoped answer reads in time order (seed 004), the rank beside it
+        hits = sorted(hits, key=lambda h: (h.created_at is None, h.created_at or now_min(), h.rank))
+    for h in hits:
         when = h.created_at.isoformat(timespec="minutes") if h.created_at else "?"
-        typer.echo(f"{when}  {tty(h.role):9}  {tty(h.conversation_title or h.conversation_key)}  ({h.match})")
+        typer.echo(f"#{h.rank:<3} {when}  {tty(h.role):9}  {tty(h.conversation_title or h.conversation_key)}  ({h.match})")
         typer.echo(f"    {tty(h.text, keep_newlines=True)}")
         typer.echo(f"    [{tty(h.message_key)}]")
+
+
+def now_min() -> Any:
+    from datetime import UTC, datetime
+
+    return datetime.min.replace(tzinfo=UTC)
 
 
 @app.command()

@@ -1,16 +1,34 @@
-"""Japanese-aware lexical tokens, pure Python (shared by the index writer and the query side).
+"""Japanese- and English-aware lexical tokens, shared by the index writer and the query side.
 
 Japanese has no spaces, so ``to_tsvector('simple', ...)`` turns a Japanese sentence into one
-token. We emit character bigrams for runs of CJK characters (kanji, hiragana, katakana, hangul)
-plus single characters on the index side (so a one-character query still matches), and
-lower-cased words for Latin / digit runs. Text is NFKC-normalised first (full-width ＡＢＣ → abc,
-half-width ｶﾀｶﾅ → カタカナ).
+token. We emit:
+
+- character bigrams for runs of CJK characters (kanji, hiragana, katakana, hangul) plus single
+  characters on the index side (so a one-character query still matches);
+- lower-cased words for Latin / digit runs, and the Snowball English stem of each word
+  (PyStemmer: ``decided`` → ``decid``, ``laptops`` → ``laptop``) when it differs;
+- the SudachiPy normalised form of each Japanese content word (nouns, verbs, adjectives) when it
+  differs from the written form: the dictionary form of a verb (決めた → 決める, 買いました →
+  買う) and one spelling of variants (ｻｰﾊﾞ / サーバ → サーバー).
+
+Text is NFKC-normalised first (full-width ＡＢＣ → abc, half-width ｶﾀｶﾅ → カタカナ). ``analyze``
+gives the morphemes themselves, for the query side (``search.understand``), which needs the
+parts of speech to tell content words from particles and auxiliaries.
+
+``INDEX_VERSION`` names this token scheme: a stored index built with another version is rebuilt
+(``store.search.upkeep``).
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import Any, NamedTuple
+
+INDEX_VERSION = 2  # 1: bigrams + words; 2: + English stems, Japanese normalised forms
 
 _CJK = (
     "\u3040-\u30ff"  # hiragana, katakana
@@ -20,23 +38,131 @@ _CJK = (
 )
 _RUN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+", re.UNICODE)
 _IS_CJK = re.compile(rf"^[{_CJK}]+$")
+_JA_CHARS = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN_WORD = re.compile(r"^[a-z][a-z'\-]*$")
+MAX_ANALYZED_CHARS = 12_000  # Sudachi's input limit is ~49k bytes: one call per slice
+
+# Sudachi parts of speech that carry content (the first field); 代名詞 (pronouns), 助詞,
+# 助動詞, 連体詞, 副詞, 接続詞, 感動詞, symbols and blanks do not.
+CONTENT_POS = frozenset({"名詞", "動詞", "形容詞", "形状詞", "接頭辞"})
+
+
+class Morpheme(NamedTuple):
+    surface: str  # as written (NFKC, lower-cased)
+    normalized: str  # Sudachi's normalised form (dictionary form, one spelling)
+    pos: tuple[str, ...]  # Sudachi's part of speech fields
 
 
 def _runs(text: str) -> list[str]:
     return _RUN.findall(unicodedata.normalize("NFKC", text).lower())
 
 
+@lru_cache(maxsize=1)
+def _stemmer_factory() -> Any:
+    import Stemmer
+
+    return Stemmer
+
+
+_local = threading.local()
+
+
+def _stemmer() -> Any:
+    st = getattr(_local, "stemmer", None)
+    if st is None:  # a PyStemmer object is not thread-safe: one per thread
+        st = _local.stemmer = _stemmer_factory().Stemmer("english")
+    return st
+
+
+def stem(word: str) -> str:
+    """The Snowball English stem of a lower-cased word."""
+    return str(_stemmer().stemWord(word))
+
+
+def _tokenizer() -> Any:
+    tok = getattr(_local, "sudachi", None)
+    if tok is None:  # one per thread, built from the shared dictionary
+        from sudachipy import SplitMode
+
+        tok = _local.sudachi = (_dictionary().create(mode=SplitMode.C))
+    return tok
+
+
+@lru_cache(maxsize=1)
+def _dictionary() -> Any:
+    from sudachipy import Dictionary
+
+    return Dictionary(dict="core")
+
+
+def _slices(text: str) -> Iterator[str]:
+    """``text`` in slices Sudachi accepts, cut at a line or sentence end where possible."""
+    while len(text) > MAX_ANALYZED_CHARS:
+        cut = max(text.rfind("\n", 0, MAX_ANALYZED_CHARS), text.rfind("。", 0, MAX_ANALYZED_CHARS))
+        cut = cut + 1 if cut > MAX_ANALYZED_CHARS // 2 else MAX_ANALYZED_CHARS
+        yield text[:cut]
+        text = text[cut:]
+    if text:
+        yield text
+
+
+def analyze(text: str) -> list[Morpheme]:
+    """Sudachi's morphemes of the Japanese in ``text`` (NFKC, lower-cased; mode C: the longest
+    units, so 高額療養費 stays one word). Text without Japanese characters gives []."""
+    norm = unicodedata.normalize("NFKC", text).lower()
+    if not _JA_CHARS.search(norm):
+        return []
+    out: list[Morpheme] = []
+    tok = _tokenizer()
+    for part in _slices(norm):
+        for m in tok.tokenize(part):
+            out.append(Morpheme(m.surface(), m.normalized_form(), tuple(m.part_of_speech())))
+    return out
+
+
+def is_content(m: Morpheme) -> bool:
+    """A noun, verb, adjective or prefix that is not a dependent form (する, いる, ある...)."""
+    return m.pos[0] in CONTENT_POS and (len(m.pos) < 2 or m.pos[1] != "非自立可能")
+
+
+_KATAKANA = re.compile(r"^[\u30a0-\u30ff]+$")
+
+
+def normal_form(m: Morpheme) -> str | None:
+    """The normalised form worth indexing beside the bigrams: a verb's or adjective's dictionary
+    form (決めた → 決める), a katakana word's one spelling (サーバ → サーバー); else None."""
+    if not is_content(m) or m.normalized == m.surface or not _IS_CJK.match(m.normalized):
+        return None
+    if m.pos[0] in ("動詞", "形容詞"):
+        return m.normalized
+    if _KATAKANA.match(m.surface) and _KATAKANA.match(m.normalized):
+        return m.normalized
+    return None
+
+
+def _cjk_tokens(run: str, out: dict[str, None], unigrams: bool) -> None:
+    if unigrams or len(run) == 1:
+        for ch in run:
+            out[ch] = None
+    for i in range(len(run) - 1):
+        out[run[i : i + 2]] = None
+
+
 def index_tokens(text: str) -> list[str]:
-    """Tokens to index: words, CJK bigrams and CJK unigrams. Deduplicated, in first-seen order."""
+    """Tokens to index: words and their stems, CJK bigrams and unigrams, the normalised forms
+    of Japanese content words. Deduplicated, in first-seen order."""
     out: dict[str, None] = {}
     for run in _runs(text):
         if _IS_CJK.match(run):
-            for i in range(len(run)):
-                out[run[i]] = None
-                if i + 1 < len(run):
-                    out[run[i : i + 2]] = None
+            _cjk_tokens(run, out, unigrams=True)
         else:
             out[run] = None
+            if _LATIN_WORD.match(run) and len(run) > 3:
+                out[stem(run)] = None
+    for m in analyze(text):
+        form = normal_form(m)
+        if form:
+            out[form] = None
     return list(out)
 
 
@@ -45,10 +171,18 @@ def query_tokens(text: str) -> list[str]:
     out: dict[str, None] = {}
     for run in _runs(text):
         if _IS_CJK.match(run):
-            if len(run) == 1:
-                out[run] = None
-            for i in range(len(run) - 1):
-                out[run[i : i + 2]] = None
+            _cjk_tokens(run, out, unigrams=False)
+        else:
+            out[run] = None
+    return list(out)
+
+
+def cjk_bigrams(word: str) -> list[str]:
+    """The bigrams of a CJK word (a one-character word stays itself)."""
+    out: dict[str, None] = {}
+    for run in _runs(word):
+        if _IS_CJK.match(run):
+            _cjk_tokens(run, out, unigrams=False)
         else:
             out[run] = None
     return list(out)

@@ -34,8 +34,8 @@ from core.models import (
 from core.ports import MemoryAPI
 from core.settings import Settings
 from providers.embeddings import Embedder, embedder_from_env, get_embedder
-from search.query import TZ_ENV, check_zone, parse_bound, parse_now, recall_terms, snippet
-from search.timeexpr import split_time_expression
+from search.query import TZ_ENV, check_zone, parse_bound, parse_now, snippet
+from search.understand import understand
 from state.budget import BudgetedMemoryAPI, SlidingWindowLimiter
 from state.consent import embedding_allowed
 from store.budget import PgWindow
@@ -51,11 +51,14 @@ __all__ = ["MemoryService", "Recall", "TZ_ENV", "parse_bound", "parse_now"]
 class Recall(BaseModel):
     """What ``recall`` returns: the hits in time order, the range and how it was found."""
 
-    hits: list[RecallHit]
+    hits: list[RecallHit]  # in relevance order, each with its rank
     range: dict[str, Any] | None  # {"start", "end", "matched"}
-    terms: str  # what the text search looked for
-    vector_fallback: bool
+    terms: str  # the content terms the text search looked for
+    vector_fallback: bool  # always False now: vectors are fused whenever they exist
+    vectors: bool = False  # message vectors took part
+    without_vectors: int | None = None  # messages (in the range) with no vector for the embedder
     in_range: int | None = None
+    focus: str | None = None  # "person" / "assistant": whose messages weigh more
     now: datetime
 
     def as_json(self) -> dict[str, Any]:
@@ -118,22 +121,25 @@ class MemoryService:
     def now(self, value: str | None = None) -> datetime:
         return parse_now(value, self.tz)
 
-    def recall(self, query: str, *, now: datetime | None = None, limit: int = 20, max_chars: int = 800) -> Recall:
-        """Time-first recall over the raw messages (see ``SearchStore.recall``). Every text that
-        comes back has been through the secret guard."""
+    def recall(
+        self, query: str, *, now: datetime | None = None, limit: int = 20, max_chars: int = 800,
+        raw: bool = False,
+    ) -> Recall:  # fmt: skip
+        """Recall over the raw messages (see ``store.search.recall``): the question is understood
+        (``search.understand``: time range, content terms, focus), hits come in relevance order.
+        Every text that comes back has been through the secret guard unless ``raw`` (the owner's
+        ``--raw``)."""
         ref = now or self.now()
-        found, rest = split_time_expression(query, ref, self.tz)
-        terms = recall_terms(rest)
-        if found is None and not terms:
-            terms = " ".join(query.split())
+        q = understand(query, ref, self.tz)
+        found = q.time
         result = self.index.recall(
-            terms, found.start if found else None, found.end if found else None, limit=limit
+            q, found.start if found else None, found.end if found else None, limit=limit
         )
-        redact = self._redactor or _default_redactor()
+        redact = (lambda text: text) if raw else (self._redactor or _default_redactor())
         zone = check_zone(self.tz) or ref.tzinfo  # times are shown in the calendar of the query
         hits = [
             h.model_copy(update={
-                "text": snippet(redact(h.text), terms, max_chars),
+                "text": snippet(redact(h.text), q.display, max_chars),
                 "created_at": h.created_at.astimezone(zone) if h.created_at else None,
                 "conversation_title": redact(h.conversation_title) if h.conversation_title else None,
             })  # fmt: skip
@@ -145,8 +151,9 @@ class MemoryService:
             else None
         )
         return Recall(
-            hits=hits, range=span, terms=terms, vector_fallback=result.vector_fallback,
-            in_range=result.in_range, now=ref,
+            hits=hits, range=span, terms=result.terms, vector_fallback=False, vectors=result.vectors,
+            without_vectors=result.without_vectors, in_range=result.in_range, now=ref,
+            focus=q.focus,
         )  # fmt: skip
 
     def load_context(self, limit: int = 100, budget_bytes: int = 16_000) -> str:

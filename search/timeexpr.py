@@ -403,14 +403,16 @@ def _en_month_day(m: re.Match[str], c: _Ctx) -> _Hit | None:
 
 
 @_rule(_B + rf"(?:(?P<q>in|during|last|this)\s+)?(?:the\s+month\s+of\s+)?(?P<mon>{_MONTH_RE})\.?"
-       r"(?:,?\s+(?:of\s+)?(?P<y>\d{4}))?" + _E)  # fmt: skip
+       r"(?:,?\s+(?:of\s+)?(?:(?P<y>\d{4})|(?P<ly>last|this)\s+year))?" + _E)  # fmt: skip
 def _en_month(m: re.Match[str], c: _Ctx) -> _Hit | None:
     mon, q = m["mon"], (m["q"] or "").lower()
-    if not (q or m["y"]) or (mon.lower() == "may" and mon != "May"):
+    if not (q or m["y"] or m["ly"]) or (mon.lower() == "may" and mon != "May"):
         return None  # a bare "march" or "may" is too often a word
     month = _MONTHS[mon.lower()]
     if m["y"]:
         return _months(int(m["y"]), month)
+    if m["ly"]:  # February last year, March this year
+        return _months(c.today.year - (m["ly"].lower() == "last"), month)
     if q == "this":
         return _months(c.today.year, month)
     later = month > c.today.month or (q == "last" and month == c.today.month)

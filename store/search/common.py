@@ -115,17 +115,53 @@ class RecallHit(BaseModel):
     role: str
     created_at: datetime | None
     text: str
-    match: Literal["exact", "lexical", "range", "vector"]
+    match: Literal["exact", "lexical", "range", "vector", "context"]  # the strongest list
     score: float = 0.0
+    rank: int = 0  # 1 = most relevant
+    lists: dict[str, int] = {}  # candidate list → this message's rank in it
+    similarity: float | None = None  # cosine to the query (when vectors exist)
 
 
 class RecallResult(BaseModel):
-    hits: list[RecallHit]
+    hits: list[RecallHit]  # in relevance order
     start: datetime | None = None
     end: datetime | None = None
-    terms: str = ""  # the text that was searched (the query without its time expression)
-    vector_fallback: bool = False  # True when the vector fallback ran
+    terms: str = ""  # the content terms that were searched
+    vector_fallback: bool = False  # kept for older callers: vectors are fused, never a fallback
+    vectors: bool = False  # message vectors of the embedder took part
+    without_vectors: int | None = None  # messages that have no vector for the embedder
     in_range: int | None = None  # messages in the range (when there is one)
+
+
+class TermLike(Protocol):
+    """One query term (``search.understand.Term`` fits): lexemes OR-ed, ``prefix`` per lexeme."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def lexemes(self) -> tuple[str, ...]: ...
+
+    @property
+    def prefix(self) -> tuple[bool, ...]: ...
+
+    @property
+    def weight(self) -> float: ...
+
+    def tsquery(self) -> str: ...
+
+
+class QueryLike(Protocol):
+    """What recall needs of ``search.understand.Query``."""
+
+    @property
+    def terms(self) -> Sequence[TermLike]: ...
+
+    @property
+    def focus(self) -> str | None: ...
+
+    @property
+    def vector_text(self) -> str: ...
 
 
 class EmbedStats(BaseModel):
