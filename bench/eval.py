@@ -170,12 +170,8 @@ def ask_all(db_url: str, questions: list[dict[str, Any]], *, log: Callable[[str]
 
 
 def _search(svc: Any, query: str, now: datetime) -> dict[str, Any]:
-    """``pmem search Q --now T --json``'s object (older code: no ``now``)."""
-    try:
-        result = svc.search_json(query, now=now, limit=10)
-    except AttributeError:
-        result = {"hits": [h.model_dump(mode="json") for h in svc.search(query, limit=10)]}
-    return result
+    """``pmem search Q --now T --json``'s object."""
+    return {"hits": [h.model_dump(mode="json") for h in svc.search(query, now=now, limit=10)]}
 
 
 # ---------------------------------------------------------------- score

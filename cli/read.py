@@ -38,43 +38,47 @@ def _service(vectors: bool = True, embedder: str | None = None) -> MemoryService
 @app.command()
 @handle_errors
 def search(
-    query: Annotated[str, typer.Argument(help="Words or a phrase, Japanese or English.")],
+    query: Annotated[str, typer.Argument(help="Words, a phrase or a question, Japanese or English; a time expression in it (去年の夏, last month) filters on when the memory happened.")],
     limit: Annotated[int, typer.Option("--limit", "-n")] = 10,
     kind: Annotated[str | None, typer.Option("--kind", help="Only memories of this kind (decision, ...).")] = None,
     since: Annotated[str | None, typer.Option("--since", help="From this date or period on: 2024-03, 先月, 'last summer'.")] = None,
     until: Annotated[str | None, typer.Option("--until", help="Up to the end of this date or period.")] = None,
+    now: Annotated[str | None, typer.Option("--now", help="Reference time of time expressions (ISO 8601); default: now.")] = None,
     explain: Annotated[bool, typer.Option("--explain", help="Show each candidate list's rank.")] = False,
     no_vectors: Annotated[bool, typer.Option("--no-vectors", help="Lexical and trigram only.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object {\"hits\": [...]}.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object {\"hits\": [...]}, each with sources and evidence.")] = False,
 ) -> None:
-    """Search the memories: Japanese-aware lexical, title trigram and vector candidates fused
-    by weighted Reciprocal Rank Fusion (lexical weighs most)."""
-    import os
-
-    from providers.embeddings import embedder_from_env
-    from search.query import TZ_ENV, parse_bound, parse_now
-    from store.db import Database
-    from store.search import SearchStore
-
-    tz = os.environ.get(TZ_ENV) or None
-    now = parse_now(None, tz)
-    lower, upper = parse_bound(since, "since", now, tz), parse_bound(until, "until", now, tz)
+    """Search the memories: the question's content words (Japanese-aware, stemmed, OR-ed,
+    rarer words weigh more), title trigram and vector candidates fused by weighted Reciprocal
+    Rank Fusion (lexical weighs most). Every hit names the conversations it rests on and its
+    evidence. Secrets in titles, summaries and quotes are redacted."""
     from state.consent import embedding_allowed
 
     if not no_vectors and not embedding_allowed(settings().data_dir):
         no_vectors = True  # the query would go to a remote embedder the owner has not consented to
         err_console.print("[dim]vectors skipped: no consent recorded for the remote embedder "
                           "(`pmem reindex --yes` records it)[/]")  # fmt: skip
-    embedder = None if no_vectors else embedder_from_env()
-    with Database.open(settings()) as db:
-        hits = SearchStore(db, embedder).search(query, limit=limit, kind=kind, since=lower, until=upper)
+    from search.query import parse_bound
+
+    svc = _service(vectors=not no_vectors)
+    try:
+        ref = svc.now(now)
+        lower, upper = parse_bound(since, "since", ref, svc.tz), parse_bound(until, "until", ref, svc.tz)
+        hits = svc.search(query, limit=limit, kind=kind, since=lower, until=upper, now=ref)
+    finally:
+        svc.close()
     if as_json:
         print_json({"hits": [h.model_dump(mode="json") for h in hits]})
         return
     if not hits:
         err_console.print("no hits")
     for h in hits:
-        typer.echo(f"{h.score:6.4f}  {h.id}  [{tty(h.kind)}] {tty(h.title)}\n        {tty(h.index_summary)}")
+        when = f"  {h.occurred_at.date().isoformat()}" if h.occurred_at else ""
+        typer.echo(f"#{h.rank:<3} {h.score:6.4f}  {h.id}  [{tty(h.kind)}] {tty(h.title)}{when}\n        {tty(h.index_summary)}")
+        if h.sources:
+            typer.echo(f"        from: {tty(', '.join(h.sources))}")
+        for e in h.evidence[:2]:
+            typer.echo(f"        > {tty(e['quote'])}  [{tty(e['message_key'])}]")
         if explain:
             ranks = "  ".join(
                 f"{name} #{h.ranks[name]}" if name in h.ranks else f"{name} -"

@@ -114,9 +114,28 @@ class MemoryService:
 
     def search(
         self, query: str, *, limit: int = 10, kind: str | None = None,
-        since: datetime | None = None, until: datetime | None = None,
+        since: datetime | None = None, until: datetime | None = None, now: datetime | None = None,
+        raw: bool = False,
     ) -> list[RankedHit]:  # fmt: skip
-        return self.index.search(query, limit=limit, kind=kind, since=since, until=until)
+        """Hybrid search over the memories with the same query understanding as recall: a time
+        expression in the query (「去年の夏に決めたこと」) filters on when the memory happened,
+        relative to ``now``, unless ``since`` / ``until`` are given. Titles, summaries and
+        evidence quotes pass the secret guard unless ``raw``."""
+        ref = now or self.now()
+        q = understand(query, ref, self.tz)
+        if q.time is not None and since is None and until is None:
+            since, until = q.time.start, q.time.end
+        hits = self.index.search(q, limit=limit, kind=kind, since=since, until=until)
+        if raw:
+            return hits
+        redact = self._redactor or _default_redactor()
+        return [
+            h.model_copy(update={
+                "title": redact(h.title), "index_summary": redact(h.index_summary),
+                "evidence": [dict(e, quote=redact(e["quote"])) for e in h.evidence],
+            })  # fmt: skip
+            for h in hits
+        ]
 
     def now(self, value: str | None = None) -> datetime:
         return parse_now(value, self.tz)

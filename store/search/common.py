@@ -101,6 +101,9 @@ class RankedHit(SearchHit):
     vector_rank: int | None = None
     vector_similarity: float | None = None
     occurred_at: datetime | None = None
+    rank: int = 0  # 1 = most relevant
+    sources: list[str] = []  # "<source>:<conversation id>" of every conversation it rests on
+    evidence: list[dict[str, str]] = []  # {"message_key", "conversation_key", "quote"}
 
     @property
     def ranks(self) -> dict[str, int]:

@@ -22,7 +22,6 @@ from typing import Any, Literal
 from psycopg import Connection, sql
 from psycopg.rows import dict_row
 
-from core.textsearch import query_tokens, tsquery_literal
 from store.search.common import (
     DEFAULT_FUSION,
     LEXICAL_CANDIDATES,
@@ -33,18 +32,43 @@ from store.search.common import (
     VECTOR_MIN_SIMILARITY,
     FusionConfig,
     QueryEmbedder,
+    QueryLike,
     RankedHit,
     SearchBase,
-    _coverage_floor,
     _norm,
     _vector_literal,
 )
+from store.search.rank import idf
+from store.search.recall import plain_query
+
+MIN_COVERAGE = 0.3  # share of the query's idf mass a memory must hold (several terms)
+EVIDENCE_PER_HIT = 5
+QUOTE_CHARS = 300
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _doc_frequencies(conn: Connection, table: str, tsqs: list[str], cap: int = 20_000) -> tuple[int, list[int]]:
+    """Rows of ``table`` (a tsvector column ``tokens``), and per tsquery how many hold it (at
+    most ``cap``: idf is flat beyond it)."""
+    n = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))).fetchone()
+    rows = conn.execute(
+        sql.SQL(
+            """SELECT (SELECT count(*) FROM (SELECT 1 FROM {} s WHERE s.tokens @@ q.t::tsquery
+                                              LIMIT %(cap)s) x)
+               FROM unnest(%(tsqs)s::text[]) WITH ORDINALITY q(t, i) ORDER BY q.i"""
+        ).format(sql.Identifier(table)),
+        {"tsqs": tsqs, "cap": cap},
+    ).fetchall()
+    return max(1, int(n[0]) if n else 1), [int(r[0]) for r in rows]
 
 
 class HybridSearch(SearchBase):
     def search(
         self,
-        query: str,
+        query: str | QueryLike,
         *,
         limit: int = 10,
         kind: str | None = None,
@@ -59,20 +83,46 @@ class HybridSearch(SearchBase):
         ``since`` (inclusive) and ``until`` (exclusive) filter on when the memory happened
         (``occurred_at``, else when it was recorded).
         """
+        q: QueryLike = plain_query(query) if isinstance(query, str) else query
         with self.db.connection() as conn, conn.transaction():  # one connection, one round trip more at most
-            return self._search(
-                conn, query, limit=limit, kind=kind, since=since, until=until, config=config,
+            hits = self._search(
+                conn, q, limit=limit, kind=kind, since=since, until=until, config=config,
                 emb=self.embedder if embedder == "default" else embedder, min_similarity=min_similarity,
             )  # fmt: skip
+            return self._with_provenance(conn, hits)
+
+    @staticmethod
+    def _with_provenance(conn: Connection, hits: list[RankedHit]) -> list[RankedHit]:
+        """Each hit with its rank, the conversations it rests on (``sources``) and its evidence
+        (message key, conversation key, quote)."""
+        if not hits:
+            return hits
+        rows = conn.execute(
+            """SELECT memory_id, source_key, text FROM evidence WHERE memory_id = ANY(%s)
+               ORDER BY memory_id, revision_added, id""",
+            ([h.id for h in hits],),
+        ).fetchall()
+        ev: dict[str, list[dict[str, str]]] = {}
+        for mid, key, text in rows:
+            items = ev.setdefault(mid, [])
+            if len(items) < EVIDENCE_PER_HIT:
+                items.append({"message_key": key, "conversation_key": key.rsplit(":", 1)[0],
+                              "quote": _clip(text, QUOTE_CHARS)})  # fmt: skip
+        srcs = {mid: list(dict.fromkeys(r[1].rsplit(":", 1)[0] for r in rows if r[0] == mid)) for mid in ev}
+        return [
+            h.model_copy(update={"rank": n, "sources": srcs.get(h.id, []), "evidence": ev.get(h.id, [])})
+            for n, h in enumerate(hits, start=1)
+        ]
 
     def _search(
-        self, conn: Connection, query: str, *, limit: int, kind: str | None, since: datetime | None,
+        self, conn: Connection, q: QueryLike, *, limit: int, kind: str | None, since: datetime | None,
         until: datetime | None, config: FusionConfig | None, emb: QueryEmbedder | None,
         min_similarity: float,
     ) -> list[RankedHit]:  # fmt: skip
         cfg = config or DEFAULT_FUSION
         lists = dict(cfg.lists())
-        tokens = [t for t in query_tokens(query) if len(t) <= MAX_TOKEN_CHARS]
+        terms = [t for t in q.terms if all(len(x) <= MAX_TOKEN_CHARS for x in t.lexemes)]
+        query = q.vector_text
         phrase = _norm(query)
         params: dict[str, Any] = {
             "kind": kind, "since": since, "until": until, "limit": limit, "k": cfg.k,
@@ -88,32 +138,35 @@ class HybridSearch(SearchBase):
         )
         ctes: dict[str, sql.Composable] = {}
 
-        if "lexical" in lists and tokens:
+        if "lexical" in lists and terms:
+            tsqs = [t.tsquery() for t in terms]
+            n_docs, dfs = _doc_frequencies(conn, "search_projections", tsqs)
+            weights = [idf(n_docs, df) * t.weight for t, df in zip(terms, dfs, strict=True)]
             params |= {
-                "tsq": tsquery_literal(tokens), "tsq_all": tsquery_literal(tokens, "&"),
-                "tsq_head": " & ".join(tsquery_literal([t]) + ":A" for t in tokens),
-                "toks": tokens, "ntoks": len(tokens), "min_cov": _coverage_floor(len(tokens)),
+                "tsq": " | ".join(f"({x})" for x in tsqs), "tsq_all": " & ".join(f"({x})" for x in tsqs),
+                "tsqs": tsqs, "ws": weights, "wsum": sum(weights) or 1.0,
+                "min_cov": MIN_COVERAGE if len(terms) > 1 else 1.0,
                 "lex_limit": lists["lexical"].limit, "cap": LEXICAL_CANDIDATES,
             }  # fmt: skip
-            # Candidates in three capped tiers (every token in the title or aliases; every token
-            # anywhere; any token), so that a very common word cannot make the ranking read
-            # half the table; then coverage of the query's tokens, then ts_rank.
+            # Candidates in two capped tiers (every term somewhere; any term), so that a very
+            # common word cannot make the ranking read half the table; then the share of the
+            # query's idf mass a memory holds (terms OR-ed: rarer terms weigh more, more terms
+            # covered rank higher, none is required), then ts_rank.
             tier = sql.SQL(
                 """(SELECT p.memory_id, p.tokens FROM search_projections p
                     JOIN memories m ON m.id = p.memory_id
                     WHERE p.tokens @@ {q}::tsquery AND {filters} LIMIT %(cap)s)"""
             )
             tiers = sql.SQL(" UNION ").join(
-                tier.format(q=sql.Placeholder(name), filters=filters)
-                for name in ("tsq_head", "tsq_all", "tsq")
+                tier.format(q=sql.Placeholder(name), filters=filters) for name in ("tsq_all", "tsq")
             )
             ctes["lexical"] = sql.SQL(
                 """SELECT id, row_number() OVER (ORDER BY cov DESC, tr DESC, id) AS rank,
                           NULL::float8 AS similarity
                    FROM (SELECT c.memory_id AS id, c.cov, ts_rank(c.tokens, %(tsq)s::tsquery) AS tr
                          FROM (SELECT t.memory_id, t.tokens,
-                                      (length(t.tokens) - length(ts_delete(t.tokens, %(toks)s::text[])))::float8
-                                      / %(ntoks)s AS cov
+                                      (SELECT coalesce(sum(q.w), 0) FROM unnest(%(tsqs)s::text[], %(ws)s::float8[]) q(t, w)
+                                       WHERE t.tokens @@ q.t::tsquery) / %(wsum)s AS cov
                                FROM ({tiers}) t) c
                          WHERE c.cov >= %(min_cov)s
                          ORDER BY c.cov DESC, tr DESC, c.memory_id

@@ -253,7 +253,7 @@ class Recall(IndexUpkeep):
         for n, f in enumerate(kept, start=1):
             t = texts[f.key]
             best = max(f.ranks, key=lambda name: weights.get(name, 0.0) / (RRF_K + f.ranks[name]))
-            match = "exact" if phrase and phrase in _norm(t["text"]) else best
+            match: Any = "exact" if phrase and phrase in _norm(t["text"]) else best
             out.append(RecallHit(
                 conversation_key=t["conversation_key"], conversation_title=t["conversation_title"],
                 message_key=f.key, role=t["role"], created_at=t["created_at"], text=t["text"],
