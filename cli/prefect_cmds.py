@@ -82,6 +82,28 @@ def _connect() -> str:
     return url
 
 
+def _consent_note(llm: str | None, sources: list[str] | None = None) -> None:
+    """With a remote drafter: which sources the unattended re-import may send (consent is never
+    asked there; an export of a source without it fails with ConsentRequired, nothing sent)."""
+    from flows.consent import drafting_target, find
+    from importers import IMPORTERS
+
+    cfg = settings()
+    spec = llm or cfg.llm
+    names = sources or sorted(IMPORTERS)
+    targets = {s: drafting_target(spec, s) for s in names}
+    if all(t is None for t in targets.values()):
+        return
+    granted = [s for s, t in targets.items() if t is not None and find(cfg, t) is not None]
+    missing = [s for s in names if s not in granted]
+    where = next(t for t in targets.values() if t is not None).describe()
+    err_console.print(f"sends to {escape(for_terminal(where))} only what you consented to: "
+                      f"{', '.join(granted) or 'no source yet'}")  # fmt: skip
+    if missing:
+        err_console.print(f"  → not sent (the export fails with ConsentRequired): {', '.join(missing)}; consent once "
+                          f"with `pmem backfill --source SOURCE --llm {escape(for_terminal(spec))}`")  # fmt: skip
+
+
 @app.command()
 @handle_errors
 def schedule(
@@ -97,6 +119,7 @@ def schedule(
     from flows.reimport import build_deployment, default_cron, local_timezone, serve_schedule
 
     cfg = settings()
+    _consent_note(llm)
     cron, tz = cron or default_cron(), timezone or local_timezone()
     parameters: dict[str, Any] = {"llm": llm} if llm else {}
     build_deployment(cfg, cron, name=name, timezone=tz, parameters=parameters)  # validates first
@@ -122,6 +145,7 @@ def reimport(
     from flows.reimport import reimport as reimport_flow
 
     quiet_prefect_console()
+    _consent_note(llm, source)
 
     with err_console.status("re-importing: inbox and local session folders…"):
         summary = reimport_flow(llm=llm, dry_run=dry_run, sources=source or None)

@@ -282,3 +282,32 @@ def test_a_remote_embedder_gets_nothing_without_consent(remote_env, server: Fake
     finally:
         svc.close()
     assert server.requests == []
+
+
+def test_the_reimport_sends_only_under_a_remembered_consent(remote_env, server: FakeServer, prefect_api: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The unattended re-import (what the schedule runs) never asks: without a consent the export
+    fails with ConsentRequired and nothing is sent; with one, it sends, minus the remembered
+    exclusions."""
+    import shutil
+
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("PREFECT_API_URL", prefect_api)
+    monkeypatch.setenv("PMEM_CODEX_SESSIONS", "off")
+    monkeypatch.setenv("PMEM_CLAUDE_CODE_PROJECTS", "off")
+    inbox = Path(remote_env["PMEM_DATA_DIR"]) / "exports" / "chatgpt"
+    inbox.mkdir(parents=True)
+    shutil.copy(DEMO, inbox / "conversations.json")
+    r = invoke("reimport", "--llm", LLM, "--source", "chatgpt")
+    assert r.exit_code == 1 and "not sent (the export fails with ConsentRequired): chatgpt" in r.stderr
+    assert server.requests == []
+
+    target = cs.drafting_target(LLM, "chatgpt")
+    assert target is not None
+    cs.grant(Settings(), target, ["title:*バックアップ*"], {})
+    server.push(*[Reply(200, openai_chat(json.dumps(records_payload(), ensure_ascii=False)))] * 20)
+    r = invoke("reimport", "--llm", LLM, "--source", "chatgpt", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert "only what you consented to: chatgpt" in r.stderr
+    bodies = sent_text(server)
+    assert SENT_TEXT in bodies and EXCLUDED_TEXT[0] not in bodies
