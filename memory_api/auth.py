@@ -3,7 +3,7 @@
 An ASGI middleware in front of every route, so it answers before FastAPI reads or validates a
 body:
 
-1. **Host**: the ``Host`` header must name a loopback host (``127.0.0.1``, ``localhost``,
+1. **Host**: the ``Host`` header must name a loopback host (``localhost``, ``127.0.0.0/8``,
    ``[::1]``) or the host of ``--public-url``; anything else is ``400 invalid_host`` (a web page
    that rebinds its own name to 127.0.0.1 cannot reach the API).
 2. **Token**: every route but ``GET /v1/health`` needs ``Authorization: Bearer pmem_…``, a live
@@ -106,7 +106,7 @@ class AuthMiddleware:
             return
         headers = {k.lower(): v for k, v in scope.get("headers", [])}
         host = host_name(headers.get(b"host", b"").decode("latin-1"))
-        if host not in self.hosts:
+        if host not in self.hosts and not is_loopback(host):
             await _answer(send, 400, {"error": "invalid_host"})
             return
         method, path = scope["method"].upper(), scope["path"]

@@ -16,6 +16,7 @@ from typing import Any
 from core.errors import ResultFileError
 from core.faults import fault_point
 from core.hashing import canonical_json, sha256_hex
+from core.private import private_dir
 
 RESULT_SCHEMA = "pmem.batch-result/1"
 STATE_SCHEMA = "pmem.batch-state/1"
@@ -43,7 +44,7 @@ def _escape_lone_surrogates(text: str) -> str:
 
 def write_atomic(path: Path, body: dict[str, Any], schema: str) -> str:
     """Write JSON with schema version and checksum; returns the checksum."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)  # 0700, whatever the umask
     doc = {**body, "schema_version": schema}
     doc["checksum"] = _checksum(doc)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)

@@ -8,6 +8,7 @@ scopes; ``verify`` answers the token's identity, or None when it is unknown, rev
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import re
 import secrets
@@ -127,7 +128,7 @@ class TokenStore:
             )
             return [_info(r) for r in cur.fetchall()]
 
-    def revoke(self, token_id_or_name: str) -> list[str]:
+    def revoke(self, token_id_or_name: str) -> builtins.list[str]:
         """Revoke a token by its id, or every live token of a client name; the ids revoked."""
         with self.db.connection() as conn:
             rows = conn.execute(
