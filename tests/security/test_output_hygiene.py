@@ -196,3 +196,19 @@ def test_nul_in_ids_and_metadata_does_not_abort_the_import(pmem_env, tmp_path: P
     finally:
         db.close()
     assert cli_json("import", str(path), "--source", "chatgpt")["conversations_unchanged"] == 3
+
+
+def test_review_and_status_print_no_raw_escape_sequences(pmem_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PMEM_EMBEDDER", "none")
+    p = pl.Pipeline.open(Settings())
+    try:
+        summary = pl.run_backfill(p, "chatgpt", str(hostile_export(tmp_path)), dry_run=True)
+    finally:
+        p.close()
+    code, out = cli("review", summary["run_id"])
+    assert code == 0, out
+    assert "pwned-window" in out  # the hostile title is listed, escaped
+    assert_no_raw_controls(out)
+    code, out = cli("status", summary["run_id"])
+    assert code == 0, out
+    assert_no_raw_controls(out)
