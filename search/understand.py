@@ -76,6 +76,7 @@ class Query:
     terms: tuple[Term, ...]
     focus: Focus
     vector_text: str
+    asks_decision: bool = False  # about a decision, its reasons or what stayed open
     stop_only: bool = False  # the question held nothing but question words and filler
     words: tuple[str, ...] = field(default=())  # the content words, for snippets and display
 
@@ -171,6 +172,25 @@ def focus_of(text: str, morphemes: list[Morpheme] | None = None) -> Focus:
     return None
 
 
+# a question about a decision, its reasons, or what stayed open (grammar and a few verbs of
+# choosing, in both languages)
+_JA_DECISION_LEMMAS = frozenset({"決める", "決まる", "選ぶ", "結局", "最終的", "決め手", "理由", "残る", "課題"})
+_JA_DECISION = re.compile(r"ことにし|にし(?:た|よう)|なんで|なぜ|どうして|まだ")
+_EN_DECISION = re.compile(
+    r"\b(?:decid\w*|decision|end(?:ed)? up|pick(?:ed)?|chose|choose|go(?:ne)? with|went with|settle\w*|"
+    r"why|still open|open points?|turn(?:ed)? down|buy|bought)\b"
+)
+
+
+def asks_decision(text: str, morphemes: list[Morpheme] | None = None) -> bool:
+    """Whether the question asks what was decided, why, or what stayed open."""
+    norm = unicodedata.normalize("NFKC", text).lower()
+    morphemes = analyze(norm) if morphemes is None else morphemes
+    if any(m.normalized in _JA_DECISION_LEMMAS or m.surface in _JA_DECISION_LEMMAS for m in morphemes):
+        return True
+    return bool(_JA_DECISION.search(norm) or _EN_DECISION.search(norm))
+
+
 def understand(query: str, now: datetime | None = None, tz: str | None = None) -> Query:
     """The query's time range (when ``now`` is given), content terms, focus and vector text."""
     found, rest = (split_time_expression(query, now, tz) if now is not None else (None, query))
@@ -183,6 +203,6 @@ def understand(query: str, now: datetime | None = None, tz: str | None = None) -
     vector_text = " ".join(rest.split()) or " ".join(query.split())
     return Query(
         text=query, rest=rest, time=found, terms=terms, focus=focus_of(rest, morphemes),
-        vector_text=vector_text, stop_only=not terms and bool(rest.strip()),
+        vector_text=vector_text, asks_decision=asks_decision(rest, morphemes), stop_only=not terms and bool(rest.strip()),
         words=tuple(t.text for t in terms),
     )  # fmt: skip

@@ -59,12 +59,19 @@ DF_CAP = 20_000  # document frequencies are counted up to this (idf is flat beyo
 LIST_LIMIT = 50  # each list contributes at most this many ranks
 WEIGHTS = {"lexical": 1.0, "vector": 0.5, "context": 0.5}  # lexical above vector
 RRF_K = 60
-FOCUS_BOOST = 1.2  # the asked-about side's messages (the person's or the assistant's)
+FOCUS_BOOST = 1.4  # the asked-about side's messages (the person's or the assistant's)
 TITLE_SHARE = 0.3  # a term in the conversation's title, not in the message
 CONVERSATION_SHARE = 0.3  # the idf of the terms found anywhere in the conversation
 OWN_SHARE = 0.3  # the message's own similarity inside the context score
 MIN_COVERAGE = 0.3  # floor: share of the query's idf mass a message (with its title) holds
 MIN_SIMILARITY = 0.3  # floor: cosine of the message, or of its conversation's best message
+DECISION_BOOST = 1.5  # a message that states a decision, its reasons or open points, when asked
+# a message stating a decision, a reason or what is still open (PostgreSQL regex, both languages)
+DECISION_STATEMENT = (
+    r"(にする|ことにし|ことにする|に決め|で決め|でいく|にした|決め手|理由は|まだ決めて|まだわから|残ってる課題"
+    r"|[Ii]'ll (go|use|ask|take|try|keep|do|buy|stay|pick)|[Ii] decided|[Ii]'m going with|going with"
+    r"|[Ii] picked|[Ii] chose|[Ii] went with|because|the reason)"
+)
 MIN_SIMILARITY_IN_RANGE = 0.15  # inside a time range the range itself is evidence
 
 
@@ -102,6 +109,7 @@ class _Row:
     length: int
     matched: list[int]
     sim: float | None
+    decision: bool = False
     candidate: bool = True  # False: read for its conversation's context only (outside the range)
 
 
@@ -231,6 +239,7 @@ class Recall(IndexUpkeep):
         role = {r.key: r.role for r in cands}
         conv_of = {r.key: r.conv for r in cands}
         side = {"person": "user", "assistant": "assistant"}.get(q.focus or "")
+        decided = {r.key for r in cands if r.decision} if getattr(q, "asks_decision", False) and side != "assistant" else set()
         floor = MIN_SIMILARITY_IN_RANGE if start is not None or end is not None else MIN_SIMILARITY
         kept = []
         for f in fused:
@@ -244,6 +253,8 @@ class Recall(IndexUpkeep):
                 continue
             if side and role[f.key] == side:
                 f.score *= FOCUS_BOOST
+            if f.key in decided:
+                f.score *= DECISION_BOOST
             kept.append(f)
         kept.sort(key=lambda f: (-f.score, -len(f.ranks), f.key))
         kept = kept[:limit]
@@ -307,12 +318,13 @@ class Recall(IndexUpkeep):
             """WITH q AS (SELECT q.t::tsquery AS t, q.i::int AS i
                           FROM unnest(%(tsqs)s::text[]) WITH ORDINALITY q(t, i))
                SELECT s.message_key, s.conversation_key, s.role, s.created_at, length(s.tokens),
-                      array(SELECT q.i - 1 FROM q WHERE s.tokens @@ q.t ORDER BY q.i), {sim}
+                      array(SELECT q.i - 1 FROM q WHERE s.tokens @@ q.t ORDER BY q.i), {sim},
+                      s.role = 'user' AND s.text ~ {decision}
                FROM message_search s WHERE {where}"""
-        ).format(sim=sim, where=where)
+        ).format(sim=sim, where=where, decision=sql.Literal(DECISION_STATEMENT))
         return [
-            _Row(k, c, role, at, int(n), list(m), float(v) if v is not None else None)
-            for k, c, role, at, n, m, v in conn.execute(statement, params).fetchall()
+            _Row(k, c, role, at, int(n), list(m), float(v) if v is not None else None, bool(d))
+            for k, c, role, at, n, m, v, d in conn.execute(statement, params).fetchall()
         ]
 
     @staticmethod
