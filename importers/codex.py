@@ -432,7 +432,7 @@ class _Builder:
         label = str(self.path)
         session = self.session
         session_id = session.own_id or session_id_from_name(self.path.name)
-        if session_id is None:
+        if session_id is None or not self.records:  # e.g. a compressed file holding nothing
             what = "no codex records" if not self.records else "no session id"
             reason = "no-records" if not self.records else "missing-session-id"
             raise ReadError(what, file=label, record="1", reason=reason)

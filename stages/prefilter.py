@@ -178,6 +178,11 @@ PASTE_INTRO_RE = _rx(
 
 _FENCE_RE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 
+# Each of the person's messages is read up to this many characters: the rules look for a stated
+# decision, judgement or lesson and for short code/log/look-up requests; what a 50 MB paste holds
+# after its first 64k characters changes none of them in practice, and scanning it all made the
+# import of one huge message take minutes (issue 12, item 2).
+MAX_SCAN_CHARS = 65_536
 _CODE_SHARE_MIN = 0.5
 _CODE_PROSE_MAX = 600
 _LOG_PROSE_MAX = 400
@@ -285,7 +290,7 @@ def _signals(messages: list[Message]) -> _Signals:
     log_chars = 0
     has_code = False
     for text in person:
-        prose, logs, code = split_prose(text)
+        prose, logs, code = split_prose(text[:MAX_SCAN_CHARS])
         prose_parts.append(prose)
         log_chars += logs
         has_code = has_code or code > 0

@@ -17,7 +17,7 @@ from psycopg import Connection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from core.hashing import bytes_text, tagged_hash, text_bytes
+from core.hashing import bytes_text, sha256_hex, tagged_hash, text_bytes
 from core.models import Channel, Conversation, Message, PrefilterDecision, Provenance
 from store.db import Database
 from store.forget import ErasedIndex, load_key
@@ -116,6 +116,9 @@ class Ledger:
         """
         try:
             with self.db.connection() as conn, conn.transaction():
+                # whole batches or none either way; a power cut may lose the last committed batch,
+                # which a re-run imports again (the import's resume): commits need not wait on fsync
+                conn.execute("SET LOCAL synchronous_commit = off")
                 return self._write_batch(conn, convs, import_id, decide, rule_version, quarantined)
         except (psycopg.errors.UniqueViolation, psycopg.errors.ForeignKeyViolation):
             # another import wrote one of these keys meanwhile: the slow path, one at a time
@@ -178,10 +181,11 @@ class Ledger:
             )
         }
         out: list[tuple[UpsertOutcome, int, bool, str]] = []
-        new_convs: list[Conversation] = []
+        new_convs: list[tuple[Conversation, Digest]] = []
         decisions: list[PrefilterDecision] = []
         for conv, key in zip(convs, keys, strict=True):
-            chash = conv.content_hash
+            dig = digest(conv)
+            chash = dig[0]
             have = stored.get(key)
             if have is not None and have[0] == chash:
                 if have[1] is not None:  # unchanged and decided: nothing to write
@@ -193,10 +197,10 @@ class Ledger:
                 continue
             d = decide(conv)
             if have is None:
-                new_convs.append(conv)
+                new_convs.append((conv, dig))
                 out.append(("new", len(conv.messages), d.keep, d.reason))
             else:
-                outcome, new = _upsert_locked(conn, conv, import_id, None, have[0])
+                outcome, new = _upsert_locked(conn, conv, import_id, None, have[0], dig)
                 out.append((outcome, new, d.keep, d.reason))
             decisions.append(d)
         if new_convs:
@@ -448,30 +452,46 @@ def _conversation_params(conv: Conversation, chash: str, import_id: str) -> dict
     }  # fmt: skip
 
 
-def _message_rows(conv: Conversation, import_id: str) -> list[tuple]:
+Digest = tuple[str, list[tuple[bytes, str]]]  # conversation hash, (body, hash) per message
+
+
+def digest(conv: Conversation) -> Digest:
+    """Each message's stored bytes and hash, and the conversation's hash
+    (``Conversation.content_hash``), encoding and hashing every text once."""
+    bodies: list[tuple[bytes, str]] = []
+    for m in conv.messages:
+        body = text_bytes(m.text)
+        bodies.append((body, "sha256:" + sha256_hex(body)))
+    chash = tagged_hash("conv", sorted((m.key, h, m.on_active_path)
+                                       for m, (_, h) in zip(conv.messages, bodies, strict=True)))  # fmt: skip
+    return chash, bodies
+
+
+def _message_rows(conv: Conversation, import_id: str, dig: Digest | None = None) -> list[tuple]:
     key = storable(conv.key)
+    bodies = (dig or digest(conv))[1]
     return [
         (storable(m.key), key, storable(m.node_id), _opt(m.parent_id), storable(m.role),
-         m.channel.value, storable(m.content_type), _opt(m.raw_type), text_bytes(m.text),
-         m.content_hash, m.created_at, m.position, m.on_active_path, m.branch_index, import_id)
-        for m in conv.messages
+         m.channel.value, storable(m.content_type), _opt(m.raw_type), body, mhash, m.created_at,
+         m.position, m.on_active_path, m.branch_index, import_id)
+        for m, (body, mhash) in zip(conv.messages, bodies, strict=True)
     ]  # fmt: skip
 
 
-def _copy_new(conn: Connection, convs: list[Conversation], import_id: str) -> None:
+def _copy_new(conn: Connection, convs: list[tuple[Conversation, Digest]], import_id: str) -> None:
     """New conversations and all their messages, by binary COPY (no per-row round trip)."""
     with conn.cursor() as cur:
         with cur.copy(_COPY_CONVERSATIONS) as copy:
             copy.set_types(_CONVERSATION_TYPES)
-            for conv in convs:
-                p = _conversation_params(conv, conv.content_hash, import_id)
+            for conv, dig in convs:
+                p = _conversation_params(conv, dig[0], import_id)
                 copy.write_row((p["key"], p["source"], p["ext"], p["title"], p["title_raw"],
                                 p["created"], p["updated"], p["hash"], p["n"], p["chars"],
                                 p["prov"], p["unknown"], import_id, import_id))  # fmt: skip
         with cur.copy(_COPY_MESSAGES) as copy:
             copy.set_types(_MESSAGE_TYPES)
-            for conv in convs:
-                for row in _message_rows(conv, import_id):
+            for conv, dig in convs:
+                for row in _message_rows(conv, import_id, dig):
                     copy.write_row(row)
 
 
@@ -481,9 +501,11 @@ def _upsert_locked(
     import_id: str,
     decision: PrefilterDecision | None,
     stored_hash: str | None,
+    dig: Digest | None = None,
 ) -> tuple[UpsertOutcome, int]:
     """One conversation, its row already locked (``stored_hash`` None: not stored yet)."""
-    chash = conv.content_hash
+    dig = dig or digest(conv)
+    chash = dig[0]
     if stored_hash == chash:
         if decision is not None:
             _insert_decision(conn, decision)
@@ -508,7 +530,7 @@ def _upsert_locked(
                WHERE conversation_key = %(key)s""",
             params,
         )
-    rows = _message_rows(conv, import_id)
+    rows = _message_rows(conv, import_id, dig)
     with conn.cursor() as cur:
         if stored_hash is None:  # a new conversation: every message is new (one pipelined batch)
             cur.executemany(_INSERT_MESSAGE + " ON CONFLICT (message_key) DO NOTHING", rows)

@@ -1,0 +1,242 @@
+"""Import throughput against `json.load` (issue 12, item 6).
+
+    .venv/bin/python bench/import_bench.py [--mb 500] [--keep] [--with-vectors] [--export PATH]
+
+1. Generates a synthetic ChatGPT export of the given size (default 500 MB): one ASCII-escaped JSON
+   array like the real `conversations.json`, realistic trees (a hidden system node, regenerated
+   answers and edited prompts as branches off the active path, tool calls with their output,
+   code blocks), Japanese and English text of varied length.
+2. Then, in the same run and each in its own process (so each peak RSS is its own):
+   - `json.load` of the file (the baseline),
+   - `pmem import --no-embed` of it into a fresh database (its own data dir and embedded
+     PostgreSQL, started before the clock starts), the whole process timed,
+   - the re-import of the same file (must write nothing),
+   - with `--with-vectors`, the default import (vectors too) into another fresh database.
+3. Prints seconds, MB/s, peak RSS and the ratio of each import's MB/s to `json.load`'s; the issue's
+   goals are ratio >= 0.5 and RSS <= 300 MB. `--json` adds one JSON object as the last line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+PROJECT = Path(__file__).resolve().parents[1]
+MB = 1_000_000
+
+JA = [
+    "今日は新しいデータベースの設計について考えました。", "結論として、PostgreSQL を使うことに決めました。",
+    "理由は、全文検索とベクトル検索を一つの場所で扱えるからです。", "先週の火曜日の夜に、移行の手順を見直しました。",
+    "まだ決まっていないのは、バックアップの頻度です。", "引っ越しの見積もりを三社から取りました。",
+    "子どもの学校の送り迎えをどうするか相談したい。", "この文章を自然な日本語に直してください。",
+    "予算は月に五万円までに抑えたいと思っています。", "結局、前の方法の方が速かったです。",
+]  # fmt: skip
+EN = [
+    "We compared three options for the storage layer.", "The decision was to keep the raw transcripts byte-exact.",
+    "Streaming keeps memory flat whatever the export size.", "Can you explain why the test fails on CI only?",
+    "I prefer the simpler design because it is easier to operate.", "Here is a summary of the trade-offs.",
+    "The regenerated answer was shorter but less precise.", "Let me know if you want a step-by-step plan.",
+    "In hindsight the cache was not worth the complexity.", "Please translate the following paragraph.",
+]  # fmt: skip
+CODE = "```python\ndef handler(event):\n    items = [x for x in event['items'] if x]\n    return {'count': len(items)}\n```"
+
+
+class Generator:
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def text(self, sentences: int) -> str:
+        rng = self.rng
+        pool = JA if rng.random() < 0.45 else EN
+        out = " ".join(rng.choice(pool) for _ in range(sentences))
+        if rng.random() < 0.12:
+            out += "\n\n" + CODE
+        return out
+
+    def length(self, role: str) -> int:
+        if role == "user":
+            return max(1, int(self.rng.lognormvariate(0.7, 0.9)))
+        return max(2, int(self.rng.lognormvariate(2.3, 0.8)))  # answers: ~10 sentences, a long tail
+
+    def uid(self) -> str:
+        return str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
+
+    def node(self, node: str, parent: str | None, role: str, content: dict[str, Any], when: float | None,
+             **message: Any) -> dict[str, Any]:  # fmt: skip
+        return {"id": node, "parent": parent, "children": [], "message": {
+            "id": node, "author": {"role": role, "name": message.pop("name", None), "metadata": {}},
+            "create_time": when, "update_time": None, "content": content, "status": "finished_successfully",
+            "end_turn": role == "assistant", "weight": 1.0,
+            "metadata": {"model_slug": "gpt-4o", "finish_details": {"type": "stop"}} if role == "assistant" else {},
+            "recipient": message.pop("recipient", "all"), "channel": None}}  # fmt: skip
+
+    def conversation(self, n: int) -> dict[str, Any]:
+        rng = self.rng
+        conv_id = self.uid()
+        t0 = 1_650_000_000.0 + n * 1800 + rng.random()
+        root, system = self.uid(), self.uid()
+        mapping: dict[str, Any] = {
+            root: {"id": root, "message": None, "parent": None, "children": [system]},
+            system: self.node(system, root, "system", {"content_type": "text", "parts": [""]}, None),
+        }
+        mapping[system]["message"]["metadata"] = {"is_visually_hidden_from_conversation": True}
+        parent = system
+        when = t0
+        for _ in range(max(1, int(rng.lognormvariate(1.6, 0.8)))):
+            user = self.uid()
+            when += rng.uniform(5, 600)
+            mapping[user] = self.node(user, parent, "user", {"content_type": "text", "parts": [self.text(self.length("user"))]}, when)
+            mapping[parent]["children"].append(user)
+            if rng.random() < 0.04:  # an edited prompt: a sibling user node, off the active path
+                edit = self.uid()
+                mapping[edit] = self.node(edit, parent, "user", {"content_type": "text", "parts": [self.text(2)]}, when - 1)
+                mapping[parent]["children"].insert(0, edit)
+            last = user
+            if rng.random() < 0.08:  # a tool call and its output
+                call, out = self.uid(), self.uid()
+                mapping[call] = self.node(call, user, "assistant", {"content_type": "code", "language": "python",
+                                          "text": "print(sum(range(10)))"}, when + 1, recipient="python")  # fmt: skip
+                mapping[out] = self.node(out, call, "tool", {"content_type": "execution_output", "text": "45"},
+                                         when + 2, name="python")  # fmt: skip
+                mapping[user]["children"].append(call)
+                mapping[call]["children"].append(out)
+                last = out
+            answer = self.uid()
+            mapping[answer] = self.node(answer, last, "assistant", {"content_type": "text", "parts": [self.text(self.length("assistant"))]}, when + 3)
+            mapping[last]["children"].append(answer)
+            if rng.random() < 0.1:  # a regenerated answer, off the active path
+                alt = self.uid()
+                mapping[alt] = self.node(alt, last, "assistant", {"content_type": "text", "parts": [self.text(self.length("assistant"))]}, when + 4)
+                mapping[last]["children"].insert(0, alt)
+            parent = answer
+        return {
+            "title": self.text(1)[:40], "create_time": t0, "update_time": when + 10, "mapping": mapping,
+            "moderation_results": [], "current_node": parent, "plugin_ids": None, "conversation_id": conv_id,
+            "conversation_template_id": None, "gizmo_id": None, "is_archived": False, "safe_urls": [],
+            "default_model_slug": "gpt-4o", "id": conv_id,
+        }  # fmt: skip
+
+
+def write_export(path: Path, target: int, seed: int = 12) -> int:
+    """One ASCII-escaped JSON array on a single line, like the real export; the conversation count."""
+    gen = Generator(seed)
+    count = 0
+    with path.open("w", encoding="ascii") as fp:
+        fp.write("[")
+        while fp.tell() < target:
+            if count:
+                fp.write(", ")
+            fp.write(json.dumps(gen.conversation(count)))
+            count += 1
+        fp.write("]")
+    return count
+
+
+# ---------------------------------------------------------------- measuring
+
+
+def run_measured(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """Run ``cmd``; wall seconds of the whole process and its own peak RSS (wait4)."""
+    started = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = proc.stdout.read(), proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - started
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in (0, 3):
+        raise SystemExit(f"{cmd[2:4]} failed ({proc.returncode}): {err.decode(errors='replace')[-2000:]}")
+    last = out.decode().strip().splitlines()[-1] if out.strip() else "{}"
+    return {"seconds": seconds, "rss_mb": usage.ru_maxrss / 1024, "output": json.loads(last)}
+
+
+def fresh_env(root: Path, name: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("DATABASE_URL", None)
+    env.update({"PMEM_DATA_DIR": str(root / name), "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"})
+    subprocess.run([sys.executable, "-m", "cli.main", "db", "init"], env=env, cwd=PROJECT, check=True,
+                   capture_output=True)  # fmt: skip
+    return env
+
+
+def stop_db(env: dict[str, str]) -> None:
+    subprocess.run([sys.executable, "-m", "cli.main", "db", "stop"], env=env, cwd=PROJECT, capture_output=True)
+
+
+JSON_LOAD = "import json, sys\nwith open(sys.argv[1], 'rb') as f:\n    json.load(f)\nprint('{}')"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mb", type=float, default=500, help="export size in MB (10^6 bytes); default 500")
+    ap.add_argument("--export", type=Path, help="use this export instead of generating one")
+    ap.add_argument("--keep", action="store_true", help="keep the generated export and data dirs")
+    ap.add_argument("--with-vectors", action="store_true", help="also time the default import (with vectors)")
+    ap.add_argument("--json", action="store_true", help="end with one JSON object")
+    args = ap.parse_args(argv)
+
+    root = Path(tempfile.mkdtemp(prefix="pmem-import-bench-"))
+    try:
+        if args.export:
+            path, convs = args.export, None
+        else:
+            path = root / "conversations.json"
+            started = time.perf_counter()
+            convs = write_export(path, int(args.mb * MB))
+            print(f"generated {path.stat().st_size / MB:.1f} MB, {convs} conversations in "
+                  f"{time.perf_counter() - started:.0f}s", file=sys.stderr)  # fmt: skip
+        size = path.stat().st_size / MB
+        rows: dict[str, dict[str, Any]] = {}
+        rows["json.load"] = run_measured([sys.executable, "-c", JSON_LOAD, str(path)], dict(os.environ))
+        env = fresh_env(root, "data")
+        try:
+            cmd = [sys.executable, "-m", "cli.main", "import", str(path), "--source", "chatgpt", "--json"]
+            rows["pmem import --no-embed"] = run_measured([*cmd, "--no-embed"], env)
+            rows["re-import --no-embed"] = run_measured([*cmd, "--no-embed"], env)
+        finally:
+            stop_db(env)
+        if args.with_vectors:
+            env = fresh_env(root, "data-vectors")
+            try:
+                rows["pmem import (vectors)"] = run_measured(cmd, env)
+            finally:
+                stop_db(env)
+        base = size / rows["json.load"]["seconds"]
+        print(f"\n{size:.1f} MB, {convs if convs is not None else '?'} conversations")
+        print(f"{'':26} {'seconds':>8} {'MB/s':>7} {'peak RSS':>9} {'ratio':>6}")
+        summary: dict[str, Any] = {"mb": round(size, 1), "conversations": convs, "runs": {}}
+        for name, r in rows.items():
+            rate = size / r["seconds"]
+            ratio = rate / base
+            print(f"{name:26} {r['seconds']:8.1f} {rate:7.1f} {r['rss_mb']:7.0f}MB {ratio:6.2f}")
+            out = r["output"]
+            summary["runs"][name] = {"seconds": round(r["seconds"], 2), "mb_per_s": round(rate, 2),
+                                     "peak_rss_mb": round(r["rss_mb"]), "ratio": round(ratio, 3),
+                                     "conversations": out.get("conversations"), "messages": out.get("messages")}  # fmt: skip
+        first = summary["runs"]["pmem import --no-embed"]
+        again = summary["runs"]["re-import --no-embed"]
+        ok = first["ratio"] >= 0.5 and max(r["peak_rss_mb"] for r in summary["runs"].values()) <= 300
+        print(f"\ngoal (ratio >= 0.5, RSS <= 300 MB): {'met' if ok else 'MISSED'}; "
+              f"re-import wrote nothing: {again['conversations'] and again['conversations']['new'] == 0 and again['conversations']['changed'] == 0}")  # fmt: skip
+        if args.json:
+            print(json.dumps(summary))
+        return 0
+    finally:
+        if args.keep:
+            print(f"kept {root}", file=sys.stderr)
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
