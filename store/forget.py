@@ -47,11 +47,11 @@ from core.secrets import redaction_marker
 from core.textsearch import index_tokens
 from store.db import Database
 from store.derived import REGISTRY, SCHEMA_COLUMNS_SQL, TABLE_STORES
-from store.search.common import MAX_INDEXED_CHARS, MAX_TOKEN_CHARS
 
 MARKER = redaction_marker("forgotten")
 KEY_FILE = "erasure.key"
 MIN_SECRET_CHARS = 4
+DERIVED_DOMAIN = "derived:"  # HMAC domain of a secret forgotten from everything derived only
 _WINDOW = 8  # SQL prefilter: a row is read when it holds any 8-character window of the secret
 _PIECE = re.compile(r"[A-Za-z0-9+/=_\-.~]{8,}")
 _ASCII_WORD = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9]")
@@ -169,10 +169,13 @@ class ErasedIndex:
     secrets: dict[int, dict[str, bool]] = field(default_factory=dict)  # length -> hmac -> ascii
 
     @classmethod
-    def load(cls, conn: Connection, key_source: Any) -> ErasedIndex | None:
-        """None when nothing was ever erased from the ledger (the import's fast path).
+    def load(cls, conn: Connection, key_source: Any, *, secrets_only: bool = False) -> ErasedIndex | None:
+        """None when nothing was ever erased (the fast path).
         ``key_source``: the key, or a callable returning it (read only when needed)."""
-        rows = conn.execute("SELECT kind, hmac, length, ascii_start FROM erased_content").fetchall()
+        rows = conn.execute(
+            "SELECT kind, hmac, length, ascii_start FROM erased_content"
+            + (" WHERE kind = 'secret'" if secrets_only else "")
+        ).fetchall()
         if not rows:
             return None
         key = key_source() if callable(key_source) else key_source
@@ -192,11 +195,12 @@ class ErasedIndex:
                 idx.secrets.setdefault(length, {})[h] = bool(ascii_start)
         return idx
 
-    def redact_text(self, text: str) -> str:
-        """Every span whose lower-cased text has an erased secret's HMAC becomes the marker."""
+    def spans(self, text: str, *, derived: bool = False) -> list[tuple[int, int]]:
+        """Where an erased secret occurs (any case), found by its HMAC. ``derived``: also the
+        secrets forgotten from everything derived only (their HMAC has the ``derived:`` domain)."""
         if not self.secrets or not text:
-            return text
-        spans: list[tuple[int, int]] = []
+            return []
+        out: list[tuple[int, int]] = []
         low = text.lower()
         if len(low) != len(text):
             low = text
@@ -208,11 +212,20 @@ class ErasedIndex:
             if False in kinds:
                 starts |= {m.start() for m in _OTHER_START.finditer(text)}
             for i in starts:
-                if i + length <= len(text) and keyed_hash(self.key, low[i : i + length]) in entries:
-                    spans.append((i, i + length))
+                if i + length > len(text):
+                    continue
+                window = low[i : i + length]
+                if keyed_hash(self.key, window) in entries or (
+                    derived and keyed_hash(self.key, DERIVED_DOMAIN + window) in entries
+                ):
+                    out.append((i, i + length))
+        return sorted(out)
+
+    def redact_text(self, text: str, *, derived: bool = False) -> str:
+        """Every span whose lower-cased text has an erased secret's HMAC becomes the marker."""
+        spans = self.spans(text, derived=derived)
         if not spans:
             return text
-        spans.sort()
         out, cursor = [], 0
         for s, e in spans:
             if s < cursor:
@@ -250,6 +263,49 @@ class ErasedIndex:
         if title == conv.title and all(a is b for a, b in zip(messages, conv.messages, strict=True)):
             return conv
         return conv.model_copy(update={"messages": messages, "title": title})
+
+
+def _settings_key() -> bytes | None:
+    from core.settings import get_settings
+
+    return load_key(get_settings().data_dir, create=False)
+
+
+def forgotten_values(conn: Connection, texts: Iterable[str], key: bytes | None = None) -> set[str]:
+    """The occurrences, in these texts, of every secret `pmem forget` erased (found by HMAC, as
+    written there). The store's guard scrubs them, and pieces of them, from any record it writes
+    and refuses evidence holding one: a forgotten secret the ledger still keeps cannot come back
+    through a later draft. Empty (one query) when nothing was forgotten."""
+    idx = ErasedIndex.load(conn, key or _settings_key, secrets_only=True)
+    if idx is None:
+        return set()
+    return {t[s:e] for t in texts for s, e in idx.spans(t, derived=True)}
+
+
+def _strings(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+
+
+def forgotten_in_record(conn: Connection, record: Any) -> set[str]:
+    """The forgotten secrets a record's own text holds (a client's write, a backup brought
+    back): the store's guard adds them to what it scrubs."""
+    return forgotten_values(conn, list(_strings(record)))
+
+
+def forgotten_redactor(conn: Connection, key: bytes | None = None) -> Any:
+    """A function redacting every forgotten secret from a text (the ledger as derivation sees
+    it), or None when nothing was forgotten (one query)."""
+    idx = ErasedIndex.load(conn, key or _settings_key, secrets_only=True)
+    if idx is None:
+        return None
+    return lambda text: idx.redact_text(text, derived=True)
 
 
 # ---------------------------------------------------------------- the erasure
@@ -381,10 +437,14 @@ class Forgetter:
                 for col in store.text:
                     if col in tcols:
                         self._rewrite_column(conn, table, col, tcols[col], scrub, er, params)
-            if from_ledger:
-                self._remember(conn, "secret", secret.lower(), length=len(secret),
-                               ascii_start=secret[0].isascii() and secret[0].isalnum())  # fmt: skip
+            # remembered by HMAC: the store's guard keeps it out of any later record drafted
+            # from the ledger (store.records); from the ledger, the import redacts it as well
+            self._remember(conn, "secret", ("" if from_ledger else DERIVED_DOMAIN) + secret.lower(),
+                           length=len(secret), ascii_start=secret[0].isascii() and secret[0].isalnum())  # fmt: skip
             self._audit(conn, er)
+        from store import records
+
+        records._SECRET_CACHE.clear()  # this process's guard sees the forgotten secret at once
         return er
 
     def forget_memory(self, memory_id: str, *, from_ledger: bool = False) -> Erasure:
@@ -793,6 +853,8 @@ class Forgetter:
 
 
 def _tokens(text: str) -> list[str]:
+    from store.search.common import MAX_INDEXED_CHARS, MAX_TOKEN_CHARS  # (store.search imports us)
+
     return [t for t in index_tokens(text[:MAX_INDEXED_CHARS]) if len(t) <= MAX_TOKEN_CHARS]
 
 

@@ -317,8 +317,12 @@ class Ledger:
         return row is not None
 
 
-    def load(self, conversation_key: str) -> Conversation:
+    def load(self, conversation_key: str, *, raw: bool = False) -> Conversation:
+        """A conversation as drafting sees it: byte-exact, except that a secret `pmem forget`
+        erased from everything derived (the ledger keeps it) is redacted, so no later draft,
+        drafter request or run file gets it back; ``raw`` gives the stored bytes."""
         with self.db.connection() as conn:
+            erased = None if raw else ErasedIndex.load(conn, self._key, secrets_only=True)
             cur = conn.cursor(row_factory=dict_row)
             c = cur.execute(
                 "SELECT * FROM source_conversations WHERE conversation_key = %s", (conversation_key,)
@@ -340,9 +344,13 @@ class Ledger:
             )  # fmt: skip
             for r in rows
         ]
+        title = c["title"]
+        if erased is not None:
+            messages = [m.model_copy(update={"text": erased.redact_text(m.text, derived=True)}) for m in messages]
+            title = erased.redact_text(title, derived=True) if title else title
         return Conversation(
             key=c["conversation_key"], source=c["source"], external_id=c["external_id"],
-            title=c["title"], created_at=c["created_at"], updated_at=c["updated_at"],
+            title=title, created_at=c["created_at"], updated_at=c["updated_at"],
             messages=messages, provenance=Provenance(**c["provenance"]),
             unknown_types=c["unknown_types"],
         )  # fmt: skip

@@ -59,6 +59,7 @@ from core.models import (
 from core.secrets import contains_secret, find_secrets, redact, redaction_marker, secret_values
 from core.textsearch import index_tokens
 from store.db import Database
+from store.forget import forgotten_in_record, forgotten_redactor, forgotten_values
 
 RECORD_FIELDS = (
     "kind", "title", "canonical_summary", "index_summary", "aliases", "tags",
@@ -385,6 +386,7 @@ class MemoryStore:
             if unknown:
                 raise StoreError(f"a {req.action} request has unknown record fields {unknown}")
             known = self._check_evidence(conn, req.evidence)
+            known |= forgotten_in_record(conn, [req.record, req.stated_facts])  # `pmem forget`
             record, _ = guard_record({**_EMPTY_RECORD, **req.record, "stated_facts": req.stated_facts}, known)
             _as_request(req.action, req.memory_id, record)  # the fields must make a valid commit
             body = req.model_dump(mode="json", exclude={"record", "stated_facts", "note"})
@@ -731,6 +733,7 @@ class MemoryStore:
             if tomb is not None:
                 raise TombstonedMemory(tomb[0])
         memory_id = "mem_" + tagged_hash("memory", req.idempotency_key, length=20).split(":")[1]
+        known |= forgotten_in_record(conn, _record_from_request(req))  # `pmem forget` erased them
         record, redacted = guard_record(_record_from_request(req), known)
         conn.execute(
             """INSERT INTO memories (id, kind, title, canonical_summary, index_summary, aliases,
@@ -758,6 +761,7 @@ class MemoryStore:
         current = _record_from_row(row)
         new = _record_from_request(req)
         record = new if req.reason in ("correction", "restore") else merge_append(current, new)
+        known |= forgotten_in_record(conn, record)  # secrets `pmem forget` erased
         record, redacted = guard_record(record, known)  # the final text, after the merge
         fresh = self._new_evidence(conn, req)
         rev = row["current_revision"]
@@ -808,7 +812,9 @@ class MemoryStore:
         rows = conn.execute(
             "SELECT message_key, channel, body FROM source_messages WHERE message_key = ANY(%s)", (keys,)
         ).fetchall()
-        return {k: (channel, bytes_text(bytes(body))) for k, channel, body in rows}
+        forgotten = forgotten_redactor(conn)  # a secret `pmem forget` erased is no evidence
+        return {k: (channel, forgotten(t) if forgotten else t)
+                for k, channel, body in rows for t in (bytes_text(bytes(body)),)}  # fmt: skip
 
     def _known_secrets(self, conn: Connection, keys: list[str]) -> set[str]:
         """Secret values in the conversations these ledger messages belong to (to scrub them,
@@ -828,7 +834,9 @@ class MemoryStore:
                 bodies = conn.execute(
                     "SELECT body FROM source_messages WHERE conversation_key = %s", (key,)
                 ).fetchall()
-                cached = frozenset(secret_values(bytes_text(bytes(b)) for (b,) in bodies))
+                texts = [bytes_text(bytes(b)) for (b,) in bodies]
+                # and every secret `pmem forget` erased that the ledger still holds (store.forget)
+                cached = frozenset(secret_values(texts) | forgotten_values(conn, texts))
                 if len(_SECRET_CACHE) > 4096:
                     _SECRET_CACHE.clear()
                 _SECRET_CACHE[(key, chash)] = cached

@@ -12,6 +12,7 @@ from psycopg import Connection, sql
 from core.errors import ConfigError
 from core.hashing import bytes_text
 from core.textsearch import index_tokens
+from store.forget import forgotten_redactor
 from store.search.common import (
     INDEX_BUILD_MEMORY,
     MAX_INDEXED_CHARS,
@@ -66,11 +67,13 @@ class IndexUpkeep(SearchBase):
                    message_key text, conversation_key text, role text, created_at timestamptz,
                    text text, tokens text[]) ON COMMIT DELETE ROWS"""
         )
+        forgotten = forgotten_redactor(conn)  # a secret `pmem forget` erased is not indexed
         with conn.cursor().copy(
             "COPY _pmem_msg_stage (message_key, conversation_key, role, created_at, text, tokens) FROM STDIN"
         ) as copy:
             for key, conv, role, created, body in rows:
                 text = sanitize(bytes_text(bytes(body)))
+                text = forgotten(text) if forgotten else text
                 toks = [t for t in index_tokens(text[:MAX_INDEXED_CHARS]) if len(t) <= MAX_TOKEN_CHARS]
                 copy.write_row((key, conv, role, created, text, toks))
         conn.execute(

@@ -377,3 +377,22 @@ def test_revisions_change_only_through_the_audited_functions(pmem_env, db_url, t
                 conn.execute(statement)
             conn.rollback()
             conn.execute("INSERT INTO erasure_audit (erasure_id, action) VALUES ('t', 'erasure')")
+
+
+def test_a_secret_forgotten_from_derived_stores_stays_out_of_later_drafts(
+    pmem_env, db_url, tmp_path, monkeypatch
+) -> None:
+    """Without --from-ledger the ledger keeps the secret; a later draft of the grown conversation
+    (the drafter reads the old messages again) must not bring it back into any derived store."""
+    built = _build(pmem_env, db_url, tmp_path, monkeypatch)
+    data = Path(pmem_env["PMEM_DATA_DIR"])
+    res = _cli("forget", "--secret", SECRET, "--yes", "--json")
+    assert res.exit_code == 0, res.stderr
+    grown = _backfill(_grow(built["export"], 0, f"追記: {SECRET} の資料も作ることに決めた。", tmp_path / "g.json"))
+    assert grown["status"] == "complete" and grown["drafter_calls"] >= 1
+    assert _ledger_tables(_sql_copies(db_url, SECRET)) == {"source_messages", "source_conversations"}
+    assert _file_copies(data, SECRET) == []
+    with psycopg.connect(db_url) as conn:  # the new message was drafted: its decision is kept
+        assert conn.execute(
+            "SELECT count(*) FROM memories WHERE canonical_summary LIKE '%の資料も作ることに決めた%'"
+        ).fetchone()[0] >= 1
