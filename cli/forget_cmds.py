@@ -73,7 +73,8 @@ def forget(
     first unless --yes is given.
 
     Exit codes: 0 erased and nothing found afterwards; 1 an error, or not confirmed (nothing
-    erased); 4 erased, but the final check still found a copy (listed; see docs/security.md)."""
+    erased); 4 erased, but the final check still found a copy, or a table could not be vacuumed
+    because another session holds it (listed; run it again; see docs/security.md)."""
     from state.files import scrub_run_files
     from store.db import Database
     from store.forget import (
@@ -183,7 +184,10 @@ def forget(
         err_console.print("the ledger still holds it (the raw record): add --from-ledger to erase it there too")
     if remaining or remaining_files:
         err_console.print(f"[red]a copy remains:[/] {sorted(remaining)} {remaining_files}")
+    if vacuum["skipped"]:
+        err_console.print(f"[red]not vacuumed[/] (another session holds them): {vacuum['skipped']}: stop "
+                          "`pmem serve` / `pmem api` and run the same forget again")  # fmt: skip
     if as_json:
         print_json(body)
-    if remaining or remaining_files:
+    if remaining or remaining_files or vacuum["skipped"]:
         raise typer.Exit(EXIT_REMAINING)

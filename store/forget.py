@@ -538,12 +538,16 @@ class Forgetter:
 
     # ------------------------------------------------------------ vacuum
 
-    def vacuum(self, tables: Iterable[str]) -> dict[str, Any]:
+    def vacuum(self, tables: Iterable[str], *, lock_timeout: float = 60.0) -> dict[str, Any]:
         """VACUUM FULL every touched table (a new file for the table, its TOAST and its indexes:
-        no live page keeps a dead tuple's bytes), then CHECKPOINT."""
+        no live page keeps a dead tuple's bytes), then CHECKPOINT. A table another session keeps
+        locked past ``lock_timeout`` seconds is listed in ``skipped``."""
         done: list[str] = []
-        out: dict[str, Any] = {"mode": "full", "tables": done, "checkpoint": False}
+        skipped: list[str] = []
+        out: dict[str, Any] = {"mode": "full", "tables": done, "skipped": skipped, "checkpoint": False}
         with psycopg.connect(self.db.url, autocommit=True) as conn:
+            # another session holding a table would make VACUUM FULL wait for ever
+            conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(f"{int(lock_timeout * 1000)}ms")))
             live = {r[0] for r in conn.execute(
                 "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
             )}  # fmt: skip
@@ -552,8 +556,11 @@ class Forgetter:
                    AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL"""
             ).fetchone()[0]  # type: ignore[index]
             for table in sorted(set(tables) & live):
-                conn.execute(sql.SQL("VACUUM (FULL, ANALYZE) {}").format(sql.Identifier(table)))
-                done.append(table)
+                try:
+                    conn.execute(sql.SQL("VACUUM (FULL, ANALYZE) {}").format(sql.Identifier(table)))
+                    done.append(table)
+                except psycopg.errors.LockNotAvailable:
+                    skipped.append(table)
             try:
                 conn.execute("CHECKPOINT")
                 out["checkpoint"] = True

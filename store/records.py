@@ -561,6 +561,7 @@ class MemoryStore:
     ) -> None:  # fmt: skip
         memory_id = m["id"]
         known = self._known_secrets(conn, sorted({e["source_key"] for e in evs}))
+        known |= forgotten_in_record(conn, [m, [r["record"] for r in revs]])  # `pmem forget`
         revs = sorted(revs, key=lambda r: r["revision"])
         last = revs[-1]["record"] if revs else {}
         fields = {k: m.get(k, last.get(k)) for k in RECORD_FIELDS}
