@@ -11,6 +11,7 @@ import os
 from cli import (  # noqa: F401  (they register their commands)
     backfill_cmds,
     backup_cmds,
+    consent_cmds,
     db_cmds,
     forget_cmds,
     ledger_cmds,

@@ -8,7 +8,7 @@ configured), so consenting to OpenAI's API does not cover another server that sp
 protocol. Each entry keeps the exclusion rules it was given with: every later run under it
 (the monthly re-import too) applies them, so a conversation the owner excluded stays excluded.
 Rules can be added by a later run (sending less needs no new question); dropping one means
-revoking the consent (``pmem backfill --revoke-consent``) and consenting again.
+revoking the consent (``pmem consent revoke``) and consenting again.
 
 The file holds no conversation text: counts, dates, the rules the owner wrote, a time stamp.
 """

@@ -311,3 +311,17 @@ def test_the_reimport_sends_only_under_a_remembered_consent(remote_env, server: 
     assert "only what you consented to: chatgpt" in r.stderr
     bodies = sent_text(server)
     assert SENT_TEXT in bodies and EXCLUDED_TEXT[0] not in bodies
+
+
+def test_consent_list_and_revoke(remote_env) -> None:
+    target = cs.drafting_target(LLM, "chatgpt")
+    assert target is not None
+    cs.grant(Settings(), target, ["title:*病院*"], {})
+    listed = last_json(invoke("consent", "list", "--json").stdout)["consents"]
+    assert [(c["provider"], c["scope"], c["excludes"]) for c in listed] == [("openai", "chatgpt", ["title:*病院*"])]
+    r = invoke("consent", "list")
+    assert "drafting  chatgpt" in r.stdout and "excluding title:*病院*" in r.stdout
+    assert last_json(invoke("consent", "revoke", "openai", "--json").stdout) == {"revoked": 1}
+    assert cs.find(Settings(), target) is None
+    with pytest.raises(ConsentRequired):  # the next run is refused again until the owner answers
+        run_plain(ScriptedDrafter(model=LLM))
