@@ -111,6 +111,8 @@ def render_hits(query: str, hits: list[RankedHit]) -> str:
         ranks = ", ".join(f"{k} #{v}" for k, v in h.ranks.items())
         lines.append(f"- {h.id} | {h.kind}{when} | {h.title} — {' '.join(h.index_summary.split())} "
                      f"[rev {h.current_revision}; {ranks}]")  # fmt: skip
+        if h.sources:
+            lines.append(f"  from: {', '.join(h.sources)}")
     return "\n".join(lines)
 
 
@@ -203,8 +205,9 @@ def _build(lazy: _Lazy, client: str) -> MCPServer:
     def recall(query: str, now: str | None = None, limit: int = 20) -> str:
         """What was said in the raw conversations. A time expression in the query (昨日,
         先週の火曜の夜, last Tuesday evening, 2024-03) becomes a range that filters first; the
-        rest is matched exactly / lexically; results come back in time order. now (ISO 8601)
-        pins the reference time."""
+        question's content words (OR-ed, rarer words weigh more) and the local vectors are fused;
+        results come back most relevant first, secrets redacted. now (ISO 8601) pins the
+        reference time."""
 
         def run() -> str:
             svc = lazy.get()
@@ -214,16 +217,16 @@ def _build(lazy: _Lazy, client: str) -> MCPServer:
                 head.append(f"range: {result.range['start']} – {result.range['end']} "
                             f"(from {result.range['matched']!r}; {result.in_range} messages in range)")  # fmt: skip
             head.append(f"searched for: {result.terms!r}" if result.terms else "listing the range")
-            if result.vector_fallback:
-                head.append("too few exact / lexical hits: vector search was used as a fallback")
+            if result.without_vectors:
+                head.append(f"{result.without_vectors} messages have no vectors yet (pmem reindex embeds them)")
             if not result.hits:
                 return "\n".join(head + ["no messages found."])
             lines = [
-                f"- {h.created_at.isoformat() if h.created_at else '?'} | {h.role} | "
+                f"- #{h.rank} {h.created_at.isoformat() if h.created_at else '?'} | {h.role} | "
                 f"{h.conversation_title or h.conversation_key} | {h.message_key} ({h.match})\n  {h.text}"
                 for h in result.hits
             ]
-            return "\n".join(head + [f"{len(result.hits)} messages, in time order:"] + lines)
+            return "\n".join(head + [f"{len(result.hits)} messages, most relevant first:"] + lines)
 
         return _call(run)
 
