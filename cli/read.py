@@ -132,6 +132,20 @@ def recall(
         typer.echo(f"    [{tty(h.message_key)}]")
 
 
+def _redacted_view(view: Any) -> Any:
+    """A memory view whose title, aliases, tags, summaries and evidence texts passed the guard."""
+    from core.secrets import redact
+
+    def r(text: str) -> str:
+        return redact(text)[0]
+
+    return view.model_copy(update={
+        "title": r(view.title), "aliases": [r(a) for a in view.aliases], "tags": [r(t) for t in view.tags],
+        "canonical_summary": r(view.canonical_summary), "index_summary": r(view.index_summary),
+        "evidence": [dict(e, text=r(e["text"])) for e in view.evidence],
+    })  # fmt: skip
+
+
 def now_min() -> Any:
     from datetime import UTC, datetime
 
@@ -181,9 +195,10 @@ def show(
     history: Annotated[bool, typer.Option("--history", help="Also list every revision.")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Print one memory with its evidence (and its revisions)."""
+    """Print one memory with its evidence (and its revisions). Secrets in its text are shown
+    redacted (a second guard: the store's write boundary keeps them out already)."""
     store = open_store(settings())
-    view = store.get(memory_id, history=history)
+    view = _redacted_view(store.get(memory_id, history=history))
     if as_json:
         print_json(view.model_dump(mode="json"))
         return

