@@ -49,7 +49,7 @@ def test_flow_runs_in_prefect_and_keeps_private_text_out_of_parameters(pmem_env,
 
     run, tasks = anyio.run(flow_runs)
     assert run.state is not None and run.state.is_completed()
-    assert set(run.parameters) == {"source", "export_path", "dry_run", "llm"}
+    assert set(run.parameters) == {"source", "export_path", "dry_run", "llm", "embed"}
     mine = [run]
     names = {t.name.rsplit("-", 1)[0] for t in tasks if t.flow_run_id == mine[0].id}
     assert {"import-export", "plan-batches", "draft-batch", "commit-batch"} <= names

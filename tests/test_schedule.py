@@ -151,7 +151,7 @@ def test_reimport_twice_makes_no_drafter_call_the_second_time(inbox, prefect_api
     # Prefect keeps parameters and names: ids and paths only, no message text
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["reimport"])))
-    assert runs and all(set(r.parameters) <= {"llm", "dry_run", "sources"} for r in runs)
+    assert runs and all(set(r.parameters) <= {"llm", "dry_run", "sources", "embed"} for r in runs)
     blob = json.dumps([[r.name, r.parameters, r.tags] for r in runs], ensure_ascii=False)
     assert not any(t in blob for t in PRIVATE)
 
