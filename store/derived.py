@@ -109,6 +109,7 @@ TABLE_STORES: tuple[TableStore, ...] = (
     TableStore(
         "tombstones", "derived", text=("reason",),
         ids=("memory_id", "source_keys", "conversation_keys"),
+        guard="a backup's reason passes the guard; a delete's reason is stored as given (not yet guarded)",
     ),  # fmt: skip
     TableStore(
         "idempotency_keys", "derived", text=("response",), ids=("key", "operation", "memory_id"),

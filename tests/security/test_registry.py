@@ -27,6 +27,8 @@ def test_every_text_holding_table_and_column_is_registered(db_url: str) -> None:
         listed = [*s.scanned, *s.vectors]
         assert len(listed) == len(set(listed)), s.table
         assert s.layer in ("ledger", "derived", "bookkeeping")
+        if s.layer == "derived" and (s.text or s.vectors):
+            assert s.guard, f"{s.table}: say how the secret guard covers its writes"
 
 
 def test_a_new_text_table_or_column_fails_the_check(db_url: str) -> None:
