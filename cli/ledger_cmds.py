@@ -37,6 +37,16 @@ def _show(text: str | None, raw: bool) -> str | None:
     return redact(text)[0]
 
 
+def _show_conversation(texts: list[str], raw: bool) -> list[str]:
+    """A conversation's texts, redacted as one conversation (a secret split across two
+    messages goes from both) unless ``raw``."""
+    if raw:
+        return texts
+    from core.secrets import redact_messages
+
+    return redact_messages(texts)
+
+
 def _when(value: datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
@@ -125,10 +135,13 @@ def show(
         "provenance": row["provenance"],
         "unknown_types": row["unknown_types"],
     }
+    title, *texts = _show_conversation([row["title"] or "", *(m["text"] for m in rows)], raw)
+    if row["title"] is not None:
+        conversation["title"] = title  # a value its messages reveal as a secret goes from it too
     messages = [
         {"key": m["key"], "role": m["role"], "kind": m["channel"], "content_type": m["content_type"],
-         "created_at": _when(m["created_at"]), "text": _show(m["text"], raw) or ""}
-        for m in rows
+         "created_at": _when(m["created_at"]), "text": text or ""}
+        for m, text in zip(rows, texts, strict=True)
     ]  # fmt: skip
     if as_json:
         print_json({"conversation": conversation, "messages": messages})

@@ -155,12 +155,17 @@ class MemoryService:
             q, found.start if found else None, found.end if found else None, limit=limit
         )
         redact = (lambda text: text) if raw else (self._redactor or _default_redactor())
+        texts, titles = (
+            self._redacted_in_context(result.hits) if self._redactor is None and not raw
+            else ({h.message_key: redact(h.text) for h in result.hits},
+                  {h.conversation_key: redact(h.conversation_title or "") for h in result.hits})
+        )  # fmt: skip
         zone = check_zone(self.tz) or ref.tzinfo  # times are shown in the calendar of the query
         hits = [
             h.model_copy(update={
-                "text": snippet(redact(h.text), q.display, max_chars),
+                "text": snippet(texts[h.message_key], q.display, max_chars),
                 "created_at": h.created_at.astimezone(zone) if h.created_at else None,
-                "conversation_title": redact(h.conversation_title) if h.conversation_title else None,
+                "conversation_title": titles[h.conversation_key] if h.conversation_title else None,
             })  # fmt: skip
             for h in result.hits
         ]
@@ -174,6 +179,31 @@ class MemoryService:
             without_vectors=result.without_vectors, in_range=result.in_range, now=ref,
             focus=q.focus,
         )  # fmt: skip
+
+    def _redacted_in_context(self, hits: list[Any]) -> tuple[dict[str, str], dict[str, str]]:
+        """Each hit's text redacted together with the messages before and after it, so a secret
+        split across two messages goes from both; each conversation title redacted together
+        with the conversation's own words, so a value they reveal as a secret goes from it too
+        (``core.secrets.redact_messages``). Returns (texts by message key, titles by
+        conversation key)."""
+        from core.secrets import redact_messages
+        from store.ledger import Ledger
+
+        ledger = Ledger(self.db)
+        around: dict[str, list[dict[str, Any]]] = {}
+        texts: dict[str, str] = {}
+        titles: dict[str, str] = {}
+        for h in hits:
+            if h.conversation_key not in around:
+                msgs = around[h.conversation_key] = ledger.active_messages(h.conversation_key)
+                words = [m["text"] for m in msgs if m["channel"] in ("person", "assistant")]
+                titles[h.conversation_key] = redact_messages([h.conversation_title or "", *words])[0]
+            msgs = around[h.conversation_key]
+            i = next((n for n, m in enumerate(msgs) if m["key"] == h.message_key), None)
+            before = [msgs[i - 1]["text"]] if i else []
+            after = [msgs[i + 1]["text"]] if i is not None and i + 1 < len(msgs) else []
+            texts[h.message_key] = redact_messages([*before, h.text, *after])[len(before)]
+        return texts, titles
 
     def load_context(self, limit: int = 100, budget_bytes: int = 16_000) -> str:
         return self.index.load_context(limit, budget_bytes)
