@@ -72,10 +72,13 @@ def batch_secret_values(messages: dict[str, Message]) -> frozenset[str]:
     conversation (split secrets found); cached for the last batch seen."""
     global _known_cache
     ident = tuple((k, id(m)) for k, m in messages.items())
-    if _known_cache is None or _known_cache[0] != ident:
-        texts = [m.text for m in messages.values() if m.channel in (Channel.PERSON, Channel.ASSISTANT)]
-        _known_cache = (ident, frozenset(secret_values(texts)))
-    return _known_cache[1]
+    cached = _known_cache  # one read: batches may be verified in parallel threads
+    if cached is not None and cached[0] == ident:
+        return cached[1]
+    texts = [m.text for m in messages.values() if m.channel in (Channel.PERSON, Channel.ASSISTANT)]
+    values = frozenset(secret_values(texts))
+    _known_cache = (ident, values)
+    return values
 
 
 def holds_secret(
