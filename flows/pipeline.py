@@ -65,7 +65,7 @@ from state.files import (
 from store.budget import PgWindow, client_window
 from store.db import Database
 from store.ledger import Ledger
-from store.records import MemoryStore
+from store.records import MemoryStore, remember_secret_values
 from store.runs import RunStore, to_batch
 
 _log = logging.getLogger("pmem.backfill")
@@ -417,7 +417,11 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     messages: dict[str, Message] = {m.key: m for c in conversations for m in c.messages}
     verified: list[VerifiedDraft] = []
     redacted_fields = 0
-    known = secret_values(m.text for c in conversations for m in c.drafting_messages)
+    # one scan per conversation: for redact_draft here, and remembered for the store's guard
+    per_conversation = {c.key: secret_values(m.text for m in c.drafting_messages) for c in conversations}
+    for c in conversations:
+        remember_secret_values(c.key, c.content_hash, per_conversation[c.key])
+    known = set().union(*per_conversation.values())
     offered = offered_targets(context)
     for i, rec in enumerate(out.records):
         rec, leaked = redact_draft(rec, known)  # no secret in a memory, revision or index row

@@ -230,6 +230,18 @@ def _request_hash(req: CommitRequest) -> str:
 #: reused by every commit resting on it (values only, in this process's memory)
 _SECRET_CACHE: dict[tuple[str, str], frozenset[str]] = {}
 
+
+
+def remember_secret_values(conversation_key: str, content_hash: str, values: Iterable[str]) -> None:
+    """Secret values a caller in this process already found in a conversation's drafted text
+    (the backfill's draft step): the store's guard reuses them instead of scanning it again.
+    Only the drafted messages reach a drafter, so a record made from them can only carry
+    pieces of these."""
+    if len(_SECRET_CACHE) > 4096:
+        _SECRET_CACHE.clear()
+    _SECRET_CACHE[(conversation_key, content_hash)] = frozenset(values)
+
+
 _EMPTY_RECORD: dict[str, Any] = {
     "kind": "", "title": "", "canonical_summary": "", "index_summary": "", "aliases": [],
     "tags": [], "occurred_at": None, "valid_from": None, "stated_facts": [],
