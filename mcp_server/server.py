@@ -241,8 +241,8 @@ def _build(lazy: _Lazy, client: str) -> MCPServer:
         """Put a proposal into the owner's queue; nothing is committed. action: create (default
         without memory_id), append (default with memory_id), or one of the owner's confirmed
         actions on memory_id: correction (replace its record with these fields), merge (fold it
-        into merge_into), delete, publish; pass expectedRevision from get_memory. The owner
-        accepts or rejects it with `pmem proposals`. Returns the proposal id."""
+        into merge_into), delete, publish; pass expectedRevision from get_memory (default: the
+        current one). The owner accepts or rejects it with `pmem proposals`. Returns the id."""
         chosen = action or ("append" if memory_id else "create")
         if chosen not in ("create", "append", "correction", "merge", "delete", "publish"):
             raise ToolError(f"unknown action {chosen!r} (create, append, correction, merge, delete, publish)")

@@ -389,7 +389,9 @@ class MemoryStore:
             if req.action != "create":
                 if req.memory_id is None:
                     raise StoreError(f"a {req.action} request needs memory_id")
-                self._existing(conn, req.memory_id)
+                current = self._existing(conn, req.memory_id)["current_revision"]
+                if req.expected_revision is None:  # the revision the requester could see
+                    req = req.model_copy(update={"expected_revision": current})
             if req.action == "merge":
                 if req.merge_into is None or req.merge_into == req.memory_id:
                     raise StoreError("a merge request needs merge_into, another memory's id")

@@ -146,3 +146,7 @@ def test_standing_approval_still_creates_and_appends(world):
                                        "idempotency_key": "n1"})  # fmt: skip
     assert ok.status_code == 200 and ok.json()["created"]
     assert pmem("proposals", "list", "--json")[1]["count"] == 0
+    # a request without expectedRevision is made against the revision current when it is queued
+    pid = call_tool(mcp, "propose_memory", {"action": "publish", "memory_id": a}).split()[1]
+    assert store.proposal(pid)["expected_revision"] == 2
+    assert pmem("confirm", pid, "--json")[0] == 0 and store.get(a).visibility == "public"
