@@ -188,6 +188,55 @@ def cjk_bigrams(word: str) -> list[str]:
     return list(out)
 
 
+PASSAGE_CHARS = 1200  # a passage of a long message: what one vector stands for
+MAX_TSVECTOR_BYTES = 900_000  # PostgreSQL's tsvector holds at most 1 MB
+
+
+def passages(text: str, size: int = PASSAGE_CHARS) -> list[str]:
+    """``text`` cut into passages of at most ``size`` characters, at a paragraph, line or
+    sentence end where one falls in the second half of the window (a short text: one passage)."""
+    out: list[str] = []
+    rest = text.strip()
+    while len(rest) > size:
+        window = rest[:size]
+        cut = -1
+        for mark in ("\n\n", "\n", "。", ". ", "！", "？", "! ", "? "):
+            at = window.rfind(mark)
+            if at >= size // 2:
+                cut = at + len(mark)
+                break
+        cut = cut if cut > 0 else size
+        out.append(rest[:cut].strip())
+        rest = rest[cut:].strip()
+    if rest or not out:
+        out.append(rest)
+    return out
+
+
+def index_tokens_long(text: str, size: int = 20_000) -> list[str]:
+    """``index_tokens`` of a text of any length: computed passage by passage, united, and kept
+    within the tsvector limit (CJK unigrams go first when it is too much, then the latest
+    tokens)."""
+    if len(text) <= size:
+        toks = index_tokens(text)
+    else:
+        merged: dict[str, None] = {}
+        for part in passages(text, size):
+            merged.update(dict.fromkeys(index_tokens(part)))
+        toks = list(merged)
+    budget = MAX_TSVECTOR_BYTES
+    if sum(len(t.encode()) + 8 for t in toks) <= budget:
+        return toks
+    keep = [t for t in toks if not (len(t) == 1 and _IS_CJK.match(t))]
+    out, used = [], 0
+    for t in keep:
+        used += len(t.encode()) + 8
+        if used > budget:
+            break
+        out.append(t)
+    return out
+
+
 def tsquery_literal(tokens: list[str], op: str = "|") -> str:
     """A tsquery text whose lexemes are taken literally (no parser, no dictionary)."""
     quoted = ["'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in tokens]

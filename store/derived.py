@@ -161,6 +161,12 @@ TABLE_STORES: tuple[TableStore, ...] = (
         "message_embeddings", "derived", vectors=("embedding",), ids=("message_key", "model"),
         erase="dropped for every message whose text changed", guard="local embedder only",
     ),  # fmt: skip
+    TableStore(
+        "message_passage_embeddings", "derived", vectors=("embedding",),
+        ids=("message_key", "model", "passage"),
+        erase="dropped for every message whose text changed (and with its message_search row)",
+        guard="local embedder only",
+    ),  # fmt: skip
     # ------------------------------------------------------------ erasure (0007)
     TableStore(
         "erasure_audit", "bookkeeping",

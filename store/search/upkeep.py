@@ -11,11 +11,10 @@ from psycopg import Connection, sql
 
 from core.errors import ConfigError
 from core.hashing import bytes_text
-from core.textsearch import index_tokens
+from core.textsearch import INDEX_VERSION, index_tokens, index_tokens_long, passages
 from store.forget import forgotten_redactor
 from store.search.common import (
     INDEX_BUILD_MEMORY,
-    MAX_INDEXED_CHARS,
     MAX_TOKEN_CHARS,
     EmbedStats,
     QueryEmbedder,
@@ -34,9 +33,15 @@ _MEMORY_EMBED_TEXT = (
 )
 
 
+def _short(tokens: list[str]) -> list[str]:
+    return [t for t in tokens if len(t) <= MAX_TOKEN_CHARS]
+
+
 class IndexUpkeep(SearchBase):
     def sync_messages(self, batch: int = 2000) -> int:
-        """Catch the message search table up with the ledger (the queue a trigger fills)."""
+        """Catch the message search table up with the ledger (the queue a trigger fills). An
+        index built with an older token scheme is re-tokenised first (``ensure_index_version``)."""
+        self.ensure_index_version()
         done = 0
         while True:
             with self.db.connection() as conn, conn.transaction():
@@ -60,6 +65,34 @@ class IndexUpkeep(SearchBase):
             if len(rows) < batch:
                 return done
 
+    def ensure_index_version(self) -> bool:
+        """When the stored indexes were built with another token scheme than
+        ``core.textsearch.INDEX_VERSION``: queue every indexed message again and rebuild the
+        memory projections' tokens from their text. Returns True when it did."""
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute("LOCK TABLE search_index_version IN EXCLUSIVE MODE")
+            row = conn.execute("SELECT max(version) FROM search_index_version").fetchone()
+            if row and row[0] == INDEX_VERSION:
+                return False
+            conn.execute(
+                """INSERT INTO message_search_pending (message_key)
+                   SELECT message_key FROM message_search ON CONFLICT DO NOTHING"""
+            )
+            projections = conn.execute("SELECT memory_id, index_text, head FROM search_projections").fetchall()
+            with conn.cursor() as cur:
+                cur.executemany(
+                    """UPDATE search_projections
+                       SET tokens = setweight(array_to_tsvector(%s::text[]), 'A')
+                                    || setweight(array_to_tsvector(%s::text[]), 'B')
+                       WHERE memory_id = %s""",
+                    [(_short(index_tokens(head)), _short(index_tokens(text.split("\n", 1)[-1])), mid)
+                     for mid, text, head in projections],
+                )  # fmt: skip
+            conn.execute("DELETE FROM search_index_version")
+            conn.execute("INSERT INTO search_index_version (version) VALUES (%s)", (INDEX_VERSION,))
+        _log.info("search indexes re-tokenised for index version %d", INDEX_VERSION)
+        return True
+
     @staticmethod
     def _write_messages(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
         conn.execute(
@@ -74,7 +107,7 @@ class IndexUpkeep(SearchBase):
             for key, conv, role, created, body in rows:
                 text = sanitize(bytes_text(bytes(body)))
                 text = forgotten(text) if forgotten else text
-                toks = [t for t in index_tokens(text[:MAX_INDEXED_CHARS]) if len(t) <= MAX_TOKEN_CHARS]
+                toks = [t for t in index_tokens_long(text) if len(t) <= MAX_TOKEN_CHARS]
                 copy.write_row((key, conv, role, created, text, toks))
         conn.execute(
             """INSERT INTO message_search (message_key, conversation_key, role, created_at, text, tokens)
@@ -158,17 +191,29 @@ class IndexUpkeep(SearchBase):
                 ).fetchall()
             if not rows:
                 return done
-            vectors = embedder.embed([r[1] for r in rows])
-            self._check(embedder, vectors, len(rows))
+            # a long message is embedded in passages: the first in message_embeddings, the
+            # others in message_passage_embeddings (recall takes the best)
+            parts = [(r[0], i, p) for r in rows for i, p in enumerate(passages(r[1]))]
+            vectors = embedder.embed([p for _, _, p in parts])
+            self._check(embedder, vectors, len(parts))
+            first = [(k, v) for (k, i, _), v in zip(parts, vectors, strict=True) if i == 0]
+            later = [(k, i, v) for (k, i, _), v in zip(parts, vectors, strict=True) if i > 0]
             with self.db.connection() as conn, conn.transaction(), conn.cursor() as cur:
                 cur.executemany(
                     """INSERT INTO message_embeddings (message_key, model, dim, embedding)
                        VALUES (%s, %s, %s, %s::halfvec)
                        ON CONFLICT (message_key, model) DO UPDATE
                        SET dim = EXCLUDED.dim, embedding = EXCLUDED.embedding, updated_at = now()""",
-                    [(r[0], embedder.model, embedder.dim, _vector_literal(v))
-                     for r, v in zip(rows, vectors, strict=True)],
+                    [(k, embedder.model, embedder.dim, _vector_literal(v)) for k, v in first],
                 )  # fmt: skip
+                if later:
+                    cur.executemany(
+                        """INSERT INTO message_passage_embeddings (message_key, passage, model, dim, embedding)
+                           VALUES (%s, %s, %s, %s, %s::halfvec)
+                           ON CONFLICT (message_key, model, passage) DO UPDATE
+                           SET dim = EXCLUDED.dim, embedding = EXCLUDED.embedding, updated_at = now()""",
+                        [(k, i, embedder.model, embedder.dim, _vector_literal(v)) for k, i, v in later],
+                    )  # fmt: skip
             done += len(rows)
 
     @staticmethod
