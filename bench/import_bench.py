@@ -220,9 +220,14 @@ def main(argv: list[str] | None = None) -> int:
             ratio = rate / base
             print(f"{name:26} {r['seconds']:8.1f} {rate:7.1f} {r['rss_mb']:7.0f}MB {ratio:6.2f}")
             out = r["output"]
+            if out.get("elapsed_seconds"):  # the ledger step alone (parse, prefilter, store)
+                ledger_s = out["elapsed_seconds"]
+                print(f"{'  of which ledger step':26} {ledger_s:8.1f} {size / ledger_s:7.1f} {'':9} "
+                      f"{size / ledger_s / base:6.2f}")  # fmt: skip
             summary["runs"][name] = {"seconds": round(r["seconds"], 2), "mb_per_s": round(rate, 2),
                                      "peak_rss_mb": round(r["rss_mb"]), "ratio": round(ratio, 3),
-                                     "conversations": out.get("conversations"), "messages": out.get("messages")}  # fmt: skip
+                                     "conversations": out.get("conversations"), "messages": out.get("messages"),
+                                     "ledger_step_seconds": out.get("elapsed_seconds")}  # fmt: skip
         first = summary["runs"]["pmem import --no-embed"]
         again = summary["runs"]["re-import --no-embed"]
         ok = first["ratio"] >= 0.5 and max(r["peak_rss_mb"] for r in summary["runs"].values()) <= 300

@@ -1,9 +1,10 @@
 """The import step: an export streamed into the source ledger at the speed of parsing.
 
-Two threads: this one reads the export (the importer's parser) and hands conversations over in
-batches; a writer thread stores each batch in one transaction (``Ledger.write_batch``: one
-look-up of the stored hashes for the batch, COPY for new conversations, the prefilter only where
-no decision is stored). Parsing the next batch overlaps the database's work on the last one. A
+Three threads: this one reads the export (the importer's parser) and hands conversations over in
+batches; a prepare thread hashes each text once and runs the prefilter where the ledger holds no
+decision for that content; a commit thread stores each batch in one transaction
+(``Ledger.write_batch``: one locked look-up of the stored hashes for the batch, COPY for new
+conversations). Parsing and preparing the next batches overlap the database's work on the last. A
 batch holds whole conversations (at most ``BATCH_CONVERSATIONS`` or ``BATCH_BYTES`` of text), so
 a crash leaves whole conversations or none and a re-run finishes the rest (re-reading what is
 stored is a look-up per batch, no write).
@@ -32,7 +33,7 @@ from core.faults import fault_point
 from core.models import Conversation, PrefilterDecision
 from importers import Quarantined, ReadReport, iter_source
 from stages.prefilter import RULE_VERSION, prefilter
-from store.ledger import Ledger
+from store.ledger import Digest, Ledger, digest, storable
 
 _log = logging.getLogger("pmem.import")
 
@@ -57,6 +58,8 @@ class _Batch:
     convs: list[Conversation] = field(default_factory=list)
     quarantined: list[Quarantined] = field(default_factory=list)
     chars: int = 0
+    digests: list[Digest] | None = None  # set by the prepare stage
+    decisions: dict[int, PrefilterDecision] = field(default_factory=dict)  # by id(conversation)
 
 
 def error_entry(file: str, member: str | None, record: Any, reason: str, kind: str) -> dict[str, Any]:
@@ -107,6 +110,18 @@ def run_import(
     def decide(conv: Conversation) -> PrefilterDecision:
         return prefilter(conv, overrides)
 
+    def prepare(batch: _Batch) -> None:
+        """Stage 1 (its own thread): hash every text once and run the prefilter where the ledger
+        holds no decision for this content yet; then hand the batch to the commit stage, so that
+        its transaction (COPY, waiting on the server) overlaps the next batch's preparation."""
+        batch.digests = [digest(c) for c in batch.convs]
+        state = ledger.stored_state(batch.convs, RULE_VERSION)
+        for conv, dig in zip(batch.convs, batch.digests, strict=True):
+            have = state.get(storable(conv.key))
+            if have is None or have[0] != dig[0] or have[1] is None:
+                batch.decisions[id(conv)] = prefilter(conv, overrides, content_hash=dig[0])
+        committer.put(batch)
+
     def add_error(entry: dict[str, Any]) -> None:
         stats["errors_total"] += 1
         if len(stats["errors"]) < MAX_ERRORS:
@@ -114,7 +129,12 @@ def run_import(
 
     def write(batch: _Batch) -> None:
         rows = [(source, _where(q), q.position, q.reason) for q in batch.quarantined]
-        results = ledger.write_batch(batch.convs, import_id, decide, RULE_VERSION, rows)
+        cached = batch.decisions
+
+        def decided(conv: Conversation) -> PrefilterDecision:
+            return cached.get(id(conv)) or decide(conv)
+
+        results = ledger.write_batch(batch.convs, import_id, decided, RULE_VERSION, rows, batch.digests)
         with lock:
             for q in batch.quarantined:
                 stats["quarantined"] += 1
@@ -134,7 +154,8 @@ def run_import(
         if stats["conversations"] and stats["conversations"] % 5000 < len(batch.convs):
             _log.info("imported %d conversations", stats["conversations"])
 
-    writer = _Writer(write)
+    committer = _Stage(write, "pmem-import-commit")
+    writer = _Stage(prepare, "pmem-import-prepare")
     batch = _Batch()
     input_exc: InputError | None = None
     try:
@@ -158,9 +179,12 @@ def run_import(
             add_error(error_entry(err.file, None, err.record, getattr(err, "reason", "unreadable-input"),
                                   "input"))  # fmt: skip
     finally:
-        if batch.convs or batch.quarantined:
-            writer.put(batch)
-        writer.close()  # waits for the last batch; re-raises a writer error
+        try:
+            if batch.convs or batch.quarantined:
+                writer.put(batch)
+            writer.close()  # waits for the last batch; re-raises a stage's error
+        finally:
+            committer.close()
     stats["skipped"] = dict(skipped + report.skipped)
     stats["unknown_types"] = dict(unknown)
     stats["bytes_read"], stats["bytes_total"] = report.bytes_read, report.bytes_total
@@ -178,15 +202,15 @@ def _where(q: Quarantined) -> str:
     return q.file + (f"!{q.member}" if q.member else "")
 
 
-class _Writer:
-    """One thread writing batches in order; ``put`` blocks when two batches are waiting (memory
-    stays bounded), and an error in the writer stops the reader at its next ``put``."""
+class _Stage:
+    """One thread handling batches in order; ``put`` blocks when two batches are waiting (memory
+    stays bounded), and an error in the stage stops the one feeding it at its next ``put``."""
 
-    def __init__(self, write: Callable[[_Batch], None]) -> None:
+    def __init__(self, write: Callable[[_Batch], None], name: str) -> None:
         self._write = write
         self._queue: queue.Queue[_Batch | None] = queue.Queue(maxsize=2)
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="pmem-import-writer", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:

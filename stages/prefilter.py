@@ -204,12 +204,15 @@ class _Signals:
     total_chars: int
 
 
-def prefilter(conv: Conversation, overrides: dict[str, bool] | None = None) -> PrefilterDecision:
-    """Decide whether ``conv`` goes on to drafting, with a machine-readable reason."""
+def prefilter(
+    conv: Conversation, overrides: dict[str, bool] | None = None, *, content_hash: str | None = None
+) -> PrefilterDecision:
+    """Decide whether ``conv`` goes on to drafting, with a machine-readable reason.
+    ``content_hash``: the conversation's hash when the caller has it already (saves a pass)."""
     keep, reason = _decide(conv, overrides or {})
     return PrefilterDecision(
         conversation_key=conv.key,
-        content_hash=conv.content_hash,
+        content_hash=content_hash or conv.content_hash,
         keep=keep,
         reason=reason,
         rule_version=RULE_VERSION,

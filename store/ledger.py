@@ -106,20 +106,22 @@ class Ledger:
         decide: Callable[[Conversation], PrefilterDecision],
         rule_version: str,
         quarantined: Sequence[tuple[str, str, int, str]] = (),
+        digests: list[Digest] | None = None,
     ) -> list[tuple[UpsertOutcome, int, bool, str]]:
         """Store many conversations in one transaction: whole conversations or none (what resume
         relies on), with one look-up of the stored content hashes and prefilter decisions for the
         whole batch, the new conversations and their messages by COPY, the changed ones message by
         message. ``decide`` (the prefilter) runs only for a conversation whose decision for
         ``rule_version`` is not stored yet. ``quarantined`` rows (source, file, position, reason)
-        go in the same transaction. Returns per conversation: outcome, new messages, kept, reason.
+        go in the same transaction. ``digests`` (from :func:`digest`, one per conversation) saves
+        hashing the texts again. Returns per conversation: outcome, new messages, kept, reason.
         """
         try:
             with self.db.connection() as conn, conn.transaction():
                 # whole batches or none either way; a power cut may lose the last committed batch,
                 # which a re-run imports again (the import's resume): commits need not wait on fsync
                 conn.execute("SET LOCAL synchronous_commit = off")
-                return self._write_batch(conn, convs, import_id, decide, rule_version, quarantined)
+                return self._write_batch(conn, convs, import_id, decide, rule_version, quarantined, digests)
         except (psycopg.errors.UniqueViolation, psycopg.errors.ForeignKeyViolation):
             # another import wrote one of these keys meanwhile: the slow path, one at a time
             out: list[tuple[UpsertOutcome, int, bool, str]] = []
@@ -131,6 +133,21 @@ class Ledger:
                 self.quarantine(*q, import_id)
             return out
 
+    def stored_state(self, convs: list[Conversation], rule_version: str) -> dict[str, tuple[str, bool | None]]:
+        """Stored content hash and decision (of ``rule_version``) per conversation key, read
+        without a lock: a hint for preparing a batch (``write_batch`` checks again, locked)."""
+        keys = [storable(c.key) for c in convs]
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                """SELECT c.conversation_key, c.content_hash, d.keep
+                   FROM source_conversations c
+                   LEFT JOIN prefilter_decisions d ON d.conversation_key = c.conversation_key
+                        AND d.content_hash = c.content_hash AND d.rule_version = %s
+                   WHERE c.conversation_key = ANY(%s)""",
+                (rule_version, keys),
+            ).fetchall()
+        return {key: (chash, keep) for key, chash, keep in rows}
+
     def _write_batch(
         self,
         conn: Connection,
@@ -139,6 +156,7 @@ class Ledger:
         decide: Callable[[Conversation], PrefilterDecision],
         rule_version: str,
         quarantined: Sequence[tuple[str, str, int, str]],
+        digests: list[Digest] | None = None,
     ) -> list[tuple[UpsertOutcome, int, bool, str]]:
         erased = self._erasures(conn)
         gone: set[int] = set()  # positions of conversations `pmem forget --from-ledger` erased
@@ -156,7 +174,8 @@ class Ledger:
                 return [("unchanged", 0, False, "drop:erased") if i in gone else next(it)
                         for i in range(len(convs))]  # fmt: skip
             convs = kept_convs
-        return self._write_batch_plain(conn, convs, import_id, decide, rule_version, quarantined)
+            digests = None  # redaction may have changed texts: hash them again
+        return self._write_batch_plain(conn, convs, import_id, decide, rule_version, quarantined, digests)
 
     def _write_batch_plain(
         self,
@@ -166,6 +185,7 @@ class Ledger:
         decide: Callable[[Conversation], PrefilterDecision],
         rule_version: str,
         quarantined: Sequence[tuple[str, str, int, str]],
+        digests: list[Digest] | None = None,
     ) -> list[tuple[UpsertOutcome, int, bool, str]]:
         keys = [storable(c.key) for c in convs]
         stored = {
@@ -183,8 +203,8 @@ class Ledger:
         out: list[tuple[UpsertOutcome, int, bool, str]] = []
         new_convs: list[tuple[Conversation, Digest]] = []
         decisions: list[PrefilterDecision] = []
-        for conv, key in zip(convs, keys, strict=True):
-            dig = digest(conv)
+        for i, (conv, key) in enumerate(zip(convs, keys, strict=True)):
+            dig = digests[i] if digests is not None else digest(conv)
             chash = dig[0]
             have = stored.get(key)
             if have is not None and have[0] == chash:
