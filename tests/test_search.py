@@ -374,7 +374,7 @@ def test_search_json_carries_provenance_and_show_redacts(db, db_url, store, pmem
         return json.loads(out.stdout.strip().splitlines()[-1])
 
     hits = pmem("search", "Why did we move the side project to Fly.io?", "--now", "2025-06-01T00:00+00:00")["hits"]
-    assert hits[0]["id"] == ids["fly"] and hits[0]["rank"] == 1
+    assert hits[0]["id"] == ids["fly"] and hits[0]["rank"] == 1 and "lexical" in hits[0]["lists"]
     assert hits[0]["sources"] == ["chatgpt:fly"] and hits[0]["occurred_at"].startswith("2025-04-06")
     assert hits[0]["evidence"][0] == {"message_key": "chatgpt:fly:n1", "conversation_key": "chatgpt:fly",
                                       "quote": "Moved the Rails side project to Fly.io."}  # fmt: skip

@@ -102,6 +102,7 @@ class RankedHit(SearchHit):
     vector_similarity: float | None = None
     occurred_at: datetime | None = None
     rank: int = 0  # 1 = most relevant
+    lists: dict[str, int] = {}  # candidate list → this hit's rank in it (lexical, trigram, vector)
     sources: list[str] = []  # "<source>:<conversation id>" of every conversation it rests on
     evidence: list[dict[str, str]] = []  # {"message_key", "conversation_key", "quote"}
 

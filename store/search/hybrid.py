@@ -110,7 +110,8 @@ class HybridSearch(SearchBase):
                               "quote": _clip(text, QUOTE_CHARS)})  # fmt: skip
         srcs = {mid: list(dict.fromkeys(r[1].rsplit(":", 1)[0] for r in rows if r[0] == mid)) for mid in ev}
         return [
-            h.model_copy(update={"rank": n, "sources": srcs.get(h.id, []), "evidence": ev.get(h.id, [])})
+            h.model_copy(update={"rank": n, "lists": h.ranks, "sources": srcs.get(h.id, []),
+                                 "evidence": ev.get(h.id, [])})  # fmt: skip
             for n, h in enumerate(hits, start=1)
         ]
 
