@@ -119,7 +119,9 @@ def _cli(*args: str, input: str | None = None):
 
 
 def _json(result) -> dict:
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 1, "--json prints one object on stdout and nothing else"
+    return json.loads(lines[0])
 
 
 def _sql_copies(db_url: str, needle: str) -> dict[str, int]:
