@@ -44,7 +44,7 @@ from core.errors import ConfigError, MemoryNotFound, StoreError
 from core.hashing import bytes_text, content_hash, evidence_hash, tagged_hash, text_bytes
 from core.models import Conversation
 from core.secrets import redaction_marker
-from core.textsearch import index_tokens
+from core.textsearch import index_tokens_long
 from store.db import Database
 from store.derived import REGISTRY, SCHEMA_COLUMNS_SQL, TABLE_STORES
 
@@ -477,7 +477,7 @@ class Forgetter:
                 "DELETE FROM message_search WHERE conversation_key = %s", (conversation_key,)
             ).rowcount)  # fmt: skip
             conn.execute("DELETE FROM message_search_pending WHERE message_key = ANY(%s)", (keys,))
-            er.tables |= {"message_search", "message_embeddings", "message_search_pending"}
+            er.tables |= {"message_search", "message_search_pending", *_vector_tables("message_key")}
             like = "%" + _like_escape(conversation_key.lower()) + "%"
             n = conn.execute(
                 "DELETE FROM proposals WHERE lower(payload::text) LIKE %s OR lower(coalesce(result::text, '')) LIKE %s",
@@ -497,8 +497,7 @@ class Forgetter:
                 (er.batches,),
             ).rowcount)  # fmt: skip
             if from_ledger:
-                conn.execute("DELETE FROM message_embeddings WHERE message_key = ANY(%s)", (keys,))
-                conn.execute("DELETE FROM message_passage_embeddings WHERE message_key = ANY(%s)", (keys,))
+                er.tables |= self._drop_vectors(conn, "message_key", keys)
                 er.add("ledger_messages", conn.execute(
                     "DELETE FROM source_messages WHERE conversation_key = %s", (conversation_key,)
                 ).rowcount)  # fmt: skip
@@ -715,7 +714,7 @@ class Forgetter:
             )
             if conn.execute("SELECT 1 FROM search_projections WHERE memory_id = %s", (mid,)).fetchone():
                 projector._project(conn, mid, {**row, **updates})
-            conn.execute("DELETE FROM memory_embeddings WHERE memory_id = %s", (mid,))
+            er.tables |= self._drop_vectors(conn, "memory_id", [mid])
             er.memories_redacted.append(mid)
             er.add("memories_redacted")
             er.add("revisions_redacted", revs)
@@ -735,16 +734,29 @@ class Forgetter:
                 n += 1
         if n:
             er.add("message_index_rows", n)
-            er.tables |= {"message_search", "message_embeddings"}
+            er.tables |= {"message_search", *_vector_tables("message_key")}
 
-    @staticmethod
-    def _reindex_message(conn: Connection, key: str, text: str) -> None:
+    def _reindex_message(self, conn: Connection, key: str, text: str) -> None:
         conn.execute(
             "UPDATE message_search SET text = %s, tokens = array_to_tsvector(%s::text[]) WHERE message_key = %s",
             (text, _tokens(text), key),
         )
-        conn.execute("DELETE FROM message_embeddings WHERE message_key = %s", (key,))
-        conn.execute("DELETE FROM message_passage_embeddings WHERE message_key = %s", (key,))
+        self._drop_vectors(conn, "message_key", [key])
+
+    def _drop_vectors(self, conn: Connection, key_column: str, keys: list[str]) -> set[str]:
+        """Delete the embeddings of these rows from every registered vector table keyed by
+        ``key_column`` (``pmem reindex`` embeds what is left again)."""
+        tables = set()
+        for store in TABLE_STORES:
+            if store.vectors and key_column in store.ids and store.table in self.columns(conn):
+                conn.execute(
+                    sql.SQL("DELETE FROM {} WHERE {} = ANY(%s)").format(
+                        sql.Identifier(store.table), sql.Identifier(key_column)
+                    ),
+                    (keys,),
+                )
+                tables.add(store.table)
+        return tables
 
     def _redact_ledger(self, conn: Connection, scrub: Scrubber, er: Erasure, params: dict[str, Any]) -> None:
         rows = conn.execute(
@@ -779,7 +791,7 @@ class Forgetter:
         er.add("ledger_messages", len(keys))
         for conv in sorted(convs):
             self._rehash_conversation(conn, conv, er)
-        er.tables |= {"source_messages", "source_conversations", "message_search", "message_embeddings"}
+        er.tables |= {"source_messages", "source_conversations", "message_search", *_vector_tables("message_key")}
 
     def _set_body(self, conn: Connection, key: str, text: str) -> None:
         conn.execute(
@@ -838,7 +850,7 @@ class Forgetter:
                                                                   || EXCLUDED.conversation_keys))""",
             (memory_id, keys, convs, row[0]),
         )
-        conn.execute("DELETE FROM memory_embeddings WHERE memory_id = %s", (memory_id,))
+        er.tables |= self._drop_vectors(conn, "memory_id", [memory_id])
         conn.execute("DELETE FROM search_projections WHERE memory_id = %s", (memory_id,))
         er.add("evidence_erased", conn.execute("DELETE FROM evidence WHERE memory_id = %s", (memory_id,)).rowcount)
         er.add("revisions_erased", conn.execute(
@@ -861,10 +873,15 @@ class Forgetter:
                       "proposals", "tombstones"}  # fmt: skip
 
 
-def _tokens(text: str) -> list[str]:
-    from store.search.common import MAX_INDEXED_CHARS, MAX_TOKEN_CHARS  # (store.search imports us)
+def _vector_tables(key_column: str) -> set[str]:
+    return {s.table for s in TABLE_STORES if s.vectors and key_column in s.ids}
 
-    return [t for t in index_tokens(text[:MAX_INDEXED_CHARS]) if len(t) <= MAX_TOKEN_CHARS]
+
+def _tokens(text: str) -> list[str]:
+    """A message's tokens, as store.search.upkeep indexes them."""
+    from store.search.common import MAX_TOKEN_CHARS  # (store.search imports this module)
+
+    return [t for t in index_tokens_long(text) if len(t) <= MAX_TOKEN_CHARS]
 
 
 def remaining_of_memory(db: Database, memory_id: str) -> dict[str, int]:
