@@ -318,6 +318,24 @@ def test_forget_a_memory_erases_it_and_no_later_draft_recreates_it(
     with psycopg.connect(db_url) as conn:
         assert conn.execute("SELECT count(*) FROM memories WHERE title LIKE '引っ越し%'").fetchone()[0] == 0
 
+    # --from-ledger: the cited messages keep their place with the marker as their body, and the
+    # same export imported again neither brings their text back nor re-drafts anything
+    with psycopg.connect(db_url) as conn:
+        pen, = conn.execute(
+            "SELECT DISTINCT memory_id FROM evidence WHERE source_key LIKE 'chatgpt:c-pen:%'"
+        ).fetchone()
+        cited = [r[0] for r in conn.execute("SELECT source_key FROM evidence WHERE memory_id = %s", (pen,))]
+    res = _cli("forget", "--memory", pen, "--from-ledger", "--yes", "--json")
+    assert res.exit_code == 0, res.stderr
+    assert _sql_copies(db_url, OTHER) == {}
+    assert _backfill(built["export"])["drafter_calls"] == 0
+    with psycopg.connect(db_url) as conn:
+        bodies = [bytes_text(bytes(r[0])) for r in conn.execute(
+            "SELECT body FROM source_messages WHERE message_key = ANY(%s)", (cited,)
+        )]  # fmt: skip
+    assert bodies and all(b == "[REDACTED:forgotten]" for b in bodies)
+    assert _sql_copies(db_url, OTHER) == {}
+
 
 def test_forget_a_conversation_from_the_ledger_and_a_reimport_does_not_bring_it_back(
     pmem_env, db_url, tmp_path, monkeypatch
