@@ -125,7 +125,12 @@ class MemoryService:
         q = understand(query, ref, self.tz)
         if q.time is not None and since is None and until is None:
             since, until = q.time.start, q.time.end
-        hits = self.index.search(q, limit=limit, kind=kind, since=since, until=until)
+        if q.time is not None and not q.topical:  # 「去年の夏に決めたこと」: what happened then
+            hits = self.index.list_memories(
+                since=since, until=until, kind=kind, limit=limit, decisions_first=q.asks_decision
+            )  # fmt: skip
+        else:
+            hits = self.index.search(q, limit=limit, kind=kind, since=since, until=until)
         if raw:
             return hits
         redact = self._redactor or _default_redactor()

@@ -58,6 +58,7 @@ class Term:
     prefix: tuple[bool, ...]
     weight: float = 1.0
     lang: Literal["ja", "en"] = "en"
+    generic: bool = False  # a word of deciding / choosing itself (決める, decide): no topic
 
     def tsquery(self) -> str:
         """This term as one tsquery text (its lexemes OR-ed, prefixes marked)."""
@@ -81,6 +82,11 @@ class Query:
     words: tuple[str, ...] = field(default=())  # the content words, for snippets and display
 
     @property
+    def topical(self) -> tuple[Term, ...]:
+        """The terms that name a topic (not the generic words of deciding)."""
+        return tuple(t for t in self.terms if not t.generic)
+
+    @property
     def display(self) -> str:
         return " ".join(self.words)
 
@@ -101,7 +107,9 @@ def _en_terms(text: str, out: dict[str, Term]) -> None:
             out[word] = Term(word, (word,), (False,), 1.0, "en")
             continue
         st = stem(word)
-        if len(st) >= MIN_PREFIX:
+        if st in _EN_DECISION_STEMS:
+            out[word] = Term(word, (st,), (len(st) >= MIN_PREFIX,), 1.0, "en", True)
+        elif len(st) >= MIN_PREFIX:
             out[word] = Term(word, (st,), (True,), 1.0, "en")
         else:
             lex = tuple(dict.fromkeys((word, st)))
@@ -126,7 +134,8 @@ def _ja_terms(morphemes: list[Morpheme], out: dict[str, Term]) -> None:
         elif form:
             lexemes.append(form)
         lex = tuple(dict.fromkeys(lexemes))
-        out[m.surface] = Term(m.surface, lex, (False,) * len(lex), 1.0, "ja")
+        generic = m.normalized in _JA_DECISION_LEMMAS or m.surface in _JA_DECISION_LEMMAS
+        out[m.surface] = Term(m.surface, lex, (False,) * len(lex), 1.0, "ja", generic)
 
 
 def content_terms(text: str) -> list[Term]:
@@ -175,6 +184,7 @@ def focus_of(text: str, morphemes: list[Morpheme] | None = None) -> Focus:
 # a question about a decision, its reasons, or what stayed open (grammar and a few verbs of
 # choosing, in both languages)
 _JA_DECISION_LEMMAS = frozenset({"決める", "決まる", "選ぶ", "結局", "最終的", "決め手", "理由", "残る", "課題"})
+_EN_DECISION_STEMS = frozenset({"decid", "decis", "pick", "chose", "choos", "settl"})
 _JA_DECISION = re.compile(r"ことにし|にし(?:た|よう)|なんで|なぜ|どうして|まだ")
 _EN_DECISION = re.compile(
     r"\b(?:decid\w*|decision|end(?:ed)? up|pick(?:ed)?|chose|choose|go(?:ne)? with|went with|settle\w*|"

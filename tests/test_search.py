@@ -382,3 +382,15 @@ def test_search_json_carries_provenance_and_show_redacts(db, db_url, store, pmem
     assert pmem("search", "去年 Fly.io", "--now", "2025-06-01T00:00+00:00")["hits"] == []
     shown = pmem("show", ids["fly"])
     assert key not in json.dumps(shown) and "[REDACTED" in shown["canonical_summary"]
+
+
+def test_a_question_that_is_only_a_time_lists_what_happened_then(db, store):
+    from mcp_server.service import MemoryService
+
+    ids = commit_all(store)
+    svc = MemoryService(db, embedder=None, tz="UTC")
+    now = datetime(2025, 6, 1, tzinfo=UTC)
+    hits = svc.search("去年の夏に決めたこと", now=now)  # summer 2024: only the English plan
+    assert [h.id for h in hits] == [ids["english"]] and hits[0].sources == ["chatgpt:english"]
+    spring = svc.search("what did I decide in February 2024?", now=now)
+    assert [h.id for h in spring] == [ids["move"]]

@@ -91,6 +91,27 @@ class HybridSearch(SearchBase):
             )  # fmt: skip
             return self._with_provenance(conn, hits)
 
+    def list_memories(
+        self, *, since: datetime | None, until: datetime | None, kind: str | None = None,
+        limit: int = 10, decisions_first: bool = False,
+    ) -> list[RankedHit]:  # fmt: skip
+        """The memories that happened in ``[since, until)`` (a query that is only a time, or a
+        time and "what did I decide"): decisions first when asked, then by when they happened."""
+        with self.db.connection() as conn, conn.transaction():
+            rows = conn.cursor(row_factory=dict_row).execute(
+                """SELECT m.id, m.title, m.kind, m.index_summary, m.current_revision, m.occurred_at,
+                          0.0::float8 AS score
+                   FROM memories m
+                   WHERE m.status = 'active' AND (%(kind)s::text IS NULL OR m.kind = %(kind)s)
+                     AND (%(since)s::timestamptz IS NULL OR coalesce(m.occurred_at, m.created_at) >= %(since)s)
+                     AND (%(until)s::timestamptz IS NULL OR coalesce(m.occurred_at, m.created_at) < %(until)s)
+                   ORDER BY (%(decisions)s AND m.kind = 'decision') DESC,
+                            coalesce(m.occurred_at, m.created_at), m.id
+                   LIMIT %(limit)s""",
+                {"kind": kind, "since": since, "until": until, "limit": limit, "decisions": decisions_first},
+            ).fetchall()
+            return self._with_provenance(conn, [RankedHit(**r) for r in rows])
+
     @staticmethod
     def _with_provenance(conn: Connection, hits: list[RankedHit]) -> list[RankedHit]:
         """Each hit with its rank, the conversations it rests on (``sources``) and its evidence
