@@ -27,6 +27,7 @@ import argparse
 import bisect
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -318,6 +319,7 @@ def main() -> int:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         if tmp is not None:
             embedded.stop(tmp / "pgdata")
+            shutil.rmtree(tmp, ignore_errors=True)  # the temporary cluster: gigabytes at 1M messages
     return 0
 
 
