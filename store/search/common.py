@@ -209,6 +209,38 @@ def _batched(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
         yield items[i : i + size]
 
 
+EXACT_COUNT_ROWS = 50_000  # up to this many rows, document frequencies are counted exactly
+DF_COUNT_CAP = 1_000  # an exact count stops here (idf is flat beyond it)
+
+
+def doc_frequencies(conn: Connection, table: str, tsqs: list[str]) -> tuple[int, list[int]]:
+    """Rows of ``table`` (its tsvector column ``tokens``) and, per tsquery, how many rows hold
+    it: counted (up to ``DF_COUNT_CAP``) in a small table; in a large one, the planner's
+    estimate from the column's statistics (most common elements), a planning call per term."""
+    ident = sql.Identifier(table)
+    est = conn.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", (table,)).fetchone()
+    n_est = int(est[0]) if est and est[0] and est[0] > 0 else 0
+    if n_est > EXACT_COUNT_ROWS:
+        dfs = []
+        for t in tsqs:
+            plan = conn.execute(
+                sql.SQL("EXPLAIN (FORMAT JSON) SELECT 1 FROM {} s WHERE s.tokens @@ {}::tsquery").format(
+                    ident, sql.Literal(t)
+                )
+            ).fetchone()
+            dfs.append(int(plan[0][0]["Plan"]["Plan Rows"]) if plan else 1)
+        return n_est, dfs
+    n = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(ident)).fetchone()
+    rows = conn.execute(
+        sql.SQL(
+            """SELECT (SELECT count(*) FROM (SELECT 1 FROM {} s WHERE s.tokens @@ q.t LIMIT %(cap)s) x)
+               FROM unnest(%(tsqs)s::tsquery[]) WITH ORDINALITY q(t, i) ORDER BY q.i"""
+        ).format(ident),
+        {"tsqs": tsqs, "cap": DF_COUNT_CAP},
+    ).fetchall()
+    return max(1, int(n[0]) if n else 1), [int(r[0]) for r in rows]
+
+
 class SearchBase:
     """The database and the default embedder every part of ``SearchStore`` reads."""
 

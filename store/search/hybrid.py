@@ -37,6 +37,7 @@ from store.search.common import (
     SearchBase,
     _norm,
     _vector_literal,
+    doc_frequencies,
 )
 from store.search.rank import idf
 from store.search.recall import plain_query
@@ -48,21 +49,6 @@ QUOTE_CHARS = 300
 
 def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
-
-
-def _doc_frequencies(conn: Connection, table: str, tsqs: list[str], cap: int = 20_000) -> tuple[int, list[int]]:
-    """Rows of ``table`` (a tsvector column ``tokens``), and per tsquery how many hold it (at
-    most ``cap``: idf is flat beyond it)."""
-    n = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))).fetchone()
-    rows = conn.execute(
-        sql.SQL(
-            """SELECT (SELECT count(*) FROM (SELECT 1 FROM {} s WHERE s.tokens @@ q.t::tsquery
-                                              LIMIT %(cap)s) x)
-               FROM unnest(%(tsqs)s::text[]) WITH ORDINALITY q(t, i) ORDER BY q.i"""
-        ).format(sql.Identifier(table)),
-        {"tsqs": tsqs, "cap": cap},
-    ).fetchall()
-    return max(1, int(n[0]) if n else 1), [int(r[0]) for r in rows]
 
 
 class HybridSearch(SearchBase):
@@ -162,7 +148,7 @@ class HybridSearch(SearchBase):
 
         if "lexical" in lists and terms:
             tsqs = [t.tsquery() for t in terms]
-            n_docs, dfs = _doc_frequencies(conn, "search_projections", tsqs)
+            n_docs, dfs = doc_frequencies(conn, "search_projections", tsqs)
             weights = [idf(n_docs, df) * t.weight for t, df in zip(terms, dfs, strict=True)]
             params |= {
                 "tsq": " | ".join(f"({x})" for x in tsqs), "tsq_all": " & ".join(f"({x})" for x in tsqs),
@@ -187,8 +173,8 @@ class HybridSearch(SearchBase):
                           NULL::float8 AS similarity
                    FROM (SELECT c.memory_id AS id, c.cov, ts_rank(c.tokens, %(tsq)s::tsquery) AS tr
                          FROM (SELECT t.memory_id, t.tokens,
-                                      (SELECT coalesce(sum(q.w), 0) FROM unnest(%(tsqs)s::text[], %(ws)s::float8[]) q(t, w)
-                                       WHERE t.tokens @@ q.t::tsquery) / %(wsum)s AS cov
+                                      (SELECT coalesce(sum(q.w), 0) FROM unnest(%(tsqs)s::tsquery[], %(ws)s::float8[]) q(t, w)
+                                       WHERE t.tokens @@ q.t) / %(wsum)s AS cov
                                FROM ({tiers}) t) c
                          WHERE c.cov >= %(min_cov)s
                          ORDER BY c.cov DESC, tr DESC, c.memory_id

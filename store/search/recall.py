@@ -48,6 +48,7 @@ from store.search.common import (
     TermLike,
     _norm,
     _vector_literal,
+    doc_frequencies,
 )
 from store.search.upkeep import IndexUpkeep
 
@@ -55,7 +56,6 @@ RANGE_ALL = 5000  # a range with at most this many messages: every one is a cand
 TERM_CANDIDATES = 2000  # per term, when not every message of the range is a candidate
 VECTOR_CANDIDATES = 100  # nearest messages by vector
 CONTEXT_CONVERSATIONS = 12  # conversations whose every message joins the candidates
-DF_CAP = 20_000  # document frequencies are counted up to this (idf is flat beyond it)
 LIST_LIMIT = 50  # each list contributes at most this many ranks
 WEIGHTS = {"lexical": 1.0, "vector": 0.5, "context": 0.5}  # lexical above vector
 RRF_K = 60
@@ -159,8 +159,7 @@ class Recall(IndexUpkeep):
         end: datetime | None, count: int | None, qv: str | None, emb: QueryEmbedder | None, limit: int,
     ) -> list[RecallHit]:  # fmt: skip
         tsqs = [t.tsquery() for t in terms]
-        n_docs = self._n_docs(conn)
-        dfs = self._dfs(conn, tsqs)
+        n_docs, dfs = doc_frequencies(conn, "message_search", tsqs)
         w = [rk.idf(n_docs, df) * t.weight for t, df in zip(terms, dfs, strict=True)]
         total = sum(w) or 1.0
         params: dict[str, Any] = {"start": start, "end": end, "tsqs": tsqs, "qv": qv,
@@ -170,9 +169,9 @@ class Recall(IndexUpkeep):
             pool = sql.SQL("SELECT s.message_key FROM message_search s WHERE {r}").format(r=_IN_RANGE)
         else:
             parts = [sql.SQL(
-                """SELECT c.message_key FROM unnest(%(tsqs)s::text[]) q(t) CROSS JOIN LATERAL (
+                """SELECT c.message_key FROM unnest(%(tsqs)s::tsquery[]) q(t) CROSS JOIN LATERAL (
                        SELECT s.message_key FROM message_search s
-                       WHERE s.tokens @@ q.t::tsquery AND {r} LIMIT %(cap)s) c"""
+                       WHERE s.tokens @@ q.t AND {r} LIMIT %(cap)s) c"""
             ).format(r=_IN_RANGE)]  # fmt: skip
             if qv is not None and emb is not None:
                 for table in ("message_embeddings", "message_passage_embeddings"):
@@ -285,25 +284,6 @@ class Recall(IndexUpkeep):
         return int(row[0]) if row else 0
 
     @staticmethod
-    def _n_docs(conn: Connection) -> int:
-        """Messages in the index: the planner's estimate for a large table, else exact."""
-        row = conn.execute("SELECT reltuples FROM pg_class WHERE oid = 'message_search'::regclass").fetchone()
-        if row and row[0] and row[0] > 100_000:
-            return int(row[0])
-        exact = conn.execute("SELECT count(*) FROM message_search").fetchone()
-        return max(1, int(exact[0]) if exact else 1)
-
-    @staticmethod
-    def _dfs(conn: Connection, tsqs: list[str]) -> list[int]:
-        rows = conn.execute(
-            """SELECT (SELECT count(*) FROM (SELECT 1 FROM message_search s
-                                             WHERE s.tokens @@ q.t::tsquery LIMIT %(cap)s) x)
-               FROM unnest(%(tsqs)s::text[]) WITH ORDINALITY q(t, i) ORDER BY q.i""",
-            {"tsqs": tsqs, "cap": DF_CAP},
-        ).fetchall()
-        return [int(r[0]) for r in rows]
-
-    @staticmethod
     def _features(
         conn: Connection, where: sql.Composable, params: dict[str, Any], emb: QueryEmbedder | None
     ) -> list[_Row]:
@@ -320,8 +300,8 @@ class Recall(IndexUpkeep):
             else sql.SQL("NULL::float8")
         )
         statement = sql.SQL(
-            """WITH q AS (SELECT q.t::tsquery AS t, q.i::int AS i
-                          FROM unnest(%(tsqs)s::text[]) WITH ORDINALITY q(t, i))
+            """WITH q AS (SELECT q.t AS t, q.i::int AS i
+                          FROM unnest(%(tsqs)s::tsquery[]) WITH ORDINALITY q(t, i))
                SELECT s.message_key, s.conversation_key, s.role, s.created_at, length(s.tokens),
                       array(SELECT q.i - 1 FROM q WHERE s.tokens @@ q.t ORDER BY q.i), {sim},
                       s.role = 'user' AND s.text ~ {decision}
