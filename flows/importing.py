@@ -37,8 +37,8 @@ from store.ledger import Digest, Ledger, digest, storable
 
 _log = logging.getLogger("pmem.import")
 
-BATCH_CONVERSATIONS = 500
-BATCH_BYTES = 8 << 20  # characters of message text per batch
+BATCH_CONVERSATIONS = 250
+BATCH_BYTES = 4 << 20  # characters of message text per batch
 MAX_ERRORS = 1000  # errors listed in the summary (all are counted, and all are in the ledger)
 SKIP_PREFIX = "skipped:"  # importers count skipped lines in unknown_types under this prefix
 
@@ -208,7 +208,7 @@ class _Stage:
 
     def __init__(self, write: Callable[[_Batch], None], name: str) -> None:
         self._write = write
-        self._queue: queue.Queue[_Batch | None] = queue.Queue(maxsize=2)
+        self._queue: queue.Queue[_Batch | None] = queue.Queue(maxsize=1)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
