@@ -55,7 +55,8 @@ from store.search.upkeep import IndexUpkeep
 RANGE_ALL = 5000  # a range with at most this many messages: every one is a candidate
 TERM_CANDIDATES = 2000  # per term, when not every message of the range is a candidate
 VECTOR_CANDIDATES = 100  # nearest messages by vector
-CONTEXT_CONVERSATIONS = 12  # conversations whose every message joins the candidates
+CONTEXT_CONVERSATIONS = 12  # conversations whose messages join the candidates
+CONTEXT_MESSAGES = 80  # at most this many messages of each (the first ones: a long session is cut)
 LIST_LIMIT = 50  # each list contributes at most this many ranks
 WEIGHTS = {"lexical": 1.0, "vector": 0.5, "context": 0.5}  # lexical above vector
 RRF_K = 60
@@ -200,8 +201,17 @@ class Recall(IndexUpkeep):
         )[:CONTEXT_CONVERSATIONS]  # fmt: skip
         have = {r.key for r in rows}
         more = self._features(
-            conn, sql.SQL("s.conversation_key = ANY(%(convs)s) AND NOT (s.message_key = ANY(%(have)s))"),
-            params | {"convs": [f.key for f in top], "have": list(have)}, emb,
+            conn,
+            sql.SQL(
+                """s.message_key IN (
+                       SELECT x.message_key FROM (
+                           SELECT s2.message_key, row_number() OVER (
+                                      PARTITION BY s2.conversation_key ORDER BY s2.created_at) AS n
+                           FROM message_search s2 WHERE s2.conversation_key = ANY(%(convs)s)) x
+                       WHERE x.n <= %(per_conv)s AND NOT (x.message_key = ANY(%(have)s)))"""
+            ),
+            params | {"convs": [f.key for f in top], "have": list(have), "per_conv": CONTEXT_MESSAGES},
+            emb,
         )  # fmt: skip
         for r in more:
             r.candidate = (start is None or (r.created_at is not None and r.created_at >= start)) and (

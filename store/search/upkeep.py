@@ -33,6 +33,9 @@ _MEMORY_EMBED_TEXT = (
 )
 
 
+CONVERSATION_INDEX = "message_search_conversation"
+
+
 def _short(tokens: list[str]) -> list[str]:
     return [t for t in tokens if len(t) <= MAX_TOKEN_CHARS]
 
@@ -70,7 +73,19 @@ class IndexUpkeep(SearchBase):
         ``core.textsearch.INDEX_VERSION``: queue every indexed message again and rebuild the
         memory projections' tokens from their text. Returns True when it did."""
         with self.db.connection() as conn, conn.transaction():
+            row = conn.execute(
+                "SELECT (SELECT max(version) FROM search_index_version), to_regclass(%s) IS NOT NULL",
+                (CONVERSATION_INDEX,),
+            ).fetchone()
+            if row and row[0] == INDEX_VERSION and row[1]:
+                return False
             conn.execute("LOCK TABLE search_index_version IN EXCLUSIVE MODE")
+            # recall reads whole conversations as context: their messages by conversation
+            conn.execute(
+                sql.SQL("CREATE INDEX IF NOT EXISTS {} ON message_search (conversation_key, created_at)").format(
+                    sql.Identifier(CONVERSATION_INDEX)
+                )
+            )
             row = conn.execute("SELECT max(version) FROM search_index_version").fetchone()
             if row and row[0] == INDEX_VERSION:
                 return False
