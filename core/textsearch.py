@@ -84,7 +84,7 @@ def _tokenizer() -> Any:
     if tok is None:  # one per thread, built from the shared dictionary
         from sudachipy import SplitMode
 
-        tok = _local.sudachi = (_dictionary().create(mode=SplitMode.C))
+        tok = _local.sudachi = _dictionary().tokenizer(mode=SplitMode.C)
     return tok
 
 
