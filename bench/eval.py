@@ -171,7 +171,8 @@ def ask_all(db_url: str, questions: list[dict[str, Any]], *, log: Callable[[str]
 
 def _search(svc: Any, query: str, now: datetime) -> dict[str, Any]:
     """``pmem search Q --now T --json``'s object."""
-    return {"hits": [h.model_dump(mode="json") for h in svc.search(query, now=now, limit=10)]}
+    hits = svc.search(query, now=now, limit=10)
+    return {"hits": [h.model_dump(mode="json") for h in hits], "range": svc.last_range}
 
 
 # ---------------------------------------------------------------- score

@@ -65,11 +65,14 @@ def search(
         ref = svc.now(now)
         lower, upper = parse_bound(since, "since", ref, svc.tz), parse_bound(until, "until", ref, svc.tz)
         hits = svc.search(query, limit=limit, kind=kind, since=lower, until=upper, now=ref)
+        span = svc.last_range
     finally:
         svc.close()
     if as_json:
-        print_json({"hits": [h.model_dump(mode="json") for h in hits]})
+        print_json({"hits": [h.model_dump(mode="json") for h in hits], "range": span})
         return
+    if span:
+        err_console.print(f"occurred in {span['start']} – {span['end']} (from {tty(repr(span['matched']))})")
     if not hits:
         err_console.print("no hits")
     for h in hits:

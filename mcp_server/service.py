@@ -85,6 +85,7 @@ class MemoryService:
         self.records.search_embedder = embedder
         self.index = SearchStore(db, embedder)
         self._redactor = redactor
+        self.last_range: dict[str, Any] | None = None  # the range the last search's query named
         # AI clients write through the memory API, against their own budget ("client:mcp"):
         # over HTTP when PMEM_MEMORY_URL names the service, else the store in process
         limit, window = budget
@@ -123,8 +124,10 @@ class MemoryService:
         evidence quotes pass the secret guard unless ``raw``."""
         ref = now or self.now()
         q = understand(query, ref, self.tz)
+        self.last_range = None
         if q.time is not None and since is None and until is None:
             since, until = q.time.start, q.time.end
+            self.last_range = {"start": since.isoformat(), "end": until.isoformat(), "matched": q.time.matched}
         if q.time is not None and not q.topical:  # 「去年の夏に決めたこと」: what happened then
             hits = self.index.list_memories(
                 since=since, until=until, kind=kind, limit=limit, decisions_first=q.asks_decision

@@ -379,7 +379,8 @@ def test_search_json_carries_provenance_and_show_redacts(db, db_url, store, pmem
     assert hits[0]["evidence"][0] == {"message_key": "chatgpt:fly:n1", "conversation_key": "chatgpt:fly",
                                       "quote": "Moved the Rails side project to Fly.io."}  # fmt: skip
     # a time expression filters on occurred_at relative to --now
-    assert pmem("search", "去年 Fly.io", "--now", "2025-06-01T00:00+00:00")["hits"] == []
+    last_year = pmem("search", "去年 Fly.io", "--now", "2025-06-01T00:00+00:00")
+    assert last_year["hits"] == [] and last_year["range"]["matched"] == "去年"
     shown = pmem("show", ids["fly"])
     assert key not in json.dumps(shown) and "[REDACTED" in shown["canonical_summary"]
 
