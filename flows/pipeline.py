@@ -41,7 +41,7 @@ from core.models import (
     VerifiedDraft,
 )
 from core.ports import Drafter, MemoryAPI
-from core.secrets import redact_draft, secret_values
+from core.secrets import redact_conversation, redact_draft, secret_values
 from core.settings import Settings
 from prompts.case_record import static_instructions
 from providers import get_drafter
@@ -485,7 +485,12 @@ def _draft_in_chunks(
     """One drafter call for a normal batch. A conversation over the character cap (it is alone in
     its batch) is drafted chunk by chunk, each chunk's answer kept in its own file so a resumed
     run does not pay for it again, and the chunks' drafts are merged deterministically."""
-    parts = chunk_conversation(conversations[0], p.settings.batch_max_chars) if len(conversations) == 1 else []
+    # the guard reads the whole conversation before it is cut: a secret split across two
+    # messages at a chunk boundary is found whole (each chunk alone would miss it)
+    parts = (
+        chunk_conversation(redact_conversation(conversations[0])[0], p.settings.batch_max_chars)
+        if len(conversations) == 1 else []
+    )  # fmt: skip
     if len(parts) <= 1:
         return _call_drafter(p, conversations, context), 1
     outputs: list[DraftOutput] = []

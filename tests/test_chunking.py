@@ -107,3 +107,54 @@ def test_an_oversize_conversation_is_drafted_in_chunks_and_resumes_per_chunk(pme
         (summary, kind), = conn.execute("SELECT canonical_summary, kind FROM memories").fetchall()
         n_evidence = conn.execute("SELECT count(*) FROM evidence").fetchone()[0]
     assert kind == "decision" and "この案に決めた" in summary and n_evidence >= 2
+
+
+SPLIT_HEAD, SPLIT_TAIL = "ghp_Ab12Cd34Ef56", "Gh78Ij90Kl12Mn34Op56Qr78St"  # one GitHub token, pasted in two
+
+
+def test_a_secret_split_at_a_chunk_boundary_reaches_no_chunk(pmem_env, db_url, tmp_path, monkeypatch):
+    """The guard reads the whole conversation before it is cut into chunks: the head of a token
+    that closes one chunk and its tail that opens the next are both redacted."""
+    cap = 2000
+    monkeypatch.setenv("PMEM_BATCH_MAX_CHARS", str(cap))
+    export = tmp_path / "long.json"
+    long_export(export)
+    doc = json.loads(export.read_text())
+    mapping = doc[0]["mapping"]
+    texts = [mapping[f"m{i}"]["message"]["content"]["parts"][0] for i in range(24)]
+    # find the first chunk boundary, then move the head to the end of the chunk's last message
+    # and the tail into the next one, keeping every length as it was
+    bounds, size = [], 0
+    for i, t in enumerate(texts):
+        if i and size + len(t) > cap:
+            bounds.append(i)
+            size = 0
+        size += len(t)
+    last = bounds[0] - 1
+    texts[last] = texts[last][: -len(SPLIT_HEAD) - 8] + "トークンは " + SPLIT_HEAD
+    texts[last + 1] = SPLIT_TAIL + "\n" + texts[last + 1][len(SPLIT_TAIL) + 1 :]
+    for i, t in enumerate(texts):
+        mapping[f"m{i}"]["message"]["content"]["parts"] = [t]
+    export.write_text(json.dumps(doc))
+
+    seen: list[str] = []
+    fallback = ScriptedDrafter([])
+
+    def recording(conversations, context):
+        seen.extend(m.text for c in conversations for m in c.messages)
+        seen.extend(c.title or "" for c in conversations)
+        return fallback.draft(conversations, context)
+
+    drafter = ScriptedDrafter([])
+    drafter.draft = recording  # type: ignore[method-assign]
+    p = pl.Pipeline.open(Settings())
+    p.drafter = drafter
+    try:
+        summary = pl.run_backfill(p, "chatgpt", str(export))
+    finally:
+        p.close()
+    assert summary["drafter_calls"] >= 2 and seen
+    joined = "\n".join(seen)
+    token = SPLIT_HEAD + SPLIT_TAIL
+    pieces = {token[i : i + 8] for i in range(len(token) - 7)}
+    assert not [piece for piece in pieces if piece in joined]
