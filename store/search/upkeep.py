@@ -4,7 +4,7 @@ the vectors of memories and messages per embedding model, and their HNSW indexes
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 from psycopg import Connection, sql
@@ -134,14 +134,15 @@ class IndexUpkeep(SearchBase):
 
     def embed_pending(
         self, embedder: QueryEmbedder, *, messages: bool | None = None, batch: int = 64,
-        index: bool = True,
+        index: bool = True, progress: Callable[[int], None] | None = None,
     ) -> EmbedStats:  # fmt: skip
         """Embed what has no vector for ``embedder.model`` (or whose text changed since).
 
         Memories: always (their title, aliases and index summary; a remote embedder sees only
         that). Raw messages: only with a local embedder (``messages`` defaults to
         ``embedder.local``); asking a remote embedder for them is a ``ConfigError``.
-        Builds the model's HNSW indexes afterwards (``index=False`` skips that).
+        Builds the model's HNSW indexes afterwards (``index=False`` skips that). ``progress`` is
+        called with the number of messages of each batch once its vectors are stored.
         """
         if messages is None:
             messages = embedder.local
@@ -154,7 +155,7 @@ class IndexUpkeep(SearchBase):
         stats.memories = self._embed_memories(embedder, batch)
         if messages:
             self.sync_messages()
-            stats.messages = self._embed_messages(embedder, batch)
+            stats.messages = self._embed_messages(embedder, batch, progress)
         if index:
             for table in ("memory_embeddings", "message_embeddings"):
                 if self._has_vectors(table, embedder) and self.ensure_vector_index(
@@ -192,20 +193,25 @@ class IndexUpkeep(SearchBase):
             done += len(chunk)
         return done
 
-    def _embed_messages(self, embedder: QueryEmbedder, batch: int) -> int:
+    def _embed_messages(
+        self, embedder: QueryEmbedder, batch: int, progress: Callable[[int], None] | None = None
+    ) -> int:
         done = 0
+        after = ""  # keyset: each batch starts past the last one (no rescan of embedded keys)
         while True:
             with self.db.connection() as conn:
                 rows = conn.execute(
                     """SELECT s.message_key, s.text FROM message_search s
-                       WHERE NOT EXISTS (SELECT 1 FROM message_embeddings e
+                       WHERE s.message_key > %(after)s
+                         AND NOT EXISTS (SELECT 1 FROM message_embeddings e
                                          WHERE e.message_key = s.message_key
                                            AND e.model = %(model)s AND e.dim = %(dim)s)
                        ORDER BY s.message_key LIMIT %(n)s""",
-                    {"model": embedder.model, "dim": embedder.dim, "n": batch},
+                    {"model": embedder.model, "dim": embedder.dim, "n": batch, "after": after},
                 ).fetchall()
             if not rows:
                 return done
+            after = rows[-1][0]
             # a long message is embedded in passages: the first in message_embeddings, the
             # others in message_passage_embeddings (recall takes the best)
             parts = [(r[0], i, p) for r in rows for i, p in enumerate(passages(r[1]))]
@@ -230,6 +236,8 @@ class IndexUpkeep(SearchBase):
                         [(k, i, embedder.model, embedder.dim, _vector_literal(v)) for k, i, v in later],
                     )  # fmt: skip
             done += len(rows)
+            if progress is not None:
+                progress(len(rows))
 
     @staticmethod
     def _check(embedder: QueryEmbedder, vectors: list[list[float]], n: int) -> None:
