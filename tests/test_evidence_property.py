@@ -8,8 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.models import Channel, DraftRecord, EvidencePointer, Message
-from stages.evidence import verify_draft
 from core.secrets import contains_secret
+from stages.evidence import verify_draft
 
 # Japanese, English, digits, punctuation, white space of several kinds, and the characters a
 # raw export may hold that PostgreSQL text cannot (NUL, a lone surrogate).
