@@ -14,7 +14,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export DO_NOT_TRACK ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test lint demo backfill review apply status db-start db-stop clean eval
+.PHONY: help setup browser test lint demo backfill review apply status db-start db-stop clean eval
 
 help: ## list every target
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-13s %s\n", $$1, $$2}'
@@ -26,6 +26,15 @@ $(BIN)/python:
 setup: $(BIN)/python ## create .venv, install everything, prepare the embedded PostgreSQL + pgvector
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	$(PMEM) db init
+	@$(MAKE) --no-print-directory browser
+
+browser: ## Debian's Chromium for the browser tests (installed with apt-get when run as root on Debian/Ubuntu)
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  echo "installing Debian's chromium for the browser tests (apt-get, about a minute)"; \
+	  apt-get install -y -q chromium >/dev/null 2>&1 || \
+	  { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
+	else echo "note: no chromium on PATH; the browser tests need it (apt install chromium / brew install --cask chromium)"; fi
 
 test: ## run the whole test suite (unit + integration on the real PostgreSQL)
 	$(BIN)/python -m pytest
