@@ -15,11 +15,9 @@ import copy
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -27,8 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from store import embedded  # noqa: E402
-from store.db import ensure_database  # noqa: E402
+from bench._pg import scratch  # noqa: E402
 
 DEMO = ROOT / "examples" / "demo" / "conversations.json"
 
@@ -58,14 +55,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     rnd = random.Random(args.seed)
-    base = Path(tempfile.mkdtemp(prefix="pmem-crash-"))
-    try:
-        st = embedded.start(base / "pgdata")
-        admin = st.uri() or ""
-        urls = {}
-        for name in ("interrupted", "clean"):
-            ensure_database(admin, name)
-            urls[name] = admin.replace("/postgres?", f"/{name}?")
+    with scratch("pmem-crash-", own_ok=False) as pg:
+        base = pg.base
+        urls = {name: pg.database(name) for name in ("interrupted", "clean")}
         export = base / "export.json"
         synthetic_export(args.conversations, export)
         common = dict(os.environ, PMEM_BATCH_MAX_CONVERSATIONS="2", PREFECT_SERVER_ANALYTICS_ENABLED="false",
@@ -103,10 +95,7 @@ def main() -> None:
               f"exports identical: {same}")  # fmt: skip
         for name in ("i", "c", "interrupted", "clean"):  # the managed Prefect servers of our data dirs
             pmem(dict(common, PMEM_DATA_DIR=str(base / f"data-{name}")), "prefect", "stop").communicate()
-        sys.exit(0 if same else 1)
-    finally:
-        embedded.stop(base / "pgdata")
-        shutil.rmtree(base, ignore_errors=True)
+    sys.exit(0 if same else 1)
 
 
 if __name__ == "__main__":

@@ -24,9 +24,7 @@ import argparse
 import json
 import os
 import random
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -98,24 +96,12 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="keep the export and the database in this folder")
     args = ap.parse_args()
 
-    from store import embedded
-    from store.db import ensure_database
+    from bench._pg import scratch
 
-    base = args.keep or Path(tempfile.mkdtemp(prefix="pmem-embed-bench-"))
-    base.mkdir(parents=True, exist_ok=True)
-    os.chmod(base, 0o755)
-    st = embedded.start(base / "pgdata")
-    try:
-        admin = st.uri("postgres")
-        assert admin
-        ensure_database(admin, "bench")
-        os.environ["DATABASE_URL"] = admin.replace("/postgres?", "/bench?")
-        os.environ["PMEM_DATA_DIR"] = str(base / "data")
-        return run(base, args.messages)
-    finally:
-        embedded.stop(base / "pgdata")
-        if args.keep is None:
-            shutil.rmtree(base, ignore_errors=True)
+    with scratch("pmem-embed-bench-", args.keep, own_ok=False) as pg:
+        os.environ["DATABASE_URL"] = pg.database("bench")
+        os.environ["PMEM_DATA_DIR"] = str(pg.base / "data")
+        return run(pg.base, args.messages)
 
 
 def run(base: Path, n: int) -> int:

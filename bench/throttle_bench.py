@@ -19,15 +19,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._pg import scratch  # noqa: E402
 from core.errors import RateLimited  # noqa: E402
 from core.models import CommitRequest  # noqa: E402
 from core.settings import parse_budget  # noqa: E402
@@ -35,9 +34,8 @@ from memory_api.client import HttpMemoryAPI  # noqa: E402
 from memory_api.server import serve_in_thread  # noqa: E402
 from state.budget import SlidingWindowLimiter  # noqa: E402
 from state.concurrency import AdaptiveConcurrency  # noqa: E402
-from store import embedded  # noqa: E402
 from store.budget import PgWindow, client_window  # noqa: E402
-from store.db import Database, ensure_database  # noqa: E402
+from store.db import Database  # noqa: E402
 
 
 def run(url: str, db: Database, *, name: str, commits: int, limit: int, window: float, workers: int,
@@ -101,17 +99,8 @@ def main() -> None:
     args = ap.parse_args()
     limit, window = parse_budget(args.budget)
 
-    base = Path(tempfile.mkdtemp(prefix="pmem-bench-"))
-    own = os.environ.get("DATABASE_URL")
-    try:
-        if own:
-            url = own
-        else:
-            st = embedded.start(base / "pgdata")
-            admin = st.uri() or ""
-            ensure_database(admin, "bench")
-            url = admin.replace("/postgres?", "/bench?")
-        db = Database(url)
+    with scratch("pmem-bench-") as pg:
+        db = Database(pg.database("bench"))
         server = serve_in_thread(db, budget=(limit, window))
         print(f"{args.commits} commits, budget {limit}/{window:g}s, {args.workers} workers, API {server.url}")
         rows = {}
@@ -124,10 +113,6 @@ def main() -> None:
                   f"{r['429_after_first_window']:22d} {r['min_concurrency']:9d}")  # fmt: skip
         server.stop()
         db.close()
-    finally:
-        if not own:
-            embedded.stop(base / "pgdata")
-        shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -15,18 +15,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench._pg import scratch  # noqa: E402
 from core.models import CommitRequest, EvidenceIn  # noqa: E402
-from store import embedded  # noqa: E402
-from store.db import Database, ensure_database  # noqa: E402
+from store.db import Database  # noqa: E402
 from store.records import MemoryStore  # noqa: E402
 from tests.security.trust_support import seed_conversation  # noqa: E402
 
@@ -71,17 +69,8 @@ def main() -> None:
     ap.add_argument("--conversations", type=int, default=200)
     ap.add_argument("--turns", type=int, default=20)
     args = ap.parse_args()
-    base = Path(tempfile.mkdtemp(prefix="pmem-bench-"))
-    own = os.environ.get("DATABASE_URL")
-    try:
-        if own:
-            url = own
-        else:
-            st = embedded.start(base / "pgdata")
-            admin = st.uri() or ""
-            ensure_database(admin, "bench")
-            url = admin.replace("/postgres?", "/bench?")
-        db = Database(url)
+    with scratch("pmem-bench-") as pg:
+        db = Database(pg.database("bench"))
         tag = str(os.getpid())
         print(f"{args.conversations} conversations x {args.turns} turns; one commit each, 2 evidence excerpts")
         import store.records as records
@@ -103,10 +92,6 @@ def main() -> None:
             print(f"{name:22} median {statistics.median(t):6.1f} ms  p95 {sorted(t)[int(len(t) * 0.95)]:6.1f} ms  "
                   f"total {sum(t) / 1000:5.1f} s")  # fmt: skip
         db.close()
-    finally:
-        if not own:
-            embedded.stop(base / "pgdata")
-        shutil.rmtree(base, ignore_errors=True)
 
 
 if __name__ == "__main__":
