@@ -26,21 +26,27 @@ class RunStore:
 
     def open_or_create(
         self, *, source: str, export_path: str | None, fingerprint: str, model: str,
-        prompt_version: str, dry_run: bool,
+        prompt_version: str, dry_run: bool, redraft: bool = False,
     ) -> tuple[str, bool]:  # fmt: skip
-        """Reuse the open (or stopped) run for the same source and export, else start one."""
+        """The run of this identity (source, the export's content or ``pending``, model, prompt
+        version, dry run): the same command finds its run again, whatever it ended as (a
+        complete run has nothing left to do; a stopped, cost-limited, interrupted or failed one
+        resumes). A --redraft run is resumed only while unfinished: once complete, the same
+        command starts a new one."""
         with self.db.connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('pmem-runs'))")
             row = conn.execute(
                 """SELECT run_id FROM backfill_runs
                    WHERE source = %s AND export_fingerprint = %s AND model = %s
-                     AND prompt_version = %s AND dry_run = %s AND status IN ('open', 'stopped')
+                     AND prompt_version = %s AND dry_run = %s AND redraft = %s
+                     AND (NOT redraft OR status <> 'complete')
                    ORDER BY started_at DESC LIMIT 1""",
-                (source, fingerprint, model, prompt_version, dry_run),
+                (source, fingerprint, model, prompt_version, dry_run, redraft),
             ).fetchone()
             if row is not None:
                 conn.execute(
-                    "UPDATE backfill_runs SET status = 'open' WHERE run_id = %s", (row[0],)
+                    "UPDATE backfill_runs SET status = 'open', finished_at = NULL WHERE run_id = %s",
+                    (row[0],),
                 )
                 return row[0], True
             now = datetime.now(UTC)
@@ -49,19 +55,47 @@ class RunStore:
             ).split(":")[1]
             conn.execute(
                 """INSERT INTO backfill_runs (run_id, source, export_path, export_fingerprint,
-                       model, prompt_version, dry_run) VALUES (%s, %s, %s, %s, %s, %s, %s)""",
-                (run_id, source, export_path, fingerprint, model, prompt_version, dry_run),
+                       model, prompt_version, dry_run, redraft)
+                   VALUES (%s, %s, %s, %s, %s, %s, %s, %s)""",
+                (run_id, source, export_path, fingerprint, model, prompt_version, dry_run, redraft),
             )
             return run_id, False
 
-    def finish(self, run_id: str, status: str, summary: dict[str, Any]) -> None:
+    def finish(self, run_id: str, status: str, summary: dict[str, Any] | None) -> None:
+        """The run's end state; ``summary`` None keeps the one stored (a re-run that found
+        nothing to do does not wipe what the run did)."""
         with self.db.connection() as conn, conn.transaction():
             conn.execute(
-                """UPDATE backfill_runs SET status = %s, summary = %s,
+                """UPDATE backfill_runs SET status = %s, summary = coalesce(%s, summary),
                        finished_at = CASE WHEN %s IN ('complete', 'failed') THEN now() END
                    WHERE run_id = %s""",
-                (status, Jsonb(summary), status, run_id),
+                (status, None if summary is None else Jsonb(summary), status, run_id),
             )
+
+    def add_spent(self, run_id: str, input_tokens: int, output_tokens: int, cost_usd: float) -> tuple[int, int, float]:
+        """Count a model request's actual tokens and cost on the run (cumulative across
+        resumes); returns the run's new totals."""
+        with self.db.connection() as conn, conn.transaction():
+            row = conn.execute(
+                """UPDATE backfill_runs SET spent_input_tokens = spent_input_tokens + %s,
+                       spent_output_tokens = spent_output_tokens + %s,
+                       spent_cost_usd = spent_cost_usd + %s
+                   WHERE run_id = %s
+                   RETURNING spent_input_tokens, spent_output_tokens, spent_cost_usd""",
+                (input_tokens, output_tokens, cost_usd, run_id),
+            ).fetchone()
+        assert row is not None, f"no run {run_id}"
+        return int(row[0]), int(row[1]), float(row[2])
+
+    def spent(self, run_id: str) -> tuple[int, int, float]:
+        """(input tokens, output tokens, cost in USD) the run has spent over all its resumes."""
+        with self.db.connection() as conn:
+            row = conn.execute(
+                """SELECT spent_input_tokens, spent_output_tokens, spent_cost_usd
+                   FROM backfill_runs WHERE run_id = %s""",
+                (run_id,),
+            ).fetchone()
+        return (0, 0, 0.0) if row is None else (int(row[0]), int(row[1]), float(row[2]))
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         with self.db.connection() as conn:
@@ -92,13 +126,16 @@ class RunStore:
             ).fetchall()
         return {r[0] for r in rows}
 
-    def pending(self, source: str, model: str, prompt_version: str) -> list[dict[str, Any]]:
-        """Batches not yet committed, oldest first, with the run that holds their files."""
+    def pending(self, source: str, model: str, prompt_version: str, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Batches not yet committed, oldest first, with the run that holds their files. A
+        --redraft run's batches are its own: only that run (``run_id``) sees them."""
         with self.db.connection() as conn:
             return conn.cursor(row_factory=dict_row).execute(
-                """SELECT * FROM batches WHERE source = %s AND model = %s AND prompt_version = %s
-                     AND status = ANY(%s) ORDER BY created_at, batch_id""",
-                (source, model, prompt_version, list(PENDING)),
+                """SELECT b.* FROM batches b JOIN backfill_runs r ON r.run_id = b.run_id
+                   WHERE b.source = %s AND b.model = %s AND b.prompt_version = %s
+                     AND b.status = ANY(%s) AND (NOT r.redraft OR b.run_id = %s)
+                   ORDER BY b.created_at, b.batch_id""",
+                (source, model, prompt_version, list(PENDING), run_id),
             ).fetchall()
 
     def add_batch(self, batch: Batch, source: str, run_id: str) -> None:

@@ -55,7 +55,7 @@ def test_real_export_backfill_and_rerun(pmem_env, db_url):
     assert first["commits"] >= 3 and first["memories_created"] == first["commits"]
     assert first["drafter_calls"] == first["batches_total"] >= 2  # 6 conversations, 4 per batch
     again = run(pmem_env, SUBSET)
-    assert again["run_id"] != first["run_id"]  # the first run completed; a new one finds nothing to do
+    assert again["run_id"] == first["run_id"] and again["resumed"]  # the same run: nothing left to do
     assert again["drafter_calls"] == 0 and again["commits"] == 0 and again["batches_total"] == 0
 
 
