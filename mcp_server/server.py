@@ -22,17 +22,21 @@ anything unexpected reports only its type.
 
 from __future__ import annotations
 
+import inspect
 import logging
+import re
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin, get_type_hints
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import ToolAnnotations
+from pydantic import AliasChoices, BaseModel, Field, ValidationError
+from pydantic.fields import FieldInfo
 
-from core.errors import PmemError, StaleRevision
+from core.errors import MemoryNotFound, PmemError, StaleRevision, TombstonedMemory
 from core.hashing import tagged_hash
 from core.models import ActionRequest, CommitRequest, EvidenceIn, MemoryView
 from core.settings import Settings, get_settings
@@ -42,21 +46,79 @@ from store.search import RankedHit
 log = logging.getLogger("pmem.mcp")
 T = TypeVar("T")
 
+#: the memory kinds the drafter writes (``prompts.case_record.MemoryKind``; a test keeps the
+#: two equal): a tool refuses any other value
+MemoryKind = Literal["episode", "decision", "project", "preference", "lesson", "profile", "other"]
+#: what propose_memory may ask for: a memory to create or append, or an owner's action
+ProposalAction = Literal["create", "append", "correction", "merge", "delete", "publish"]
+
 INSTRUCTIONS = (
     "personal-memory: the owner's long-term memory, built from their AI conversations (often in "
-    "Japanese). Start with load_context for the index, then get_memory(id) for a record. Use "
-    "search_memory for topics, proper nouns and phrases; use recall for what was said at a time "
-    "('先週の火曜の夜に何を決めた？', 'last summer laptop'). Writes: propose_memory to suggest, "
-    "commit_memory to create or append (pass expectedRevision from get_memory). Evidence must be "
-    "verbatim excerpts of the owner's conversations (source_key = message key); put your own "
-    "statements in stated_facts. Corrections, merges, deletes and publishing are the owner's: "
-    "propose_memory with that action queues them for confirmation."
+    "Japanese). Start with load_context() for the index, then get_memory(memory_id) for one "
+    "record. Use search_memory(query) for topics, proper nouns and phrases (narrow it with kind, "
+    "since and until); use recall(query) for what was said at a time ('先週の火曜の夜に何を決め"
+    "た？', 'last summer laptop'): each hit names its conversation and the memory drafted from "
+    "it, if any. Writes: propose_memory(title, kind, canonical_summary) to suggest; "
+    "commit_memory(title, kind, canonical_summary, index_summary) to create, with memory_id and "
+    "expected_revision (the revision get_memory shows) to append. Evidence must be verbatim "
+    "excerpts of the owner's conversations (source_key = the message key recall shows); put your "
+    "own statements in stated_facts. Corrections, merges, deletes and publishing are the "
+    "owner's: propose_memory(action, memory_id) queues them for confirmation."
 )
+
+# ---------------------------------------------------------------- parameters (described once)
+
+#: reads never change anything and may be repeated; nothing outside the owner's store is touched
+READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+#: a proposal only queues a request (the same request twice is one request)
+QUEUES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+#: a commit creates or appends (never shortens a record); a replayed call returns the first result
+ADDS = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+
+
+def _snake(name: str, *old: str) -> AliasChoices:
+    """The snake_case name first (the schema shows it), then the older names still accepted."""
+    return AliasChoices(name, *old)
+
+
+MemoryId = Annotated[str, Field(
+    min_length=1, description="the memory's id (mem_…), as load_context and search_memory show it",
+)]  # fmt: skip
+OptionalMemoryId = Annotated[str | None, Field(
+    description="the memory acted on (mem_…); leave it out to propose a new memory",
+)]  # fmt: skip
+Query = Annotated[str, Field(
+    min_length=1, description="what to look for, in the owner's words (Japanese or English)",
+)]  # fmt: skip
+ExpectedRevision = Annotated[int | None, Field(
+    ge=1, validation_alias=_snake("expected_revision", "expectedRevision"),
+    description="the memory's current revision as get_memory shows it (expectedRevision is "
+    "accepted too); a stale one is refused with the current revision",
+)]  # fmt: skip
+Title = Annotated[str, Field(description="a short title, in the language of the conversation")]
+CanonicalSummary = Annotated[str, Field(
+    description="the detailed record: what was decided or learned, why, and the specifics",
+)]  # fmt: skip
+IndexSummary = Annotated[str, Field(description="one line for the index that load_context shows")]
+Aliases = Annotated[list[str] | None, Field(
+    description="other names the memory may be searched by (e.g. its English or Japanese name)",
+)]  # fmt: skip
+Tags = Annotated[list[str] | None, Field(description="short topic tags")]
+StatedFacts = Annotated[list[str] | None, Field(
+    description="your own statements (not quotes of the owner's conversations); stored as stated "
+    "by a client, never as evidence",
+)]  # fmt: skip
 
 
 class EvidenceArg(BaseModel):
-    source_key: str = Field(description="the ledger message key the excerpt comes from")
+    source_key: str = Field(description="the ledger message key the excerpt comes from (recall shows it)")
     text: str = Field(description="a verbatim excerpt of that message")
+
+
+Evidence = Annotated[list[EvidenceArg] | None, Field(
+    description="verbatim excerpts of the owner's conversation messages backing the record; "
+    "anything not verbatim is refused",
+)]  # fmt: skip
 
 
 class _Lazy:
@@ -80,23 +142,173 @@ class _Lazy:
                 self._service = None
 
 
+# ---------------------------------------------------------------- errors: one sentence with the fix
+
+_FIXES: dict[type[PmemError], str] = {
+    MemoryNotFound: "find the id with load_context or search_memory",
+    TombstonedMemory: "commit a new memory instead (without memory_id)",
+}
+
+
+def _sentence(text: str) -> str:
+    """One line that ends with a full stop."""
+    text = " ".join(text.split()).rstrip()
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
 def _call(fn: Callable[[], T]) -> T:
-    """Our errors become tool errors with their hint; anything else only names its type."""
+    """Our errors become tool errors with their fix; anything else only names its type."""
     try:
         return fn()
     except StaleRevision as err:
         raise ToolError(
-            f"stale revision: memory {err.memory_id} is at revision {err.current} "
-            f"(you sent expectedRevision {err.expected}). Read it again with get_memory and "
-            f"retry with expectedRevision {err.current}."
+            f"memory {err.memory_id} is at revision {err.current}, not {err.expected} (stale "
+            f"revision): read it again with get_memory and retry with expected_revision {err.current}."
         ) from None
     except PmemError as err:
-        raise ToolError(str(err) + (f" ({err.hint})" if err.hint else "")) from None
+        fix = err.hint or next((f for t, f in _FIXES.items() if isinstance(err, t)), None)
+        raise ToolError(_sentence(f"{err}; {fix}" if fix else str(err))) from None
     except ToolError:
         raise
     except Exception as err:
         log.warning("tool failed: %s", type(err).__name__)
-        raise ToolError(f"internal error ({type(err).__name__})") from None
+        raise ToolError(
+            f"the memory server failed ({type(err).__name__}); try again, and if it keeps failing "
+            "ask the owner to look at the server's log."
+        ) from None
+
+
+class _Param(BaseModel):
+    name: str
+    names: tuple[str, ...]  # every accepted argument name, the snake_case one first
+    description: str = ""
+    required: bool = False
+    optional: bool = False  # None is accepted
+
+
+def _params_of(fn: Callable[..., Any]) -> dict[str, _Param]:
+    """The parameters of a tool function, from its annotations (names, aliases, descriptions)."""
+    hints = get_type_hints(fn, include_extras=True)
+    out: dict[str, _Param] = {}
+    for name, param in inspect.signature(fn).parameters.items():
+        hint = hints.get(name, Any)
+        info = next((m for m in get_args(hint)[1:] if isinstance(m, FieldInfo)), None) if (
+            get_origin(hint) is Annotated) else None  # fmt: skip
+        names: tuple[str, ...] = (name,)
+        if info is not None and isinstance(info.validation_alias, AliasChoices):
+            names = tuple(str(c) for c in info.validation_alias.choices)
+        base = get_args(hint)[0] if get_origin(hint) is Annotated else hint
+        out[name] = _Param(
+            name=name, names=names, description=(info.description or "") if info else "",
+            required=param.default is inspect.Parameter.empty,
+            optional=type(None) in get_args(base),
+        )  # fmt: skip
+    return out
+
+
+def _camel_to_snake(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+
+
+_KIND_OF_VALUE = {
+    "int": "a whole number such as 10", "bool": "true or false", "string": "text",
+    "list": "a list", "dict": "an object", "model": "an object", "float": "a number",
+}  # fmt: skip
+
+
+def explain_invalid(tool: str, err: ValidationError, params: dict[str, _Param]) -> str:
+    """One sentence for the client: what is wrong with which argument, and the fix. Names the
+    argument and, for a value outside a fixed set, the value and the allowed ones (the caller's
+    own input); never a pydantic dump or a link."""
+    problems = err.errors(include_url=False)
+    by_name = {n: p for p in params.values() for n in p.names}
+
+    def where(loc: tuple[Any, ...]) -> tuple[str, _Param | None]:
+        param = by_name.get(str(loc[0])) if loc else None
+        path = param.name if param else (str(loc[0]) if loc else "the arguments")
+        for part in loc[1:]:
+            path += f"[{part}]" if isinstance(part, int) else f".{part}"
+        return path, param
+
+    first = problems[0]
+    path, param = where(tuple(first["loc"]))
+    kind, ctx = first["type"], first.get("ctx") or {}
+    desc = param.description if param and len(first["loc"]) == 1 else ""
+    if kind == "missing":
+        text = f"{tool} needs {path}: call it again with {path} set" + (f" to {desc}" if desc else "")
+    elif kind in ("literal_error", "enum"):
+        value = str(first.get("input"))[:40]
+        leave = ", or leave it out" if param and param.optional else ""
+        text = f"{path} {value!r} is not allowed: use one of {ctx.get('expected', 'the listed values')}{leave}"
+    elif kind in ("too_short", "string_too_short"):
+        text = f"{path} must not be empty" + (f": set it to {desc}" if desc else "")
+    elif kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        bound = next(iter(ctx.values()), "?")
+        relation = {"greater_than_equal": "at least", "greater_than": "more than",
+                    "less_than_equal": "at most", "less_than": "less than"}[kind]  # fmt: skip
+        text = f"{path} must be {relation} {bound}"
+    else:
+        wanted = next((v for k, v in _KIND_OF_VALUE.items() if kind.startswith(k)), None)
+        if kind in ("model_type", "model_attributes_type", "dict_type") and path.startswith("evidence"):
+            wanted = "an object with source_key and text"
+        text = (f"{path} must be {wanted}" if wanted
+                else f"{path} is not valid ({first['msg'][:1].lower() + first['msg'][1:]}); check "
+                f"{tool}'s input schema")  # fmt: skip
+    others = sorted({where(tuple(p["loc"]))[0] for p in problems[1:]} - {path})
+    if others:
+        text += f" (also check {', '.join(others)})"
+    return _sentence(text)
+
+
+def explain_unknown(tool: str, key: str, params: dict[str, _Param]) -> str:
+    known = [p.name for p in params.values()]
+    guess = _camel_to_snake(key)
+    hint = f"did you mean {guess}? " if guess in known and guess != key else ""
+    return _sentence(f"{tool} has no parameter {key!r}: {hint}its parameters are {', '.join(known) or 'none'}")
+
+
+class PmemMCPServer(MCPServer):
+    """``MCPServer`` whose tool errors read as one sentence with the fix: an unknown argument
+    names the parameters there are, an invalid one what it must be (no pydantic dump, no link),
+    and the SDK's "Error executing tool" prefix is dropped. Validation failures keep the
+    ``ValidationError`` as their cause, so the SDK logs only the field names."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tool_params: dict[str, dict[str, _Param]] = {}
+
+    def pmem_tool(
+        self, *, title: str, annotations: ToolAnnotations
+    ) -> Callable[[Callable[..., str]], Callable[..., str]]:
+        """Register a plain-text tool and remember its parameters for the error messages."""
+
+        def register(fn: Callable[..., str]) -> Callable[..., str]:
+            self.tool_params[fn.__name__] = _params_of(fn)
+            notes = annotations.model_copy(update={"title": title})
+            return self.tool(title=title, annotations=notes, structured_output=False)(fn)
+
+        return register
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        params = self.tool_params.get(name)
+        for key in arguments if params is not None else ():
+            if not any(key in p.names for p in params.values()):  # type: ignore[union-attr]
+                raise ToolError(explain_unknown(name, key, params))  # type: ignore[arg-type]
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as err:
+            cause = err.__cause__
+            if isinstance(cause, ValidationError):
+                raise ToolError(explain_invalid(name, cause, params or {})) from cause
+            if isinstance(cause, ToolError):  # ours, under the SDK's "Error executing tool" prefix
+                raise ToolError(str(cause)) from None
+            if cause is None and str(err).startswith("Unknown tool"):
+                raise ToolError(_sentence(
+                    f"there is no tool {name!r}: the tools are {', '.join(self.tool_params)}"
+                )) from None  # fmt: skip
+            raise
 
 
 # ---------------------------------------------------------------- text rendering
@@ -140,6 +352,27 @@ def render_memory(view: MemoryView, *, evidence: bool, history: bool) -> str:
     return "\n".join(lines)
 
 
+def render_recall(result: Any) -> str:
+    """A recall as text: the range and terms, then each message with its time, role, message
+    key (usable as evidence) and the conversation it is in."""
+    head = []
+    if result.range:
+        head.append(f"range: {result.range['start']} – {result.range['end']} "
+                    f"(from {result.range['matched']!r}; {result.in_range} messages in range)")  # fmt: skip
+    head.append(f"searched for: {result.terms!r}" if result.terms else "listing the range")
+    if result.without_vectors:
+        head.append(f"{result.without_vectors} messages have no vectors yet (pmem reindex embeds them)")
+    if not result.hits:
+        return "\n".join(head + ["no messages found."])
+    lines = []
+    for h in result.hits:
+        when = h.created_at.isoformat() if h.created_at else "?"
+        title = f"{h.conversation_title} ({h.conversation_key})" if h.conversation_title else h.conversation_key
+        lines.append(f"- #{h.rank} {when} | {h.role} | message {h.message_key} ({h.match})\n"
+                     f"  conversation: {title}\n  {h.text}")  # fmt: skip
+    return "\n".join(head + [f"{len(result.hits)} messages, most relevant first:"] + lines)
+
+
 def _revision_line(r: dict[str, Any]) -> str:
     when = r["created_at"].isoformat() if isinstance(r.get("created_at"), datetime) else r.get("created_at")
     extra = f" (restored from {r['restored_from']})" if r.get("restored_from") else ""
@@ -154,29 +387,42 @@ def _default_factory() -> MemoryService:
     return MemoryService.open(settings)
 
 
-def build_server(factory: Callable[[], MemoryService] | None = None, *, client: str = "mcp") -> MCPServer:
+def build_server(
+    factory: Callable[[], MemoryService] | None = None, *, client: str = "mcp", **options: Any
+) -> MCPServer:
     """The MCP server with its seven tools. ``factory`` opens the service on the first call
-    (default: the settings' database and the configured embedder)."""
-    return _build(_Lazy(factory or _default_factory), client)
+    (default: the settings' database and the configured embedder); ``options`` go to
+    ``MCPServer`` (e.g. ``middleware``, ``auth``) for a transport that needs them."""
+    return _build(_Lazy(factory or _default_factory), client, **options)
 
 
-def _build(lazy: _Lazy, client: str) -> MCPServer:
-    server = MCPServer("personal-memory", instructions=INSTRUCTIONS)
+def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
+    server = PmemMCPServer("personal-memory", instructions=INSTRUCTIONS, **options)
 
-    @server.tool(structured_output=False)
-    def load_context(limit: int = 100) -> str:
+    @server.pmem_tool(title="Memory index", annotations=READ_ONLY)
+    def load_context(
+        limit: Annotated[int, Field(description="how many memories to list, newest first (at most 500)")] = 100,
+    ) -> str:
         """The memory index: one short line per memory (id | date | kind | title — summary),
-        newest first, bounded in size. Read this first, then get_memory(id)."""
+        newest first, bounded in size. Read this first, then get_memory(memory_id)."""
         return _call(lambda: lazy.get().load_context(limit=max(1, min(limit, 500))))
 
-    @server.tool(structured_output=False)
+    @server.pmem_tool(title="Search memories", annotations=READ_ONLY)
     def search_memory(
-        query: str, limit: int = 10, kind: str | None = None,
-        since: str | None = None, until: str | None = None,
+        query: Query,
+        limit: Annotated[int, Field(description="how many memories to return, best first (at most 50)")] = 10,
+        kind: Annotated[MemoryKind | None, Field(description="only memories of this kind")] = None,
+        since: Annotated[str | None, Field(
+            description="only memories from this time on: a date (2024-03, 2024-03-15) or a time "
+            "expression (先月, last summer)",
+        )] = None,
+        until: Annotated[str | None, Field(
+            description="only memories up to this time: a date or a time expression, like since",
+        )] = None,
     ) -> str:  # fmt: skip
-        """Search the memories (Japanese-aware lexical + title trigram + multilingual vectors).
-        kind filters by memory kind; since / until take a date or a time expression
-        (2024-03, 先月, last summer)."""
+        """Search the memories (Japanese-aware lexical + title trigram + multilingual vectors);
+        a time expression in the query filters by when the memory happened. Each hit gives the
+        id to pass to get_memory(memory_id)."""
 
         def run() -> str:
             svc = lazy.get()
@@ -190,10 +436,15 @@ def _build(lazy: _Lazy, client: str) -> MCPServer:
 
         return _call(run)
 
-    @server.tool(structured_output=False)
-    def get_memory(memory_id: str, include_evidence: bool = False, include_history: bool = False) -> str:
-        """One memory: title, kind, current revision (pass it as expectedRevision when
-        appending), aliases, tags and its summary; evidence excerpts and revisions on request."""
+    @server.pmem_tool(title="Read a memory", annotations=READ_ONLY)
+    def get_memory(
+        memory_id: MemoryId,
+        include_evidence: Annotated[bool, Field(description="also list the verbatim evidence excerpts")] = False,
+        include_history: Annotated[bool, Field(description="also list every revision")] = False,
+    ) -> str:
+        """One memory: title, kind, current revision (pass it as expected_revision to
+        commit_memory when appending), aliases, tags and its summary; evidence excerpts and
+        revisions on request."""
         return _call(
             lambda: render_memory(
                 lazy.get().get(memory_id, history=include_history),
@@ -201,59 +452,68 @@ def _build(lazy: _Lazy, client: str) -> MCPServer:
             )  # fmt: skip
         )
 
-    @server.tool(structured_output=False)
-    def recall(query: str, now: str | None = None, limit: int = 20) -> str:
+    @server.pmem_tool(title="Recall conversations", annotations=READ_ONLY)
+    def recall(
+        query: Annotated[str, Field(
+            min_length=1, description="the question, with a time expression if there is one "
+            "(先週の火曜の夜に何を決めた？, last Tuesday evening, 2024-03)",
+        )],
+        now: Annotated[str | None, Field(
+            description="the reference time for relative expressions, ISO 8601 "
+            "(default: the current time)",
+        )] = None,
+        limit: Annotated[int, Field(description="how many messages to return (at most 100)")] = 20,
+    ) -> str:  # fmt: skip
         """What was said in the raw conversations. A time expression in the query (昨日,
         先週の火曜の夜, last Tuesday evening, 2024-03) becomes a range that filters first; the
         question's content words (OR-ed, rarer words weigh more) and the local vectors are fused;
-        results come back most relevant first, secrets redacted. now (ISO 8601) pins the
-        reference time."""
+        results come back most relevant first, secrets redacted. Each hit names its message key
+        (usable as evidence source_key) and its conversation."""
 
         def run() -> str:
             svc = lazy.get()
-            result = svc.recall(query, now=svc.now(now), limit=max(1, min(limit, 100)))
-            head = []
-            if result.range:
-                head.append(f"range: {result.range['start']} – {result.range['end']} "
-                            f"(from {result.range['matched']!r}; {result.in_range} messages in range)")  # fmt: skip
-            head.append(f"searched for: {result.terms!r}" if result.terms else "listing the range")
-            if result.without_vectors:
-                head.append(f"{result.without_vectors} messages have no vectors yet (pmem reindex embeds them)")
-            if not result.hits:
-                return "\n".join(head + ["no messages found."])
-            lines = [
-                f"- #{h.rank} {h.created_at.isoformat() if h.created_at else '?'} | {h.role} | "
-                f"{h.conversation_title or h.conversation_key} | {h.message_key} ({h.match})\n  {h.text}"
-                for h in result.hits
-            ]
-            return "\n".join(head + [f"{len(result.hits)} messages, most relevant first:"] + lines)
+            return render_recall(svc.recall(query, now=svc.now(now), limit=max(1, min(limit, 100))))
 
         return _call(run)
 
-    @server.tool(structured_output=False)
+    @server.pmem_tool(title="Propose to the owner", annotations=QUEUES)
     def propose_memory(
-        title: str = "", kind: str = "", canonical_summary: str = "", index_summary: str = "",
-        aliases: list[str] | None = None, tags: list[str] | None = None,
-        evidence: list[EvidenceArg] | None = None, memory_id: str | None = None,
-        action: str | None = None, expectedRevision: int | None = None,  # noqa: N803
-        merge_into: str | None = None, note: str | None = None, stated_facts: list[str] | None = None,
+        title: Annotated[str, Field(description="a short title (needed to propose a new memory)")] = "",
+        kind: Annotated[MemoryKind | None, Field(description="the memory's kind")] = None,
+        canonical_summary: Annotated[str, Field(
+            description="the detailed record (needed to propose a new memory)",
+        )] = "",
+        index_summary: Annotated[str, Field(description="one line for the index")] = "",
+        aliases: Aliases = None, tags: Tags = None, evidence: Evidence = None,
+        memory_id: OptionalMemoryId = None,
+        action: Annotated[ProposalAction | None, Field(
+            description="create (the default without memory_id), append (the default with "
+            "memory_id), or an owner's action on memory_id: correction, merge, delete, publish",
+        )] = None,
+        expected_revision: ExpectedRevision = None,
+        merge_into: Annotated[str | None, Field(
+            description="for a merge: the memory (mem_…) that absorbs memory_id",
+        )] = None,
+        note: Annotated[str | None, Field(description="why, in a sentence, shown to the owner")] = None,
+        stated_facts: StatedFacts = None,
     ) -> str:  # fmt: skip
         """Put a proposal into the owner's queue; nothing is committed. action: create (default
         without memory_id), append (default with memory_id), or one of the owner's confirmed
         actions on memory_id: correction (replace its record with these fields), merge (fold it
-        into merge_into), delete, publish; pass expectedRevision from get_memory (default: the
+        into merge_into), delete, publish; pass expected_revision from get_memory (default: the
         current one). The owner accepts or rejects it with `pmem proposals`. Returns the id."""
         chosen = action or ("append" if memory_id else "create")
-        if chosen not in ("create", "append", "correction", "merge", "delete", "publish"):
-            raise ToolError(f"unknown action {chosen!r} (create, append, correction, merge, delete, publish)")
         if chosen == "create" and not (title and canonical_summary):
-            raise ToolError("a proposed memory needs at least a title and a canonical_summary")
+            raise ToolError("a proposed memory needs a title and a canonical_summary: call "
+                            "propose_memory again with both.")  # fmt: skip
+        if chosen not in ("create", "append") and not memory_id:
+            raise ToolError(f"a {chosen} needs memory_id: pass the id of the memory it acts on.")
         fields = {
             "kind": kind, "title": title, "canonical_summary": canonical_summary,
             "index_summary": index_summary, "aliases": aliases or [], "tags": tags or [],
         }  # fmt: skip
         request = ActionRequest(
-            action=chosen, memory_id=memory_id, expected_revision=expectedRevision,  # type: ignore[arg-type]
+            action=chosen, memory_id=memory_id, expected_revision=expected_revision,
             merge_into=merge_into, record={k: v for k, v in fields.items() if v},
             evidence=[EvidenceIn(source_key=e.source_key, text=e.text) for e in evidence or []],
             stated_facts=stated_facts or [], note=note, client=client,
@@ -264,31 +524,40 @@ def _build(lazy: _Lazy, client: str) -> MCPServer:
         return (f"proposal {proposal} ({chosen} of memory {memory_id}) queued for the owner's "
                 "confirmation; nothing was committed.")  # fmt: skip
 
-    @server.tool(structured_output=False)
+    @server.pmem_tool(title="Commit a memory", annotations=ADDS)
     def commit_memory(
-        title: str, kind: str, canonical_summary: str, index_summary: str,
-        memory_id: str | None = None, expectedRevision: int | None = None,  # noqa: N803 - MCP argument name
-        aliases: list[str] | None = None, tags: list[str] | None = None,
-        evidence: list[EvidenceArg] | None = None, idempotencyKey: str | None = None,  # noqa: N803
-        stated_facts: list[str] | None = None,
+        title: Title, kind: Annotated[MemoryKind, Field(description="the memory's kind")],
+        canonical_summary: CanonicalSummary, index_summary: IndexSummary,
+        memory_id: Annotated[str | None, Field(
+            description="the memory to append to (mem_…); leave it out to create a new memory",
+        )] = None,
+        expected_revision: ExpectedRevision = None,
+        aliases: Aliases = None, tags: Tags = None, evidence: Evidence = None,
+        idempotency_key: Annotated[str | None, Field(
+            validation_alias=_snake("idempotency_key", "idempotencyKey"),
+            description="any string naming this write; replaying it returns the first result "
+            "(idempotencyKey is accepted too; default: derived from the arguments)",
+        )] = None,
+        stated_facts: StatedFacts = None,
     ) -> str:  # fmt: skip
-        """Create a memory (no memory_id), or append to one (memory_id + expectedRevision = its
+        """Create a memory (no memory_id), or append to one (memory_id + expected_revision = its
         current revision from get_memory; a stale revision is refused with the current one).
         An append never shortens the record. Evidence must be verbatim excerpts of the owner's
         conversation messages (anything else is refused); your own statements go in
-        stated_facts. Replaying the same idempotencyKey returns the first result."""
-        if memory_id is not None and expectedRevision is None:
-            raise ToolError("appending needs expectedRevision (the current revision from get_memory)")
+        stated_facts. Replaying the same call (or idempotency_key) returns the first result."""
+        if memory_id is not None and expected_revision is None:
+            raise ToolError("appending needs expected_revision: pass the current revision that "
+                            "get_memory shows.")  # fmt: skip
         evidence_in = [EvidenceIn(source_key=e.source_key, text=e.text) for e in evidence or []]
         request = CommitRequest(
-            memory_id=memory_id, expected_revision=expectedRevision, kind=kind, title=title,
+            memory_id=memory_id, expected_revision=expected_revision, kind=kind, title=title,
             canonical_summary=canonical_summary, index_summary=index_summary,
             aliases=aliases or [], tags=tags or [], evidence=evidence_in,
             stated_facts=stated_facts or [], reason="create" if memory_id is None else "append",
             idempotency_key="pending", client=client,
         )  # fmt: skip
         body = request.model_dump(mode="json", exclude={"idempotency_key", "client"})
-        key = idempotencyKey or tagged_hash("mcp-commit", body, length=32)
+        key = idempotency_key or tagged_hash("mcp-commit", body, length=32)
         request = request.model_copy(update={"idempotency_key": key})
         result = _call(lambda: lazy.get().commit(request))
         if result.replayed:
@@ -304,8 +573,8 @@ def _build(lazy: _Lazy, client: str) -> MCPServer:
         return (f"{what}: memory {result.memory_id} is at revision {result.revision} "
                 f"({result.evidence_added} evidence added{redacted}).")  # fmt: skip
 
-    @server.tool(structured_output=False)
-    def memory_history(memory_id: str) -> str:
+    @server.pmem_tool(title="Memory revisions", annotations=READ_ONLY)
+    def memory_history(memory_id: MemoryId) -> str:
         """Every revision of one memory: number, reason, time, client, model."""
 
         def run() -> str:
@@ -326,4 +595,7 @@ def run_stdio(factory: Callable[[], MemoryService] | None = None, *, client: str
         lazy.close()
 
 
-__all__ = ["build_server", "render_hits", "render_memory", "run_stdio"]
+__all__ = [
+    "INSTRUCTIONS", "PmemMCPServer", "build_server", "explain_invalid", "render_hits", "render_memory",
+    "render_recall", "run_stdio",
+]  # fmt: skip

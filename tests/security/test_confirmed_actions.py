@@ -76,7 +76,7 @@ def test_clients_only_queue_confirmed_actions_and_the_owner_decides(world):
                                             "note": "もう要らない"})  # fmt: skip
     assert "queued for the owner's confirmation" in out
     delete_id = out.split()[1]
-    created = call_tool(mcp, "propose_memory", {"title": "駐車場の解約", "kind": "plan",
+    created = call_tool(mcp, "propose_memory", {"title": "駐車場の解約", "kind": "project",
                                                 "canonical_summary": "駐車場を解約する。", "index_summary": "駐車場"})  # fmt: skip
     create_id = created.split()[1]
     with pytest.raises(ToolError):

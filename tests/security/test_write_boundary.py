@@ -61,7 +61,7 @@ def assert_no_secret_stored(db) -> None:
 
 def test_mcp_commit_never_stores_a_secret(db, keys, mcp):
     out = call_tool(mcp, "commit_memory", {
-        "title": f"サーバー移行 {OPENAI}", "kind": "plan",
+        "title": f"サーバー移行 {OPENAI}", "kind": "project",
         "canonical_summary": f"移行する。鍵 {OPENAI}、CI トークン {GITHUB}、パスワードは {PASSWORD}。",
         "index_summary": f"移行計画 {GITHUB}",
         # the pieces an alias / tag cutter makes: prefix lost, lower-cased
@@ -78,7 +78,7 @@ def test_mcp_commit_never_stores_a_secret(db, keys, mcp):
     assert len(view.stated_facts) == 1 and view.evidence[0]["text"] == "まずバックアップを取り"
     # an append with more secrets: the merged, final text is guarded too
     call_tool(mcp, "commit_memory", {
-        "memory_id": mid, "expectedRevision": 1, "title": view.title, "kind": "plan",
+        "memory_id": mid, "expectedRevision": 1, "title": view.title, "kind": "project",
         "canonical_summary": f"追記: 新しいキー {OPENAI} を発行", "index_summary": "移行計画",
         "aliases": [OPENAI.upper()[8:]],
     })  # fmt: skip
@@ -87,7 +87,7 @@ def test_mcp_commit_never_stores_a_secret(db, keys, mcp):
 
 
 def test_mcp_evidence_must_be_verbatim_and_secret_free(db, keys, mcp):
-    base = {"title": "移行", "kind": "plan", "canonical_summary": "移行する", "index_summary": "移行"}
+    base = {"title": "移行", "kind": "project", "canonical_summary": "移行する", "index_summary": "移行"}
     cases = {
         "secret": {"source_key": keys[0], "text": f"APIキーは {OPENAI} です"},
         "secret-neighbour": {"source_key": keys[0], "text": OPENAI[8:30]},  # a piece: overlaps it
