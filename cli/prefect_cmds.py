@@ -137,6 +137,7 @@ def reimport(
     llm: Annotated[str | None, typer.Option("--llm", help="provider:model; default PMEM_LLM or the offline extractive drafter.")] = None,
     source: Annotated[list[str] | None, typer.Option("--source", "-s", help="Only these sources (repeatable).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="End with one JSON object summarising the re-import.")] = False,
+    no_embed: Annotated[bool, typer.Option("--no-embed", help="Index new messages for recall but do not embed them (`pmem reindex` does later).")] = False,
 ) -> None:
     """Run the re-import once now (what the schedule runs; use it from crontab)."""
     from cli.backfill_cmds import _prefect_env, quiet_prefect_console
@@ -148,7 +149,7 @@ def reimport(
     _consent_note(llm, source)
 
     with err_console.status("re-importing: inbox and local session folders…"):
-        summary = reimport_flow(llm=llm, dry_run=dry_run, sources=source or None)
+        summary = reimport_flow(llm=llm, dry_run=dry_run, sources=source or None, embed=not no_embed)
     for e in summary["exports"]:
         detail = (f"run {e['run_id']} {e['status']}: {e['conversations_new']} new, {e['conversations_changed']} changed, "
                   f"{e['drafter_calls']} drafter calls, {e['commits']} commits") if "run_id" in e else e.get("status") or e["action"]  # fmt: skip
@@ -156,6 +157,8 @@ def reimport(
     if not summary["exports"]:
         err_console.print("nothing to re-import: the inbox and the local session folders are empty")
     err_console.print(f"re-import {summary['status']}: {summary['drafter_calls']} drafter calls, {summary['commits']} commits")
+    if no_embed and summary.get("messages_without_vectors"):
+        err_console.print(f"  vectors skipped (--no-embed): {summary['messages_without_vectors']} messages wait for `pmem reindex`")
     if as_json:
         print_json(summary)
     if summary["status"] == "stopped":

