@@ -10,13 +10,16 @@ client rejected undeclared structured content in the seed):
     propose_memory   put a proposal into the owner's queue: a memory to create or append, or a
                      correction, merge, delete or publish (only the owner performs those, with
                      `pmem proposals accept ID`); nothing is committed
-    commit_memory    create, or append to a memory with expectedRevision (stale → an error
+    commit_memory    create, or append to a memory with expected_revision (stale → an error
                      naming the current revision); evidence must be verbatim excerpts of ledger
                      messages, the client's own statements go in stated_facts
     memory_history   the revisions of one memory
 
 The database is opened on the first tool call, so listing the tools never waits for it.
-Errors are tool errors (``isError``) carrying our message and hint, never private text;
+Every parameter is described in the schema, fixed values are enums, parameter names are
+snake_case (the old camelCase names still accepted), and each tool carries read-only /
+destructive / idempotent annotations (docs/adr/0015-mcp-tool-contract.md). Errors are tool
+errors (``isError``): one sentence with the fix, never private text, never a pydantic dump;
 anything unexpected reports only its type.
 """
 
@@ -317,7 +320,7 @@ class PmemMCPServer(MCPServer):
 def render_hits(query: str, hits: list[RankedHit]) -> str:
     if not hits:
         return f"no memories match {query!r}. Try other words, or recall for raw conversations."
-    lines = [f"{len(hits)} memories for {query!r} (best first; get_memory(id) for one):"]
+    lines = [f"{len(hits)} memories for {query!r} (best first; get_memory(memory_id) for one):"]
     for h in hits:
         when = f" | {h.occurred_at.date().isoformat()}" if h.occurred_at else ""
         ranks = ", ".join(f"{k} #{v}" for k, v in h.ranks.items())

@@ -113,6 +113,9 @@ def test_every_tool_over_stdio(server_env):
     assert out["empty_context"].startswith("# memory index: 0 memories")
     assert out["created"].startswith("created: memory mem_") and "revision 1" in out["created"]
     assert out["id"] in out["search"] and "lexical #1" in out["search"]
+    for label in ("empty_context", "context", "search", "get", "get_ev", "recall"):  # what they point to exists
+        assert misnamed(out[label], out["tools"], calls_only=True) == [], label
+    assert "get_memory(memory_id)" in out["search"] and "get_memory(memory_id)" in out["context"]
     assert out["search_kind"].startswith("no memories match")
     assert "revision: 1" in out["get"] and "PostgreSQL を選んだ" in out["get"]
     assert "PostgreSQL にします" not in out["get"] and "PostgreSQL にします" in out["get_ev"]
@@ -158,10 +161,10 @@ def enum_of(prop: dict[str, Any]) -> list[str] | None:
     return None
 
 
-def misnamed(text: str, tools: dict[str, Any]) -> list[str]:
+def misnamed(text: str, tools: dict[str, Any], *, calls_only: bool = False) -> list[str]:
     """What a text names that does not exist: a tool call with a parameter the tool lacks,
     a call of a tool that does not exist, a snake_case name that is neither a tool nor any
-    tool's parameter."""
+    tool's parameter (not checked with ``calls_only``: a tool's output quotes memories)."""
     wrong: list[str] = []
     names = set(tools) | {p for t in tools.values() for p in properties(t.input_schema)}
     for tool, args in CALL.findall(text):
@@ -172,7 +175,8 @@ def misnamed(text: str, tools: dict[str, Any]) -> list[str]:
         for arg in filter(None, (a.split("=")[0].strip() for a in args.split(","))):
             if arg not in tools[tool].input_schema.get("properties", {}):
                 wrong.append(f"{tool}({arg}): no such parameter")
-    wrong += [f"{name}: not a tool or parameter" for name in SNAKE.findall(text) if name not in names]
+    if not calls_only:
+        wrong += [f"{name}: not a tool or parameter" for name in SNAKE.findall(text) if name not in names]
     return wrong
 
 

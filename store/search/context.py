@@ -23,7 +23,7 @@ class Context(SearchBase):
         n_total = int(total[0]) if total else 0
         head = (
             f"# memory index: {n_total} memories, newest first "
-            "(id | date | kind | title — summary). get_memory(id) for the summary and evidence.\n"
+            "(id | date | kind | title — summary). get_memory(memory_id) for the summary and evidence.\n"
         )
         out, used, shown = [head], len(head.encode()), 0
         for r in rows:
