@@ -93,8 +93,43 @@ def open_store(settings: Settings) -> Any:
     return MemoryStore(Database.open(settings))
 
 
+def version_info() -> dict[str, str]:
+    """What `pmem --version` prints: the version, the data dir and the time zone in use."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from core.settings import time_zone
+
+    try:
+        number = version("personal-memory")
+    except PackageNotFoundError:  # run from a checkout without installing
+        number = "unknown (not installed)"
+    zone, origin = time_zone()
+    cfg = get_settings()
+    return {"version": number, "data_dir": str(cfg.data_dir), "time_zone": zone, "time_zone_from": origin,
+            "python": sys.version.split()[0]}  # fmt: skip
+
+
+def _version(value: bool) -> None:
+    if not value:
+        return
+    try:
+        info = version_info()
+    except PmemError as err:
+        err_console.print(f"[red]error:[/] {escape(for_terminal(str(err)))}")
+        raise typer.Exit(EXIT_ERROR) from None
+    origin = {"PMEM_TZ": "from PMEM_TZ", "TZ": "from $TZ", "system": "the system's", "default": "no zone set"}
+    typer.echo(f"pmem {info['version']} (Python {info['python']})")
+    typer.echo(f"data dir: {for_terminal(info['data_dir'])}")
+    typer.echo(f"time zone: {info['time_zone']} ({origin[info['time_zone_from']]}; PMEM_TZ sets it)")
+    raise typer.Exit(0)
+
+
 @app.callback()
-def _root(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress details to stderr.")] = False) -> None:
+def _root(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress details to stderr.")] = False,
+    version: Annotated[bool, typer.Option("--version", help="Print the version, the data dir and the time zone in use.",
+                                          callback=_version, is_eager=True)] = False,
+) -> None:
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -1,4 +1,5 @@
-"""Write paths: `pmem backfill`, `import`, `status`, `demo`. Prefect is imported lazily."""
+"""Write paths: `pmem backfill`, `import` (`status` and `demo` are in cli/owner_cmds.py). Prefect is
+imported lazily."""
 
 from __future__ import annotations
 
@@ -472,78 +473,3 @@ def _import_bar() -> Iterator[Any]:
 
     with bar:
         yield update
-
-
-@app.command()
-@handle_errors
-def status(
-    run_id: Annotated[str | None, typer.Argument(help="A run id; default: the latest runs.")] = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
-) -> None:
-    """Batches by stage, drafts, commits done and left, conflicts, budget used, ETA."""
-    from flows.progress import run_progress
-    from store.db import Database
-    from store.runs import RunStore
-
-    cfg = settings()
-    db = Database.open(cfg)
-    runs = RunStore(db)
-    items = [runs.get_run(run_id)] if run_id else runs.list_runs(limit=10)
-    items = [r for r in items if r]
-    if run_id and not items:
-        raise PmemError(f"no run {run_id}", hint="`pmem status` lists the runs")
-    out = [run_progress(db, cfg, r) for r in items]
-    if as_json:
-        print_json({"items": out})
-        return
-    if not out:
-        err_console.print("no runs yet: start one with `make backfill SOURCE=chatgpt EXPORT=path`")
-    for r in out:
-        typer.echo(
-            f"{tty(r['run_id'])}  {tty(r['source'])}  {r['status']}{'  dry-run' if r['dry_run'] else ''}\n"
-            f"  batches {r['batches']}  drafts {r['drafts']}  commits done {r['commits_done']} / left {r['commits_left']}"
-            f"  conflicts {r['conflicts']}\n"
-            f"  budget {r['budget_in_window']}/{r['budget_limit']} in the current {r['budget_window_s']:g}s window"
-            f"  ETA {r['eta_seconds']:.0f}s"
-        )
-
-
-@app.command()
-@handle_errors
-def demo(
-    as_json: Annotated[bool, typer.Option("--json")] = False,
-) -> None:
-    """Run the whole pipeline offline on the bundled sample export, then search it."""
-    from core.settings import PROJECT_ROOT
-
-    export = PROJECT_ROOT / "examples" / "demo" / "conversations.json"
-    with err_console.status("running the demo backfill…"):
-        summary = _run_backfill("chatgpt", str(export), False, "extractive")
-    _print_summary(summary)
-    from datetime import datetime
-
-    from mcp_server.service import MemoryService
-
-    svc = MemoryService.open(settings())
-    try:
-        queries = ["引っ越し", "データベース", "laptop", "Fly.io", "household budget app database"]
-        results = {}
-        for q in queries:
-            hits = svc.search(q, limit=3)
-            results[q] = [h.model_dump(mode="json") for h in hits]
-            typer.echo(f"\n$ pmem search {q!r}")
-            for h in hits:
-                typer.echo(f"  {h.score:4.3f}  {h.id}  [{tty(h.kind)}] {tty(h.title)}  {h.ranks}")
-            if not hits:
-                typer.echo("  (no hits)")
-        question, now = "2024年5月に何を決めた？", "2025-01-10T12:00:00+09:00"
-        recall = svc.recall(question, now=datetime.fromisoformat(now), limit=3, max_chars=120)
-        typer.echo(f"\n$ pmem recall {question!r} --now {now}")
-        for r in recall.hits:
-            when = r.created_at.isoformat(timespec="minutes") if r.created_at else "?"
-            typer.echo(f"  {when}  {tty(r.role):9}  {tty(r.text)}")
-    finally:
-        svc.close()
-    typer.echo("\nshow one with: pmem show MEMORY_ID --history")
-    if as_json:
-        print_json({"summary": summary, "searches": results})

@@ -40,23 +40,56 @@ def db_stop() -> None:
 @db_app.command("status")
 @handle_errors
 def db_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Is the database running, where, and which migrations are applied."""
+    """Is the database running, where, how much disk it takes, and which migrations are applied.
+
+    Does not start a stopped embedded server (the migrations are listed while it runs).
+    Exit 0, 1 error."""
+    from core.display import human_bytes, human_time
+    from core.settings import local_zone
     from store import embedded
+    from store.db import Database, applied_migrations, disk_usage, migration_files
 
     s = settings()
+    running = True
     if s.database_url:
         from store.db import redact_url
 
         info: dict[str, Any] = {"mode": "external", "url": redact_url(s.database_url)}
     else:
         st = embedded.status(s.pgdata_dir)
+        running = st.running
         info = {"mode": "embedded", "running": st.running, "pid": st.pid, "pgdata": st.pgdata,
-                "socket_dir": st.socket_dir, "passfile": st.passfile}  # fmt: skip
+                "socket_dir": st.socket_dir, "passfile": st.passfile,
+                "server_version": embedded.data_version(s.pgdata_dir)}  # fmt: skip
+    migrations: list[dict[str, Any]] | None = None
+    if running:
+        db = Database.open(s, start=False)
+        try:
+            migrations = applied_migrations(db)
+            info["disk"] = disk_usage(db)
+        finally:
+            db.close()
+    info["migrations"] = migrations
+    info["migrations_known"] = len(migration_files())
     if as_json:
         print_json(info)
+        return
+    if info["mode"] == "external":
+        typer.echo(f"your own PostgreSQL (DATABASE_URL): {info['url']}")
     else:
-        for k, v in info.items():
-            typer.echo(f"{k}: {v}")
+        state = f"running (pid {info['pid']})" if info["running"] else "not running (`pmem db start` starts it)"
+        version = f"PostgreSQL {info['server_version']}, " if info.get("server_version") else ""
+        typer.echo(f"embedded {version}{state}\n  data: {info['pgdata']}")
+    if "disk" in info:
+        typer.echo(f"  disk: {human_bytes(info['disk']['database_bytes'])} "
+                   f"(vectors {human_bytes(info['disk']['vector_bytes'])})")  # fmt: skip
+    if migrations is None:
+        typer.echo(f"migrations: not read while the server is stopped ({info['migrations_known']} known)")
+        return
+    zone = local_zone()
+    typer.echo(f"migrations applied: {len(migrations)} of {info['migrations_known']}")
+    for m in migrations:
+        typer.echo(f"  {m['version']:04d} {m['name']:<24} {human_time(m['applied_at'], zone)}")
 
 
 @db_app.command("url")

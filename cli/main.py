@@ -15,6 +15,7 @@ from cli import (  # noqa: F401  (they register their commands)
     db_cmds,
     forget_cmds,
     ledger_cmds,
+    owner_cmds,
     prefect_cmds,
     proposals_cmds,
     read,

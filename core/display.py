@@ -55,3 +55,53 @@ def for_terminal(text: object, *, keep_newlines: bool = False) -> str:
 def is_clean(text: str, *, keep_newlines: bool = False) -> bool:
     """True when ``for_terminal`` would leave ``text`` unchanged."""
     return (_MULTILINE if keep_newlines else _ONE_LINE).search(text) is None
+
+
+# ---------------------------------------------------------------- words for counts, sizes, times
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 batch``, ``2 batches``, ``0 memories``: the count and the noun in the right form."""
+    if n == 1:
+        return f"{n} {word}"
+    if many is None:
+        if word.endswith(("s", "x", "ch", "sh")):
+            many = word + "es"
+        elif word.endswith("y") and word[-2:-1] not in "aeiou":
+            many = word[:-1] + "ies"
+        else:
+            many = word + "s"
+    return f"{n:,} {many}"
+
+
+def human_bytes(n: int | float) -> str:
+    """``512 bytes``, ``1.4 MB``, ``2.0 GB`` (powers of 1000, as disks are sold)."""
+    if n < 1000:
+        return plural(int(n), "byte")
+    for unit in ("kB", "MB", "GB", "TB"):
+        n /= 1000
+        if n < 1000 or unit == "TB":
+            return f"{n:.1f} {unit}"
+    return f"{n:.1f} TB"  # pragma: no cover
+
+
+def human_time(when: object, zone: object = None) -> str:
+    """A timestamp as ``2026-12-01 09:33`` in ``zone`` (a tzinfo; default: as given); ``-`` when
+    missing."""
+    from datetime import datetime, tzinfo
+
+    if not isinstance(when, datetime):
+        return "-" if when is None else str(when)
+    if isinstance(zone, tzinfo) and when.tzinfo is not None:
+        when = when.astimezone(zone)
+    return when.strftime("%Y-%m-%d %H:%M")
+
+
+def human_seconds(seconds: float) -> str:
+    """``45 s``, ``3 min 20 s``, ``2 h 5 min``."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min" + (f" {s % 60} s" if s % 60 else "")
+    return f"{s // 3600} h" + (f" {s % 3600 // 60} min" if s % 3600 // 60 else "")

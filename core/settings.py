@@ -14,6 +14,7 @@ reads the environment the client passes and the data dir's ``config.env`` only.
 from __future__ import annotations
 
 import re
+from datetime import tzinfo
 from functools import cached_property
 from pathlib import Path
 
@@ -87,6 +88,8 @@ class Settings(BaseSettings):
     memory_url: str | None = None  # the memory API over HTTP; unset = in process
     memory_token: str | None = None  # its bearer token (`pmem token create NAME`)
     client_name: str = "pmem-backfill"
+    # where runs/ lives (default <data dir>/runs); `pmem demo` keeps its own
+    runs_folder: Path | None = Field(default=None, validation_alias=AliasChoices("PMEM_RUNS_DIR"))
 
     @classmethod
     def settings_customise_sources(
@@ -117,7 +120,7 @@ class Settings(BaseSettings):
 
     @property
     def runs_dir(self) -> Path:
-        return self.data_dir / "runs"
+        return self.runs_folder.expanduser().resolve() if self.runs_folder else self.data_dir / "runs"
 
     @property
     def pgdata_dir(self) -> Path:
@@ -138,3 +141,50 @@ class Settings(BaseSettings):
 
 def get_settings() -> Settings:
     return Settings()
+
+
+# ------------------------------------------------------------------ the time zone in use
+
+TZ_ENV = "PMEM_TZ"
+
+
+def _zone_ok(name: str) -> bool:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True
+
+
+def time_zone() -> tuple[str, str]:
+    """The one time zone every reading of times defaults to (recall's calendar, summaries, chat
+    histories, markers, the dates `pmem status` prints), and where it came from: ``PMEM_TZ``,
+    else ``$TZ``, else the system's (``/etc/localtime``), else UTC. Returns (IANA name, origin)."""
+    import os
+
+    for env in (TZ_ENV, "TZ"):
+        name = (os.environ.get(env) or "").strip().lstrip(":")
+        if name and _zone_ok(name):
+            return name, env
+        if name and env == TZ_ENV:
+            from core.errors import ConfigError
+
+            raise ConfigError(f"unknown time zone {name!r} in {TZ_ENV}", hint="use an IANA name such as Asia/Tokyo")
+    try:
+        target = str(Path("/etc/localtime").resolve())
+    except OSError:
+        target = ""
+    if "zoneinfo/" in target:
+        name = target.split("zoneinfo/", 1)[1]
+        if _zone_ok(name):
+            return name, "system"
+    return "UTC", "default"
+
+
+def local_zone() -> tzinfo:
+    """``time_zone()`` as a tzinfo."""
+    from zoneinfo import ZoneInfo
+
+    return ZoneInfo(time_zone()[0])

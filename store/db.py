@@ -163,3 +163,54 @@ def redact_url(url: str) -> str:
     return make_conninfo(**params)  # type: ignore[arg-type]
 
 
+
+
+# ------------------------------------------------------------------ what the owner sees
+
+
+def applied_migrations(db: Database) -> list[dict[str, object]]:
+    """Every applied migration, oldest first: version, name, when (`pmem db status`)."""
+    with db.connection() as conn:
+        rows = conn.execute(
+            "SELECT version, name, applied_at FROM schema_migrations ORDER BY version"
+        ).fetchall()
+    return [{"version": v, "name": n, "applied_at": at} for v, n, at in rows]
+
+
+def pending_migrations(conn: psycopg.Connection) -> list[tuple[int, str]]:
+    """The migrations this version would apply (none recorded yet: the schema is new)."""
+    exists = conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL").fetchone()
+    done: set[int] = set()
+    if exists and exists[0]:
+        done = {v for (v,) in conn.execute("SELECT version FROM schema_migrations")}
+    return [(v, n) for v, n, _ in migration_files() if v not in done]
+
+
+def disk_usage(db: Database) -> dict[str, int]:
+    """Bytes the database takes on disk, and of it the vector tables (with their indexes)."""
+    with db.connection() as conn:
+        row = conn.execute(
+            """SELECT pg_database_size(current_database()),
+                      coalesce((SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c
+                                JOIN pg_namespace n ON n.oid = c.relnamespace
+                                WHERE c.relkind = 'r' AND n.nspname = current_schema()
+                                  AND c.relname LIKE '%%embeddings'), 0)"""
+        ).fetchone()
+    assert row is not None
+    return {"database_bytes": int(row[0]), "vector_bytes": int(row[1])}
+
+
+def fresh_sibling_database(settings: Settings, suffix: str) -> tuple[str, str]:
+    """A database next to the application database, on the same server (no other server is
+    started), dropped and created empty: ``(name, url)``. `pmem demo` works in one."""
+    if settings.database_url:
+        admin = settings.database_url
+        current = conninfo_to_dict(admin).get("dbname") or settings.db_name
+    else:
+        admin = server_url(settings)
+        current = settings.db_name
+    name = f"{current}{suffix}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(create_database_sql(name, conn.info.server_version))
+    return name, with_database(admin, name)

@@ -486,3 +486,14 @@ def stop(pgdata: Path, timeout: float = 30.0) -> bool:
     if handles.exists():
         handles.write_text("[]")
     return True
+
+
+# ---------------------------------------------------------------- versions
+
+
+def data_version(pgdata: Path) -> str | None:
+    """The PostgreSQL major version that made this data folder (its PG_VERSION), if any."""
+    try:
+        return (pgdata / "PG_VERSION").read_text().strip() or None
+    except OSError:
+        return None

@@ -76,12 +76,7 @@ def test_cli_backfill_real_export_then_rerun(cli_env):
     assert shown["evidence"] and shown["revisions"][0]["reason"] == "create"
 
 
-def test_cli_demo_shows_japanese_and_english_hits(cli_env):
-    out = pmem(cli_env, "demo", "--json")
-    result = last_json(out)
-    assert result["summary"]["commits"] == 7
-    assert result["searches"]["引っ越し"] and result["searches"]["laptop"]
-    assert "引っ越し" in result["searches"]["引っ越し"][0]["title"]
+# `pmem demo`: tests/test_owner_cmds.py::test_demo_works_in_a_database_of_its_own
 
 
 def test_cli_errors_name_the_problem(cli_env, tmp_path):

@@ -1,0 +1,629 @@
+"""The owner's verbs: `pmem edit`, `delete`, `merge`, `import-backup`, `demo`, `status`, `gc`,
+`stop`.
+
+Every change is confirmed first (a question on the terminal; ``--yes`` skips it) and is a new
+revision or a tombstone, never a rewrite: `edit` commits a correction, `delete` marks the memory
+deleted and leaves a tombstone (`pmem restore ID REV` brings it back; irreversible erasure is
+`pmem forget`), `merge KEEP OTHER` folds OTHER into KEEP (a new revision of KEEP, a tombstone
+for OTHER). `delete` and `merge` go through the owner's queue (the ``proposals`` table, where
+AI clients' requests wait: `pmem proposals list --all` shows them, decided by the owner).
+
+Exit codes (every verb; with ``--json`` one object is printed, last on stdout):
+
+    0  done (also: nothing to do, e.g. an edit that changed nothing)
+    1  error (unknown id, a record that does not parse, a store that is not empty), or the
+       question was not confirmed: nothing changed
+    3  conflict: the memory moved on meanwhile (another revision) or was deleted
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import click
+import typer
+
+from cli.app import EXIT_ERROR, app, err_console, handle_errors, print_json, settings
+from core.display import for_terminal as tty
+from core.display import human_bytes, human_seconds, human_time, plural
+from core.errors import ConfigError, PmemError, StaleRevision, TombstonedMemory
+
+EXIT_CONFLICT = 3
+OWNER_CLIENT = "pmem-cli"
+
+
+class NotConfirmed(PmemError):
+    def __init__(self) -> None:
+        super().__init__("not confirmed: nothing changed", hint="add --yes to skip the question")
+
+
+@contextmanager
+def _outcome(as_json: bool, **ids: Any) -> Iterator[None]:
+    """Errors become one `error:` line (and, with --json, one object) and the exit code."""
+    try:
+        yield
+    except PmemError as err:
+        conflict = isinstance(err, StaleRevision | TombstonedMemory)
+        code = "conflict" if conflict else "not-confirmed" if isinstance(err, NotConfirmed) else "error"
+        if as_json:
+            body: dict[str, Any] = {"error": code, "message": str(err), **ids}
+            if isinstance(err, StaleRevision):
+                body |= {"expected": err.expected, "current": err.current}
+            print_json(body)
+        err_console.print(f"[red]{code}:[/] {tty(str(err))}", highlight=False)
+        if err.hint:
+            err_console.print(f"  → {tty(err.hint)}", highlight=False)
+        raise typer.Exit(EXIT_CONFLICT if conflict else EXIT_ERROR) from None
+
+
+def _confirm(question: str, yes: bool) -> None:
+    if yes:
+        return
+    try:
+        ok = typer.confirm(question, default=False, err=True)
+    except click.exceptions.Abort:  # no terminal and no answer on stdin
+        ok = False
+    if not ok:
+        raise NotConfirmed
+
+
+def _store() -> Any:
+    from store.db import Database
+    from store.records import MemoryStore
+
+    return MemoryStore(Database.open(settings()))
+
+
+def _active(store: Any, memory_id: str) -> Any:
+    view = store.get(memory_id)
+    if view.status == "deleted":
+        raise TombstonedMemory(memory_id)
+    return view
+
+
+# ---------------------------------------------------------------- edit
+
+_EDIT_HEAD = (
+    "# pmem edit {id} (revision {rev}). Change what is wrong, save and close: the record becomes\n"
+    "# revision {next} as a correction (old revisions stay; `pmem restore {id} {rev}` brings this\n"
+    "# one back). Fields above the --- line, the canonical summary below it. Close without\n"
+    "# saving (or change nothing) to cancel.\n"
+)
+_EDITABLE = ("title", "kind", "index_summary", "aliases", "tags", "occurred_at", "valid_from")
+
+
+def record_text(view: Any) -> str:
+    """A memory as the text `pmem edit` opens: YAML fields, ``---``, the canonical summary."""
+    import yaml
+
+    head = {k: getattr(view, k) for k in _EDITABLE}
+    for k in ("occurred_at", "valid_from"):
+        head[k] = head[k].isoformat() if head[k] else None
+    fields = yaml.safe_dump(head, allow_unicode=True, sort_keys=False, width=10_000, default_flow_style=False)
+    intro = _EDIT_HEAD.format(id=view.id, rev=view.current_revision, next=view.current_revision + 1)
+    return f"{intro}{fields}---\n{view.canonical_summary.rstrip()}\n"
+
+
+def parse_record(text: str) -> dict[str, Any]:
+    """The edited text back into record fields; ConfigError names the problem."""
+    import yaml
+
+    lines = text.splitlines()
+    try:
+        cut = lines.index("---")
+    except ValueError:
+        raise ConfigError("the edited record has no line `---` between the fields and the summary") from None
+    try:
+        head = yaml.safe_load("\n".join(lines[:cut])) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise ConfigError(f"the edited fields are not valid YAML{where}") from None
+    if not isinstance(head, dict):
+        raise ConfigError("the edited fields must be `name: value` lines")
+    unknown = sorted(set(head) - set(_EDITABLE))
+    if unknown:
+        raise ConfigError(f"the edited record has unknown fields {unknown} (known: {', '.join(_EDITABLE)})")
+    out: dict[str, Any] = {}
+    for k in ("title", "kind", "index_summary"):
+        value = head.get(k)
+        out[k] = "" if value is None else str(value).strip()
+    for k in ("title", "kind"):
+        if not out[k]:
+            raise ConfigError(f"the edited record needs a {k}")
+    for k in ("aliases", "tags"):
+        value = head.get(k) or []
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            raise ConfigError(f"{k} must be a list (`- item` lines, or [])")
+        out[k] = [str(v).strip() for v in value if str(v).strip()]
+    for k in ("occurred_at", "valid_from"):
+        value = head.get(k)
+        if value in (None, ""):
+            out[k] = None
+        elif isinstance(value, datetime):
+            out[k] = value
+        else:
+            try:
+                out[k] = datetime.fromisoformat(str(value))
+            except ValueError:
+                raise ConfigError(f"{k} must be an ISO 8601 time such as 2024-05-01T10:00:00+09:00") from None
+    out["canonical_summary"] = "\n".join(lines[cut + 1 :]).strip()
+    if not out["canonical_summary"]:
+        raise ConfigError("the edited record needs a canonical summary below the --- line")
+    return out
+
+
+def _shown(v: Any) -> str:
+    return ", ".join(v) if isinstance(v, list) else "-" if v is None else str(v)
+
+
+def _changes(view: Any, new: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for k in _EDITABLE:
+        old = getattr(view, k)
+        if old != new[k]:
+            lines.append(f"{k}: {_shown(old)} → {_shown(new[k])}")
+    if view.canonical_summary.strip() != new["canonical_summary"]:
+        diff = difflib.unified_diff(view.canonical_summary.strip().splitlines(),
+                                    new["canonical_summary"].splitlines(), lineterm="", n=1)  # fmt: skip
+        lines.append("canonical_summary:")
+        lines.extend(f"  {d}" for d in list(diff)[2:])
+    return lines
+
+
+@app.command()
+def edit(
+    memory_id: Annotated[str, typer.Argument(help="A memory id (`pmem search`, `pmem show`).")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Commit without asking.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Correct a memory in your editor; commits a new revision (a correction).
+
+    Opens $VISUAL / $EDITOR on its record (fields, then the summary), shows what changed, asks, and commits it as a new revision (reason `correction`) through the
+    store's guard. Exit 0 committed or nothing changed, 1 error / not confirmed, 3 the memory
+    moved on while you edited (run it again)."""
+    from hashlib import sha256
+
+    from core.models import CommitRequest
+
+    with _outcome(as_json, memory_id=memory_id):
+        store = _store()
+        view = _active(store, memory_id)
+        before = record_text(view)
+        edited = click.edit(before, extension=".md", require_save=True)
+        if edited is None or edited == before:
+            err_console.print(f"{memory_id}: nothing changed, nothing committed")
+            if as_json:
+                print_json({"memory_id": memory_id, "changed": False, "revision": view.current_revision})
+            return
+        new = parse_record(edited)
+        changes = _changes(view, new)
+        if not changes:
+            err_console.print(f"{memory_id}: nothing changed, nothing committed")
+            if as_json:
+                print_json({"memory_id": memory_id, "changed": False, "revision": view.current_revision})
+            return
+        for line in changes:
+            err_console.print(tty(line), highlight=False, markup=False)
+        _confirm(f"commit this correction to {memory_id} as revision {view.current_revision + 1}?", yes)
+        digest = sha256(repr(sorted(new.items())).encode()).hexdigest()[:16]
+        result = store.commit(CommitRequest(
+            memory_id=memory_id, expected_revision=view.current_revision, reason="correction",
+            stated_facts=view.stated_facts, client=f"owner:{OWNER_CLIENT}",
+            idempotency_key=f"edit:{memory_id}:{view.current_revision}:{digest}", **new,
+        ))  # fmt: skip
+        redacted = f" ({', '.join(result.redacted_fields)} redacted by the guard)" if result.redacted_fields else ""
+        err_console.print(f"{memory_id}: correction committed as revision {result.revision}{redacted}; "
+                          f"`pmem restore {memory_id} {view.current_revision}` undoes it")  # fmt: skip
+        if as_json:
+            print_json({"memory_id": memory_id, "changed": True, "revision": result.revision,
+                        "previous_revision": view.current_revision, "fields": [c.split(":")[0] for c in changes
+                                                                               if not c.startswith("  ")],
+                        "redacted_fields": result.redacted_fields})  # fmt: skip
+
+
+# ---------------------------------------------------------------- delete and merge (the queue)
+
+
+def _through_queue(store: Any, request: Any) -> dict[str, Any]:
+    """Queue the owner's own request and accept it at once (one trail for every confirmed action)."""
+    proposal_id = store.queue(request)
+    out = store.decide(proposal_id, accept=True, by="owner")
+    return {"proposal_id": proposal_id, **(out.get("result") or {})}
+
+
+@app.command()
+def delete(
+    memory_id: Annotated[str, typer.Argument(help="A memory id.")],
+    reason: Annotated[str | None, typer.Option("--reason", help="Why (kept with the tombstone).")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Delete a memory (reversible with `pmem restore`; `pmem forget` erases for good).
+
+    The memory is marked deleted and leaves search, a tombstone keeps later drafts
+    from re-creating it; its revisions stay, so `pmem restore ID REV` brings it back. To erase
+    it irreversibly use `pmem forget --memory ID`. Exit 0 deleted, 1 error / not confirmed,
+    3 already deleted or moved on."""
+    from core.models import ActionRequest
+
+    with _outcome(as_json, memory_id=memory_id):
+        store = _store()
+        view = _active(store, memory_id)
+        err_console.print(tty(f"{memory_id}: {view.title} ({view.kind}, revision {view.current_revision})"),
+                          highlight=False, markup=False)  # fmt: skip
+        _confirm(f"delete {memory_id}? (reversible with `pmem restore`)", yes)
+        out = _through_queue(store, ActionRequest(
+            action="delete", memory_id=memory_id, expected_revision=view.current_revision,
+            note=reason, client=OWNER_CLIENT))  # fmt: skip
+        err_console.print(f"{memory_id} deleted (tombstone kept); undo with "
+                          f"`pmem restore {memory_id} {view.current_revision}`")  # fmt: skip
+        if as_json:
+            print_json({"memory_id": memory_id, "deleted": True, "revision": view.current_revision,
+                        "proposal_id": out["proposal_id"],
+                        "restore_command": f"pmem restore {memory_id} {view.current_revision}"})  # fmt: skip
+
+
+@app.command()
+def merge(
+    keep: Annotated[str, typer.Argument(help="The memory that stays and absorbs the other.")],
+    other: Annotated[str, typer.Argument(help="The memory folded into KEEP, then deleted (tombstone).")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Merge without asking.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Merge two memories about the same thing: OTHER is folded into KEEP.
+
+    KEEP gets a new revision
+    with the union of both records and OTHER's evidence, then OTHER is deleted with a tombstone.
+    Both keep their revisions (`pmem restore` undoes either side). Exit 0 merged, 1 error / not
+    confirmed, 3 either memory was deleted or moved on."""
+    from core.models import ActionRequest
+
+    with _outcome(as_json, keep=keep, other=other):
+        if keep == other:
+            raise ConfigError("merge needs two different memories")
+        store = _store()
+        a, b = _active(store, keep), _active(store, other)
+        err_console.print(tty(f"keep:  {keep}  {a.title} (revision {a.current_revision}, {len(a.evidence)} evidence)"),
+                          highlight=False, markup=False)  # fmt: skip
+        err_console.print(tty(f"merge: {other}  {b.title} (revision {b.current_revision}, {len(b.evidence)} evidence)"),
+                          highlight=False, markup=False)  # fmt: skip
+        _confirm(f"fold {other} into {keep} and delete {other}?", yes)
+        out = _through_queue(store, ActionRequest(
+            action="merge", memory_id=other, expected_revision=b.current_revision, merge_into=keep,
+            client=OWNER_CLIENT))  # fmt: skip
+        err_console.print(f"merged {other} into {keep}: revision {out['revision']}, "
+                          f"{plural(out.get('evidence_added', 0), 'evidence excerpt')} added; {other} deleted "
+                          f"(`pmem restore {other} {b.current_revision}` brings it back)")  # fmt: skip
+        if as_json:
+            print_json({"memory_id": keep, "merged_from": other, "revision": out["revision"],
+                        "evidence_added": out.get("evidence_added", 0), "proposal_id": out["proposal_id"],
+                        "redacted_fields": out.get("redacted_fields", [])})  # fmt: skip
+
+
+# ---------------------------------------------------------------- import-backup
+
+
+@app.command("import-backup")
+def import_backup(
+    file: Annotated[Path, typer.Argument(help="A file written by `pmem export --out FILE`.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Restore without asking.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Restore a `pmem export` file into an empty memory store.
+
+    Memories, every revision,
+    evidence and tombstones, through the store's write guard (secrets redacted, evidence that is
+    not verbatim in a message this store's ledger holds left out). What `pmem forget` erased in
+    this store stays erased. `pmem export` afterwards writes the same bytes as the backup (for a
+    store with the same ledger, or none). Exit 0 restored, 1 error (the file, or a store that is
+    not empty: nothing written) or not confirmed."""
+    from store.backup import import_backup as restore_rows
+    from store.db import Database
+    from store.export import read_export
+
+    with _outcome(as_json, file=str(file)):
+        if not file.is_file():
+            raise ConfigError(f"{file}: no such file")
+        rows = list(read_export(file))
+        n = sum(1 for r in rows if r.get("type") == "memory")
+        _confirm(f"restore {plural(n, 'memory', 'memories')} from {file.name} into the empty store?", yes)
+        counts = restore_rows(Database.open(settings()), rows)
+        words = (f"restored {plural(counts['memories'], 'memory', 'memories')} "
+                 f"({plural(counts['revisions'], 'revision')}, {plural(counts['evidence'], 'evidence excerpt')}, "
+                 f"{plural(counts['tombstones'], 'tombstone')}) from {file.name}")  # fmt: skip
+        notes = []
+        if counts["erased_skipped"]:
+            notes.append(f"{plural(counts['erased_skipped'], 'memory', 'memories')} you erased left out")
+        if counts["evidence_refused"]:
+            notes.append(f"{plural(counts['evidence_refused'], 'evidence excerpt')} refused by the guard")
+        if counts["redacted_fields"]:
+            notes.append(f"{plural(counts['redacted_fields'], 'field')} redacted")
+        err_console.print(tty(words + ("; " + ", ".join(notes) if notes else "")), highlight=False, markup=False)
+        if as_json:
+            print_json({"file": str(file), **counts})
+
+
+# ---------------------------------------------------------------- demo
+
+
+def _demo_database(cfg: Any) -> str:
+    """Point this process at a database of its own on the same server (made fresh), and a runs
+    folder of its own: PMEM_DB_NAME (embedded) or DATABASE_URL (your server), PMEM_RUNS_DIR."""
+    from store.db import fresh_sibling_database
+
+    name, url = fresh_sibling_database(cfg, "_demo")
+    if cfg.database_url:
+        os.environ["DATABASE_URL"] = url
+    else:
+        os.environ["PMEM_DB_NAME"] = name
+    runs = cfg.data_dir / "demo" / "runs"
+    shutil.rmtree(runs, ignore_errors=True)
+    os.environ["PMEM_RUNS_DIR"] = str(runs)
+    return name
+
+
+@app.command()
+@handle_errors
+def demo(
+    into_my_store: Annotated[bool, typer.Option("--into-my-store", help="Write the sample memories into your own store (they stay there).")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Run the whole pipeline offline on the bundled sample export, then search it.
+
+    It works in
+    a database of its own (`<your database>_demo`, made fresh each time) on the same server, so
+    your memories and `pmem export` are untouched; --into-my-store writes into your store."""
+    from cli.backfill_cmds import _print_summary, _run_backfill
+    from core.settings import PROJECT_ROOT
+
+    cfg = settings()
+    demo_db = None if into_my_store else _demo_database(cfg)
+    err_console.print(f"demo: the sample export goes into {f'the demo database {demo_db}' if demo_db else 'your own store'}")
+    export = PROJECT_ROOT / "examples" / "demo" / "conversations.json"
+    with err_console.status("running the demo backfill…"):
+        summary = _run_backfill("chatgpt", str(export), False, "extractive")
+    _print_summary(summary)
+    from mcp_server.service import MemoryService
+
+    svc = MemoryService.open(settings())
+    try:
+        queries = ["引っ越し", "データベース", "laptop", "Fly.io", "household budget app database"]
+        results = {}
+        for q in queries:
+            hits = svc.search(q, limit=3)
+            results[q] = [h.model_dump(mode="json") for h in hits]
+            typer.echo(f"\n$ pmem search {q!r}")
+            for h in hits:
+                when = f"  {h.occurred_at.date().isoformat()}" if h.occurred_at else ""
+                typer.echo(f"  {tty(h.title)}{when}  [{tty(h.kind)}]  {h.id}")
+            if not hits:
+                typer.echo("  (no hits)")
+        question, now = "2024年5月に何を決めた？", "2025-01-10T12:00:00+09:00"
+        recall = svc.recall(question, now=datetime.fromisoformat(now), limit=3, max_chars=120)
+        typer.echo(f"\n$ pmem recall {question!r} --now {now}")
+        for r in recall.hits:
+            when = r.created_at.isoformat(timespec="minutes") if r.created_at else "?"
+            typer.echo(f"  {when}  {tty(r.role):9}  {tty(r.text)}")
+    finally:
+        svc.close()
+    if into_my_store:
+        typer.echo("\nshow one with: pmem show MEMORY_ID --history")
+    else:
+        typer.echo("\nthese memories are in the demo database only; your store is unchanged "
+                   "(`pmem demo --into-my-store` writes them into it)")  # fmt: skip
+    if as_json:
+        print_json({"summary": summary, "searches": results,
+                    "database": demo_db or "your store"})  # fmt: skip
+
+
+# ---------------------------------------------------------------- status
+
+
+def _size(path: Path) -> int:
+    total = 0
+    if path.is_dir():
+        for p in path.rglob("*"):
+            try:
+                if p.is_file() and not p.is_symlink():
+                    total += p.stat().st_size
+            except OSError:
+                continue
+    return total
+
+
+def _did_something(run: dict[str, Any]) -> bool:
+    s = run.get("summary") or {}
+    if run["status"] in ("open", "stopped", "failed"):
+        return True
+    return bool(run.get("drafts") or run.get("commits_done") or s.get("commits") or s.get("drafter_calls"))
+
+
+def _run_words(r: dict[str, Any], zone: Any) -> list[str]:
+    s = r.get("summary") or {}
+    name = Path(r.get("export_path") or "").name or "(pending conversations)"
+    head = f"{r['run_id']}  {r['source']}  {name}  {r['status']}{'  (dry run)' if r['dry_run'] else ''}"
+    when = f"  started {human_time(r['started_at'], zone)}"
+    if r.get("finished_at"):
+        when += f", finished {human_time(r['finished_at'], zone)}"
+    batches = r["batches"]
+    done = ", ".join(f"{n} {stage}" for stage, n in sorted(batches.items())) or "none"
+    body = (f"  {plural(sum(batches.values()), 'batch')} ({done}); {plural(r['drafts'], 'draft')}; "
+            f"{plural(r['commits_done'], 'commit')} done, {r['commits_left']} left"
+            + (f"; {plural(r['conflicts'], 'conflict')}" if r["conflicts"] else ""))  # fmt: skip
+    lines = [head, when, body]
+    if s.get("conversations") is not None:
+        lines.append(f"  {plural(s['conversations'], 'conversation')} in the export; "
+                     f"{plural(s.get('drafter_calls', 0), 'drafter call')}")  # fmt: skip
+    if r["status"] in ("open", "stopped") and r["commits_left"]:
+        lines.append(f"  budget: {r['budget_in_window']} of {r['budget_limit']} requests used in the current "
+                     f"{human_seconds(r['budget_window_s'])} window; about {human_seconds(r['eta_seconds'])} left")  # fmt: skip
+    if r["dry_run"] and r["status"] == "complete":
+        lines.append(f"  next: pmem review {r['run_id']}  then  pmem apply {r['run_id']}")
+    return lines
+
+
+@app.command()
+def status(
+    run_id: Annotated[str | None, typer.Argument(help="A run id; default: the latest runs that did something.")] = None,
+    all_runs: Annotated[bool, typer.Option("--all", help="Also the runs that found nothing to do.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """What the runs did, the memories held, and the disk used.
+
+    The runs that did something (dates, export file, batches, drafts, commits done and left, budget and
+    ETA while one is open), the memories held, and the disk used by the database, the runs
+    folder and the vectors. Exit 0, 1 unknown run."""
+    from core.settings import local_zone
+    from flows.progress import run_progress
+    from store.db import Database, disk_usage
+    from store.records import MemoryStore
+    from store.runs import RunStore
+
+    with _outcome(as_json, run_id=run_id):
+        cfg = settings()
+        db = Database.open(cfg)
+        runs = RunStore(db)
+        items = [runs.get_run(run_id)] if run_id else runs.list_runs(limit=50)
+        items = [r for r in items if r]
+        if run_id and not items:
+            raise PmemError(f"no run {run_id}", hint="`pmem status` lists the runs")
+        out = []
+        for r in items:
+            p = run_progress(db, cfg, r) | {"export_path": r.get("export_path"), "finished_at": r.get("finished_at"),
+                                            "model": r.get("model")}  # fmt: skip
+            if run_id or all_runs or _did_something(p):
+                out.append(p)
+        out = out[:10] if not run_id and not all_runs else out
+        usage = disk_usage(db) | {"runs_bytes": _size(cfg.runs_dir)}
+        counts = MemoryStore(db).counts()
+        db.close()
+        if as_json:
+            print_json({"items": out, "hidden_runs": len(items) - len(out), "memories": counts, "disk": usage})
+            return
+        zone = local_zone()
+        if not out:
+            err_console.print("no runs that did something yet: start one with "
+                              "`make backfill SOURCE=chatgpt EXPORT=path`")  # fmt: skip
+        for r in out:
+            for line in _run_words(r, zone):
+                typer.echo(tty(line))
+        hidden = len(items) - len(out)
+        if hidden and not run_id:
+            typer.echo(f"({plural(hidden, 'run')} that found nothing to do not shown: --all shows them)")
+        typer.echo(f"memories: {plural(counts['memories'], 'memory', 'memories')}, "
+                   f"{plural(counts['revisions'], 'revision')}, {plural(counts['evidence'], 'evidence excerpt')}, "
+                   f"{plural(counts['tombstones'], 'tombstone')}")  # fmt: skip
+        typer.echo(f"disk: database {human_bytes(usage['database_bytes'])} (of it vectors "
+                   f"{human_bytes(usage['vector_bytes'])}), runs folder {human_bytes(usage['runs_bytes'])}"
+                   + ("  (`pmem gc` removes old run files)" if usage["runs_bytes"] > 50_000_000 else ""))  # fmt: skip
+
+
+# ---------------------------------------------------------------- gc
+
+
+def gc_candidates(cfg: Any, db: Any, older_than_days: float) -> list[dict[str, Any]]:
+    """Folders under runs/ that nothing needs any more: a superseded batch's drafts; the batch
+    folders of a finished (complete, not dry) run older than ``older_than_days`` whose batches
+    are committed; a run folder the database does not know."""
+    from datetime import UTC, timedelta
+
+    from store.runs import RunStore
+
+    runs = RunStore(db)
+    known = {r["run_id"]: r for r in runs.list_runs(limit=100_000)}
+    cutoff = datetime.now(UTC) - timedelta(days=older_than_days)
+    found: list[dict[str, Any]] = []
+    root = cfg.runs_dir
+    if not root.is_dir():
+        return found
+    with db.connection() as conn:
+        batch_rows = conn.execute("SELECT batch_id, run_id, status FROM batches").fetchall()
+    status_of = {(run, batch): st for batch, run, st in batch_rows}
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        run = known.get(folder.name)
+        if run is None:
+            found.append({"path": folder, "why": "a run the database does not know"})
+            continue
+        old_done = (run["status"] == "complete" and not run["dry_run"]
+                    and (run.get("finished_at") or run["started_at"]) < cutoff)  # fmt: skip
+        bdir = folder / "batches"
+        for b in sorted(p for p in bdir.iterdir() if p.is_dir()) if bdir.is_dir() else []:
+            st = status_of.get((folder.name, b.name))
+            if st == "superseded":
+                found.append({"path": b, "why": "superseded drafts"})
+            elif old_done and st in ("committed", None):
+                found.append({"path": b, "why": f"committed, run finished over {older_than_days:g} days ago"})
+    for f in found:
+        f["bytes"] = _size(f["path"])
+    return found
+
+
+@app.command()
+def gc(
+    older_than: Annotated[float, typer.Option("--older-than", help="Days after which a finished run's committed batch files go.")] = 30,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Remove without asking.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Remove run files nothing needs any more (asks first).
+
+    Superseded drafts, the committed batch files of
+    runs finished more than --older-than days ago (not dry runs: `pmem apply` needs those), and
+    run folders the database does not know. Memories, the ledger and the database are not
+    touched. Asks first. Exit 0 removed (or nothing to remove), 1 error / not confirmed."""
+    from store.db import Database
+
+    with _outcome(as_json):
+        cfg = settings()
+        db = Database.open(cfg)
+        found = gc_candidates(cfg, db, older_than)
+        db.close()
+        total = sum(f["bytes"] for f in found)
+        if not found:
+            err_console.print("nothing to remove")
+            if as_json:
+                print_json({"removed": 0, "bytes": 0, "paths": []})
+            return
+        for f in found:
+            err_console.print(tty(f"{f['path'].relative_to(cfg.runs_dir)}  {human_bytes(f['bytes'])}  ({f['why']})"),
+                              highlight=False, markup=False)  # fmt: skip
+        _confirm(f"remove {plural(len(found), 'folder')} ({human_bytes(total)}) under {cfg.runs_dir}?", yes)
+        for f in found:
+            shutil.rmtree(f["path"], ignore_errors=True)
+        err_console.print(f"removed {plural(len(found), 'folder')}, {human_bytes(total)} freed")
+        if as_json:
+            print_json({"removed": len(found), "bytes": total,
+                        "paths": [str(f["path"].relative_to(cfg.runs_dir)) for f in found]})  # fmt: skip
+
+
+# ---------------------------------------------------------------- stop
+
+
+@app.command()
+def stop(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Stop the Prefect server and the embedded PostgreSQL pmem started for this data dir.
+
+    The local Prefect server
+    and the embedded PostgreSQL (both start again on the next command that needs them).
+    Exit 0 (also when nothing ran), 1 error."""
+    from flows.prefect_server import stop_server
+    from store import embedded
+
+    with _outcome(as_json):
+        cfg = settings()
+        prefect = False if os.environ.get("PREFECT_API_URL") else stop_server(cfg)
+        database = False if cfg.database_url else embedded.stop(cfg.pgdata_dir)
+        err_console.print(f"Prefect server: {'stopped' if prefect else 'not running'}; embedded PostgreSQL: "
+                          f"{'stopped' if database else 'not running' if not cfg.database_url else 'not managed (DATABASE_URL)'}")  # fmt: skip
+        if as_json:
+            print_json({"prefect_stopped": prefect, "database_stopped": database})
+

@@ -1,0 +1,192 @@
+"""Issue 11, points 6-8: the owner's verbs through the CLI (`pmem edit`, `delete`, `merge`,
+`import-backup`, `status`, `gc`, `db status`, `--version`), each confirmed unless --yes, each a
+new revision or a tombstone. Real PostgreSQL, the real CLI app in process."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+from core.models import CommitRequest, EvidenceIn
+from store.records import MemoryStore
+from tests.security.trust_support import seed_conversation
+
+runner = CliRunner()
+
+
+def pmem(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> tuple[int, dict, str]:
+    out = runner.invoke(app, list(args), input=input, env=env)
+    lines = out.stdout.strip().splitlines()
+    body = {}
+    if "--json" in args and lines:
+        body = json.loads(lines[-1])
+    return out.exit_code, body, out.stdout + out.stderr
+
+
+@pytest.fixture
+def world(pmem_env, db):
+    keys = seed_conversation(db, "chatgpt:cars", [
+        ("user", "車は手放すことに決めた。駐車場代が月2万円かかるから。"),
+        ("assistant", "カーシェアを併用すれば不便は少ないでしょう。"),
+        ("user", "カーシェアは近所のステーションを使うことにした。"),
+    ])  # fmt: skip
+    store = MemoryStore(db)
+    a = store.commit(CommitRequest(kind="decision", title="車を手放す", canonical_summary="## 決定\n車を手放すことにした。",
+                                   index_summary="車を手放す", aliases=["車"], idempotency_key="a",
+                                   evidence=[EvidenceIn(source_key=keys[0], text="車は手放すことに決めた")]))  # fmt: skip
+    b = store.commit(CommitRequest(kind="decision", title="カーシェア", canonical_summary="カーシェアを使う。",
+                                   index_summary="カーシェア", idempotency_key="b",
+                                   evidence=[EvidenceIn(source_key=keys[2], text="カーシェアは近所のステーションを使う")]))  # fmt: skip
+    return store, a.memory_id, b.memory_id, keys
+
+
+def editor(tmp_path: Path, old: str, new: str) -> dict[str, str]:
+    """An $EDITOR that replaces ``old`` with ``new`` in the file it is given."""
+    script = tmp_path / "fake_editor.py"
+    script.write_text(
+        "import sys, pathlib\n"
+        "p = pathlib.Path(sys.argv[1])\n"
+        f"p.write_text(p.read_text(encoding='utf-8').replace({old!r}, {new!r}), encoding='utf-8')\n"
+    )
+    return {"EDITOR": f"{sys.executable} {script}", "VISUAL": ""}
+
+
+def test_edit_commits_a_correction_as_a_new_revision(world, tmp_path):
+    store, a, _b, _keys = world
+    env = editor(tmp_path, "車を手放すことにした。", "車は来年まで持つことにした。")
+    # not confirmed: nothing changes, exit 1
+    code, body, _ = pmem("edit", a, "--json", input="n\n", env=env)
+    assert code == 1 and body["error"] == "not-confirmed" and store.get(a).current_revision == 1
+    code, body, text = pmem("edit", a, "--json", input="y\n", env=env)
+    assert code == 0 and body["changed"] and body["revision"] == 2 and body["fields"] == ["canonical_summary"]
+    assert "+車は来年まで持つことにした。" in text
+    view = store.get(a, history=True)
+    assert view.canonical_summary == "## 決定\n車は来年まで持つことにした。"
+    assert [r["reason"] for r in view.revisions] == ["create", "correction"]
+    assert view.revisions[-1]["client"] == "owner:pmem-cli" and view.aliases == ["車"]
+    assert len(view.evidence) == 1  # the evidence stays
+    # fields: the title changed and the aliases emptied (a correction replaces, it does not append)
+    env = editor(tmp_path, "title: 車を手放す\n", "title: 車は来年まで\n")
+    code, body, _ = pmem("edit", a, "--yes", "--json", env=env)
+    assert code == 0 and body["fields"] == ["title"] and store.get(a).title == "車は来年まで"
+    env = editor(tmp_path, "aliases:\n- 車\n", "aliases: []\n")
+    assert pmem("edit", a, "--yes", "--json", env=env)[1]["revision"] == 4
+    assert store.get(a).aliases == []
+    # a secret typed into the editor is redacted by the store's guard
+    token = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0"
+    env = editor(tmp_path, "車は来年まで持つことにした。", f"鍵は {token} だった。")
+    code, body, _ = pmem("edit", a, "--yes", "--json", env=env)
+    assert code == 0 and "canonical_summary" in body["redacted_fields"] and token not in store.get(a).canonical_summary
+    # nothing changed: exit 0, no revision
+    code, body, _ = pmem("edit", a, "--yes", "--json", env=editor(tmp_path, "no such text", "x"))
+    assert code == 0 and body == {"memory_id": a, "changed": False, "revision": 5}
+    # a broken record names the problem
+    code, body, text = pmem("edit", a, "--yes", "--json", env=editor(tmp_path, "\n---\n", "\n"))
+    assert code == 1 and "---" in body["message"] and "Traceback" not in text
+    code, body, _ = pmem("edit", "mem_nope", "--yes", "--json", env=env)
+    assert code == 1 and "does not exist" in body["message"]
+
+
+def test_delete_is_reversible_and_merge_folds_one_into_the_other(world):
+    store, a, b, keys = world
+    code, body, _ = pmem("delete", a, "--json", input="n\n")
+    assert code == 1 and store.get(a).status == "active"
+    code, body, text = pmem("delete", a, "--yes", "--json")
+    assert code == 0 and body["deleted"] and body["restore_command"] == f"pmem restore {a} 1"
+    assert store.get(a).status == "deleted" and "pmem restore" in text
+    assert all(h.id != a for h in store.search("車を手放す"))
+    code, body, _ = pmem("delete", a, "--yes", "--json")
+    assert code == 3 and body["error"] == "conflict"
+    # restore brings it back as a new revision; the history is intact
+    assert runner.invoke(app, ["restore", a, "1", "--yes"]).exit_code == 0
+    view = store.get(a, history=True)
+    assert view.status == "active" and [r["reason"] for r in view.revisions] == ["create", "restore"]
+
+    code, body, text = pmem("merge", b, a, "--json", input="y\n")
+    assert code == 0 and body["memory_id"] == b and body["merged_from"] == a and body["revision"] == 2
+    assert "1 evidence excerpt added" in text
+    vb = store.get(b, history=True)
+    assert vb.revisions[-1]["reason"] == "merge" and "車を手放す" in vb.canonical_summary
+    assert {e["source_key"] for e in vb.evidence} == {keys[0], keys[2]}
+    assert store.get(a).status == "deleted"
+    # both went through the owner's queue, decided by the owner
+    code, listed, _ = pmem("proposals", "list", "--all", "--json")
+    assert sorted((p["action"], p["status"], p["decided_by"]) for p in listed["proposals"]) == [
+        ("delete", "accepted", "owner"), ("merge", "accepted", "owner")]
+    assert pmem("merge", b, b, "--yes", "--json")[0] == 1
+    assert pmem("merge", b, a, "--yes", "--json")[0] == 3  # a is deleted now
+
+
+def test_export_import_backup_export_is_byte_identical(world, db_factory, monkeypatch, tmp_path):
+    store, a, b, keys = world
+    pmem("edit", a, "--yes", env=editor(tmp_path, "車を手放すことにした。", "車を手放した。"))
+    pmem("delete", b, "--yes")
+    first = tmp_path / "first.jsonl"
+    assert runner.invoke(app, ["export", "--out", str(first)]).exit_code == 0
+    rows = [json.loads(line) for line in first.read_text().splitlines()]
+    assert {r["type"] for r in rows} == {"header", "memory", "revision", "evidence", "tombstone"}
+
+    # the store is not empty: refused, nothing written
+    code, body, _ = pmem("import-backup", str(first), "--yes", "--json")
+    assert code == 1 and "not empty" in body["message"]
+
+    # an empty store (another database, no ledger): restored, and exported again byte for byte
+    monkeypatch.setenv("DATABASE_URL", db_factory())
+    code, body, _ = pmem("import-backup", str(first), "--json", input="y\n")
+    assert code == 0 and body["memories"] == 2 and body["revisions"] == 3 and body["tombstones"] == 1
+    second = tmp_path / "second.jsonl"
+    assert runner.invoke(app, ["export", "--out", str(second)]).exit_code == 0
+    assert second.read_bytes() == first.read_bytes()
+
+    # a memory `pmem forget` erased in the target store (its erasure audit names it) does not
+    # come back from an older backup, nor do its revisions and evidence
+    url = db_factory()
+    monkeypatch.setenv("DATABASE_URL", url)
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("INSERT INTO erasure_audit (erasure_id, action, target, memory_id) "
+                     "VALUES ('e1', 'erasure', 'memory', %s)", (a,))  # fmt: skip
+    code, body, _ = pmem("import-backup", str(first), "--yes", "--json")
+    assert code == 0 and body["erased_skipped"] == 1 and body["memories"] == 1
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT count(*) FROM memory_revisions WHERE memory_id = %s", (a,)).fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM evidence WHERE memory_id = %s", (a,)).fetchone() == (0,)
+
+
+def test_demo_works_in_a_database_of_its_own(cli_env, world, tmp_path):
+    """`pmem demo` writes its sample memories into `<db>_demo` on the same server: the user's
+    `pmem export` is byte-identical before and after (the seed's make-demo contract)."""
+    import subprocess
+
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import conninfo_to_dict
+
+    from tests.conftest import PROJECT
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run([sys.executable, "-m", "cli.main", *args], env=cli_env, cwd=PROJECT,
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert out.returncode == 0, out.stderr[-3000:]
+        return out
+
+    before = run("export").stdout
+    out = run("demo", "--json")
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    own = conninfo_to_dict(cli_env["DATABASE_URL"])["dbname"]
+    try:
+        assert result["database"] == f"{own}_demo" and result["summary"]["commits"] == 7
+        assert result["searches"]["引っ越し"] and result["searches"]["laptop"]
+        assert "引っ越し" in result["searches"]["引っ越し"][0]["title"]
+        assert "your store is unchanged" in out.stdout and "{'" not in out.stdout  # no reprs
+        assert run("export").stdout == before
+        assert not (Path(cli_env["PMEM_DATA_DIR"]) / "runs").exists()  # its run files are its own too
+    finally:
+        with psycopg.connect(cli_env["DATABASE_URL"], autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(f"{own}_demo")))
