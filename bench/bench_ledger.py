@@ -62,7 +62,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mb", type=int, default=50)
     args = ap.parse_args()
-    from bench_import import write_chatgpt
+    from import_bench import write_export
 
     from store import embedded
     from store.db import ensure_database
@@ -70,7 +70,7 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="pmem-ledger-bench-"))
     try:
         export = base / "conversations.json"
-        write_chatgpt(export, args.mb << 20)
+        write_export(export, args.mb << 20)
         size = export.stat().st_size / (1 << 20)
         st = embedded.start(base / "pgdata")
         admin = st.uri() or ""

