@@ -359,9 +359,11 @@ def import_(
     p = Pipeline.open(settings())
     try:
         with _import_bar() as on_progress:
-            stats = run_import(p.ledger, src, str(target.resolve()), on_progress=on_progress)
+            stats = run_import(p.ledger, src, str(target.resolve()), on_progress=on_progress,
+                               index_messages=True)  # the recall index is built alongside
         with _progress_bars("indexing messages for recall"):
             indexed = index_for_search(p, embed=not no_embed, memories=False)
+        indexed["indexed_messages"] += stats.pop("indexed_messages", 0)
     finally:
         p.close()
     _finish_import(src, stats, indexed, as_json)

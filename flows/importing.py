@@ -87,10 +87,37 @@ def run_import(
     batch_conversations: int = BATCH_CONVERSATIONS,
     batch_bytes: int = BATCH_BYTES,
     raise_input_error: bool = False,
+    index_messages: bool = False,
 ) -> dict[str, Any]:
     """Import ``export_path`` with the importer of ``source``; returns the summary (counts,
     ``skipped`` by reason, ``errors``, ``input_error``). With ``raise_input_error`` an input
-    error is raised once everything read before it is stored (the backfill stops there)."""
+    error is raised once everything read before it is stored (the backfill stops there).
+
+    With ``index_messages`` the recall index is built alongside (``_Indexer``: stored batches
+    are tokenised in worker processes while the next ones are parsed and stored), so the index
+    step after the import finds (almost) nothing left; ``indexed_messages`` counts them."""
+    indexer = _Indexer(ledger) if index_messages else None
+    try:
+        stats, input_exc = _run_import(ledger, source, export_path, on_progress,
+                                       batch_conversations, batch_bytes, indexer)  # fmt: skip
+    finally:
+        indexed = indexer.close() if indexer is not None else None
+    if indexed is not None:
+        stats["indexed_messages"] = indexed
+    if raise_input_error and input_exc is not None:
+        raise input_exc
+    return stats
+
+
+def _run_import(
+    ledger: Ledger,
+    source: str,
+    export_path: str,
+    on_progress: ProgressFn | None,
+    batch_conversations: int,
+    batch_bytes: int,
+    indexer: _Indexer | None,
+) -> tuple[dict[str, Any], InputError | None]:
     import_id = ledger.start_import(source, export_path)
     overrides = ledger.overrides()
     report = ReadReport()
@@ -135,6 +162,8 @@ def run_import(
             return cached.get(id(conv)) or decide(conv)
 
         results = ledger.write_batch(batch.convs, import_id, decided, RULE_VERSION, rows, batch.digests)
+        if indexer is not None:
+            indexer.poke()
         with lock:
             for q in batch.quarantined:
                 stats["quarantined"] += 1
@@ -193,9 +222,7 @@ def run_import(
         progress.bytes_read, progress.bytes_total = report.bytes_read, report.bytes_total
         on_progress(progress)
     ledger.finish_import(import_id, {k: v for k, v in stats.items() if k != "errors"})
-    if raise_input_error and input_exc is not None:
-        raise input_exc
-    return stats
+    return stats, input_exc
 
 
 def _where(q: Quarantined) -> str:
@@ -237,3 +264,57 @@ class _Stage:
         if self._error is not None:
             err, self._error = self._error, None
             raise err
+
+
+class _Indexer:
+    """The recall index built while the import runs: a thread syncs the message index (the
+    queue the ledger's trigger fills as batches commit) again and again, tokenising in worker
+    processes started once (``store.search.upkeep.token_pool``). The index is derived: a failure
+    here is logged (its type, never text) and left to the index step after the import."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        from store.search import SearchStore
+        from store.search.upkeep import PARALLEL_MIN_PENDING, index_workers, token_pool
+
+        self._store = SearchStore(ledger.db)
+        self._pool = token_pool(index_workers(PARALLEL_MIN_PENDING))
+        if self._pool is not None:  # fork the workers now, from this thread, and warm them up
+            self._pool.submit(_warm_up).result()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self.indexed = 0
+        self._thread = threading.Thread(target=self._run, name="pmem-import-index", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while True:
+                stopping = self._stop.is_set()
+                n = self._store.sync_messages(pool=self._pool) if self._pool is not None else (
+                    self._store.sync_messages(workers=0))  # fmt: skip
+                self.indexed += n
+                if stopping:
+                    return  # a whole pass after the last commit: everything stored is indexed
+                if n == 0:
+                    self._wake.wait(0.5)
+                    self._wake.clear()
+        except Exception as err:  # noqa: BLE001 - derived data; the index step after catches up
+            _log.warning("indexing beside the import stopped (%s); the index step catches up", type(err).__name__)
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    def close(self) -> int:
+        """Index what is left, stop the thread and the workers; the number of messages indexed."""
+        self._stop.set()
+        self._wake.set()
+        self._thread.join()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        return self.indexed
+
+
+def _warm_up() -> None:
+    from core.textsearch import index_tokens
+
+    index_tokens("索引を作ります")

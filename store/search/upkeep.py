@@ -4,6 +4,7 @@ the vectors of memories and messages per embedding model, and their HNSW indexes
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
@@ -11,7 +12,7 @@ from psycopg import Connection, sql
 
 from core.errors import ConfigError
 from core.hashing import bytes_text
-from core.textsearch import INDEX_VERSION, index_tokens, index_tokens_long, passages
+from core.textsearch import INDEX_VERSION, index_tokens, index_tokens_many, passages
 from store.forget import forgotten_redactor
 from store.search.common import (
     INDEX_BUILD_MEMORY,
@@ -40,11 +41,61 @@ def _short(tokens: list[str]) -> list[str]:
     return [t for t in tokens if len(t) <= MAX_TOKEN_CHARS]
 
 
+PARALLEL_MIN_PENDING = 4000  # messages waiting before the index is tokenised in worker processes
+_CHUNK = 250  # messages per unit of tokenising work (and per write into the index)
+
+
+def index_workers(pending: int, asked: int | None = None) -> int:
+    """How many processes tokenise a backlog of ``pending`` messages (0: this process)."""
+    if asked is None:
+        env = os.environ.get("PMEM_INDEX_WORKERS", "").strip()
+        if env.isdigit():
+            asked = int(env)
+    if asked is not None:
+        return max(0, asked)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(cpus, 4) if cpus > 1 and pending >= PARALLEL_MIN_PENDING else 0
+
+
+def token_pool(workers: int) -> Any:
+    """Worker processes for tokenising; forked where the platform can (they start at once,
+    with the dictionary this process has loaded), else spawned. None for ``workers`` 0."""
+    if workers <= 0:
+        return None
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method))
+
+
 class IndexUpkeep(SearchBase):
-    def sync_messages(self, batch: int = 2000) -> int:
+    def sync_messages(self, batch: int = 2000, workers: int | None = None, pool: Any = None) -> int:
         """Catch the message search table up with the ledger (the queue a trigger fills). An
-        index built with an older token scheme is re-tokenised first (``ensure_index_version``)."""
+        index built with an older token scheme is re-tokenised first (``ensure_index_version``).
+
+        Tokenising (Sudachi's analysis of the Japanese) is most of the cost: with a backlog of at
+        least ``PARALLEL_MIN_PENDING`` messages it runs in ``workers`` processes (default: one per
+        CPU, at most 4; ``PMEM_INDEX_WORKERS`` overrides, 0 keeps it in this process), in chunks
+        whose rows are written while the workers tokenise the next ones. ``pool`` (from
+        ``token_pool``) is used as it is and left open: a caller that syncs again and again
+        (the import, while it stores batches) starts its workers once."""
         self.ensure_index_version()
+        if pool is not None:
+            return self._sync_batches(batch, pool)
+        with self.db.connection() as conn:
+            row = conn.execute("SELECT count(*) FROM message_search_pending").fetchone()
+        pending = int(row[0]) if row else 0
+        if not pending:
+            return 0
+        own = token_pool(index_workers(pending, workers))
+        try:
+            return self._sync_batches(batch, own)
+        finally:
+            if own is not None:
+                own.shutdown(wait=True, cancel_futures=True)
+
+    def _sync_batches(self, batch: int, pool: Any) -> int:
         done = 0
         while True:
             with self.db.connection() as conn, conn.transaction():
@@ -59,7 +110,7 @@ class IndexUpkeep(SearchBase):
                     return done
                 present = [r for r in rows if r[4] is not None]
                 if present:
-                    self._write_messages(conn, present)
+                    self._write_messages(conn, present, pool)
                 conn.execute(
                     "DELETE FROM message_search_pending WHERE message_key = ANY(%s)",
                     ([r[0] for r in rows],),
@@ -109,28 +160,41 @@ class IndexUpkeep(SearchBase):
         return True
 
     @staticmethod
-    def _write_messages(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+    def _write_messages(conn: Connection, rows: Sequence[tuple[Any, ...]], pool: Any = None) -> None:
+        """Index ``rows`` (key, conversation, role, created_at, body): the text as recall shows
+        it (a secret `pmem forget` erased is not indexed) and its tokens, computed in ``pool``'s
+        processes when given, chunk by chunk (each chunk written while the next is tokenised)."""
         conn.execute(
             """CREATE TEMP TABLE IF NOT EXISTS _pmem_msg_stage (
                    message_key text, conversation_key text, role text, created_at timestamptz,
                    text text, tokens text[]) ON COMMIT DELETE ROWS"""
         )
-        forgotten = forgotten_redactor(conn)  # a secret `pmem forget` erased is not indexed
-        with conn.cursor().copy(
-            "COPY _pmem_msg_stage (message_key, conversation_key, role, created_at, text, tokens) FROM STDIN"
-        ) as copy:
-            for key, conv, role, created, body in rows:
-                text = sanitize(bytes_text(bytes(body)))
-                text = forgotten(text) if forgotten else text
-                toks = [t for t in index_tokens_long(text) if len(t) <= MAX_TOKEN_CHARS]
-                copy.write_row((key, conv, role, created, text, toks))
-        conn.execute(
-            """INSERT INTO message_search (message_key, conversation_key, role, created_at, text, tokens)
-               SELECT message_key, conversation_key, role, created_at, text, array_to_tsvector(tokens)
-               FROM _pmem_msg_stage
-               ON CONFLICT (message_key) DO UPDATE
-               SET text = EXCLUDED.text, tokens = EXCLUDED.tokens, created_at = EXCLUDED.created_at"""
-        )
+        forgotten = forgotten_redactor(conn)
+        texts = []
+        for *_, body in rows:
+            text = sanitize(bytes_text(bytes(body)))
+            texts.append(forgotten(text) if forgotten else text)
+        chunks = [range(i, min(i + _CHUNK, len(rows))) for i in range(0, len(rows), _CHUNK)]
+        if pool is None:
+            tokenised = (index_tokens_many([texts[i] for i in c], MAX_TOKEN_CHARS) for c in chunks)
+        else:
+            tokenised = pool.map(index_tokens_many, [[texts[i] for i in c] for c in chunks],
+                                 [MAX_TOKEN_CHARS] * len(chunks))  # fmt: skip
+        for chunk, tokens in zip(chunks, tokenised, strict=True):
+            with conn.cursor().copy(
+                "COPY _pmem_msg_stage (message_key, conversation_key, role, created_at, text, tokens) FROM STDIN"
+            ) as copy:
+                for i, toks in zip(chunk, tokens, strict=True):
+                    key, conv, role, created, _ = rows[i]
+                    copy.write_row((key, conv, role, created, texts[i], toks))
+            conn.execute(
+                """INSERT INTO message_search (message_key, conversation_key, role, created_at, text, tokens)
+                   SELECT message_key, conversation_key, role, created_at, text, array_to_tsvector(tokens)
+                   FROM _pmem_msg_stage
+                   ON CONFLICT (message_key) DO UPDATE
+                   SET text = EXCLUDED.text, tokens = EXCLUDED.tokens, created_at = EXCLUDED.created_at"""
+            )
+            conn.execute("TRUNCATE _pmem_msg_stage")
 
     def embed_pending(
         self, embedder: QueryEmbedder, *, messages: bool | None = None, batch: int = 64,
