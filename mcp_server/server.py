@@ -39,7 +39,7 @@ from mcp.types import ToolAnnotations
 from pydantic import AliasChoices, BaseModel, Field, ValidationError
 from pydantic.fields import FieldInfo
 
-from core.errors import MemoryNotFound, PmemError, StaleRevision, TombstonedMemory
+from core.errors import ConfigError, MemoryNotFound, PmemError, StaleRevision, TombstonedMemory
 from core.hashing import tagged_hash
 from core.models import ActionRequest, CommitRequest, EvidenceIn, MemoryView
 from core.settings import Settings, get_settings
@@ -179,6 +179,25 @@ def _call(fn: Callable[[], T]) -> T:
             f"the memory server failed ({type(err).__name__}); try again, and if it keeps failing "
             "ask the owner to look at the server's log."
         ) from None
+
+
+def _bound(value: str | None, name: str, now: datetime, tz: str | None) -> datetime | None:
+    """since / until as a time; a value that is neither a date nor a time expression gets the
+    tool's own wording (the service speaks of CLI flags). The value is not repeated: the SDK
+    logs tool errors."""
+    try:
+        return parse_bound(value, name, now, tz)
+    except ConfigError:
+        raise ToolError(f"{name} is not a date or a time expression: use e.g. 2024-03-05, 2024-03, "
+                        "先月 or last summer, or leave it out.") from None  # fmt: skip
+
+
+def _now(svc: MemoryService, value: str | None) -> datetime:
+    try:
+        return svc.now(value)
+    except ConfigError:
+        raise ToolError("now must be an ISO 8601 time such as 2025-01-24T12:00:00+09:00, or "
+                        "left out for the current time.") from None  # fmt: skip
 
 
 class _Param(BaseModel):
@@ -432,8 +451,7 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
             now = svc.now()
             hits = svc.search(
                 query, limit=max(1, min(limit, 50)), kind=kind,
-                since=parse_bound(since, "since", now, svc.tz),
-                until=parse_bound(until, "until", now, svc.tz),
+                since=_bound(since, "since", now, svc.tz), until=_bound(until, "until", now, svc.tz),
             )  # fmt: skip
             return render_hits(query, hits)
 
@@ -475,7 +493,7 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
 
         def run() -> str:
             svc = lazy.get()
-            return render_recall(svc.recall(query, now=svc.now(now), limit=max(1, min(limit, 100))))
+            return render_recall(svc.recall(query, now=_now(svc, now), limit=max(1, min(limit, 100))))
 
         return _call(run)
 

@@ -100,6 +100,10 @@ def test_every_tool_over_stdio(server_env):
             "query": "先週の水曜の午後に何を決めた？", "now": "2025-01-29T12:00:00+00:00",
         }))  # fmt: skip
         out["context"] = text_of(await s.call_tool("load_context", {"limit": 10}))
+        bad_since = await s.call_tool("search_memory", {"query": "データベース", "since": "そのうち"})
+        out["bad_since"] = (bad_since.is_error, text_of(bad_since))
+        bad_now = await s.call_tool("recall", {"query": "昨日", "now": "きのう"})
+        out["bad_now"] = (bad_now.is_error, text_of(bad_now))
         missing = await s.call_tool("get_memory", {"memory_id": "mem_nope"})
         out["missing"] = (missing.is_error, text_of(missing))
         return out
@@ -134,6 +138,9 @@ def test_every_tool_over_stdio(server_env):
     assert all("message chatgpt:" in line for line in hit_lines)
     assert all("(chatgpt:" in line for line in conv_lines)
     assert out["id"] in out["context"] and "2 memories" in out["context"]
+    assert out["bad_since"] == (True, "since is not a date or a time expression: use e.g. 2024-03-05, "
+                                      "2024-03, 先月 or last summer, or leave it out.")  # fmt: skip
+    assert out["bad_now"][0] and out["bad_now"][1].startswith("now must be an ISO 8601 time")
     is_error, missing = out["missing"]
     assert is_error and missing == "memory mem_nope does not exist; find the id with load_context or search_memory."
 
