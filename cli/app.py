@@ -124,12 +124,20 @@ def _version(value: bool) -> None:
     raise typer.Exit(0)
 
 
+def _announce_database(st: Any) -> None:
+    err_console.print(f"started the embedded PostgreSQL (pid {st.pid}) in {escape(for_terminal(st.pgdata))}; "
+                      "it keeps running for the next commands: `pmem stop` stops it", highlight=False)  # fmt: skip
+
+
 @app.callback()
 def _root(
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress details to stderr.")] = False,
     version: Annotated[bool, typer.Option("--version", help="Print the version, the data dir and the time zone in use.",
                                           callback=_version, is_eager=True)] = False,
 ) -> None:
+    from store import embedded
+
+    embedded.on_start = _announce_database
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

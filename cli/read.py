@@ -71,24 +71,41 @@ def search(
     if as_json:
         print_json({"hits": [h.model_dump(mode="json") for h in hits], "range": span})
         return
+    _print_hits(hits, span, explain)
+
+
+def _print_hits(hits: list[Any], span: dict[str, Any] | None, explain: bool) -> None:
+    """Search hits in words: the title and when it happened first, then the kind, the summary,
+    where it comes from and its evidence; the score and each list's rank only with --explain."""
+    from core.display import human_time, plural
+    from core.settings import local_zone
+
+    zone = local_zone()
     if span:
-        err_console.print(f"occurred in {span['start']} – {span['end']} (from {tty(repr(span['matched']))})")
+        err_console.print(f"happened between {tty(span['start'])} and {tty(span['end'])} "
+                          f"(what “{tty(span['matched'])}” stands for)", highlight=False, markup=False)  # fmt: skip
     if not hits:
-        err_console.print("no hits")
+        err_console.print("no memories found")
     for h in hits:
-        when = f"  {h.occurred_at.date().isoformat()}" if h.occurred_at else ""
-        typer.echo(f"#{h.rank:<3} {h.score:6.4f}  {h.id}  [{tty(h.kind)}] {tty(h.title)}{when}\n        {tty(h.index_summary)}")
+        when = human_time(h.occurred_at, zone) if h.occurred_at else "time unknown"
+        typer.echo(f"{h.rank:>2}. {tty(h.title)} — {when}")
+        typer.echo(f"    {tty(h.kind)} · {h.id}")
+        if h.index_summary and h.index_summary != h.title:
+            typer.echo(f"    {tty(h.index_summary)}")
         if h.sources:
-            typer.echo(f"        from: {tty(', '.join(h.sources))}")
+            typer.echo(f"    from {plural(len(h.sources), 'conversation')}: {tty(', '.join(h.sources))}")
         for e in h.evidence[:2]:
-            typer.echo(f"        > {tty(e['quote'])}  [{tty(e['message_key'])}]")
+            typer.echo(f"    > {tty(e['quote'])}  [{tty(e['message_key'])}]")
         if explain:
-            ranks = "  ".join(
-                f"{name} #{h.ranks[name]}" if name in h.ranks else f"{name} -"
+            ranks = ", ".join(
+                f"{name} #{h.ranks[name]}" if name in h.ranks else f"{name} not listed"
                 for name in ("lexical", "trigram", "vector")
             )
-            sim = f"  (cosine {h.vector_similarity:.3f})" if h.vector_similarity is not None else ""
-            typer.echo(f"        ranks: {ranks}{sim}")
+            sim = f", cosine {h.vector_similarity:.3f}" if h.vector_similarity is not None else ""
+            typer.echo(f"    score {h.score:.4f} (weighted RRF): {ranks}{sim}")
+    if hits:
+        err_console.print(f"{plural(len(hits), 'memory', 'memories')}; `pmem show ID` opens one"
+                          + ("" if explain else ", --explain shows how each was ranked"))  # fmt: skip
 
 
 @app.command()

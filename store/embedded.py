@@ -71,6 +71,11 @@ CONF = (
 )
 
 
+#: called with the new server's status whenever a command had to start the embedded server
+#: (the CLI announces it: a daemon that keeps running is never started silently)
+on_start: Any = None
+
+
 def _wheel() -> Any:  # imported lazily: the wheel spawns nothing on import, but warns about XDG dirs
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -465,6 +470,8 @@ def start(pgdata: Path) -> ServerStatus:
             make_private(pgdata)
             st = status(pgdata)
         _log.info("embedded PostgreSQL ready in %.2fs", time.monotonic() - t0)
+        if not current.running and on_start is not None:
+            on_start(st)
         return st
 
 

@@ -190,3 +190,62 @@ def test_demo_works_in_a_database_of_its_own(cli_env, world, tmp_path):
     finally:
         with psycopg.connect(cli_env["DATABASE_URL"], autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(f"{own}_demo")))
+
+
+def test_readable_output_status_search_gc_version_db_status(world, db, pmem_env, monkeypatch):
+    """Words, not reprs: search leads with the title and time (the score only with --explain);
+    status shows only the runs that did something, their dates and export file, the disk used;
+    gc removes what nothing needs after asking; --version names the data dir and time zone."""
+    store, a, _b, _keys = world
+    out = runner.invoke(app, ["search", "車を手放す"])
+    first = out.stdout.splitlines()[0]
+    assert out.exit_code == 0 and first.startswith(" 1. 車を手放す — ") and "score" not in out.stdout
+    assert "from 1 conversation: chatgpt:cars" in out.stdout and "{'" not in out.stdout + out.stderr
+    explained = runner.invoke(app, ["search", "車を手放す", "--explain"]).stdout
+    assert "score 0." in explained and "lexical #1" in explained
+
+    with db.connection() as conn:
+        for run_id, export, summary in (("run_busy", "/x/chatgpt-2025.zip", '{"commits": 2, "conversations": 3, "drafter_calls": 1}'),
+                                        ("run_idle", "/x/again.zip", '{"commits": 0, "conversations": 3, "drafter_calls": 0}')):  # fmt: skip
+            conn.execute("""INSERT INTO backfill_runs (run_id, source, export_path, export_fingerprint, model,
+                                prompt_version, dry_run, status, summary, started_at, finished_at)
+                            VALUES (%s, 'chatgpt', %s, 'fp', 'extractive', 'v1', false, 'complete', %s,
+                                    '2025-03-01T09:00Z', '2025-03-01T09:05Z')""", (run_id, export, summary))  # fmt: skip
+        conn.commit()
+    monkeypatch.setenv("PMEM_TZ", "Asia/Tokyo")
+    out = runner.invoke(app, ["status"])
+    assert out.exit_code == 0, out.stderr
+    assert "run_busy  chatgpt  chatgpt-2025.zip  complete" in out.stdout and "run_idle" not in out.stdout
+    assert "started 2025-03-01 18:00, finished 2025-03-01 18:05" in out.stdout  # in PMEM_TZ
+    assert "1 run that found nothing to do not shown" in out.stdout
+    assert "memories: 2 memories, 2 revisions, 2 evidence excerpts, 0 tombstones" in out.stdout
+    assert "disk: database " in out.stdout and "{'" not in out.stdout
+    code, body, _ = pmem("status", "--all", "--json")
+    assert code == 0 and [r["run_id"] for r in body["items"]] == ["run_busy", "run_idle"]
+    assert body["disk"]["database_bytes"] > 0 and body["memories"]["memories"] == 2
+
+    runs = Path(pmem_env["PMEM_DATA_DIR"]) / "runs"
+    (runs / "run_orphan" / "batches" / "b1").mkdir(parents=True)
+    (runs / "run_orphan" / "batches" / "b1" / "result.json").write_text("{}" * 1000)
+    (runs / "run_busy" / "batches" / "b2").mkdir(parents=True)  # a complete run's batch files
+    code, body, _ = pmem("gc", "--json", input="n\n")
+    assert code == 1 and (runs / "run_orphan").exists()
+    code, body, _ = pmem("gc", "--older-than", "100000", "--yes", "--json")  # the run is too recent
+    assert code == 0 and body["paths"] == ["run_orphan"] and body["bytes"] == 2000
+    assert not (runs / "run_orphan").exists() and (runs / "run_busy" / "batches" / "b2").exists()
+    code, body, _ = pmem("gc", "--yes", "--json")  # finished over 30 days ago
+    assert code == 0 and body["paths"] == ["run_busy/batches/b2"]
+
+    out = runner.invoke(app, ["--version"])
+    assert out.exit_code == 0 and "time zone: Asia/Tokyo (from PMEM_TZ" in out.stdout and "data dir: " in out.stdout
+    monkeypatch.setenv("PMEM_TZ", "Mars/Olympus")
+    assert runner.invoke(app, ["--version"]).exit_code == 1
+    monkeypatch.delenv("PMEM_TZ")
+
+    from store.db import migration_files
+
+    code, body, _ = pmem("db", "status", "--json")
+    assert code == 0 and [m["version"] for m in body["migrations"]] == [v for v, _, _ in migration_files()]
+    human = runner.invoke(app, ["db", "status"]).stdout
+    assert f"migrations applied: {len(migration_files())} of {len(migration_files())}" in human
+    assert "0001 init" in human
