@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from cli import (  # noqa: F401  (they register their commands)
+    auth_cmds,
     backfill_cmds,
     backup_cmds,
     consent_cmds,

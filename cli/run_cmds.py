@@ -108,7 +108,7 @@ def export_(
 @handle_errors
 def api(
     host: Annotated[str, typer.Option(help="Interface to listen on (loopback unless --public-url is given).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8765,
+    port: Annotated[int, typer.Option(help="TCP port (`pmem serve --http` takes 8765 and serves the API under /v1 too).")] = 8766,
     public_url: Annotated[str | None, typer.Option("--public-url", help="The https address a TLS proxy serves the API at; required for a non-loopback --host, and its host is accepted in the Host header.")] = None,
 ) -> None:
     """Serve the memory API over HTTP (point PMEM_MEMORY_URL at it). Every request but

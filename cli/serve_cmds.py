@@ -1,5 +1,6 @@
 """`pmem serve`: the MCP server over stdio, for Claude Desktop, Claude Code, Codex and other MCP
-clients (see README, "Use it from an AI client")."""
+clients (see README, "Use it from an AI client"); with `--http`, the remote memory server (MCP
+over streamable HTTP at /mcp, OAuth 2.1, the memory API under /v1; docs/remote.md)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,27 @@ from typing import Annotated
 
 import typer
 
-from cli.app import app, handle_errors
+from cli.app import app, handle_errors, settings
 
 
 @app.command()
 @handle_errors
 def serve(
-    client: Annotated[str, typer.Option("--client", help="Name recorded on every revision written through this server.")] = "mcp",
+    client: Annotated[str, typer.Option("--client", help="Name recorded on every revision written through this server (stdio).")] = "mcp",
+    http: Annotated[bool, typer.Option("--http", help="Serve over streamable HTTP with OAuth (web and remote clients) instead of stdio.")] = False,
+    host: Annotated[str, typer.Option(help="--http: interface to listen on (loopback unless --public-url is given).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="--http: TCP port.")] = 8765,
+    public_url: Annotated[str | None, typer.Option("--public-url", help="--http: the https address a TLS proxy serves this server at (the OAuth issuer); required for a non-loopback --host.")] = None,
+    log_level: Annotated[str, typer.Option("--log-level", help="--http: debug, info, warning or error.")] = "info",
 ) -> None:
     """Serve the memory to an AI client over MCP (stdio): load_context, search_memory,
     get_memory, recall, propose_memory, commit_memory, memory_history. stdout carries the
     protocol; logs go to stderr. Configuration: the environment the client passes and the data
-    dir's config.env; never a `.env` in the folder the client started it in."""
+    dir's config.env; never a `.env` in the folder the client started it in.
+
+    With --http: the same tools at http://HOST:PORT/mcp behind OAuth 2.1 (the consent page asks
+    for the owner passphrase: `pmem owner set-password` first), the memory API under /v1 and
+    the public projection at /public. Without --public-url the issuer is http://127.0.0.1:PORT."""
     from core.settings import ignore_working_dir_dotenv
 
     ignore_working_dir_dotenv()  # before anything reads settings
@@ -33,4 +43,33 @@ def serve(
             f"`pmem serve` needs the {err.name!r} package, which is not installed",
             hint="reinstall the project: .venv/bin/pip install -e '.[dev]'",
         ) from None
+    if http:
+        _serve_http(host, port, public_url, log_level)
+        return
     run_stdio(client=client)
+
+
+def _serve_http(host: str, port: int, public_url: str | None, log_level: str) -> None:
+    import logging
+
+    from core.errors import ConfigError
+    from mcp_server.http import create_app, issuer_for, quiet_logging
+    from memory_api.auth import check_bind
+    from memory_api.server import run_app_forever
+    from store.db import Database
+    from store.public import PublicReader
+
+    if log_level.lower() not in ("debug", "info", "warning", "error"):
+        raise ConfigError(f"--log-level must be debug, info, warning or error, not {log_level!r}")
+    check_bind(host, public_url)  # before the database is opened
+    if public_url and not public_url.startswith("https://") and not public_url.startswith("http://127.0.0.1"):
+        raise ConfigError("--public-url must be an https:// address (the TLS proxy in front of this server)")
+    quiet_logging(log_level)
+    cfg = settings()
+    db = Database.open(cfg)
+    issuer = issuer_for(port, public_url)
+    app_ = create_app(db, issuer=issuer, public_url=public_url, budget=cfg.budget,
+                      public_reader=PublicReader.for_database(db))  # fmt: skip
+    logging.getLogger("pmem.remote").info("remote memory server: %s/mcp (issuer %s), listening on %s:%d",
+                                          issuer, issuer, host, port)  # fmt: skip
+    run_app_forever(app_, host=host, port=port, log_level=log_level.lower())

@@ -65,15 +65,18 @@ def queued(action: str, proposal_id: str) -> JSONResponse:
 
 
 def create_app(
-    db: Database, *, budget: tuple[int, float] = (300, 600.0), public_url: str | None = None
-) -> FastAPI:
+    db: Database, *, budget: tuple[int, float] = (300, 600.0), public_url: str | None = None,
+    token_kinds: tuple[str, ...] = ("api",),
+) -> FastAPI:  # fmt: skip
     """The API behind its auth middleware (memory_api/auth.py): Host check, bearer token, scope;
-    ``X-Pmem-Client`` as the routes see it is the token's name, never the caller's choice."""
+    ``X-Pmem-Client`` as the routes see it is the token's name, never the caller's choice.
+    ``token_kinds``: `pmem api` takes its own tokens; the remote server (`pmem serve --http`)
+    also OAuth access tokens."""
     store = MemoryStore(db)
     limit, window = budget
     app = FastAPI(title="personal-memory API", version="1", docs_url=None, redoc_url=None,
                   openapi_url=None)  # fmt: skip
-    app.add_middleware(AuthMiddleware, tokens=TokenStore(db), hosts=allowed_hosts(public_url))
+    app.add_middleware(AuthMiddleware, tokens=TokenStore(db), hosts=allowed_hosts(public_url), kinds=token_kinds)
     windows: dict[str, PgWindow] = {}
 
     def admit(client: str) -> JSONResponse | None:

@@ -95,10 +95,12 @@ def required_scope(method: str, path: str) -> str:
 
 
 class AuthMiddleware:
-    def __init__(self, app: ASGIApp, *, tokens: TokenStore, hosts: set[str]) -> None:
+    def __init__(self, app: ASGIApp, *, tokens: TokenStore, hosts: set[str],
+                 kinds: tuple[str, ...] = ("api",)) -> None:  # fmt: skip
         self.app = app
         self.tokens = tokens
         self.hosts = hosts
+        self.kinds = kinds
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -132,7 +134,7 @@ class AuthMiddleware:
         scheme, _, token = authorization.partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             return None
-        return await run_in_threadpool(self.tokens.verify, token.strip())
+        return await run_in_threadpool(lambda: self.tokens.verify(token.strip(), kind=self.kinds))
 
 
 async def _answer(send: Send, status: int, body: dict[str, Any],

@@ -49,3 +49,43 @@ def serve_forever(db: Database, *, budget: tuple[int, float], host: str, port: i
     check_bind(host, public_url)
     uvicorn.run(create_app(db, budget=budget, public_url=public_url), host=host, port=port,
                 log_level="info", access_log=False, server_header=False)  # fmt: skip
+
+
+def run_app_in_thread(app: object, *, host: str = "127.0.0.1", port: int = 0, name: str = "pmem-http",
+                      lifespan: str = "on", log_level: str = "warning") -> RunningServer:  # fmt: skip
+    """Any of our ASGI apps (the remote server, `pmem serve --http`) under uvicorn in a thread;
+    no access log (it would record query strings); uvicorn's records go to the root logger."""
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,  # type: ignore[arg-type]
+                            lifespan=lifespan, server_header=False, log_config=None)  # fmt: skip
+    server = uvicorn.Server(config)
+    _no_access_log()
+    thread = threading.Thread(target=server.run, name=name, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError(f"{name} did not start")
+        time.sleep(0.02)
+    sock = server.servers[0].sockets[0]
+    bound_host, bound_port = sock.getsockname()[:2]
+    return RunningServer(f"http://{bound_host}:{bound_port}", server, thread)
+
+
+def run_app_forever(app: object, *, host: str, port: int, log_level: str = "info") -> None:
+    """Any of our ASGI apps in the foreground; no access log, no server header."""
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,  # type: ignore[arg-type]
+                            server_header=False, log_config=None)  # fmt: skip
+    server = uvicorn.Server(config)
+    _no_access_log()
+    server.run()
+
+
+def _no_access_log() -> None:
+    """uvicorn's access log records every request line, query string included: off for good
+    (``access_log=False`` only stops propagation, which other logging set-up can undo)."""
+    import logging
+
+    access = logging.getLogger("uvicorn.access")
+    access.handlers = []
+    access.propagate = False
+    access.disabled = True

@@ -142,8 +142,24 @@ TABLE_STORES: tuple[TableStore, ...] = (
     # ------------------------------------------------------------ tokens (0005)
     TableStore(
         "auth_tokens", "bookkeeping",
-        ids=("token_id", "name", "kind", "token_hash", "scopes", "client_id", "family_id"),
+        ids=("token_id", "name", "kind", "token_hash", "scopes", "client_id", "family_id", "resource"),
         guard="a client's name and scopes; tokens only as SHA-256",
+    ),  # fmt: skip
+    # ------------------------------------------------------------ the remote server (0018, 0019)
+    TableStore(
+        "oauth_clients", "bookkeeping",
+        ids=("client_id", "name", "client_name", "metadata", "secret_hash"),
+        guard="what a client registered (name, redirect URIs); its secret only as SHA-256",
+    ),  # fmt: skip
+    TableStore(
+        "oauth_codes", "bookkeeping",
+        ids=("code_hash", "client_id", "scopes", "code_challenge", "redirect_uri", "resource"),
+        guard="single-use codes only as SHA-256",
+    ),  # fmt: skip
+    TableStore("owner_credentials", "bookkeeping", ids=("password_hash",), guard="Argon2id hash only"),
+    TableStore(
+        "public_memories", "derived", text=("title", "summary"), ids=("memory_id",),
+        guard="redact() before the owner confirms (`pmem publish`)",
     ),  # fmt: skip
     # ------------------------------------------------------------ search (0003)
     TableStore(

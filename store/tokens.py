@@ -1,4 +1,4 @@
-"""The token store: bearer tokens for `pmem api` (and, later, the remote server's OAuth tokens).
+"""The token store: bearer tokens for `pmem api` and the remote server's OAuth tokens.
 
 A token is ``pmem_`` + 43 url-safe characters (256 random bits), shown once when created; the
 table keeps only its SHA-256 (a slow hash buys nothing for random 256-bit secrets). A token
@@ -14,6 +14,7 @@ import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from psycopg.rows import dict_row
 
@@ -40,12 +41,16 @@ class TokenInfo:
     expires_at: datetime | None
     last_used_at: datetime | None
     revoked_at: datetime | None
+    client_id: str | None = None  # an OAuth client (kinds 'access' and 'refresh')
+    family_id: str | None = None  # a refresh-token family: every token from one consent
+    resource: str | None = None  # RFC 8707: the resource an OAuth token is for
 
     def as_json(self) -> dict[str, object]:
         return {
             "token_id": self.token_id, "name": self.name, "kind": self.kind, "scopes": list(self.scopes),
             "created_at": self.created_at, "expires_at": self.expires_at,
             "last_used_at": self.last_used_at, "revoked_at": self.revoked_at,
+            "client_id": self.client_id, "family_id": self.family_id, "resource": self.resource,
         }  # fmt: skip
 
 
@@ -65,11 +70,13 @@ def check_scopes(scopes: list[str] | tuple[str, ...]) -> tuple[str, ...]:
 def _info(row: dict) -> TokenInfo:
     return TokenInfo(
         row["token_id"], row["name"], row["kind"], tuple(row["scopes"]), row["created_at"],
-        row["expires_at"], row["last_used_at"], row["revoked_at"],
+        row["expires_at"], row["last_used_at"], row["revoked_at"], row.get("client_id"),
+        row.get("family_id"), row.get("resource"),
     )  # fmt: skip
 
 
-_COLS = "token_id, name, kind, scopes, created_at, expires_at, last_used_at, revoked_at"
+_COLS = ("token_id, name, kind, scopes, created_at, expires_at, last_used_at, revoked_at, client_id, "
+         "family_id, resource")  # fmt: skip
 
 
 class TokenStore:
@@ -79,7 +86,10 @@ class TokenStore:
     def create(
         self, name: str, scopes: tuple[str, ...] | list[str] = DEFAULT_SCOPES, *, kind: str = "api",
         expires_at: datetime | None = None, client_id: str | None = None, family_id: str | None = None,
+        resource: str | None = None, generation: int = 0, conn: Any = None,
     ) -> IssuedToken:  # fmt: skip
+        """A new token (shown once). ``conn``: write in the caller's transaction (not committed
+        here)."""
         if not _NAME.match(name):
             raise ConfigError(
                 f"token name {name!r} is not allowed: 1-64 letters, digits or . _ : @ -, "
@@ -88,20 +98,27 @@ class TokenStore:
         scopes = check_scopes(scopes)
         token = PREFIX + secrets.token_urlsafe(32)
         token_id = "tok_" + secrets.token_hex(6)
-        with self.db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            cur.execute(
-                f"""INSERT INTO auth_tokens (token_id, name, kind, token_hash, scopes, expires_at,
-                                             client_id, family_id)
-                    VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING {_COLS}""",
-                (token_id, name, kind, token_hash(token), list(scopes), expires_at, client_id, family_id),
-            )  # fmt: skip
-            row = cur.fetchone()
-            conn.commit()
+        insert = f"""INSERT INTO auth_tokens (token_id, name, kind, token_hash, scopes, expires_at,
+                                              client_id, family_id, resource, generation)
+                     VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING {_COLS}"""
+        values = (token_id, name, kind, token_hash(token), list(scopes), expires_at, client_id,
+                  family_id, resource, generation)  # fmt: skip
+        if conn is not None:
+            with conn.cursor(row_factory=dict_row) as cur:
+                cur.execute(insert, values)
+                row = cur.fetchone()
+        else:
+            with self.db.connection() as own, own.cursor(row_factory=dict_row) as cur:
+                cur.execute(insert, values)
+                row = cur.fetchone()
+                own.commit()
         assert row is not None
         return IssuedToken(_info(row), token)
 
-    def verify(self, token: str, *, kind: str | None = "api") -> TokenInfo | None:
-        """The live token's identity; None for an unknown, revoked or expired one."""
+    def verify(self, token: str, *, kind: str | tuple[str, ...] | None = "api") -> TokenInfo | None:
+        """The live token's identity; None for an unknown, revoked or expired one. ``kind``: one
+        kind, several (``("api", "access")``) or any (None)."""
+        kinds = [kind] if isinstance(kind, str) else (list(kind) if kind is not None else None)
         if not token.startswith(PREFIX) or len(token) > 200:
             return None
         with self.db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
@@ -110,8 +127,8 @@ class TokenStore:
                     FROM auth_tokens
                     WHERE token_hash = %s AND revoked_at IS NULL
                       AND (expires_at IS NULL OR expires_at > now())
-                      AND (%s::text IS NULL OR kind = %s)""",
-                (token_hash(token), kind, kind),
+                      AND (%s::text[] IS NULL OR kind = ANY(%s::text[]))""",
+                (token_hash(token), kinds, kinds),
             )  # fmt: skip
             row = cur.fetchone()
             if row is not None and row["stale"]:  # last use, to the minute: not a write per request
@@ -119,12 +136,13 @@ class TokenStore:
             conn.commit()
         return _info(row) if row else None
 
-    def list(self, *, include_revoked: bool = False) -> list[TokenInfo]:
+    def list(self, *, include_revoked: bool = False, kinds: tuple[str, ...] | None = None) -> list[TokenInfo]:
         with self.db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             cur.execute(
-                f"SELECT {_COLS} FROM auth_tokens"
-                + ("" if include_revoked else " WHERE revoked_at IS NULL")
-                + " ORDER BY created_at, token_id"
+                f"SELECT {_COLS} FROM auth_tokens WHERE (%s OR revoked_at IS NULL)"
+                " AND (%s::text[] IS NULL OR kind = ANY(%s::text[]))"
+                " ORDER BY created_at, token_id",
+                (include_revoked, list(kinds) if kinds else None, list(kinds) if kinds else None),
             )
             return [_info(r) for r in cur.fetchall()]
 

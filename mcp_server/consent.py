@@ -1,0 +1,250 @@
+"""The authorization endpoint and its consent page (``GET|POST /authorize``).
+
+A GET with a valid request answers 200 with the page itself: a plain HTML form (no JavaScript)
+showing the client's name, where it will send the answer (a loopback redirect gets a warning),
+each requested scope as a checkbox with a plain-language line, a field for the owner's
+passphrase (``pmem owner set-password``) and Approve / Deny buttons. The request travels in
+hidden fields and is checked again on POST. The grant is what the owner ticked.
+
+Guessing is throttled: after 5 wrong passphrases in 15 minutes every further try waits a
+growing delay (2, 4, 8 … up to 300 s after the last failure), answered 429 with Retry-After
+without looking at the passphrase. A failure is recorded (time only) and logged without the
+attempt.
+
+Errors before the client and redirect URI are known are shown on a page (never redirected);
+afterwards they go back to the client as ``error=…&state=…&iss=…``. ``iss`` (RFC 9207) is on
+every redirect.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from mcp_server.oauth import Urls, is_loopback_redirect, match_redirect, with_params
+from store.oauth import Client, OAuthStore
+from store.tokens import DEFAULT_SCOPES, SCOPES
+
+log = logging.getLogger("pmem.remote")
+
+FAILURE_WINDOW = 15 * 60
+FREE_FAILURES = 5
+MAX_DELAY = 300.0
+
+SCOPE_TEXT = {
+    "memory.read": "Read your memories: the index, search, single memories and their history, and "
+                   "recall of what was said in your conversations.",
+    "memory.propose": "Suggest new memories and changes. Suggestions wait in your queue "
+                      "(pmem proposals) until you accept them.",
+    "memory.write": "Write memories: create new ones and add to existing ones, recorded under this "
+                    "client's name.",
+    "memory.delete": "Ask to delete memories. Each request waits for your confirmation.",
+    "memory.publish": "Ask to publish memories to your public page. Each request waits for your "
+                      "confirmation.",
+}  # fmt: skip
+
+FIELDS = ("client_id", "redirect_uri", "response_type", "code_challenge", "code_challenge_method", "state",
+          "scope", "resource")  # fmt: skip
+
+
+def throttle_delay(failures: int) -> float:
+    """Seconds to wait after the last failure, given the failures in the window."""
+    if failures < FREE_FAILURES:
+        return 0.0
+    return min(MAX_DELAY, 2.0 ** (failures - FREE_FAILURES + 1))
+
+
+@dataclass
+class Pending:
+    client: Client
+    redirect_uri: str
+    explicit: bool
+    state: str | None
+    code_challenge: str
+    scopes: list[str]  # what the client asked for (known scopes only), or the default
+    resource: str | None
+    raw: dict[str, str]
+
+
+class ConsentError(Exception):
+    def __init__(self, error: str, description: str, *, redirect: bool) -> None:
+        super().__init__(description)
+        self.error = error
+        self.description = description
+        self.redirect = redirect
+
+
+class Authorize:
+    def __init__(self, store: OAuthStore, urls: Urls) -> None:
+        self.store = store
+        self.urls = urls
+
+    async def handle(self, request: Request) -> Response:
+        params: dict[str, str] = {}
+        source = request.query_params if request.method == "GET" else await request.form()
+        for k in FIELDS:
+            v = source.get(k)
+            if isinstance(v, str):
+                params[k] = v
+        try:
+            pending = await run_in_threadpool(self._check, params)
+        except ConsentError as err:
+            return self._error(err, params)
+        if request.method == "GET":
+            return await self._page(pending)
+        form = await request.form()
+        return await self._decide(pending, form)
+
+    # ---------------------------------------------------------------- validation
+
+    def _check(self, p: dict[str, str]) -> Pending:
+        c = self.store.get_client(p.get("client_id", "")) if p.get("client_id") else None
+        if c is None or c.revoked_at is not None:
+            raise ConsentError("invalid_request", "unknown or revoked client", redirect=False)
+        registered = [str(u) for u in c.metadata.get("redirect_uris") or []]
+        redirect = match_redirect(p.get("redirect_uri"), registered)
+        if redirect is None:
+            raise ConsentError("invalid_request", "redirect_uri is not registered for this client", redirect=False)
+        pending = Pending(c, redirect, "redirect_uri" in p, p.get("state"), p.get("code_challenge", ""), [],
+                          p.get("resource"), p)  # fmt: skip
+        if p.get("response_type") != "code":
+            raise ConsentError("unsupported_response_type", "response_type must be code", redirect=True)
+        if not pending.code_challenge or p.get("code_challenge_method") != "S256":
+            raise ConsentError("invalid_request", "PKCE with code_challenge_method=S256 is required", redirect=True)
+        if not self.urls.resource_ok(pending.resource):
+            raise ConsentError("invalid_target", "this server is not that resource", redirect=True)
+        asked = [s for s in (p.get("scope") or "").split() if s in SCOPES]
+        pending.scopes = list(dict.fromkeys(asked)) or list(DEFAULT_SCOPES)
+        return pending
+
+    def _error(self, err: ConsentError, p: dict[str, str]) -> Response:
+        if err.redirect:
+            try:
+                pending_redirect = match_redirect(
+                    p.get("redirect_uri"),
+                    [str(u) for u in (self.store.get_client(p.get("client_id", "")) or _NO).metadata.get("redirect_uris") or []],
+                )  # fmt: skip
+            except Exception:  # noqa: BLE001 - fall back to the page
+                pending_redirect = None
+            if pending_redirect:
+                return _redirect(with_params(pending_redirect, error=err.error, error_description=err.description,
+                                             state=p.get("state"), iss=self.urls.issuer))  # fmt: skip
+        return HTMLResponse(_shell("Cannot authorize", f"<p class=err>{html.escape(err.description)}</p>"),
+                            status_code=400, headers=_NO_STORE)  # fmt: skip
+
+    # ---------------------------------------------------------------- the page
+
+    async def _page(self, pending: Pending, *, message: str = "", status: int = 200,
+                    ticked: list[str] | None = None, headers: dict[str, str] | None = None) -> Response:  # fmt: skip
+        has_password = await run_in_threadpool(self.store.has_owner_password)
+        return HTMLResponse(self._render(pending, message, has_password, ticked), status_code=status,
+                            headers={**_NO_STORE, **(headers or {})})  # fmt: skip
+
+    def _render(self, pending: Pending, message: str, has_password: bool, ticked: list[str] | None) -> str:
+        c = pending.client
+        name = html.escape(c.client_name or c.client_id)
+        target = urlsplit(pending.redirect_uri)
+        host = html.escape(target.netloc or pending.redirect_uri)
+        warn = ""
+        if is_loopback_redirect(pending.redirect_uri):
+            warn = ("<p class=warn role=alert><strong>Warning:</strong> this client receives the answer on "
+                    "this computer (a loopback address). Approve only if you just started it yourself, "
+                    "e.g. Claude Code or Codex.</p>")  # fmt: skip
+        chosen = set(ticked if ticked is not None else pending.scopes)
+        boxes = "\n".join(
+            f'<li><label><input type=checkbox name=grant value="{s}"{" checked" if s in chosen else ""}> '
+            f"<code>{s}</code> — {html.escape(SCOPE_TEXT[s])}</label></li>"
+            for s in pending.scopes
+        )
+        hidden = "\n".join(
+            f'<input type=hidden name="{k}" value="{html.escape(v, quote=True)}">' for k, v in pending.raw.items()
+        )
+        note = f"<p class=err role=alert>{html.escape(message)}</p>" if message else ""
+        if not has_password:
+            note += ("<p class=err>No owner passphrase is set: run <code>pmem owner set-password</code> on the "
+                     "server first.</p>")  # fmt: skip
+        body = f"""
+<p><strong>{name}</strong> asks to use your personal memory.</p>
+<p>It will send the answer to <strong>{host}</strong>.</p>
+{warn}{note}
+<form method=post action="/authorize">
+{hidden}
+<fieldset><legend>Allow it to</legend>
+<ul>
+{boxes}
+</ul></fieldset>
+<p><label>Owner passphrase <input type=password name=passphrase autocomplete=current-password></label></p>
+<p><button type=submit name=decision value=approve>Approve</button>
+<button type=submit name=decision value=deny>Deny</button></p>
+</form>"""
+        return _shell(f"Allow {c.client_name or c.client_id}?", body)
+
+    # ---------------------------------------------------------------- the decision
+
+    async def _decide(self, pending: Pending, form: Any) -> Response:
+        decision = form.get("decision")
+        if decision != "approve":
+            log.info("consent denied for client %s", pending.client.client_id)
+            return _redirect(with_params(pending.redirect_uri, error="access_denied", state=pending.state,
+                                         iss=self.urls.issuer))  # fmt: skip
+        ticked = [s for s in form.getlist("grant") if s in pending.scopes]
+        failures, since_last = await run_in_threadpool(self.store.failures, FAILURE_WINDOW)
+        delay = throttle_delay(failures)
+        if delay and since_last is not None and since_last < delay:
+            wait = int(delay - since_last) + 1
+            log.warning("consent throttled: %d wrong passphrases in 15 minutes", failures)
+            return await self._page(pending, message=f"Too many wrong passphrases. Try again in {wait} seconds.",
+                                    status=429, ticked=ticked, headers={"Retry-After": str(wait)})  # fmt: skip
+        password = form.get("passphrase")
+        ok = isinstance(password, str) and await run_in_threadpool(self.store.check_owner_password, password)
+        if not ok:
+            await run_in_threadpool(self.store.record_failure)
+            log.warning("consent: wrong owner passphrase for client %s (%d in 15 minutes)",
+                        pending.client.client_id, failures + 1)  # fmt: skip
+            return await self._page(pending, message="Wrong passphrase.", status=401, ticked=ticked)
+        if not ticked:
+            return await self._page(pending, message="Tick at least one permission, or deny.", status=400, ticked=ticked)
+        code, _ = await run_in_threadpool(
+            self.store.save_code, pending.client.client_id, ticked, pending.code_challenge, pending.redirect_uri,
+            pending.explicit, pending.resource,
+        )  # fmt: skip
+        log.info("consent given to client %s (%s)", pending.client.client_id, " ".join(ticked))
+        return _redirect(with_params(pending.redirect_uri, code=code, state=pending.state, iss=self.urls.issuer))
+
+
+class _NoClient:
+    metadata: dict[str, Any] = {}
+
+
+_NO = _NoClient()
+_NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY",
+             "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+                                        "frame-ancestors 'none'"}  # fmt: skip
+
+
+def _redirect(url: str) -> Response:
+    return RedirectResponse(url, status_code=302, headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
+
+
+def _shell(title: str, body: str) -> str:
+    return f"""<!doctype html>
+<html lang=en><head><meta charset=utf-8><meta name=viewport content="width=device-width, initial-scale=1">
+<title>{html.escape(title)} — personal-memory</title>
+<style>
+body {{ font: 16px/1.5 system-ui, sans-serif; max-width: 40rem; margin: 2rem auto; padding: 0 1rem; color: #222; }}
+h1 {{ font-size: 1.4rem; }} ul {{ list-style: none; padding: 0; }} li {{ margin: .6rem 0; }}
+fieldset {{ border: 1px solid #ccc; border-radius: 6px; }} code {{ background: #f3f3f3; padding: 0 .2rem; }}
+.warn {{ background: #fff4d6; border: 1px solid #e0b84c; padding: .6rem; border-radius: 6px; }}
+.err {{ color: #a40000; font-weight: 600; }}
+button {{ font-size: 1rem; padding: .4rem 1.2rem; margin-right: .6rem; }}
+</style></head>
+<body><h1>{html.escape(title)}</h1>
+{body}
+</body></html>"""
