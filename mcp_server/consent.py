@@ -144,8 +144,11 @@ class Authorize:
     async def _page(self, pending: Pending, *, message: str = "", status: int = 200,
                     ticked: list[str] | None = None, headers: dict[str, str] | None = None) -> Response:  # fmt: skip
         has_password = await run_in_threadpool(self.store.has_owner_password)
+        target = urlsplit(pending.redirect_uri)
+        # the form posts here and is answered with a redirect to the client: both allowed
+        csp = _NO_STORE["Content-Security-Policy"] + f"; form-action 'self' {target.scheme}://{target.netloc}"
         return HTMLResponse(self._render(pending, message, has_password, ticked), status_code=status,
-                            headers={**_NO_STORE, **(headers or {})})  # fmt: skip
+                            headers={**_NO_STORE, "Content-Security-Policy": csp, **(headers or {})})  # fmt: skip
 
     def _render(self, pending: Pending, message: str, has_password: bool, ticked: list[str] | None) -> str:
         c = pending.client
@@ -225,8 +228,7 @@ class _NoClient:
 
 _NO = _NoClient()
 _NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY",
-             "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
-                                        "frame-ancestors 'none'"}  # fmt: skip
+             "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"}
 
 
 def _redirect(url: str) -> Response:

@@ -506,3 +506,17 @@ def test_public_reader_reads_only_the_public_table(db) -> None:  # type: ignore[
         for table in ("memories", "memory_revisions", "source_messages", "auth_tokens", "oauth_clients", "proposals"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(f"SELECT 1 FROM {table} LIMIT 1")
+
+
+def test_owner_set_password(pmem_env: dict[str, str], db, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("PMEM_OWNER_PASSWORD", raising=False)
+    refused = pmem("owner", "set-password", "--json")  # no terminal, no variable
+    assert refused.exit_code == 1 and "PMEM_OWNER_PASSWORD" in refused.output
+    monkeypatch.setenv("PMEM_OWNER_PASSWORD", "a long owner passphrase")
+    done = pmem("owner", "set-password", "--json")
+    assert done.exit_code == 0 and done.stdout.strip().splitlines()[-1] == '{"owner_password": "set"}'
+    store = OAuthStore(db)
+    assert store.check_owner_password("a long owner passphrase") and not store.check_owner_password("a long owner")
+    with db.connection() as conn:
+        stored = conn.execute("SELECT password_hash FROM owner_credentials").fetchone()[0]
+    assert stored.startswith("$argon2id$") and "a long owner passphrase" not in stored
