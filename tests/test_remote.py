@@ -272,7 +272,7 @@ def test_two_clients_share_one_memory_through_oauth(remote: dict[str, Any]) -> N
             "stated_facts": [stated],
         }))  # fmt: skip
         out["bad_evidence"] = await s.call_tool("commit_memory", {
-            "title": "作り話", "kind": "fact", "canonical_summary": "x", "index_summary": "x",
+            "title": "作り話", "kind": "other", "canonical_summary": "x", "index_summary": "x",
             "evidence": [{"source_key": DB_MESSAGE, "text": "ledger にない文 EVIDENCECANARY"}],
         })  # fmt: skip
         return out
@@ -282,7 +282,7 @@ def test_two_clients_share_one_memory_through_oauth(remote: dict[str, Any]) -> N
     assert a["tools"] >= READ_TOOLS | {"propose_memory", "commit_memory"}
     assert "recorded for review" in a["proposed"]
     assert a["commit"].startswith("created: memory ")
-    assert a["bad_evidence"].is_error  # evidence must be verbatim ledger text
+    assert a["bad_evidence"].is_error and "refused: not-verbatim" in a["bad_evidence"].content[0].text
     memory_id = a["commit"].split("memory ")[1].split(" ")[0]
     assert a_store.tokens is not None and a_store.client is not None
     a_client = a_store.client
