@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,22 +33,100 @@ from core.models import (
     SearchHit,
 )
 
+REFRESH_ENV = "PMEM_MEMORY_REFRESH_TOKEN"
+CLIENT_ID_ENV = "PMEM_MEMORY_CLIENT_ID"
+CREDENTIAL_FILE = "memory-credential.json"
+
+
+class RefreshingAuth(httpx.Auth):
+    """OAuth for the remote server (`pmem serve --http`): a refresh token from `pmem auth token
+    --client NAME` buys 15-minute access tokens, renewed before they lapse and after a 401.
+    Refresh tokens rotate on every use, so the current one is kept in ``state_file`` (0600,
+    under the data dir) and used on the next run instead of the one the environment gave, as
+    long as that one is unchanged (a new token in the environment starts over)."""
+
+    requires_response_body = True
+
+    def __init__(self, base_url: str, refresh_token: str, *, client_id: str = "backfill",
+                 state_file: Path | None = None) -> None:  # fmt: skip
+        self.token_url = base_url.rstrip("/") + "/token"
+        self.client_id = client_id
+        self.origin = hashlib.sha256(refresh_token.encode()).hexdigest()[:16]
+        self.refresh_token = refresh_token
+        self.state_file = state_file
+        self.access: str | None = None
+        self.expires = 0.0
+        self._lock = threading.Lock()
+        if state_file is not None and state_file.exists():
+            try:
+                saved = json.loads(state_file.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                saved = {}
+            if saved.get("origin") == self.origin and saved.get("client_id") == client_id and saved.get("refresh_token"):
+                self.refresh_token = str(saved["refresh_token"])
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        with self._lock:
+            if self.access is None or time.time() > self.expires - 60:
+                yield from self._refresh()
+            request.headers["Authorization"] = f"Bearer {self.access}"
+        response = yield request
+        if response.status_code == 401:
+            with self._lock:
+                yield from self._refresh()
+                request.headers["Authorization"] = f"Bearer {self.access}"
+            yield request
+
+    def _refresh(self) -> Generator[httpx.Request, httpx.Response, None]:
+        resp = yield httpx.Request("POST", self.token_url, data={
+            "grant_type": "refresh_token", "refresh_token": self.refresh_token, "client_id": self.client_id})  # fmt: skip
+        if resp.status_code != 200:
+            raise ConfigError(
+                f"the memory server at {self.token_url} refused the refresh token ({resp.status_code})",
+                hint=f"issue a new one on the server: pmem auth token --client {self.client_id} "
+                     f"--scope memory.write, and set {REFRESH_ENV}",
+            )  # fmt: skip
+        body = resp.json()
+        self.access = str(body["access_token"])
+        self.expires = time.time() + float(body.get("expires_in") or 900)
+        self.refresh_token = str(body.get("refresh_token") or self.refresh_token)
+        if self.state_file is not None:
+            from core.private import open_private
+
+            self.state_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            tmp = self.state_file.with_suffix(".tmp")
+            with open_private(tmp, "w", encoding="utf-8") as f:
+                json.dump({"origin": self.origin, "client_id": self.client_id, "refresh_token": self.refresh_token}, f)
+            tmp.replace(self.state_file)
+
 
 class HttpMemoryAPI:
     """``token``: a bearer token from `pmem token create NAME`; default PMEM_MEMORY_TOKEN (the
-    settings). The server names the client after its token; ``client_name`` is only a hint."""
+    settings). Or, for the remote server, ``refresh_token`` (default PMEM_MEMORY_REFRESH_TOKEN,
+    from `pmem auth token --client NAME`; client id PMEM_MEMORY_CLIENT_ID, default backfill):
+    see ``RefreshingAuth``. The server names the client after its token; ``client_name`` is only
+    a hint."""
 
     def __init__(self, base_url: str, *, client_name: str = "pmem", timeout: float = 30.0,
-                 token: str | None = None) -> None:  # fmt: skip
+                 token: str | None = None, refresh_token: str | None = None,
+                 client_id: str | None = None) -> None:  # fmt: skip
         self.base_url = base_url.rstrip("/")
+        auth: httpx.Auth | None = None
         if token is None:
             from core.settings import get_settings
 
-            token = get_settings().memory_token
+            settings = get_settings()
+            token = settings.memory_token
+            refresh_token = refresh_token or os.environ.get(REFRESH_ENV) or None
+            if not token and refresh_token:
+                auth = RefreshingAuth(
+                    self.base_url, refresh_token, client_id=client_id or os.environ.get(CLIENT_ID_ENV) or "backfill",
+                    state_file=settings.data_dir / CREDENTIAL_FILE,
+                )  # fmt: skip
         headers = {"X-Pmem-Client": client_name}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, headers=headers)
+        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, headers=headers, auth=auth)
 
     def close(self) -> None:
         self._http.close()

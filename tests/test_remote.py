@@ -18,6 +18,7 @@ import logging
 import os
 import secrets
 from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -520,3 +521,56 @@ def test_owner_set_password(pmem_env: dict[str, str], db, monkeypatch: pytest.Mo
     with db.connection() as conn:
         stored = conn.execute("SELECT password_hash FROM owner_credentials").fetchone()[0]
     assert stored.startswith("$argon2id$") and "a long owner passphrase" not in stored
+
+
+def test_the_backfill_commits_through_the_remote_server(pmem_env: dict[str, str], db, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """PMEM_MEMORY_URL + a refresh token from `pmem auth token --client backfill`: the committer
+    renews its access tokens itself and keeps the rotated refresh token for its next run."""
+    from core.models import CommitRequest
+    from mcp_server.http import create_app
+    from memory_api.client import CREDENTIAL_FILE, HttpMemoryAPI
+    from memory_api.server import run_app_in_thread
+
+    ledger = Ledger(db)
+    imp = ledger.start_import("chatgpt", str(DEMO))
+    for conv in iter_source("chatgpt", DEMO):
+        assert isinstance(conv, Conversation)
+        ledger.upsert(conv, imp)
+    issued = pmem("auth", "token", "--client", "backfill", "--scope", "memory.read", "--scope", "memory.write", "--json")
+    assert issued.exit_code == 0, issued.output
+    import json
+
+    first = json.loads(issued.stdout.strip().splitlines()[-1])
+    assert first["client_id"] == "backfill" and first["scopes"] == ["memory.read", "memory.write"]
+    monkeypatch.delenv("PMEM_MEMORY_TOKEN", raising=False)
+    monkeypatch.setenv("PMEM_MEMORY_REFRESH_TOKEN", first["refresh_token"])
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = run_app_in_thread(create_app(db, issuer=base), port=port)
+    try:
+        api = HttpMemoryAPI(base + "/")
+        result = api.commit(CommitRequest(
+            kind="decision", title="家計簿アプリのデータベース", canonical_summary="PostgreSQL にした。",
+            index_summary="PostgreSQL を採用", reason="create", idempotency_key="backfill-remote-1",
+            evidence=[{"source_key": DB_MESSAGE, "text": "データベースは PostgreSQL にします"}],
+        ))  # fmt: skip
+        assert result.created
+        state = Path(pmem_env["PMEM_DATA_DIR"]) / CREDENTIAL_FILE
+        assert state.stat().st_mode & 0o777 == 0o600
+        saved = json.loads(state.read_text())
+        assert saved["refresh_token"] != first["refresh_token"]  # rotated, and kept
+        api._http.auth.expires = 0  # type: ignore[union-attr]  # the access token lapsed: renewed
+        assert any(h.id == result.memory_id for h in api.search("家計簿"))
+        api.close()
+        with db.connection() as conn:
+            client = conn.execute("SELECT client FROM memory_revisions WHERE memory_id = %s",
+                                  (result.memory_id,)).fetchone()[0]  # fmt: skip
+            # the environment's token is long rotated: a run that replayed it would revoke all
+            conn.execute("UPDATE auth_tokens SET rotated_at = now() - interval '1 hour' WHERE rotated_at IS NOT NULL")
+            conn.commit()
+        assert client == "backfill"
+        later = HttpMemoryAPI(base)  # the next run: picks up the kept refresh token
+        assert later.get(result.memory_id).title == "家計簿アプリのデータベース"
+        later.close()
+    finally:
+        server.stop()
