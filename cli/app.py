@@ -124,6 +124,22 @@ def _version(value: bool) -> None:
     raise typer.Exit(0)
 
 
+class _NoticeHandler(logging.Handler):
+    """Lines the store logs on ``pmem.notice`` (an upgrade's backup, how to roll back) are
+    printed on stderr as they are, whatever -v says."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err_console.print(for_terminal(self.format(record)), markup=False, highlight=False)
+
+
+def _install_notices() -> None:
+    notice = logging.getLogger("pmem.notice")
+    if not any(isinstance(h, _NoticeHandler) for h in notice.handlers):
+        notice.addHandler(_NoticeHandler())
+    notice.propagate = False
+    notice.setLevel(logging.INFO)
+
+
 def _announce_database(st: Any) -> None:
     err_console.print(f"started the embedded PostgreSQL (pid {st.pid}) in {escape(for_terminal(st.pgdata))}; "
                       "it keeps running for the next commands: `pmem stop` stops it", highlight=False)  # fmt: skip
@@ -138,6 +154,7 @@ def _root(
     from store import embedded
 
     embedded.on_start = _announce_database
+    _install_notices()
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

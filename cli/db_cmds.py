@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
+import click
 import typer
 
-from cli.app import db_app, err_console, handle_errors, print_json, settings
+from cli.app import EXIT_ERROR, db_app, err_console, handle_errors, print_json, settings
+from core.errors import ConfigError
 
 # ---------------------------------------------------------------- db
 
@@ -21,6 +24,7 @@ def db_start() -> None:
     if s.database_url:
         err_console.print("DATABASE_URL is set: using your own server, nothing to start.")
         return
+    db.check_major_version(s)  # data made by another PostgreSQL major version: upgrade or say how
     st = embedded.start(s.pgdata_dir)
     db.ensure_database(st.uri() or "", s.db_name)
     err_console.print(f"embedded PostgreSQL running (pid {st.pid}) in {s.pgdata_dir}")
@@ -90,6 +94,39 @@ def db_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     typer.echo(f"migrations applied: {len(migrations)} of {info['migrations_known']}")
     for m in migrations:
         typer.echo(f"  {m['version']:04d} {m['name']:<24} {human_time(m['applied_at'], zone)}")
+
+
+@db_app.command("restore")
+@handle_errors
+def db_restore(
+    dump: Annotated[Path, typer.Argument(help="A backup written before an upgrade (<data dir>/backups/*.dump) or by `pg_dump -Fc`.")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Replace the database without asking.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Replace the database with a backup (the rollback of an upgrade).
+
+    The application database is dropped, created empty and restored from DUMP with pg_restore;
+    nothing is migrated. Stop `pmem serve` / `pmem api` first; then install the pmem version the
+    backup was made with before running any other command (this version would migrate it
+    again, after another backup). Exit 0 restored, 1 error or not confirmed."""
+    from store.db import restore_database
+
+    if not dump.is_file():
+        raise ConfigError(f"{dump}: no such file")
+    if not yes:
+        try:
+            ok = typer.confirm(f"replace the database with {dump.name}? (what it holds now is lost)",
+                               default=False, err=True)  # fmt: skip
+        except click.exceptions.Abort:
+            ok = False
+        if not ok:
+            err_console.print("not confirmed: nothing changed (add --yes to skip the question)")
+            raise typer.Exit(EXIT_ERROR)
+    name = restore_database(settings(), dump)
+    err_console.print(f"database {name} restored from {dump.name}; install the pmem version it was made "
+                      "with before the next command")  # fmt: skip
+    if as_json:
+        print_json({"database": name, "restored_from": str(dump)})
 
 
 @db_app.command("url")

