@@ -28,6 +28,61 @@ EXIT_ERROR = 1
 EXIT_TEMPFAIL = 75  # rate-limit stop: run the same command again later
 EXIT_NO_CONSENT = 77  # text would leave the machine without the owner's consent: nothing sent
 
+_PLAIN_TYPES = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "path": "PATH", "datetime": "TIME"}
+
+
+def _plain_type(label: str | None) -> str | None:
+    """``<str>`` → ``TEXT``, ``<list[str]>...`` → ``TEXT`` (the help says when an option
+    repeats), ``<bool>`` → nothing (a flag takes no value), choices ``a|b`` kept."""
+    if label is None:
+        return None
+    inner = label.removesuffix("...").strip("<>")
+    while inner.startswith("list[") and inner.endswith("]"):
+        inner = inner[5:-1]
+    if inner == "bool":
+        return None
+    if "|" in inner:
+        return inner
+    return _PLAIN_TYPES.get(inner.lower(), inner.upper())
+
+
+def _readable_help() -> None:
+    """Typer's help shows Python types (``<bool>``, ``<list[str]>``) and keeps every line break
+    of a docstring: show value placeholders as words (a flag shows none) and let paragraphs wrap
+    (a line that starts with a space, ``-`` or a digit keeps its own line)."""
+    from typer import core, rich_utils
+
+    for cls in (core.TyperOption, core.TyperArgument):
+        original = cls.display_type_rich
+        if getattr(original, "_pmem", False):
+            continue
+
+        def display(self: Any, ctx: Any, _original: Any = original) -> str | None:
+            if self.metavar is not None:
+                return str(self.metavar)
+            if getattr(self, "is_flag", False):
+                return None
+            return _plain_type(_original(self, ctx))
+
+        display._pmem = True  # type: ignore[attr-defined]
+        cls.display_type_rich = display  # type: ignore[method-assign]
+
+    def fix_linebreaks(paragraphs: list[str], markup_mode: Any) -> str:
+        out = []
+        for para in paragraphs:
+            lines = para.split("\n")
+            text = lines[0]
+            for line in lines[1:]:
+                keep = line[:1] in (" ", "-", "\b") or line[:1].isdigit()
+                text += ("\n" if keep else " ") + (line if keep else line.strip())
+            out.append(text)
+        return "\n\n".join(out)
+
+    rich_utils._fix_linebreaks = fix_linebreaks  # type: ignore[assignment]
+
+
+_readable_help()
+
 app = typer.Typer(
     help=(
         "personal-memory: turn your AI conversation exports into a long-term, searchable memory.\n\n"

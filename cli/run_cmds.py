@@ -101,7 +101,12 @@ def export_(
         with open_private(tmp, "w", encoding="utf-8") as f:  # 0600: the export is private text
             counts = write_export(db, f)
         tmp.replace(out)
-    err_console.print(f"exported {counts}")
+    from core.display import plural
+
+    words = ", ".join(plural(counts.get(kind, 0), word, many) for kind, word, many in (
+        ("memory", "memory", "memories"), ("revision", "revision", None), ("evidence", "evidence excerpt", None),
+        ("tombstone", "tombstone", None)))  # fmt: skip
+    err_console.print(f"exported {words}" + (f" to {out}" if out is not None else ""), highlight=False)
 
 
 @app.command(name="api")

@@ -127,7 +127,8 @@ def test_export_import_backup_export_is_byte_identical(world, db_factory, monkey
     pmem("edit", a, "--yes", env=editor(tmp_path, "車を手放すことにした。", "車を手放した。"))
     pmem("delete", b, "--yes")
     first = tmp_path / "first.jsonl"
-    assert runner.invoke(app, ["export", "--out", str(first)]).exit_code == 0
+    out = runner.invoke(app, ["export", "--out", str(first)])
+    assert out.exit_code == 0 and "exported 2 memories, 3 revisions, 2 evidence excerpts, 1 tombstone to " in out.stderr
     rows = [json.loads(line) for line in first.read_text().splitlines()]
     assert {r["type"] for r in rows} == {"header", "memory", "revision", "evidence", "tombstone"}
 
@@ -311,3 +312,11 @@ def test_data_of_another_postgresql_major_version_is_copied_aside_and_explained(
     copies = list((data / "backups").glob(f"pgdata-pg{old}-*"))
     assert len(copies) == 1 and (copies[0] / "PG_VERSION").read_text().strip() == old
     assert not embedded.status(data / "pgdata").running
+
+
+@pytest.mark.parametrize("args", [["backfill", "--help"], ["search", "--help"], ["proposals", "list", "--help"]])
+def test_help_shows_placeholders_not_python_types(args):
+    out = runner.invoke(app, args, env={"COLUMNS": "100"})
+    assert out.exit_code == 0 and "Usage" in out.stdout
+    assert "<bool>" not in out.stdout and "<str>" not in out.stdout and "<list[" not in out.stdout
+    assert "<int>" not in out.stdout
