@@ -33,6 +33,9 @@ ACCESS_SECONDS = 900  # 15 minutes (expires_in <= 900)
 REFRESH_UNUSED_DAYS = 365  # a refresh token lapses after a year unused
 CODE_SECONDS = 300
 _SLUG = re.compile(r"[^A-Za-z0-9]+")
+#: Argon2id with argon2-cffi's default parameters (RFC 9106, low-memory profile); tests swap in
+#: the cheapest profile, since each hash costs ~0.1 s (seconds on a loaded machine)
+PASSWORD_HASHER = PasswordHasher()
 
 
 def sha256(value: str) -> bytes:
@@ -300,7 +303,7 @@ class OAuthStore:
     def set_owner_password(self, password: str) -> None:
         if len(password) < 8:
             raise ConfigError("the owner passphrase needs at least 8 characters")
-        digest = PasswordHasher().hash(password)  # Argon2id, the library's current parameters
+        digest = PASSWORD_HASHER.hash(password)  # Argon2id
         with self.db.connection() as conn:
             conn.execute(
                 """INSERT INTO owner_credentials (id, password_hash) VALUES (true, %s)
@@ -318,7 +321,7 @@ class OAuthStore:
             row = conn.execute("SELECT password_hash FROM owner_credentials").fetchone()
         if row is None or not password:
             return False
-        hasher = PasswordHasher()
+        hasher = PASSWORD_HASHER
         try:
             hasher.verify(row[0], password)
         except (VerifyMismatchError, VerificationError, InvalidHashError):

@@ -43,13 +43,24 @@ from mcp_server.http import TOOL_SCOPES, tool_scopes, tool_visible
 from mcp_server.oauth import match_redirect
 from store.ledger import Ledger
 from store.oauth import OAuthStore
-from store.tokens import SCOPES
+from store.tokens import SCOPES, TokenStore
 from tests.conftest import PROJECT, free_port
 
 DEMO = PROJECT / "examples" / "demo" / "conversations.json"
 DB_MESSAGE = "chatgpt:c9682f7b-30c1-5d1f-accf-43a21ad090da:aaa2fb37-abc8-55f5-8638-1cdd019722c1"
 PASSPHRASE = "correct horse battery staple 42"
 READ_TOOLS = {"load_context", "search_memory", "get_memory", "recall", "memory_history"}
+
+
+@pytest.fixture(autouse=True)
+def cheap_argon2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Argon2id at its cheapest parameters: the default costs seconds per hash on a loaded
+    machine, and what is tested here is the flow, not the work factor."""
+    import argon2
+
+    import store.oauth
+
+    monkeypatch.setattr(store.oauth, "PASSWORD_HASHER", argon2.PasswordHasher.from_parameters(argon2.profiles.CHEAPEST))
 
 
 class FormParser(HTMLParser):
@@ -574,3 +585,48 @@ def test_the_backfill_commits_through_the_remote_server(pmem_env: dict[str, str]
         later.close()
     finally:
         server.stop()
+
+
+def test_budget_per_client_and_bind_rule(pmem_env: dict[str, str], db) -> None:  # type: ignore[no-untyped-def]
+    """300 requests / 600 s per client in production; here 2: the third request of a client is
+    429 with Retry-After, on /mcp and /v1 alike (one bucket), while another client goes on."""
+    from mcp_server.http import create_app
+    from mcp_server.oauth import first_party_client
+    from memory_api.server import run_app_in_thread
+
+    store = OAuthStore(db)
+    one, _ = store.issue(first_party_client(store, "one"), ["memory.read"], None, refresh=False)
+    two, _ = store.issue(first_party_client(store, "two"), ["memory.read"], None, refresh=False)
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    server = run_app_in_thread(create_app(db, issuer=base, budget=(2, 600.0)), port=port)
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+    headers = {"Accept": "application/json, text/event-stream"}
+    try:
+        codes = [httpx.post(base + "/mcp", json=init, headers=headers | {"Authorization": f"Bearer {one.token}"}).status_code
+                 for _ in range(2)]  # fmt: skip
+        assert codes == [200, 200]
+        over = httpx.post(base + "/v1/search", json={"query": "x"}, headers={"Authorization": f"Bearer {one.token}"})
+        assert over.status_code == 429 and int(over.headers["retry-after"]) >= 1
+        over_mcp = httpx.post(base + "/mcp", json=init, headers=headers | {"Authorization": f"Bearer {one.token}"})
+        assert over_mcp.status_code == 429 and int(over_mcp.headers["retry-after"]) >= 1
+        # the other client goes on, here on the 2026-07-28 stateless wire: tools/list filtered too
+        stateless = {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}}}}  # fmt: skip
+        other = httpx.post(base + "/mcp", json=stateless, headers=headers | {
+            "Authorization": f"Bearer {two.token}", "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"})  # fmt: skip
+        assert other.status_code == 200, other.text
+        assert {t["name"] for t in other.json()["result"]["tools"]} == READ_TOOLS
+        api_token = TokenStore(db).create("apiclient").token
+        plain = httpx.post(base + "/mcp", json=init, headers=headers | {"Authorization": f"Bearer {api_token}"})
+        assert plain.status_code == 401  # /mcp takes OAuth access tokens only
+        assert httpx.get(base + "/public", headers={"Host": "evil.example"}).status_code == 400
+    finally:
+        server.stop()
+    refused = pmem("serve", "--http", "--host", "0.0.0.0", "--port", str(free_port()))
+    assert refused.exit_code == 1 and "--public-url" in refused.output
+    listed = pmem("auth", "tokens", "--json")
+    assert listed.exit_code == 0 and one.info.token_id in listed.stdout and one.token not in listed.stdout

@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
+import pytest
 
 from mcp_server.http import create_app
 from memory_api.server import run_app_in_thread
@@ -25,6 +26,17 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
         "--disable-sync", "--no-first-run"]  # fmt: skip
 PASSPHRASE = "owner passphrase for the browser test"
 REDIRECT = "http://127.0.0.1:45999/callback"
+
+
+@pytest.fixture(autouse=True)
+def cheap_argon2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Argon2id at its cheapest parameters: the default costs seconds per hash on a loaded
+    machine, and what is tested here is the flow, not the work factor."""
+    import argon2
+
+    import store.oauth
+
+    monkeypatch.setattr(store.oauth, "PASSWORD_HASHER", argon2.PasswordHasher.from_parameters(argon2.profiles.CHEAPEST))
 
 
 def test_consent_page_in_headless_chromium(db, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
