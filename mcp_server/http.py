@@ -66,6 +66,7 @@ ACTION_SCOPES = {"delete": DELETE, "publish": PUBLISH}
 CURRENT_CLIENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("pmem_client", default=None)
 TOKEN_KEY = "pmem.token"
 MAX_BODY = 4 * 1024 * 1024
+REGISTRATIONS = 30  # Dynamic Client Registrations per 10 minutes, all clients together
 
 
 def tool_scopes(name: str, arguments: dict[str, Any] | None = None) -> tuple[str, ...]:
@@ -301,10 +302,19 @@ def create_app(
     guard = McpGuard(mcp_app, tokens=tokens, urls=urls, hosts=hosts, budgets=budgets)
     endpoints = OAuthEndpoints(store, urls)
     authorize = Authorize(store, urls)
+    registrations = PgWindow(db, "server:registrations", REGISTRATIONS, 600.0)
 
     async def public(request: Request) -> Response:
         items = await run_in_threadpool(public_reader.items) if public_reader is not None else []
         return JSONResponse({"items": items})
+
+    async def register(request: Request) -> Response:
+        # anyone on the internet may register: at most REGISTRATIONS per 10 minutes in all
+        wait = await run_in_threadpool(registrations.try_acquire)
+        if wait > 0:
+            return JSONResponse({"error": "temporarily_unavailable", "error_description": "too many registrations"},
+                                status_code=429, headers={"Retry-After": str(max(1, math.ceil(wait)))})  # fmt: skip
+        return await endpoints.register(request)
 
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -315,7 +325,7 @@ def create_app(
         Route("/.well-known/oauth-protected-resource/mcp", endpoints.protected_resource, methods=["GET"]),
         Route("/authorize", authorize.handle, methods=["GET", "POST"]),
         Route("/token", endpoints.token, methods=["POST"]),
-        Route("/register", endpoints.register, methods=["POST"]),
+        Route("/register", register, methods=["POST"]),
         Route("/revoke", endpoints.revoke, methods=["POST"]),
         Route("/public", public, methods=["GET"]),
         Route("/health", health, methods=["GET"]),

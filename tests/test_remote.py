@@ -587,13 +587,15 @@ def test_the_backfill_commits_through_the_remote_server(pmem_env: dict[str, str]
         server.stop()
 
 
-def test_budget_per_client_and_bind_rule(pmem_env: dict[str, str], db) -> None:  # type: ignore[no-untyped-def]
+def test_budget_per_client_and_bind_rule(pmem_env: dict[str, str], db, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     """300 requests / 600 s per client in production; here 2: the third request of a client is
     429 with Retry-After, on /mcp and /v1 alike (one bucket), while another client goes on."""
+    import mcp_server.http
     from mcp_server.http import create_app
     from mcp_server.oauth import first_party_client
     from memory_api.server import run_app_in_thread
 
+    monkeypatch.setattr(mcp_server.http, "REGISTRATIONS", 1)
     store = OAuthStore(db)
     one, _ = store.issue(first_party_client(store, "one"), ["memory.read"], None, refresh=False)
     two, _ = store.issue(first_party_client(store, "two"), ["memory.read"], None, refresh=False)
@@ -624,6 +626,10 @@ def test_budget_per_client_and_bind_rule(pmem_env: dict[str, str], db) -> None: 
         plain = httpx.post(base + "/mcp", json=init, headers=headers | {"Authorization": f"Bearer {api_token}"})
         assert plain.status_code == 401  # /mcp takes OAuth access tokens only
         assert httpx.get(base + "/public", headers={"Host": "evil.example"}).status_code == 400
+        dcr = {"client_name": "x", "redirect_uris": ["http://127.0.0.1:9/cb"]}
+        assert httpx.post(base + "/register", json=dcr).status_code == 201
+        flood = httpx.post(base + "/register", json=dcr)  # registrations are open to anyone: capped
+        assert flood.status_code == 429 and int(flood.headers["retry-after"]) >= 1
     finally:
         server.stop()
     refused = pmem("serve", "--http", "--host", "0.0.0.0", "--port", str(free_port()))
