@@ -511,6 +511,8 @@ def status(
             print_json({"items": out, "hidden_runs": len(items) - len(out), "memories": counts, "disk": usage})
             return
         zone = local_zone()
+        if out:
+            typer.echo(f"times in {zone} (PMEM_TZ sets the zone)")
         if not out:
             err_console.print("no runs that did something yet: start one with "
                               "`make backfill SOURCE=chatgpt EXPORT=path`")  # fmt: skip

@@ -58,7 +58,10 @@ def _fail(err: PmemError, as_json: bool, proposal_id: str | None) -> typer.Exit:
 
 
 def _line(p: dict[str, Any]) -> str:
-    when = p["created_at"].strftime("%Y-%m-%d %H:%M") if p.get("created_at") else "-"
+    from core.display import human_time
+    from core.settings import local_zone
+
+    when = human_time(p.get("created_at"), local_zone())  # in PMEM_TZ or the system's zone
     target = p.get("memory_id") or "(new memory)"
     rev = f" r{p['expected_revision']}" if p.get("expected_revision") is not None else ""
     return f"{p['proposal_id']}  {p['action']:<10} {target}{rev}  from {p.get('client') or '-'}  {when}  {p['status']}"

@@ -218,6 +218,7 @@ def test_readable_output_status_search_gc_version_db_status(world, db, pmem_env,
     assert out.exit_code == 0, out.stderr
     assert "run_busy  chatgpt  chatgpt-2025.zip  complete" in out.stdout and "run_idle" not in out.stdout
     assert "started 2025-03-01 18:00, finished 2025-03-01 18:05" in out.stdout  # in PMEM_TZ
+    assert "times in Asia/Tokyo" in out.stdout
     assert "1 run that found nothing to do not shown" in out.stdout
     assert "memories: 2 memories, 2 revisions, 2 evidence excerpts, 0 tombstones" in out.stdout
     assert "disk: database " in out.stdout and "{'" not in out.stdout
@@ -239,6 +240,15 @@ def test_readable_output_status_search_gc_version_db_status(world, db, pmem_env,
 
     out = runner.invoke(app, ["--version"])
     assert out.exit_code == 0 and "time zone: Asia/Tokyo (from PMEM_TZ" in out.stdout and "data dir: " in out.stdout
+    from zoneinfo import ZoneInfo
+
+    from core.models import ActionRequest
+
+    pid = store.queue(ActionRequest(action="publish", memory_id=a, client="phone"))
+    listed = runner.invoke(app, ["proposals", "list"]).stdout
+    assert store.proposal(pid)["created_at"].astimezone(ZoneInfo("Asia/Tokyo")).strftime("%Y-%m-%d %H:%M") in listed
+    code, body, text = pmem("stop", "--json")  # nothing of pmem's runs here: DATABASE_URL is the tests'
+    assert code == 0 and body == {"prefect_stopped": False, "database_stopped": False} and "not managed" in text
     monkeypatch.setenv("PMEM_TZ", "Mars/Olympus")
     assert runner.invoke(app, ["--version"]).exit_code == 1
     monkeypatch.delenv("PMEM_TZ")
