@@ -1,5 +1,8 @@
 """`pmem import-backup FILE`: a `pmem export` file restored into an empty memory store.
 
+Memories, revisions, evidence and tombstones go through ``MemoryStore.load_backup``; the owner's
+queue (``proposal`` rows) comes back here, its text through the same guard.
+
 The rows go through ``MemoryStore.load_backup`` (the store's write boundary: the secret guard on
 every field and revision, evidence checked against the ledger the store has, secrets that
 `pmem forget` erased redacted again). Erased content is respected: a memory that `pmem forget`
@@ -67,4 +70,28 @@ def import_backup(db: Database, rows: Iterable[dict[str, Any]], *, ledger_eviden
         kept.append(row)
     counts = MemoryStore(db, ledger_evidence=ledger_evidence).load_backup(kept)
     counts["erased_skipped"] = len(skipped)
+    counts["proposals"] = _load_proposals(db, [r for r in kept if r.get("type") == "proposal"], erased)
     return counts
+
+
+def _load_proposals(db: Database, rows: list[dict[str, Any]], erased: set[str]) -> int:
+    """The owner's queue back (requests and decisions), its text through the guard; a request
+    about an erased memory is left out."""
+    from psycopg.types.json import Jsonb
+
+    from store.records import guard_payload
+
+    n = 0
+    with db.connection() as conn, conn.transaction():
+        for q in rows:
+            if q.get("memory_id") in erased or q.get("action") == "draft":
+                continue
+            n += conn.execute(
+                """INSERT INTO proposals (proposal_id, payload, status, action, memory_id,
+                       expected_revision, client, result, decided_by)
+                   VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (proposal_id) DO NOTHING""",
+                (q["proposal_id"], Jsonb(guard_payload(q.get("payload") or {})), q["status"], q["action"],
+                 q.get("memory_id"), q.get("expected_revision"), q.get("client"),
+                 None if q.get("result") is None else Jsonb(guard_payload(q["result"])), q.get("decided_by")),
+            ).rowcount  # fmt: skip
+    return n

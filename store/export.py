@@ -1,5 +1,6 @@
 """`pmem export`: a canonical, deterministic JSONL dump of the memory (a backup, and the way the
-crash tests compare stores). Memories, revisions and evidence, sorted; timestamps of the write
+crash tests compare stores). Memories, revisions, evidence, tombstones and the owner's queue
+(`proposal` rows: requests and decisions, not the backfill's bookkeeping), sorted; timestamps of the write
 itself and run ids (which differ between runs) are left out; memory ids are content-derived and
 kept. ``read_export`` brings such a file back (`pmem backup load`) through the store's write
 boundary (``MemoryStore.load_backup``: the secret guard and the evidence checks)."""
@@ -46,6 +47,13 @@ def iter_export(db: Database) -> Iterator[dict[str, Any]]:
             "SELECT memory_id, source_keys, last_revision, reason FROM tombstones ORDER BY memory_id"
         ).fetchall():
             yield {"type": "tombstone", **t}
+        # the owner's queue (what AI clients asked for, and the owner's decisions); the backfill's
+        # own bookkeeping rows (action 'draft') and the times of the writes are left out
+        for q in cur.execute(
+            """SELECT proposal_id, action, status, memory_id, expected_revision, client, payload,
+                      result, decided_by FROM proposals WHERE action <> 'draft' ORDER BY proposal_id"""
+        ).fetchall():
+            yield {"type": "proposal", **q}
 
 
 def write_export(db: Database, out: IO[str]) -> dict[str, int]:

@@ -35,7 +35,7 @@ def test_export_is_one_object_per_line_header_then_memories_revisions_evidence(p
     assert all(isinstance(row, dict) for row in rows)
     assert rows[0] == {"type": "header", "schema_version": EXPORT_SCHEMA}
     kinds = [row["type"] for row in rows[1:]]
-    assert kinds == sorted(kinds, key=["memory", "revision", "evidence", "tombstone"].index)
+    assert kinds == sorted(kinds, key=["memory", "revision", "evidence", "tombstone", "proposal"].index)
     memories = [r for r in rows if r["type"] == "memory"]
     revisions = [r for r in rows if r["type"] == "revision"]
     evidence = [r for r in rows if r["type"] == "evidence"]

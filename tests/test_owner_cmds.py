@@ -126,11 +126,14 @@ def test_export_import_backup_export_is_byte_identical(world, db_factory, monkey
     store, a, b, keys = world
     pmem("edit", a, "--yes", env=editor(tmp_path, "車を手放すことにした。", "車を手放した。"))
     pmem("delete", b, "--yes")
+    from core.models import ActionRequest
+
+    store.queue(ActionRequest(action="publish", memory_id=a, client="phone", note="公開して"))  # still pending
     first = tmp_path / "first.jsonl"
     out = runner.invoke(app, ["export", "--out", str(first)])
     assert out.exit_code == 0 and "exported 2 memories, 3 revisions, 2 evidence excerpts, 1 tombstone to " in out.stderr
     rows = [json.loads(line) for line in first.read_text().splitlines()]
-    assert {r["type"] for r in rows} == {"header", "memory", "revision", "evidence", "tombstone"}
+    assert {r["type"] for r in rows} == {"header", "memory", "revision", "evidence", "tombstone", "proposal"}
 
     # the store is not empty: refused, nothing written
     code, body, _ = pmem("import-backup", str(first), "--yes", "--json")
@@ -140,6 +143,7 @@ def test_export_import_backup_export_is_byte_identical(world, db_factory, monkey
     monkeypatch.setenv("DATABASE_URL", db_factory())
     code, body, _ = pmem("import-backup", str(first), "--json", input="y\n")
     assert code == 0 and body["memories"] == 2 and body["revisions"] == 3 and body["tombstones"] == 1
+    assert body["proposals"] == 2  # the owner's queue: the pending request and the accepted delete
     second = tmp_path / "second.jsonl"
     assert runner.invoke(app, ["export", "--out", str(second)]).exit_code == 0
     assert second.read_bytes() == first.read_bytes()
@@ -155,6 +159,7 @@ def test_export_import_backup_export_is_byte_identical(world, db_factory, monkey
                      "VALUES ('e1', 'erasure', 'memory', %s)", (a,))  # fmt: skip
     code, body, _ = pmem("import-backup", str(first), "--yes", "--json")
     assert code == 0 and body["erased_skipped"] == 1 and body["memories"] == 1
+    assert body["proposals"] == 1  # the request about the erased memory stays out
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT count(*) FROM memory_revisions WHERE memory_id = %s", (a,)).fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM evidence WHERE memory_id = %s", (a,)).fetchone() == (0,)
