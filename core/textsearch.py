@@ -151,9 +151,29 @@ def _cjk_tokens(run: str, out: dict[str, None], unigrams: bool) -> None:
 def index_tokens(text: str) -> list[str]:
     """Tokens to index: words and their stems, CJK bigrams and unigrams, the normalised forms
     of Japanese content words. Deduplicated, in first-seen order."""
-    out: dict[str, None] = {}
+    return list(_index_tokens(text, {}, None))
+
+
+class _Seen:
+    """What the passages of one long text already gave: runs, analysed Japanese slices, and how
+    many characters of Japanese may still be analysed (``MAX_ANALYZED_PER_TEXT``)."""
+
+    def __init__(self) -> None:
+        self.runs: set[tuple[str, str]] = set()
+        self.slices: set[str] = set()
+        self.analyze_left = MAX_ANALYZED_PER_TEXT
+
+
+MAX_ANALYZED_PER_TEXT = 200_000  # characters of Japanese given to Sudachi per message
+
+
+def _index_tokens(text: str, out: dict[str, None], seen: _Seen | None) -> dict[str, None]:
     norm = unicodedata.normalize("NFKC", text).lower()
-    for cjk, word in _RUN_KIND.findall(norm):
+    runs = dict.fromkeys(_RUN_KIND.findall(norm))  # a repeated run adds nothing
+    if seen is not None:  # nor one an earlier passage had
+        runs = {r: None for r in runs if r not in seen.runs}
+        seen.runs.update(runs)
+    for cjk, word in runs:
         if cjk:
             out.update(dict.fromkeys(cjk))  # unigrams, then bigrams (as _cjk_tokens)
             out.update(dict.fromkeys(map(str.__add__, cjk, cjk[1:])))
@@ -161,8 +181,8 @@ def index_tokens(text: str) -> list[str]:
             out[word] = None
             if len(word) > 3 and _LATIN_WORD.match(word):
                 out[_stemmer().stemWord(word)] = None
-    _index_forms(norm, out)
-    return list(out)
+    _index_forms(norm, out, seen)
+    return out
 
 
 # _RUN with a group per kind of run: (CJK run, "") or ("", word run)
@@ -202,13 +222,16 @@ def _index_tokenizer() -> Any:
 
 
 def _japanese_lines(norm: str) -> str:
+    """The lines of ``norm`` that hold Japanese, each once."""
     if "\n" not in norm:
         return norm if _JA_CHARS.search(norm) else ""
-    return "\n".join(line for line in norm.split("\n") if _JA_CHARS.search(line))
+    return "\n".join(dict.fromkeys(line for line in norm.split("\n") if _JA_CHARS.search(line)))
 
 
-def _index_forms(norm: str, out: dict[str, None]) -> None:
-    """Add ``normal_form`` of every morpheme of ``norm`` (NFKC, lower-cased) to ``out``."""
+def _index_forms(norm: str, out: dict[str, None], seen: _Seen | None = None) -> None:
+    """Add ``normal_form`` of every morpheme of ``norm`` (NFKC, lower-cased) to ``out``; with
+    ``seen`` (a long text's passages), a slice analysed before is not analysed again, and no
+    more than ``seen.analyze_left`` characters are."""
     ja = _japanese_lines(norm)
     if not ja:
         return
@@ -216,6 +239,11 @@ def _index_forms(norm: str, out: dict[str, None]) -> None:
     tok = _index_tokenizer()
     is_cjk, katakana = _IS_CJK.match, _KATAKANA.match
     for part in _slices(ja):
+        if seen is not None:
+            if part in seen.slices or seen.analyze_left <= 0:
+                continue
+            seen.slices.add(part)
+            seen.analyze_left -= len(part)
         for m in tok.tokenize(part):
             pid = m.part_of_speech_id()
             kind = kinds[pid] if pid < len(kinds) else 0
@@ -259,35 +287,56 @@ MAX_TSVECTOR_BYTES = 900_000  # PostgreSQL's tsvector holds at most 1 MB
 
 def passages(text: str, size: int = PASSAGE_CHARS) -> list[str]:
     """``text`` cut into passages of at most ``size`` characters, at a paragraph, line or
-    sentence end where one falls in the second half of the window (a short text: one passage)."""
+    sentence end where one falls in the second half of the window (a short text: one passage).
+    Linear in the length (positions move along the text; nothing after the cut is copied)."""
     out: list[str] = []
-    rest = text.strip()
-    while len(rest) > size:
-        window = rest[:size]
+    stripped = text.strip()
+    if len(stripped) <= size:
+        return [stripped]
+    start = len(text) - len(text.lstrip())
+    end = start + len(stripped)
+    pos = start
+    while end - pos > size:
         cut = -1
-        for mark in ("\n\n", "\n", "。", ". ", "！", "？", "! ", "? "):
-            at = window.rfind(mark)
-            if at >= size // 2:
-                cut = at + len(mark)
+        for mark in _PASSAGE_MARKS:
+            at = text.rfind(mark, pos, pos + size)
+            if at - pos >= size // 2:
+                cut = at - pos + len(mark)
                 break
         cut = cut if cut > 0 else size
-        out.append(rest[:cut].strip())
-        rest = rest[cut:].strip()
-    if rest or not out:
-        out.append(rest)
+        out.append(text[pos : pos + cut].strip())
+        found = _NON_SPACE.search(text, pos + cut, end)
+        pos = found.start() if found else end
+    if pos < end or not out:
+        out.append(text[pos:end])
     return out
+
+
+_PASSAGE_MARKS = ("\n\n", "\n", "。", ". ", "！", "？", "! ", "? ")
+_NON_SPACE = re.compile(r"\S")
 
 
 def index_tokens_long(text: str, size: int = 20_000) -> list[str]:
     """``index_tokens`` of a text of any length: computed passage by passage, united, and kept
     within the tsvector limit (CJK unigrams go first when it is too much, then the latest
-    tokens)."""
+    tokens). Bounded work for a huge text: a passage, a run or a Japanese slice seen before adds
+    nothing, Sudachi reads at most ``MAX_ANALYZED_PER_TEXT`` characters (the normalised forms of
+    the rest are left out; its bigrams and words are all there), and reading stops once the
+    tokens that are kept fill the limit."""
     if len(text) <= size:
         toks = index_tokens(text)
     else:
         merged: dict[str, None] = {}
-        for part in passages(text, size):
-            merged.update(dict.fromkeys(index_tokens(part)))
+        seen = _Seen()
+        budget, used = MAX_TSVECTOR_BYTES, 0
+        for part in dict.fromkeys(passages(text, size)):
+            for t in _index_tokens(part, {}, seen):
+                if t not in merged:
+                    merged[t] = None
+                    if not (len(t) == 1 and _IS_CJK.match(t)):
+                        used += len(t.encode()) + 8
+            if used > budget:
+                break  # what follows would be cut off below anyway
         toks = list(merged)
     budget = MAX_TSVECTOR_BYTES
     if sum(len(t.encode()) + 8 for t in toks) <= budget:
