@@ -14,6 +14,9 @@
    - with `--with-vectors`, the default import (vectors too) into another fresh database.
 3. Prints seconds, MB/s, peak RSS and the ratio of each import's MB/s to `json.load`'s; the issue's
    goals are ratio >= 0.5 and RSS <= 300 MB. `--json` adds one JSON object as the last line.
+   Beside the wall clock: CPU seconds of each process (with the import's worker processes) and of
+   the database server meanwhile, and the CPU ratio (json.load's CPU over the import's and the
+   server's): on a shared, loaded machine the wall clock mostly measures the others' load.
 """
 
 from __future__ import annotations
@@ -145,8 +148,24 @@ def write_export(path: Path, target: int, seed: int = 12) -> int:
 # ---------------------------------------------------------------- measuring
 
 
+def server_cpu(env: dict[str, str]) -> float:
+    """CPU seconds the data dir's PostgreSQL server has used (the postmaster with its exited
+    backends), or 0.0 when there is no server (the json.load run)."""
+    pid_file = Path(env.get("PMEM_DATA_DIR", "/nonexistent")) / "pgdata" / "postmaster.pid"
+    try:
+        pid = int(pid_file.read_text().split()[0])
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    return sum(int(f) for f in fields[11:15]) / ticks  # utime, stime, cutime, cstime
+
+
 def run_measured(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
-    """Run ``cmd``; wall seconds of the whole process and its own peak RSS (wait4)."""
+    """Run ``cmd``; wall seconds of the whole process, its peak RSS (wait4: the largest of the
+    process and its worker processes), and CPU seconds: the process with its workers, and the
+    database server's for the same time (a figure the machine's load does not change much)."""
+    server_before = server_cpu(env)
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
@@ -157,7 +176,10 @@ def run_measured(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
     if proc.returncode not in (0, 3):
         raise SystemExit(f"{cmd[2:4]} failed ({proc.returncode}): {err.decode(errors='replace')[-2000:]}")
     last = out.decode().strip().splitlines()[-1] if out.strip() else "{}"
-    return {"seconds": seconds, "rss_mb": usage.ru_maxrss / 1024, "output": json.loads(last)}
+    time.sleep(0.5)  # the backends exit once the client has gone: their CPU goes to the postmaster
+    cpu = usage.ru_utime + usage.ru_stime
+    return {"seconds": seconds, "rss_mb": usage.ru_maxrss / 1024, "output": json.loads(last),
+            "cpu": cpu, "server_cpu": server_cpu(env) - server_before}  # fmt: skip
 
 
 def fresh_env(root: Path, name: str) -> dict[str, str]:
@@ -213,12 +235,14 @@ def main(argv: list[str] | None = None) -> int:
                 stop_db(env)
         base = size / rows["json.load"]["seconds"]
         print(f"\n{size:.1f} MB, {convs if convs is not None else '?'} conversations")
-        print(f"{'':26} {'seconds':>8} {'MB/s':>7} {'peak RSS':>9} {'ratio':>6}")
+        print(f"{'':26} {'seconds':>8} {'MB/s':>7} {'peak RSS':>9} {'ratio':>6} {'CPU s':>7} {'+server':>8} {'CPU ratio':>9}")
         summary: dict[str, Any] = {"mb": round(size, 1), "conversations": convs, "runs": {}}
         for name, r in rows.items():
             rate = size / r["seconds"]
             ratio = rate / base
-            print(f"{name:26} {r['seconds']:8.1f} {rate:7.1f} {r['rss_mb']:7.0f}MB {ratio:6.2f}")
+            cpu_ratio = rows["json.load"]["cpu"] / max(r["cpu"] + r["server_cpu"], 1e-9)
+            print(f"{name:26} {r['seconds']:8.1f} {rate:7.1f} {r['rss_mb']:7.0f}MB {ratio:6.2f} "
+                  f"{r['cpu']:7.1f} {r['server_cpu']:8.1f} {cpu_ratio:9.2f}")  # fmt: skip
             out = r["output"]
             if out.get("elapsed_seconds"):  # the ledger step alone (parse, prefilter, store)
                 ledger_s = out["elapsed_seconds"]
@@ -226,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"{size / ledger_s / base:6.2f}")  # fmt: skip
             summary["runs"][name] = {"seconds": round(r["seconds"], 2), "mb_per_s": round(rate, 2),
                                      "peak_rss_mb": round(r["rss_mb"]), "ratio": round(ratio, 3),
+                                     "cpu_seconds": round(r["cpu"], 2), "server_cpu_seconds": round(r["server_cpu"], 2),
+                                     "cpu_ratio": round(cpu_ratio, 3),
                                      "conversations": out.get("conversations"), "messages": out.get("messages"),
                                      "ledger_step_seconds": out.get("elapsed_seconds")}  # fmt: skip
         first = summary["runs"]["pmem import --no-embed"]

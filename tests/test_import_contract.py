@@ -162,3 +162,43 @@ def test_a_failed_batch_leaves_whole_conversations_and_a_rerun_finishes(db, db_u
     monkeypatch.setattr(Ledger, "write_batch", real)
     stats = run_import(ledger, "chatgpt", str(SUBSET), batch_conversations=2)
     assert (stats["conversations_unchanged"], stats["conversations_new"]) == (2, 4)
+
+
+def test_the_recall_index_is_built_alongside_in_worker_processes(db, monkeypatch) -> None:
+    """`pmem import` indexes the messages while it stores the ledger, tokens computed in worker
+    processes: every person and assistant message ends in the index with the tokens this process
+    would compute, and nothing is left in the queue for the index step after."""
+    from core.textsearch import index_tokens_many
+    from flows.importing import run_import
+    from store.ledger import Ledger
+
+    monkeypatch.setenv("PMEM_INDEX_WORKERS", "2")
+    stats = run_import(Ledger(db), "chatgpt", str(SUBSET), batch_conversations=2, index_messages=True)
+    with db.connection() as conn:
+        want = conn.execute(
+            "SELECT count(*) FROM source_messages WHERE channel IN ('person', 'assistant')"
+        ).fetchone()[0]
+        rows = conn.execute("SELECT text, tokens::text FROM message_search ORDER BY message_key").fetchall()
+        pending = conn.execute("SELECT count(*) FROM message_search_pending").fetchone()[0]
+        sample = [t for t, _ in rows[:: max(1, len(rows) // 8)]]
+        expected = [conn.execute("SELECT array_to_tsvector(%s::text[])::text", (toks,)).fetchone()[0]
+                    for toks in index_tokens_many(sample)]  # fmt: skip
+    assert stats["indexed_messages"] == want == len(rows) > 50 and pending == 0
+    stored = dict(rows)
+    assert [stored[t] for t in sample] == expected and any("'" in e for e in expected)
+
+
+def test_a_failure_of_the_index_alongside_never_fails_the_import(db, monkeypatch) -> None:
+    from flows.importing import run_import
+    from store.ledger import Ledger
+    from store.search import SearchStore
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("index down")
+
+    monkeypatch.setattr(SearchStore, "sync_messages", broken)
+    monkeypatch.setenv("PMEM_INDEX_WORKERS", "0")
+    stats = run_import(Ledger(db), "chatgpt", str(SUBSET), index_messages=True)
+    assert stats["conversations_new"] == 6 and stats["indexed_messages"] == 0
+    with db.connection() as conn:  # the queue keeps them for the index step after the import
+        assert conn.execute("SELECT count(*) FROM message_search_pending").fetchone()[0] > 50

@@ -164,10 +164,10 @@ class IndexUpkeep(SearchBase):
         """Index ``rows`` (key, conversation, role, created_at, body): the text as recall shows
         it (a secret `pmem forget` erased is not indexed) and its tokens, computed in ``pool``'s
         processes when given, chunk by chunk (each chunk written while the next is tokenised)."""
-        conn.execute(
+        conn.execute(  # the staged text is not compressed (only message_search's copy is)
             """CREATE TEMP TABLE IF NOT EXISTS _pmem_msg_stage (
                    message_key text, conversation_key text, role text, created_at timestamptz,
-                   text text, tokens text[]) ON COMMIT DELETE ROWS"""
+                   text text STORAGE EXTERNAL, tokens text[]) ON COMMIT DELETE ROWS"""
         )
         forgotten = forgotten_redactor(conn)
         texts = []
