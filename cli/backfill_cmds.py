@@ -68,18 +68,21 @@ def quiet_prefect_console() -> None:
 
 
 def _run_backfill(source: str, export: str | None, dry_run: bool, llm: str | None, embed: bool = True) -> dict[str, Any]:
+    from cli.foreground import foreground_run
     from flows.pipeline import resolve_export
 
     cfg = settings()
     path = resolve_export(cfg, source, export)
-    _prefect_env(cfg)
-    from flows.backfill import backfill as backfill_flow
-    from flows.prefect_server import sweep_crashed_runs, tracked_runs
+    # one run at a time per data dir; waits said out loud; Ctrl-C as one line (cli/foreground.py)
+    with foreground_run(cfg):
+        _prefect_env(cfg)
+        from flows.backfill import backfill as backfill_flow
+        from flows.prefect_server import sweep_crashed_runs, tracked_runs
 
-    quiet_prefect_console()
-    sweep_crashed_runs(cfg)  # runs a kill left RUNNING become Crashed
-    with tracked_runs(cfg):  # tags: this data dir and this process, for the next sweep
-        return backfill_flow(source=source, export_path=str(path), dry_run=dry_run, llm=llm, embed=embed)
+        quiet_prefect_console()
+        sweep_crashed_runs(cfg)  # runs a kill left RUNNING become Crashed
+        with tracked_runs(cfg):  # tags: this data dir and this process, for the next sweep
+            return backfill_flow(source=source, export_path=str(path), dry_run=dry_run, llm=llm, embed=embed)
 
 
 class _EstimateOnly:
@@ -180,6 +183,8 @@ def _print_summary(summary: dict[str, Any]) -> None:
         + (f", {summary['excluded']} conversations excluded" if summary.get("excluded") else "")
     )
     _print_indexed(summary.get("indexed"))
+    if summary.get("flow_run_url"):
+        err_console.print(f"Prefect flow run: {summary['flow_run_url']}", highlight=False)
 
 
 def _print_indexed(out: dict[str, Any] | None) -> None:

@@ -29,7 +29,7 @@ def _managed_only() -> None:
 @handle_errors
 def prefect_start(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Start the managed Prefect server (or find it running) and print its URL."""
-    from flows.prefect_server import ensure_server, server_status
+    from flows.prefect_server import ensure_server, server_status, ui_base
 
     cfg = settings()
     _managed_only()
@@ -40,8 +40,7 @@ def prefect_start(as_json: Annotated[bool, typer.Option("--json")] = False) -> N
         print_json(info.to_dict())
         return
     typer.echo(url)
-    ui = url.removesuffix("/api")
-    err_console.print(f"Prefect server ready at {ui} (pid {info.pid}); `pmem prefect stop` stops it")
+    err_console.print(f"Prefect UI at {info.ui_url or ui_base(url)} (pid {info.pid}); `pmem prefect stop` stops it")
 
 
 @prefect_app.command("stop")
@@ -57,15 +56,36 @@ def prefect_stop() -> None:
 @prefect_app.command("status")
 @handle_errors
 def prefect_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Is the managed Prefect server running, on which port, with which pid."""
+    """The Prefect UI's address (http://127.0.0.1:PORT/), how to log in, the data dir, and whether
+    the managed server runs (pid, port). --json: ui_url, url (the API), running, pid, port,
+    data_dir, auth_file, home, log, started_at."""
     from flows.prefect_server import server_status
 
     info = server_status(settings())
     if as_json:
         print_json(info.to_dict())
         return
-    for k, v in info.to_dict().items():
-        typer.echo(f"{k}: {v}")
+    for line in status_lines(info):
+        typer.echo(line)
+
+
+def status_lines(info: Any) -> list[str]:
+    """`pmem prefect status` in words."""
+    if not info.managed:
+        return [f"Prefect UI: {info.ui_url}  (PREFECT_API_URL is set: that server is used, pmem manages none)",
+                f"API: {info.url}", f"data dir: {info.data_dir}"]  # fmt: skip
+    if not info.running:
+        port = f" (port {info.port} is kept for it)" if info.port else ""
+        return [f"Prefect server not running{port}: `pmem prefect start` starts it, and so does the next backfill",
+                f"data dir: {info.data_dir}", f"log: {info.log}"]  # fmt: skip
+    lines = [f"Prefect UI: {info.ui_url}", f"  running, pid {info.pid}, since {info.started_at}; "
+             "`pmem prefect stop` stops it"]  # fmt: skip
+    if info.auth_file:
+        lines.append(f"  log in: the UI asks for a password; it is the whole line in {info.auth_file} "
+                     f"(`cat {info.auth_file}`; only you can read that file)")  # fmt: skip
+    lines += ["  flow runs are named after pmem's run ids (`pmem status` lists them)",
+              f"data dir: {info.data_dir}", f"API: {info.url}", f"log: {info.log}"]  # fmt: skip
+    return lines
 
 
 def _connect() -> str:
@@ -141,15 +161,17 @@ def reimport(
 ) -> None:
     """Run the re-import once now (what the schedule runs; use it from crontab)."""
     from cli.backfill_cmds import _prefect_env, quiet_prefect_console
+    from cli.foreground import foreground_run
 
-    _prefect_env(settings())
-    from flows.reimport import reimport as reimport_flow
+    with foreground_run(settings()):  # one run at a time per data dir; Ctrl-C as one line
+        _prefect_env(settings())
+        from flows.reimport import reimport as reimport_flow
 
-    quiet_prefect_console()
-    _consent_note(llm, source)
+        quiet_prefect_console()
+        _consent_note(llm, source)
 
-    with err_console.status("re-importing: inbox and local session folders…"):
-        summary = reimport_flow(llm=llm, dry_run=dry_run, sources=source or None, embed=not no_embed)
+        with err_console.status("re-importing: inbox and local session folders…"):
+            summary = reimport_flow(llm=llm, dry_run=dry_run, sources=source or None, embed=not no_embed)
     for e in summary["exports"]:
         detail = (f"run {e['run_id']} {e['status']}: {e['conversations_new']} new, {e['conversations_changed']} changed, "
                   f"{e['drafter_calls']} drafter calls, {e['commits']} commits") if "run_id" in e else e.get("status") or e["action"]  # fmt: skip

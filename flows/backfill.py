@@ -11,6 +11,7 @@ flight at once.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger, task, unmapped
@@ -19,6 +20,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from core.settings import get_settings
 from flows import pipeline as pl
+from state import runlock
 
 
 @task(name="import-export", cache_policy=NO_CACHE, retries=0)
@@ -39,6 +41,33 @@ def draft_task(run_id: str, batch_id: str) -> dict[str, Any]:
 @task(name="commit-batch", cache_policy=NO_CACHE, retries=0)
 def commit_task(run_id: str, batch_id: str) -> dict[str, Any]:
     return pl.commit_batch(pl.pipeline(run_id), batch_id)
+
+
+def run_tags(source: str, export_path: str) -> list[str]:
+    """What a flow run is tagged with besides the data dir and process: its source and the
+    export's file name (the name only, never its folder)."""
+    return [f"source:{source}", f"export:{Path(export_path).name}"]
+
+
+def name_flow_run(run_id: str, source: str, export_path: str) -> str | None:
+    """Name the current flow run after pmem's run id and tag it with the source and export file
+    name, so the Prefect UI lists it as pmem knows it; returns the link to its page in the UI.
+    Never fails the run: a Prefect API hiccup leaves Prefect's own name."""
+    from prefect import get_client
+    from prefect.context import FlowRunContext
+
+    from flows.prefect_server import flow_run_url
+
+    ctx = FlowRunContext.get()
+    if ctx is None or ctx.flow_run is None:
+        return None
+    run = ctx.flow_run
+    try:
+        with get_client(sync_client=True) as client:
+            client.update_flow_run(run.id, name=run_id, tags=sorted(set(run.tags) | set(run_tags(source, export_path))))
+    except Exception as err:  # noqa: BLE001 - naming is for the UI only
+        get_run_logger().warning("could not name the flow run (%s)", type(err).__name__)
+    return flow_run_url(str(run.id))
 
 
 def _mapped(t: Any) -> Any:
@@ -70,11 +99,19 @@ def backfill(
     with the new messages indexed for recall and (``embed``) embedded by the local embedder."""
     logger = get_run_logger()
     p = pl.Pipeline.open(get_settings(), llm)
+    link: list[str | None] = [None]
+
+    def on_event(kind: str, data: dict[str, Any]) -> None:
+        logger.info("%s %s", kind, data)
+        if kind == "run":
+            runlock.note_run(data["run_id"])  # a second run in this data dir can name it
+            link[0] = name_flow_run(data["run_id"], source, export_path)
+
     try:
         summary = pl.run_backfill(
-            p, source, export_path, dry_run=dry_run, steps=PREFECT_STEPS,
-            on_event=lambda kind, data: logger.info("%s %s", kind, data), embed=embed,
+            p, source, export_path, dry_run=dry_run, steps=PREFECT_STEPS, on_event=on_event, embed=embed,
         )  # fmt: skip
+        summary["flow_run_url"] = link[0]
         logger.info("run %s %s: %d drafter calls, %d commits", summary["run_id"], summary["status"],
                     summary["drafter_calls"], summary["commits"])  # fmt: skip
         return summary

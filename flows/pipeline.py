@@ -51,7 +51,7 @@ from stages.chunking import chunk_conversation, merge_chunk_drafts
 from stages.evidence import verify_draft
 from stages.exclude import ExcludeRule, excluded_by, parse_rules
 from stages.prefilter import RULE_VERSION
-from state.budget import SlidingWindowLimiter
+from state.budget import SlidingWindowLimiter, Unlimited, Window
 from state.concurrency import AdaptiveConcurrency
 from state.files import (
     CHUNK_SCHEMA,
@@ -102,19 +102,26 @@ class Pipeline:
             from memory_api.client import HttpMemoryAPI
 
             target = HttpMemoryAPI(settings.memory_url, client_name=settings.client_name)
-        window_backend = PgWindow(db, f"client:{settings.client_name}", limit, client_window(window))
+        # the budget is the memory API's limit per HTTP client: an HTTP committer paces itself
+        # to it; commits in process are never throttled by it (docs/invariants.md, 6)
+        window_backend: Window = (
+            PgWindow(db, f"client:{settings.client_name}", limit, client_window(window))
+            if settings.memory_url else Unlimited()
+        )  # fmt: skip
 
-        def cc() -> AdaptiveConcurrency:
+        def cc(name: str = "a rate limit") -> AdaptiveConcurrency:
             return AdaptiveConcurrency(
                 start=min(3, settings.max_concurrency), maximum=settings.max_concurrency,
-                quiet=settings.quiet_seconds, max_wait=settings.max_wait_seconds,
+                quiet=settings.quiet_seconds, max_wait=settings.max_wait_seconds, name=name,
             )  # fmt: skip
 
         return cls(
             settings=settings, db=db, ledger=Ledger(db), runs=RunStore(db), store=store,
             drafter=get_drafter(llm or settings.llm),
-            limiter=SlidingWindowLimiter(max_wait=settings.max_wait_seconds, backend=window_backend),
-            target=target, commit_cc=cc(), draft_cc=cc(), excludes=list(_excludes),
+            limiter=SlidingWindowLimiter(max_wait=settings.max_wait_seconds, backend=window_backend,
+                                         what=f"the memory API budget ({limit} requests per {window:g} s)"),
+            target=target, commit_cc=cc("the memory API's rate limit"),
+            draft_cc=cc("the model provider's rate limit"), excludes=list(_excludes),
         )  # fmt: skip
 
     def close(self) -> None:

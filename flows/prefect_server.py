@@ -21,6 +21,9 @@ running under ``<data dir>/prefect`` (as it does the database), started on first
   answers, for the health check). CORS allows the server's own origin only, so no web page
   reads or drives the API from elsewhere. A server started by an older pmem (no auth) is
   restarted;
+* its UI is pointed at itself: ``PREFECT_UI_API_URL`` is the server's own ``/api`` (without it the
+  UI served at ``http://127.0.0.1:PORT/`` looks for an API on Prefect's default port 4200 and says
+  "Unable to connect"); ``ui_url`` is what `pmem prefect status` prints;
 * its home is private (0700 / 0600): it starts with umask 077 and its files are tightened after
   every start (``prefect.db``, the log, profiles).
 
@@ -67,7 +70,9 @@ STATE_FILE = "server.json"
 LOG_FILE = "server.log"
 LOCK_FILE = "server.lock"
 AUTH_FILE = "api-auth"
-AUTH_VERSION = 1  # recorded in server.json: a server without it was started without auth
+# recorded in server.json: a server with an older one is restarted (1: API auth; 2: the UI is
+# pointed at the server itself)
+AUTH_VERSION = 2
 PORT_BASE, PORT_SPAN = 4210, 700  # the preferred port of a data dir: 4210-4909
 DATA_TAG = "pmem-data:"
 PROC_TAG = "pmem-proc:"
@@ -99,6 +104,9 @@ class ServerInfo:
     home: str
     log: str
     started_at: str | None = None
+    ui_url: str | None = None  # http://127.0.0.1:PORT/
+    data_dir: str | None = None
+    auth_file: str | None = None  # the UI asks for the string in this file (0600) at login
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -156,6 +164,24 @@ def _cmdline(pid: int) -> str | None:
 
 def api_url(port: int) -> str:
     return f"http://{HOST}:{port}/api"
+
+
+def ui_url(port: int) -> str:
+    """The managed server's UI: its root, on the loopback address (not ``localhost``)."""
+    return f"http://{HOST}:{port}/"
+
+
+def ui_base(api: str | None) -> str | None:
+    """The UI URL that goes with an API URL (``…/api`` → ``…/``)."""
+    if not api:
+        return None
+    return api.rstrip("/").removesuffix("/api") + "/"
+
+
+def flow_run_url(flow_run_id: str, api: str | None = None) -> str | None:
+    """The UI page of one flow run."""
+    base = ui_base(api or os.environ.get("PREFECT_API_URL"))
+    return f"{base}runs/flow-run/{flow_run_id}" if base else None
 
 
 def external_api_url() -> str | None:
@@ -282,6 +308,8 @@ def _spawn(home: Path, port: int, auth: str) -> int:
         # the UI's own origin
         PREFECT_SERVER_API_AUTH_STRING=auth, PREFECT_API_AUTH_STRING=auth,
         PREFECT_SERVER_API_CORS_ALLOWED_ORIGINS=f"http://{HOST}:{port}",
+        # the UI's API is this server, not Prefect's default port 4200
+        PREFECT_UI_API_URL=api_url(port), PREFECT_UI_URL=ui_url(port),
     )  # fmt: skip
     log = home / LOG_FILE
     with open_private(log, "wb"):  # the log of the latest start only
@@ -341,7 +369,8 @@ def ensure_server(settings: Settings, *, timeout: float | None = None,
         state = _read_state(home)
         auth = auth_string(settings)
         if _our_server(state) and state.get("auth") != AUTH_VERSION:
-            _log.warning("Prefect server pid %s runs without API authentication; restarting it", state["pid"])
+            _log.warning("Prefect server pid %s was started by an older pmem (no API authentication "
+                         "or a UI pointed elsewhere); restarting it", state["pid"])  # fmt: skip
             _terminate(state["pid"], state.get("start_ticks"))
         elif _our_server(state):
             port = int(state["port"])
@@ -400,14 +429,18 @@ def server_status(settings: Settings) -> ServerInfo:
     external = external_api_url()
     if external:
         return ServerInfo(managed=False, running=True, url=external, pid=None, port=None,
-                          home=str(home), log=log)  # fmt: skip
+                          home=str(home), log=log, ui_url=ui_base(external),
+                          data_dir=str(settings.data_dir))  # fmt: skip
     state = _read_state(home)
     running = _our_server(state) and healthy(int(state["port"]))
     port = state.get("port") if isinstance(state.get("port"), int) else None
+    auth = home / AUTH_FILE
     return ServerInfo(
         managed=True, running=running, url=api_url(port) if running and port else None,
         pid=state.get("pid") if running else None, port=port, home=str(home), log=log,
         started_at=state.get("started_at") if running else None,
+        ui_url=ui_url(port) if running and port else None, data_dir=str(settings.data_dir),
+        auth_file=str(auth) if isinstance(state.get("auth"), int) and auth.exists() else None,
     )  # fmt: skip
 
 

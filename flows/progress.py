@@ -1,5 +1,6 @@
 """What a run has done and has left: batches by stage, drafts, commits, conflicts, the budget
-used in the current window, and an ETA from the budget. A read: no Prefect here."""
+used in the current window, and an ETA from the budget (an HTTP committer's only: commits in
+process are not throttled by it, ``budget_applies`` false). A read: no Prefect here."""
 
 from __future__ import annotations
 
@@ -40,11 +41,36 @@ def run_progress(db: Database, settings: Settings, run: dict[str, Any]) -> dict[
     # requests still needed: propose + commit per draft left, one context lookup per batch to draft
     needed = 2 * left + stages.get("planned", 0) + stages.get("failed", 0)
     free = max(limit - used, 0)
-    eta = 0.0 if needed <= free else math.ceil((needed - free) / limit) * window
+    applies = bool(settings.memory_url)  # the budget paces HTTP clients only
+    eta = 0.0 if needed <= free or not applies else math.ceil((needed - free) / limit) * window
     return {
         "run_id": run_id, "source": run["source"], "status": run["status"], "dry_run": run["dry_run"],
         "started_at": run["started_at"], "batches": stages, "drafts": drafts,
         "commits_done": commits_done, "commits_left": 0 if run["dry_run"] else left,
         "conflicts": conflicts, "budget_in_window": used, "budget_limit": limit,
-        "budget_window_s": window, "eta_seconds": eta, "summary": run["summary"],
+        "budget_window_s": window, "budget_applies": applies, "eta_seconds": eta, "summary": run["summary"],
     }  # fmt: skip
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def kept_words(settings: Settings, run_id: str) -> str:
+    """What a stopped run keeps, in words: ``run R keeps 3 of 12 batches drafted and 14 commits``."""
+    db = Database.open(settings)
+    try:
+        run = RunStore(db).get_run(run_id)
+        if run is None:
+            return f"run {run_id}: the imported conversations are kept"
+        prog = run_progress(db, settings, run)
+    finally:
+        db.close()
+    stages = prog["batches"]
+    total = sum(v for k, v in stages.items() if k != "superseded")
+    drafted = stages.get("drafted", 0) + stages.get("committed", 0)
+    batches = f"{total} batch{'' if total == 1 else 'es'}"
+    words = f"run {run_id} keeps {drafted} of {batches} drafted"
+    if not prog["dry_run"]:
+        words += f" and {_plural(prog['commits_done'], 'commit')}"
+    return words

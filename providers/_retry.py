@@ -35,6 +35,7 @@ from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_at
 from tenacity.wait import wait_exponential_jitter
 
 from core.errors import TransientDraftError
+from core.waits import announce
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,9 @@ def call_with_retry(
     def before_sleep(state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome is not None else None
         wait_s = state.next_action.sleep if state.next_action is not None else 0.0
+        # the terminal says what the run waits for and until when (core.waits)
+        announce(f"{label} to answer again (after {type(exc).__name__}; attempt "
+                 f"{state.attempt_number + 1} of {policy.max_attempts})", wait_s)  # fmt: skip
         log.warning(
             "%s: transient error (%s), attempt %d of %d, retrying in %.1f s",
             label,

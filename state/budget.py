@@ -1,5 +1,12 @@
 """The commit budget: a sliding window over memory-API requests (default 300 per 600 s).
 
+The budget is the memory API's limit per client over HTTP (`pmem api` and a remote server
+enforce it with 429 + Retry-After); an HTTP committer paces itself to it with a limiter over the
+PostgreSQL window. A run that commits in process is not an HTTP client: its limiter has the
+:class:`Unlimited` window (it still counts requests), whatever ``PMEM_COMMIT_BUDGET`` says.
+AI clients' writes over MCP (``BudgetedMemoryAPI``) keep their own window. Every wait for a slot
+is announced (``core.waits``): what it waits for and until when.
+
 The window itself lives behind a small backend: in memory (tests, one process) or in
 PostgreSQL (``store.budget.PgWindow``: shared by every worker and persisted across restarts, so
 a resumed run knows what the stopped run spent). The limiter waits for a free slot and stops the
@@ -24,6 +31,7 @@ from core.models import (
     SearchHit,
 )
 from core.ports import MemoryAPI
+from core.waits import announce
 
 
 class Window(Protocol):
@@ -64,19 +72,46 @@ class MemoryWindow:
             return len(self._events)
 
 
+class Unlimited:
+    """No budget (a run committing in process): every request is admitted at once and counted."""
+
+    limit = 0  # 0: no limit
+    window = 0.0
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._lock = threading.Lock()
+
+    def try_acquire(self) -> float:
+        with self._lock:
+            self._count += 1
+        return 0.0
+
+    def in_window(self) -> int:
+        return 0
+
+
 class SlidingWindowLimiter:
     def __init__(
         self, limit: int = 300, window: float = 600.0, *, max_wait: float = 600.0,
         clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-        backend: Window | None = None,
+        backend: Window | None = None, what: str | None = None,
     ) -> None:  # fmt: skip
         self.backend: Window = backend or MemoryWindow(limit, window, clock)
         self.limit, self.window = self.backend.limit, self.backend.window
         self.max_wait = max_wait
+        self.what = what  # how a wait names this budget (default: its limit and window)
         self._sleep = sleep
         self._lock = threading.Lock()
         self.waited = 0.0
         self.requests = 0
+
+    @property
+    def unlimited(self) -> bool:
+        return isinstance(self.backend, Unlimited)
+
+    def describe(self) -> str:
+        return self.what or f"the memory API budget ({self.limit} requests per {self.window:g} s)"
 
     def acquire(self, run_id: str = "") -> None:
         """Block until one more request fits in the window; RateLimitStop if that takes too long."""
@@ -93,6 +128,7 @@ class SlidingWindowLimiter:
                     run_id=run_id,
                     retry_after=wait,
                 )
+            announce(self.describe(), wait)
             with self._lock:
                 self.waited += wait
             self._sleep(min(wait, 5.0))

@@ -43,8 +43,11 @@ def attempts(url: str) -> list[int]:
         return [r[0] for r in conn.execute("SELECT attempts FROM batches ORDER BY batch_id")]
 
 
-def test_rate_limit_stop_exits_75_and_resume_finishes_without_repeats(cli_env, db_url):
-    env = dict(cli_env, PMEM_COMMIT_BUDGET="8/4s", PMEM_MAX_WAIT_SECONDS="1", PMEM_BATCH_MAX_CONVERSATIONS="2")
+def test_rate_limit_stop_exits_75_and_resume_finishes_without_repeats(cli_env, api_server, db_url):
+    # the budget paces an HTTP committer (commits in process are never throttled by it)
+    url = api_server()
+    env = dict(cli_env, PMEM_COMMIT_BUDGET="8/4s", PMEM_MAX_WAIT_SECONDS="1", PMEM_BATCH_MAX_CONVERSATIONS="2",
+               PMEM_MEMORY_URL=url)  # fmt: skip
     out = backfill(env)
     assert out.returncode == 75, out.stderr[-2000:]
     assert "make backfill SOURCE=chatgpt EXPORT=" in out.stderr and "resume" in out.stderr
@@ -65,9 +68,11 @@ def test_rate_limit_stop_exits_75_and_resume_finishes_without_repeats(cli_env, d
 
 
 def test_429_from_the_memory_api_lowers_concurrency_and_completes(cli_env, api_server, db_url):
-    url = api_server(budget="4/2s")
+    url = api_server(budget="4/3s")
     out = backfill(cli_env, PMEM_MEMORY_URL=url, PMEM_BATCH_MAX_CONVERSATIONS="2")
     assert out.returncode == 0, out.stderr[-2000:]
+    # with output piped, the log (stderr) says what the run waits for and until when
+    assert "waiting for the memory API's rate limit (429, Retry-After" in out.stderr, out.stderr[-2000:]
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["rate_limited"] >= 1 and summary["commits"] == 7
     assert export_of(db_url).count('"type":"memory"') == 7
