@@ -19,14 +19,14 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 def test_ctrl_c_in_a_terminal_prints_one_line_and_the_resume_command_finishes(cli_env, api_server):
     url = api_server()
-    env = dict(cli_env, PMEM_MEMORY_URL=url, PMEM_COMMIT_BUDGET="3/3s", PMEM_MAX_WAIT_SECONDS="60",
+    env = dict(cli_env, PMEM_MEMORY_URL=url, PMEM_COMMIT_BUDGET="3/60s", PMEM_MAX_WAIT_SECONDS="600",
                PMEM_BATCH_MAX_CONVERSATIONS="2", COLUMNS="200", TERM="xterm")  # fmt: skip
     args = ["-m", "cli.main", "-v", "backfill", "--source", "chatgpt", "--export", str(DEMO)]
     child = pexpect.spawn(sys.executable, args, env=env, cwd=str(PROJECT), encoding="utf-8", timeout=240,
                           dimensions=(40, 200))  # fmt: skip
     try:
         # the terminal says what the run waits for and until when
-        child.expect(r"waiting for the memory API budget \(3 requests per 3 s\) until \d\d:\d\d:\d\d")
+        child.expect(r"waiting for the memory API budget \(3 requests per 60 s\) until \d\d:\d\d:\d\d")
         child.sendintr()
         child.expect(pexpect.EOF)
     finally:
