@@ -28,7 +28,7 @@ def _pmem(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.C
 
 def test_ui_is_pointed_at_itself_and_lists_the_run_under_its_pmem_run_id(pmem_env):
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
-    env.update(pmem_env, PMEM_COMMIT_BUDGET="1/600s", PMEM_MAX_WAIT_SECONDS="1")
+    env.update(pmem_env, PMEM_COMMIT_BUDGET="1/600s", PMEM_MAX_WAIT_SECONDS="1", PMEM_PREFECT_STARTUP_TIMEOUT="600")
     settings = Settings()
     try:
         out = _pmem(env, "backfill", "--source", "chatgpt", "--export", str(DEMO), "--json")
