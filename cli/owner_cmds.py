@@ -464,7 +464,7 @@ def _run_words(r: dict[str, Any], zone: Any) -> list[str]:
     if s.get("conversations") is not None:
         lines.append(f"  {plural(s['conversations'], 'conversation')} in the export; "
                      f"{plural(s.get('drafter_calls', 0), 'drafter call')}")  # fmt: skip
-    if r["status"] in ("open", "stopped", "cost_limit", "interrupted") and r["commits_left"]:
+    if r["status"] in ("open", "stopped", "cost_limit", "interrupted") and r["commits_left"] and r.get("budget_applies", True):
         lines.append(f"  budget: {r['budget_in_window']} of {r['budget_limit']} requests used in the current "
                      f"{human_seconds(r['budget_window_s'])} window; about {human_seconds(r['eta_seconds'])} left")  # fmt: skip
     if r["dry_run"] and r["status"] == "complete":
