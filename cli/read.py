@@ -163,6 +163,7 @@ def _redacted_view(view: Any) -> Any:
         "title": r(view.title), "aliases": [r(a) for a in view.aliases], "tags": [r(t) for t in view.tags],
         "canonical_summary": r(view.canonical_summary), "index_summary": r(view.index_summary),
         "evidence": [dict(e, text=r(e["text"])) for e in view.evidence],
+        "stated_facts": [r(f) for f in view.stated_facts], "inferences": [r(f) for f in view.inferences],
     })  # fmt: skip
 
 
@@ -227,6 +228,12 @@ def show(
         typer.echo(f"occurred: {view.occurred_at.isoformat()}")
     typer.echo(f"aliases: {tty(', '.join(view.aliases))}\ntags: {tty(', '.join(view.tags))}\n")
     typer.echo(tty(view.canonical_summary, keep_newlines=True))
+    for label, items in (("stated facts (the person's own words)", view.stated_facts),
+                         ("inferences (concluded by the drafter, not said)", view.inferences)):  # fmt: skip
+        if items:
+            typer.echo(f"\n{label}:")
+            for item in items:
+                typer.echo(f"  - {tty(item)}")
     typer.echo("\nevidence:")
     for e in view.evidence:
         typer.echo(f"  - [{tty(e['source_key'])}] {tty(e['text'], keep_newlines=True)}")

@@ -134,6 +134,7 @@ class MemoryIndexEntry(BaseModel):
     kind: str
     current_revision: int
     source_conversation_keys: list[str] = Field(default_factory=list)
+    aliases: list[str] = Field(default_factory=list)  # the names it goes by (to recognise it)
 
 
 class EvidencePointer(BaseModel):
@@ -221,6 +222,8 @@ class CommitRequest(BaseModel):
     evidence: list[EvidenceIn] = Field(default_factory=list)
     # a client's own statements (MCP, HTTP API): kept as stated facts, never as evidence
     stated_facts: list[str] = Field(default_factory=list)
+    # what a drafter concluded and the person did not say: kept apart from the stated facts
+    inferences: list[str] = Field(default_factory=list)
     reason: str = "create"
     idempotency_key: str
     run_id: str | None = None
@@ -255,6 +258,7 @@ class MemoryView(BaseModel):
     created_at: datetime
     updated_at: datetime
     stated_facts: list[str] = Field(default_factory=list)
+    inferences: list[str] = Field(default_factory=list)  # a drafter's conclusions, kept apart
     visibility: str = "private"
     evidence: list[dict[str, Any]] = Field(default_factory=list)
     revisions: list[dict[str, Any]] = Field(default_factory=list)

@@ -537,6 +537,7 @@ def commit_request(v: VerifiedDraft, *, batch_id: str, run_id: str, model: str, 
         kind=d.memory_kind, title=d.title, canonical_summary=d.canonical_summary,
         index_summary=d.index_summary, aliases=d.aliases, tags=d.tags,
         occurred_at=d.occurred_at, valid_from=d.valid_from,
+        stated_facts=d.stated_facts, inferences=d.inferences,
         evidence=[EvidenceIn(source_key=e.message_key, text=e.text) for e in v.evidence],
         reason="append" if d.action == "append" else "create",
         idempotency_key=tagged_hash("commit", [batch_id, d.draft_id, d.identity()], length=40),
@@ -664,11 +665,19 @@ def run_backfill(
         summary["excluded_by_rule"] = _count_rules(p.excluded)
         emit("planned", {"batches": len(batch_ids)})
         _tick("draft", len(batch_ids))
-        drafted = _collect_drafts(summary, batch_ids, steps.draft_all(run_id, batch_ids))
+        drafted: list[str] = []
+        if not dry_run:
+            _tick("commit", len(batch_ids))
+        # wave by wave, oldest first: a batch is drafted with the memories the waves before it
+        # committed as context, so a later conversation that changes an earlier decision can
+        # append to its memory (the offline drafter is local: one batch a wave costs nothing)
+        for wave in _waves(p, batch_ids):
+            done = _collect_drafts(summary, wave, steps.draft_all(run_id, wave))
+            drafted += done
+            if not dry_run and done:
+                _collect_commits(summary, steps.commit_all(run_id, done))
         emit("drafted", {"batches": len(drafted)})
         if not dry_run:
-            _tick("commit", len(drafted))
-            _collect_commits(summary, steps.commit_all(run_id, drafted))
             emit("committed", {"batches": len(drafted)})
         _add_index(summary, index_for_search(p, embed=embed, memories=not dry_run))
         emit("indexed", {k: summary[k] for k in ("indexed_messages", "embedded_messages", "embedded_memories")})
@@ -684,6 +693,13 @@ def run_backfill(
         p.runs.finish(run_id, summary["status"], summary)
         unregister(run_id)
     return summary
+
+
+def _waves(p: Pipeline, batch_ids: list[str]) -> list[list[str]]:
+    """The batches in waves drafted (and committed) one after the other: as many as drafts may
+    run at once for a remote drafter, one at a time for the local offline one."""
+    size = 1 if p.drafter.model.startswith("extractive") else max(1, p.settings.max_concurrency)
+    return [batch_ids[i : i + size] for i in range(0, len(batch_ids), size)]
 
 
 class _CountingEmbedder:

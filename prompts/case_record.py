@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from core.models import Conversation, DraftRecord, EvidencePointer, MemoryIndexEntry, Message
 from core.secrets import redact_conversation, redact_messages
 
-PROMPT_VERSION = "case-record-v1"
+PROMPT_VERSION = "case-record-v2"  # v2: fixed section headings, changes of mind, facts vs inferences
 
 MemoryKind = Literal["episode", "decision", "project", "preference", "lesson", "profile", "other"]
 
@@ -121,9 +121,15 @@ record). Never translate the person's words into another language.
 "preference" for a lasting like or dislike, "project" for an ongoing project or plan, \
 "profile" for facts about the person, "episode" for an event, else "other".
 - canonicalSummary: a detailed case record, in this order, leaving out parts that are absent: \
-the background (the situation and the goal), the concerns, the options compared, the decision \
-and its reasons, the result, and the open points still unresolved. Keep names, numbers and \
-versions exactly as written. Use short headed sections.
+the background (the situation and the goal, the concerns, the options compared), the decision \
+and its reasons, the result, and the open points still unresolved. Write it as sections, each \
+a line "## <heading>" followed by "- " lines, with exactly these headings (Japanese record / \
+English record): "## 背景" / "## Background", "## 決定" / "## Decision", "## 理由" / \
+"## Reasons", "## 結果" / "## Result", "## 未解決" / "## Open points", "## 解決済み" / \
+"## Resolved" (an open point that a later message settled, written "- <open point> → <how it \
+was settled>"). Each heading at most once. Put the decision, each reason and each open point \
+in the person's own words (copied, not paraphrased), one per line, each under its own heading. \
+Keep names, numbers and versions exactly as written.
 - indexSummary: one line of at most 140 characters that lets someone recognise the case in a \
 list (prefer the decision, else the subject).
 - aliases: other names someone might search for: give them in Japanese AND in English \
@@ -135,16 +141,22 @@ message that has one). validFrom: the time of the message where the decision was
 occurredAt. Never use today's date or the current time; if no message has a time, leave both \
 null.
 - statedFacts: what the person actually said (decisions, reasons, results, facts about \
-themselves), each a short sentence. inferences: what you conclude but the person did not say. \
-Never mix the two.
+themselves), each a short sentence in their words. inferences: what you conclude but the person \
+did not say (a motive, a pattern, a link between two cases). Never mix the two: both lists are \
+kept and shown to the person apart.
 - evidence: pointers that support the record: messageKey is the key of the message exactly as \
 given, quoteHint is a short verbatim quote (a phrase or one sentence, copied character for \
 character, at most 200 characters) from that message. Prefer the person's own messages over \
-the assistant's. Give 1 to 4 pointers; never invent text that is not in the message.
+the assistant's. Give one pointer for the decision, one for each reason and one for each open \
+point (at most 16); never invent text that is not in the message.
 - sourceConversationKeys: the conversation keys the record is drawn from.
-- action: "create" for a new case. When an existing memory in the index is about the same \
-topic or case, use "append" with targetMemoryId set to that memory's id and expectedRevision \
-set to its current revision. Use "noop" when the conversation adds nothing worth remembering \
+- action: "create" for a new case. When an existing memory in the index is the same case \
+(it lists this conversation among its sources), or the person changes a decision it records \
+(they decided X before and now decide Y about the same thing), use "append" with \
+targetMemoryId set to that memory's id and expectedRevision set to its current revision; \
+write the record of this conversation only (the decision now current): the store keeps the \
+superseded decision with its reasons in the memory's history. A memory that only has the same \
+title is not the same case. Use "noop" when the conversation adds nothing worth remembering \
 (then give a title and empty summary text).
 
 Ignore pure machinery (code listings, logs, tool output) except where the person draws a \
@@ -203,11 +215,12 @@ def _context_text(context: list[MemoryIndexEntry], guard: _Guard) -> str:
         lines.append("(none)")
     for entry in context:
         sources = ", ".join(entry.source_conversation_keys) or "-"
-        title, summary = guard.texts(entry.title, entry.index_summary)
+        title, summary, *aliases = guard.texts(entry.title, entry.index_summary, *entry.aliases)
+        names = f" | aliases: {', '.join(_one_line(a) for a in aliases)}" if aliases else ""
         lines.append(
             f"- id: {entry.id} | title: {_one_line(title)} | index summary: "
             f"{_one_line(summary)} | kind: {entry.kind} | current revision: "
-            f"{entry.current_revision} | source conversations: {sources}"
+            f"{entry.current_revision} | source conversations: {sources}{names}"
         )
     return "\n".join(lines)
 

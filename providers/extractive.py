@@ -30,6 +30,8 @@ from core.models import (
     Message,
 )
 from core.secrets import redact_conversation
+from core.sections import merge_summaries
+from core.textsearch import analyze
 from prompts.case_record import PROMPT_VERSION, build_prompt
 from stages.prefilter import DECISION_RE, LESSON_RE, REASON_RE, split_prose
 
@@ -37,10 +39,10 @@ MODEL = "extractive:v1"
 
 _TITLE_MAX = 80
 _INDEX_MAX = 140
-_QUOTE_MAX = 200
-_SUMMARY_MAX = 1500
+_QUOTE_MAX = 300
+_SUMMARY_MAX = 4000
 _SECTION_ITEM_MAX = 300
-_MAX_EVIDENCE = 4
+_MAX_EVIDENCE = 16
 _MAX_ALIASES = 8
 _MAX_TAG_TERMS = 5
 
@@ -48,10 +50,18 @@ _SENTENCE_END_RE = re.compile(r"[。！？]+|[.!?]+(?=\s|$)|\n")
 _FENCE_RE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _JA_CHAR_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff66-\uff9f]")
 _LATIN_RE = re.compile(r"[A-Za-z]")
-_KATAKANA_RE = re.compile(r"[ァ-ヺ][ァ-ヺー]{2,}")
-_LATIN_TERM_RE = re.compile(r"(?<![\w.])[A-Za-z][A-Za-z0-9_]*(?:[.+#-][A-Za-z0-9_]+)*[+#]*")
+_KATAKANA_RE = re.compile(r"[ァ-ヺ][ァ-ヺー]+(?:・[ァ-ヺー]+)*[ァ-ヺー]")
+_LATIN_TERM_RE = re.compile(r"(?<![A-Za-z0-9_.])[A-Za-z][A-Za-z0-9_]*(?:[.+#&-][A-Za-z0-9_]+)*[+#]*")
+# words written in capitals that are keywords or plain English, not names (SQL, shouting, notes)
+_CAPS_WORDS = frozenset(
+    "not and or null select from where join insert update delete into values table create drop"
+    " alter index group order by having limit union case when then else end true false todo"
+    " fixme note warning error info debug ok yes no the is are was it this that all any none"
+    " asap fyi imo btw lol omg pls please help new old get set put post".split()
+)
 _URL_RE = re.compile(r"(?:https?://|www\.)\S+", re.IGNORECASE)
 _REDACTED_RE = re.compile(r"\[REDACTED:[a-z0-9\-]+\]")
+_PLACEHOLDER_RE = re.compile(r"\[[A-Z][A-Z0-9_:\-]*\]")  # [REDACTED_PROMPT] in a redacted export
 _SENTENCE_OPENERS = frozenset(".!?。！？\n\"'(*-:>")
 
 _OPEN_RE = re.compile(
@@ -93,6 +103,8 @@ _HEADINGS = {
         "reasons": "理由",
         "result": "結果",
         "open": "未解決",
+        "resolved": "解決済み",
+        "history": "経緯",
     },
     "en": {
         "background": "Background",
@@ -101,6 +113,8 @@ _HEADINGS = {
         "reasons": "Reasons",
         "result": "Result",
         "open": "Open points",
+        "resolved": "Resolved",
+        "history": "Earlier decisions",
     },
 }
 
@@ -122,6 +136,7 @@ class _Parts:
     reasons: list[Sentence]
     results: list[Sentence]
     open_points: list[Sentence]
+    resolved: list[tuple[Sentence, Sentence]]
 
 
 class ExtractiveDrafter:
@@ -135,7 +150,7 @@ class ExtractiveDrafter:
     def draft(
         self, conversations: list[Conversation], context: list[MemoryIndexEntry]
     ) -> DraftOutput:
-        records = [r for conv in conversations if (r := draft_record(conv, context)) is not None]
+        records = draft_records(conversations, context)
         static, dynamic = build_prompt(conversations, context)
         output_text = json.dumps([r.model_dump(mode="json") for r in records], ensure_ascii=False)
         return DraftOutput(
@@ -147,6 +162,49 @@ class ExtractiveDrafter:
         )
 
 
+_IN_BATCH = "batch:"
+
+
+def draft_records(conversations: list[Conversation], context: list[MemoryIndexEntry]) -> list[DraftRecord]:
+    """One record per conversation, in order; a conversation that changes the decision of an
+    earlier one of the same batch is merged into that one's record (the memory does not exist
+    yet, so it cannot be appended to): one record, the later decision current, the earlier one
+    in its history section."""
+    records: list[DraftRecord] = []
+    for conv in conversations:
+        pending = [
+            MemoryIndexEntry(id=f"{_IN_BATCH}{i}", title=r.title, index_summary=r.index_summary,
+                             kind=r.memory_kind, current_revision=0, aliases=r.aliases,
+                             source_conversation_keys=r.source_conversation_keys)
+            for i, r in enumerate(records) if r.action == "create"
+        ]  # fmt: skip
+        record = draft_record(conv, [*context, *pending])
+        if record is None:
+            continue
+        if record.target_memory_id and record.target_memory_id.startswith(_IN_BATCH):
+            i = int(record.target_memory_id.removeprefix(_IN_BATCH))
+            records[i] = _merge_into(records[i], record)
+            continue
+        records.append(record)
+    return records
+
+
+def _merge_into(earlier: DraftRecord, later: DraftRecord) -> DraftRecord:
+    since = earlier.valid_from.date().isoformat() if earlier.valid_from else None
+    return earlier.model_copy(update={
+        "canonical_summary": merge_summaries(earlier.canonical_summary, later.canonical_summary,
+                                             supersede=True, since=since),
+        "index_summary": later.index_summary or earlier.index_summary,
+        "aliases": _dedupe([*earlier.aliases, *later.aliases], casefold=True)[:_MAX_ALIASES],
+        "tags": _dedupe([*earlier.tags, *later.tags]),
+        "valid_from": later.valid_from or earlier.valid_from,
+        "stated_facts": _dedupe([*earlier.stated_facts, *later.stated_facts]),
+        "inferences": _dedupe([*earlier.inferences, *later.inferences]),
+        "evidence": [*earlier.evidence, *later.evidence],
+        "source_conversation_keys": _dedupe([*earlier.source_conversation_keys, *later.source_conversation_keys]),
+    })  # fmt: skip
+
+
 def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRecord | None:
     """One case record for ``conv``, or None when it has no drafting text."""
     conv, _ = redact_conversation(conv)  # before anything is cut from the text
@@ -156,11 +214,11 @@ def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRe
     person = person_sentences(messages)
     parts = _parts(person)
     lang = detect_language(messages)
-    title = _title(conv, messages)
     kind = _kind(parts, person)
     terms = salient_terms(conv, messages)
+    title = _title(conv, messages, parts, terms)
     occurred = _occurred_at(conv, messages)
-    action, target, revision = _action(conv.key, title, context)
+    action, target, revision = _action(conv, person, context, decided=bool(parts.decisions))
     return DraftRecord(
         action=action,
         target_memory_id=target,
@@ -174,7 +232,7 @@ def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRe
         occurred_at=occurred,
         valid_from=_valid_from(parts, occurred),
         stated_facts=_stated_facts(parts),
-        inferences=[],
+        inferences=_inferences(parts, lang),
         evidence=_evidence(parts, messages),
         source_conversation_keys=[conv.key],
     )
@@ -202,13 +260,21 @@ def _prose_spans(text: str) -> list[tuple[int, int]]:
 
 
 def _split_span(text: str, start: int, end: int) -> list[str]:
+    """Cut at sentence ends, except inside brackets (「…？」 or "(…？)" belongs to its sentence);
+    a line break always ends a sentence."""
     out: list[str] = []
     pos = start
     for m in _SENTENCE_END_RE.finditer(text, start, end):
+        if m.group() != "\n" and _bracket_depth(text[pos : m.start()]) > 0:
+            continue
         _add_sentence(out, text[pos : m.end()])
         pos = m.end()
     _add_sentence(out, text[pos:end])
     return out
+
+
+def _bracket_depth(piece: str) -> int:
+    return sum(piece.count(c) for c in "(（「『") - sum(piece.count(c) for c in ")）」』")
 
 
 def _add_sentence(out: list[str], piece: str) -> None:
@@ -231,27 +297,275 @@ def person_sentences(messages: list[Message]) -> list[Sentence]:
 
 
 # ---------------------------------------------------------------- the case parts
+#
+# Each of the person's sentences gets one role, from cue words and from where it stands:
+#
+# * decision: a decision cue (決めた, にする, でいく, I'll go with, ...), or a plain statement of
+#   intent (a sentence ending in a verb's dictionary form, "I'll ...") that the next sentence
+#   justifies (a reason follows a decision: 「Xにする。理由は…」).
+# * reason: a reason cue (理由, 決め手, ので, から, のと、, し、, because, so, main reason, ...),
+#   a sentence that continues a reason (あと、 / Also ...), or an enumeration (まず、 それと、)
+#   in the message that holds the decision.
+# * open point: an open cue (まだ…ない, 迷って, 不安, 心配, 気になって, 課題, 次第, かどうか,
+#   not sure, whether, ...) or a question the person asks themself (…かな？, "Should I ...?")
+#   at or after the decision; one that stood before the decision is the question the decision
+#   answered. A later statement of the person that names the same things settles it: the pair
+#   goes to the Resolved list.
+
+_STRONG_OPEN_RE = re.compile(
+    r"まだ.{0,12}(?:ない|迷|悩|未定|検討)|迷って|迷い中|迷う|悩んで|悩む|不安|心配|気になって|課題"
+    r"|次第|かどうか|決めたい|決めてない|決まってない|わからない|わかってない|分からない|分かってない"
+    r"|未定|未解決|検討中|(?:ない|なきゃ)といけない|なきゃ(?:いけない|な)?(?=[。、]|$)"
+    r"|か(?:は|も|を)[、,]?[^。]{0,20}?(?:考え|迷|決め|悩|検討|相談|聞い|試し)"
+    r"|見直すかも|かもしれない|試してみたい|聞いてみる|TODO"
+    r"|\bnot sure\b|\bunsure\b|\bundecided\b|\bwhether\b|\bhaven't decided\b|\bwondering\b"
+    r"|\bstill (?:need|have to|open|unclear|deciding|thinking)\b|\bopen question\b|\bworried\b",
+    re.IGNORECASE,
+)
+_SELF_QUESTION_RE = re.compile(
+    r"(?:かな|べき|べきか|いいかな|要る|いる|必要)[？?]\s*$"
+    r"|^(?:\W*)(?:is it|should i|do i|would it|does it|am i|will it|is that|are there)\b.*\?\s*$",
+    re.IGNORECASE,
+)
+_EXTRA_DECISION_RE = re.compile(
+    r"(?:(?<!ま)で(?:いく|行く|いきます)|(?:で|に)(?:決める|決めます|決定))(?=[。．！!？?、,\s」』)]|$|よ|ね|わ|な|笑)"
+    r"|って(?:ルール|こと)に(?:する|した)|\bI(?:'ll| will) (?:go|take|stick|stay|keep|buy|use)\b",
+    re.IGNORECASE,
+)
+_INTENT_EN_RE = re.compile(r"\bI(?:'ll| will| am going to|'m going to)\b(?! (?:see|think|check))", re.IGNORECASE)
+_EXTRA_REASON_RE = re.compile(
+    r"決め手|のと[、,]|(?:ない|たい|いい|だ|い)し[、,]|なので|だから|\bmain reason\b|\breasons?:"
+    r"|, so\b|\bso (?:that|I)\b|\bmostly because\b",
+    re.IGNORECASE,
+)
+_CONTINUE_RE = re.compile(r"^\W*(?:あと|それと|それに|また|さらに|加えて|Also|And|Plus|Besides)\b|^\W*(?:あと|それと|それに|また|さらに)", re.IGNORECASE)
+_ENUM_RE = re.compile(r"^\W*(?:まず|第一に|一つ目は|1つ目は|ひとつは|それと|二つ目は|2つ目は|First(?:ly)?,|Second(?:ly)?,)")
+_OPENER_RE = re.compile(
+    r"^\W*(?:結論|じゃあ|では|うん|よし|いろいろ考えて|考えたけど|悩んだけど|決めた|ok|okay|so|alright|in the end)\b"
+    r"|^\W*(?:結論|じゃあ|うん|よし|いろいろ考えて|考えたけど|悩んだけど)",
+    re.IGNORECASE,
+)
+_FILLER_RE = re.compile(
+    r"^\W*(?:ありがとう|ありがと|thanks?|thank you|なるほど|了解|うん|ok|okay|はい)\W*(?:ございます)?\W*$",
+    re.IGNORECASE,
+)
+_REASON_LEAD_RE = re.compile(
+    r"^\W*(?:理由は|理由として|決め手は|なぜなら|というのも|because\b|the reason\b|main reason\b|reasons?:)",
+    re.IGNORECASE,
+)
+_PAST_RE = re.compile(r"(?:た|だ|ました|かった)(?:[。!！]|$)|\b(?:went|did|was|turned out|worked)\b")
+_MAX_DECISIONS = 4
+_MAX_REASONS = 6
+_MAX_OPEN = 5
 
 
 def _parts(person: list[Sentence]) -> _Parts:
-    decisions = [s for s in person if DECISION_RE.search(s.text) and not _is_question(s.text)]
-    used = {s.index for s in decisions}
-    reasons = [s for s in person if s.index not in used and REASON_RE.search(s.text)]
-    used |= {s.index for s in reasons}
-    reasons = sorted([*reasons, *_reason_clauses(decisions)], key=lambda s: s.index)
-    results = [
-        s
-        for s in person
-        if s.index not in used and _RESULT_RE.search(s.text) and not _is_question(s.text)
-    ]
-    used |= {s.index for s in results}
-    background = [s for s in _first_message(person) if s.index not in used][:2]
+    roles = _roles(person)
+    pick = {role: [s for s in person if roles.get(s.index) == role] for role in
+            ("decision", "reason", "open", "result", "background_open")}  # fmt: skip
+    decisions = _best_decisions(pick["decision"], person)
+    # a decision past the cap is no decision here: it may still give its reason clause
+    reasons = _rank_reasons(pick["reason"], decisions)
+    reasons = sorted([*reasons, *_reason_clauses(decisions)], key=lambda s: (s.index, -len(s.text)))
+    reasons = _dedupe_sentences(reasons)[: _MAX_REASONS + len(decisions)]
+    open_points = pick["open"]
+    if not open_points and not decisions:
+        open_points = _last_question(person, set(roles))
+    resolved = _resolutions(open_points, person, roles)
+    open_now = [s for s in open_points if s.index not in {o.index for o, _ in resolved}][:_MAX_OPEN]
+    used = set(roles) | {s.index for s in open_points}
+    background = [s for s in _first_message(person) if s.index not in used and not _is_filler(s.text)]
+    background = (pick["background_open"] + background)[:2] if not decisions else background[:2]
     used |= {s.index for s in background}
-    open_points = [s for s in person if s.index not in used and _OPEN_RE.search(s.text)]
-    open_points = open_points or _last_question(person, used)
-    used |= {s.index for s in open_points}
-    topics = _topics(person, used)
-    return _Parts(background, topics, decisions[-3:], reasons[:3], results[-2:], open_points[-3:])
+    results = [s for s in pick["result"] if s.index not in {r.index for _, r in resolved}]
+    topics = _topics(person, used | {r.index for _, r in resolved})
+    return _Parts(background, topics, decisions, reasons, results[-2:], open_now, resolved[:_MAX_OPEN])
+
+
+def _roles(person: list[Sentence]) -> dict[int, str]:
+    """The role of each of the person's sentences that has one (index → role)."""
+    roles: dict[int, str] = {}
+    by_message: dict[str, list[Sentence]] = {}
+    for s in person:
+        by_message.setdefault(s.message.key, []).append(s)
+    scores = {s.index: _decision_score(s, by_message[s.message.key]) for s in person}
+    for s in person:
+        if _opens(s.text):
+            roles[s.index] = "open"
+        elif scores[s.index] >= 3:
+            roles[s.index] = "decision"
+    if not any(r == "decision" for r in roles.values()):  # no clear decision: the best intent
+        intents = [s for s in person if s.index not in roles and (_plain_intent(s.text) or _INTENT_EN_RE.search(s.text))]
+        best = max(intents, key=lambda s: (scores[s.index], -s.index), default=None)
+        if best is not None and scores[best.index] >= 2:
+            roles[best.index] = "decision"
+    decided = [s for s in person if roles.get(s.index) == "decision"]
+    first_decision = decided[0].index if decided else None
+    decision_messages = {s.message.key for s in decided}
+    for msg_sentences in by_message.values():
+        prev: str | None = None
+        for s in msg_sentences:
+            role = roles.get(s.index)
+            if role is None:
+                if _is_question(s.text):
+                    if _SELF_QUESTION_RE.search(s.text) and first_decision is not None and s.index > first_decision:
+                        role = "open"
+                elif _reasons(s.text) or (prev == "reason" and _CONTINUE_RE.search(s.text)):
+                    role = "reason"
+                elif prev == "open" and _CONTINUE_RE.search(s.text):
+                    role = "open"
+                elif s.message.key in decision_messages and _ENUM_RE.search(s.text):
+                    role = "reason"
+                elif _RESULT_RE.search(s.text):
+                    role = "result"
+                if role is not None:
+                    roles[s.index] = role
+            prev = role
+    for s in person:  # an open point before any decision: the question the decision answered
+        if roles.get(s.index) == "open" and first_decision is not None and s.index < first_decision:
+            roles[s.index] = "background_open"
+    return roles
+
+
+_QUOTED_RE = re.compile(r"「[^「」]*」|『[^『』]*』|\"[^\"]*\"")
+
+
+def _own(text: str) -> str:
+    """The sentence without what it quotes (「…」 is someone else's words, not a cue of the
+    person's own)."""
+    return _QUOTED_RE.sub("「」", text)
+
+
+def _opens(text: str) -> bool:
+    own = _own(text)
+    return bool(_STRONG_OPEN_RE.search(own) or _OPEN_RE.search(own)) and not _EXTRA_DECISION_RE.search(own)
+
+
+def _reasons(text: str) -> bool:
+    return bool(REASON_RE.search(text) or _EXTRA_REASON_RE.search(text))
+
+
+def _decision_score(s: Sentence, message: list[Sentence]) -> float:
+    """How clearly ``s`` states a decision: a cue word counts 3, a plain statement of intent 1
+    (2 in English: "I'll ..."), a justification right after it 2, an opener (結論、 じゃあ、) 1."""
+    text = s.text
+    if _is_question(text) or _is_filler(text) or _REASON_LEAD_RE.match(text):
+        return 0
+    score = 0.0
+    own = _own(text)
+    if _decision_cue(own) and not _refers_back(own):
+        score += 3
+    elif _decision_cue(own):
+        score += 1  # "…って決めたけど": an earlier decision named, maybe a new one in the clause
+    intent = 2 if _INTENT_EN_RE.search(text) else 1 if _plain_intent(text) else 0
+    if intent and message[0].index != 0:
+        intent += 1  # said after the assistant answered: a conclusion, not the opening request
+    score += intent
+    after = [n for n in message if n.index > s.index][:1]
+    if after and _reasons(after[0].text) and not _opens(after[0].text) and not _is_question(after[0].text):
+        score += 2
+    if _OPENER_RE.search(text):
+        score += 1
+    if _reasons(text) and score < 3:
+        score -= 1  # "…ので…する": a reason that ends in a verb, not a decision of its own
+    return score
+
+
+def _refers_back(text: str) -> bool:
+    """「…って決めたけど」「決めたときは」: the sentence names an earlier decision; it is a new one
+    only when another cue follows that clause."""
+    m = re.search(r"(?:決めた|決めました|にした|にしてた)(?:けど|けれど|が|ときは|時は|のに)", text)
+    if m is None:
+        return False
+    return not _decision_cue(text[m.end() :])
+
+
+def _plain_intent(text: str) -> bool:
+    """A Japanese sentence that ends in a verb's dictionary form (受ける。 移す。 始めてみる。):
+    a plain statement of what the person will do."""
+    core = re.sub(r"[\s。．！!笑wｗ)）」』]+$", "", text)
+    if not core or not _JA_CHAR_RE.search(core[-3:]):
+        return False
+    morphemes = [m for m in analyze(core[-40:]) if m.pos[0] not in ("補助記号", "空白")]
+    if not morphemes:
+        return False
+    last = morphemes[-1]
+    if last.pos[0] == "動詞" and len(last.pos) > 5 and last.pos[5].startswith("終止形"):
+        return last.surface not in ("思う", "いる", "ある", "なる", "できる", "わかる", "言う")
+    return False
+
+
+def _best_decisions(decisions: list[Sentence], person: list[Sentence]) -> list[Sentence]:
+    """At most ``_MAX_DECISIONS``, the clearest first kept, in the order they were said."""
+    if len(decisions) <= _MAX_DECISIONS:
+        return decisions
+    by_message: dict[str, list[Sentence]] = {}
+    for s in person:
+        by_message.setdefault(s.message.key, []).append(s)
+    ranked = sorted(decisions, key=lambda s: (-_decision_score(s, by_message[s.message.key]), s.index))
+    keep = {s.index for s in ranked[:_MAX_DECISIONS]}
+    return [s for s in decisions if s.index in keep]
+
+
+def _rank_reasons(reasons: list[Sentence], decisions: list[Sentence]) -> list[Sentence]:
+    """Reasons said in a message that holds a decision first, then the others; text order."""
+    near = {s.message.key for s in decisions}
+    first = [s for s in reasons if s.message.key in near]
+    rest = [s for s in reasons if s.message.key not in near]
+    keep = {s.index for s in [*first, *rest][:_MAX_REASONS]}
+    return [s for s in reasons if s.index in keep]
+
+
+def _dedupe_sentences(items: list[Sentence]) -> list[Sentence]:
+    """Drop a reason clause whose whole sentence is kept too (and exact repeats)."""
+    out: list[Sentence] = []
+    for s in items:
+        if any(o.index == s.index and s.text in o.text for o in out):
+            continue
+        out = [o for o in out if not (o.index == s.index and o.text in s.text)]
+        out.append(s)
+    return out
+
+
+def _resolutions(
+    open_points: list[Sentence], person: list[Sentence], roles: dict[int, str]
+) -> list[tuple[Sentence, Sentence]]:
+    """(open point, the later statement that settles it): a later message of the person that
+    names the same things and states a decision, an outcome or what was done."""
+    out: list[tuple[Sentence, Sentence]] = []
+    taken: set[int] = set()
+    for o in open_points:
+        terms = _content_terms(o.text)
+        if not terms:
+            continue
+        for s in person:
+            if s.index <= o.index or s.message.key == o.message.key or s.index in taken:
+                continue
+            if roles.get(s.index) == "open" or _is_question(s.text):
+                continue
+            settles = roles.get(s.index) in ("decision", "result") or _plain_intent(s.text) or _PAST_RE.search(s.text)
+            if settles and terms & _content_terms(s.text):
+                out.append((o, s))
+                taken.add(s.index)
+                break
+    return out
+
+
+_TERM_STOP = frozenset(["こと", "もの", "とき", "ところ", "ため", "よう", "感じ", "自分", "今日", "今回", "一番", "最初", "あと", "それ", "これ", "時間", "方"])
+
+
+def _content_terms(text: str) -> set[str]:
+    """The nouns and names in ``text`` (two characters or more): what a sentence is about."""
+    terms = {m.normalized for m in analyze(text)
+             if m.pos[0] == "名詞" and m.pos[1] in ("普通名詞", "固有名詞") and len(m.surface) >= 2
+             and m.normalized not in _TERM_STOP}  # fmt: skip
+    terms |= {w.casefold() for w in re.findall(r"[A-Za-z][A-Za-z0-9]{2,}", text)
+              if w.casefold() not in _STOP_TERMS}  # fmt: skip
+    return terms
+
+
+def _is_filler(text: str) -> bool:
+    return bool(_FILLER_RE.match(text)) or len(text.strip()) < 3
 
 
 def _reason_clauses(decisions: list[Sentence]) -> list[Sentence]:
@@ -272,10 +586,17 @@ def _reason_clauses(decisions: list[Sentence]) -> list[Sentence]:
 
 
 def _stated_facts(parts: _Parts) -> list[str]:
-    """The person's decision and reason sentences (whole sentences, not reason clauses)."""
+    """The person's decision, reason and result sentences (whole sentences, not reason clauses)."""
     decided = {s.index for s in parts.decisions}
     reasons = [s for s in parts.reasons if s.index not in decided]
-    return _dedupe(s.text for s in parts.decisions + reasons)
+    return _dedupe(s.text for s in parts.decisions + reasons + parts.results)
+
+
+def _inferences(parts: _Parts, lang: str) -> list[str]:
+    """What the drafter concludes and the person did not say in these words: which open points
+    a later statement settled (the pairing is the drafter's reading, the sentences are quoted)."""
+    word = "→ 解決: " if lang == "ja" else "→ settled by: "
+    return [f"{_cap(_one_line(o.text), 120)} {word}{_cap(_one_line(r.text), 120)}" for o, r in parts.resolved]
 
 
 def _first_message(person: list[Sentence]) -> list[Sentence]:
@@ -298,7 +619,7 @@ def _topics(person: list[Sentence], used: set[int]) -> list[Sentence]:
     seen: set[str] = set()
     out: list[Sentence] = []
     for s in person:
-        if s.message.key in seen:
+        if s.message.key in seen or _is_filler(s.text):
             continue
         seen.add(s.message.key)
         if s.index not in used and s.index > 0:
@@ -339,6 +660,10 @@ def _summary(parts: _Parts, lang: str) -> str:
         (heads["open"], parts.open_points),
     ]
     blocks = [_section(head, items) for head, items in sections if items]
+    if parts.resolved:
+        lines = [f"- {_one_line(_cap(o.text, _SECTION_ITEM_MAX))} → {_one_line(_cap(r.text, _SECTION_ITEM_MAX))}"
+                 for o, r in parts.resolved]  # fmt: skip
+        blocks.append("\n".join([f"## {heads['resolved']}", *_dedupe(lines)]))
     return _cap("\n\n".join(blocks), _SUMMARY_MAX)
 
 
@@ -348,19 +673,73 @@ def _section(heading: str, items: list[Sentence]) -> str:
 
 
 def _index_summary(parts: _Parts, title: str) -> str:
-    if parts.decisions:
-        return _cap(_one_line(parts.decisions[-1].text), _INDEX_MAX)
-    return _cap(_one_line(title), _INDEX_MAX)
+    """One line to recognise the case by: the current decision, else the result, else the first
+    thing said that is not the title again."""
+    last = [s for s in parts.decisions if s.message.key == parts.decisions[-1].message.key][:1]
+    for s in [*last, *parts.results[-1:], *parts.background, *parts.topics]:
+        line = _one_line(s.text)
+        same = _comparable(line).startswith(_comparable(title)) or _comparable(title).startswith(_comparable(line))
+        if not same and not _is_marker(line):
+            return _cap(line, _INDEX_MAX)
+    people = {s.message.key for s in [*parts.background, *parts.topics]}
+    return f"{_one_line(title)} ({len(people) or 1} message{'s' if len(people) > 1 else ''})"[:_INDEX_MAX]
 
 
-def _title(conv: Conversation, messages: list[Message]) -> str:
-    if conv.title and conv.title.strip():
+def _title(conv: Conversation, messages: list[Message], parts: _Parts, terms: list[str]) -> str:
+    """The export's title; else (Codex and Claude Code sessions have none) what the session was
+    about: its subject (the names it uses most) and its gist (the decision, else the result,
+    else the first request), cut at a clause end, never mid-word with an ellipsis."""
+    if conv.title and conv.title.strip() and not _is_marker(conv.title.strip()):
         return _cap(_one_line(conv.title), _TITLE_MAX)
-    first = next((m for m in messages if m.channel == Channel.PERSON), messages[0])
-    line = next((ln.strip() for ln in first.text.splitlines() if ln.strip()), "")
-    sentences = split_sentences(line)
-    title = (sentences[0] if sentences else line).rstrip("。．.！!")
-    return _cap(title, _TITLE_MAX) or conv.key
+    first_person = [s for s in person_sentences(messages) if s.message.key == _first_person_key(messages)]
+    candidates = [*parts.decisions[:1], *parts.results[:1], *first_person]
+    gist = next((g for s in candidates if (g := _gist(s.text))), "")
+    subject = " / ".join(t for t in terms[:2] if t.casefold() not in gist.casefold())
+    if not gist:
+        first = next((m for m in messages if m.channel == Channel.PERSON), messages[0])
+        gist = _gist(next((ln.strip() for ln in first.text.splitlines() if ln.strip()), ""))
+    if subject and (conv.source in ("codex", "claude-code") or not gist):
+        gist = _gist(gist, _TITLE_MAX - len(subject) - 2) if gist else ""
+        title = f"{subject}: {gist}" if gist else subject
+    else:
+        title = gist
+    if not title:  # nothing but placeholders: where and when
+        when = _occurred_at(conv, messages)
+        title = f"{conv.source} session" + (f" {when.date().isoformat()}" if when else "")
+    return _cap(title, _TITLE_MAX)
+
+
+_CLAUSE_END_RE = re.compile(r"[、,;:：；]|\s[-–—]\s|(?<=[a-z]) (?:and|but|so|then) ")
+_MARKER_RE = re.compile(r"^\W*\[[A-Z_:\-]+\]\W*$|^\W*[A-Z]+(?:_[A-Z]+)+\W*$|^\W*$")
+_GIST_MAX = 60
+
+
+def _gist(sentence: str, limit: int = _GIST_MAX) -> str:
+    """A sentence as a title: without its end mark, cut at the first clause end past a dozen
+    characters when it is long."""
+    text = _one_line(_REDACTED_RE.sub("", sentence)).strip().rstrip("。．.！!？?")
+    if _is_marker(text) or _is_filler(text):
+        return ""
+    limit = max(limit, 16)
+    if len(text) > limit:
+        cut = next((m.start() for m in _CLAUSE_END_RE.finditer(text) if 12 <= m.start() <= limit), None)
+        if cut is None:
+            space = text.rfind(" ", 12, limit)
+            cut = space if space > 0 else limit
+        text = text[:cut].rstrip(" 、,")
+    return text
+
+
+def _is_marker(text: str) -> bool:
+    return bool(_MARKER_RE.match(text)) or bool(_REDACTED_RE.fullmatch(text.strip()))
+
+
+def _comparable(text: str) -> str:
+    return re.sub(r"\W+", "", text).casefold()
+
+
+def _first_person_key(messages: list[Message]) -> str:
+    return next((m.key for m in messages if m.channel == Channel.PERSON and _gist(split_prose(m.text)[0])), "")
 
 
 # ---------------------------------------------------------------- terms, aliases, tags
@@ -374,27 +753,63 @@ def salient_terms(conv: Conversation, messages: list[Message]) -> list[str]:
     first_seen: dict[str, int] = {}
     canonical: dict[str, str] = {}
     for text, strong_only in sources:
-        prose = _URL_RE.sub(" ", _REDACTED_RE.sub(" ", split_prose(text)[0]))
+        prose = _URL_RE.sub(" ", _PLACEHOLDER_RE.sub(" ", _REDACTED_RE.sub(" ", split_prose(text)[0])))
         for term in _terms_in(prose, strong_only=strong_only):
             folded = term.casefold()
             canonical.setdefault(folded, term)
             first_seen.setdefault(folded, len(first_seen))
             counts[folded] += 1
+    title = (conv.title or "").casefold()
     ranked = sorted(counts, key=lambda k: (-counts[k], first_seen[k]))
-    return [canonical[k] for k in ranked]
+    return [canonical[k] for k in ranked if _KATAKANA_FULL_RE.match(k) is None
+            or k in title or _katakana_name(canonical[k], counts[k])]  # fmt: skip
+
+
+_KATAKANA_FULL_RE = re.compile(r"^[ァ-ヺー・]+$")
+
+
+def _katakana_name(word: str, count: int) -> bool:
+    """A katakana word worth searching for: a name (Sudachi: a proper noun, or a word it does not
+    know: product names), a compound of several words (スタンディングデスク), or a noun the
+    person keeps using (three times or more); a single common loanword said once or twice
+    (ライト, スムーズ, リスト) or a unit (インチ) is not."""
+    morphemes = [m for m in analyze(word) if m.pos[0] != "補助記号"]
+    if len(morphemes) != 1:
+        return len(morphemes) > 1 and all(m.pos[0] == "名詞" for m in morphemes)
+    pos = morphemes[0].pos
+    if pos[0] != "名詞" or "助数詞" in "".join(pos[2:3]):
+        return False
+    return pos[1] != "普通名詞" or count >= 3
 
 
 def _terms_in(text: str, *, strong_only: bool = False) -> list[str]:
     """Salient terms in order; ``strong_only`` ignores mere capitals (title case)."""
     found: list[tuple[int, str]] = []
+    latin: list[tuple[int, int, bool]] = []  # (start, end, salient on its own)
     for m in _LATIN_TERM_RE.finditer(text):
-        if _next_to_japanese(text, m.start(), m.end()) and not strong_only:
-            salient = len(m.group()) >= 2 and m.group().casefold() not in _STOP_TERMS
+        word = m.group()
+        weak = False
+        if word.isupper() and word.casefold() in _CAPS_WORDS:
+            salient = False
+        elif _next_to_japanese(text, m.start(), m.end()) and not strong_only:
+            salient = len(word) >= 2 and word.casefold() not in _STOP_TERMS
         else:
             at_start = strong_only or _at_sentence_start(text, m.start())
-            salient = _is_salient_latin(m.group(), sentence_start=at_start)
-        if salient:
-            found.append((m.start(), m.group()))
+            salient = _is_salient_latin(word, sentence_start=at_start)
+            # a capitalised first word of a sentence may begin a name ("Cloud SQL")
+            weak = not salient and word[0].isupper() and word.casefold() not in _STOP_TERMS
+        if salient or weak:
+            latin.append((m.start(), m.end(), salient))
+    # names of several words stay one term: "Cloud SQL", "Lattice Works", "FlexiSpot E7"
+    runs: list[list[tuple[int, int, bool]]] = []
+    for item in latin:
+        if runs and text[runs[-1][-1][1] : item[0]] == " ":
+            runs[-1].append(item)
+        else:
+            runs.append([item])
+    for run in runs:
+        if len(run) > 1 or run[0][2]:
+            found.append((run[0][0], text[run[0][0] : run[-1][1]]))
     found.extend((m.start(), m.group()) for m in _KATAKANA_RE.finditer(text))
     return [term for _, term in sorted(found)]
 
@@ -423,7 +838,8 @@ def _is_salient_latin(word: str, *, sentence_start: bool) -> bool:
 
 
 def _aliases(title: str, terms: list[str]) -> list[str]:
-    return _dedupe([title, *terms], casefold=True)[:_MAX_ALIASES]
+    """Names and phrases someone would search for (the title is searched anyway)."""
+    return _dedupe([t for t in terms if t.casefold() != title.casefold()], casefold=True)[:_MAX_ALIASES]
 
 
 def _tags(source: str, kind: str, terms: list[str]) -> list[str]:
@@ -443,17 +859,78 @@ def _valid_from(parts: _Parts, occurred: datetime | None) -> datetime | None:
     return timed[-1] if timed else occurred
 
 
+_CHANGE_RE = re.compile(
+    r"やっぱり|やはり|(?:決めた|にした|にしてた|買った|始めた|選んだ)(?:けど|けれど|が|のに)|決めたとき"
+    r"|変え(?:る|よう|た|ることに)|見直(?:す|した|そう)|取りやめ|中止|延期|あきらめ|諦め|撤回|乗り換え"
+    r"|\bchanged? (?:my|our) minds?\b|\bafter all\b|\binstead\b|\bno longer\b|\bswitch(?:ed|ing)? (?:to|back)\b"
+    r"|\bgo(?:ing)? back to\b|\breconsider",
+    re.IGNORECASE,
+)
+
+
 def _action(
-    key: str, title: str, context: list[MemoryIndexEntry]
+    conv: Conversation, person: list[Sentence], context: list[MemoryIndexEntry], *, decided: bool
 ) -> tuple[Action, str | None, int | None]:
+    """Append to the memory of the same conversation; or, when the person changes an earlier
+    decision (やっぱり, 〜って決めたけど, changed my mind, ...), to the offered decision memory
+    that names the most of the same things (two at least); else a new memory."""
     for entry in context:
-        if key in entry.source_conversation_keys or entry.title == title:
+        if conv.key in entry.source_conversation_keys:
             return "append", entry.id, entry.current_revision
+    target = changed_memory(person, context) if decided else None
+    if target is not None:
+        return "append", target.id, target.current_revision
     return "create", None, None
 
 
+def changed_memory(person: list[Sentence], context: list[MemoryIndexEntry]) -> MemoryIndexEntry | None:
+    """The context memory whose decision these sentences change, if they change one: a change
+    of mind is stated where the person sets out the case (their first message) or in the
+    decision itself, and the memory it changes shares names with that sentence (two or more
+    with the whole conversation); the one sharing the most wins."""
+    if not person:
+        return None
+    first = person[0].message.key
+    cues = [s for s in person if _CHANGE_RE.search(s.text) and (s.message.key == first or _decision_cue(s.text))
+            and (_PAST_DECISION_RE.search(s.text) or _decision_cue(s.text) or _intends(s.text))]
+    if not cues:
+        return None
+    names = set().union(*(_content_terms(s.text) for s in person))
+    cue_names = set().union(*(_content_terms(s.text) for s in cues))
+    best: tuple[int, int, MemoryIndexEntry] | None = None
+    for entry in context:
+        if entry.kind != "decision":
+            continue
+        theirs = _content_terms("\n".join([entry.title, entry.index_summary, *entry.aliases]))
+        near, shared = len(cue_names & theirs), len(names & theirs)
+        if near >= 1 and shared >= 2 and (best is None or (near, shared) > best[:2]):
+            best = (near, shared, entry)
+    return best[2] if best else None
+
+
+_PAST_DECISION_RE = re.compile(
+    r"(?:決めた|決めました|にした|にしてた|買った|始めた|選んだ|契約した)(?:けど|けれど|が|のに|とき|時)"
+    r"|\b(?:I|we) (?:had )?(?:decided|chose|picked|went with|bought)\b.*\b(?:but|now)\b",
+    re.IGNORECASE,
+)
+_VOLITIONAL_RE = re.compile(r"[おこそとのほもよろごぞどぼぽ]うと(?:思|考え)|\bI(?:'m| am) (?:going|planning) to\b", re.IGNORECASE)
+
+
+def _intends(text: str) -> bool:
+    """The sentence states what the person will do (a plan, a volition, an intent)."""
+    return bool(_VOLITIONAL_RE.search(text) or _INTENT_EN_RE.search(text) or _plain_intent(text))
+
+
+def _decision_cue(text: str) -> bool:
+    """A decision marker other than a bare 結局 ("after all" also tells what happened)."""
+    if _EXTRA_DECISION_RE.search(text):
+        return True
+    return any(m.group() != "結局" for m in DECISION_RE.finditer(text))
+
+
 def _evidence(parts: _Parts, messages: list[Message]) -> list[EvidencePointer]:
-    chosen = parts.decisions + parts.reasons + parts.results + parts.background
+    chosen = [*parts.decisions, *parts.reasons, *parts.open_points,
+              *(s for pair in parts.resolved for s in pair), *parts.results, *parts.background]  # fmt: skip
     pointers: list[EvidencePointer] = []
     seen: set[int] = set()
     for s in chosen:

@@ -4,6 +4,11 @@ Pure: no I/O. Every decision carries a machine-readable reason:
 
 * ``keep:override`` / ``drop:override``: the person said so (by conversation key).
 * ``drop:empty``: no words of the person's own.
+* ``drop:code-fix``: a technical chat (the person pastes code or logs, or the answers are code)
+  in which the person says little (at most ``_FIX_PROSE_MAX`` characters of prose) and never
+  why: a "1にした。通った" closing is a fix, not a personal decision, whatever decision or
+  judgement marker it holds. A person who gives a reason, states a lesson, or speaks of their
+  own project, plans or things is kept.
 * ``keep:decision`` / ``keep:judgement`` / ``keep:lesson``: the person states a decision (or a
   change of mind), a judgement, or a result / lesson (Japanese or English markers).
 * ``drop:error-log``: the person mostly pastes error output for analysis.
@@ -28,7 +33,7 @@ from dataclasses import dataclass
 
 from core.models import Channel, Conversation, Message, PrefilterDecision
 
-RULE_VERSION = "prefilter-v1"
+RULE_VERSION = "prefilter-v2"  # v2: drop:code-fix
 
 
 def _rx(*patterns: str) -> re.Pattern[str]:
@@ -188,6 +193,8 @@ _CODE_PROSE_MAX = 600
 _LOG_PROSE_MAX = 400
 _LOOKUP_PROSE_MAX = 100
 _LOOKUP_TOTAL_MAX = 2000
+_FIX_PROSE_MAX = 200
+_FIX_CODE_SHARE = 0.25
 _PASTE_INTRO_LINES = 6
 _PASTE_MIN = 300
 
@@ -226,11 +233,15 @@ def _decide(conv: Conversation, overrides: dict[str, bool]) -> tuple[bool, str]:
     if sig.person_messages == 0:
         return False, "drop:empty"
     keep_reason = _keep_reason(sig.person_prose)
+    if keep_reason in ("keep:decision", "keep:judgement") and _is_code_fix(sig):
+        return False, "drop:code-fix"  # "1にした。通った": a fix, not a personal decision
     if keep_reason is not None:
         return True, keep_reason
     drop_reason = _drop_reason(sig)
     if drop_reason is not None:
         return False, drop_reason
+    if _is_code_fix(sig):
+        return False, "drop:code-fix"
     return True, "keep:default"
 
 
@@ -257,6 +268,18 @@ def _drop_reason(sig: _Signals) -> str | None:
     if _is_word_lookup(sig):
         return "drop:word-lookup"
     return None
+
+
+def _is_code_fix(sig: _Signals) -> bool:
+    technical = sig.person_has_code or sig.log_chars > 0 or sig.assistant_code_share >= _FIX_CODE_SHARE
+    prose = sig.person_prose.strip()
+    return (
+        technical
+        and len(prose) <= _FIX_PROSE_MAX
+        and not REASON_RE.search(prose)
+        and not PLANS_RE.search(prose)
+        and not OWNERSHIP_RE.search(prose)
+    )
 
 
 def _is_error_log(sig: _Signals) -> bool:

@@ -43,7 +43,6 @@ from core.hashing import (
     bytes_text,
     canonical_json,
     evidence_hash,
-    normalize_for_identity,
     sha256_hex,
     tagged_hash,
 )
@@ -57,20 +56,26 @@ from core.models import (
     SearchHit,
 )
 from core.secrets import contains_secret, find_secrets, redact, redaction_marker, secret_values
-from core.textsearch import index_tokens
+from core.sections import merge_summaries
+from core.textsearch import analyze, index_tokens
 from store.db import Database
 from store.forget import forgotten_in_record, forgotten_redactor, forgotten_values
 
 RECORD_FIELDS = (
     "kind", "title", "canonical_summary", "index_summary", "aliases", "tags",
-    "occurred_at", "valid_from", "stated_facts",
+    "occurred_at", "valid_from", "stated_facts", "inferences",
 )  # fmt: skip
 _TEXT_FIELDS = ("title", "canonical_summary", "index_summary")
 _LABEL_FIELDS = ("aliases", "tags")  # a label holding a secret (or a piece of one) is dropped
-_SENTENCE_FIELDS = ("stated_facts",)  # sentences are kept, redacted
+_SENTENCE_FIELDS = ("stated_facts", "inferences")  # sentences are kept, redacted
 MIN_PIECE_CHARS = 6  # an alias / tag this long that is part of a known secret value is dropped
 CONVERSATION_TEXT = ("person", "assistant")
-APPEND_SEPARATOR = "\n\n---\n\n"
+RELATED_BY_NAMES = 5  # memories offered to a batch because they name what its conversations name
+RELATED_SCAN_CHARS = 4000
+# words too common to tie two conversations together
+_COMMON_NAMES = frozenset(
+    ["the", "and", "for", "you", "that", "this", "with", "have", "what", "can", "not", "but", "are", "was", "just", "like", "about", "http", "https", "www", "自分", "今日", "今回", "こと", "もの", "感じ", "時間", "予定", "理由", "候補", "最初", "一番", "今年", "去年", "来年", "毎日", "毎月", "正直"]
+)
 
 
 def conversation_key_of(source_key: str) -> str:
@@ -93,6 +98,7 @@ def _record_from_request(req: CommitRequest) -> dict[str, Any]:
         "occurred_at": _iso(req.occurred_at),
         "valid_from": _iso(req.valid_from),
         "stated_facts": list(dict.fromkeys(req.stated_facts)),
+        "inferences": list(dict.fromkeys(req.inferences)),
     }
 
 
@@ -107,12 +113,14 @@ def _record_from_row(row: dict[str, Any]) -> dict[str, Any]:
         "occurred_at": _iso(row["occurred_at"]),
         "valid_from": _iso(row["valid_from"]),
         "stated_facts": list(row.get("stated_facts") or []),
+        "inferences": list(row.get("inferences") or []),
     }
 
 
 def _complete(record: dict[str, Any]) -> dict[str, Any]:
     """A record of any age with every field (revisions written before stated facts existed)."""
-    return {**record, "stated_facts": list(record.get("stated_facts") or [])}
+    return {**record, "stated_facts": list(record.get("stated_facts") or []),
+            "inferences": list(record.get("inferences") or [])}  # fmt: skip
 
 
 def guard_record(record: dict[str, Any], known: Iterable[str] = ()) -> tuple[dict[str, Any], list[str]]:
@@ -177,19 +185,24 @@ def _overlaps_secret(excerpt: str, source: str) -> bool:
     return False
 
 
-def merge_append(current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """An append never shortens a record: the summary grows, aliases and tags are a union."""
+def merge_append(current: dict[str, Any], new: dict[str, Any], *, supersede: bool = False) -> dict[str, Any]:
+    """An append never loses what the record said: the summary is merged section by section
+    (``core.sections``: one section per heading, updated in place; with ``supersede`` a new
+    decision becomes the current one and the old one moves, with its reasons, to the history),
+    aliases and tags are a union."""
     merged = dict(current)
     cur, add = current["canonical_summary"], new["canonical_summary"]
     if add and add not in cur:
-        merged["canonical_summary"] = add if cur in add else _append_new_lines(cur, add)
+        since = (current.get("valid_from") or current.get("occurred_at") or "")[:10] or None
+        merged["canonical_summary"] = (
+            add if cur in add and not supersede else merge_summaries(cur, add, supersede=supersede, since=since)
+        )  # fmt: skip
     if new["index_summary"]:
         merged["index_summary"] = new["index_summary"]
     merged["aliases"] = list(dict.fromkeys([*current["aliases"], *new["aliases"]]))
     merged["tags"] = list(dict.fromkeys([*current["tags"], *new["tags"]]))
-    merged["stated_facts"] = list(
-        dict.fromkeys([*current.get("stated_facts", []), *new.get("stated_facts", [])])
-    )
+    for name in ("stated_facts", "inferences"):
+        merged[name] = list(dict.fromkeys([*current.get(name, []), *new.get(name, [])]))
     times = [t for t in (current["occurred_at"], new["occurred_at"]) if t]
     merged["occurred_at"] = min(times) if times else None
     valid = [t for t in (current["valid_from"], new["valid_from"]) if t]
@@ -197,32 +210,11 @@ def merge_append(current: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]
     return merged
 
 
-def _append_new_lines(cur: str, add: str) -> str:
-    """Append only what the current summary does not already say, line by line (a re-drafted
-    conversation that grew repeats most of its old summary), keeping the heading each new line
-    stood under. When nothing is new, the summary stays as it is."""
-    have = {normalize_for_identity(line) for line in cur.splitlines() if line.strip()}
-    out: list[str] = []
-    heading: str | None = None
-    heading_done = False
-    for line in add.splitlines():
-        if line.lstrip().startswith("#"):
-            heading, heading_done = line, False
-            continue
-        if not line.strip() or normalize_for_identity(line) in have:
-            continue
-        if heading is not None and not heading_done:
-            out.append(heading)
-            heading_done = True
-        out.append(line)
-        have.add(normalize_for_identity(line))
-    return cur + APPEND_SEPARATOR + "\n".join(out) if out else cur
-
-
 def _request_hash(req: CommitRequest) -> str:
     body = req.model_dump(mode="json", exclude={"idempotency_key", "run_id", "proposal_id"})
-    if not body["stated_facts"]:  # keys recorded before stated facts existed still replay
-        body.pop("stated_facts")
+    for name in ("stated_facts", "inferences"):  # keys recorded before these existed still replay
+        if not body[name]:
+            body.pop(name)
     return sha256_hex(canonical_json(body))
 
 
@@ -244,7 +236,7 @@ def remember_secret_values(conversation_key: str, content_hash: str, values: Ite
 
 _EMPTY_RECORD: dict[str, Any] = {
     "kind": "", "title": "", "canonical_summary": "", "index_summary": "", "aliases": [],
-    "tags": [], "occurred_at": None, "valid_from": None, "stated_facts": [],
+    "tags": [], "occurred_at": None, "valid_from": None, "stated_facts": [], "inferences": [],
 }  # fmt: skip
 
 
@@ -257,6 +249,7 @@ def _as_request(action: str, memory_id: str | None, fields: dict[str, Any]) -> C
             canonical_summary=fields["canonical_summary"], index_summary=fields["index_summary"],
             aliases=fields["aliases"], tags=fields["tags"], occurred_at=fields["occurred_at"],
             valid_from=fields["valid_from"], stated_facts=fields["stated_facts"],
+            inferences=fields.get("inferences") or [],
             reason=action, idempotency_key="pending",
         )  # fmt: skip
     except ValidationError as err:
@@ -583,11 +576,12 @@ class MemoryStore:
         counts["redacted_fields"] += len(redacted)
         conn.execute(
             """INSERT INTO memories (id, kind, title, canonical_summary, index_summary, aliases, tags,
-                   occurred_at, valid_from, stated_facts, visibility, status, current_revision)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
+                   occurred_at, valid_from, stated_facts, inferences, visibility, status, current_revision)
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
             (memory_id, record["kind"], record["title"], record["canonical_summary"],
              record["index_summary"], record["aliases"], record["tags"], record["occurred_at"],
-             record["valid_from"], record["stated_facts"], m.get("visibility") or "private",
+             record["valid_from"], record["stated_facts"], record["inferences"],
+             m.get("visibility") or "private",
              m.get("status") or "active", m["current_revision"]),
         )  # fmt: skip
         for r in revs:
@@ -651,11 +645,23 @@ class MemoryStore:
         return list(SearchStore(self.db, self.search_embedder).search(query, limit=limit))
 
     def related(self, conversation_keys: list[str], titles: list[str]) -> list[MemoryIndexEntry]:
-        """Existing memories a drafter should see: same source conversation, or same title."""
+        """Existing memories a drafter should see: same source conversation, same title, or
+        (at most ``RELATED_BY_NAMES`` more) a memory whose title, aliases or index line name two
+        or more of the things the person names in these conversations (a later conversation
+        that changes an earlier decision must be offered the memory it changes)."""
         with self.db.connection() as conn:
+            names = self._names_in(conn, conversation_keys)
+            by_names = [r[0] for r in conn.execute(
+                """SELECT m.id FROM memories m JOIN search_projections p ON p.memory_id = m.id,
+                          unnest(%(names)s::text[]) AS n(name)
+                   WHERE m.status = 'active' AND strpos(lower(p.head || ' ' || m.index_summary), n.name) > 0
+                   GROUP BY m.id HAVING count(*) >= 2
+                   ORDER BY count(*) DESC, max(m.updated_at) DESC, m.id LIMIT %(limit)s""",
+                {"names": names, "limit": RELATED_BY_NAMES},
+            )] if names else []  # fmt: skip
             rows = conn.cursor(row_factory=dict_row).execute(
                 """
-                SELECT m.id, m.title, m.index_summary, m.kind, m.current_revision,
+                SELECT m.id, m.title, m.index_summary, m.kind, m.current_revision, m.aliases,
                        coalesce(array_agg(DISTINCT e.conv) FILTER (WHERE e.conv IS NOT NULL),
                                 '{}') AS source_conversation_keys
                 FROM memories m
@@ -663,14 +669,40 @@ class MemoryStore:
                     SELECT regexp_replace(source_key, ':[^:]*$', '') AS conv
                     FROM evidence WHERE memory_id = m.id
                 ) e ON true
-                WHERE m.status = 'active' AND (m.title = ANY(%(titles)s) OR m.id IN (
+                WHERE m.status = 'active' AND (m.title = ANY(%(titles)s) OR m.id = ANY(%(ids)s) OR m.id IN (
                     SELECT memory_id FROM evidence
                     WHERE regexp_replace(source_key, ':[^:]*$', '') = ANY(%(convs)s)))
                 GROUP BY m.id ORDER BY m.id
                 """,
-                {"titles": titles, "convs": conversation_keys},
+                {"titles": titles, "convs": conversation_keys, "ids": by_names},
             ).fetchall()
         return [MemoryIndexEntry(**r) for r in rows]
+
+    def _names_in(self, conn: Connection, conversation_keys: list[str]) -> list[str]:
+        """The names and nouns the person uses in these conversations (lower-cased): Latin
+        words of three letters or more, Sudachi's nouns of two characters or more. Read from
+        the ledger's person messages (the first ``RELATED_SCAN_CHARS`` of each conversation)."""
+        if not conversation_keys:
+            return []
+        rows = conn.execute(
+            """SELECT conversation_key, body FROM source_messages
+               WHERE conversation_key = ANY(%s) AND channel = 'person' ORDER BY conversation_key, position""",
+            (conversation_keys,),
+        ).fetchall()
+        texts: dict[str, str] = {}
+        for key, body in rows:
+            if len(texts.get(key, "")) < RELATED_SCAN_CHARS:
+                texts[key] = texts.get(key, "") + "\n" + bytes_text(bytes(body))[:RELATED_SCAN_CHARS]
+        names: dict[str, None] = {}
+        for text in texts.values():
+            text = redact(text)[0]
+            for w in re.findall(r"[A-Za-z][A-Za-z0-9.+#-]{2,}", text):
+                names.setdefault(w.lower())
+            for m in analyze(text):
+                if m.pos[0] == "名詞" and m.pos[1] in ("普通名詞", "固有名詞") and len(m.surface) >= 2 \
+                        and not (m.pos[2:3] == ("副詞可能",) or m.pos[2:3] == ("助数詞可能",)):
+                    names.setdefault(m.surface)
+        return [n for n in names if n not in _COMMON_NAMES][:400]
 
     def counts(self) -> dict[str, int]:
         with self.db.connection() as conn:
@@ -752,11 +784,11 @@ class MemoryStore:
         record, redacted = guard_record(_record_from_request(req), known)
         conn.execute(
             """INSERT INTO memories (id, kind, title, canonical_summary, index_summary, aliases,
-                   tags, occurred_at, valid_from, stated_facts, current_revision)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 1)""",
+                   tags, occurred_at, valid_from, stated_facts, inferences, current_revision)
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 1)""",
             (memory_id, record["kind"], record["title"], record["canonical_summary"],
              record["index_summary"], record["aliases"], record["tags"], req.occurred_at,
-             req.valid_from, record["stated_facts"]),
+             req.valid_from, record["stated_facts"], record["inferences"]),
         )  # fmt: skip
         self._write_revision(
             conn, memory_id, 1, record, reason=req.reason, restored_from=None, run_id=req.run_id,
@@ -775,7 +807,12 @@ class MemoryStore:
         known |= self._known_secrets(conn, self._evidence_keys(conn, req.memory_id))
         current = _record_from_row(row)
         new = _record_from_request(req)
-        record = new if req.reason in ("correction", "restore") else merge_append(current, new)
+        if req.reason in ("correction", "restore"):
+            record = new
+        else:  # a decision drafted from another conversation supersedes the current one
+            have = {conversation_key_of(k) for k in self._evidence_keys(conn, req.memory_id)}
+            incoming = {conversation_key_of(e.source_key) for e in req.evidence}
+            record = merge_append(current, new, supersede=bool(incoming) and not incoming & have)
         known |= forgotten_in_record(conn, record)  # secrets `pmem forget` erased
         record, redacted = guard_record(record, known)  # the final text, after the merge
         fresh = self._new_evidence(conn, req)
@@ -916,11 +953,11 @@ class MemoryStore:
         conn.execute(
             """UPDATE memories SET kind = %s, title = %s, canonical_summary = %s,
                    index_summary = %s, aliases = %s, tags = %s, occurred_at = %s, valid_from = %s,
-                   stated_facts = %s, current_revision = %s, updated_at = now()
+                   stated_facts = %s, inferences = %s, current_revision = %s, updated_at = now()
                WHERE id = %s""",
             (record["kind"], record["title"], record["canonical_summary"], record["index_summary"],
              record["aliases"], record["tags"], record["occurred_at"], record["valid_from"],
-             record.get("stated_facts", []), rev, memory_id),
+             record.get("stated_facts", []), record.get("inferences", []), rev, memory_id),
         )  # fmt: skip
         self._project(conn, memory_id, record)
 

@@ -2,7 +2,9 @@
 database: both exports imported and back-filled offline, every question asked through recall and
 search in this process, scored by the corpus's own score.py. The floors are issue 9's targets
 (or, where noted, the level reached so far): a regression in query understanding or ranking
-fails here."""
+fails here. The same build's case records are scored against the drafting labels (issue 13):
+decision, reasons and open points each in their section, later changes of mind in the same
+memory, the prefilter against the kind labels, no planted secret in any record."""
 
 from __future__ import annotations
 
@@ -23,6 +25,11 @@ RECALL_MRR = 0.7
 GROUP_R5 = 0.85
 SEARCH_R5 = 0.85
 TIME_IN_RANGE = 0.95
+# drafting (issue 13): each phrase in its right section of the case record, backed by evidence
+DECISION = 0.95
+REASONS = 0.90
+OPEN_POINTS = 0.85
+LATER_CORRECTION = 0.80
 
 
 def _runner():
@@ -87,3 +94,24 @@ def test_time_questions_answer_inside_their_range(scores):
 def test_search_meets_the_target(scores):
     s = scores["search"]
     assert s.groups["all"]["r_at_k"] >= SEARCH_R5, s.table
+
+
+def test_drafting_meets_the_targets(scores):
+    d = scores["drafting"]
+    table = d.table() + "\n" + repr(d.misses)
+    assert d.fields["record per decision conversation"] == (26, 26), table
+    assert d.share("decision in decision section") >= DECISION, table
+    assert d.share("reasons in reasons section") >= REASONS, table
+    assert d.share("open points in open-points section") >= OPEN_POINTS, table
+    assert d.share("later correction in the same memory") >= LATER_CORRECTION, table
+
+
+def test_prefilter_and_secrets_meet_the_targets(scores):
+    d = scores["drafting"]
+    table = d.table() + "\n" + repr(d.misses)
+    assert d.fields["prefilter: pure-code dropped (recall)"] == (8, 8), table  # every pure-code chat
+    assert d.share("prefilter: drop precision") == 1.0, table
+    got, n = d.fields["prefilter: keeper kept (record cites it)"]
+    assert got == n == 49, table  # every labelled keeper has a record citing it
+    assert d.fields["prefilter: technical-keep kept"] == (4, 4), table
+    assert d.fields["records free of planted secrets"] == (1, 1), table

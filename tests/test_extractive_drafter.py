@@ -200,26 +200,123 @@ def test_append_when_the_context_holds_the_same_conversation() -> None:
     )
 
 
-def test_append_when_the_context_holds_the_same_title() -> None:
+def test_the_same_title_alone_is_a_new_case() -> None:
+    """Two chats the export titles alike (same-day duplicates) are two cases."""
     conv = english_conv(key="chatgpt:en2")
     entry = MemoryIndexEntry(
-        id="mem_7",
-        title="Job queue for the shop",
-        index_summary="",
-        kind="decision",
-        current_revision=5,
+        id="mem_7", title="Job queue for the shop", index_summary="", kind="decision", current_revision=5
     )
-    other = MemoryIndexEntry(
-        id="mem_8", title="Unrelated", index_summary="", kind="episode", current_revision=1
+    [record] = ExtractiveDrafter().draft([conv], [entry]).records
+    assert (record.action, record.target_memory_id, record.expected_revision) == ("create", None, None)
+
+
+def bike_context() -> list[MemoryIndexEntry]:
+    return [
+        MemoryIndexEntry(id="mem_bike", title="通勤用の自転車", index_summary="クロスバイクのEscape R3にする。",
+                         kind="decision", current_revision=2, source_conversation_keys=["chatgpt:old"]),
+        MemoryIndexEntry(id="mem_tea", title="紅茶の淹れ方", index_summary="ポットを温めてから淹れる。",
+                         kind="lesson", current_revision=1),
+        MemoryIndexEntry(id="mem_rent", title="駐輪場の契約", index_summary="マンションの駐輪場を借りることにする。",
+                         kind="decision", current_revision=1),
+    ]  # fmt: skip
+
+
+def test_a_change_of_mind_appends_to_the_decision_it_changes() -> None:
+    conv = make_conv(
+        [
+            ("user", "春にクロスバイクのEscape R3にするって決めたけど、やっぱり電動アシストにしようと思う。"
+                     "坂道の多いルートに引っ越したので。"),
+            ("assistant", "電動アシストなら坂道も楽です。"),
+            ("user", "パナソニックのベロスターにする。理由は、坂道でも汗をかかないのと、バッテリーが長持ちするから。"
+                     "まだ決めてないのは、充電を会社でできるかどうか。"),
+        ],
+        key="chatgpt:bike2",
+    )  # fmt: skip
+    [record] = ExtractiveDrafter().draft([conv], bike_context()).records
+    assert (record.action, record.target_memory_id, record.expected_revision) == ("append", "mem_bike", 2)
+    # without a change of mind the same names make a case of its own
+    calm = make_conv([("user", "クロスバイクのEscape R3のタイヤの空気圧はどのくらい？"), ("assistant", "5気圧ほどです。")])
+    [fresh] = ExtractiveDrafter().draft([calm], bike_context()).records
+    assert fresh.action == "create"
+
+
+def test_decision_reasons_and_open_points_land_in_their_sections() -> None:
+    conv = make_conv(
+        [
+            ("user", "週末の料理教室、和食コースと製菓コースで迷ってる。月謝はどちらも8000円くらい。"),
+            ("assistant", "どちらも初心者向けです。"),
+            ("user", "ありがとう。和食コースに申し込む。決め手は平日の夕飯にすぐ使えることと、"
+                     "先生の説明がていねいだったこと。包丁を買うかはまだ迷ってる。"),
+        ]
+    )  # fmt: skip
+    [record] = ExtractiveDrafter().draft([conv], []).records
+    sections = _sections(record.canonical_summary)
+    assert "和食コースに申し込む" in sections["決定"]
+    assert "平日の夕飯にすぐ使える" in sections["理由"]
+    assert "包丁を買うかはまだ迷ってる" in sections["未解決"]
+    assert "ありがとう" not in record.canonical_summary
+    quotes = " ".join(p.quote_hint for p in record.evidence)
+    for phrase in ("和食コースに申し込む", "平日の夕飯にすぐ使える", "包丁を買うか"):
+        assert phrase in quotes
+    assert record.stated_facts and all(f in "".join(m.text for m in conv.messages) for f in record.stated_facts)
+
+
+def test_english_decision_after_the_answer_and_its_reasons() -> None:
+    conv = make_conv(
+        [
+            ("user", "I keep forgetting to water the balcony plants. I travel for work twice a month, "
+                     "so a manual routine never lasts."),
+            ("assistant", "A drip kit or self-watering pots both work."),
+            ("user", "Thanks. I'll buy the drip kit with the timer. Also the pots would not fit the railing. "
+                     "Should I add a rain sensor?"),
+        ],
+        key="chatgpt:plants",
+    )  # fmt: skip
+    [record] = ExtractiveDrafter().draft([conv], []).records
+    sections = _sections(record.canonical_summary)
+    assert "I'll buy the drip kit with the timer." in sections["Decision"]
+    assert "a manual routine never lasts" in sections["Reasons"]
+    assert "Should I add a rain sensor?" in sections["Open points"]
+
+
+def test_an_open_point_settled_later_moves_to_the_resolved_list() -> None:
+    conv = make_conv(
+        [
+            ("user", "ベランダの物干しを新しくしたい。"),
+            ("assistant", "伸縮式が人気です。"),
+            ("user", "伸縮式の物干しにする。理由は狭いベランダでも畳めるから。物干しの色はまだ迷ってる。"),
+            ("assistant", "白かシルバーが多いです。"),
+            ("user", "物干しの色はシルバーにした。"),
+        ]
+    )  # fmt: skip
+    [record] = ExtractiveDrafter().draft([conv], []).records
+    sections = _sections(record.canonical_summary)
+    assert "物干しの色はまだ迷ってる" in sections["解決済み"] and "シルバーにした" in sections["解決済み"]
+    assert "未解決" not in sections
+    assert record.inferences and "→" in record.inferences[0]
+
+
+def test_a_change_of_mind_inside_one_batch_gives_one_record_with_its_history() -> None:
+    first = make_conv(
+        [("user", "通勤はバスにする。理由は雨の日も濡れないから。"), ("assistant", "了解です。")], key="chatgpt:c-a"
     )
-    [record] = ExtractiveDrafter().draft([conv], [other, entry]).records
-    assert (record.action, record.target_memory_id, record.expected_revision) == (
-        "append",
-        "mem_7",
-        5,
-    )
-    [fresh] = ExtractiveDrafter().draft([conv], [other]).records
-    assert (fresh.action, fresh.target_memory_id, fresh.expected_revision) == ("create", None, None)
+    later = make_conv(
+        [("user", "通勤はバスにするって決めたけど、やっぱり自転車通勤にする。バスが毎朝遅れるので。"),
+         ("assistant", "良いと思います。")],
+        key="chatgpt:c-b",
+    )  # fmt: skip
+    [record] = ExtractiveDrafter().draft([first, later], []).records
+    sections = _sections(record.canonical_summary)
+    assert "自転車通勤にする" in sections["決定"] and "バスにする。" not in sections["決定"]
+    assert "通勤はバスにする。" in sections["経緯"] and "雨の日も濡れない" in sections["経緯"]
+    assert record.source_conversation_keys == ["chatgpt:c-a", "chatgpt:c-b"]
+    assert {p.message_key.rsplit(":", 1)[0] for p in record.evidence} == {"chatgpt:c-a", "chatgpt:c-b"}
+
+
+def _sections(summary: str) -> dict[str, str]:
+    from core.sections import Sections
+
+    return {name: "\n".join(lines) for name, lines in Sections.parse(summary).parts}
 
 
 def test_title_falls_back_to_the_first_person_line() -> None:
@@ -269,8 +366,8 @@ def test_summary_is_capped() -> None:
         [t for pair in zip(long_turns, [("assistant", "ok")] * 60, strict=True) for t in pair]
     )
     [record] = ExtractiveDrafter().draft([conv], []).records
-    assert len(record.canonical_summary) <= 1500
-    assert len(record.evidence) <= 4
+    assert len(record.canonical_summary) <= 4000
+    assert len(record.evidence) <= 16
 
 
 # ---------------------------------------------------------------- the scripted fake

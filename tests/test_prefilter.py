@@ -102,7 +102,7 @@ def test_decision_record_carries_key_hash_and_version() -> None:
     decision = prefilter(conv)
     assert decision.conversation_key == conv.key
     assert decision.content_hash == conv.content_hash
-    assert decision.rule_version == RULE_VERSION == "prefilter-v1"
+    assert decision.rule_version == RULE_VERSION == "prefilter-v2"
 
 
 def test_no_person_text_is_dropped_as_empty() -> None:

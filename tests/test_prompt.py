@@ -80,7 +80,7 @@ def response_payload() -> dict:
 
 
 def test_prompt_version() -> None:
-    assert PROMPT_VERSION == "case-record-v1"
+    assert PROMPT_VERSION == "case-record-v2"
 
 
 def test_static_part_does_not_change_with_the_input() -> None:

@@ -184,8 +184,9 @@ def test_append_adds_only_what_is_new_and_keeps_its_heading(store):
     store.commit(req("g2", memory_id=first.memory_id, expected_revision=1, reason="append", canonical_summary=redraft))
     summary = store.get(first.memory_id).canonical_summary
     assert summary.count("PostgreSQL") == 1  # said again (white space aside): not repeated
-    assert summary == ("## 決定\n- PostgreSQL にした\n- 理由: JSON が扱いやすい\n\n---\n\n"
-                       "## 背景\n- 家計簿アプリを作っている\n## 決定\n- バックアップは毎晩")
+    # one section per heading, updated in place (no piled `---` blocks)
+    assert summary == ("## 背景\n- 家計簿アプリを作っている\n\n"
+                       "## 決定\n- PostgreSQL にした\n- 理由: JSON が扱いやすい\n- バックアップは毎晩")
     # a grown summary that contains the whole current one replaces it (it is a superset)
     grown = summary + "\n## 未解決\n- 監視"
     store.commit(req("g3", memory_id=first.memory_id, expected_revision=2, reason="append", canonical_summary=grown))
@@ -194,3 +195,30 @@ def test_append_adds_only_what_is_new_and_keeps_its_heading(store):
     again = store.commit(req("g4", memory_id=first.memory_id, expected_revision=3, reason="append",
                              canonical_summary="## 決定\n- PostgreSQL にした"))
     assert again.noop and again.revision == 3
+
+
+def test_a_decision_from_another_conversation_supersedes_and_keeps_the_history(store):
+    first = store.commit(req(
+        "h1", canonical_summary="## 決定\n- PostgreSQL にした\n\n## 理由\n- JSON が扱いやすい\n\n"
+                                "## 未解決\n- バックアップ先\n- 監視をどうするか",
+        valid_from="2024-03-01T10:00:00+00:00", stated_facts=["PostgreSQL にした"],
+        inferences=["JSON を多用する設計らしい"],
+    ))  # fmt: skip
+    later = ("## 決定\n- SQLite に戻す\n\n## 理由\n- 一人でしか使わない\n\n"
+             "## 解決済み\n- バックアップ先 → バックアップは R2 にした")  # fmt: skip
+    res = store.commit(req("h2", memory_id=first.memory_id, expected_revision=1, reason="append",
+                           canonical_summary=later, index_summary="SQLite に戻す",
+                           evidence=[EvidenceIn(source_key="chatgpt:c2:n1", text="SQLite に戻す")],
+                           inferences=["運用の手間を嫌った"]))  # fmt: skip
+    view = store.get(first.memory_id, history=True)
+    s = view.canonical_summary
+    assert s.count("## 決定") == 1 and "---" not in s
+    decision = s.split("## 決定")[1].split("##")[0]
+    assert "SQLite に戻す" in decision and "PostgreSQL" not in decision
+    history = s.split("## 経緯")[1]
+    assert "### 2024-03-01" in history and "PostgreSQL にした" in history and "JSON が扱いやすい" in history
+    assert "- 監視をどうするか" in s.split("## 未解決")[1].split("##")[0]
+    assert "バックアップ先" not in s.split("## 未解決")[1].split("##")[0]  # resolved: moved
+    record = view.revisions[-1]["record"]
+    assert res.revision == 2 and record["stated_facts"] == ["PostgreSQL にした"]
+    assert record["inferences"] == ["JSON を多用する設計らしい", "運用の手間を嫌った"]
