@@ -43,7 +43,7 @@ lint: ## ruff + mypy
 	$(BIN)/ruff check .
 	$(BIN)/mypy core stages state importers prompts providers search store flows cli memory_api mcp_server
 
-eval: ## recall and search on ../shared/eval/: R@5, MRR per kind, time ranges (own data dir .pmem-eval/; REBUILD=1 builds again)
+eval: ## recall, search and drafting on ../shared/eval/: R@5, MRR per kind, time ranges, the drafting table (own data dir .pmem-eval/; REBUILD=1 builds again)
 	$(BIN)/python bench/eval.py $(if $(REBUILD),--rebuild)
 
 demo: ## run the whole pipeline offline on the bundled sample export, then search it

@@ -53,12 +53,13 @@ _LATIN_RE = re.compile(r"[A-Za-z]")
 _KATAKANA_RE = re.compile(r"[ァ-ヺ][ァ-ヺー]+(?:・[ァ-ヺー]+)*[ァ-ヺー]")
 _LATIN_TERM_RE = re.compile(r"(?<![A-Za-z0-9_.])[A-Za-z][A-Za-z0-9_]*(?:[.+#&-][A-Za-z0-9_]+)*[+#]*")
 # words written in capitals that are keywords or plain English, not names (SQL, shouting, notes)
-_CAPS_WORDS = frozenset(
-    "not and or null select from where join insert update delete into values table create drop"
-    " alter index group order by having limit union case when then else end true false todo"
-    " fixme note warning error info debug ok yes no the is are was it this that all any none"
-    " asap fyi imo btw lol omg pls please help new old get set put post".split()
-)
+_CAPS_TEXT = """
+not and or null select from where join insert update delete into values table create drop
+alter index group order by having limit union case when then else end true false todo
+fixme note warning error info debug ok yes no the is are was it this that all any none
+asap fyi imo btw lol omg pls please help new old get set put post
+"""
+_CAPS_WORDS = frozenset(_CAPS_TEXT.split())
 _URL_RE = re.compile(r"(?:https?://|www\.)\S+", re.IGNORECASE)
 _REDACTED_RE = re.compile(r"\[REDACTED:[a-z0-9\-]+\]")
 _PLACEHOLDER_RE = re.compile(r"\[[A-Z][A-Z0-9_:\-]*\]")  # [REDACTED_PROMPT] in a redacted export
@@ -862,7 +863,7 @@ def _valid_from(parts: _Parts, occurred: datetime | None) -> datetime | None:
 _CHANGE_RE = re.compile(
     r"やっぱり|やはり|(?:決めた|にした|にしてた|買った|始めた|選んだ)(?:けど|けれど|が|のに)|決めたとき"
     r"|変え(?:る|よう|た|ることに)|見直(?:す|した|そう)|取りやめ|中止|延期|あきらめ|諦め|撤回|乗り換え"
-    r"|\bchanged? (?:my|our) minds?\b|\bafter all\b|\binstead\b|\bno longer\b|\bswitch(?:ed|ing)? (?:to|back)\b"
+    r"|\bchanged? (?:my|our) minds?\b|\bafter all\b|\bno longer\b|\bswitch(?:ed|ing)? (?:to|back)\b"
     r"|\bgo(?:ing)? back to\b|\breconsider",
     re.IGNORECASE,
 )

@@ -21,6 +21,7 @@ performed only by ``decide`` (``pmem proposals accept``).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -72,6 +73,7 @@ MIN_PIECE_CHARS = 6  # an alias / tag this long that is part of a known secret v
 CONVERSATION_TEXT = ("person", "assistant")
 RELATED_BY_NAMES = 5  # memories offered to a batch because they name what its conversations name
 RELATED_SCAN_CHARS = 4000
+RELATED_NAMES_MAX = 60  # the names a batch's conversations use most
 # words too common to tie two conversations together
 _COMMON_NAMES = frozenset(
     ["the", "and", "for", "you", "that", "this", "with", "have", "what", "can", "not", "but", "are", "was", "just", "like", "about", "http", "https", "www", "自分", "今日", "今回", "こと", "もの", "感じ", "時間", "予定", "理由", "候補", "最初", "一番", "今年", "去年", "来年", "毎日", "毎月", "正直"]
@@ -646,15 +648,16 @@ class MemoryStore:
 
     def related(self, conversation_keys: list[str], titles: list[str]) -> list[MemoryIndexEntry]:
         """Existing memories a drafter should see: same source conversation, same title, or
-        (at most ``RELATED_BY_NAMES`` more) a memory whose title, aliases or index line name two
-        or more of the things the person names in these conversations (a later conversation
-        that changes an earlier decision must be offered the memory it changes)."""
+        (at most ``RELATED_BY_NAMES`` more) a decision memory whose title, aliases or index line
+        name two or more of the things the person names most in these conversations (a later
+        conversation that changes an earlier decision must be offered the memory it changes)."""
         with self.db.connection() as conn:
             names = self._names_in(conn, conversation_keys)
             by_names = [r[0] for r in conn.execute(
                 """SELECT m.id FROM memories m JOIN search_projections p ON p.memory_id = m.id,
                           unnest(%(names)s::text[]) AS n(name)
-                   WHERE m.status = 'active' AND strpos(lower(p.head || ' ' || m.index_summary), n.name) > 0
+                   WHERE m.status = 'active' AND m.kind = 'decision'
+                     AND strpos(lower(p.head || ' ' || m.index_summary), n.name) > 0
                    GROUP BY m.id HAVING count(*) >= 2
                    ORDER BY count(*) DESC, max(m.updated_at) DESC, m.id LIMIT %(limit)s""",
                 {"names": names, "limit": RELATED_BY_NAMES},
@@ -693,16 +696,14 @@ class MemoryStore:
         for key, body in rows:
             if len(texts.get(key, "")) < RELATED_SCAN_CHARS:
                 texts[key] = texts.get(key, "") + "\n" + bytes_text(bytes(body))[:RELATED_SCAN_CHARS]
-        names: dict[str, None] = {}
+        names: Counter[str] = Counter()
         for text in texts.values():
             text = redact(text)[0]
-            for w in re.findall(r"[A-Za-z][A-Za-z0-9.+#-]{2,}", text):
-                names.setdefault(w.lower())
-            for m in analyze(text):
-                if m.pos[0] == "名詞" and m.pos[1] in ("普通名詞", "固有名詞") and len(m.surface) >= 2 \
-                        and not (m.pos[2:3] == ("副詞可能",) or m.pos[2:3] == ("助数詞可能",)):
-                    names.setdefault(m.surface)
-        return [n for n in names if n not in _COMMON_NAMES][:400]
+            names.update(w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9.+#-]{2,}", text))
+            names.update(m.surface for m in analyze(text)
+                         if m.pos[0] == "名詞" and m.pos[1] in ("普通名詞", "固有名詞") and len(m.surface) >= 2
+                         and m.pos[2:3] not in (("副詞可能",), ("助数詞可能",)))  # fmt: skip
+        return [n for n, _ in names.most_common() if n not in _COMMON_NAMES][:RELATED_NAMES_MAX]
 
     def counts(self) -> dict[str, int]:
         with self.db.connection() as conn:
