@@ -414,6 +414,9 @@ def test_two_clients_share_one_memory_through_oauth(remote: dict[str, Any]) -> N
     token_form = {"grant_type": "authorization_code", "code": code, "client_id": cid, "redirect_uri": other_port}
     mismatch = httpx.post(base + "/token", data=token_form | {"code_verifier": pkce()[0]})
     assert mismatch.status_code == 400 and mismatch.json()["error"] == "invalid_grant"
+    foreign = httpx.post(base + "/token", data=token_form | {"code_verifier": verifier,
+                                                             "resource": "https://other.example/mcp"})  # fmt: skip
+    assert foreign.status_code == 400 and foreign.json()["error"] == "invalid_target"  # RFC 8707
     ok = httpx.post(base + "/token", data=token_form | {"code_verifier": verifier, "resource": base + "/mcp"})
     assert ok.status_code == 200, ok.text
     again = httpx.post(base + "/token", data=token_form | {"code_verifier": verifier})
@@ -429,6 +432,20 @@ def test_two_clients_share_one_memory_through_oauth(remote: dict[str, Any]) -> N
         conn.commit()
     expired = httpx.post(base + "/mcp", headers=c_headers, json=init)
     assert expired.status_code == 401 and 'error="invalid_token"' in expired.headers["www-authenticate"]
+    with db.connection() as conn:
+        lifetimes = dict(conn.execute(
+            """SELECT kind, extract(epoch FROM expires_at - created_at) FROM auth_tokens
+               WHERE token_hash = ANY(%s)""",
+            ([hashlib.sha256(t.encode()).digest() for t in (c_access, c_refresh)],),
+        ).fetchall())  # fmt: skip
+    assert lifetimes["access"] <= 900 and 364 * 86400 < lifetimes["refresh"] <= 365 * 86400 + 5
+    with db.connection() as conn:  # a refresh token unused for a year has lapsed
+        conn.execute("UPDATE auth_tokens SET expires_at = now() - interval '1 second' WHERE token_hash = %s",
+                     (hashlib.sha256(c_refresh.encode()).digest(),))  # fmt: skip
+        conn.commit()
+    lapsed = httpx.post(base + "/token", data={"grant_type": "refresh_token", "refresh_token": c_refresh,
+                                               "client_id": cid})  # fmt: skip
+    assert lapsed.status_code == 400 and lapsed.json()["error"] == "invalid_grant"
     denied = httpx.post(base + "/authorize", data=form_data([*form.hidden.items(), ("decision", "deny")]))
     assert denied.status_code == 302 and "error=access_denied" in denied.headers["location"]
 
