@@ -386,6 +386,12 @@ def demo(
     from cli.backfill_cmds import _print_summary, _run_backfill
     from core.settings import PROJECT_ROOT
 
+    def say(text: str) -> None:  # with --json, stdout holds only the JSON object
+        if as_json:
+            err_console.print(text, markup=False, highlight=False)
+        else:
+            typer.echo(text)
+
     cfg = settings()
     demo_db = None if into_my_store else _demo_database(cfg)
     err_console.print(f"demo: the sample export goes into {f'the demo database {demo_db}' if demo_db else 'your own store'}")
@@ -402,24 +408,24 @@ def demo(
         for q in queries:
             hits = svc.search(q, limit=3)
             results[q] = [h.model_dump(mode="json") for h in hits]
-            typer.echo(f"\n$ pmem search {q!r}")
+            say(f"\n$ pmem search {q!r}")
             for h in hits:
                 when = f"  {h.occurred_at.date().isoformat()}" if h.occurred_at else ""
-                typer.echo(f"  {tty(h.title)}{when}  [{tty(h.kind)}]  {h.id}")
+                say(f"  {tty(h.title)}{when}  [{tty(h.kind)}]  {h.id}")
             if not hits:
-                typer.echo("  (no hits)")
+                say("  (no hits)")
         question, now = "2024年5月に何を決めた？", "2025-01-10T12:00:00+09:00"
         recall = svc.recall(question, now=datetime.fromisoformat(now), limit=3, max_chars=120)
-        typer.echo(f"\n$ pmem recall {question!r} --now {now}")
+        say(f"\n$ pmem recall {question!r} --now {now}")
         for r in recall.hits:
             when = r.created_at.isoformat(timespec="minutes") if r.created_at else "?"
-            typer.echo(f"  {when}  {tty(r.role):9}  {tty(r.text)}")
+            say(f"  {when}  {tty(r.role):9}  {tty(r.text)}")
     finally:
         svc.close()
     if into_my_store:
-        typer.echo("\nshow one with: pmem show MEMORY_ID --history")
+        say("\nshow one with: pmem show MEMORY_ID --history")
     else:
-        typer.echo("\nthese memories are in the demo database only; your store is unchanged "
+        say("\nthese memories are in the demo database only; your store is unchanged "
                    "(`pmem demo --into-my-store` writes them into it)")  # fmt: skip
     if as_json:
         print_json({"summary": summary, "searches": results,

@@ -190,7 +190,8 @@ def test_demo_works_in_a_database_of_its_own(cli_env, world, tmp_path):
         assert result["database"] == f"{own}_demo" and result["summary"]["commits"] == 7
         assert result["searches"]["引っ越し"] and result["searches"]["laptop"]
         assert "引っ越し" in result["searches"]["引っ越し"][0]["title"]
-        assert "your store is unchanged" in out.stdout and "{'" not in out.stdout  # no reprs
+        assert len(out.stdout.strip().splitlines()) == 1  # --json: only the object on stdout
+        assert "your store is unchanged" in out.stderr and "{'" not in out.stderr  # words, no reprs
         assert run("export").stdout == before
         assert not (Path(cli_env["PMEM_DATA_DIR"]) / "runs").exists()  # its run files are its own too
     finally:
