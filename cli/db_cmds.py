@@ -25,9 +25,11 @@ def db_start() -> None:
         err_console.print("DATABASE_URL is set: using your own server, nothing to start.")
         return
     db.check_major_version(s)  # data made by another PostgreSQL major version: upgrade or say how
-    st = embedded.start(s.pgdata_dir)
+    was_running = embedded.status(s.pgdata_dir).running
+    st = embedded.start(s.pgdata_dir)  # a start is announced (cli/app.py)
     db.ensure_database(st.uri() or "", s.db_name)
-    err_console.print(f"embedded PostgreSQL running (pid {st.pid}) in {s.pgdata_dir}")
+    if was_running:
+        err_console.print(f"embedded PostgreSQL already running (pid {st.pid}) in {s.pgdata_dir}")
 
 
 @db_app.command("stop")
