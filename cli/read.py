@@ -116,16 +116,20 @@ def recall(
     limit: Annotated[int, typer.Option("--limit", "-n")] = 20,
     max_chars: Annotated[int, typer.Option("--max-chars", help="Cut each message to this many characters (0: whole).")] = 800,
     raw: Annotated[bool, typer.Option("--raw", help="Show secrets in the raw text as they are (the owner's own terminal only).")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help='One JSON object {"hits": [...] in relevance order, "range": ..., "without_vectors": N}.')] = False,
+    include_branches: Annotated[bool, typer.Option("--include-branches", help="Also messages on ChatGPT branches that were not taken (edited or regenerated turns), marked as such.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help='One JSON object {"hits": [...] in relevance order, "range": ..., "without_vectors": N}; each hit names its conversation and the memories drafted from it.')] = False,
 ) -> None:
     """Recall what was said in the raw conversations: the question's time expression becomes a
     range that filters first; its content words (OR-ed, rarer words weigh more) and the local
     embedder's vectors are fused, the person's own messages weigh more when the question is about
     what they said or decided. A time-scoped answer is shown in time order with each hit's rank;
-    --json lists the hits in relevance order. Secrets are redacted unless --raw."""
+    --json lists the hits in relevance order. Every hit names its conversation and, where one
+    exists, the memory drafted from it (`pmem show <key>` opens either). Messages on branches
+    not taken are left out unless --include-branches. Secrets are redacted unless --raw."""
     svc = _service()
     try:
-        result = svc.recall(query, now=svc.now(now), limit=limit, max_chars=max_chars, raw=raw)
+        result = svc.recall(query, now=svc.now(now), limit=limit, max_chars=max_chars, raw=raw,
+                            include_branches=include_branches)  # fmt: skip
     finally:
         svc.close()
     if as_json:
@@ -147,9 +151,15 @@ def recall(
         hits = sorted(hits, key=lambda h: (h.created_at is None, h.created_at or now_min(), h.rank))
     for h in hits:
         when = h.created_at.isoformat(timespec="minutes") if h.created_at else "?"
-        typer.echo(f"#{h.rank:<3} {when}  {tty(h.role):9}  {tty(h.conversation_title or h.conversation_key)}  ({h.match})")
+        branch = "  [branch not taken]" if not h.on_active_path else ""
+        typer.echo(f"#{h.rank:<3} {when}  {tty(h.role):9}  {tty(h.conversation_title or h.conversation_key)}  ({h.match}){branch}")
         typer.echo(f"    {tty(h.text, keep_newlines=True)}")
-        typer.echo(f"    [{tty(h.message_key)}]")
+        typer.echo(f"    [{tty(h.message_key)}]  in {tty(h.conversation_key)}")
+        if h.memory:
+            more = f" (+{len(h.memories) - 1} more)" if len(h.memories) > 1 else ""
+            typer.echo(f"    → memory {tty(h.memory['id'])}  {tty(h.memory['title'])}{more}")
+    if result.branches_skipped:
+        err_console.print(f"[dim]{result.branches_skipped} messages on branches not taken left out (--include-branches shows them)[/]")
 
 
 def _redacted_view(view: Any) -> Any:
@@ -212,12 +222,18 @@ def reindex(
 @app.command()
 @handle_errors
 def show(
-    memory_id: Annotated[str, typer.Argument(help="A memory id from `pmem search`.")],
+    memory_id: Annotated[str, typer.Argument(help="A memory id from `pmem search`, or a message or conversation key from `pmem recall` (chatgpt:<conversation>[:<message>]).")],
     history: Annotated[bool, typer.Option("--history", help="Also list every revision.")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Print one memory with its evidence (and its revisions). Secrets in its text are shown
-    redacted (a second guard: the store's write boundary keeps them out already)."""
+    """Print one memory with its evidence (and its revisions); or, for a message or
+    conversation key, where it went: its conversation, whether the message is on the path the
+    conversation took, and the memories citing it or drafted from it. Secrets in the text are
+    shown redacted (a second guard: the store's write boundary keeps them out already).
+    Exit 1 when the id or key names nothing."""
+    if ":" in memory_id:  # ledger keys are <source>:<conversation>[:<message>]; memory ids have no ":"
+        _show_source(memory_id, as_json)
+        return
     store = open_store(settings())
     view = _redacted_view(store.get(memory_id, history=history))
     if as_json:
@@ -241,3 +257,61 @@ def show(
         typer.echo("\nrevisions:")
         for r in view.revisions:
             typer.echo(f"  {r['revision']}: {tty(r['reason'])} {r['created_at']} run={tty(r['run_id'])} model={tty(r['model'])}")
+
+
+def _show_source(key: str, as_json: bool) -> None:
+    from core.errors import StoreError
+    from core.secrets import redact
+    from store.db import Database
+    from store.search.provenance import describe_source
+
+    db = Database.open(settings())
+    try:
+        with db.connection() as conn:
+            found = describe_source(conn, key)
+    finally:
+        db.close()
+    if found is None:
+        raise StoreError(
+            f"no message or conversation {key} in the ledger",
+            hint="keys come from `pmem recall` (message_key, conversation_key); memory ids from `pmem search`",
+        )
+
+    def r(text: str | None) -> str | None:
+        return redact(text)[0] if text else text
+
+    conv = dict(found["conversation"], title=r(found["conversation"]["title"]))
+    found["conversation"] = conv
+    for name in ("memories", "cited_by"):
+        if name in found:
+            found[name] = [dict(m, title=r(m["title"])) for m in found[name]]
+    if found.get("memory"):
+        found["memory"] = dict(found["memory"], title=r(found["memory"]["title"]))
+    if "message" in found:
+        found["message"] = dict(found["message"], text=r(found["message"]["text"]))
+    if as_json:
+        print_json(found)
+        return
+    when = conv["created_at"].isoformat(timespec="minutes") if conv["created_at"] else "?"
+    typer.echo(f"conversation {tty(conv['key'])}  {tty(conv['title'] or '(untitled)')}  ({when}, {conv['messages']} messages)")
+    if conv["prefilter"]:
+        verdict = "kept for drafting" if conv["prefilter"]["keep"] else "not drafted"
+        typer.echo(f"  prefilter: {verdict} ({tty(conv['prefilter']['reason'])})")
+    if "message" in found:
+        m = found["message"]
+        at = m["created_at"].isoformat(timespec="minutes") if m["created_at"] else "?"
+        path = "" if m["on_active_path"] else "  [branch not taken]"
+        typer.echo(f"message {tty(m['key'])}  {at}  {tty(m['role'])}{path}")
+        typer.echo(f"    {tty(m['text'], keep_newlines=True)}")
+        cited = found["cited_by"]
+        if cited:
+            typer.echo("cited by:")
+            for c in cited:
+                typer.echo(f"  {c['id']}  {tty(c['title'])}")
+    drafted = found["memories"]
+    if not drafted:
+        typer.echo("no memory was drafted from this conversation")
+        return
+    typer.echo("memories drafted from this conversation:")
+    for d in drafted:
+        typer.echo(f"  {d['id']}  {tty(d['title'])}")

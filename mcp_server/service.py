@@ -59,6 +59,7 @@ class Recall(BaseModel):
     without_vectors: int | None = None  # messages (in the range) with no vector for the embedder
     in_range: int | None = None
     focus: str | None = None  # "person" / "assistant": whose messages weigh more
+    branches_skipped: int = 0  # messages left out: on ChatGPT branches not taken (include_branches)
     now: datetime
 
     def as_json(self) -> dict[str, Any]:
@@ -150,18 +151,20 @@ class MemoryService:
 
     def recall(
         self, query: str, *, now: datetime | None = None, limit: int = 20, max_chars: int = 800,
-        raw: bool = False,
+        raw: bool = False, include_branches: bool = False,
     ) -> Recall:  # fmt: skip
         """Recall over the raw messages (see ``store.search.recall``): the question is understood
         (``search.understand``: time range, content terms, focus), hits come in relevance order.
         Every text that comes back has been through the secret guard unless ``raw`` (the owner's
-        ``--raw``)."""
+        ``--raw``). Messages on ChatGPT branches that were not taken are left out unless
+        ``include_branches`` (then each is marked ``on_active_path: false``)."""
         ref = now or self.now()
         q = understand(query, ref, self.tz)
         found = q.time
         result = self.index.recall(
-            q, found.start if found else None, found.end if found else None, limit=limit
-        )
+            q, found.start if found else None, found.end if found else None, limit=limit,
+            include_branches=include_branches,
+        )  # fmt: skip
         redact = (lambda text: text) if raw else (self._redactor or _default_redactor())
         texts, titles = (
             self._redacted_in_context(result.hits) if self._redactor is None and not raw
@@ -174,6 +177,8 @@ class MemoryService:
                 "text": snippet(texts[h.message_key], q.display, max_chars),
                 "created_at": h.created_at.astimezone(zone) if h.created_at else None,
                 "conversation_title": titles[h.conversation_key] if h.conversation_title else None,
+                "memories": [dict(m, title=redact(m["title"])) for m in h.memories],
+                "memory": dict(h.memory, title=redact(h.memory["title"])) if h.memory else None,
             })  # fmt: skip
             for h in result.hits
         ]
@@ -185,7 +190,7 @@ class MemoryService:
         return Recall(
             hits=hits, range=span, terms=result.terms, vector_fallback=False, vectors=result.vectors,
             without_vectors=result.without_vectors, in_range=result.in_range, now=ref,
-            focus=q.focus,
+            focus=q.focus, branches_skipped=result.branches_skipped,
         )  # fmt: skip
 
     def _redacted_in_context(self, hits: list[Any]) -> tuple[dict[str, str], dict[str, str]]:

@@ -209,3 +209,74 @@ def test_an_older_index_is_re_tokenised(db, db_url):
         conn.execute("UPDATE search_index_version SET version = 1")
     assert search.sync_messages() > 30  # every message again, with the new tokens
     assert search.ensure_index_version() is False
+
+
+def _branched(when: datetime) -> Conversation:
+    """A ChatGPT conversation whose second turn was regenerated: the first answer is a branch
+    that was not taken."""
+    def msg(node: str, role: str, text: str, pos: int, on_path: bool = True) -> Message:
+        return Message(
+            key=f"chatgpt:br1:{node}", node_id=node, role=role,
+            channel=Channel.PERSON if role == "user" else Channel.ASSISTANT, content_type="text",
+            text=text, created_at=when, position=pos if on_path else -1, on_active_path=on_path,
+        )  # fmt: skip
+
+    return Conversation(
+        key="chatgpt:br1", source="chatgpt", external_id="br1", title="週末の温泉旅行",
+        created_at=when, provenance=Provenance(file="synthetic", position=0),
+        messages=[
+            msg("n1", "user", "週末の温泉旅行、箱根と草津で迷ってる。", 0),
+            msg("n2", "assistant", "温泉旅行なら草津をおすすめします（湯畑が有名です）。", 1, on_path=False),
+            msg("n3", "assistant", "温泉旅行なら箱根が近くて便利です。", 1),
+        ],
+    )  # fmt: skip
+
+
+def test_cli_recall_skips_branches_names_where_a_hit_went_and_show_opens_keys(db, store, pmem_env):
+    from core.models import CommitRequest, EvidenceIn
+
+    ledger = Ledger(db)
+    ledger.upsert(_branched(datetime(2025, 5, 10, 9, 0, tzinfo=UTC)), ledger.start_import("chatgpt", "synthetic"))
+    mem = store.commit(CommitRequest(
+        kind="decision", title="温泉旅行は箱根", canonical_summary="箱根にした", index_summary="箱根にした",
+        evidence=[EvidenceIn(source_key="chatgpt:br1:n3", text="温泉旅行なら箱根が近くて便利です。")],
+        idempotency_key="branch-test",
+    ))  # fmt: skip
+    env = dict(__import__("os").environ, **pmem_env, PMEM_EMBEDDER="none", PMEM_TZ="UTC")
+
+    def pmem(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "cli.main", *args], env=env, cwd=PROJECT,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+
+    out = pmem("recall", "温泉旅行", "--json", "--now", "2025-06-01T00:00")
+    assert out.returncode == 0, out.stderr[-2000:]
+    body = json.loads(out.stdout.strip().splitlines()[-1])
+    keys = [h["message_key"] for h in body["hits"]]
+    assert "chatgpt:br1:n3" in keys and "chatgpt:br1:n2" not in keys  # the branch not taken
+    assert body["branches_skipped"] == 1
+    hit = next(h for h in body["hits"] if h["message_key"] == "chatgpt:br1:n3")
+    assert hit["conversation_key"] == "chatgpt:br1" and hit["conversation_title"] == "週末の温泉旅行"
+    assert hit["memory"] == {"id": mem.memory_id, "title": "温泉旅行は箱根"} and hit["on_active_path"] is True
+    first = next(h for h in body["hits"] if h["message_key"] == "chatgpt:br1:n1")
+    assert first["memory"] == {"id": mem.memory_id, "title": "温泉旅行は箱根"}  # drafted from its conversation
+
+    out = pmem("recall", "温泉旅行", "--include-branches", "--now", "2025-06-01T00:00")
+    assert out.returncode == 0, out.stderr[-2000:]
+    line = next(x for x in out.stdout.splitlines() if "[chatgpt:br1:n2]" in x)
+    mark = out.stdout.splitlines()[out.stdout.splitlines().index(line) - 2]
+    assert "[branch not taken]" in mark
+    assert f"→ memory {mem.memory_id}  温泉旅行は箱根" in out.stdout
+
+    out = pmem("show", "chatgpt:br1:n3", "--json")
+    assert out.returncode == 0, out.stderr[-2000:]
+    shown = json.loads(out.stdout.strip().splitlines()[-1])
+    assert shown["kind"] == "message" and shown["conversation"]["key"] == "chatgpt:br1"
+    assert shown["message"]["text"] == "温泉旅行なら箱根が近くて便利です。" and shown["message"]["on_active_path"]
+    assert shown["cited_by"] == [{"id": mem.memory_id, "title": "温泉旅行は箱根"}]
+
+    out = pmem("show", "chatgpt:br1")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "週末の温泉旅行" in out.stdout and f"{mem.memory_id}  温泉旅行は箱根" in out.stdout
+
+    out = pmem("show", "chatgpt:nothing-here")
+    assert out.returncode == 1 and "no message or conversation chatgpt:nothing-here" in out.stderr

@@ -124,6 +124,10 @@ class RecallHit(BaseModel):
     rank: int = 0  # 1 = most relevant
     lists: dict[str, int] = {}  # candidate list → this message's rank in it
     similarity: float | None = None  # cosine to the query (when vectors exist)
+    on_active_path: bool = True  # False: a ChatGPT branch that was not taken (edited, regenerated)
+    memories: list[dict[str, str]] = []  # {"id", "title"} of the memories drafted from its
+    # conversation (those citing this very message first)
+    memory: dict[str, str] | None = None  # the first of them: where this message went
 
 
 class RecallResult(BaseModel):
@@ -135,6 +139,7 @@ class RecallResult(BaseModel):
     vectors: bool = False  # message vectors of the embedder took part
     without_vectors: int | None = None  # messages that have no vector for the embedder
     in_range: int | None = None  # messages in the range (when there is one)
+    branches_skipped: int = 0  # candidates left out: on ChatGPT branches that were not taken
 
 
 class TermLike(Protocol):

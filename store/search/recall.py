@@ -50,10 +50,13 @@ from store.search.common import (
     _vector_literal,
     doc_frequencies,
 )
+from store.search.provenance import memories_drafted, where_it_went
 from store.search.upkeep import IndexUpkeep
 
 RANGE_ALL = 5000  # a range with at most this many messages: every one is a candidate
-TERM_CANDIDATES = 2000  # per term, when not every message of the range is a candidate
+RANGE_SCAN = 100_000  # up to this many messages, a range is read and tested term by term
+TERM_CANDIDATES = 2000  # per term, through the terms' index (no range, or a very wide one)
+LEXICAL_POOL = 500  # lexical candidates kept (by the idf mass of the terms they hold)
 VECTOR_CANDIDATES = 100  # nearest messages by vector
 CONTEXT_CONVERSATIONS = 12  # conversations whose messages join the candidates
 CONTEXT_MESSAGES = 80  # at most this many messages of each (the first ones: a long session is cut)
@@ -123,10 +126,13 @@ class Recall(IndexUpkeep):
         *,
         limit: int = 20,
         embedder: QueryEmbedder | None | Literal["default"] = "default",
+        include_branches: bool = False,
         **_: Any,
     ) -> RecallResult:
         """The messages that answer ``query`` within ``[start, end)``, most relevant first (see
-        the module's docstring). An empty query lists the range in time order."""
+        the module's docstring). An empty query lists the range in time order. Messages on
+        ChatGPT branches that were not taken are left out unless ``include_branches`` (then
+        they are marked ``on_active_path=False``)."""
         self.sync_messages()
         q: QueryLike = plain_query(query) if isinstance(query, str) else query
         emb = self.embedder if embedder == "default" else embedder
@@ -140,17 +146,22 @@ class Recall(IndexUpkeep):
             )  # fmt: skip
             missing = self._without_vectors(conn, emb, start, end) if emb is not None and emb.local else None
             if not terms and not (use_vec and q.vector_text and not ranged):
-                hits = self._list_range(conn, start, end, limit) if ranged else []
+                hits = self._list_range(conn, start, end, limit, include_branches) if ranged else []
                 return RecallResult(
                     hits=hits, start=start, end=end, terms="", in_range=count, without_vectors=missing
                 )  # fmt: skip
             qv = _vector_literal(emb.embed([q.vector_text])[0]) if use_vec and emb is not None else None
             if qv is not None:
                 self._tune_vector_scan(conn)
-            hits = self._rank(conn, q, terms, start, end, count, qv, emb if qv else None, limit)
+            skipped: list[int] = [0]
+            hits = self._rank(
+                conn, q, terms, start, end, count, qv, emb if qv else None, limit,
+                include_branches=include_branches, skipped=skipped,
+            )  # fmt: skip
         return RecallResult(
             hits=hits, start=start, end=end, terms=" ".join(t.text for t in terms),
             vectors=qv is not None, without_vectors=missing, in_range=count,
+            branches_skipped=skipped[0],
         )  # fmt: skip
 
     # ---------------------------------------------------------------- ranking
@@ -158,37 +169,31 @@ class Recall(IndexUpkeep):
     def _rank(
         self, conn: Connection, q: QueryLike, terms: Sequence[TermLike], start: datetime | None,
         end: datetime | None, count: int | None, qv: str | None, emb: QueryEmbedder | None, limit: int,
+        *, include_branches: bool = False, skipped: list[int] | None = None,
     ) -> list[RecallHit]:  # fmt: skip
         tsqs = [t.tsquery() for t in terms]
         n_docs, dfs = doc_frequencies(conn, "message_search", tsqs)
         w = [rk.idf(n_docs, df) * t.weight for t, df in zip(terms, dfs, strict=True)]
         total = sum(w) or 1.0
-        params: dict[str, Any] = {"start": start, "end": end, "tsqs": tsqs, "qv": qv,
-                                  "cap": TERM_CANDIDATES, "vk": VECTOR_CANDIDATES}  # fmt: skip
+        params: dict[str, Any] = {
+            "start": start, "end": end, "tsqs": tsqs, "ws": w, "qv": qv,
+            "tsq_any": " | ".join(f"({x})" for x in tsqs) if tsqs else None,
+            "cap": TERM_CANDIDATES, "vk": VECTOR_CANDIDATES, "pool": LEXICAL_POOL,
+        }  # fmt: skip
         ranged = start is not None or end is not None
-        if ranged and count is not None and count <= RANGE_ALL:
-            pool = sql.SQL("SELECT s.message_key FROM message_search s WHERE {r}").format(r=_IN_RANGE)
-        else:
-            parts = [sql.SQL(
-                """SELECT c.message_key FROM unnest(%(tsqs)s::tsquery[]) q(t) CROSS JOIN LATERAL (
-                       SELECT s.message_key FROM message_search s
-                       WHERE s.tokens @@ q.t AND {r} LIMIT %(cap)s) c"""
-            ).format(r=_IN_RANGE)]  # fmt: skip
-            if qv is not None and emb is not None:
-                for table in ("message_embeddings", "message_passage_embeddings"):
-                    parts.append(sql.SQL(
-                        """SELECT message_key FROM (
-                               SELECT e.message_key FROM {t} e
-                               JOIN message_search s ON s.message_key = e.message_key
-                               WHERE e.model = {m} AND e.dim = {d} AND {r}
-                               ORDER BY {dist} LIMIT %(vk)s) v"""
-                    ).format(t=sql.Identifier(table), m=sql.Literal(emb.model), d=sql.Literal(emb.dim),
-                             r=_IN_RANGE, dist=_dist(emb)))  # fmt: skip
-            pool = sql.SQL(" UNION ").join(parts)
-        rows = self._features(conn, sql.SQL("s.message_key IN ({})").format(pool), params, emb)
+        whole_range = ranged and count is not None and count <= RANGE_ALL
+        # 1. candidates, cheaply: key, conversation, role, time, length, the terms each holds
+        range_first = ranged and count is not None and count <= max(RANGE_SCAN, sum(dfs))
+        pool = self._lexical_pool(conn, params, whole_range=whole_range, range_first=range_first)
+        # a range of no more messages than asked for: every one is a candidate
+        keys = {r.key for r in pool if r.matched or (whole_range and count is not None and count <= limit)}
+        if qv is not None and emb is not None:
+            keys |= self._nearest(conn, params, emb, exact=whole_range)
+        # 2. the features of those that matter (similarity, whether it states a decision): the
+        # lexical matches and the nearest by vector; then the best conversations as context
+        rows = self._features(conn, sql.SQL("s.message_key = ANY(%(keys)s)"), params | {"keys": list(keys)}, emb)
         if not rows:
             return []
-        # conversations as context: the best ones bring in all their messages
         by_conv: dict[str, list[_Row]] = {}
         for r in rows:
             by_conv.setdefault(r.conv, []).append(r)
@@ -218,13 +223,22 @@ class Recall(IndexUpkeep):
                 end is None or (r.created_at is not None and r.created_at < end)
             )
             rows.append(r)
+        # 4. branches that were not taken: left out (or kept, and marked, when asked for)
+        off = self._off_path(conn, [r.key for r in rows])
+        if off and not include_branches:
+            if skipped is not None:
+                skipped[0] += sum(1 for r in rows if r.key in off and r.candidate)
+            rows = [r for r in rows if r.key not in off]
+        by_conv = {}
+        for r in rows:
             by_conv.setdefault(r.conv, []).append(r)
         titles = self._titles(conn, list(by_conv))
         title_terms = {c: set(rk.matched_terms(terms, titles.get(c) or "")) for c in by_conv}
         conv_terms = {c: set().union(*(set(r.matched) for r in rs)) | title_terms[c] for c, rs in by_conv.items()}
         conv_sim = {c: max((r.sim or 0.0) for r in rs) for c, rs in by_conv.items()}
         cands = [r for r in rows if r.candidate]
-        avg_len = sum(r.length for r in cands) / len(cands) if cands else 1.0
+        lengths = {r.key: r.length for r in pool if r.candidate} | {r.key: r.length for r in cands}
+        avg_len = sum(lengths.values()) / len(lengths) if lengths else 1.0  # over every candidate
         lex: dict[str, float] = {}
         cov: dict[str, float] = {}
         for r in cands:
@@ -280,6 +294,7 @@ class Recall(IndexUpkeep):
                 message_key=f.key, role=t["role"], created_at=t["created_at"], text=t["text"],
                 match=match, score=round(f.score, 6), rank=n, lists=f.ranks,
                 similarity=round(sim[f.key], 4) if f.key in sim else None,
+                on_active_path=t["on_active_path"], memories=t["memories"], memory=t["memory"],
             ))  # fmt: skip
         return out
 
@@ -292,6 +307,82 @@ class Recall(IndexUpkeep):
             {"start": start, "end": end},
         ).fetchone()
         return int(row[0]) if row else 0
+
+    @staticmethod
+    def _lexical_pool(
+        conn: Connection, params: dict[str, Any], *, whole_range: bool, range_first: bool
+    ) -> list[_Row]:
+        """The candidates by their terms, with the cheap features only (no text, no vectors):
+        every message of a small range; else the ``LEXICAL_POOL`` messages holding the most of
+        the query's idf mass, found by reading the range and testing each message (a range
+        smaller than the terms' matches) or through the terms' GIN index, ``TERM_CANDIDATES``
+        per term (no range, or a range wider than what the terms match)."""
+        if whole_range:
+            source, where = sql.SQL("message_search s"), _IN_RANGE
+            tail = sql.SQL("")
+        elif params["tsq_any"] is None:
+            return []
+        elif range_first:  # OFFSET 0 keeps the planner on the range (the time index)
+            source = sql.SQL(
+                """(SELECT s.message_key, s.conversation_key, s.role, s.created_at, s.tokens
+                    FROM message_search s WHERE {r} OFFSET 0) s"""
+            ).format(r=_IN_RANGE)
+            where = sql.SQL("s.tokens @@ %(tsq_any)s::tsquery")
+            tail = sql.SQL("ORDER BY m.score DESC, s.message_key LIMIT %(pool)s")
+        else:
+            source = sql.SQL("message_search s")
+            where = sql.SQL(
+                """s.message_key IN (
+                       SELECT c.message_key FROM unnest(%(tsqs)s::tsquery[]) q(t) CROSS JOIN LATERAL (
+                           SELECT s.message_key FROM message_search s
+                           WHERE s.tokens @@ q.t AND {r} LIMIT %(cap)s) c)"""
+            ).format(r=_IN_RANGE)
+            tail = sql.SQL("ORDER BY m.score DESC, s.message_key LIMIT %(pool)s")
+        if params["tsq_any"] is None:  # no terms: the range's messages, for their lengths
+            statement = sql.SQL(
+                """SELECT s.message_key, s.conversation_key, s.role, s.created_at, length(s.tokens),
+                          '{{}}'::int[], 0.0 FROM {source} WHERE {where}"""
+            ).format(source=source, where=where)
+        else:
+            statement = sql.SQL(
+                """WITH q AS (SELECT q.t AS t, q.w AS w, q.i::int AS i
+                              FROM unnest(%(tsqs)s::tsquery[], %(ws)s::float8[]) WITH ORDINALITY q(t, w, i))
+                   SELECT s.message_key, s.conversation_key, s.role, s.created_at, length(s.tokens),
+                          m.matched, m.score
+                   FROM {source}
+                   CROSS JOIN LATERAL (
+                       SELECT coalesce(array_agg(q.i - 1 ORDER BY q.i), '{{}}') AS matched,
+                              coalesce(sum(q.w), 0) AS score
+                       FROM q WHERE s.tokens @@ q.t) m
+                   WHERE {where}
+                   {tail}"""
+            ).format(source=source, where=where, tail=tail)
+        return [
+            _Row(k, c, role, at, int(n), list(m), None)
+            for k, c, role, at, n, m, _score in conn.execute(statement, params).fetchall()
+        ]
+
+    @staticmethod
+    def _nearest(conn: Connection, params: dict[str, Any], emb: QueryEmbedder, *, exact: bool) -> set[str]:
+        """The ``VECTOR_CANDIDATES`` messages nearest to the query (a message's best passage
+        counts): in a small range by an exact scan of its vectors, else through the model's HNSW
+        index (iterative scan under the range filter)."""
+        out: set[str] = set()
+        dist = _dist(emb)
+        order = sql.SQL("({}) + 0").format(dist) if exact else dist  # + 0: not the index's order
+        for table in ("message_embeddings", "message_passage_embeddings"):
+            rows = conn.execute(
+                sql.SQL(
+                    """SELECT e.message_key FROM {t} e
+                       JOIN message_search s ON s.message_key = e.message_key
+                       WHERE e.model = {m} AND e.dim = {d} AND {r}
+                       ORDER BY {order} LIMIT %(vk)s"""
+                ).format(t=sql.Identifier(table), m=sql.Literal(emb.model), d=sql.Literal(emb.dim),
+                         r=_IN_RANGE, order=order),  # fmt: skip
+                params,
+            ).fetchall()
+            out.update(r[0] for r in rows)
+        return out
 
     @staticmethod
     def _features(
@@ -334,27 +425,47 @@ class Recall(IndexUpkeep):
     def _texts(conn: Connection, keys: list[str]) -> dict[str, dict[str, Any]]:
         rows = conn.cursor(row_factory=dict_row).execute(
             """SELECT s.message_key, s.conversation_key, c.title AS conversation_title, s.role,
-                      s.created_at, s.text
+                      s.created_at, s.text, m.on_active_path
                FROM message_search s
+               JOIN source_messages m ON m.message_key = s.message_key
                LEFT JOIN source_conversations c ON c.conversation_key = s.conversation_key
                WHERE s.message_key = ANY(%s)""",
             (keys,),
         ).fetchall()
-        return {r["message_key"]: r for r in rows}
+        out = {r["message_key"]: r for r in rows}
+        went = memories_drafted(conn, list({r["conversation_key"] for r in rows}))
+        for r in rows:
+            r.update(where_it_went(went.get(r["conversation_key"], []), r["message_key"]))
+        return out
 
     @staticmethod
-    def _list_range(conn: Connection, start: datetime | None, end: datetime | None, limit: int) -> list[RecallHit]:
-        rows = conn.cursor(row_factory=dict_row).execute(
-            sql.SQL(
-                """SELECT s.message_key, s.conversation_key, c.title AS conversation_title, s.role,
-                          s.created_at, s.text
-                   FROM message_search s
-                   LEFT JOIN source_conversations c ON c.conversation_key = s.conversation_key
-                   WHERE {r} ORDER BY s.created_at, s.message_key LIMIT %(limit)s"""
-            ).format(r=_IN_RANGE),
-            {"start": start, "end": end, "limit": limit},
+    def _off_path(conn: Connection, keys: list[str]) -> set[str]:
+        """Those of ``keys`` that lie on a branch that was not taken (an edited or regenerated
+        ChatGPT turn)."""
+        if not keys:
+            return set()
+        rows = conn.execute(
+            "SELECT message_key FROM source_messages WHERE message_key = ANY(%s) AND NOT on_active_path",
+            (keys,),
         ).fetchall()
-        return [RecallHit(**r, match="range", rank=n) for n, r in enumerate(rows, start=1)]
+        return {r[0] for r in rows}
+
+    @classmethod
+    def _list_range(
+        cls, conn: Connection, start: datetime | None, end: datetime | None, limit: int,
+        include_branches: bool = False,
+    ) -> list[RecallHit]:  # fmt: skip
+        keys = [r[0] for r in conn.execute(
+            sql.SQL(
+                """SELECT s.message_key FROM message_search s
+                   JOIN source_messages m ON m.message_key = s.message_key
+                   WHERE {r} AND (%(branches)s OR m.on_active_path)
+                   ORDER BY s.created_at, s.message_key LIMIT %(limit)s"""
+            ).format(r=_IN_RANGE),
+            {"start": start, "end": end, "limit": limit, "branches": include_branches},
+        ).fetchall()]  # fmt: skip
+        texts = cls._texts(conn, keys)
+        return [RecallHit(**texts[k], match="range", rank=n) for n, k in enumerate(keys, start=1)]
 
     @staticmethod
     def _without_vectors(
@@ -363,6 +474,14 @@ class Recall(IndexUpkeep):
         """Messages (in the range, if any) that have no vector for the embedder."""
         if emb is None:
             return 0
+        if start is None and end is None:  # the whole index: two index-only counts (a vector
+            # row always belongs to an indexed message: its foreign key cascades)
+            row = conn.execute(
+                """SELECT (SELECT count(*) FROM message_search)
+                          - (SELECT count(*) FROM message_embeddings WHERE model = %(model)s AND dim = %(dim)s)""",
+                {"model": emb.model, "dim": emb.dim},
+            ).fetchone()
+            return max(0, int(row[0])) if row else 0
         row = conn.execute(
             sql.SQL(
                 """SELECT count(*) FROM message_search s WHERE {r} AND NOT EXISTS (
