@@ -44,35 +44,45 @@ import binascii
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
 
-from detect_secrets.plugins.artifactory import ArtifactoryDetector
-from detect_secrets.plugins.aws import AWSKeyDetector
-from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
-from detect_secrets.plugins.base import BasePlugin, RegexBasedDetector
-from detect_secrets.plugins.basic_auth import BasicAuthDetector
-from detect_secrets.plugins.cloudant import CloudantDetector
-from detect_secrets.plugins.discord import DiscordBotTokenDetector
-from detect_secrets.plugins.github_token import GitHubTokenDetector
-from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
-from detect_secrets.plugins.ibm_cloud_iam import IbmCloudIamDetector
-from detect_secrets.plugins.ibm_cos_hmac import IbmCosHmacDetector
-from detect_secrets.plugins.jwt import JwtTokenDetector
-from detect_secrets.plugins.keyword import KeywordDetector
-from detect_secrets.plugins.mailchimp import MailchimpDetector
-from detect_secrets.plugins.npm import NpmDetector
-from detect_secrets.plugins.openai import OpenAIDetector
-from detect_secrets.plugins.private_key import PrivateKeyDetector
-from detect_secrets.plugins.pypi_token import PypiTokenDetector
-from detect_secrets.plugins.sendgrid import SendGridDetector
-from detect_secrets.plugins.slack import SlackDetector
-from detect_secrets.plugins.softlayer import SoftlayerDetector
-from detect_secrets.plugins.square_oauth import SquareOAuthDetector
-from detect_secrets.plugins.stripe import StripeDetector
-from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
-from detect_secrets.plugins.twilio import TwilioKeyDetector
 from pydantic import BaseModel, ConfigDict
 
 from core.models import Conversation, DraftRecord
+
+if TYPE_CHECKING:
+    from detect_secrets.plugins.base import BasePlugin
+
+
+class _Lazy:
+    """A regular expression compiled on its first use, not on import: most of the guard's
+    patterns run only on a text holding one of their anchors, and a command that scans nothing
+    compiles nothing (``re.compile`` of them all costs a few hundred ms at start-up)."""
+
+    __slots__ = ("_args", "_compiled")
+
+    def __init__(self, pattern: str, flags: int = 0) -> None:
+        self._args = (pattern, flags)
+        self._compiled: re.Pattern[str] | None = None
+
+    def compiled(self) -> re.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = re.compile(*self._args)
+        return self._compiled
+
+    def finditer(self, text: str) -> Iterator[re.Match[str]]:
+        return self.compiled().finditer(text)
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return self.compiled().search(text)
+
+    def match(self, text: str) -> re.Match[str] | None:
+        return self.compiled().match(text)
+
+    def sub(self, repl: Any, text: str) -> str:
+        return self.compiled().sub(repl, text)
+
 
 __all__ = [
     "Finding",
@@ -91,7 +101,7 @@ __all__ = [
 GLOBAL_MIN_CHARS = 8  # a value at least this long is redacted wherever it occurs
 MIN_VALUE_CHARS = 4  # shorter "secrets" are noise (password = "" / "x")
 _MARKER_PREFIX = "[REDACTED:"
-_MARKER_RE = re.compile(r"\[REDACTED:[a-z0-9\-]+\]")
+_MARKER_RE = _Lazy(r"\[REDACTED:[a-z0-9\-]+\]")
 _MESSAGE_SEPARATOR = "\n"  # messages of a conversation are scanned as lines of one text
 
 
@@ -111,36 +121,79 @@ def redaction_marker(kind: str) -> str:
 
 # ---------------------------------------------------------------- detect-secrets plugins
 
-# Plugins whose regexes are run over the whole text (see ``_library_spans``).
-_LIBRARY_PLUGINS: tuple[tuple[str, BasePlugin], ...] = (
-    ("artifactory-token", ArtifactoryDetector()),
-    ("aws-access-key", AWSKeyDetector()),
-    ("azure-storage-key", AzureStorageKeyDetector()),
-    ("url-credentials", BasicAuthDetector()),
-    ("cloudant-credentials", CloudantDetector()),
-    ("discord-token", DiscordBotTokenDetector()),
-    ("github-token", GitHubTokenDetector()),
-    ("gitlab-token", GitLabTokenDetector()),
-    ("ibm-cloud-iam-key", IbmCloudIamDetector()),
-    ("ibm-cos-hmac", IbmCosHmacDetector()),
-    ("jwt", JwtTokenDetector()),
-    ("mailchimp-key", MailchimpDetector()),
-    ("npm-token", NpmDetector()),
-    ("openai-api-key", OpenAIDetector()),
-    ("private-key", PrivateKeyDetector()),
-    ("pypi-token", PypiTokenDetector()),
-    ("sendgrid-key", SendGridDetector()),
-    ("slack-token", SlackDetector()),
-    ("softlayer-credentials", SoftlayerDetector()),
-    ("square-oauth-secret", SquareOAuthDetector()),
-    ("stripe-key", StripeDetector()),
-    ("telegram-token", TelegramBotTokenDetector()),
-    ("twilio-key", TwilioKeyDetector()),
-)
+# Plugins whose regexes are run over the whole text (see ``_library_spans``). detect-secrets
+# (and the HTTP client its verifiers import) is loaded on the first scan, not on import: a
+# command that never scans a text does not pay for it.
+@lru_cache(maxsize=1)
+def _library_plugins() -> tuple[tuple[str, BasePlugin], ...]:
+    from detect_secrets.plugins.artifactory import ArtifactoryDetector
+    from detect_secrets.plugins.aws import AWSKeyDetector
+    from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+    from detect_secrets.plugins.basic_auth import BasicAuthDetector
+    from detect_secrets.plugins.cloudant import CloudantDetector
+    from detect_secrets.plugins.discord import DiscordBotTokenDetector
+    from detect_secrets.plugins.github_token import GitHubTokenDetector
+    from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+    from detect_secrets.plugins.ibm_cloud_iam import IbmCloudIamDetector
+    from detect_secrets.plugins.ibm_cos_hmac import IbmCosHmacDetector
+    from detect_secrets.plugins.jwt import JwtTokenDetector
+    from detect_secrets.plugins.mailchimp import MailchimpDetector
+    from detect_secrets.plugins.npm import NpmDetector
+    from detect_secrets.plugins.openai import OpenAIDetector
+    from detect_secrets.plugins.private_key import PrivateKeyDetector
+    from detect_secrets.plugins.pypi_token import PypiTokenDetector
+    from detect_secrets.plugins.sendgrid import SendGridDetector
+    from detect_secrets.plugins.slack import SlackDetector
+    from detect_secrets.plugins.softlayer import SoftlayerDetector
+    from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+    from detect_secrets.plugins.stripe import StripeDetector
+    from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
+    from detect_secrets.plugins.twilio import TwilioKeyDetector
+
+    return (
+        ("artifactory-token", ArtifactoryDetector()),
+        ("aws-access-key", AWSKeyDetector()),
+        ("azure-storage-key", AzureStorageKeyDetector()),
+        ("url-credentials", BasicAuthDetector()),
+        ("cloudant-credentials", CloudantDetector()),
+        ("discord-token", DiscordBotTokenDetector()),
+        ("github-token", GitHubTokenDetector()),
+        ("gitlab-token", GitLabTokenDetector()),
+        ("ibm-cloud-iam-key", IbmCloudIamDetector()),
+        ("ibm-cos-hmac", IbmCosHmacDetector()),
+        ("jwt", JwtTokenDetector()),
+        ("mailchimp-key", MailchimpDetector()),
+        ("npm-token", NpmDetector()),
+        ("openai-api-key", OpenAIDetector()),
+        ("private-key", PrivateKeyDetector()),
+        ("pypi-token", PypiTokenDetector()),
+        ("sendgrid-key", SendGridDetector()),
+        ("slack-token", SlackDetector()),
+        ("softlayer-credentials", SoftlayerDetector()),
+        ("square-oauth-secret", SquareOAuthDetector()),
+        ("stripe-key", StripeDetector()),
+        ("telegram-token", TelegramBotTokenDetector()),
+        ("twilio-key", TwilioKeyDetector()),
+    )
+
+
 # The keyword plugin reports the first hit per pattern, so it runs line by line, and only on
 # lines that mention a keyword at all.
-_KEYWORD_PLUGIN = KeywordDetector()
-_KEYWORD_HINT_RE = re.compile(r"key|pass|pwd|secret|contrase", re.IGNORECASE)
+@lru_cache(maxsize=1)
+def _keyword_plugin() -> BasePlugin:
+    from detect_secrets.plugins.keyword import KeywordDetector
+
+    return KeywordDetector()
+
+
+@lru_cache(maxsize=1)
+def _regex_detector() -> type:
+    from detect_secrets.plugins.base import RegexBasedDetector
+
+    return RegexBasedDetector
+
+
+_KEYWORD_HINT_RE = _Lazy(r"key|pass|pwd|secret|contrase", re.IGNORECASE)
 
 # ---------------------------------------------------------------- key formats
 
@@ -149,12 +202,12 @@ _E = r"(?![A-Za-z0-9_\-])"
 _T = r"[A-Za-z0-9_\-]"  # a token character
 
 
-_Rule = tuple[str, re.Pattern[str], int, tuple[str, ...] | None]
+_Rule = tuple[str, _Lazy, int, tuple[str, ...] | None]
 
 
 def _fmt(kind: str, body: str, anchors: tuple[str, ...] | None) -> _Rule:
     """A format rule; the regex runs only on a text holding one of its ``anchors``."""
-    return kind, re.compile(_B + body + _E), 0, anchors
+    return kind, _Lazy(_B + body + _E), 0, anchors
 
 
 # Formats recognised by their prefix and shape alone (after gitleaks' rule list, written here;
@@ -174,7 +227,7 @@ _FORMATS: tuple[_Rule, ...] = (
     _fmt("huggingface-token", r"(?:hf_|api_org_)[A-Za-z0-9]{30,}", ('hf_', 'api_org_')),
     (
         "aws-access-key",
-        re.compile(r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
+        _Lazy(r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
         0,
         ("A3T", "AKIA", "ASIA", "ABIA", "ACCA"),
     ),
@@ -184,13 +237,13 @@ _FORMATS: tuple[_Rule, ...] = (
     _fmt("slack-token", r"xapp-\d-[A-Za-z0-9\-]{10,}", ('xapp-',)),
     (
         "slack-webhook",
-        re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]+"),
+        _Lazy(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]+"),
         0,
         ("hooks.slack.com",),
     ),
     (
         "webhook-url",
-        re.compile(
+        _Lazy(
             r"https://(?:discord(?:app)?\.com/api/webhooks|[a-z0-9]+\.webhook\.office\.com"
             r"/webhookb2)/[A-Za-z0-9/_\-@.]{20,}"
         ),
@@ -203,7 +256,7 @@ _FORMATS: tuple[_Rule, ...] = (
     _fmt("pypi-token", r"pypi-[A-Za-z0-9_\-]{50,}", ('pypi-',)),
     _fmt("sendgrid-key", r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}", ('SG.',)),
     _fmt("sendinblue-key", r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}", ('xkeysib-',)),
-    ("twilio-key", re.compile(r"\b(?:SK|AC)[0-9a-fA-F]{32}\b"), 0, ("SK", "AC")),
+    ("twilio-key", _Lazy(r"\b(?:SK|AC)[0-9a-fA-F]{32}\b"), 0, ("SK", "AC")),
     _fmt("jwt", r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", ('eyJ',)),
     _fmt("digitalocean-token", r"do[opr]_v1_[a-f0-9]{64}", ('_v1_',)),
     _fmt("grafana-token", r"(?:glc_[A-Za-z0-9+/]{32,}={0,3}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})", ('glc_', 'glsa_')),
@@ -264,7 +317,7 @@ _FORMATS: tuple[_Rule, ...] = (
 _PATTERNS: tuple[_Rule, ...] = (
     (
         "private-key",
-        re.compile(
+        _Lazy(
             r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
             # with its END line, or (pasted cut short) its header and base64 lines only
             r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
@@ -276,52 +329,52 @@ _PATTERNS: tuple[_Rule, ...] = (
     ),
     (
         "aws-secret-key",
-        re.compile(
+        _Lazy(
             r"(?i)aws_?secret_?(?:access_?)?key[\"']?\s*(?:[:=]|=>)\s*[\"']?"
             r"([A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
         ),
         1,
         ("secret",),
     ),
-    ("bearer-token", re.compile(r"(?i)\bbearer\s+([A-Za-z0-9._~+/\-]{16,}=*)"), 1, ("bearer",)),
+    ("bearer-token", _Lazy(r"(?i)\bbearer\s+([A-Za-z0-9._~+/\-]{16,}=*)"), 1, ("bearer",)),
     (
         "basic-auth",
-        re.compile(r"(?i)\bauthorization\s*[:=]\s*[\"']?basic\s+([A-Za-z0-9+/]{8,}=*)"),
+        _Lazy(r"(?i)\bauthorization\s*[:=]\s*[\"']?basic\s+([A-Za-z0-9+/]{8,}=*)"),
         1,
         ("basic",),
     ),
     # scheme://user:password@host, the user may be empty (redis://:pw@host)
     (
         "url-credentials",
-        re.compile(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@]*:([^\s/@]{3,})@(?=[A-Za-z0-9\[])"),
+        _Lazy(r"\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@]*:([^\s/@]{3,})@(?=[A-Za-z0-9\[])"),
         1,
         ("://",),
     ),
     # command lines: curl -u user:pw, --user user:pw
     (
         "cli-password",
-        re.compile(r"(?:^|\s)(?:-u|--user)[ =]?[\"']?[^\s:\"']{1,64}:([^\s\"']{3,})"),
+        _Lazy(r"(?:^|\s)(?:-u|--user)[ =]?[\"']?[^\s:\"']{1,64}:([^\s\"']{3,})"),
         1,
         ("-u", "--user"),
     ),
     # mysql -pS3cret / mysqldump -p'S3cret' (the value is glued to -p)
     (
         "cli-password",
-        re.compile(r"\b(?:mysql\w*|mariadb\w*)\b[^\n]{0,200}?\s-p[\"']?([^\s\"']{3,})"),
+        _Lazy(r"\b(?:mysql\w*|mariadb\w*)\b[^\n]{0,200}?\s-p[\"']?([^\s\"']{3,})"),
         1,
         ("mysql", "mariadb"),
     ),
     # sshpass -p pw, redis-cli -a pw, --password pw / --password=pw, docker login -p pw
-    ("cli-password", re.compile(r"\bsshpass\s+-p\s*[\"']?([^\s\"']{3,})"), 1, ("sshpass",)),
+    ("cli-password", _Lazy(r"\bsshpass\s+-p\s*[\"']?([^\s\"']{3,})"), 1, ("sshpass",)),
     (
         "cli-password",
-        re.compile(r"\bredis-cli\b[^\n]{0,200}?\s(?:-a|--pass)\s+[\"']?([^\s\"']{3,})"),
+        _Lazy(r"\bredis-cli\b[^\n]{0,200}?\s(?:-a|--pass)\s+[\"']?([^\s\"']{3,})"),
         1,
         ("redis-cli",),
     ),
     (
         "cli-password",
-        re.compile(
+        _Lazy(
             r"(?i)(?:^|\s)--(?:password|passwd|pass|db-password|api[_\-]?key|token|"
             r"auth[_\-]?token|secret|client[_\-]secret)[ =][\"']?([^\s\"'-][^\s\"']{3,})"
         ),
@@ -330,7 +383,7 @@ _PATTERNS: tuple[_Rule, ...] = (
     ),
     (
         "cli-password",
-        re.compile(
+        _Lazy(
             r"\b(?:docker|podman|helm|oras)\s+(?:registry\s+)?login\b[^\n]{0,200}?"
             r"\s-p\s+[\"']?([^\s\"']{3,})"
         ),
@@ -342,7 +395,7 @@ _PATTERNS: tuple[_Rule, ...] = (
 _PASSWORD_KINDS = frozenset({"url-credentials", "cli-password"})
 
 # .env / shell lines: NAME=value where the name speaks of a credential (value checked below)
-_ENV_LINE_RE = re.compile(
+_ENV_LINE_RE = _Lazy(
     r"(?im)^[ \t]*(?:export[ \t]+)?(?P<name>[A-Za-z0-9_]*"
     r"(?:PASSWORD|PASSWD|PASS|PWD|SECRET|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?|AUTH)"
     r"[A-Za-z0-9_]*)[ \t]*=[ \t]*[\"']?(?P<value>[^\s\"'#]{4,})"
@@ -363,56 +416,56 @@ _KEY_WORDS = (
 )
 _ASSIGN = r"(?P<assign>:=|=>|==?|->|→|⇒|[:：]|は|を|が|って|=)"
 _OPEN_QUOTE = r"[\"'`「『【\[]?"
-_ASSIGNMENT_RE = re.compile(
+_ASSIGNMENT_RE = _Lazy(
     rf"(?i)(?<![A-Za-z])(?:(?P<pw>{_PASSWORD_WORDS})|(?:{_KEY_WORDS}))"
     rf"(?:\s*[(（][^)）\n]{{0,20}}[)）])?[\"'`\]」』]*\s*"
     rf"(?:{_ASSIGN}|\s(?P<prose>is|was|are)\s)[、,]?\s*(?:(?:今は|いまは|now)\s*)?{_OPEN_QUOTE}"
     rf"(?P<value>[\x21\x23-\x26\x28-\x5f\x61-\x7e]{{{MIN_VALUE_CHARS},}})"
 )
 # "passphrase for key '/home/me/.ssh/id_ed25519': correct horse battery staple"
-_PASSPHRASE_LINE_RE = re.compile(
+_PASSPHRASE_LINE_RE = _Lazy(
     r"(?im)(?:passphrase|pass phrase|パスフレーズ|seed phrase|recovery phrase|mnemonic"
     r"|リカバリーフレーズ|シードフレーズ)[^:：\n]{0,80}[:：][ \t]*(?P<value>[^\n]{6,120})"
 )
 # a word that announces a secret, then within a few characters (no `:`/`=` needed) a value
 # that only a machine would write: hex of 32+, or mixed-case letters and digits of 20+
-_PROXIMITY_RE = re.compile(
+_PROXIMITY_RE = _Lazy(
     r"(?i)(?:secret|signing|署名|シークレット|hmac|webhook|password|パスワード|passphrase"
     r"|api[ _\-]?key|apikey|token|トークン|秘密鍵|credential|鍵|キー|\bkey\b)"
     r"[^\n\",{}]{0,40}?(?<![A-Za-z0-9_\-/+.=~#:@])"
     r"(?P<value>[A-Fa-f0-9]{32,}|[A-Za-z0-9+/_\-]{20,}={0,2})(?![A-Za-z0-9_\-/+=])"
 )
 # a key grouped in blocks: 4+ groups of the same length (4-8), most with letters and digits
-_GROUPED_RE = re.compile(
+_GROUPED_RE = _Lazy(
     r"(?<![A-Za-z0-9\-])(?P<value>(?P<g>[A-Za-z0-9]{4,8})(?:[ \-](?:[A-Za-z0-9]{4,8})){3,})"
     r"(?![A-Za-z0-9])"
 )
 # base64 runs that may hide an encoded secret
-_BASE64_RE = re.compile(r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{16,4096}={0,2}(?![A-Za-z0-9+/=])")
+_BASE64_RE = _Lazy(r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{16,4096}={0,2}(?![A-Za-z0-9+/=])")
 
 _TRAILING_PUNCT = ".,;:!?)]}>」』】）。、([{"
 _SYMBOLS = set("!@#$%^&*_+-=/~|\\")
 _RARE_SYMBOLS = set("!@#$%^&*+=~|\\?")
-_PLACEHOLDER_RE = re.compile(
+_PLACEHOLDER_RE = _Lazy(
     r"^(?:x+|\*+|\.+|-+|_+|<.*|\{[^}]*\}|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|%[A-Za-z_]+%"
     r"|your[_\-]?\w*|changeme|placeholder|example|redacted\w*|none|null|nil|true|false"
     r"|undefined|required|optional|string|str|int|number|secret|password|\*\*.*\*\*"
     r"|.*(?:\.\.\.|…).*)$",
     re.IGNORECASE,
 )
-_PLACEHOLDER_WORDS_RE = re.compile(
+_PLACEHOLDER_WORDS_RE = _Lazy(
     r"password|passwd|secret|changeme|example|dummy|sample|placeholder|redacted|your|xxxx"
     r"|fake|test|demo",
     re.IGNORECASE,
 )
-_CODE_REF_RE = re.compile(
+_CODE_REF_RE = _Lazy(
     r"[(\[{]|^(?:os\.|process\.env|env\.|self\.|this\.|config\.|settings\.|getenv|\$|params\.)"
     r"|^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z_]*)+$",
     re.IGNORECASE,
 )
-_PATH_RE = re.compile(r"^(?:~?/|\.\.?/|[A-Za-z]:\\|https?://)|^[A-Za-z0-9_.\-]+(?:/[A-Za-z_.\-]+)+/?$")
-_WORDISH_RE = re.compile(r"^[A-Za-z]+(?:[\-_.][A-Za-z]+)*$")
-_HEX_RE = re.compile(r"^[A-Fa-f0-9]+$")
+_PATH_RE = _Lazy(r"^(?:~?/|\.\.?/|[A-Za-z]:\\|https?://)|^[A-Za-z0-9_.\-]+(?:/[A-Za-z_.\-]+)+/?$")
+_WORDISH_RE = _Lazy(r"^[A-Za-z]+(?:[\-_.][A-Za-z]+)*$")
+_HEX_RE = _Lazy(r"^[A-Fa-f0-9]+$")
 
 
 def _plausible(value: str) -> bool:
@@ -518,7 +571,7 @@ def _nfkc_view(text: str) -> _View:
 
 # a line break (with the spaces around it) between a token run of 8+ characters at the end of
 # one line and a line that is one token run of 6+ characters, not a word: a wrapped key
-_SOFT_BREAK_RE = re.compile(
+_SOFT_BREAK_RE = _Lazy(
     r"(?<=[A-Za-z0-9_\-+/=]{8})[ \t]*\r?\n[ \t]*"
     r"(?=(?P<next>[A-Za-z0-9_\-+/]{6,}={0,2})[ \t]*(?:\r?\n|$))"
 )
@@ -635,7 +688,7 @@ def _scan_view(view: _View, add, *, depth: int, formats_only: bool = False) -> N
 
 def _scan_context(view: _View, add) -> None:  # noqa: ANN001
     text = view.text
-    for kind, plugin in _LIBRARY_PLUGINS:
+    for kind, plugin in _library_plugins():
         for start, end in _library_spans(plugin, text):
             if kind in _PASSWORD_KINDS and not _credential_like(
                 text[start:end], password=True, prose=False
@@ -647,7 +700,7 @@ def _scan_context(view: _View, add) -> None:  # noqa: ANN001
     for line in text.splitlines(keepends=True):
         if _KEYWORD_HINT_RE.search(line):
             password = bool(re.search(r"(?i)pass|pwd", line))
-            for value in _plugin_values(_KEYWORD_PLUGIN, line):
+            for value in _plugin_values(_keyword_plugin(), line):
                 if re.search(r"\s", value):
                     continue
                 if _credential_like(value, password=password, prose=False):
@@ -715,7 +768,7 @@ def _library_spans(plugin: BasePlugin, text: str) -> Iterator[tuple[int, int]]:
     its matches in its own ``analyze_string`` (JWT checks the token's form) is asked for
     values and each value is located.
     """
-    if type(plugin).analyze_string is not RegexBasedDetector.analyze_string:
+    if type(plugin).analyze_string is not _regex_detector().analyze_string:
         for value in _plugin_values(plugin, text):
             for start in _occurrences(text, value):
                 yield start, start + len(value)

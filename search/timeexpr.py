@@ -480,8 +480,17 @@ _SPELLED_MONTH = re.compile(_B + "(?:" + "|".join(n for n in _MONTHS if len(n) >
                             + "|(?-i:May))" + _E, re.I)  # fmt: skip
 
 
+def could_fall_back(text: str) -> bool:
+    """Whether dateparser could give a hit ``_fallback`` keeps: a kept hit lies on word edges
+    and holds a past marker or a spelled month with a digit, so the whole text holds them too
+    (a necessary condition, checked without dateparser)."""
+    return bool(_PAST_MARKER.search(text) or (_SPELLED_MONTH.search(text) and _DIGIT.search(text)))
+
+
 def _fallback(text: str, ctx: _Ctx, zone: tzinfo) -> _Found | None:
     """dateparser's first plausible point in the past, as the day holding it."""
+    if not could_fall_back(text):
+        return None  # no hit could count: dateparser is not even imported (~0.4 s at start-up)
     try:
         with warnings.catch_warnings():  # keep its deprecation noise out of filterwarnings=error
             warnings.simplefilter("ignore")
