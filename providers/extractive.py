@@ -677,9 +677,11 @@ def _index_summary(parts: _Parts, title: str) -> str:
     """One line to recognise the case by: the current decision, else the result, else the first
     thing said that is not the title again."""
     last = [s for s in parts.decisions if s.message.key == parts.decisions[-1].message.key][:1]
-    for s in [*last, *parts.results[-1:], *parts.background, *parts.topics]:
+    gist = _comparable(title.split(": ", 1)[-1])
+    for s in [*last, *parts.results[-1:], *parts.background, *parts.topics, *parts.reasons, *parts.open_points]:
         line = _one_line(s.text)
-        same = _comparable(line).startswith(_comparable(title)) or _comparable(title).startswith(_comparable(line))
+        said = _comparable(_LEAD_FILLER_RE.sub("", line))
+        same = said.startswith(gist) or gist.startswith(said)
         if not same and not _is_marker(line):
             return _cap(line, _INDEX_MAX)
     people = {s.message.key for s in [*parts.background, *parts.topics]}
@@ -693,13 +695,15 @@ def _title(conv: Conversation, messages: list[Message], parts: _Parts, terms: li
     if conv.title and conv.title.strip() and not _is_marker(conv.title.strip()):
         return _cap(_one_line(conv.title), _TITLE_MAX)
     first_person = [s for s in person_sentences(messages) if s.message.key == _first_person_key(messages)]
-    candidates = [*parts.decisions[:1], *parts.results[:1], *first_person]
+    session = conv.source in _SESSION_SOURCES
+    # a coding session is named by what it did; a chat by what it asked
+    candidates = [*parts.decisions[:1], *parts.results[:1], *first_person] if session else first_person
     gist = next((g for s in candidates if (g := _gist(s.text))), "")
     subject = " / ".join(t for t in terms[:2] if t.casefold() not in gist.casefold())
     if not gist:
         first = next((m for m in messages if m.channel == Channel.PERSON), messages[0])
         gist = _gist(next((ln.strip() for ln in first.text.splitlines() if ln.strip()), ""))
-    if subject and (conv.source in ("codex", "claude-code") or not gist):
+    if subject and (session or not gist):
         gist = _gist(gist, _TITLE_MAX - len(subject) - 2) if gist else ""
         title = f"{subject}: {gist}" if gist else subject
     else:
@@ -713,12 +717,18 @@ def _title(conv: Conversation, messages: list[Message], parts: _Parts, terms: li
 _CLAUSE_END_RE = re.compile(r"[、,;:：；]|\s[-–—]\s|(?<=[a-z]) (?:and|but|so|then) ")
 _MARKER_RE = re.compile(r"^\W*\[[A-Z_:\-]+\]\W*$|^\W*[A-Z]+(?:_[A-Z]+)+\W*$|^\W*$")
 _GIST_MAX = 60
+_SESSION_SOURCES = ("codex", "claude-code")
+_LEAD_FILLER_RE = re.compile(
+    r"^(?:(?:ok(?:ay)?|so|well|alright|yes|yeah|thanks|じゃあ|うん|よし|なるほど|ありがとう)[,、!！.。\s]+)+",
+    re.IGNORECASE,
+)
 
 
 def _gist(sentence: str, limit: int = _GIST_MAX) -> str:
     """A sentence as a title: without its end mark, cut at the first clause end past a dozen
     characters when it is long."""
     text = _one_line(_REDACTED_RE.sub("", sentence)).strip().rstrip("。．.！!？?")
+    text = _LEAD_FILLER_RE.sub("", text)  # "ok, I'll …" → "I'll …"
     if _is_marker(text) or _is_filler(text):
         return ""
     limit = max(limit, 16)

@@ -487,3 +487,32 @@ def test_result_section_holds_the_persons_result() -> None:
     assert record.memory_kind == "lesson"
     result = record.canonical_summary.split("## Result\n")[1].split("\n\n")[0]
     assert result == "- It turned out the IAM role had expired.\n- That fixed it."
+
+
+def test_aliases_are_names_a_person_would_search_for() -> None:
+    conv = make_conv(
+        [
+            ("user", "社内ツールのDBをCloud SQLに移すか迷ってる。クエリは SELECT * FROM runs WHERE NOT done みたいなの。"
+                     "夜の作業用にヘッドライトのライトも買いたい。"),
+            ("assistant", "Cloud SQL なら運用が楽です。"),
+            ("user", "Cloud SQLに移すことにする。理由はバックアップを任せられるから。"),
+        ],
+        title="社内ツールのDB移行",
+    )  # fmt: skip
+    [record] = ExtractiveDrafter().draft([conv], []).records
+    assert "Cloud SQL" in record.aliases
+    assert not {"Cloud", "SQL", "NOT", "SELECT", "ライト", "社内ツールのDB移行"} & set(record.aliases)
+
+
+def test_a_coding_session_without_a_title_is_named_by_what_it_was_about() -> None:
+    first = ("Refactor the importer so that large Codex rollouts stream through RolloutReader instead of "
+             "being loaded whole, keep the public API, and add a test for a 2 GB file")  # fmt: skip
+    conv = make_conv(
+        [("user", "[REDACTED_PROMPT]"), ("assistant", "Done."), ("user", first), ("assistant", "Patched."),
+         ("user", "ok, I'll keep the streaming RolloutReader and drop the old loader.")],
+        key="codex:s1",
+    ).model_copy(update={"source": "codex"})  # fmt: skip
+    [record] = ExtractiveDrafter().draft([conv], []).records
+    assert "REDACTED" not in record.title and not record.title.endswith("…") and len(record.title) <= 80
+    assert record.title != first and "RolloutReader" in record.title
+    assert record.index_summary and record.index_summary != record.title
