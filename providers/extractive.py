@@ -318,6 +318,7 @@ _STRONG_OPEN_RE = re.compile(
     r"|次第|かどうか|決めたい|決めてない|決まってない|わからない|わかってない|分からない|分かってない"
     r"|未定|未解決|検討中|(?:ない|なきゃ)といけない|なきゃ(?:いけない|な)?(?=[。、]|$)"
     r"|か(?:は|も|を)[、,]?[^。]{0,20}?(?:考え|迷|決め|悩|検討|相談|聞い|試し)"
+    r"|か(?:は|も|を|どうか)[、,]?[^。]{0,20}?(?:確認|調べ|問い合わせ|聞く|見て)"
     r"|見直すかも|かもしれない|試してみたい|聞いてみる|TODO"
     r"|\bnot sure\b|\bunsure\b|\bundecided\b|\bwhether\b|\bhaven't decided\b|\bwondering\b"
     r"|\bstill (?:need|have to|open|unclear|deciding|thinking)\b|\bopen question\b|\bworried\b",
@@ -346,6 +347,7 @@ _OPENER_RE = re.compile(
     r"|^\W*(?:結論|じゃあ|うん|よし|いろいろ考えて|考えたけど|悩んだけど)",
     re.IGNORECASE,
 )
+_VERDICT_RE = re.compile(r"^\W*(?:ok(?:ay)?|alright|じゃあ|よし|うん|結論)\W", re.IGNORECASE)
 _FILLER_RE = re.compile(
     r"^\W*(?:ありがとう|ありがと|thanks?|thank you|なるほど|了解|うん|ok|okay|はい)\W*(?:ございます)?\W*$",
     re.IGNORECASE,
@@ -419,6 +421,10 @@ def _roles(person: list[Sentence]) -> dict[int, str]:
                     role = "reason"
                 elif _RESULT_RE.search(s.text):
                     role = "result"
+                elif prev == "decision" and not _is_filler(s.text) and not any(
+                    _reasons(o.text) for o in msg_sentences if roles.get(o.index) != "decision"
+                ):  # a decision its message gives no marked reason for: what follows it says why
+                    role = "reason"
                 if role is not None:
                     roles[s.index] = role
             prev = role
@@ -467,6 +473,10 @@ def _decision_score(s: Sentence, message: list[Sentence]) -> float:
         score += 2
     if _OPENER_RE.search(text):
         score += 1
+        rest = _LEAD_FILLER_RE.sub("", text).strip()
+        verdict = _VERDICT_RE.match(text) and rest and not _is_filler(rest) and len(rest) <= 30
+        if message[0].index != 0 and verdict and not intent:
+            score += 2  # "Ok, Go first." / 「じゃあ、Aで。」: a short verdict after the answer
     if _reasons(text) and score < 3:
         score -= 1  # "…ので…する": a reason that ends in a verb, not a decision of its own
     return score

@@ -516,3 +516,21 @@ def test_a_coding_session_without_a_title_is_named_by_what_it_was_about() -> Non
     assert "REDACTED" not in record.title and not record.title.endswith("…") and len(record.title) <= 80
     assert record.title != first and "RolloutReader" in record.title
     assert record.index_summary and record.index_summary != record.title
+
+
+def test_a_short_verdict_and_the_unmarked_reason_after_it() -> None:
+    conv = make_conv(
+        [("user", "Should I learn Rust or Go first for backend work?"), ("assistant", "Go is quicker to productivity."),
+         ("user", "Ok, Go first. The job listings near me mostly ask for Go. Is it worth doing a course or just the tour?")],
+        key="chatgpt:lang",
+    )  # fmt: skip
+    [record] = ExtractiveDrafter().draft([conv], []).records
+    sections = _sections(record.canonical_summary)
+    assert "Ok, Go first." in sections["Decision"]
+    assert "The job listings near me mostly ask for Go." in sections["Reasons"]
+    assert "Is it worth doing a course or just the tour?" in sections["Open points"]
+    # 「…かは電話で確認する」: a point to check later is open
+    ja = make_conv([("user", "車検の見積もりを比べた。"), ("assistant", "内容も比べましょう。"),
+                    ("user", "スタンドの方が安いし、近所で預けやすい。スタンドで車検を受ける。代車が出るかは電話で確認する。")])  # fmt: skip
+    [rec] = ExtractiveDrafter().draft([ja], []).records
+    assert "代車が出るかは電話で確認する" in _sections(rec.canonical_summary)["未解決"]
