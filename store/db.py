@@ -176,9 +176,8 @@ def dump_database(url: str, target: Path) -> Path:
 def restore_database(settings: Settings, dump: Path) -> str:
     """Replace the application database with a ``dump_database`` file (the rollback of an
     upgrade): dropped, created empty, ``pg_restore``d; not migrated. Returns its name."""
-
     if settings.database_url:
-        name = conninfo_to_dict(settings.database_url).get("dbname") or settings.db_name
+        name = str(conninfo_to_dict(settings.database_url).get("dbname") or settings.db_name)
         admin = with_database(settings.database_url, "postgres")
     else:
         name, admin = settings.db_name, server_url(settings)
@@ -186,7 +185,7 @@ def restore_database(settings: Settings, dump: Path) -> str:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
         conn.execute(create_database_sql(name, conn.info.server_version))
     _pg_restore(with_database(admin, name), dump)
-    return str(name)
+    return name
 
 
 def _backup_before(url: str, backup_dir: Path) -> Callable[[int, list[tuple[int, str]]], None]:
@@ -290,7 +289,7 @@ def fresh_sibling_database(settings: Settings, suffix: str) -> tuple[str, str]:
     started), dropped and created empty: ``(name, url)``. `pmem demo` works in one."""
     if settings.database_url:
         admin = settings.database_url
-        current = conninfo_to_dict(admin).get("dbname") or settings.db_name
+        current = str(conninfo_to_dict(admin).get("dbname") or settings.db_name)
     else:
         admin = server_url(settings)
         current = settings.db_name
