@@ -122,6 +122,8 @@ def db_restore(
         except click.exceptions.Abort:
             ok = False
         if not ok:
+            if as_json:
+                print_json({"error": "not-confirmed", "message": "not confirmed: nothing changed", "file": str(dump)})
             err_console.print("not confirmed: nothing changed (add --yes to skip the question)")
             raise typer.Exit(EXIT_ERROR)
     name = restore_database(settings(), dump)
