@@ -191,7 +191,10 @@ class Recall(IndexUpkeep):
             keys |= self._nearest(conn, params, emb, exact=whole_range)
         # 2. the features of those that matter (similarity, whether it states a decision): the
         # lexical matches and the nearest by vector; then the best conversations as context
-        rows = self._features(conn, sql.SQL("s.message_key = ANY(%(keys)s)"), params | {"keys": list(keys)}, emb)
+        rows = self._features(
+            conn, sql.SQL("s.message_key = ANY(%(keys)s)"), params | {"keys": list(keys)}, emb,
+            known={r.key: r for r in pool if r.key in keys},
+        )  # fmt: skip
         if not rows:
             return []
         by_conv: dict[str, list[_Row]] = {}
@@ -223,17 +226,11 @@ class Recall(IndexUpkeep):
                 end is None or (r.created_at is not None and r.created_at < end)
             )
             rows.append(r)
-        # 4. branches that were not taken: left out (or kept, and marked, when asked for)
-        off = self._off_path(conn, [r.key for r in rows])
-        if off and not include_branches:
-            if skipped is not None:
-                skipped[0] += sum(1 for r in rows if r.key in off and r.candidate)
-            rows = [r for r in rows if r.key not in off]
         by_conv = {}
         for r in rows:
             by_conv.setdefault(r.conv, []).append(r)
         titles = self._titles(conn, list(by_conv))
-        title_terms = {c: set(rk.matched_terms(terms, titles.get(c) or "")) for c in by_conv}
+        title_terms = {c: set(rk.matched_terms(terms, titles.get(c) or "", forms=False)) for c in by_conv}
         conv_terms = {c: set().union(*(set(r.matched) for r in rs)) | title_terms[c] for c, rs in by_conv.items()}
         conv_sim = {c: max((r.sim or 0.0) for r in rs) for c, rs in by_conv.items()}
         cands = [r for r in rows if r.candidate]
@@ -281,6 +278,20 @@ class Recall(IndexUpkeep):
                 f.score *= DECISION_BOOST
             kept.append(f)
         kept.sort(key=lambda f: (-f.score, -len(f.ranks), f.key))
+        # 4. branches that were not taken (rare): left out of the answer, or kept and marked when
+        # asked for; looked up for the best candidates only, a batch at a time
+        if not include_branches:
+            shown: list[Any] = []
+            step = max(2 * limit, 20)
+            for at in range(0, len(kept), step):
+                batch = kept[at : at + step]
+                off = self._off_path(conn, [f.key for f in batch])
+                shown += [f for f in batch if f.key not in off]
+                if skipped is not None:
+                    skipped[0] += len(off)
+                if len(shown) >= limit:
+                    break
+            kept = shown
         kept = kept[:limit]
         texts = self._texts(conn, [f.key for f in kept])
         phrase = _norm(" ".join(t.text for t in terms))
@@ -386,8 +397,12 @@ class Recall(IndexUpkeep):
 
     @staticmethod
     def _features(
-        conn: Connection, where: sql.Composable, params: dict[str, Any], emb: QueryEmbedder | None
+        conn: Connection, where: sql.Composable, params: dict[str, Any], emb: QueryEmbedder | None,
+        known: dict[str, _Row] | None = None,
     ) -> list[_Row]:
+        """Each message's features: its length and the terms it holds (taken from ``known``
+        when the lexical pool read them already), its similarity to the query, whether it
+        states a decision (a person's message only)."""
         sim = (
             sql.SQL(
                 """(SELECT max(1 - ({dist})) FROM (
@@ -400,18 +415,27 @@ class Recall(IndexUpkeep):
             if emb is not None and params.get("qv") is not None
             else sql.SQL("NULL::float8")
         )
+        terms = sql.SQL(
+            """CASE WHEN s.message_key = ANY(%(known)s) THEN NULL ELSE length(s.tokens) END,
+               CASE WHEN s.message_key = ANY(%(known)s) THEN NULL
+                    ELSE array(SELECT q.i - 1 FROM q WHERE s.tokens @@ q.t ORDER BY q.i) END"""
+        )
         statement = sql.SQL(
             """WITH q AS (SELECT q.t AS t, q.i::int AS i
                           FROM unnest(%(tsqs)s::tsquery[]) WITH ORDINALITY q(t, i))
-               SELECT s.message_key, s.conversation_key, s.role, s.created_at, length(s.tokens),
-                      array(SELECT q.i - 1 FROM q WHERE s.tokens @@ q.t ORDER BY q.i), {sim},
+               SELECT s.message_key, s.conversation_key, s.role, s.created_at, {terms}, {sim},
                       s.role = 'user' AND s.text ~ {decision}
                FROM message_search s WHERE {where}"""
-        ).format(sim=sim, where=where, decision=sql.Literal(DECISION_STATEMENT))
-        return [
-            _Row(k, c, role, at, int(n), list(m), float(v) if v is not None else None, bool(d))
-            for k, c, role, at, n, m, v, d in conn.execute(statement, params).fetchall()
-        ]
+        ).format(terms=terms, sim=sim, where=where, decision=sql.Literal(DECISION_STATEMENT))
+        known = known or {}
+        out = []
+        for k, c, role, at, n, m, v, d in conn.execute(statement, params | {"known": list(known)}).fetchall():
+            had = known.get(k)
+            out.append(_Row(
+                k, c, role, at, had.length if had else int(n), had.matched if had else list(m),
+                float(v) if v is not None else None, bool(d),
+            ))  # fmt: skip
+        return out
 
     @staticmethod
     def _titles(conn: Connection, convs: list[str]) -> dict[str, str | None]:
