@@ -336,10 +336,15 @@ class PmemMCPServer(MCPServer):
 # ---------------------------------------------------------------- text rendering
 
 
+def _n(count: int, word: str, plural: str | None = None) -> str:
+    """``1 message``, ``2 messages``."""
+    return f"{count} {word if count == 1 else plural or word + 's'}"
+
+
 def render_hits(query: str, hits: list[RankedHit]) -> str:
     if not hits:
         return f"no memories match {query!r}. Try other words, or recall for raw conversations."
-    lines = [f"{len(hits)} memories for {query!r} (best first; get_memory(memory_id) for one):"]
+    lines = [f"{_n(len(hits), 'memory', 'memories')} for {query!r} (best first; get_memory(memory_id) for one):"]
     for h in hits:
         when = f" | {h.occurred_at.date().isoformat()}" if h.occurred_at else ""
         ranks = ", ".join(f"{k} #{v}" for k, v in h.ranks.items())
@@ -368,7 +373,7 @@ def render_memory(view: MemoryView, *, evidence: bool, history: bool) -> str:
         lines += ["", f"evidence ({len(view.evidence)}):"]
         lines += [f"- [{e['source_key']}] {e['text']}" for e in view.evidence]
     elif view.evidence:
-        lines += ["", f"({len(view.evidence)} evidence excerpts: get_memory with include_evidence=true)"]
+        lines += ["", f"({_n(len(view.evidence), 'evidence excerpt')}: get_memory with include_evidence=true)"]
     if history:
         lines += ["", "revisions:"] + [_revision_line(r) for r in view.revisions]
     return "\n".join(lines)
@@ -376,23 +381,34 @@ def render_memory(view: MemoryView, *, evidence: bool, history: bool) -> str:
 
 def render_recall(result: Any) -> str:
     """A recall as text: the range and terms, then each message with its time, role, message
-    key (usable as evidence) and the conversation it is in."""
+    key (usable as evidence), the conversation it is in and, where one exists, the memory
+    drafted from that conversation (the one citing this message first); a message on a ChatGPT
+    branch that was not taken is marked."""
     head = []
     if result.range:
         head.append(f"range: {result.range['start']} – {result.range['end']} "
-                    f"(from {result.range['matched']!r}; {result.in_range} messages in range)")  # fmt: skip
+                    f"(from {result.range['matched']!r}; {_n(result.in_range or 0, 'message')} in range)")  # fmt: skip
     head.append(f"searched for: {result.terms!r}" if result.terms else "listing the range")
     if result.without_vectors:
-        head.append(f"{result.without_vectors} messages have no vectors yet (pmem reindex embeds them)")
+        head.append(f"{_n(result.without_vectors, 'message')} without vectors yet (pmem reindex embeds them)")
+    if result.branches_skipped:
+        head.append(f"{_n(result.branches_skipped, 'message')} on branches not taken left out "
+                    "(include_branches=true shows them)")  # fmt: skip
     if not result.hits:
         return "\n".join(head + ["no messages found."])
     lines = []
     for h in result.hits:
         when = h.created_at.isoformat() if h.created_at else "?"
+        branch = " [branch not taken]" if not h.on_active_path else ""
         title = f"{h.conversation_title} ({h.conversation_key})" if h.conversation_title else h.conversation_key
-        lines.append(f"- #{h.rank} {when} | {h.role} | message {h.message_key} ({h.match})\n"
-                     f"  conversation: {title}\n  {h.text}")  # fmt: skip
-    return "\n".join(head + [f"{len(result.hits)} messages, most relevant first:"] + lines)
+        lines.append(f"- #{h.rank} {when} | {h.role} | message {h.message_key} ({h.match}){branch}")
+        lines.append(f"  conversation: {title}")
+        if h.memory:
+            others = [m["id"] for m in h.memories if m["id"] != h.memory["id"]]
+            more = f" (also drafted from it: {', '.join(others)})" if others else ""
+            lines.append(f"  memory: {h.memory['id']} {h.memory['title']}{more}")
+        lines.append(f"  {h.text}")
+    return "\n".join(head + [f"{_n(len(result.hits), 'message')}, most relevant first:"] + lines)
 
 
 def _revision_line(r: dict[str, Any]) -> str:
@@ -484,16 +500,24 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
             "(default: the current time)",
         )] = None,
         limit: Annotated[int, Field(description="how many messages to return (at most 100)")] = 20,
+        include_branches: Annotated[bool, Field(
+            description="also messages on ChatGPT branches that were not taken (edited or "
+            "regenerated turns), marked as such",
+        )] = False,
     ) -> str:  # fmt: skip
         """What was said in the raw conversations. A time expression in the query (昨日,
         先週の火曜の夜, last Tuesday evening, 2024-03) becomes a range that filters first; the
         question's content words (OR-ed, rarer words weigh more) and the local vectors are fused;
         results come back most relevant first, secrets redacted. Each hit names its message key
-        (usable as evidence source_key) and its conversation."""
+        (usable as evidence source_key), its conversation and, where one exists, the memory
+        drafted from it (get_memory(memory_id) reads it). Branches not taken are left out unless
+        include_branches."""
 
         def run() -> str:
             svc = lazy.get()
-            return render_recall(svc.recall(query, now=_now(svc, now), limit=max(1, min(limit, 100))))
+            return render_recall(svc.recall(
+                query, now=_now(svc, now), limit=max(1, min(limit, 100)), include_branches=include_branches,
+            ))  # fmt: skip
 
         return _call(run)
 
@@ -600,7 +624,7 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
 
         def run() -> str:
             revs = lazy.get().history(memory_id)
-            return "\n".join([f"memory {memory_id}: {len(revs)} revisions"] + [_revision_line(r) for r in revs])
+            return "\n".join([f"memory {memory_id}: {_n(len(revs), 'revision')}"] + [_revision_line(r) for r in revs])
 
         return _call(run)
 

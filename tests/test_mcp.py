@@ -8,13 +8,14 @@ from __future__ import annotations
 import os
 import re
 import sys
+from datetime import UTC, datetime
 from typing import Any, get_args
 
 import anyio
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from core.models import Conversation
+from core.models import Channel, Conversation, Message, Provenance
 from importers import iter_source
 from store.ledger import Ledger
 from tests.conftest import PROJECT
@@ -45,6 +46,29 @@ async def session_run(env: dict[str, str], body, errlog_path: str = os.devnull) 
             return await body(session, init)
 
 
+def branched() -> Conversation:
+    """A ChatGPT conversation whose answer was regenerated: the first answer is a branch that
+    was not taken."""
+    when = datetime(2024, 5, 10, 9, 0, tzinfo=UTC)
+
+    def msg(node: str, role: str, text: str, pos: int, on_path: bool = True) -> Message:
+        return Message(
+            key=f"chatgpt:mcp-branch:{node}", node_id=node, role=role, content_type="text",
+            channel=Channel.PERSON if role == "user" else Channel.ASSISTANT, text=text,
+            created_at=when, position=pos if on_path else -1, on_active_path=on_path,
+        )  # fmt: skip
+
+    return Conversation(
+        key="chatgpt:mcp-branch", source="chatgpt", external_id="mcp-branch", title="週末の温泉旅行",
+        created_at=when, provenance=Provenance(file="synthetic", position=0),
+        messages=[
+            msg("n1", "user", "週末の温泉旅行、箱根と草津で迷ってる。", 0),
+            msg("n2", "assistant", "温泉旅行なら草津をおすすめします。", 1, on_path=False),
+            msg("n3", "assistant", "温泉旅行なら箱根が近くて便利です。", 1),
+        ],
+    )  # fmt: skip
+
+
 @pytest.fixture
 def server_env(pmem_env: dict[str, str], db) -> dict[str, str]:
     ledger = Ledger(db)
@@ -52,6 +76,7 @@ def server_env(pmem_env: dict[str, str], db) -> dict[str, str]:
     for conv in iter_source("chatgpt", DEMO):
         assert isinstance(conv, Conversation)
         ledger.upsert(conv, imp)
+    ledger.upsert(branched(), ledger.start_import("chatgpt", "synthetic"))
     env = dict(os.environ)
     env.update(pmem_env)
     env.update({"PMEM_EMBEDDER": "none", "PMEM_TZ": "UTC"})
@@ -99,6 +124,9 @@ def test_every_tool_over_stdio(server_env):
         out["recall"] = text_of(await s.call_tool("recall", {
             "query": "先週の水曜の午後に何を決めた？", "now": "2025-01-29T12:00:00+00:00",
         }))  # fmt: skip
+        out["recall_db"] = text_of(await s.call_tool("recall", {"query": "データベース PostgreSQL"}))
+        out["recall_trip"] = text_of(await s.call_tool("recall", {"query": "温泉旅行"}))
+        out["recall_branches"] = text_of(await s.call_tool("recall", {"query": "温泉旅行", "include_branches": True}))
         out["context"] = text_of(await s.call_tool("load_context", {"limit": 10}))
         bad_since = await s.call_tool("search_memory", {"query": "データベース", "since": "そのうち"})
         out["bad_since"] = (bad_since.is_error, text_of(bad_since))
@@ -117,7 +145,7 @@ def test_every_tool_over_stdio(server_env):
     assert out["empty_context"].startswith("# memory index: 0 memories")
     assert out["created"].startswith("created: memory mem_") and "revision 1" in out["created"]
     assert out["id"] in out["search"] and "lexical #1" in out["search"]
-    for label in ("empty_context", "context", "search", "get", "get_ev", "recall"):  # what they point to exists
+    for label in ("empty_context", "context", "search", "get", "get_ev", "recall", "recall_db"):  # they name what exists
         assert misnamed(out[label], out["tools"], calls_only=True) == [], label
     assert "get_memory(memory_id)" in out["search"] and "get_memory(memory_id)" in out["context"]
     assert out["search_kind"].startswith("no memories match")
@@ -137,6 +165,16 @@ def test_every_tool_over_stdio(server_env):
     assert hit_lines and len(conv_lines) == len(hit_lines)
     assert all("message chatgpt:" in line for line in hit_lines)
     assert all("(chatgpt:" in line for line in conv_lines)
+    # a hit names the memory drafted from its conversation (the database decision cites it)
+    assert f"  memory: {out['id']} 家計簿アプリのデータベース選定" in out["recall_db"]
+    assert "memory:" not in out["recall_trip"]  # nothing was drafted from the trip conversation
+    # branches not taken are left out unless include_branches, and marked when shown
+    assert "chatgpt:mcp-branch:n3" in out["recall_trip"] and "chatgpt:mcp-branch:n2" not in out["recall_trip"]
+    assert "1 message on branches not taken left out (include_branches=true shows them)" in out["recall_trip"]
+    assert "message chatgpt:mcp-branch:n2 (" in out["recall_branches"]
+    branch_line = next(x for x in out["recall_branches"].splitlines() if "chatgpt:mcp-branch:n2" in x)
+    assert branch_line.endswith("[branch not taken]")
+    assert not next(x for x in out["recall_branches"].splitlines() if "chatgpt:mcp-branch:n3" in x).endswith("taken]")
     assert out["id"] in out["context"] and "2 memories" in out["context"]
     assert out["bad_since"] == (True, "since is not a date or a time expression: use e.g. 2024-03-05, "
                                       "2024-03, 先月 or last summer, or leave it out.")  # fmt: skip
