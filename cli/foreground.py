@@ -69,7 +69,7 @@ def _stop_bars() -> None:
 
 def interrupted_line(settings: Settings, run_id: str | None, resume: str) -> str:
     """The one line after Ctrl-C: what was kept, and the command that resumes."""
-    kept = "the imported conversations are kept"
+    kept = "the run had not started yet, nothing changed"
     if run_id:
         with contextlib.suppress(Exception):
             from flows.progress import kept_words
