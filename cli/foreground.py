@@ -78,6 +78,22 @@ def interrupted_line(settings: Settings, run_id: str | None, resume: str) -> str
     return f"stopped (Ctrl-C): {kept}; resume with: {resume}"
 
 
+def _warm_up(settings: Settings) -> None:
+    """A fresh data dir starts two servers: launch Prefect's in the background first, then start
+    the database while it boots (``_prefect_env`` waits for Prefect afterwards). Best effort: any
+    problem here is met again, and reported, where the run needs the server."""
+    if os.environ.get("PMEM_PREFECT", "managed").strip().lower() not in ("", "managed"):
+        return
+    with contextlib.suppress(Exception):
+        from flows.prefect_server import launch
+
+        launch(settings)
+    with contextlib.suppress(Exception):
+        from store.db import Database
+
+        Database.open(settings).close()
+
+
 @contextlib.contextmanager
 def foreground_run(settings: Settings) -> Iterator[runlock.RunLock]:
     """Hold the data dir's run lock, announce waits, and turn Ctrl-C into one line + exit 130."""
@@ -99,6 +115,7 @@ def foreground_run(settings: Settings) -> Iterator[runlock.RunLock]:
         main = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGINT, on_sigint) if main else None
         try:
+            _warm_up(settings)
             yield lock
         except KeyboardInterrupt:
             _silence()

@@ -374,7 +374,15 @@ def ensure_server(settings: Settings, *, timeout: float | None = None,
             _terminate(state["pid"], state.get("start_ticks"))
         elif _our_server(state):
             port = int(state["port"])
-            if healthy(port) or _wait_healthy(state["pid"], port, min(timeout, 30.0)):
+            # a server launched moments ago (``launch``) is still starting: give it the full time
+            wait = timeout if _starting(state, timeout) else min(timeout, 30.0)
+            if healthy(port) or _wait_healthy(state["pid"], port, wait):
+                if state.get("launched"):
+                    _write_state(home, {k: v for k, v in state.items() if k != "launched"})
+                    make_private(home)
+                    _log.info("started the Prefect server pid %s on port %s", state["pid"], port)
+                    if on_start is not None:
+                        on_start(api_url(port), state["pid"])
                 return api_url(port)
             _log.warning("Prefect server pid %s does not answer; restarting it", state["pid"])
             _terminate(state["pid"], state.get("start_ticks"))
@@ -406,6 +414,35 @@ def ensure_server(settings: Settings, *, timeout: float | None = None,
             f"the Prefect server did not become healthy within {timeout:.0f}s",
             hint=f"see {home / LOG_FILE}; PMEM_PREFECT=ephemeral uses Prefect's temporary server instead",
         )
+
+
+def _starting(state: dict[str, Any], timeout: float) -> bool:
+    try:
+        started = datetime.fromisoformat(str(state.get("started_at")))
+    except ValueError:
+        return False
+    return (datetime.now(UTC) - started).total_seconds() < timeout
+
+
+def launch(settings: Settings) -> bool:
+    """Start the managed server in the background and return at once (True if one was launched):
+    a run launches it first and starts the database while Prefect boots; ``ensure_server`` then
+    waits for it. Nothing when PREFECT_API_URL is set or a current server runs."""
+    if external_api_url():
+        return False
+    home = settings.prefect_home
+    with _locked(home):
+        state = _read_state(home)
+        if _our_server(state):  # running (or an older pmem's, which ensure_server restarts)
+            return False
+        remembered = state.get("port") if isinstance(state.get("port"), int) else None
+        wanted = remembered or preferred_port(settings)
+        port = wanted if port_free(wanted) else _any_free_port()
+        pid = _spawn(home, port, auth_string(settings))
+        _write_state(home, {"pid": pid, "port": port, "start_ticks": process_start(pid), "host": HOST,
+                            "started_at": datetime.now(UTC).isoformat(), "auth": AUTH_VERSION,
+                            "launched": True})  # fmt: skip
+        return True
 
 
 def stop_server(settings: Settings, timeout: float = 20.0) -> bool:

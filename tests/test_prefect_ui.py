@@ -36,6 +36,9 @@ def test_ui_is_pointed_at_itself_and_lists_the_run_under_its_pmem_run_id(pmem_en
         summary = json.loads(out.stdout.strip().splitlines()[-1])
         assert summary["commits"] == 7 and summary["status"] == "complete"  # 1/600s did not apply
         assert "waiting for" not in out.stderr
+        # launched in the background while the database started, then announced once healthy
+        assert "started the local Prefect server http://127.0.0.1:" in out.stderr
+        assert "launched" not in json.loads((settings.prefect_home / ps.STATE_FILE).read_text())
         run_id = summary["run_id"]
 
         status = _pmem(env, "prefect", "status")
