@@ -12,7 +12,10 @@ running under ``<data dir>/prefect`` (as it does the database), started on first
   remembered there, so the UI keeps its address across restarts;
 * a state file whose process is gone (or whose pid now belongs to another process) is stale:
   the next call starts a fresh server; a port in use by someone else makes us pick a free one;
-* ``prefect/server.lock`` (flock) serialises concurrent CLI calls, so one server per data dir.
+* ``prefect/server.lock`` (flock) serialises concurrent CLI calls, so one server per data dir;
+* a run ``launch``-es the server first and starts the database while it boots (a fresh data dir
+  pays for both first starts at once); ``ensure_server`` then waits the full start-up time for a
+  server launched moments ago, and announces it once healthy.
 
 * it listens on 127.0.0.1 only, with Prefect's API authentication: the server gets
   ``PREFECT_SERVER_API_AUTH_STRING`` and every pmem process talking to it
