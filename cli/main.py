@@ -22,6 +22,7 @@ from cli import (  # noqa: F401  (they register their commands)
     read,
     run_cmds,
     serve_cmds,
+    summary_cmds,
     token_cmds,
 )
 from cli.app import app

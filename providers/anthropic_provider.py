@@ -36,6 +36,7 @@ from prompts.case_record import (
 from providers._retry import (
     DEFAULT_POLICY,
     RetryPolicy,
+    call_with_retry,
     parse_retry_after,
     safe_code,
     transient_status,
@@ -152,6 +153,30 @@ class AnthropicDrafter:
                 f"{PROVIDER}: the response body could not be read as JSON"
             ) from None
         return _records(resp), _usage(resp)
+
+    def complete_json(
+        self, static: str, dynamic: str, name: str, schema: dict[str, Any]
+    ) -> tuple[dict[str, Any], tuple[int, int]]:
+        """One structured answer for another schema (the summaries' prompts): a forced tool
+        call with that input schema, through the same client, errors and retry layer."""
+        body = self.request_body(static, dynamic)
+        body["tools"] = [{"name": name, "description": f"Record the {name}.", "input_schema": schema}]
+        body["tool_choice"] = {"type": "tool", "name": name}
+
+        def send() -> tuple[dict[str, Any], tuple[int, int]]:
+            try:
+                resp = self._client.messages.create(**body)
+            except anthropic.APIError as exc:
+                raise _map_error(exc) from None
+            except ValueError:
+                raise TerminalDraftError(f"{PROVIDER}: the response body could not be read as JSON") from None
+            calls = [b for b in (getattr(resp, "content", None) or [])
+                     if getattr(b, "type", None) == "tool_use" and getattr(b, "name", None) == name]  # fmt: skip
+            if not calls or not isinstance(calls[0].input, dict):
+                raise TerminalDraftError(f"{PROVIDER}: the answer has no {name} call")
+            return dict(calls[0].input), _usage(resp)
+
+        return call_with_retry(send, policy=self.retry, sleep=self._sleep, label=self.model)
 
 
 def _records(resp: Any) -> list[DraftRecord]:

@@ -31,9 +31,11 @@ from prompts.case_record import (
     response_json_schema,
     to_draft_records,
 )
+from providers._json import json_object as _json_object
 from providers._retry import (
     DEFAULT_POLICY,
     RetryPolicy,
+    call_with_retry,
     parse_duration,
     parse_retry_after,
     safe_code,
@@ -169,6 +171,34 @@ class GeminiDrafter:
                 f"{PROVIDER}: the response body could not be read as JSON"
             ) from None
         return _records(resp), _usage(resp)
+
+    def complete_json(
+        self, static: str, dynamic: str, name: str, schema: dict[str, Any]
+    ) -> tuple[dict[str, Any], tuple[int, int]]:
+        """One structured answer for another schema (the summaries' prompts), through the same
+        client, errors and retry layer."""
+        config = genai_types.GenerateContentConfig(
+            system_instruction=static, response_mime_type="application/json",
+            response_json_schema=schema, max_output_tokens=self.max_output_tokens,
+        )  # fmt: skip
+
+        def send() -> tuple[dict[str, Any], tuple[int, int]]:
+            try:
+                resp = self._client.models.generate_content(model=self.model_name, contents=dynamic, config=config)
+            except genai_errors.APIError as exc:
+                raise _map_api_error(exc) from None
+            except _TIMEOUT_ERRORS:
+                raise TransientDraftError(f"{PROVIDER}: the request timed out") from None
+            except _CONNECTION_ERRORS:
+                raise TransientDraftError(f"{PROVIDER}: could not connect") from None
+            candidates = getattr(resp, "candidates", None) or []
+            parts = getattr(getattr(candidates[0], "content", None), "parts", None) or [] if candidates else []
+            text = "".join(p.text for p in parts if getattr(p, "text", None) and not getattr(p, "thought", False))
+            if not text.strip():
+                raise TerminalDraftError(f"{PROVIDER}: the answer is empty")
+            return _json_object(text), _usage(resp)
+
+        return call_with_retry(send, policy=self.retry, sleep=self._sleep, label=self.model)
 
 
 def _enum_name(value: object) -> str | None:

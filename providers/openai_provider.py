@@ -30,9 +30,11 @@ from prompts.case_record import (
     response_json_schema,
     to_draft_records,
 )
+from providers._json import json_object as _json_object
 from providers._retry import (
     DEFAULT_POLICY,
     RetryPolicy,
+    call_with_retry,
     parse_retry_after,
     safe_code,
     transient_status,
@@ -165,6 +167,33 @@ class OpenAIDrafter:
                 f"{PROVIDER}: the response body could not be read as JSON"
             ) from None
         return _records(resp), _usage(resp)
+
+    def complete_json(
+        self, static: str, dynamic: str, name: str, schema: dict[str, Any]
+    ) -> tuple[dict[str, Any], tuple[int, int]]:
+        """One structured answer for another schema (the summaries' prompts), through the same
+        client, error mapping and retry layer. Returns (the parsed JSON object, usage)."""
+        strict = copy.deepcopy(schema)
+        _make_strict(strict)
+        body = self.request_body(static, dynamic)
+        body["response_format"] = {
+            "type": "json_schema", "json_schema": {"name": name, "schema": strict, "strict": True}
+        }
+
+        def send() -> tuple[dict[str, Any], tuple[int, int]]:
+            try:
+                resp = self._client.chat.completions.create(**body)
+            except openai.APIError as exc:
+                raise _map_error(exc) from None
+            except ValueError:
+                raise TerminalDraftError(f"{PROVIDER}: the response body could not be read as JSON") from None
+            choice = resp.choices[0] if getattr(resp, "choices", None) else None
+            text = choice.message.content if choice is not None else None
+            if choice is None or choice.finish_reason == "length" or not text:
+                raise TerminalDraftError(f"{PROVIDER}: no complete answer")
+            return _json_object(_strip_fence(text)), _usage(resp)
+
+        return call_with_retry(send, policy=self.retry, sleep=self._sleep, label=self.model)
 
 
 def _records(resp: Any) -> list[DraftRecord]:

@@ -191,6 +191,20 @@ TABLE_STORES: tuple[TableStore, ...] = (
     ),  # fmt: skip
     TableStore("erased_content", "bookkeeping", ids=("hmac", "kind")),
     TableStore("forgotten_conversations", "bookkeeping", ids=("conversation_key",)),
+    # ------------------------------------------------------------ summaries (0020, seed 001)
+    TableStore(
+        "month_summaries", "derived", text=("summary", "keywords"),
+        ids=("month", "memory_ids", "message_keys", "inputs_hash", "model", "prompt_version",
+             "time_zone", "run_id"),
+        erase="generic; versions citing an erased memory are deleted (the next summarize redoes the month)",
+        guard="SummaryStore.add_month: summary redacted, flagged keywords dropped",
+    ),  # fmt: skip
+    TableStore(
+        "profile_versions", "derived", text=("profile",),
+        ids=("months", "memory_ids", "inputs_hash", "model", "prompt_version", "run_id"),
+        erase="generic; versions citing an erased memory are deleted",
+        guard="SummaryStore.add_profile: profile redacted",
+    ),  # fmt: skip
 )
 
 FILE_STORES: tuple[FileStore, ...] = (
@@ -201,6 +215,9 @@ FILE_STORES: tuple[FileStore, ...] = (
     FileStore("runs/<run>/batches/<batch>/run-state.json", "bookkeeping", "generic (ids only)"),
     FileStore("runs/<run>/review.md", "derived", "deleted when affected (`pmem review` rewrites it)"),
     FileStore("runs/<run>/review.html", "derived", "deleted when affected (`pmem review` rewrites it)"),
+    FileStore("runs/<run>/months/<YYYY-MM>.json", "derived",
+              "deleted when affected (a month draft; `pmem summarize` drafts it again)",
+              "the summary is guarded when stored"),
 )
 
 REGISTRY: dict[str, TableStore] = {s.table: s for s in TABLE_STORES}

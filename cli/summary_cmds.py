@@ -1,0 +1,171 @@
+"""Seed 001's summaries: `pmem summarize` (the flow), `pmem summary list|show`, `pmem profile`,
+`pmem timeline`.
+
+Exit codes: 0 done; 1 an error (a month without a summary, a bad --month, the database); 75 a
+vendor model's rate limit stopped the run (run the same command again later: it resumes).
+Reading commands never import Prefect.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+
+from cli.app import app, err_console, handle_errors, print_json, settings
+from core.display import for_terminal
+from core.errors import ConfigError, PmemError
+
+summary_app = typer.Typer(
+    help="Monthly summaries (one per month of your calendar, PMEM_TZ), each with the memories and "
+    "messages it rests on. Made by `pmem summarize`.",
+    no_args_is_help=True,
+)
+app.add_typer(summary_app, name="summary")
+
+_MONTH = re.compile(r"^[0-9]{4}-(0[1-9]|1[0-2])$")
+
+
+def _store() -> Any:
+    from store.db import Database
+    from store.summaries import SummaryStore
+
+    return SummaryStore(Database.open(settings()))
+
+
+def _check_months(months: list[str]) -> None:
+    bad = [m for m in months if not _MONTH.match(m)]
+    if bad:
+        raise ConfigError(f"--month takes YYYY-MM, got {bad[0]!r}", hint="e.g. --month 2024-07")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+@app.command()
+@handle_errors
+def summarize(
+    llm: Annotated[str | None, typer.Option("--llm", metavar="PROVIDER:MODEL",
+                   help="Who writes the summaries: extractive (offline, the default) or e.g. openai:<model>.")] = None,
+    month: Annotated[list[str] | None, typer.Option("--month", metavar="YYYY-MM",
+                     help="Only these months (repeat the option); the profile is rebuilt from every month.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (the run summary) last on stdout.")] = False,
+) -> None:
+    """Summarize each month, then the whole: who you are and how that changed (seed 001).
+
+    Months are done in order. A month whose memories and messages did not change since its last
+    summary is skipped, so running it again after nothing new makes no model call; a month that
+    received new material gets a new version (the old one is kept: `pmem summary show M --version N`).
+    Interrupted, the same command resumes."""
+    months = list(month or [])
+    _check_months(months)
+    from cli.backfill_cmds import _prefect_env, quiet_prefect_console
+
+    cfg = settings()
+    _prefect_env(cfg)
+    from flows.summary_flow import summarize as summarize_flow
+
+    quiet_prefect_console()
+    summary = summarize_flow(llm=llm, months=months or None)
+    if as_json:
+        print_json(summary)
+        return
+    drafted, skipped = summary["months_drafted"], summary["months_skipped"]
+    line = (f"{_plural(summary['months_total'], 'month')}: {drafted} summarized, {skipped} unchanged "
+            f"(skipped); {_plural(summary['drafter_calls'], 'drafter call')}; "
+            f"profile {'updated (version ' + str(summary['profile_version']) + ')' if summary['profile_updated'] else 'unchanged'}")  # fmt: skip
+    err_console.print(line)
+    if summary["unknown_months"]:
+        err_console.print(f"[yellow]no material for:[/] {', '.join(summary['unknown_months'])}")
+    err_console.print("next: `pmem summary list`, `pmem profile`, `pmem timeline --out timeline.html`")
+
+
+@summary_app.command("list")
+@handle_errors
+def summary_list(
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last on stdout.")] = False,
+) -> None:
+    """Every month with a summary: its sentiment (−1 … 1), keywords and newest version."""
+    items = [
+        {"month": m.month, "sentiment": round(m.sentiment, 3), "keywords": list(m.keywords), "version": m.version}
+        for m in _store().latest_all()
+    ]
+    if as_json:
+        print_json({"items": items})
+        return
+    if not items:
+        err_console.print("no monthly summaries yet: run `pmem summarize`")
+        return
+    for it in items:
+        kw = ", ".join(it["keywords"][:6])
+        sys.stdout.write(for_terminal(f"{it['month']}  {it['sentiment']:+.2f}  v{it['version']}  {kw}") + "\n")
+
+
+@summary_app.command("show")
+@handle_errors
+def summary_show(
+    month: Annotated[str, typer.Argument(metavar="YYYY-MM", help="The month, in your calendar (PMEM_TZ).")],
+    version: Annotated[int | None, typer.Option("--version", help="An older version (default: the newest).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last on stdout.")] = False,
+) -> None:
+    """One month's summary with the memories and messages it cites."""
+    _check_months([month])
+    store = _store()
+    m = store.version(month, version) if version else store.latest(month)
+    if m is None:
+        what = f"version {version} of {month}" if version else month
+        raise PmemError(f"no summary for {what}", hint="`pmem summary list` shows the months; `pmem summarize` makes them")
+    if as_json:
+        print_json(m.to_json())
+        return
+    out = sys.stdout
+    out.write(for_terminal(f"{m.month} (version {m.version}, sentiment {m.sentiment:+.2f}, {m.model})") + "\n")
+    out.write(for_terminal("keywords: " + ", ".join(m.keywords)) + "\n\n")
+    out.write("".join(for_terminal(line) + "\n" for line in m.summary.splitlines()) + "\n")
+    if m.memory_ids:
+        out.write("memories: " + " ".join(m.memory_ids) + "  (pmem show ID)\n")
+    if m.message_keys:
+        out.write("messages: " + " ".join(m.message_keys) + "\n")
+
+
+@app.command()
+@handle_errors
+def profile(
+    version: Annotated[int | None, typer.Option("--version", help="An older version (default: the newest).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last on stdout.")] = False,
+) -> None:
+    """The global profile built from the monthly summaries (seed 001's level 3)."""
+    p = _store().profile(version)
+    if p is None:
+        raise PmemError("no profile yet" if version is None else f"no profile version {version}",
+                        hint="`pmem summarize` builds it from the monthly summaries")  # fmt: skip
+    if as_json:
+        print_json(p.to_json())
+        return
+    sys.stdout.write("".join(for_terminal(line) + "\n" for line in p.profile.splitlines()))
+    err_console.print(escape(f"version {p.version}, {len(p.months)} months, {p.model}"))
+
+
+@app.command()
+@handle_errors
+def timeline(
+    out: Annotated[Path, typer.Option("--out", help="Where to write the page (one self-contained HTML file).")] = Path(
+        "timeline.html"
+    ),
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last on stdout.")] = False,
+) -> None:
+    """A page of your months: sentiment by month, each month's top keywords, and each month's
+    summary with the memories it cites. No network needed to open it (the chart library is inside)."""
+    from flows.timeline import write_timeline
+
+    store = _store()
+    n = write_timeline(store.latest_all(), store.profile(), out)
+    if as_json:
+        print_json({"out": str(out), "months": n, "bytes": out.stat().st_size})
+        return
+    err_console.print(f"wrote {escape(str(out))}: {_plural(n, 'month')}")
