@@ -145,6 +145,13 @@ def forget(
             drop_draft=drop if (erased or conversation) else None, drop_chunks=batch_folders,
             hash_map=er.hash_map,
         )  # fmt: skip
+        # runs/<run>/months/*.json: month drafts that cite an erased memory or conversation go
+        # (the secret case is covered above: a file the secret is found in is deleted)
+        needles = [*erased, *([conversation] if conversation else [])]
+        for path in sorted(cfg.runs_dir.glob("*/months/*.json")) if needles else []:
+            if any(n in path.read_text(encoding="utf-8", errors="replace") for n in needles):
+                path.unlink()
+                files.deleted.append(path)
         fg.set_result_checksums(files.checksums)
         tables = set(er.tables) | ({"batches"} if files.checksums else set())
         vacuum = fg.vacuum(tables)

@@ -2,7 +2,8 @@
 `pmem timeline`.
 
 Exit codes: 0 done; 1 an error (a month without a summary, a bad --month, the database); 75 a
-vendor model's rate limit stopped the run (run the same command again later: it resumes).
+vendor model's rate limit stopped the run (run the same command again later: it resumes); 77 a
+vendor model was asked for and the owner's consent to send the months is not recorded.
 Reading commands never import Prefect.
 """
 
@@ -10,6 +11,8 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -54,6 +57,8 @@ def summarize(
                    help="Who writes the summaries: extractive (offline, the default) or e.g. openai:<model>.")] = None,
     month: Annotated[list[str] | None, typer.Option("--month", metavar="YYYY-MM",
                      help="Only these months (repeat the option); the profile is rebuilt from every month.")] = None,
+    yes: Annotated[bool, typer.Option("--yes", help="Consent to sending the months to a vendor model "
+                                      "without asking (remembered for this data dir).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (the run summary) last on stdout.")] = False,
 ) -> None:
     """Summarize each month, then the whole: who you are and how that changed (seed 001).
@@ -67,11 +72,25 @@ def summarize(
     from cli.backfill_cmds import _prefect_env, quiet_prefect_console
 
     cfg = settings()
+    from flows.summarize import consent_target, preview
+
+    target = consent_target(llm)
+    if target is not None:  # the months would leave the machine: show what, and ask (exit 77 if not)
+        from cli.backfill_cmds import confirm_send
+
+        confirm_send(target, preview(cfg), [], yes)
     _prefect_env(cfg)
     from flows.summary_flow import summarize as summarize_flow
 
     quiet_prefect_console()
-    summary = summarize_flow(llm=llm, months=months or None)
+    from flows.summarize import set_progress
+
+    with _month_bar() as listener:
+        set_progress(listener)
+        try:
+            summary = summarize_flow(llm=llm, months=months or None)
+        finally:
+            set_progress(None)
     if as_json:
         print_json(summary)
         return
@@ -83,6 +102,31 @@ def summarize(
     if summary["unknown_months"]:
         err_console.print(f"[yellow]no material for:[/] {', '.join(summary['unknown_months'])}")
     err_console.print("next: `pmem summary list`, `pmem profile`, `pmem timeline --out timeline.html`")
+
+
+@contextmanager
+def _month_bar() -> Iterator[Any]:
+    """A bar over the months on a terminal; with stderr piped, one line per month redone."""
+    if not err_console.is_terminal:
+        def line(kind: str, data: dict[str, Any]) -> None:
+            if kind == "month" and data["status"] != "skipped":
+                err_console.print(f"{data['month']}: {data['status']} (version {data['version']})")
+
+        yield line
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn("summarizing months"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                  console=err_console, transient=True) as bar:  # fmt: skip
+        task = bar.add_task("", total=None)
+
+        def update(kind: str, data: dict[str, Any]) -> None:
+            if kind == "months":
+                bar.update(task, total=data["total"])
+            elif kind == "month":
+                bar.update(task, advance=1, description=data["month"])
+
+        yield update
 
 
 @summary_app.command("list")

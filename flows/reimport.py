@@ -206,6 +206,7 @@ def reimport(
             logger.info("%s %s: run %s %s, %d new, %d changed, %d drafter calls, %d commits, %d messages embedded",
                         item.source, item.path, s["run_id"], s["status"], s["conversations_new"],
                         s["conversations_changed"], s["drafter_calls"], s["commits"], s["embedded_messages"])  # fmt: skip
+    summary["summaries"] = _refresh_summaries(summary, dry_run, logger)
     logger.info("reimport %s: %d drafter calls, %d commits", summary["status"], summary["drafter_calls"],
                 summary["commits"])  # fmt: skip
     if summary["status"] == "failed":
@@ -213,6 +214,26 @@ def reimport(
         raise ReimportFailed(f"{len(failed)} export(s) failed: {', '.join(failed)}",
                              hint="run `pmem backfill --source S --export PATH` on one to see why")  # fmt: skip
     return summary
+
+
+SUMMARY_LLM_ENV = "PMEM_SUMMARY_LLM"  # who writes the monthly summaries on the schedule (default: offline)
+
+
+def _refresh_summaries(summary: dict[str, Any], dry_run: bool, logger: Any) -> dict[str, Any] | None:
+    """After the exports: the months that received new material get a new summary, then the
+    profile (`pmem summarize`; unchanged months are skipped without a model call). Not after a
+    dry run or a rate-limit stop; a failure here is reported, never fails the re-import."""
+    if dry_run or summary["status"] == "stopped":
+        return None
+    from flows.summary_flow import summarize
+
+    try:
+        out = summarize(llm=os.environ.get(SUMMARY_LLM_ENV) or None)
+    except Exception as err:  # noqa: BLE001 (the summaries are derived; the next run redoes them)
+        logger.warning("summaries not refreshed (%s)", type(err).__name__)
+        return {"status": "failed", "error": type(err).__name__}
+    keys = ("status", "months_total", "months_drafted", "months_skipped", "drafter_calls", "profile_updated")
+    return {k: out[k] for k in keys}
 
 
 # ---------------------------------------------------------------- the schedule

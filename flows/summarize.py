@@ -74,6 +74,11 @@ class SummarizeRun:
 
 
 _RUNS: dict[str, SummarizeRun] = {}
+_progress: list[Event] = []  # this process's progress listeners (the CLI's bar); never a flow parameter
+
+
+def set_progress(listener: Event | None) -> None:
+    _progress[:] = [listener] if listener else []
 
 
 def run_identity(summarizer: Summarizer, time_zone: str) -> str:
@@ -81,8 +86,40 @@ def run_identity(summarizer: Summarizer, time_zone: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:10]
 
 
+CONSENT_SCOPE = "summaries"  # the person's messages and case records of every month
+
+
+def consent_target(llm: str | None) -> Any:
+    """Where a vendor summarizer sends the months (a flows.consent.Target), or None (offline)."""
+    from flows.consent import drafting_target
+
+    return drafting_target(llm or "extractive", CONSENT_SCOPE)
+
+
+def preview(settings: Settings) -> dict[str, Any]:
+    """What a vendor summarizer would be sent, in counts (for the consent question)."""
+    db = Database.open(settings)
+    try:
+        store = SummaryStore(db)
+        tz = time_zone()[0]
+        months = store.months(tz)
+        inputs = [store.month_inputs(m, tz) for m in months]
+    finally:
+        db.close()
+    convs = {msg.conversation_key for i in inputs for msg in i.messages}
+    return {"conversations_to_draft": len(convs), "characters": sum(len(msg.text) for i in inputs for msg in i.messages),
+            "sources": [f"{len(months)} months of your messages and case records"],
+            "first_date": months[0] if months else None, "last_date": months[-1] if months else None,
+            "excluded": 0}  # fmt: skip
+
+
 def open_run(settings: Settings, llm: str | None) -> SummarizeRun:
     """The unfinished run of this summarizer, prompt versions and time zone, or a new one."""
+    target = consent_target(llm)
+    if target is not None:  # text would leave the machine: only under the owner's consent
+        from flows.consent import require
+
+        require(settings, target)
     summarizer = get_summarizer(llm)
     tz = time_zone()[0]
     ident = run_identity(summarizer, tz)
@@ -206,7 +243,10 @@ def run_summarize(
     on_event: Event | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Every month (or the chosen ones) in order, then the profile. Returns the summary object."""
-    emit = on_event or (lambda kind, data: None)
+    def emit(kind: str, data: dict[str, Any]) -> None:
+        for listener in [*([on_event] if on_event else []), *_progress]:
+            listener(kind, data)
+
     all_months = run.store.months(run.time_zone)
     chosen = [m for m in all_months if not months or m in months]
     _write_state(run, "running", {"months": chosen})

@@ -61,7 +61,8 @@ INSTRUCTIONS = (
     "record. Use search_memory(query) for topics, proper nouns and phrases (narrow it with kind, "
     "since and until); use recall(query) for what was said at a time ('先週の火曜の夜に何を決め"
     "た？', 'last summer laptop'): each hit names its conversation and the memory drafted from "
-    "it, if any. Writes: propose_memory(title, kind, canonical_summary) to suggest; "
+    "it, if any. get_profile() gives who the owner is and how that changed, "
+    "get_month_summary(month) one month (YYYY-MM) with the memories it cites. Writes: propose_memory(title, kind, canonical_summary) to suggest; "
     "commit_memory(title, kind, canonical_summary, index_summary) to create, with memory_id and "
     "expected_revision (the revision get_memory shows) to append. Evidence must be verbatim "
     "excerpts of the owner's conversations (source_key = the message key recall shows); put your "
@@ -428,7 +429,7 @@ def _default_factory() -> MemoryService:
 def build_server(
     factory: Callable[[], MemoryService] | None = None, *, client: str = "mcp", **options: Any
 ) -> MCPServer:
-    """The MCP server with its seven tools. ``factory`` opens the service on the first call
+    """The MCP server with its tools. ``factory`` opens the service on the first call
     (default: the settings' database and the configured embedder); ``options`` go to
     ``MCPServer`` (e.g. ``middleware``, ``auth``) for a transport that needs them."""
     return _build(_Lazy(factory or _default_factory), client, **options)
@@ -488,6 +489,22 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
                 evidence=include_evidence, history=include_history,
             )  # fmt: skip
         )
+
+    @server.pmem_tool(title="The owner's profile", annotations=READ_ONLY)
+    def get_profile() -> str:
+        """Who the owner is and how that changed: the global profile built from the monthly
+        summaries (seed 001), with the months and memories it rests on."""
+        return _call(lambda: lazy.get().profile_text())
+
+    @server.pmem_tool(title="One month's summary", annotations=READ_ONLY)
+    def get_month_summary(
+        month: Annotated[str, Field(
+            pattern=r"^[0-9]{4}-(0[1-9]|1[0-2])$", description="the month, YYYY-MM, in the owner's calendar",
+        )],
+    ) -> str:  # fmt: skip
+        """One month's summary: what happened, the mood (sentiment −1 … 1), keywords, and the
+        memory ids (for get_memory) and message keys it rests on."""
+        return _call(lambda: lazy.get().month_text(month))
 
     @server.pmem_tool(title="Recall conversations", annotations=READ_ONLY)
     def recall(

@@ -221,6 +221,25 @@ class MemoryService:
     def load_context(self, limit: int = 100, budget_bytes: int = 16_000) -> str:
         return self.index.load_context(limit, budget_bytes)
 
+    def profile_text(self) -> str:
+        from store.summaries import SummaryStore
+
+        p = SummaryStore(self.db).profile()
+        if p is None:
+            return "No profile yet: the owner builds it with `pmem summarize`."
+        return (f"# profile (version {p.version}; months {', '.join(p.months[:1] + p.months[-1:])}; "
+                f"memories cited: {', '.join(p.memory_ids) or '-'})\n{p.profile}")  # fmt: skip
+
+    def month_text(self, month: str) -> str:
+        from store.summaries import SummaryStore
+
+        m = SummaryStore(self.db).latest(month)
+        if m is None:
+            return f"No summary for {month}: the owner builds them with `pmem summarize`."
+        return (f"# {m.month} (version {m.version}; sentiment {m.sentiment:+.2f}; keywords: "
+                f"{', '.join(m.keywords)})\n{m.summary}\n\nmemories: {', '.join(m.memory_ids) or '-'}"
+                f"\nmessages: {', '.join(m.message_keys) or '-'}")  # fmt: skip
+
     def get(self, memory_id: str, *, history: bool = False) -> MemoryView:
         return self.records.get(memory_id, history=history)
 

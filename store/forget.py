@@ -473,6 +473,7 @@ class Forgetter:
             keys = [r[0] for r in conn.execute(
                 "SELECT message_key FROM source_messages WHERE conversation_key = %s", (conversation_key,)
             )]  # fmt: skip
+            self._drop_summaries(conn, er, message_keys=keys)
             er.add("message_index_rows", conn.execute(
                 "DELETE FROM message_search WHERE conversation_key = %s", (conversation_key,)
             ).rowcount)  # fmt: skip
@@ -866,11 +867,32 @@ class Forgetter:
         er.add("proposals", conn.execute(
             f"DELETE FROM proposals WHERE {cond}", {"like": like, "id": memory_id}  # noqa: S608 - fixed fragments
         ).rowcount)  # fmt: skip
+        self._drop_summaries(conn, er, memory_ids=[memory_id])
         conn.execute("DELETE FROM memories WHERE id = %s", (memory_id,))
         er.memories_erased.append(memory_id)
         er.add("memories_erased")
         er.tables |= {"memories", "memory_revisions", "evidence", "search_projections", "memory_embeddings",
                       "proposals", "tombstones"}  # fmt: skip
+
+
+    def _drop_summaries(self, conn: Connection, er: Erasure, *, memory_ids: list[str] | None = None,
+                        message_keys: list[str] | None = None) -> None:  # fmt: skip
+        """Monthly summaries are derived: every version citing an erased memory or message goes,
+        and with them the profile versions built on those months (`pmem summarize` redoes them
+        from what is left)."""
+        if "month_summaries" not in self.columns(conn):
+            return
+        months = [r[0] for r in conn.execute(
+            """DELETE FROM month_summaries WHERE memory_ids && %s::text[] OR message_keys && %s::text[]
+               RETURNING month""", (memory_ids or [], message_keys or []),
+        )]  # fmt: skip
+        n = conn.execute(
+            "DELETE FROM profile_versions WHERE memory_ids && %s::text[] OR months && %s::text[]",
+            (memory_ids or [], months),
+        ).rowcount
+        if months or n:
+            er.add("summaries_erased", len(months) + n)
+            er.tables |= {"month_summaries", "profile_versions"}
 
 
 def _vector_tables(key_column: str) -> set[str]:

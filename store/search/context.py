@@ -21,6 +21,10 @@ class Context(SearchBase):
                 (limit,),
             ).fetchall()
         n_total = int(total[0]) if total else 0
+        from store.summaries import context_prefix  # the profile and the latest month come first
+
+        prefix = context_prefix(self.db, budget_bytes)
+        budget_bytes -= len(prefix.encode())
         head = (
             f"# memory index: {n_total} memories, newest first "
             "(id | date | kind | title — summary). get_memory(memory_id) for the summary and evidence.\n"
@@ -40,7 +44,7 @@ class Context(SearchBase):
             shown += 1
         if shown < n_total:
             out.append(f"… {n_total - shown} more not listed: use search_memory(query) to find them.\n")
-        return "".join(out)
+        return prefix + "".join(out)
 
 
 def _one_line(text: str) -> str:
