@@ -85,7 +85,7 @@ TABLE_STORES: tuple[TableStore, ...] = (
     # ------------------------------------------------------------ memories (0001, 0006)
     TableStore(
         "memories", "derived",
-        text=("title", "canonical_summary", "index_summary", "aliases", "tags", "stated_facts"),
+        text=("title", "canonical_summary", "index_summary", "aliases", "tags", "stated_facts", "inferences"),
         ids=("id", "kind", "visibility", "status"),
         erase="memory: fields redacted and a 'redaction' revision appended; row deleted (--memory)",
         guard="MemoryStore write boundary",
