@@ -3,11 +3,18 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 PMEM   := $(BIN)/pmem
-SOURCE ?= chatgpt
+SOURCE ?=
 EXPORT ?=
 RUN    ?=
 LLM    ?=
 DRY_RUN ?=
+MAX_COST ?=
+PRICE ?=
+MAX_WAIT ?=
+PENDING ?=
+REDRAFT ?=  # conversation keys to draft again (space-separated), or all: the export's
+NO_EMBED ?=
+JSON ?=
 EXCLUDE ?=  # space-separated --exclude rules (a space inside a title: write ? or *)
 
 export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
@@ -49,8 +56,8 @@ eval: ## recall, search and drafting on ../shared/eval/: R@5, MRR per kind, time
 demo: ## run the whole pipeline offline on the bundled sample export, then search it
 	$(PMEM) demo
 
-backfill: ## import + draft + commit: make backfill SOURCE=chatgpt EXPORT=path [DRY_RUN=1] [LLM=provider:model] [EXCLUDE="title:*病院* before:2024-01-01"]
-	$(PMEM) backfill --source $(SOURCE) $(if $(EXPORT),--export "$(EXPORT)") $(if $(DRY_RUN),--dry-run) $(if $(LLM),--llm $(LLM)) $(foreach rule,$(EXCLUDE),--exclude '$(rule)') --json
+backfill: ## import + draft + commit: make backfill EXPORT=path [SOURCE=chatgpt] [DRY_RUN=1] [LLM=provider:model] [MAX_COST=usd] [PRICE=in/out] [MAX_WAIT=s] [PENDING=1] [REDRAFT="key …"|all] [EXCLUDE="title:*病院*"] [JSON=1]
+	$(PMEM) backfill $(if $(SOURCE),--source $(SOURCE)) $(if $(EXPORT),--export "$(EXPORT)") $(if $(PENDING),--pending) $(if $(DRY_RUN),--dry-run) $(if $(LLM),--llm $(LLM)) $(if $(MAX_COST),--max-cost $(MAX_COST)) $(if $(PRICE),--price $(PRICE)) $(if $(MAX_WAIT),--max-wait $(MAX_WAIT)) $(if $(REDRAFT),--redraft $(filter-out all,$(REDRAFT))) $(if $(NO_EMBED),--no-embed) $(foreach rule,$(EXCLUDE),--exclude '$(rule)') $(if $(JSON),--json)
 
 review: ## a dry run's drafts as diffs: make review RUN=id (writes runs/<id>/review.md and .html)
 	$(PMEM) review $(RUN)

@@ -14,9 +14,9 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from cli.app import EXIT_ERROR, app, err_console, handle_errors, print_json, settings
+from cli.app import EXIT_ERROR, EXIT_TEMPFAIL, app, err_console, handle_errors, print_json, settings
 from core.display import for_terminal as tty
-from core.errors import ConfigError, ConsentRequired, PmemError, RateLimitStop
+from core.errors import ConfigError, ConsentRequired, CostLimitStop, PmemError, RateLimitStop
 from core.settings import Settings
 from state.consent import Target
 
@@ -68,11 +68,10 @@ def quiet_prefect_console() -> None:
 
 
 def _run_backfill(source: str, export: str | None, dry_run: bool, llm: str | None, embed: bool = True) -> dict[str, Any]:
+    """The backfill flow over one export (a resolved path; None or "": --pending)."""
     from cli.foreground import foreground_run
-    from flows.pipeline import resolve_export
 
     cfg = settings()
-    path = resolve_export(cfg, source, export)
     # one run at a time per data dir; waits said out loud; Ctrl-C as one line (cli/foreground.py)
     with foreground_run(cfg):
         _prefect_env(cfg)
@@ -82,7 +81,7 @@ def _run_backfill(source: str, export: str | None, dry_run: bool, llm: str | Non
         quiet_prefect_console()
         sweep_crashed_runs(cfg)  # runs a kill left RUNNING become Crashed
         with tracked_runs(cfg):  # tags: this data dir and this process, for the next sweep
-            return backfill_flow(source=source, export_path=str(path), dry_run=dry_run, llm=llm, embed=embed)
+            return backfill_flow(source=source, export_path=export or "", dry_run=dry_run, llm=llm, embed=embed)
 
 
 class _EstimateOnly:
@@ -101,11 +100,11 @@ class _EstimateOnly:
 
 
 def _estimate(source: str, export: str | None, llm: str | None) -> dict[str, Any]:
+    """What the run would draft and cost; reads the export, writes nothing, needs no API key."""
     from flows.consent import drafting_target
-    from flows.pipeline import Pipeline, estimate_run, resolve_export
+    from flows.pipeline import Pipeline, estimate_run
 
     cfg = settings()
-    path = resolve_export(cfg, source, export)
     spec = llm or cfg.llm
     try:
         p = Pipeline.open(cfg, llm)
@@ -115,9 +114,47 @@ def _estimate(source: str, export: str | None, llm: str | None) -> dict[str, Any
         p = Pipeline.open(cfg, "extractive")
         p.drafter = _EstimateOnly(spec)
     try:
-        return estimate_run(p, source, str(path))
+        return estimate_run(p, source, export)
     finally:
         p.close()
+
+
+def _usd(value: float | None) -> str:
+    if value is None:
+        return "unknown (no price for this model: --price IN/OUT gives one)"
+    return f"${value:,.2f}" if value >= 0.995 or value == 0 else f"${value:.4f}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def estimate_words(est: dict[str, Any]) -> str:
+    """The estimate in one line: tokens, cost, batches, expected commits, the memory API's time."""
+    n, b = est["conversations_to_draft"], est["batches_to_draft"]
+    if not n:
+        return f"estimate for {est['model']}: nothing to draft"
+    line = (f"estimate for {est['model']}: {plural(n, 'conversation')} in {plural(b, 'batch')} to draft, "
+            f"~{est['estimated_input_tokens']:,} input and ~{est['estimated_output_tokens']:,} output tokens, "
+            + ("no cost (offline), " if est["estimated_cost_usd"] == 0 else
+               f"cost ~{_usd(est['estimated_cost_usd'])} (prices of {est['price_as_of']}), ")
+            + f"~{plural(est['expected_commits'], 'commit')}")  # fmt: skip
+    if est.get("memory_api_seconds"):
+        line += f"; the memory API's budget makes the commits take at least {_duration(est['memory_api_seconds'])}"
+    if est.get("max_cost") is not None:
+        line += f"; --max-cost {_usd(est['max_cost'])}, spent so far {_usd(est.get('spent_usd') or 0.0)}"
+    return line
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 batch``, ``2 batches``, ``0 conversations``."""
+    if n == 1:
+        return f"1 {word}"
+    return f"{n:,} {many or (word + 'es' if word.endswith(('ch', 'sh', 's', 'x')) else word + 's')}"
 
 
 def _interactive() -> bool:
@@ -172,16 +209,45 @@ def confirm_send(target: Target, est: dict[str, Any] | None, rules: list[str], y
     err_console.print(f"consent recorded in {cfg.data_dir / 'consent.json'}")
 
 
+_STATUS_WORDS = {
+    "complete": "complete", "failed": "failed", "stopped": "stopped by a rate limit",
+    "cost_limit": "stopped at --max-cost", "interrupted": "interrupted", "open": "running",
+}  # fmt: skip
+
+
+def summary_words(summary: dict[str, Any]) -> list[str]:
+    """The run's summary in words (no Python reprs, plurals right)."""
+    s = summary
+    head = f"run {s['run_id']} {_STATUS_WORDS.get(s['status'], s['status'])}"
+    extras = [w for w, on in (("resumed", s.get("resumed")), ("dry run", s.get("dry_run")),
+                              ("redraft", s.get("redraft"))) if on]  # fmt: skip
+    if extras:
+        head += f" ({', '.join(extras)})"
+    conv = plural(s["conversations"], "conversation")
+    if s.get("kept") or s.get("dropped"):
+        conv += f" ({s['kept']} kept, {s['dropped']} dropped by the prefilter)"
+    if s.get("excluded"):
+        conv += f", {s['excluded']} excluded by your rules"
+    batches = plural(s["batches_total"], "batch")
+    if s["batches_total"]:
+        parts = [f"{s['batches_drafted']} drafted now", f"{s['batches_skipped_complete']} drafted before"]
+        if s.get("batches_failed"):
+            parts.append(f"{s['batches_failed']} failed")
+        if s.get("batches_left"):
+            parts.append(f"{s['batches_left']} left for the next run")
+        batches += f" ({', '.join(parts)})"
+    work = (f"{plural(s['drafter_calls'], 'drafter call')}, {plural(s['commits'], 'commit')}, "
+            f"{plural(s['rejected_evidence'], 'evidence pointer')} rejected")  # fmt: skip
+    if s.get("input_tokens") or s.get("output_tokens") or s.get("run_cost_usd"):
+        work += f"; {s['input_tokens']:,} input and {s['output_tokens']:,} output tokens, cost {_usd(s.get('cost_usd'))}"
+        if s.get("resumed") and s.get("run_cost_usd") is not None:
+            work += f" ({_usd(s['run_cost_usd'])} over all of this run)"
+    return [f"{head}: {conv}; {batches}", f"  {work}; {s['elapsed_seconds']:.1f} s"]
+
+
 def _print_summary(summary: dict[str, Any]) -> None:
-    err_console.print(
-        f"run [bold]{summary['run_id']}[/] {summary['status']}"
-        f"{' (resumed)' if summary['resumed'] else ''}{' (dry run)' if summary['dry_run'] else ''}: "
-        f"{summary['conversations']} conversations ({summary['kept']} kept, {summary['dropped']} dropped), "
-        f"{summary['batches_total']} batches ({summary['batches_skipped_complete']} already complete), "
-        f"{summary['drafter_calls']} drafter calls, {summary['commits']} commits, "
-        f"{summary['rejected_evidence']} evidence pointers rejected, {summary['elapsed_seconds']:.1f}s"
-        + (f", {summary['excluded']} conversations excluded" if summary.get("excluded") else "")
-    )
+    for line in summary_words(summary):
+        err_console.print(escape(line), highlight=False)
     _print_indexed(summary.get("indexed"))
     if summary.get("flow_run_url"):
         err_console.print(f"Prefect flow run: {summary['flow_run_url']}", highlight=False)
@@ -246,16 +312,114 @@ def _progress_bars(first: str = "importing") -> Iterator[None]:
         pl.set_progress(None)
 
 
+EXIT_COST_LIMIT = 4  # `pmem backfill`: --max-cost reached; raise it and run the same command
+_SOURCE_NAMES = {"chatgpt": "ChatGPT", "claude": "Claude.ai", "codex": "Codex", "claude-code": "Claude Code"}
+_CONTRACT_KEYS = ("run_id", "status", "resume_command", "conversations", "batches_total",
+                  "batches_skipped_complete", "batches_drafted", "drafter_calls", "commits",
+                  "rejected_evidence", "input_tokens", "output_tokens", "cost_usd")  # fmt: skip
+
+
+def resume_commands(a: dict[str, Any]) -> tuple[str, str]:
+    """The command that runs this backfill again (resumes it), with every option it was started
+    with: as `pmem backfill …` and as `make backfill …`."""
+    import shlex
+
+    q = shlex.quote
+    cli = ["pmem", "backfill", "--source", a["source"]]
+    mk = ["make", "backfill", f"SOURCE={a['source']}"]
+    if a["export"]:
+        cli += ["--export", q(a["export"])]
+        mk.append(f"EXPORT={q(a['export'])}")
+    else:
+        cli.append("--pending")
+        mk.append("PENDING=1")
+    cli += ["--llm", q(a["llm"])]
+    mk.append(f"LLM={q(a['llm'])}")
+    if a["dry_run"]:
+        cli.append("--dry-run")
+        mk.append("DRY_RUN=1")
+    for flag, var, value in (("--max-cost", "MAX_COST", a["max_cost"]), ("--price", "PRICE", a["price"]),
+                             ("--max-wait", "MAX_WAIT", a["max_wait"])):  # fmt: skip
+        if value is not None:
+            text = f"{value:g}" if isinstance(value, float) else str(value)
+            cli += [flag, q(text)]
+            mk.append(f"{var}={q(text)}")
+    if a["redraft"] is not None:
+        cli += ["--redraft", *map(q, a["redraft"])]
+        mk.append(f"REDRAFT={q(' '.join(a['redraft']) or 'all')}")
+    if a["no_embed"]:
+        cli.append("--no-embed")
+        mk.append("NO_EMBED=1")
+    for rule in a["exclude"]:
+        cli += ["--exclude", q(rule)]
+    if a["exclude"]:
+        mk.append(f"EXCLUDE={q(' '.join(a['exclude']))}")
+    return " ".join(cli), " ".join(mk)
+
+
+def _check_source(path: Path, source: str | None) -> str:
+    """The export's format, sniffed before anything starts. A --source that contradicts what
+    the file positively looks like is refused; an inconclusive sniff (a damaged file) takes
+    --source as given."""
+    from importers import IMPORTERS, sniff
+
+    if source is not None and source not in IMPORTERS:
+        raise ConfigError(f"unknown source {source!r}", hint=f"--source is one of {', '.join(sorted(IMPORTERS))}")
+    found = sniff(path)
+    if source is None:
+        if found is None:
+            raise ConfigError(f"{path.name}: cannot tell the format of this export",
+                              hint="pass --source chatgpt, claude, codex or claude-code")  # fmt: skip
+        return found
+    if found is not None and found != source:
+        raise ConfigError(f"{path.name} looks like a {_SOURCE_NAMES.get(found, found)} export: use --source {found}",
+                          hint=f"--source {source} reads {_SOURCE_NAMES.get(source, source)} exports")  # fmt: skip
+    return source
+
+
+def _failed_summary(err: BaseException, args: dict[str, Any] | None) -> dict[str, Any]:
+    """The --json object of a backfill that ended before (or outside) a run."""
+    out: dict[str, Any] = dict.fromkeys(_CONTRACT_KEYS, 0)
+    out.update(run_id=getattr(err, "run_id", None), status="failed", resume_command=None, cost_usd=0.0,
+               error=str(err), error_type=type(err).__name__)  # fmt: skip
+    if args is not None and args.get("source"):
+        out["resume_command"], out["make_command"] = resume_commands(args)
+    return out
+
+
+def _stopped_summary(err: RateLimitStop | CostLimitStop) -> dict[str, Any]:
+    summary = getattr(err, "summary", None)
+    if summary is None:  # Prefect did not hand the exception back as raised: the stored one
+        from store.db import Database
+        from store.runs import RunStore
+
+        row = RunStore(Database.open(settings())).get_run(err.run_id)
+        summary = dict((row or {}).get("summary") or {})
+    summary.setdefault("run_id", err.run_id)
+    summary["status"] = "cost_limit" if isinstance(err, CostLimitStop) else "stopped"
+    summary["stop_reason"] = str(err)
+    if isinstance(err, RateLimitStop):
+        summary["retry_after"] = err.retry_after
+    for key in _CONTRACT_KEYS:
+        summary.setdefault(key, 0)
+    return summary
+
+
 @app.command()
 @handle_errors
 def backfill(
-    source: Annotated[str, typer.Option("--source", "-s", help="chatgpt (more formats come with the importers).")] = "chatgpt",
-    export: Annotated[str | None, typer.Option("--export", "-e", help="The export file. Default: newest file in <data dir>/exports/<source>/.")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Draft and verify, commit nothing.")] = False,
-    llm: Annotated[str | None, typer.Option("--llm", help="provider:model; default PMEM_LLM or the offline extractive drafter.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="End with one JSON object summarising the run.")] = False,
-    estimate: Annotated[bool, typer.Option("--estimate", help="Only import and plan: print the tokens and cost the drafting would take.")] = False,
-    max_cost: Annotated[float | None, typer.Option("--max-cost", help="Refuse to start when the estimated cost (USD) is higher.")] = None,
+    keys: Annotated[list[str] | None, typer.Argument(metavar="[CONVERSATION_KEY…]", show_default=False, help="With --redraft: the conversations to draft again (default: every conversation of the export).")] = None,
+    source: Annotated[str | None, typer.Option("--source", "-s", show_default=False, help="chatgpt, claude, codex or claude-code. Default: detected from the export (a --source that contradicts the file is refused); chatgpt for the inbox.")] = None,
+    export: Annotated[str | None, typer.Option("--export", "-e", metavar="PATH", help="The export (zip, folder or file); its new and changed conversations are drafted. Default: the newest file in <data dir>/exports/<source>/ (named when used).")] = None,
+    pending: Annotated[bool, typer.Option("--pending", help="Draft everything pending in the ledger for the source (no export read).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Draft and verify, commit nothing (then `pmem review RUN`, `pmem apply RUN`).")] = False,
+    llm: Annotated[str | None, typer.Option("--llm", metavar="PROVIDER:MODEL", help="The drafter; default PMEM_LLM or the offline extractive drafter.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="End with one JSON object summarising the run (on every exit).")] = False,
+    estimate: Annotated[bool, typer.Option("--estimate", help="Only estimate: tokens, cost, batches, commits. Reads the export, writes nothing, needs no API key.")] = False,
+    max_cost: Annotated[float | None, typer.Option("--max-cost", metavar="USD", help="Stop (exit 4) before the run's model spending, over all its resumes, would pass this; raise it and run the same command to go on.")] = None,
+    price: Annotated[str | None, typer.Option("--price", metavar="IN/OUT", help="USD per million input / output tokens, for a model the price table does not list (`pmem prices`).")] = None,
+    max_wait: Annotated[float | None, typer.Option("--max-wait", metavar="SECONDS", help="Wait at most this long for a rate limit (Retry-After), then stop with exit 75 (default PMEM_MAX_WAIT_SECONDS, 600).")] = None,
+    redraft: Annotated[bool, typer.Option("--redraft", help="Start a new run that drafts the given conversations (or the export's) again under the current prompt and model; earlier drafts stay for review.")] = False,
     no_embed: Annotated[bool, typer.Option("--no-embed", help="Index new messages for recall but do not embed them (`pmem reindex` does later).")] = False,
     exclude: Annotated[list[str] | None, typer.Option("--exclude", "-x", metavar="RULE", help=(
         "Leave conversations out: never drafted, never sent (repeatable). RULE is key:KEY "
@@ -266,31 +430,114 @@ def backfill(
         "(the monthly re-import too)."))] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Consent to sending to the remote model without being asked (remembered for this data dir).")] = False,
 ) -> None:
-    """Import an export, draft case records and commit them. Run it again to resume.
+    """Import an export, draft case records of its new and changed conversations and commit
+    them. A run is its export: the same command (source, export content or --pending, model,
+    prompt version, dry run) resumes it, and a run with nothing new says "nothing to do".
+    Every run prints its estimate before drafting.
 
     With a remote drafter (--llm openai:…, anthropic:…, gemini:…) or a remote embedder
     (PMEM_EMBEDDER=openai:…), the first run shows what would be sent (conversations, characters,
     sources, dates, exclusions) and asks; the answer is remembered per data dir, provider and
     source in <data dir>/consent.json. --estimate shows it without sending (no API key needed).
 
-    Exit codes: 0 complete; 1 error or failed batches (run again to retry them); 75 stopped by a
-    rate limit or a spent quota (run the same command again later: finished work is kept);
-    77 not sent: consent to a remote model was declined, or is needed and there is no terminal
-    to ask (add --yes)."""
-    from flows.pipeline import set_excludes
+    Exit codes: 0 complete (or nothing to do); 1 an error, 0 conversations in the export, or
+    failed batches (run again to retry them); 4 stopped at --max-cost (raise it, run again);
+    75 stopped by a rate limit longer than --max-wait (run the same command again later:
+    finished work is kept); 77 not sent: consent to a remote model was declined, or is needed
+    and there is no terminal to ask (add --yes)."""
+    args: dict[str, Any] | None = None
+    try:
+        args = _backfill_args(keys, source, export, pending, dry_run, llm, max_cost, price, max_wait,
+                              redraft, no_embed, exclude)  # fmt: skip
+        _backfill(args, as_json=as_json, estimate=estimate, yes=yes)
+    except (RateLimitStop, CostLimitStop) as err:
+        summary = _stopped_summary(err)
+        if args is not None:
+            summary["resume_command"], summary["make_command"] = resume_commands(args)
+        for line in summary_words(summary):
+            err_console.print(escape(line), highlight=False)
+        what = "a rate limit" if isinstance(err, RateLimitStop) else "--max-cost"
+        err_console.print(f"[yellow]stopped by {what}:[/] {escape(tty(str(err)))}")
+        if isinstance(err, CostLimitStop):
+            err_console.print("  → finished work is kept; raise --max-cost and run the same command to resume:")
+        else:
+            err_console.print("  → finished work is kept; run the same command again after the wait to resume:")
+        err_console.print(f"    {escape(summary.get('resume_command') or '')}", highlight=False)
+        err_console.print(f"    (or: {escape(summary.get('make_command') or '')})", highlight=False)
+        if as_json:
+            print_json(summary)
+        raise typer.Exit(EXIT_COST_LIMIT if isinstance(err, CostLimitStop) else EXIT_TEMPFAIL) from None
+    except PmemError as err:
+        if as_json:
+            print_json(_failed_summary(err, args))
+        raise
+    finally:
+        from flows.pipeline import set_run_options
+
+        set_run_options(None)  # this process's next pipeline (the demo, a test) starts plain
+
+
+def _backfill_args(
+    keys: list[str] | None, source: str | None, export: str | None, pending: bool, dry_run: bool,
+    llm: str | None, max_cost: float | None, price: str | None, max_wait: float | None, redraft: bool,
+    no_embed: bool, exclude: list[str] | None,
+) -> dict[str, Any]:  # fmt: skip
+    """Check the options and the input before anything starts (no database, no Prefect)."""
+    from flows.pipeline import resolve_export
+    from providers.pricing import parse_price, price_for
     from stages.exclude import parse_rules
 
-    rules = parse_rules(exclude or [])
+    if keys and not redraft:
+        raise ConfigError(f"unexpected argument {keys[0]!r}", hint="conversation keys go with --redraft KEY…")
+    if pending and export:
+        raise ConfigError("--pending and --export exclude each other",
+                          hint="--export drafts one export's conversations, --pending everything pending")  # fmt: skip
+    if max_cost is not None and max_cost < 0:
+        raise ConfigError("--max-cost must not be negative")
+    if max_wait is not None:
+        if max_wait < 0:
+            raise ConfigError("--max-wait must not be negative")
+        os.environ["PMEM_MAX_WAIT_SECONDS"] = f"{max_wait:g}"  # the settings of this process
+    try:
+        parsed_price = parse_price(price) if price else None
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    parse_rules(exclude or [])  # a wrong rule is a clear error here
+    cfg = settings()
+    spec = (llm or cfg.llm).strip()
+    path: Path | None = None
+    if keys and not export:  # chosen conversations: from the ledger, no export read
+        pending = True
+        source = source or keys[0].partition(":")[0]
+    if not pending:
+        path = resolve_export(cfg, source or "chatgpt", export)
+        if not export:
+            err_console.print(f"using the newest export in the inbox: {escape(tty(path.name))}", highlight=False)
+        source = _check_source(path, source)
+    source = source or "chatgpt"
+    if max_cost is not None and parsed_price is None and price_for(spec) is None:
+        raise ConfigError(f"no known price for {spec}: --max-cost cannot be held to",
+                          hint="give its price with --price IN/OUT (USD per million input / output tokens); "
+                               "`pmem prices` lists the known ones")  # fmt: skip
+    return {"source": source, "export": str(path) if path else None, "llm": spec, "dry_run": dry_run,
+            "max_cost": max_cost, "price": price, "parsed_price": parsed_price, "max_wait": max_wait,
+            "redraft": list(keys or []) if redraft else None, "no_embed": no_embed,
+            "exclude": list(exclude or [])}  # fmt: skip
+
+
+def _backfill(a: dict[str, Any], *, as_json: bool, estimate: bool, yes: bool) -> None:
+    from flows.pipeline import RunOptions, set_announce, set_excludes, set_run_options
+    from stages.exclude import parse_rules
+
+    rules = parse_rules(a["exclude"])
     set_excludes(rules)  # process-local: private text never becomes a Prefect parameter
+    set_run_options(RunOptions(pending=a["export"] is None, max_cost=a["max_cost"], price=a["parsed_price"],
+                               redraft=tuple(a["redraft"]) if a["redraft"] is not None else None))  # fmt: skip
+    source, export, llm = a["source"], a["export"], a["llm"]
     est: dict[str, Any] | None = None
-    if estimate or max_cost is not None:
+    if estimate:
         est = _estimate(source, export, llm)
-        cost = "unknown (unpriced model)" if est["cost_usd"] is None else f"${est['cost_usd']:.2f}"
-        err_console.print(
-            f"estimate for {est['model']}: {est['conversations_to_draft']} conversations in "
-            f"{est['batches_to_draft']} batches to draft, ~{est['input_tokens']:,} input and "
-            f"~{est['output_tokens']:,} output tokens, cost {cost}"
-        )
+        err_console.print(escape(estimate_words(est)), highlight=False)
         from flows.consent import drafting_target, preview_lines
 
         target = drafting_target(est["model"], source)
@@ -298,25 +545,45 @@ def backfill(
             for line in preview_lines(est, target, est["exclude_rules"]):
                 err_console.print(escape(tty(line)))
         elif est["excluded"]:
-            err_console.print(f"excluded: {est['excluded']} conversations")
-        if estimate:
-            if as_json:
-                print_json(est)
-            return
-        if est["cost_usd"] is not None and max_cost is not None and est["cost_usd"] > max_cost:
-            raise PmemError(f"the estimated cost ${est['cost_usd']:.2f} is above --max-cost ${max_cost:.2f}",
-                            hint="raise --max-cost, or draft a smaller export first")  # fmt: skip
+            err_console.print(f"excluded: {plural(est['excluded'], 'conversation')}")
+        if as_json:
+            print_json(est)
+        return
     _consent(source, export, llm, [r.text for r in rules], yes, est)
-    again = f"make backfill SOURCE={source}" + (f" EXPORT={export}" if export else "") + (" DRY_RUN=1" if dry_run else "")
+    resume, make = resume_commands(a)
+
+    def said(kind: str, data: dict[str, Any]) -> None:
+        if kind == "estimate":
+            err_console.print(escape(estimate_words(data)), highlight=False)
+            if data.get("max_cost") is not None and data["estimated_cost_usd"] is not None \
+                    and data["estimated_cost_usd"] + (data.get("spent_usd") or 0) > data["max_cost"]:  # fmt: skip
+                err_console.print("  the estimate is above --max-cost: the run stops before it would pass it")
+
+    set_announce(said)
     try:
         with _progress_bars():
-            summary = _run_backfill(source, export, dry_run, llm, embed=not no_embed)
-    except RateLimitStop as err:
-        err.hint = f"finished work is saved; resume with `{again}` (same command) after the wait"
-        raise
+            summary = _run_backfill(source, export, a["dry_run"], llm, embed=not a["no_embed"])
+    finally:
+        set_announce(None)
+    summary["resume_command"], summary["make_command"] = resume, make
+    empty = export is not None and summary["conversations"] == 0
+    if empty:
+        summary["status"] = "failed"
+        summary["error"] = f"no {source} conversations found in {Path(export).name}"
     _print_summary(summary)
+    if empty:
+        err_console.print(f"[red]error:[/] no conversations in {escape(tty(Path(export).name))} matched the "
+                          f"{_SOURCE_NAMES.get(source, source)} importer", highlight=False)  # fmt: skip
+        err_console.print("  → check the file, or pass the --source it was exported from")
+    elif summary.get("nothing_to_do"):
+        err_console.print("nothing to do: every conversation of this run is drafted already")
     if summary["batches_failed"]:
-        err_console.print(f"  → {summary['batches_failed']} batch(es) failed; run the same command again to retry them")
+        err_console.print(f"  → {plural(summary['batches_failed'], 'batch')} failed; run the same command again "
+                          f"to retry: {escape(resume)}", highlight=False)  # fmt: skip
+    if a["dry_run"] and summary["status"] == "complete" and not empty:
+        run_id = summary["run_id"]
+        err_console.print(f"review the drafts: make review RUN={run_id}   (or: pmem review {run_id})", highlight=False)
+        err_console.print(f"then commit them:  make apply RUN={run_id}   (or: pmem apply {run_id})", highlight=False)
     if as_json:
         print_json(summary)
     if summary["status"] != "complete":

@@ -155,3 +155,25 @@ def restore(
     err_console.print(f"{memory_id}: revision {revision} restored as revision {result.revision}")
     if as_json:
         print_json(result.model_dump(mode="json"))
+
+
+@app.command()
+@handle_errors
+def prices(
+    as_json: Annotated[bool, typer.Option("--json", help="One object: as_of, prices (model, USD per million input / output tokens), free.")] = False,
+) -> None:
+    """The price table the cost estimate and --max-cost use, with its date: US dollars per
+    million input / output tokens (standard tier, no cache discount). A model not listed needs
+    `pmem backfill --price IN/OUT` for --max-cost."""
+    from providers.pricing import FREE_PROVIDERS, PRICES_AS_OF, price_rows
+
+    rows = price_rows()
+    if as_json:
+        print_json({"as_of": PRICES_AS_OF, "currency": "USD", "unit": "per million tokens", "prices": rows,
+                    "free": sorted(FREE_PROVIDERS)})  # fmt: skip
+        return
+    typer.echo(f"prices as of {PRICES_AS_OF} (USD per million tokens: input / output; check the vendor's page)")
+    width = max(len(str(r["model"])) for r in rows)
+    for r in rows:
+        typer.echo(f"  {str(r['model']):<{width}}  {r['input_per_million']:>7.3f} / {r['output_per_million']:.3f}")
+    typer.echo(f"  free (offline): {', '.join(sorted(FREE_PROVIDERS))}")

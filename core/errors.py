@@ -16,7 +16,8 @@
     │   └── TerminalDraftError      invalid / truncated / refused output
     ├── ResultFileError             result.json / run-state.json unreadable or checksum wrong
     ├── RateLimited                 HTTP 429 from the memory API (transient, carries Retry-After)
-    └── RateLimitStop               waiting would exceed --max-wait: stop cleanly, resume later
+    ├── RateLimitStop               waiting would exceed --max-wait: stop cleanly, resume later
+    └── CostLimitStop               the next request would pass --max-cost: stop, raise it to resume
 """
 
 from __future__ import annotations
@@ -141,6 +142,15 @@ class RateLimitStop(PmemError):
         super().__init__(message)
         self.run_id = run_id
         self.retry_after = retry_after
+
+
+class CostLimitStop(PmemError):
+    """The run's next model request would take what it spent (over all its resumes) past
+    --max-cost: the run stops (status ``cost_limit``, exit 4); finished work is kept."""
+
+    def __init__(self, message: str, *, run_id: str) -> None:
+        super().__init__(message)
+        self.run_id = run_id
 
 
 class ConsentRequired(PmemError):

@@ -88,6 +88,7 @@ def run_import(
     batch_bytes: int = BATCH_BYTES,
     raise_input_error: bool = False,
     index_messages: bool = False,
+    seen: set[str] | None = None,
 ) -> dict[str, Any]:
     """Import ``export_path`` with the importer of ``source``; returns the summary (counts,
     ``skipped`` by reason, ``errors``, ``input_error``). With ``raise_input_error`` an input
@@ -95,11 +96,12 @@ def run_import(
 
     With ``index_messages`` the recall index is built alongside (``_Indexer``: stored batches
     are tokenised in worker processes while the next ones are parsed and stored), so the index
-    step after the import finds (almost) nothing left; ``indexed_messages`` counts them."""
+    step after the import finds (almost) nothing left; ``indexed_messages`` counts them.
+    ``seen`` collects the (stored) key of every conversation of the export: a backfill's scope."""
     indexer = _Indexer(ledger) if index_messages else None
     try:
         stats, input_exc = _run_import(ledger, source, export_path, on_progress,
-                                       batch_conversations, batch_bytes, indexer)  # fmt: skip
+                                       batch_conversations, batch_bytes, indexer, seen)  # fmt: skip
     finally:
         indexed = indexer.close() if indexer is not None else None
     if indexed is not None:
@@ -117,6 +119,7 @@ def _run_import(
     batch_conversations: int,
     batch_bytes: int,
     indexer: _Indexer | None,
+    seen: set[str] | None = None,
 ) -> tuple[dict[str, Any], InputError | None]:
     import_id = ledger.start_import(source, export_path)
     overrides = ledger.overrides()
@@ -172,6 +175,8 @@ def _run_import(
                 stats["conversations"] += 1
                 stats[f"conversations_{outcome}"] += 1
                 stats["messages_new"] += new
+                if seen is not None:
+                    seen.add(storable(conv.key))
                 for t, n in conv.unknown_types.items():
                     (skipped if t.startswith(SKIP_PREFIX) else unknown)[t.removeprefix(SKIP_PREFIX)] += n
                 if keep:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +18,7 @@ from typing import Any, TypeVar
 
 from core.errors import (
     ConfigError,
+    CostLimitStop,
     DraftError,
     EvidenceRefused,
     RateLimited,
@@ -45,7 +47,7 @@ from core.secrets import redact_conversation, redact_draft, secret_values
 from core.settings import Settings
 from prompts.case_record import static_instructions
 from providers import get_drafter
-from providers.pricing import estimate_cost
+from providers.pricing import PRICES_AS_OF, Price, cost_at, price_for
 from stages.batching import pack
 from stages.chunking import chunk_conversation, merge_chunk_drafts
 from stages.evidence import verify_draft
@@ -66,7 +68,7 @@ from store.budget import PgWindow, client_window
 from store.db import Database
 from store.ledger import Ledger
 from store.records import MemoryStore, remember_secret_values
-from store.runs import RunStore, to_batch
+from store.runs import PENDING, RunStore, to_batch
 
 _log = logging.getLogger("pmem.backfill")
 T = TypeVar("T")
@@ -91,6 +93,10 @@ class Pipeline:
     # planning, the conversations they excluded (key -> rule)
     excludes: list[ExcludeRule] = field(default_factory=list)
     excluded: dict[str, str] = field(default_factory=dict)
+    options: RunOptions = field(default_factory=lambda: RunOptions())
+    # the conversations of this run's export (stored keys), set by the import; None: --pending
+    scope: set[str] | None = None
+    meter: CostMeter | None = None
 
     @classmethod
     def open(cls, settings: Settings, llm: str | None = None) -> Pipeline:
@@ -122,6 +128,7 @@ class Pipeline:
                                          what=f"the memory API budget ({limit} requests per {window:g} s)"),
             target=target, commit_cc=cc("the memory API's rate limit"),
             draft_cc=cc("the model provider's rate limit"), excludes=list(_excludes),
+            options=_options[0],
         )  # fmt: skip
 
     def close(self) -> None:
@@ -155,6 +162,102 @@ def set_excludes(rules: list[ExcludeRule]) -> None:
     """The owner's --exclude rules for the pipelines this process opens (the CLI sets them; they
     are private text, so they never travel as flow parameters)."""
     _excludes[:] = list(rules)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """A backfill's options besides the flow's parameters, set by the CLI for this process (like
+    the --exclude rules: conversation keys name private conversations, so they are never Prefect
+    parameters)."""
+
+    pending: bool = False  # --pending: draft everything pending in the ledger for the source
+    redraft: tuple[str, ...] | None = None  # --redraft: these keys again (empty: the export's)
+    max_cost: float | None = None  # --max-cost USD, over every resume of the run
+    price: Price | None = None  # --price IN/OUT: USD per million tokens, for an unlisted model
+
+
+_options: list[RunOptions] = [RunOptions()]
+
+
+def set_run_options(options: RunOptions | None) -> None:
+    """The run options for the pipelines this process opens (None: the defaults)."""
+    _options[0] = options or RunOptions()
+
+
+class CostMeter:
+    """What a run spends on its model, held to --max-cost over every resume of the run.
+
+    Before each model request the meter reserves the request's estimated cost (the estimate
+    errs high); the request is refused (``CostLimitStop``) when what the run has spent, what is
+    in flight and this estimate would pass the cap. After the request the reservation is
+    replaced by the actual cost of the tokens the model reported, counted on the run's row."""
+
+    def __init__(self, runs: RunStore, run_id: str, model: str, price: Price | None, max_cost: float | None) -> None:
+        self.runs, self.run_id, self.max_cost = runs, run_id, max_cost
+        self.price = price if price is not None else price_for(model)
+        self.spent = runs.spent(run_id)
+        self.reserved = 0.0
+        self.input_tokens = self.output_tokens = 0  # this invocation
+        self.cost = 0.0
+        self._lock = threading.Lock()
+
+    def estimate(self, conversations: list[Conversation]) -> float:
+        if self.price is None:
+            return 0.0
+        tokens = _static_tokens() + sum(estimate_tokens(m.text) for c in conversations for m in c.drafting_messages)
+        return cost_at(self.price, tokens, OUTPUT_TOKENS_PER_CONVERSATION * len(conversations))
+
+    def reserve(self, conversations: list[Conversation]) -> float:
+        if self.max_cost is None:
+            return 0.0
+        est = self.estimate(conversations)
+        with self._lock:
+            if self.spent[2] + self.reserved + est > self.max_cost + 1e-9:
+                raise CostLimitStop(
+                    f"run {self.run_id} has spent ${self.spent[2]:.4f}; its next request (~${est:.4f}) "
+                    f"would pass --max-cost ${self.max_cost:.2f}", run_id=self.run_id,
+                )  # fmt: skip
+            self.reserved += est
+        return est
+
+    def release(self, reserved: float) -> None:
+        with self._lock:
+            self.reserved -= reserved
+
+    def settle(self, reserved: float, input_tokens: int, output_tokens: int) -> None:
+        cost = 0.0 if self.price is None else cost_at(self.price, input_tokens, output_tokens)
+        with self._lock:
+            self.reserved -= reserved
+            self.spent = self.runs.add_spent(self.run_id, input_tokens, output_tokens, cost)
+            self.input_tokens += input_tokens
+            self.output_tokens += output_tokens
+            self.cost += cost
+
+
+_STATIC_TOKENS: list[int] = []
+
+
+def _static_tokens() -> int:
+    if not _STATIC_TOKENS:
+        _STATIC_TOKENS.append(estimate_tokens(static_instructions()))
+    return _STATIC_TOKENS[0]
+
+
+Announce = Callable[[str, dict[str, Any]], None]
+_announce: list[Announce] = []
+
+
+def set_announce(hook: Announce | None) -> None:
+    """Where a run says what it is about to do and what it waits for (the CLI prints it); the
+    same lines go to the log, so piped output still has them."""
+    _announce.clear()
+    if hook is not None:
+        _announce.append(hook)
+
+
+def announce(kind: str, data: dict[str, Any]) -> None:
+    for hook in _announce:
+        hook(kind, data)
 
 
 ProgressHook = Callable[[str, int], None]  # (stage, total) to start a stage; (stage, -n) per n items
@@ -224,26 +327,38 @@ def fingerprint(path: Path) -> str:
 def import_export(p: Pipeline, source: str, export_path: str) -> dict[str, Any]:
     """Stream the export into the source ledger with prefilter decisions (flows/importing.py:
     batched transactions of whole conversations, COPY, parsing overlapped with writing). An
-    input error stops the step once everything read before it is stored."""
+    input error stops the step once everything read before it is stored. The export's
+    conversations become the run's scope: the run drafts those and nothing else."""
     from flows.importing import run_import
 
-    return run_import(p.ledger, source, export_path, raise_input_error=True)
+    seen: set[str] = set()
+    stats = run_import(p.ledger, source, export_path, raise_input_error=True, seen=seen)
+    p.scope = seen
+    return stats
 
 
 # ---------------------------------------------------------------- 2. plan
 
 
 def _plan(p: Pipeline, source: str) -> tuple[list[str], list[Batch], list[str]]:
-    """Pending batches (reused as they are), new batches for un-batched kept conversations, and
-    pending batches holding a conversation the owner excluded (to be superseded: their other
-    members are packed again without it). Sets ``p.excluded``."""
+    """Pending batches of the run's scope (reused as they are), new batches for its un-batched
+    kept conversations, and pending batches to supersede: one holding a conversation the owner
+    excluded, or not yet drafted and holding conversations of another export besides this
+    run's (their members are packed again: this run's now, the others by their own run). Sets
+    ``p.excluded``."""
     model, pv = p.drafter.model, p.drafter.prompt_version
     kept = p.ledger.kept_conversations(source, RULE_VERSION)
+    scope = p.scope
+    if scope is not None:
+        kept = [c for c in kept if c["conversation_key"] in scope]
     p.excluded = _excluded(p, kept)
     pending: list[str] = []
     blocked: list[dict[str, Any]] = []
-    for b in p.runs.pending(source, model, pv):
-        if {m["conversation_key"] for m in b["members"]} & p.excluded.keys():
+    for b in p.runs.pending(source, model, pv, p.run_id or None):
+        keys = {m["conversation_key"] for m in b["members"]}
+        if scope is not None and not keys & scope:
+            continue  # another export's batch: its own run drafts it
+        if keys & p.excluded.keys() or (scope is not None and not keys <= scope and b["status"] != "drafted"):
             blocked.append(b)
         else:
             pending.append(b["batch_id"])
@@ -260,6 +375,40 @@ def _plan(p: Pipeline, source: str) -> tuple[list[str], list[Batch], list[str]]:
         max_chars=p.settings.batch_max_chars, prompt_version=pv, model=model,
     )  # fmt: skip
     return pending, [b for b in new if b.batch_id not in pending], [b["batch_id"] for b in blocked]
+
+
+def _plan_redraft(p: Pipeline, source: str) -> list[Batch]:
+    """A --redraft run's batches: the chosen conversations (or the export's) packed again in
+    batches of this run only (their ids carry the run id), so the drafts already made, and
+    the memories committed from them, stay as they are for review."""
+    model, pv = p.drafter.model, p.drafter.prompt_version
+    kept = {c["conversation_key"]: c for c in p.ledger.kept_conversations(source, RULE_VERSION)}
+    keys = list(p.options.redraft or ())
+    if not keys:
+        keys = [k for k in kept if p.scope is None or k in p.scope]
+    unknown = [k for k in keys if k not in kept]
+    if unknown:
+        raise ConfigError(
+            f"--redraft: {unknown[0]} is not a kept {source} conversation in the ledger"
+            + (f" (and {len(unknown) - 1} more)" if len(unknown) > 1 else ""),
+            hint="`pmem ledger list` shows the conversations and whether the prefilter kept them",
+        )
+    rows = [kept[k] for k in dict.fromkeys(keys)]
+    p.excluded = _excluded(p, rows)
+    members = [
+        BatchMember(conversation_key=c["conversation_key"], content_hash=c["content_hash"],
+                    chars=c["drafting_chars"])  # fmt: skip
+        for c in rows
+        if c["conversation_key"] not in p.excluded
+    ]
+    packed = pack(
+        members, max_conversations=p.settings.batch_max_conversations,
+        max_chars=p.settings.batch_max_chars, prompt_version=pv, model=model,
+    )  # fmt: skip
+    return [
+        b.model_copy(update={"batch_id": tagged_hash("batch", {"redraft": p.run_id, "of": b.batch_id}, length=24)})
+        for b in packed
+    ]
 
 
 def _excluded(p: Pipeline, kept: list[dict[str, Any]]) -> dict[str, str]:
@@ -292,10 +441,19 @@ def apply_consent(p: Pipeline, source: str, *, required: bool = True) -> None:
 
 
 def plan(p: Pipeline, source: str) -> list[str]:
-    """Pending batches first, then new ones (stored, so a resumed run maps to the same batches)."""
+    """Pending batches first, then new ones (stored, so a resumed run maps to the same batches).
+    A --redraft run plans once; resumed, it finds its own batches again."""
+    if p.options.redraft is not None:
+        own = p.runs.batches_of_run(p.run_id)
+        if own:
+            return [b["batch_id"] for b in own if b["status"] in PENDING]
+        new = _plan_redraft(p, source)
+        for b in new:
+            p.runs.add_batch(b, source, p.run_id)
+        return [b.batch_id for b in new]
     p.runs.supersede_stale(source)
     pending, new, blocked = _plan(p, source)
-    for batch_id in blocked:  # it holds an excluded conversation: never drafted as it is
+    for batch_id in blocked:  # held an excluded or another export's conversation
         p.runs.set_status(batch_id, "superseded")
     for b in new:
         p.runs.add_batch(b, source, p.run_id)
@@ -304,6 +462,8 @@ def plan(p: Pipeline, source: str) -> list[str]:
 
 
 OUTPUT_TOKENS_PER_CONVERSATION = 700  # a detailed case record, as the prompt asks for
+REQUESTS_PER_BATCH = 1  # the memory API: the context look-up of each batch
+REQUESTS_PER_COMMIT = 2  # and a proposal and a commit per record
 
 
 def estimate_tokens(text: str) -> int:
@@ -313,47 +473,168 @@ def estimate_tokens(text: str) -> int:
     return -(-ascii_chars // 4) + (len(text) - ascii_chars)
 
 
-def estimate_run(p: Pipeline, source: str, export_path: str) -> dict[str, Any]:
-    """What a backfill would send to the model and what it would cost, before spending anything.
-    Imports the export into the ledger (lossless, idempotent); plans without storing batches."""
-    stats = import_export(p, source, export_path)
+@dataclass
+class _Candidate:
+    """A kept conversation as the estimate sees it: no text, its token count."""
+
+    key: str
+    content_hash: str
+    chars: int
+    tokens: int
+    title: str | None
+    created: datetime | None
+
+
+def _scan_export(p: Pipeline, source: str, export_path: str) -> tuple[list[_Candidate], dict[str, int]]:
+    """Read the export without storing anything: each conversation's content hash, its
+    prefilter decision (the stored one when the ledger has this content, else the prefilter's
+    answer now), and for a kept one its size in tokens."""
+    from importers import ReadReport, iter_source
+    from stages.prefilter import prefilter
+    from store.ledger import digest, storable
+
+    overrides = p.ledger.overrides()
+    stats = {"conversations": 0, "kept": 0}
+    out: list[_Candidate] = []
+    chunk: list[Conversation] = []
+
+    def flush() -> None:
+        state = p.ledger.stored_state(chunk, RULE_VERSION)
+        for conv in chunk:
+            key, chash = storable(conv.key), digest(conv)[0]
+            have = state.get(key)
+            if have is not None and have[0] == chash and have[1] is not None:
+                keep = overrides.get(key, have[1])
+            else:
+                keep = prefilter(conv, overrides, content_hash=chash).keep
+            stats["conversations"] += 1
+            if keep:
+                stats["kept"] += 1
+                texts = [m.text for m in conv.drafting_messages]
+                out.append(_Candidate(key, chash, sum(len(t) for t in texts), sum(estimate_tokens(t) for t in texts),
+                                      conv.title, conv.created_at or conv.updated_at))  # fmt: skip
+        chunk.clear()
+
+    for item in iter_source(source, Path(export_path), ReadReport()):
+        if isinstance(item, Conversation):
+            chunk.append(item)
+            if len(chunk) >= 250:
+                flush()
+    flush()
+    return out, stats
+
+
+def _ledger_candidates(p: Pipeline, source: str) -> list[_Candidate]:
+    out = []
+    for c in p.ledger.kept_conversations(source, RULE_VERSION):
+        conv = p.ledger.load(c["conversation_key"])
+        texts = [m.text for m in conv.drafting_messages]
+        out.append(_Candidate(c["conversation_key"], c["content_hash"], c["drafting_chars"],
+                              sum(estimate_tokens(t) for t in texts), c["title"],
+                              c["created_at"] or c["updated_at"]))  # fmt: skip
+    return out
+
+
+def estimate_run(p: Pipeline, source: str, export_path: str | None) -> dict[str, Any]:
+    """What a backfill would send to the model and what it would cost, before spending
+    anything, and without writing anything: the export is read, not imported (``None``: what
+    --pending would draft from the ledger)."""
     apply_consent(p, source, required=False)  # a remembered consent's exclusions count too
-    p.runs.supersede_stale(source)
-    pending, new, _blocked = _plan(p, source)
-    static_tokens = estimate_tokens(static_instructions())
-    input_tokens = output_tokens = conversations = characters = already = 0
-    dates: list[datetime] = []
-    for batch_id in pending:
-        row = p.runs.batch(batch_id)
-        if row is None or read_result(_paths(p, row)[0], batch_id) is not None:
-            already += len(row["members"]) if row else 0
-            continue  # already drafted: costs nothing more
-        new.append(to_batch(row))
-    for b in new:
-        convs = [p.ledger.load(mem.conversation_key) for mem in b.members]
-        texts = [m.text for c in convs for m in c.drafting_messages]
-        chunks = max(1, -(-sum(len(t) for t in texts) // p.settings.batch_max_chars))
-        input_tokens += chunks * static_tokens + sum(estimate_tokens(t) for t in texts)
-        output_tokens += OUTPUT_TOKENS_PER_CONVERSATION * len(b.members)
-        conversations += len(b.members)
-        characters += sum(len(t) for t in texts)
-        dates += [d for c in convs if (d := c.created_at or c.updated_at) is not None]
-    model = p.drafter.model
-    cost = estimate_cost(model, input_tokens, output_tokens)
+    model, pv = p.drafter.model, p.drafter.prompt_version
+    if export_path:
+        candidates, stats = _scan_export(p, source, export_path)
+    else:
+        candidates = _ledger_candidates(p, source)
+        stats = {"conversations": len(candidates), "kept": len(candidates)}
+    p.excluded = {}
+    if p.excludes:
+        for c in candidates:
+            rule = excluded_by(p.excludes, c.key, c.title, c.created)
+            if rule is not None:
+                p.excluded[c.key] = rule
+    candidates = [c for c in candidates if c.key not in p.excluded]
+    if p.options.redraft:
+        wanted = set(p.options.redraft)
+        candidates = [c for c in candidates if c.key in wanted]
+    status = {} if p.options.redraft is not None else p.runs.member_status(
+        [(c.key, c.content_hash) for c in candidates], model, pv)  # fmt: skip
+    already = sum(status.get(c.key) in ("drafted", "committed") for c in candidates)
+    todo = [c for c in candidates if status.get(c.key) not in ("drafted", "committed")]
+    batches = pack(
+        [BatchMember(conversation_key=c.key, content_hash=c.content_hash, chars=c.chars) for c in todo],
+        max_conversations=p.settings.batch_max_conversations, max_chars=p.settings.batch_max_chars,
+        prompt_version=pv, model=model,
+    )  # fmt: skip
+    by_key = {c.key: c for c in todo}
+    out = _estimate_of(p, [[by_key[m.conversation_key] for m in b.members] for b in batches])
+    if out["conversations_to_draft"]:
+        out["sources"] = [source]
     return {
         "estimate": True, "model": model, "conversations": stats["conversations"], "kept": stats["kept"],
-        "batches_to_draft": len(new), "conversations_to_draft": conversations,
-        "input_tokens": input_tokens, "output_tokens": output_tokens,
-        "cost_usd": cost, "static_prompt_tokens": static_tokens,
-        "estimated_input_tokens": input_tokens, "estimated_output_tokens": output_tokens,
-        "estimated_cost_usd": cost,
-        # what would leave the machine with a remote drafter (shown before consent)
-        "characters": characters, "sources": [source] if conversations else [],
-        "first_date": min(dates).date().isoformat() if dates else None,
-        "last_date": max(dates).date().isoformat() if dates else None,
-        "already_drafted": already, "excluded": len(p.excluded),
+        **out, "already_drafted": already, "excluded": len(p.excluded),
         "excluded_by_rule": _count_rules(p.excluded), "exclude_rules": [r.text for r in p.excludes],
     }  # fmt: skip
+
+
+def _estimate_of(p: Pipeline, batches: list[list[_Candidate]]) -> dict[str, Any]:
+    """Tokens, cost, commits and (over HTTP) the memory API's time for these batches."""
+    static = _static_tokens()
+    input_tokens = output_tokens = conversations = characters = 0
+    dates: list[datetime] = []
+    for members in batches:
+        chars = sum(c.chars for c in members)
+        chunks = max(1, -(-chars // p.settings.batch_max_chars))
+        input_tokens += chunks * static + sum(c.tokens for c in members)
+        output_tokens += OUTPUT_TOKENS_PER_CONVERSATION * len(members)
+        conversations += len(members)
+        characters += chars
+        dates += [c.created for c in members if c.created is not None]
+    model = p.drafter.model
+    price = p.options.price if p.options.price is not None else price_for(model)
+    cost = None if price is None else cost_at(price, input_tokens, output_tokens)
+    commits = conversations  # about one case record per conversation
+    out: dict[str, Any] = {
+        "batches_to_draft": len(batches), "conversations_to_draft": conversations,
+        "estimated_input_tokens": input_tokens, "estimated_output_tokens": output_tokens,
+        "estimated_cost_usd": cost, "expected_commits": commits,
+        "input_tokens": input_tokens, "output_tokens": output_tokens, "cost_usd": cost,
+        "static_prompt_tokens": static, "price_as_of": PRICES_AS_OF,
+        "price_usd_per_million": None if price is None else {"input": price.input_per_million,
+                                                             "output": price.output_per_million},
+        # what would leave the machine with a remote drafter (shown before consent)
+        "characters": characters, "sources": [],
+        "first_date": min(dates).date().isoformat() if dates else None,
+        "last_date": max(dates).date().isoformat() if dates else None,
+        "memory_api_seconds": None,
+    }  # fmt: skip
+    if p.settings.memory_url:  # over HTTP the memory API's budget paces the commits
+        limit, window = p.settings.budget
+        requests = REQUESTS_PER_BATCH * len(batches) + REQUESTS_PER_COMMIT * commits
+        out["memory_api_requests"] = requests
+        out["memory_api_seconds"] = 0.0 if requests <= limit else float(-(-requests // limit) - 1) * window
+    return out
+
+
+def planned_estimate(p: Pipeline, source: str, batch_ids: list[str]) -> dict[str, Any]:
+    """The estimate of a planned run: the batches not yet drafted, their conversations read
+    from the ledger (announced before any drafting)."""
+    groups: list[list[_Candidate]] = []
+    for batch_id in batch_ids:
+        row = p.runs.batch(batch_id)
+        if row is None or read_result(_paths(p, row)[0], batch_id) is not None:
+            continue
+        group = []
+        for m in row["members"]:
+            conv = p.ledger.load(m["conversation_key"])
+            texts = [msg.text for msg in conv.drafting_messages]
+            group.append(_Candidate(m["conversation_key"], m["content_hash"], sum(len(t) for t in texts),
+                                    sum(estimate_tokens(t) for t in texts), None,
+                                    conv.created_at or conv.updated_at))  # fmt: skip
+        groups.append(group)
+    out = _estimate_of(p, groups)
+    if out["conversations_to_draft"]:
+        out["sources"] = [source]
+    return out | {"model": p.drafter.model}
 
 
 def _count_rules(excluded: dict[str, str]) -> dict[str, int]:
@@ -418,8 +699,6 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     except DraftError as err:
         _save_state(state_path, state, "failed", last_error=type(err).__name__)
         p.runs.set_status(batch_id, "failed", error=type(err).__name__, attempt=True)
-        if isinstance(err, TransientDraftError) and err.retry_after:
-            p.draft_cc.on_rate_limited(err.retry_after, p.run_id)  # may stop the run (quota spent)
         raise
     messages: dict[str, Message] = {m.key: m for c in conversations for m in c.messages}
     verified: list[VerifiedDraft] = []
@@ -478,12 +757,49 @@ def refuse_unoffered(v: VerifiedDraft, offered: dict[str, int]) -> VerifiedDraft
 
 
 def _call_drafter(p: Pipeline, conversations: list[Conversation], context: list[Any]) -> DraftOutput:
+    """One model request, held to --max-cost (CostLimitStop before it would pass the cap). When
+    the vendor answers "rate limited, retry after N s" beyond what its adapter retried, the run
+    waits that long and asks again, as long as its waits for this request stay within
+    --max-wait (PMEM_MAX_WAIT_SECONDS); past that it stops (RateLimitStop: exit 75, resume)."""
     fault_point("draft:before-call")
-    with p.draft_cc.slot():
-        out = p.drafter.draft(conversations, context)
+    waited = 0.0
+    while True:
+        reserved = 0.0
+        try:
+            with p.draft_cc.slot():  # reserved inside the slot: in flight at most as many as slots
+                reserved = p.meter.reserve(conversations) if p.meter is not None else 0.0
+                out = p.drafter.draft(conversations, context)
+        except TransientDraftError as err:
+            if p.meter is not None:
+                p.meter.release(reserved)
+            if err.retry_after is None:
+                raise
+            waited = _wait_for_vendor(p, err.retry_after, waited)
+            continue
+        except BaseException:
+            if p.meter is not None:
+                p.meter.release(reserved)
+            raise
+        if p.meter is not None:
+            p.meter.settle(reserved, out.input_tokens, out.output_tokens)
+        break
     p.draft_cc.on_success()
     fault_point("draft:after-call")
     return out
+
+
+def _wait_for_vendor(p: Pipeline, retry_after: float, waited: float) -> float:
+    limit = p.settings.max_wait_seconds
+    model = p.drafter.model
+    if waited + retry_after > limit:
+        raise RateLimitStop(
+            f"{model} is rate limited for another {retry_after:.0f}s (Retry-After), past the "
+            f"{limit:.0f}s --max-wait" + (f" ({waited:.0f}s waited already)" if waited else ""),
+            run_id=p.run_id, retry_after=retry_after,
+        )  # fmt: skip
+    # this slot and the others pause that long; the wait is announced (core.waits) with its end
+    p.draft_cc.on_rate_limited(retry_after, p.run_id)
+    return waited + retry_after
 
 
 def _draft_in_chunks(
@@ -640,57 +956,118 @@ PLAIN = Steps(
 )
 
 
+def run_identity(p: Pipeline, export_path: str | None) -> str:
+    """The export part of a run's identity: the export's content, or ``pending`` (--pending);
+    a --redraft run adds what it drafts again."""
+    base = fingerprint(Path(export_path)) if export_path else "pending"
+    if p.options.redraft is None:
+        return base
+    return "redraft:" + tagged_hash("redraft", [base, sorted(p.options.redraft)], length=24).split(":")[1]
+
+
 def run_backfill(
-    p: Pipeline, source: str, export_path: str, *, dry_run: bool = False, steps: Steps = PLAIN,
+    p: Pipeline, source: str, export_path: str | None, *, dry_run: bool = False, steps: Steps = PLAIN,
     on_event: Callable[[str, dict[str, Any]], None] | None = None, embed: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
-    """One backfill run; the same source and export reuse the open run (resume). It ends with
-    every new message in the recall index and (``embed``) embedded by the local embedder."""
+    """One backfill run of one export (``export_path``; empty or None: everything pending in
+    the ledger, --pending). The same source, export content, model, prompt version and dry run
+    find the same run again (resume). It ends with every new message in the recall index and
+    (``embed``) embedded by the local embedder.
+
+    The summary counts this run's work only; its status is ``complete``, ``failed`` (batches
+    that failed to draft, or an error), ``stopped`` (a rate limit: RateLimitStop is raised),
+    ``cost_limit`` (--max-cost: CostLimitStop is raised) or ``interrupted`` (Ctrl-C). A raised
+    stop carries the summary as ``.summary``; it is stored with the run either way."""
     start = time.monotonic()
+    export_path = export_path or None
+    if p.options.max_cost is not None and p.options.price is None and price_for(p.drafter.model) is None:
+        raise ConfigError(f"no known price for {p.drafter.model}: --max-cost cannot be held",
+                          hint="give its price with --price IN/OUT (USD per million input / output tokens)")  # fmt: skip
     apply_consent(p, source)  # a remote drafter without the owner's consent: refused here
     run_id, resumed = p.runs.open_or_create(
-        source=source, export_path=export_path, fingerprint=fingerprint(Path(export_path)),
+        source=source, export_path=export_path, fingerprint=run_identity(p, export_path),
         model=p.drafter.model, prompt_version=p.drafter.prompt_version, dry_run=dry_run,
+        redraft=p.options.redraft is not None,
     )  # fmt: skip
     p.run_id = run_id
+    p.meter = CostMeter(p.runs, run_id, p.drafter.model, p.options.price, p.options.max_cost)
     register(p)
+    stored = p.runs.get_run(run_id)
+    was_complete = resumed and stored is not None and (stored.get("summary") or {}).get("status") == "complete"
     summary = new_summary(run_id, resumed, dry_run)
+    summary.update(source=source, export=export_path, pending=export_path is None, model=p.drafter.model,
+                   redraft=p.options.redraft is not None, max_cost=p.options.max_cost)  # fmt: skip
     emit = on_event or (lambda _kind, _data: None)
     emit("run", {"run_id": run_id, "resumed": resumed})
     try:
-        _add_import(summary, steps.import_export(run_id, source, export_path))
+        if export_path is not None:
+            _add_import(summary, steps.import_export(run_id, source, export_path))
+        else:
+            p.scope = None
         batch_ids = steps.plan(run_id, source)
         summary["batches_total"] = len(batch_ids)
+        if export_path is None:
+            summary["conversations"] = len({m["conversation_key"] for b in batch_ids
+                                            for m in (p.runs.batch(b) or {"members": []})["members"]})  # fmt: skip
         summary["excluded"] = len(p.excluded)  # never drafted, never sent
         summary["excluded_by_rule"] = _count_rules(p.excluded)
         emit("planned", {"batches": len(batch_ids)})
+        est = planned_estimate(p, source, batch_ids)
+        summary["estimate"] = {k: est[k] for k in ("batches_to_draft", "conversations_to_draft",
+                               "estimated_input_tokens", "estimated_output_tokens", "estimated_cost_usd",
+                               "expected_commits", "memory_api_seconds", "price_as_of")}  # fmt: skip
+        announce("estimate", est | {"max_cost": p.options.max_cost, "spent_usd": p.meter.spent[2],
+                                    "run_id": run_id, "batches_total": len(batch_ids)})  # fmt: skip
         _tick("draft", len(batch_ids))
         drafted: list[str] = []
+        stop: RateLimitStop | CostLimitStop | None = None
         if not dry_run:
             _tick("commit", len(batch_ids))
         # wave by wave, oldest first: a batch is drafted with the memories the waves before it
         # committed as context, so a later conversation that changes an earlier decision can
         # append to its memory (the offline drafter is local: one batch a wave costs nothing)
-        for wave in _waves(p, batch_ids):
-            done = _collect_drafts(summary, wave, steps.draft_all(run_id, wave))
+        waves = _waves(p, batch_ids)
+        for n, wave in enumerate(waves):
+            done, stop = _collect_drafts(summary, wave, steps.draft_all(run_id, wave))
             drafted += done
-            if not dry_run and done:
+            if not dry_run and done:  # what was drafted before a stop is committed too
                 _collect_commits(summary, steps.commit_all(run_id, done))
+            if stop is not None:
+                summary["batches_left"] += sum(len(w) for w in waves[n + 1 :])
+                break
         emit("drafted", {"batches": len(drafted)})
         if not dry_run:
             emit("committed", {"batches": len(drafted)})
+        if stop is not None:
+            raise stop
         _add_index(summary, index_for_search(p, embed=embed, memories=not dry_run))
         emit("indexed", {k: summary[k] for k in ("indexed_messages", "embedded_messages", "embedded_memories")})
-        summary["status"] = "complete" if not summary["batches_failed"] else "stopped"
-    except BaseException:
+        summary["status"] = "complete" if not summary["batches_failed"] else "failed"
+    except RateLimitStop as err:
         summary["status"] = "stopped"
+        err.summary = summary  # type: ignore[attr-defined]
+        raise
+    except CostLimitStop as err:
+        summary["status"] = "cost_limit"
+        err.summary = summary  # type: ignore[attr-defined]
+        raise
+    except KeyboardInterrupt:
+        summary["status"] = "interrupted"
+        raise
+    except BaseException:
+        summary["status"] = "failed"
         raise
     finally:
         summary["memory_api_requests"] = p.limiter.requests
         summary["rate_limited"] = p.commit_cc.rate_limited + p.draft_cc.rate_limited
         summary["budget_in_window"] = p.limiter.in_window()
         summary["elapsed_seconds"] = round(time.monotonic() - start, 3)
-        p.runs.finish(run_id, summary["status"], summary)
+        _add_spent(summary, p.meter)
+        idle = was_complete and summary["status"] == "complete" and not summary["batches_drafted"] \
+            and not summary["commits"]  # fmt: skip
+        summary["nothing_to_do"] = summary["status"] == "complete" and not summary["batches_drafted"] \
+            and not summary["commits"] and not summary["conversations_new"] and not summary["conversations_changed"]  # fmt: skip
+        p.runs.finish(run_id, summary["status"], None if idle else summary)
         unregister(run_id)
     return summary
 
@@ -700,6 +1077,18 @@ def _waves(p: Pipeline, batch_ids: list[str]) -> list[list[str]]:
     run at once for a remote drafter, one at a time for the local offline one."""
     size = 1 if p.drafter.model.startswith("extractive") else max(1, p.settings.max_concurrency)
     return [batch_ids[i : i + size] for i in range(0, len(batch_ids), size)]
+
+
+def _add_spent(summary: dict[str, Any], meter: CostMeter | None) -> None:
+    """This invocation's tokens and cost, and the run's over every resume (what --max-cost
+    holds). ``cost_usd`` is None for a model without a known price."""
+    if meter is None:
+        return
+    priced = meter.price is not None
+    summary["input_tokens"], summary["output_tokens"] = meter.input_tokens, meter.output_tokens
+    summary["cost_usd"] = round(meter.cost, 6) if priced else None
+    summary["run_input_tokens"], summary["run_output_tokens"] = meter.spent[0], meter.spent[1]
+    summary["run_cost_usd"] = round(meter.spent[2], 6) if priced else None
 
 
 class _CountingEmbedder:
@@ -818,13 +1207,16 @@ def apply_run(p: Pipeline, run_id: str, rejected: frozenset[str]) -> dict[str, A
     return summary
 
 
-def _collect_drafts(summary: dict[str, Any], batch_ids: list[str], outcomes: list[Outcome]) -> list[str]:
+def _collect_drafts(
+    summary: dict[str, Any], batch_ids: list[str], outcomes: list[Outcome]
+) -> tuple[list[str], RateLimitStop | CostLimitStop | None]:
+    """The batches drafted, and the stop (rate limit, cost cap) that left the others undrafted."""
     drafted: list[str] = []
-    stop: RateLimitStop | None = None
+    stop: RateLimitStop | CostLimitStop | None = None
     for batch_id, out in zip(batch_ids, outcomes, strict=True):
-        if isinstance(out, RateLimitStop):
+        if isinstance(out, RateLimitStop | CostLimitStop):
             stop = stop or out
-            summary["batches_failed"] += 1
+            summary["batches_left"] += 1
         elif isinstance(out, DraftError):
             summary["batches_failed"] += 1
             _log.warning("batch %s failed to draft: %s", batch_id, type(out).__name__)
@@ -833,9 +1225,7 @@ def _collect_drafts(summary: dict[str, Any], batch_ids: list[str], outcomes: lis
         else:
             _add_draft(summary, out)
             drafted.append(batch_id)
-    if stop is not None:
-        raise stop
-    return drafted
+    return drafted, stop
 
 
 def _collect_commits(summary: dict[str, Any], outcomes: list[Outcome]) -> None:
@@ -843,7 +1233,7 @@ def _collect_commits(summary: dict[str, Any], outcomes: list[Outcome]) -> None:
     for out in outcomes:
         if isinstance(out, RateLimitStop):
             stop = stop or out
-            summary["batches_failed"] += 1
+            summary["batches_left"] += 1
         elif isinstance(out, BaseException):
             raise out
         else:
@@ -857,12 +1247,14 @@ def new_summary(run_id: str, resumed: bool, dry_run: bool) -> dict[str, Any]:
         "run_id": run_id, "resumed": resumed, "dry_run": dry_run, "status": "open",
         "conversations": 0, "conversations_new": 0, "conversations_changed": 0,
         "kept": 0, "dropped": 0, "quarantined": 0, "drop_reasons": {}, "excluded": 0, "excluded_by_rule": {},
-        "batches_total": 0, "batches_skipped_complete": 0, "batches_failed": 0,
+        "batches_total": 0, "batches_skipped_complete": 0, "batches_drafted": 0, "batches_failed": 0,
+        "batches_left": 0,
         "drafter_calls": 0, "rejected_evidence": 0, "target_not_offered": 0,
         "commits": 0, "commits_replayed": 0,
         "noops": 0, "conflicts": 0, "conflict_drafts": [], "memories_created": 0,
         "memory_api_requests": 0, "rate_limited": 0, "budget_in_window": 0,
-        "input_tokens": 0, "output_tokens": 0, "elapsed_seconds": 0.0,
+        "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0,
+        "run_input_tokens": 0, "run_output_tokens": 0, "run_cost_usd": 0.0, "elapsed_seconds": 0.0,
         "indexed_messages": 0, "embedded_messages": 0, "embedded_memories": 0,
         "messages_without_vectors": None,
     }  # fmt: skip
@@ -876,6 +1268,7 @@ def _add_import(summary: dict[str, Any], s: dict[str, Any]) -> None:
 
 def _add_draft(summary: dict[str, Any], s: dict[str, Any]) -> None:
     summary["batches_skipped_complete"] += int(s["skipped_complete"])
+    summary["batches_drafted"] += int(not s["skipped_complete"])
     summary["drafter_calls"] += s["drafter_calls"]
     summary["rejected_evidence"] += s["rejected_evidence"]
     summary["target_not_offered"] += s.get("target_not_offered", 0)

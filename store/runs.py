@@ -126,6 +126,27 @@ class RunStore:
             ).fetchall()
         return {r[0] for r in rows}
 
+    def member_status(self, keys_hashes: list[tuple[str, str]], model: str, prompt_version: str) -> dict[str, str]:
+        """Per conversation key (at this content hash): the furthest status of a live batch
+        holding it for this model (committed, drafted, then planned / failed)."""
+        if not keys_hashes:
+            return {}
+        rank = {"committed": 3, "drafted": 2, "planned": 1, "failed": 1}
+        out: dict[str, str] = {}
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                """SELECT m.conversation_key, b.status FROM batch_members m
+                   JOIN batches b ON b.batch_id = m.batch_id
+                   JOIN unnest(%s::text[], %s::text[]) AS k(key, hash)
+                        ON k.key = m.conversation_key AND k.hash = m.content_hash
+                   WHERE m.model = %s AND m.prompt_version = %s AND b.status <> 'superseded'""",
+                ([k for k, _ in keys_hashes], [h for _, h in keys_hashes], model, prompt_version),
+            ).fetchall()
+        for key, status in rows:
+            if rank.get(status, 0) > rank.get(out.get(key, ""), 0):
+                out[key] = status
+        return out
+
     def pending(self, source: str, model: str, prompt_version: str, run_id: str | None = None) -> list[dict[str, Any]]:
         """Batches not yet committed, oldest first, with the run that holds their files. A
         --redraft run's batches are its own: only that run (``run_id``) sees them."""
