@@ -337,7 +337,8 @@ _EXTRA_DECISION_RE = re.compile(
 _INTENT_EN_RE = re.compile(r"\bI(?:'ll| will| am going to|'m going to)\b(?! (?:see|think|check))", re.IGNORECASE)
 _EXTRA_REASON_RE = re.compile(
     r"決め手|のと[、,]|(?:ない|たい|いい|だ|い)し[、,]|なので|だから|\bmain reason\b|\breasons?:"
-    r"|, so\b|\bso (?:that|I)\b|\bmostly because\b",
+    r"|, so\b|\bso (?:that|I)\b|\bmostly because\b"
+    r"|\bhonestly\b|\bfrankly\b|正直",  # the person's own feeling about it: what moves them
     re.IGNORECASE,
 )
 _CONTINUE_RE = re.compile(r"^\W*(?:あと|それと|それに|また|さらに|加えて|Also|And|Plus|Besides)\b|^\W*(?:あと|それと|それに|また|さらに)", re.IGNORECASE)
