@@ -73,11 +73,11 @@ INSTRUCTIONS = (
 # ---------------------------------------------------------------- parameters (described once)
 
 #: reads never change anything and may be repeated; nothing outside the owner's store is touched
-READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 #: a proposal only queues a request (the same request twice is one request)
-QUEUES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+QUEUES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 #: a commit creates or appends (never shortens a record); a replayed call returns the first result
-ADDS = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True, openWorldHint=False)
+ADDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 
 def _snake(name: str, *old: str) -> AliasChoices:
@@ -182,7 +182,7 @@ def _call(fn: Callable[[], T]) -> T:
         ) from None
 
 
-def _bound(value: str | None, name: str, now: datetime, tz: str | None) -> datetime | None:
+def _bound(value: str | None, name: Literal["since", "until"], now: datetime, tz: str | None) -> datetime | None:
     """since / until as a time; a value that is neither a date nor a time expression gets the
     tool's own wording (the service speaks of CLI flags). The value is not repeated: the SDK
     logs tool errors."""
