@@ -48,6 +48,23 @@ def server(env, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeServer]:
         yield s
 
 
+@pytest.fixture
+def plain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same run (flows.pipeline.run_backfill) with its steps run plainly, without Prefect's
+    round trips, to keep these tests quick; the dry-run and exit-75 tests run the real flow."""
+    from core.settings import get_settings
+    from flows import pipeline as pl
+
+    def backfill(source: str, export_path: str, dry_run: bool = False, llm: str | None = None, embed: bool = True):
+        p = pl.Pipeline.open(get_settings(), llm)
+        try:
+            return pl.run_backfill(p, source, export_path, dry_run=dry_run, embed=embed)
+        finally:
+            p.close()
+
+    monkeypatch.setattr("flows.backfill.backfill", backfill)
+
+
 def pmem(*args: str):
     return CliRunner().invoke(app, list(args))
 
@@ -69,7 +86,7 @@ def answer(prompt_tokens: int = 120) -> Reply:
 # ---------------------------------------------------------------- input checked before anything
 
 
-def test_a_source_contradicting_the_file_is_refused_before_anything_starts(env, db_url, tmp_path):
+def test_a_source_contradicting_the_file_is_refused_before_anything_starts(env, plain, db_url, tmp_path):
     r = pmem("backfill", "--source", "claude", "--export", str(DEMO), "--json")
     assert r.exit_code == 1
     assert "conversations.json looks like a ChatGPT export: use --source chatgpt" in r.stderr
@@ -145,7 +162,7 @@ def test_dry_run_prints_estimate_words_next_commands_and_resumes_with_nothing_to
 # ---------------------------------------------------------------- a run is its export
 
 
-def test_a_run_drafts_only_its_export_and_pending_drafts_the_rest(env, db_url):
+def test_a_run_drafts_only_its_export_and_pending_drafts_the_rest(env, plain, db_url):
     assert pmem("import", str(DEMO), "--no-embed").exit_code == 0  # 8 conversations waiting
     r = pmem("backfill", "--export", str(SUBSET), "--json")
     assert r.exit_code == 0, r.stderr
@@ -162,7 +179,7 @@ def test_a_run_drafts_only_its_export_and_pending_drafts_the_rest(env, db_url):
     assert ps["resume_command"].startswith("pmem backfill --source chatgpt --pending --llm extractive")
 
 
-def test_redraft_starts_a_new_run_and_keeps_the_old_drafts(env, db_url):
+def test_redraft_starts_a_new_run_and_keeps_the_old_drafts(env, plain, db_url):
     first = last_json(pmem("backfill", "--export", str(DEMO), "--dry-run", "--json").stdout)
     with psycopg.connect(db_url) as conn:
         key = conn.execute("SELECT conversation_key FROM batch_members ORDER BY 1 LIMIT 1").fetchone()[0]
@@ -181,7 +198,7 @@ def test_redraft_starts_a_new_run_and_keeps_the_old_drafts(env, db_url):
 # ---------------------------------------------------------------- a vendor's 429 and --max-wait
 
 
-def test_vendor_429_waits_per_retry_after_then_completes(server: FakeServer, monkeypatch):
+def test_vendor_429_waits_per_retry_after_then_completes(server: FakeServer, plain, monkeypatch):
     monkeypatch.setenv("PMEM_MAX_CONCURRENCY", "1")  # one batch at a time: its adapter gives up first
     limited = Reply(429, {"error": {"message": "slow down", "type": "rate_limit_error", "code": None}},
                     headers={"retry-after": "1"})  # fmt: skip
@@ -213,7 +230,7 @@ def test_retry_after_past_max_wait_exits_75_with_json_and_the_full_resume_comman
 # ---------------------------------------------------------------- --max-cost
 
 
-def test_max_cost_stops_on_actual_tokens_across_resumes_and_a_higher_cap_resumes(server: FakeServer, monkeypatch):
+def test_max_cost_stops_on_actual_tokens_across_resumes_and_a_higher_cap_resumes(server: FakeServer, plain, monkeypatch):
     monkeypatch.setenv("PMEM_BATCH_MAX_CONVERSATIONS", "2")  # 4 batches
     monkeypatch.setenv("PMEM_MAX_CONCURRENCY", "1")
     server.push(*[answer(prompt_tokens=200_000)] * 4)  # $0.08 each at $0.40 per million
