@@ -99,6 +99,7 @@ def test_every_tool_over_stdio(server_env):
         out["created"] = created
         memory_id = created.split("memory ")[1].split(" ")[0]
         out["id"] = memory_id
+        out["context_one"] = text_of(await s.call_tool("load_context", {}))
         out["search"] = text_of(await s.call_tool("search_memory", {"query": "データベース選定"}))
         out["search_kind"] = text_of(await s.call_tool("search_memory", {"query": "データベース", "kind": "project"}))
         out["get"] = text_of(await s.call_tool("get_memory", {"memory_id": memory_id}))
@@ -143,6 +144,7 @@ def test_every_tool_over_stdio(server_env):
     assert "expected_revision" in out["tools"]["commit_memory"].input_schema["properties"]
 
     assert out["empty_context"].startswith("# memory index: 0 memories")
+    assert out["context_one"].startswith("# memory index: 1 memory, newest first")
     assert out["created"].startswith("created: memory mem_") and "revision 1" in out["created"]
     assert out["id"] in out["search"] and "lexical #1" in out["search"]
     for label in ("empty_context", "context", "search", "get", "get_ev", "recall", "recall_db"):  # they name what exists

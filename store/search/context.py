@@ -26,7 +26,7 @@ class Context(SearchBase):
         prefix = context_prefix(self.db, budget_bytes)
         budget_bytes -= len(prefix.encode())
         head = (
-            f"# memory index: {n_total} memories, newest first "
+            f"# memory index: {n_total} {'memory' if n_total == 1 else 'memories'}, newest first "
             "(id | date | kind | title — summary). get_memory(memory_id) for the summary and evidence.\n"
         )
         out, used, shown = [head], len(head.encode()), 0
