@@ -249,3 +249,39 @@ def test_max_cost_stops_on_actual_tokens_across_resumes_and_a_higher_cap_resumes
     assert d["run_id"] == s["run_id"] and d["resumed"] and d["status"] == "complete"
     assert d["drafter_calls"] == 2 and d["batches_total"] == 2  # the committed ones are not planned again
     assert d["run_cost_usd"] == pytest.approx(0.32) and len(server.requests) == 4
+
+
+# ---------------------------------------------------------------- make backfill, the HTTP estimate
+
+
+def test_make_backfill_passes_every_option_and_prints_json_only_with_json_1():
+    import subprocess
+
+    def dry(*assignments: str) -> str:
+        return subprocess.run(["make", "-n", "backfill", *assignments], cwd=PROJECT, capture_output=True, text=True,
+                              check=True).stdout  # fmt: skip
+
+    line = dry("EXPORT=x.zip", "LLM=openai:gpt-4.1-mini", "DRY_RUN=1", "MAX_COST=2", "PRICE=0.4/1.6", "MAX_WAIT=30")
+    for part in ('--export "x.zip"', "--llm openai:gpt-4.1-mini", "--dry-run", "--max-cost 2", "--price 0.4/1.6",
+                 "--max-wait 30"):  # fmt: skip
+        assert part in line, part
+    assert "--json" not in line and "--source" not in line  # the format is detected
+    assert "--json" in dry("EXPORT=x.zip", "JSON=1")
+    assert "--pending" in dry("PENDING=1") and "--redraft chatgpt:a chatgpt:b" in dry("REDRAFT=chatgpt:a chatgpt:b")
+
+
+def test_the_estimate_over_http_says_how_long_the_memory_api_budget_makes_the_commits():
+    from types import SimpleNamespace
+
+    from cli.backfill_cmds import estimate_words
+    from core.settings import Settings
+    from flows import pipeline as pl
+
+    settings = Settings(memory_url="http://127.0.0.1:1", commit_budget="300/600s")
+    p = SimpleNamespace(settings=settings, drafter=SimpleNamespace(model="extractive:v1"), options=pl.RunOptions())
+    batches = [[pl._Candidate(f"chatgpt:{i}", "h", 100, 25, None, None) for i in range(4)] for _ in range(100)]
+    est = pl._estimate_of(p, batches) | {"model": "extractive:v1"}  # type: ignore[arg-type]
+    # 400 conversations: 100 look-ups + 2 requests per commit = 900 requests, 3 windows of 300
+    assert est["memory_api_requests"] == 900 and est["memory_api_seconds"] == 1200.0
+    assert est["expected_commits"] == 400
+    assert "the memory API's budget makes the commits take at least 20 min" in estimate_words(est)
