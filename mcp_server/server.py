@@ -263,6 +263,8 @@ def explain_invalid(tool: str, err: ValidationError, params: dict[str, _Param]) 
         value = str(first.get("input"))[:40]
         leave = ", or leave it out" if param and param.optional else ""
         text = f"{path} {value!r} is not allowed: use one of {ctx.get('expected', 'the listed values')}{leave}"
+    elif kind == "string_pattern_mismatch":
+        text = f"{path} is not in the expected form" + (f": use {desc}" if desc else f" ({ctx.get('pattern')})")
     elif kind in ("too_short", "string_too_short"):
         text = f"{path} must not be empty" + (f": set it to {desc}" if desc else "")
     elif kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):

@@ -255,6 +255,7 @@ def test_schemas_errors_and_instructions_over_stdio(bare_env, tmp_path):
         "evidence": ("commit_memory", {"title": "t", "kind": "decision", "canonical_summary": "c",
                                        "index_summary": "i", "evidence": [{"source_key": "k"}]}),  # fmt: skip
         "no_tool": ("forget_everything", {}),
+        "pattern": ("get_month_summary", {"month": "March"}),
     }
 
     async def body(s: ClientSession, init: Any) -> dict[str, Any]:
@@ -316,6 +317,7 @@ def test_schemas_errors_and_instructions_over_stdio(bare_env, tmp_path):
     assert out["type"][1] == "limit must be a whole number such as 10."
     assert out["alias_type"][1] == "expected_revision must be a whole number such as 10."
     assert out["evidence"][1].startswith("commit_memory needs evidence[0].text")
+    assert out["pattern"][1] == "month is not in the expected form: use the month, YYYY-MM, in the owner's calendar."
     assert out["no_tool"][1].startswith("there is no tool 'forget_everything': the tools are load_context")
     # the server logged field names only, never the rejected values
     assert "banana" not in log.read_text() and "latest" not in log.read_text()
