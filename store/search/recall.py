@@ -56,7 +56,7 @@ from store.search.upkeep import IndexUpkeep
 RANGE_ALL = 5000  # a range with at most this many messages: every one is a candidate
 RANGE_SCAN = 100_000  # up to this many messages, a range is read and tested term by term
 TERM_CANDIDATES = 2000  # per term, through the terms' index (no range, or a very wide one)
-LEXICAL_POOL = 500  # lexical candidates kept (by the idf mass of the terms they hold)
+LEXICAL_POOL = 300  # lexical candidates kept (by the idf mass of the terms they hold)
 VECTOR_CANDIDATES = 100  # nearest messages by vector
 CONTEXT_CONVERSATIONS = 12  # conversations whose messages join the candidates
 CONTEXT_MESSAGES = 80  # at most this many messages of each (the first ones: a long session is cut)
@@ -401,8 +401,9 @@ class Recall(IndexUpkeep):
         known: dict[str, _Row] | None = None,
     ) -> list[_Row]:
         """Each message's features: its length and the terms it holds (taken from ``known``
-        when the lexical pool read them already), its similarity to the query, whether it
-        states a decision (a person's message only)."""
+        when the lexical pool read them already: ``where`` must then be ``s.message_key =
+        ANY(%(keys)s)``), its similarity to the query, whether it states a decision (a person's
+        message only)."""
         sim = (
             sql.SQL(
                 """(SELECT max(1 - ({dist})) FROM (
@@ -415,11 +416,18 @@ class Recall(IndexUpkeep):
             if emb is not None and params.get("qv") is not None
             else sql.SQL("NULL::float8")
         )
-        terms = sql.SQL(
-            """CASE WHEN s.message_key = ANY(%(known)s) THEN NULL ELSE length(s.tokens) END,
-               CASE WHEN s.message_key = ANY(%(known)s) THEN NULL
-                    ELSE array(SELECT q.i - 1 FROM q WHERE s.tokens @@ q.t ORDER BY q.i) END"""
-        )
+        known = known or {}
+        if known:  # their terms and lengths are read already: only the rest is
+            keys = list(params.get("keys") or [])
+            fresh = [k for k in keys if k not in known]
+            rows = Recall._features(conn, where, params | {"keys": fresh}, emb) if fresh else []
+            terms = sql.SQL("NULL::int, NULL::int[]")
+            params = params | {"keys": [k for k in keys if k in known]}
+        else:
+            rows = []
+            terms = sql.SQL(
+                "length(s.tokens), array(SELECT q.i - 1 FROM q WHERE s.tokens @@ q.t ORDER BY q.i)"
+            )
         statement = sql.SQL(
             """WITH q AS (SELECT q.t AS t, q.i::int AS i
                           FROM unnest(%(tsqs)s::tsquery[]) WITH ORDINALITY q(t, i))
@@ -427,9 +435,8 @@ class Recall(IndexUpkeep):
                       s.role = 'user' AND s.text ~ {decision}
                FROM message_search s WHERE {where}"""
         ).format(terms=terms, sim=sim, where=where, decision=sql.Literal(DECISION_STATEMENT))
-        known = known or {}
-        out = []
-        for k, c, role, at, n, m, v, d in conn.execute(statement, params | {"known": list(known)}).fetchall():
+        out = rows
+        for k, c, role, at, n, m, v, d in conn.execute(statement, params).fetchall():
             had = known.get(k)
             out.append(_Row(
                 k, c, role, at, had.length if had else int(n), had.matched if had else list(m),
