@@ -48,7 +48,8 @@ def db_stop() -> None:
 def db_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Is the database running, where, how much disk it takes, and which migrations are applied.
 
-    Does not start a stopped embedded server (the migrations are listed while it runs).
+    Does not start a stopped embedded server (the migrations are listed while it runs); a server
+    that cannot be reached is reported (`reachable: false` and the error), not an error.
     Exit 0, 1 error."""
     from core.display import human_bytes, human_time
     from core.settings import local_zone
@@ -69,12 +70,19 @@ def db_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
                 "server_version": embedded.data_version(s.pgdata_dir)}  # fmt: skip
     migrations: list[dict[str, Any]] | None = None
     if running:
-        db = Database.open(s, start=False)
+        from core.errors import DatabaseUnavailable
+
         try:
-            migrations = applied_migrations(db)
-            info["disk"] = disk_usage(db)
-        finally:
-            db.close()
+            db = Database.open(s, start=False)
+        except DatabaseUnavailable as err:  # a status reports an unreachable server, it does not fail
+            info["reachable"], info["error"] = False, str(err)
+        else:
+            info["reachable"] = True
+            try:
+                migrations = applied_migrations(db)
+                info["disk"] = disk_usage(db)
+            finally:
+                db.close()
     info["migrations"] = migrations
     info["migrations_known"] = len(migration_files())
     if as_json:
@@ -89,8 +97,11 @@ def db_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     if "disk" in info:
         typer.echo(f"  disk: {human_bytes(info['disk']['database_bytes'])} "
                    f"(vectors {human_bytes(info['disk']['vector_bytes'])})")  # fmt: skip
+    if info.get("reachable") is False:
+        typer.echo(f"  not reachable: {info['error']}")
     if migrations is None:
-        typer.echo(f"migrations: not read while the server is stopped ({info['migrations_known']} known)")
+        why = "the server is not reachable" if info.get("reachable") is False else "the server is stopped"
+        typer.echo(f"migrations: not read while {why} ({info['migrations_known']} known)")
         return
     zone = local_zone()
     typer.echo(f"migrations applied: {len(migrations)} of {info['migrations_known']}")

@@ -306,7 +306,7 @@ def test_serve_ignores_a_dotenv_in_its_working_folder(pmem_env, db_url, tmp_path
                 await s.initialize()
                 found = await s.call_tool("search_memory", {"query": "川沿い"})
                 wrote = await s.call_tool("commit_memory", {
-                    "title": "散歩の習慣", "kind": "note", "canonical_summary": "朝に川沿いを歩く。",
+                    "title": "散歩の習慣", "kind": "other", "canonical_summary": "朝に川沿いを歩く。",
                     "index_summary": "散歩", "stated_facts": ["朝に歩いている"],
                 })  # fmt: skip
                 return found.is_error, str(found.content[0].text), wrote.is_error  # type: ignore[union-attr]
