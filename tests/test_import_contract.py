@@ -168,7 +168,7 @@ def test_the_recall_index_is_built_alongside_in_worker_processes(db, monkeypatch
     """`pmem import` indexes the messages while it stores the ledger, tokens computed in worker
     processes: every person and assistant message ends in the index with the tokens this process
     would compute, and nothing is left in the queue for the index step after."""
-    from core.textsearch import index_tokens_many
+    from core.textsearch import index_tokens_many, tsvector_literal
     from flows.importing import run_import
     from store.ledger import Ledger
 
@@ -186,6 +186,11 @@ def test_the_recall_index_is_built_alongside_in_worker_processes(db, monkeypatch
     assert stats["indexed_messages"] == want == len(rows) > 50 and pending == 0
     stored = dict(rows)
     assert [stored[t] for t in sample] == expected and any("'" in e for e in expected)
+    odd = ["it's", "a\\b", "'", "x y", "決める", "a:1", "b:2A"]  # what the workers send as text
+    with db.connection() as conn:
+        same = conn.execute("SELECT %s::tsvector = array_to_tsvector(%s::text[])",
+                            (tsvector_literal(odd), odd)).fetchone()[0]  # fmt: skip
+    assert same
 
 
 def test_a_failure_of_the_index_alongside_never_fails_the_import(db, monkeypatch) -> None:

@@ -12,7 +12,7 @@ from psycopg import Connection, sql
 
 from core.errors import ConfigError
 from core.hashing import bytes_text
-from core.textsearch import INDEX_VERSION, index_tokens, index_tokens_many, passages
+from core.textsearch import INDEX_VERSION, index_tokens, index_tsvectors_many, passages
 from store.forget import forgotten_redactor
 from store.search.common import (
     INDEX_BUILD_MEMORY,
@@ -165,9 +165,9 @@ class IndexUpkeep(SearchBase):
         it (a secret `pmem forget` erased is not indexed) and its tokens, computed in ``pool``'s
         processes when given, chunk by chunk (each chunk written while the next is tokenised)."""
         conn.execute(  # the staged text is not compressed (only message_search's copy is)
-            """CREATE TEMP TABLE IF NOT EXISTS _pmem_msg_stage (
+            """CREATE TEMP TABLE IF NOT EXISTS _pmem_index_stage (
                    message_key text, conversation_key text, role text, created_at timestamptz,
-                   text text STORAGE EXTERNAL, tokens text[]) ON COMMIT DELETE ROWS"""
+                   text text STORAGE EXTERNAL, tokens text) ON COMMIT DELETE ROWS"""
         )
         forgotten = forgotten_redactor(conn)
         texts = []
@@ -176,25 +176,25 @@ class IndexUpkeep(SearchBase):
             texts.append(forgotten(text) if forgotten else text)
         chunks = [range(i, min(i + _CHUNK, len(rows))) for i in range(0, len(rows), _CHUNK)]
         if pool is None:
-            tokenised = (index_tokens_many([texts[i] for i in c], MAX_TOKEN_CHARS) for c in chunks)
-        else:
-            tokenised = pool.map(index_tokens_many, [[texts[i] for i in c] for c in chunks],
+            tokenised = (index_tsvectors_many([texts[i] for i in c], MAX_TOKEN_CHARS) for c in chunks)
+        else:  # the workers hand back each row's tsvector as text: one string to copy per row
+            tokenised = pool.map(index_tsvectors_many, [[texts[i] for i in c] for c in chunks],
                                  [MAX_TOKEN_CHARS] * len(chunks))  # fmt: skip
         for chunk, tokens in zip(chunks, tokenised, strict=True):
             with conn.cursor().copy(
-                "COPY _pmem_msg_stage (message_key, conversation_key, role, created_at, text, tokens) FROM STDIN"
+                "COPY _pmem_index_stage (message_key, conversation_key, role, created_at, text, tokens) FROM STDIN"
             ) as copy:
                 for i, toks in zip(chunk, tokens, strict=True):
                     key, conv, role, created, _ = rows[i]
                     copy.write_row((key, conv, role, created, texts[i], toks))
             conn.execute(
                 """INSERT INTO message_search (message_key, conversation_key, role, created_at, text, tokens)
-                   SELECT message_key, conversation_key, role, created_at, text, array_to_tsvector(tokens)
-                   FROM _pmem_msg_stage
+                   SELECT message_key, conversation_key, role, created_at, text, tokens::tsvector
+                   FROM _pmem_index_stage
                    ON CONFLICT (message_key) DO UPDATE
                    SET text = EXCLUDED.text, tokens = EXCLUDED.tokens, created_at = EXCLUDED.created_at"""
             )
-            conn.execute("TRUNCATE _pmem_msg_stage")
+            conn.execute("TRUNCATE _pmem_index_stage")
 
     def embed_pending(
         self, embedder: QueryEmbedder, *, messages: bool | None = None, batch: int = 64,
