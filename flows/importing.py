@@ -282,9 +282,9 @@ class _Indexer:
         from store.search.upkeep import PARALLEL_MIN_PENDING, index_workers, token_pool
 
         self._store = SearchStore(ledger.db)
-        self._pool = token_pool(index_workers(PARALLEL_MIN_PENDING))
-        if self._pool is not None:  # fork the workers now, from this thread, and warm them up
-            self._pool.submit(_warm_up).result()
+        self._workers = index_workers(PARALLEL_MIN_PENDING)
+        self._token_pool = token_pool
+        self._pool: Any = None  # started once something is queued (a re-import starts none)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self.indexed = 0
@@ -295,6 +295,9 @@ class _Indexer:
         try:
             while True:
                 stopping = self._stop.is_set()
+                if self._pool is None and self._workers and self._store.has_pending():
+                    self._pool = self._token_pool(self._workers)
+                    self._pool.submit(_warm_up).result()  # the workers start, with the dictionary
                 n = self._store.sync_messages(pool=self._pool) if self._pool is not None else (
                     self._store.sync_messages(workers=0))  # fmt: skip
                 self.indexed += n

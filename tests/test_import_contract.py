@@ -207,3 +207,19 @@ def test_a_failure_of_the_index_alongside_never_fails_the_import(db, monkeypatch
     assert stats["conversations_new"] == 6 and stats["indexed_messages"] == 0
     with db.connection() as conn:  # the queue keeps them for the index step after the import
         assert conn.execute("SELECT count(*) FROM message_search_pending").fetchone()[0] > 50
+
+
+def test_a_reimport_starts_no_index_workers(db, monkeypatch) -> None:
+    """Nothing new to index: the import starts no worker processes (a re-import stays cheap)."""
+    import store.search.upkeep as upkeep
+    from flows.importing import run_import
+    from store.ledger import Ledger
+
+    monkeypatch.setenv("PMEM_INDEX_WORKERS", "2")
+    started: list[int] = []
+    real = upkeep.token_pool
+    monkeypatch.setattr(upkeep, "token_pool", lambda n: started.append(n) or real(n))
+    first = run_import(Ledger(db), "chatgpt", str(SUBSET), index_messages=True)
+    assert first["indexed_messages"] > 50 and started == [2]
+    stats = run_import(Ledger(db), "chatgpt", str(SUBSET), index_messages=True)
+    assert stats["conversations_unchanged"] == 6 and stats["indexed_messages"] == 0 and started == [2]

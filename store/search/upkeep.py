@@ -95,6 +95,12 @@ class IndexUpkeep(SearchBase):
             if own is not None:
                 own.shutdown(wait=True, cancel_futures=True)
 
+    def has_pending(self) -> bool:
+        """Whether any message waits for the message index."""
+        with self.db.connection() as conn:
+            row = conn.execute("SELECT EXISTS (SELECT 1 FROM message_search_pending)").fetchone()
+        return bool(row and row[0])
+
     def _sync_batches(self, batch: int, pool: Any) -> int:
         done = 0
         while True:
