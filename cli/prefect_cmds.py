@@ -128,7 +128,7 @@ def _consent_note(llm: str | None, sources: list[str] | None = None) -> None:
 @handle_errors
 def schedule(
     cron: Annotated[str | None, typer.Option("--cron", help="Five-field cron. Default: PMEM_REIMPORT_CRON or '0 3 1 * *' (03:00 on the 1st).")] = None,
-    timezone: Annotated[str | None, typer.Option("--timezone", help="IANA zone of the cron. Default: PMEM_SCHEDULE_TIMEZONE, $TZ or the system zone.")] = None,
+    timezone: Annotated[str | None, typer.Option("--timezone", help="IANA zone of the cron. Default: PMEM_SCHEDULE_TIMEZONE, else PMEM_TZ, $TZ or the system zone.")] = None,
     name: Annotated[str, typer.Option("--name", help="Deployment name (reimport/<name>).")] = "monthly",
     llm: Annotated[str | None, typer.Option("--llm", help="provider:model for the scheduled runs; default PMEM_LLM.")] = None,
 ) -> None:

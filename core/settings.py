@@ -150,7 +150,8 @@ def get_settings() -> Settings:
 TZ_ENV = "PMEM_TZ"
 
 
-def _zone_ok(name: str) -> bool:
+def zone_ok(name: str) -> bool:
+    """Whether ``name`` is an IANA time zone this machine knows."""
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     try:
@@ -168,7 +169,7 @@ def time_zone() -> tuple[str, str]:
 
     for env in (TZ_ENV, "TZ"):
         name = (os.environ.get(env) or "").strip().lstrip(":")
-        if name and _zone_ok(name):
+        if name and zone_ok(name):
             return name, env
         if name and env == TZ_ENV:
             from core.errors import ConfigError
@@ -180,7 +181,7 @@ def time_zone() -> tuple[str, str]:
         target = ""
     if "zoneinfo/" in target:
         name = target.split("zoneinfo/", 1)[1]
-        if _zone_ok(name):
+        if zone_ok(name):
             return name, "system"
     return "UTC", "default"
 

@@ -25,12 +25,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from prefect import flow, get_run_logger
 
 from core.errors import ConfigError, PmemError, RateLimitStop
-from core.settings import Settings, get_settings
+from core.settings import Settings, get_settings, time_zone, zone_ok
 from flows import pipeline as pl
 from flows import prefect_server as ps
 from flows.backfill import backfill
@@ -244,27 +243,12 @@ def default_cron() -> str:
 
 
 def local_timezone() -> str:
-    """PMEM_SCHEDULE_TIMEZONE, else $TZ, else the system zone (/etc/localtime), else UTC."""
-    for name in (os.environ.get("PMEM_SCHEDULE_TIMEZONE"), os.environ.get("TZ")):
-        if name and _valid_zone(name.lstrip(":")):
-            return name.lstrip(":")
-    try:
-        target = str(Path("/etc/localtime").resolve())
-    except OSError:
-        target = ""
-    if "zoneinfo/" in target:
-        name = target.split("zoneinfo/", 1)[1]
-        if _valid_zone(name):
-            return name
-    return "UTC"
-
-
-def _valid_zone(name: str) -> bool:
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        return False
-    return True
+    """PMEM_SCHEDULE_TIMEZONE, else the zone every other reading of times uses
+    (``core.settings.time_zone``: PMEM_TZ, $TZ, the system zone, else UTC)."""
+    name = (os.environ.get("PMEM_SCHEDULE_TIMEZONE") or "").strip().lstrip(":")
+    if name and zone_ok(name):
+        return name
+    return time_zone()[0]
 
 
 def build_deployment(settings: Settings, cron: str | None = None, *, name: str = DEPLOYMENT_NAME,

@@ -113,18 +113,7 @@ class RunStore:
 
     def batched_keys(self, keys_hashes: list[tuple[str, str]], model: str, prompt_version: str) -> set[str]:
         """Conversation keys (at these content hashes) already in a live batch for this model."""
-        if not keys_hashes:
-            return set()
-        with self.db.connection() as conn:
-            rows = conn.execute(
-                """SELECT m.conversation_key FROM batch_members m
-                   JOIN batches b ON b.batch_id = m.batch_id
-                   JOIN unnest(%s::text[], %s::text[]) AS k(key, hash)
-                        ON k.key = m.conversation_key AND k.hash = m.content_hash
-                   WHERE m.model = %s AND m.prompt_version = %s AND b.status <> 'superseded'""",
-                ([k for k, _ in keys_hashes], [h for _, h in keys_hashes], model, prompt_version),
-            ).fetchall()
-        return {r[0] for r in rows}
+        return set(self.member_status(keys_hashes, model, prompt_version))
 
     def member_status(self, keys_hashes: list[tuple[str, str]], model: str, prompt_version: str) -> dict[str, str]:
         """Per conversation key (at this content hash): the furthest status of a live batch
