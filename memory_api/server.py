@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from typing import Literal
 
 import uvicorn
 
@@ -52,7 +53,7 @@ def serve_forever(db: Database, *, budget: tuple[int, float], host: str, port: i
 
 
 def run_app_in_thread(app: object, *, host: str = "127.0.0.1", port: int = 0, name: str = "pmem-http",
-                      lifespan: str = "on", log_level: str = "warning") -> RunningServer:  # fmt: skip
+                      lifespan: Literal["auto", "on", "off"] = "on", log_level: str = "warning") -> RunningServer:  # fmt: skip
     """Any of our ASGI apps (the remote server, `pmem serve --http`) under uvicorn in a thread;
     no access log (it would record query strings); uvicorn's records go to the root logger."""
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,  # type: ignore[arg-type]

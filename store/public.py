@@ -38,8 +38,8 @@ class PublicReader:
     def for_database(cls, db: Database) -> PublicReader:
         return cls(db.url)
 
-    def connect(self) -> psycopg.Connection:
-        return psycopg.connect(self.url, autocommit=True, row_factory=dict_row)  # type: ignore[return-value]
+    def connect(self) -> psycopg.Connection[dict[str, Any]]:
+        return psycopg.connect(self.url, autocommit=True, row_factory=dict_row)
 
     def items(self) -> list[dict[str, Any]]:
         with self.connect() as conn:
