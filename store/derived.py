@@ -159,6 +159,7 @@ TABLE_STORES: tuple[TableStore, ...] = (
     TableStore("owner_credentials", "bookkeeping", ids=("password_hash",), guard="Argon2id hash only"),
     TableStore(
         "public_memories", "derived", text=("title", "summary"), ids=("memory_id",),
+        erase="generic; deleted with its memory (pmem delete, merge, forget --memory)",
         guard="redact() before the owner confirms (`pmem publish`)",
     ),  # fmt: skip
     # ------------------------------------------------------------ search (0003)

@@ -868,6 +868,11 @@ class Forgetter:
             f"DELETE FROM proposals WHERE {cond}", {"like": like, "id": memory_id}  # noqa: S608 - fixed fragments
         ).rowcount)  # fmt: skip
         self._drop_summaries(conn, er, memory_ids=[memory_id])
+        if "public_memories" in self.columns(conn):  # its published title and summary go too
+            er.add("public_memories", conn.execute(
+                "DELETE FROM public_memories WHERE memory_id = %s", (memory_id,)
+            ).rowcount)  # fmt: skip
+            er.tables.add("public_memories")
         conn.execute("DELETE FROM memories WHERE id = %s", (memory_id,))
         er.memories_erased.append(memory_id)
         er.add("memories_erased")

@@ -358,6 +358,7 @@ class MemoryStore:
             (memory_id,),
         )
         conn.execute("DELETE FROM search_projections WHERE memory_id = %s", (memory_id,))
+        conn.execute("DELETE FROM public_memories WHERE memory_id = %s", (memory_id,))  # off /public too
 
     def propose(self, run_id: str, batch_id: str, draft_id: str, payload: dict[str, Any]) -> str:
         """The backfill's bookkeeping row for a draft about to be committed under standing

@@ -336,3 +336,21 @@ def test_help_shows_placeholders_not_python_types(args):
     assert out.exit_code == 0 and "Usage" in out.stdout
     assert "<bool>" not in out.stdout and "<str>" not in out.stdout and "<list[" not in out.stdout
     assert "<int>" not in out.stdout
+
+
+def test_a_deleted_or_forgotten_memory_leaves_the_public_page(world, db):
+    """A published memory that the owner deletes (or merges away) or erases with `pmem forget`
+    is taken off /public: the projection never outlives the memory it shows."""
+    from store.public import PublicReader, PublicStore
+
+    store, a, b, _ = world
+    public = PublicStore(db)
+    public.publish(a, "公開A", "要約A")
+    public.publish(b, "公開B", "要約B")
+    reader = PublicReader.for_database(db)
+    assert {i["memory_id"] for i in reader.items()} == {a, b}
+    code, _, _ = pmem("delete", a, "--yes", "--json")
+    assert code == 0 and [i["memory_id"] for i in reader.items()] == [b]
+    code, body, _ = pmem("forget", "--memory", b, "--yes", "--json")
+    assert code == 0, body
+    assert reader.items() == []
