@@ -20,7 +20,7 @@ import typer
 from rich.markup import escape
 
 from cli.app import app, err_console, handle_errors, print_json, settings
-from core.display import for_terminal
+from core.display import for_terminal, plural
 from core.errors import ConfigError, PmemError
 
 summary_app = typer.Typer(
@@ -44,10 +44,6 @@ def _check_months(months: list[str]) -> None:
     bad = [m for m in months if not _MONTH.match(m)]
     if bad:
         raise ConfigError(f"--month takes YYYY-MM, got {bad[0]!r}", hint="e.g. --month 2024-07")
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 @app.command()
@@ -95,8 +91,8 @@ def summarize(
         print_json(summary)
         return
     drafted, skipped = summary["months_drafted"], summary["months_skipped"]
-    line = (f"{_plural(summary['months_total'], 'month')}: {drafted} summarized, {skipped} unchanged "
-            f"(skipped); {_plural(summary['drafter_calls'], 'drafter call')}; "
+    line = (f"{plural(summary['months_total'], 'month')}: {drafted} summarized, {skipped} unchanged "
+            f"(skipped); {plural(summary['drafter_calls'], 'drafter call')}; "
             f"profile {'updated (version ' + str(summary['profile_version']) + ')' if summary['profile_updated'] else 'unchanged'}")  # fmt: skip
     err_console.print(line)
     if summary["unknown_months"]:
@@ -212,4 +208,4 @@ def timeline(
     if as_json:
         print_json({"out": str(out), "months": n, "bytes": out.stat().st_size})
         return
-    err_console.print(f"wrote {escape(str(out))}: {_plural(n, 'month')}")
+    err_console.print(f"wrote {escape(str(out))}: {plural(n, 'month')}")

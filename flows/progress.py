@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from core.display import plural
 from core.settings import Settings
 from state.files import batch_dir, read_checked, read_result
 from store.budget import PgWindow
@@ -52,10 +53,6 @@ def run_progress(db: Database, settings: Settings, run: dict[str, Any]) -> dict[
     }  # fmt: skip
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def kept_words(settings: Settings, run_id: str) -> str:
     """What a stopped run keeps, in words: ``run R keeps 3 of 12 batches drafted and 14 commits``."""
     db = Database.open(settings)
@@ -72,5 +69,5 @@ def kept_words(settings: Settings, run_id: str) -> str:
     batches = f"{total} batch{'' if total == 1 else 'es'}"
     words = f"run {run_id} keeps {drafted} of {batches} drafted"
     if not prog["dry_run"]:
-        words += f" and {_plural(prog['commits_done'], 'commit')}"
+        words += f" and {plural(prog['commits_done'], 'commit')}"
     return words
