@@ -42,6 +42,20 @@ _KEPT = """
 
 _MONTH_OF = "to_char({col} AT TIME ZONE %(tz)s, 'YYYY-MM')"
 
+# every revision of an active memory with the time of what it rests on: the earliest message its
+# new evidence quotes (a change of mind appended in September belongs to September, while the
+# memory itself happened in July); a revision without evidence of its own counts at the memory's
+# time only when it is the first
+_REVISIONS = """
+  SELECT r.memory_id, r.revision, r.record->>'kind' AS kind, r.record->>'title' AS title,
+         coalesce(r.record->>'index_summary', '') AS index_summary,
+         coalesce((SELECT min(s.created_at) FROM evidence e
+                     JOIN source_messages s ON s.message_key = e.source_key
+                    WHERE e.memory_id = r.memory_id AND e.revision_added = r.revision),
+                  CASE WHEN r.revision = 1 THEN m.occurred_at END) AS at
+    FROM memory_revisions r JOIN memories m ON m.id = r.memory_id
+   WHERE m.status = 'active'"""
+
 
 class SummaryStore:
     def __init__(self, db: Database) -> None:
@@ -57,8 +71,7 @@ class SummaryStore:
                 f"""SELECT {_MONTH_OF.format(col="s.created_at")} FROM source_messages s {_KEPT}
                       AND s.channel = 'person' AND s.on_active_path AND s.created_at IS NOT NULL
                     UNION
-                    SELECT {_MONTH_OF.format(col="occurred_at")} FROM memories
-                     WHERE status = 'active' AND occurred_at IS NOT NULL
+                    SELECT {_MONTH_OF.format(col="at")} FROM ({_REVISIONS}) rv WHERE at IS NOT NULL
                     ORDER BY 1""",
                 {"tz": time_zone},
             ).fetchall()
@@ -66,14 +79,15 @@ class SummaryStore:
 
     def month_inputs(self, month: str, time_zone: str) -> MonthInputs:
         with self.db.connection() as conn:
+            # per memory, its newest revision that happened in the month (as it stood then)
             mems = conn.execute(
-                f"""SELECT id, current_revision, kind, title, index_summary, occurred_at
-                      FROM memories
-                     WHERE status = 'active' AND occurred_at IS NOT NULL
-                       AND {_MONTH_OF.format(col="occurred_at")} = %(month)s
-                     ORDER BY occurred_at, id""",
+                f"""SELECT DISTINCT ON (memory_id) memory_id, revision, kind, title, index_summary, at
+                      FROM ({_REVISIONS}) rv
+                     WHERE at IS NOT NULL AND {_MONTH_OF.format(col="at")} = %(month)s
+                     ORDER BY memory_id, revision DESC""",
                 {"tz": time_zone, "month": month},
             ).fetchall()
+            mems.sort(key=lambda r: (r[5], r[0]))
             msgs = conn.execute(
                 f"""SELECT s.message_key, s.conversation_key, s.created_at, s.body, s.content_hash
                       FROM source_messages s {_KEPT}

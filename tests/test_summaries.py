@@ -136,18 +136,23 @@ def test_a_month_cites_only_its_own_memories(env: dict[str, str], first_run: dic
 
     tz = ZoneInfo(TZ)
     db = Database(env["DATABASE_URL"])
-    try:
+    try:  # the months a memory's revisions happened in: when the messages its evidence quotes were written
         with db.connection() as conn:
-            when = dict(conn.execute("SELECT id, occurred_at FROM memories").fetchall())
+            rows = conn.execute(
+                """SELECT e.memory_id, s.created_at FROM evidence e
+                   JOIN source_messages s ON s.message_key = e.source_key""").fetchall()  # fmt: skip
     finally:
         db.close()
-    with_records = {at.astimezone(tz).strftime("%Y-%m") for at in when.values() if at}
+    months_of: dict[str, set[str]] = {}
+    for mid, at in rows:
+        months_of.setdefault(mid, set()).add(at.astimezone(tz).strftime("%Y-%m"))
+    with_records = set().union(*months_of.values())
     for item in last_json("summary", "list", "--json")["items"]:
         shown = last_json("summary", "show", item["month"], "--json")
         assert set(shown) >= {"month", "summary", "sentiment", "keywords", "memory_ids", "message_keys", "version"}
         assert shown["summary"].strip()
         for mid in shown["memory_ids"]:
-            assert when[mid].astimezone(tz).strftime("%Y-%m") == item["month"]
+            assert item["month"] in months_of[mid], (item["month"], mid)
         if item["month"] in with_records:
             assert shown["memory_ids"], item["month"]
 
@@ -161,9 +166,10 @@ def test_offline_summary_sentences_are_verbatim_excerpts(env: dict[str, str], fi
             with db.connection() as conn:
                 texts = [bytes(r[0]).decode() for r in conn.execute(
                     "SELECT body FROM source_messages WHERE message_key = ANY(%s)", (list(m.message_keys),))]  # fmt: skip
-                records = [" — ".join(r) for r in conn.execute(
-                    "SELECT title, index_summary FROM memories WHERE id = ANY(%s)", (list(m.memory_ids),))] + [
-                    r[0] for r in conn.execute("SELECT title FROM memories WHERE id = ANY(%s)", (list(m.memory_ids),))]  # fmt: skip
+                revisions = conn.execute(  # a line quotes the revision that happened in the month
+                    "SELECT record->>'title', record->>'index_summary' FROM memory_revisions WHERE memory_id = ANY(%s)",
+                    (list(m.memory_ids),)).fetchall()  # fmt: skip
+                records = [f"{t} — {i}" for t, i in revisions] + [t for t, _ in revisions]
             for line in m.summary.splitlines():
                 body = line.strip("・「」").rstrip("…")
                 flat = [" ".join(t.split()) for t in texts + records]
@@ -360,12 +366,15 @@ def test_erasing_a_memory_drops_the_summaries_resting_on_it(env: dict[str, str],
     assert sept is not None and sept.memory_ids and store.profile() is not None
     (env_dir := Path(env["PMEM_DATA_DIR"]) / "runs").mkdir(parents=True, exist_ok=True)
     cited = [p for p in env_dir.glob("*/months/2024-09.json")]
+    resting = {m.month for m in store.latest_all() if sept.memory_ids[0] in m.memory_ids}  # 2024-09 and others
     result = CliRunner().invoke(__import__("cli.main", fromlist=["app"]).app,
                                 ["forget", "--memory", sept.memory_ids[0], "--yes"])  # fmt: skip
     assert result.exit_code in (0, 4), result.output
-    assert store.history("2024-09") == [] and store.profile() is None
+    assert "2024-09" in resting and all(store.history(m) == [] for m in resting)
+    left = store.profile()  # only a profile version that did not rest on the erased memory's month stays
+    assert left is None or ("2024-09" not in left.months and sept.memory_ids[0] not in left.memory_ids)
     assert store.latest("2024-08") is not None  # the other months stay
     assert cited and not any(p.exists() for p in cited)
     again = _summarize()
-    assert again["months_drafted"] == 1 and again["profile_updated"] is True
-    assert sept.memory_ids[0] not in store.latest("2024-09").memory_ids
+    assert again["months_drafted"] == len(resting) and again["profile_updated"] is True
+    assert all(sept.memory_ids[0] not in store.latest(m).memory_ids for m in resting)
