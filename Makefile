@@ -43,8 +43,9 @@ browser: ## Debian's Chromium for the browser tests (installed with apt-get when
 	  { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
 	else echo "note: no chromium on PATH; the browser tests need it (apt install chromium / brew install --cask chromium)"; fi
 
-test: ## run the whole test suite (unit + integration on the real PostgreSQL)
-	$(BIN)/python -m pytest
+TEST_WORKERS ?= 2
+test: ## run the whole test suite on TEST_WORKERS processes (default 2; TEST_WORKERS=0 runs it serially)
+	$(BIN)/python -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
 lint: ## ruff + mypy
 	$(BIN)/ruff check .

@@ -1,5 +1,11 @@
 """Shared fixtures: one real PostgreSQL (the embedded wheel, or DATABASE_URL) per test session,
-a fresh migrated database per test, cloned from a migrated template database."""
+a fresh migrated database per test, cloned from a migrated template database.
+
+Worker-safe for pytest-xdist (`make test` runs `-n 2 --dist loadfile`): every xdist worker is
+its own session, so it starts its own embedded PostgreSQL in a fresh temp dir (Unix socket, no
+TCP port) and its own Prefect server (PREFECT_HOME under the worker's basetemp, a free port);
+database names carry the worker's pid, so they do not collide even on one shared server
+(PMEM_TEST_DATABASE_URL). Nothing here writes under the project (.pmem/, runs/)."""
 
 from __future__ import annotations
 
@@ -41,7 +47,8 @@ def pg_admin_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     # Not under pytest's basetemp: pytest resets `pytest-of-<user>` to mode 0700 when any
     # session starts, and as root the server runs as another user that must traverse the path.
-    base = Path(tempfile.mkdtemp(prefix="pmem-test-pg-"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")  # gw0, gw1, ... under xdist
+    base = Path(tempfile.mkdtemp(prefix=f"pmem-test-pg-{worker}-"))
     pgdata = base / "pgdata"
     st = embedded.start(pgdata)
     try:

@@ -9,6 +9,7 @@ memory, the prefilter against the kind labels, no planted secret in any record."
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -49,7 +50,7 @@ def scores(tmp_path_factory: pytest.TempPathFactory, pg_admin_url, template_db):
     from core.settings import Settings
     from tests.conftest import _with_db
 
-    name = "pmem_eval_floors"
+    name = f"pmem_eval_floors_{os.getpid()}"
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
         conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template_db)))
