@@ -328,6 +328,8 @@ class Recall(IndexUpkeep):
         the query's idf mass, found by reading the range and testing each message (a range
         smaller than the terms' matches) or through the terms' GIN index, ``TERM_CANDIDATES``
         per term (no range, or a range wider than what the terms match)."""
+        source: sql.Composable
+        where: sql.Composable
         if whole_range:
             source, where = sql.SQL("message_search s"), _IN_RANGE
             tail = sql.SQL("")
