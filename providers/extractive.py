@@ -472,6 +472,9 @@ def _decision_score(s: Sentence, message: list[Sentence]) -> float:
     after = [n for n in message if n.index > s.index][:1]
     if after and _reasons(after[0].text) and not _opens(after[0].text) and not _is_question(after[0].text):
         score += 2
+    before = [n for n in message if n.index < s.index][-1:]
+    if intent and before and _ANNOUNCES_RE.search(before[0].text):
+        score += 2  # 「方法を決めました。毎朝…します。」: the decision a bare verdict announced
     if _OPENER_RE.search(text):
         score += 1
         rest = _LEAD_FILLER_RE.sub("", text).strip()
@@ -481,6 +484,15 @@ def _decision_score(s: Sentence, message: list[Sentence]) -> float:
     if _reasons(text) and score < 3:
         score -= 1  # "…ので…する": a reason that ends in a verb, not a decision of its own
     return score
+
+
+# a verdict that names only that something was decided (方法を決めました, 方針が決まった, we
+# settled on a plan): what it decided comes in the next sentence
+_ANNOUNCES_RE = re.compile(
+    r"(方法|方針|やり方|進め方|結論|プラン|計画|内容|ルール)(を|は|が|も)?(決め(ました|た)|決まり(ました)?|決まった)[。．!！]?\s*$"
+    r"|\b(decided on|settled on|came up with) (a|my|the|our) (plan|approach|routine|method)\b",
+    re.IGNORECASE,
+)
 
 
 def _refers_back(text: str) -> bool:
@@ -504,6 +516,9 @@ def _plain_intent(text: str) -> bool:
     last = morphemes[-1]
     if last.pos[0] == "動詞" and len(last.pos) > 5 and last.pos[5].startswith("終止形"):
         return last.surface not in ("思う", "いる", "ある", "なる", "できる", "わかる", "言う")
+    if last.normalized == "ます" and len(morphemes) > 1 and len(last.pos) > 5 and last.pos[5].startswith("終止形"):
+        verb = morphemes[-2]  # the polite form (使います, してもらいます): the same plain intent
+        return verb.pos[0] == "動詞" and verb.normalized not in ("思う", "居る", "有る", "成る", "出来る", "分かる", "言う")
     return False
 
 
@@ -687,7 +702,11 @@ def _section(heading: str, items: list[Sentence]) -> str:
 def _index_summary(parts: _Parts, title: str) -> str:
     """One line to recognise the case by: the current decision, else the result, else the first
     thing said that is not the title again."""
-    last = [s for s in parts.decisions if s.message.key == parts.decisions[-1].message.key][:1]
+    # the current decision: the first one, unless the person later changed their mind (then the
+    # first decision of the message that says so); details decided after it are not the gist
+    changed = [s for s in parts.decisions[1:] if _CHANGE_RE.search(s.text)]
+    start = changed[-1].message.key if changed else parts.decisions[0].message.key if parts.decisions else None
+    last = [s for s in parts.decisions if s.message.key == start and not _ANNOUNCES_RE.search(s.text)][:1]
     gist = _comparable(title.split(": ", 1)[-1])
     for s in [*last, *parts.results[-1:], *parts.background, *parts.topics, *parts.reasons, *parts.open_points]:
         line = _one_line(s.text)
