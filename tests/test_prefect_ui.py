@@ -26,7 +26,10 @@ def _pmem(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.C
                           text=True, timeout=timeout)  # fmt: skip
 
 
-def test_ui_is_pointed_at_itself_and_lists_the_run_under_its_pmem_run_id(pmem_env):
+def test_ui_is_pointed_at_itself_and_lists_the_run_under_its_pmem_run_id(pmem_env, monkeypatch):
+    # this process too reads the managed server's state, not the session's test server (another
+    # module on this worker may have set PREFECT_API_URL through the prefect_api fixture)
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
     env.update(pmem_env, PMEM_COMMIT_BUDGET="1/600s", PMEM_MAX_WAIT_SECONDS="1", PMEM_PREFECT_STARTUP_TIMEOUT="600")
     settings = Settings()
