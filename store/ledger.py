@@ -256,17 +256,13 @@ class Ledger:
         title and dates, for the owner's exclusion rules)."""
         with self.db.connection() as conn:
             return conn.cursor(row_factory=dict_row).execute(
-                """SELECT c.conversation_key, c.content_hash, c.drafting_chars, c.title,
+                f"""SELECT c.conversation_key, c.content_hash, c.drafting_chars, c.title,
                           c.created_at, c.updated_at
-                   FROM source_conversations c
-                   JOIN prefilter_decisions d ON d.conversation_key = c.conversation_key
-                        AND d.content_hash = c.content_hash AND d.rule_version = %s
-                   LEFT JOIN prefilter_overrides o ON o.conversation_key = c.conversation_key
-                   WHERE c.source = %s AND coalesce(o.keep, d.keep)
-                     AND NOT EXISTS (SELECT 1 FROM forgotten_conversations f
-                                     WHERE f.conversation_key = c.conversation_key)
+                   FROM source_conversations c {DECISION_JOINS}
+                   WHERE c.source = %(source)s AND d.rule_version = %(rule)s
+                     AND coalesce(o.keep, d.keep) AND {NOT_FORGOTTEN}
                    ORDER BY c.created_at NULLS LAST, c.conversation_key""",
-                (rule_version, source),
+                {"rule": rule_version, "source": source},
             ).fetchall()
 
     def decisions(self, source: str) -> list[dict]:
@@ -396,17 +392,27 @@ class Ledger:
         return {"conversations": row[0], "messages": row[1]}
 
 
+# The prefilter's say on each conversation ``c``: the owner's override ``o``, else the newest
+# decision ``d`` on its current content (the rule version ``%(rule)s`` first when the query
+# passes one; ``None`` prefers none). Shared by the ledger's lists, the drafting plan and the
+# monthly summaries, so "kept" means one thing everywhere.
+DECISION_JOINS = """
+  LEFT JOIN prefilter_overrides o ON o.conversation_key = c.conversation_key
+  LEFT JOIN LATERAL (
+      SELECT keep, reason, rule_version FROM prefilter_decisions d
+       WHERE d.conversation_key = c.conversation_key AND d.content_hash = c.content_hash
+       ORDER BY (d.rule_version = %(rule)s) IS TRUE DESC, d.decided_at DESC LIMIT 1) d ON true"""
+
+# ... and the conversation ``c`` was not erased by `pmem forget`.
+NOT_FORGOTTEN = """NOT EXISTS (SELECT 1 FROM forgotten_conversations f
+                     WHERE f.conversation_key = c.conversation_key)"""
+
 _LIST_SQL = """SELECT c.conversation_key AS key, c.source, c.external_id, c.title, c.title_raw, c.created_at,
        c.updated_at, c.message_count, c.provenance, c.unknown_types, o.keep AS override,
        coalesce(o.keep, d.keep) AS kept,
        CASE WHEN o.keep IS NULL THEN d.reason
             WHEN o.keep THEN 'keep:override' ELSE 'drop:override' END AS prefilter_reason
-  FROM source_conversations c
-  LEFT JOIN prefilter_overrides o ON o.conversation_key = c.conversation_key
-  LEFT JOIN LATERAL (
-      SELECT keep, reason FROM prefilter_decisions d
-       WHERE d.conversation_key = c.conversation_key AND d.content_hash = c.content_hash
-       ORDER BY (d.rule_version = %(rule)s) DESC, d.decided_at DESC LIMIT 1) d ON true"""
+  FROM source_conversations c""" + DECISION_JOINS
 
 
 def _exact_title(row: dict) -> dict:

@@ -27,18 +27,14 @@ from core.summaries import (
     ProfileDraft,
 )
 from store.db import Database
+from store.ledger import DECISION_JOINS, NOT_FORGOTTEN
 
 # the conversations the prefilter (or the person's override) kept, and not erased
-_KEPT = """
-  JOIN source_conversations c ON c.conversation_key = s.conversation_key
-  LEFT JOIN prefilter_overrides o ON o.conversation_key = c.conversation_key
-  LEFT JOIN LATERAL (
-      SELECT keep FROM prefilter_decisions d
-       WHERE d.conversation_key = c.conversation_key AND d.content_hash = c.content_hash
-       ORDER BY d.decided_at DESC LIMIT 1) d ON true
- WHERE coalesce(o.keep, d.keep, true)
-   AND NOT EXISTS (SELECT 1 FROM forgotten_conversations f
-                    WHERE f.conversation_key = c.conversation_key)"""
+# the conversation of message ``s`` is kept (the prefilter's say as the ledger reads it; no
+# decision yet counts as kept) and not forgotten
+_KEPT = f"""
+  JOIN source_conversations c ON c.conversation_key = s.conversation_key {DECISION_JOINS}
+ WHERE coalesce(o.keep, d.keep, true) AND {NOT_FORGOTTEN}"""
 
 _MONTH_OF = "to_char({col} AT TIME ZONE %(tz)s, 'YYYY-MM')"
 
@@ -73,7 +69,7 @@ class SummaryStore:
                     UNION
                     SELECT {_MONTH_OF.format(col="at")} FROM ({_REVISIONS}) rv WHERE at IS NOT NULL
                     ORDER BY 1""",
-                {"tz": time_zone},
+                {"tz": time_zone, "rule": None},
             ).fetchall()
         return [r[0] for r in rows]
 
@@ -85,7 +81,7 @@ class SummaryStore:
                       FROM ({_REVISIONS}) rv
                      WHERE at IS NOT NULL AND {_MONTH_OF.format(col="at")} = %(month)s
                      ORDER BY memory_id, revision DESC""",
-                {"tz": time_zone, "month": month},
+                {"tz": time_zone, "month": month, "rule": None},
             ).fetchall()
             mems.sort(key=lambda r: (r[5], r[0]))
             msgs = conn.execute(
@@ -94,7 +90,7 @@ class SummaryStore:
                        AND s.channel = 'person' AND s.on_active_path
                        AND {_MONTH_OF.format(col="s.created_at")} = %(month)s
                      ORDER BY s.created_at, s.message_key""",
-                {"tz": time_zone, "month": month},
+                {"tz": time_zone, "month": month, "rule": None},
             ).fetchall()
         return MonthInputs(
             month=month, time_zone=time_zone,
