@@ -72,6 +72,7 @@ OWNED = {
     "ipadic": ("providers/summaries.py",),
     "vaderSentiment": ("providers/summaries.py",),
     "plotly": ("flows/timeline.py",),
+    "networkx": ("flows/graph.py",),
 }
 
 
