@@ -24,6 +24,7 @@ from cli import (  # noqa: F401  (they register their commands)
     serve_cmds,
     summary_cmds,
     token_cmds,
+    watch_cmds,
 )
 from cli.app import app
 

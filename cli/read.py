@@ -190,11 +190,21 @@ def reindex(
     memories_only: Annotated[bool, typer.Option("--memories-only", help="Do not embed raw messages (a local embedder embeds them by default).")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Consent to sending memory texts and search queries to a remote embedder without being asked (remembered for this data dir).")] = False,
+    changed: Annotated[bool, typer.Option("--changed", help="Only what changed: re-import the watched files whose size, mtime or hash changed since the last pass (a grown file from where it stopped), then index and embed their new messages (one `pmem watch` pass).")] = False,
 ) -> None:
     """Bring the search indexes up to date: the raw-message index for recall, then vectors for
     every memory (and, with a local embedder, every message) that has none for the model.
     A remote embedder (openai:…, gemini:…) asks for consent first (exit 77 without a terminal
-    and without --yes)."""
+    and without --yes). With --changed: one incremental pass of `pmem watch` over the watched
+    PATHs (PMEM_WATCH_PATHS, else those earlier passes watched); its JSON is the pass's; exit 3
+    when records were quarantined, 1 when a file could not be read."""
+    if changed:
+        from cli.watch_cmds import exit_code, run_once
+
+        summary = run_once(None, embed=not memories_only, trigger="reindex")
+        if as_json:
+            print_json(summary)
+        raise typer.Exit(exit_code(summary))
     from cli.backfill_cmds import confirm_send
     from state.consent import embedding_target
 

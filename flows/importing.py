@@ -23,7 +23,7 @@ import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,7 @@ class ImportProgress:
 
 
 ProgressFn = Callable[[ImportProgress], None]
+ItemsFn = Callable[[ReadReport], Iterator[Conversation | Quarantined]]
 
 
 @dataclass
@@ -89,6 +90,7 @@ def run_import(
     raise_input_error: bool = False,
     index_messages: bool = False,
     seen: set[str] | None = None,
+    items: ItemsFn | None = None,
 ) -> dict[str, Any]:
     """Import ``export_path`` with the importer of ``source``; returns the summary (counts,
     ``skipped`` by reason, ``errors``, ``input_error``). With ``raise_input_error`` an input
@@ -97,11 +99,14 @@ def run_import(
     With ``index_messages`` the recall index is built alongside (``_Indexer``: stored batches
     are tokenised in worker processes while the next ones are parsed and stored), so the index
     step after the import finds (almost) nothing left; ``indexed_messages`` counts them.
-    ``seen`` collects the (stored) key of every conversation of the export: a backfill's scope."""
+    ``seen`` collects the (stored) key of every conversation of the export: a backfill's scope.
+    ``items`` (`pmem watch`: a file read from where the last pass stopped) yields what to store
+    instead of the importer's read of the whole of ``export_path``; it counts bytes into the
+    report it is given."""
     indexer = _Indexer(ledger) if index_messages else None
     try:
         stats, input_exc = _run_import(ledger, source, export_path, on_progress,
-                                       batch_conversations, batch_bytes, indexer, seen)  # fmt: skip
+                                       batch_conversations, batch_bytes, indexer, seen, items)  # fmt: skip
     finally:
         indexed = indexer.close() if indexer is not None else None
     if indexed is not None:
@@ -120,6 +125,7 @@ def _run_import(
     batch_bytes: int,
     indexer: _Indexer | None,
     seen: set[str] | None = None,
+    items: ItemsFn | None = None,
 ) -> tuple[dict[str, Any], InputError | None]:
     import_id = ledger.start_import(source, export_path)
     overrides = ledger.overrides()
@@ -193,7 +199,8 @@ def _run_import(
     batch = _Batch()
     input_exc: InputError | None = None
     try:
-        for item in iter_source(source, Path(export_path), report):
+        read = items(report) if items is not None else iter_source(source, Path(export_path), report)
+        for item in read:
             if isinstance(item, Conversation):
                 batch.convs.append(item)
                 batch.chars += sum(len(m.text) for m in item.messages)

@@ -206,6 +206,14 @@ TABLE_STORES: tuple[TableStore, ...] = (
         erase="generic; versions citing an erased memory are deleted",
         guard="SummaryStore.add_profile: profile redacted",
     ),  # fmt: skip
+    # ------------------------------------------------------------ watch (0025, seed 004)
+    TableStore(
+        "watched_files", "bookkeeping", text=("path", "root"),
+        ids=("source", "content_hash"),
+        guard="paths, sizes and hashes of watched files; never their text",
+    ),  # fmt: skip
+    TableStore("watch_passes", "bookkeeping", text=("stats",), ids=("pass_id", "trigger", "status"),
+               guard="counts only"),  # fmt: skip
 )
 
 FILE_STORES: tuple[FileStore, ...] = (
