@@ -88,7 +88,7 @@ def pass_words(s: dict[str, Any]) -> str:
 
 def _print_pass(s: dict[str, Any], *, stamp: bool) -> None:
     for item in s["imported"]:
-        how = (f"from byte {item['read_from']}" if item["action"] == "grown" else "whole")
+        how = f"from byte {item['read_from']}" if item["read_from"] else "whole"
         err_console.print(f"  {item['action']:7} {_tty(item['path'])}  ({how}: "
                           f"{plural(item['messages_new'], 'new message')})", highlight=False)  # fmt: skip
     for e in s["errors"][:20]:
