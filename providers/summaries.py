@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from core.errors import ConfigError
 from core.summaries import MonthDraft, MonthInputs, MonthSummary, ProfileDraft
+from providers.extractive import split_sentences
 
 MONTH_PROMPT_VERSION = "month-extractive-v1"
 PROFILE_PROMPT_VERSION = "profile-extractive-v1"
@@ -42,7 +43,6 @@ MAX_KEYWORDS = 8
 
 _JA = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff]")
 _LATIN = re.compile(r"[A-Za-z][A-Za-z0-9+#.'\-]*[A-Za-z0-9+#]")
-_SENTENCE_END = re.compile(r"(?<=[。！？!?])|(?<=\.)\s+|\n+")
 _CODEISH = re.compile(r"[{};=<>$`]|^\s*(def|class|import|from|SELECT|func|package)\b")
 
 
@@ -82,8 +82,8 @@ def get_summarizer(spec: str | None) -> Summarizer:
 def sentences(text: str) -> list[str]:
     """The prose sentences of a message (code-looking lines left out), stripped."""
     out = []
-    for piece in _SENTENCE_END.split(text):
-        s = " ".join((piece or "").split())
+    for piece in split_sentences(text):  # the drafter's splitter: brackets and code fences kept whole
+        s = " ".join(piece.split())
         if len(s) >= 4 and not _CODEISH.search(s):
             out.append(s)
     return out
