@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
+
+from pydantic import TypeAdapter
 
 MONTH_PATTERN = r"^[0-9]{4}-(0[1-9]|1[0-2])$"
 
@@ -69,21 +71,13 @@ class MonthDraft:
     output_tokens: int = 0
 
     def to_json(self) -> dict:
-        return {
-            "summary": self.summary, "sentiment": self.sentiment, "keywords": self.keywords,
-            "memory_ids": self.memory_ids, "message_keys": self.message_keys,
-            "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-        }  # fmt: skip
+        return asdict(self)
 
     @classmethod
     def from_json(cls, d: dict) -> MonthDraft:
-        return cls(
-            summary=str(d["summary"]), sentiment=float(d["sentiment"]),
-            keywords=[str(k) for k in d.get("keywords", [])],
-            memory_ids=[str(k) for k in d.get("memory_ids", [])],
-            message_keys=[str(k) for k in d.get("message_keys", [])],
-            input_tokens=int(d.get("input_tokens", 0)), output_tokens=int(d.get("output_tokens", 0)),
-        )  # fmt: skip
+        """A draft as ``to_json`` wrote it to ``runs/<id>/months/``; a file that does not fit
+        raises pydantic's ``ValidationError``."""
+        return TypeAdapter(cls).validate_python(d)
 
 
 @dataclass
