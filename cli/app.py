@@ -113,26 +113,40 @@ def print_json(obj: Any) -> None:
     sys.stdout.flush()
 
 
+def _error_json(err: PmemError, exit_code: int) -> dict[str, Any]:
+    """What `--json` prints when a command fails: one object, last on stdout, as on success.
+    A rate-limit stop carries the run's summary so far (``status: stopped``)."""
+    if isinstance(err, RateLimitStop):
+        return {**(getattr(err, "summary", None) or {}), "status": "stopped", "run_id": err.run_id,
+                "stop_reason": str(err), "retry_after": err.retry_after, "exit_code": exit_code}  # fmt: skip
+    code = "consent-required" if isinstance(err, ConsentRequired) else "error"
+    body: dict[str, Any] = {"error": code, "message": str(err), "exit_code": exit_code}
+    if err.hint:
+        body["hint"] = err.hint
+    return body
+
+
 def handle_errors(fn: F) -> F:
+    """Errors become one line on stderr (a hint below it) and an exit code; with ``--json``
+    (a parameter named ``as_json``) the command also prints one error object on stdout."""
+
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except RateLimitStop as err:
-            err_console.print(f"[yellow]stopped:[/] {escape(for_terminal(str(err)))}")
-            if err.hint:
-                err_console.print(f"  → {escape(for_terminal(err.hint))}")
-            raise typer.Exit(EXIT_TEMPFAIL) from None
-        except ConsentRequired as err:
-            err_console.print(f"[yellow]not sent:[/] {escape(for_terminal(str(err)))}")
-            if err.hint:
-                err_console.print(f"  → {escape(for_terminal(err.hint))}")
-            raise typer.Exit(EXIT_NO_CONSENT) from None
         except PmemError as err:
-            err_console.print(f"[red]error:[/] {escape(for_terminal(str(err)))}")
+            if isinstance(err, RateLimitStop):
+                label, style, exit_code = "stopped", "yellow", EXIT_TEMPFAIL
+            elif isinstance(err, ConsentRequired):
+                label, style, exit_code = "not sent", "yellow", EXIT_NO_CONSENT
+            else:
+                label, style, exit_code = "error", "red", EXIT_ERROR
+            err_console.print(f"[{style}]{label}:[/] {escape(for_terminal(str(err)))}")
             if err.hint:
                 err_console.print(f"  → {escape(for_terminal(err.hint))}")
-            raise typer.Exit(EXIT_ERROR) from None
+            if kwargs.get("as_json"):
+                print_json(_error_json(err, exit_code))
+            raise typer.Exit(exit_code) from None
 
     return wrapper  # type: ignore[return-value]
 

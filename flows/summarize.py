@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from core.errors import ResultFileError
+from core.errors import RateLimitStop, ResultFileError, TransientDraftError
 from core.settings import Settings, time_zone
 from core.summaries import MonthDraft, MonthInputs, profile_inputs_hash
 from providers.summaries import Summarizer, get_summarizer
@@ -252,6 +252,18 @@ def run_summarize(
     _write_state(run, "running", {"months": chosen})
     counts = {"drafted": 0, "stored": 0, "skipped": 0}
     tokens = [0, 0]
+    prof: dict[str, Any] = {"drafted": 0, "updated": False, "version": None}
+
+    def totals(status: str) -> dict[str, Any]:
+        return {
+            "run_id": run.run_id, "status": status, "model": run.summarizer.model,
+            "time_zone": run.time_zone, "months_total": len(chosen),
+            "months_drafted": counts["drafted"] + counts["stored"], "months_skipped": counts["skipped"],
+            "drafter_calls": counts["drafted"] + prof["drafted"], "profile_updated": prof["updated"],
+            "profile_version": prof["version"], "input_tokens": tokens[0], "output_tokens": tokens[1],
+            "unknown_months": sorted(set(months or []) - set(all_months)),
+        }  # fmt: skip
+
     emit("months", {"total": len(chosen)})
     try:
         for month in chosen:
@@ -263,16 +275,23 @@ def run_summarize(
         prof = steps.profile(run.run_id)
         tokens[0] += prof.get("input_tokens", 0)
         tokens[1] += prof.get("output_tokens", 0)
+    except TransientDraftError as err:
+        # the vendor's rate limit outlasts the wait its adapter allows: stop cleanly (exit 75);
+        # the months done are stored, the same command resumes with the next one
+        _write_state(run, "stopped", {"months": chosen})
+        if err.retry_after is None:
+            raise
+        stop = RateLimitStop(
+            f"{run.summarizer.model} is rate limited for another {err.retry_after:.0f}s (Retry-After); "
+            "the months summarized so far are kept",
+            run_id=run.run_id, retry_after=err.retry_after,
+        )  # fmt: skip
+        stop.hint = "run the same command again later: it resumes with the next month"
+        stop.summary = totals("stopped")  # type: ignore[attr-defined]
+        raise stop from None
     except BaseException:
         _write_state(run, "stopped", {"months": chosen})
         raise
-    summary = {
-        "run_id": run.run_id, "status": "complete", "model": run.summarizer.model,
-        "time_zone": run.time_zone, "months_total": len(chosen),
-        "months_drafted": counts["drafted"] + counts["stored"], "months_skipped": counts["skipped"],
-        "drafter_calls": counts["drafted"] + prof["drafted"], "profile_updated": prof["updated"],
-        "profile_version": prof["version"], "input_tokens": tokens[0], "output_tokens": tokens[1],
-        "unknown_months": sorted(set(months or []) - set(all_months)),
-    }  # fmt: skip
+    summary = totals("complete")
     _write_state(run, "complete", {"months": chosen, "summary": summary})
     return summary

@@ -378,3 +378,28 @@ def test_erasing_a_memory_drops_the_summaries_resting_on_it(env: dict[str, str],
     again = _summarize()
     assert again["months_drafted"] == len(resting) and again["profile_updated"] is True
     assert all(sept.memory_ids[0] not in store.latest(m).memory_ids for m in resting)
+
+
+# ---------------------------------------------------------------- a vendor's rate limit stops the run
+
+
+def test_a_vendor_rate_limit_stops_with_exit_75_and_one_json_object(env: dict[str, str], first_run: dict[str, Any],
+                                                                    prefect_api: str) -> None:  # fmt: skip
+    """A Retry-After longer than the adapter's wait stops the run cleanly: exit 75, the summary so
+    far as the last line of stdout (not a traceback, not an empty stdout); errors print one object too."""
+    busy = {"error": {"message": "rate limited", "type": "requests", "code": "rate_limit_exceeded"}}
+    with FakeServer(Reply(429, busy, headers={"retry-after": "9999"})) as server:
+        penv = dict(os.environ, **env, PREFECT_API_URL=prefect_api, PMEM_OPENAI_BASE_URL=server.url,
+                    OPENAI_API_KEY="test-key")  # fmt: skip
+        penv.pop("PREFECT_HOME", None)
+        proc = subprocess.run([sys.executable, "-m", "cli.main", "summarize", "--llm", "openai:gpt-test",
+                               "--month", "2024-06", "--yes", "--json"],
+                              env=penv, cwd=PROJECT, capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert len(server.requests) == 1
+    assert proc.returncode == 75, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "run the same command again later" in proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["status"] == "stopped" and out["retry_after"] == 9999 and out["exit_code"] == 75
+    assert out["months_drafted"] == 0 and out["run_id"] and out["model"] == "openai:gpt-test"
+    err = last_json("summary", "show", "1999-01", "--json", code=1)
+    assert err["error"] == "error" and "1999-01" in err["message"] and err["exit_code"] == 1
