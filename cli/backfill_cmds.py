@@ -313,7 +313,8 @@ def _progress_bars(first: str = "importing") -> Iterator[None]:
 
 
 EXIT_COST_LIMIT = 4  # `pmem backfill`: --max-cost reached; raise it and run the same command
-_SOURCE_NAMES = {"chatgpt": "ChatGPT", "claude": "Claude.ai", "codex": "Codex", "claude-code": "Claude Code"}
+_SOURCE_NAMES = {"chatgpt": "ChatGPT", "claude": "Claude.ai", "codex": "Codex", "claude-code": "Claude Code",
+                 "jsonl-log": "JSONL log", "line": "LINE", "telegram": "Telegram"}
 _CONTRACT_KEYS = ("run_id", "status", "resume_command", "conversations", "batches_total",
                   "batches_skipped_complete", "batches_drafted", "drafter_calls", "commits",
                   "rejected_evidence", "input_tokens", "output_tokens", "cost_usd")  # fmt: skip
@@ -409,7 +410,7 @@ def _stopped_summary(err: RateLimitStop | CostLimitStop) -> dict[str, Any]:
 @handle_errors
 def backfill(
     keys: Annotated[list[str] | None, typer.Argument(metavar="[CONVERSATION_KEY…]", show_default=False, help="With --redraft: the conversations to draft again (default: every conversation of the export).")] = None,
-    source: Annotated[str | None, typer.Option("--source", "-s", show_default=False, help="chatgpt, claude, codex or claude-code. Default: detected from the export (a --source that contradicts the file is refused); chatgpt for the inbox.")] = None,
+    source: Annotated[str | None, typer.Option("--source", "-s", show_default=False, help="chatgpt, claude, codex, claude-code, jsonl-log, line or telegram. Default: detected from the export (a --source that contradicts the file is refused); chatgpt for the inbox.")] = None,
     export: Annotated[str | None, typer.Option("--export", "-e", metavar="PATH", help="The export (zip, folder or file); its new and changed conversations are drafted. Default: the newest file in <data dir>/exports/<source>/ (named when used).")] = None,
     pending: Annotated[bool, typer.Option("--pending", help="Draft everything pending in the ledger for the source (no export read).")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Draft and verify, commit nothing (then `pmem review RUN`, `pmem apply RUN`).")] = False,
@@ -429,6 +430,7 @@ def backfill(
         "With a remote model the rules are remembered with the consent and apply to later runs "
         "(the monthly re-import too)."))] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Consent to sending to the remote model without being asked (remembered for this data dir).")] = False,
+    me: Annotated[str | None, typer.Option("--me", metavar="NAMES", help="Your names in a chat history or log, comma-separated (default PMEM_ME); other speakers are kept as `other`.")] = None,
 ) -> None:
     """Import an export, draft case records of its new and changed conversations and commit
     them. A run is its export: the same command (source, export content or --pending, model,
@@ -446,6 +448,8 @@ def backfill(
     finished work is kept); 77 not sent: consent to a remote model was declined, or is needed
     and there is no terminal to ask (add --yes)."""
     args: dict[str, Any] | None = None
+    if me is not None:
+        os.environ["PMEM_ME"] = me  # the settings of this process (the importer reads it)
     try:
         args = _backfill_args(keys, source, export, pending, dry_run, llm, max_cost, price, max_wait,
                               redraft, no_embed, exclude)  # fmt: skip
@@ -597,10 +601,11 @@ _ERROR_LINES = 20  # error lines printed on the terminal; --json and `pmem ledge
 @app.command(name="import")
 @handle_errors
 def import_(
-    path: Annotated[str, typer.Argument(help="An export: zip, folder or file (ChatGPT, Claude.ai, Codex, Claude Code).")],
-    source: Annotated[str | None, typer.Option("--source", help="chatgpt, claude, codex or claude-code; detected when omitted.")] = None,
+    path: Annotated[str, typer.Argument(help="An export: zip, folder or file (ChatGPT, Claude.ai, Codex, Claude Code, a JSONL log, LINE, Telegram).")],
+    source: Annotated[str | None, typer.Option("--source", help="chatgpt, claude, codex, claude-code, jsonl-log, line or telegram; detected when omitted.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="End with one JSON object: conversations, messages, skipped, errors.")] = False,
     no_embed: Annotated[bool, typer.Option("--no-embed", help="Index new messages for recall but do not embed them (`pmem reindex` does later).")] = False,
+    me: Annotated[str | None, typer.Option("--me", metavar="NAMES", help="Your names in a chat history or log, comma-separated (default PMEM_ME); other speakers are kept as `other`.")] = None,
 ) -> None:
     """Import an export into the source ledger (no drafting), then index its new messages for
     `pmem recall` and embed them with the local embedder (`--no-embed` skips the vectors).
@@ -619,7 +624,7 @@ def import_(
     if not target.exists():
         problem = ("file or folder not found", "not-found")
     elif src is None:
-        problem = ("cannot tell the format (pass --source chatgpt, claude, codex or claude-code)", "unknown-format")
+        problem = ("cannot tell the format (pass --source chatgpt, claude, codex, claude-code, jsonl-log, line or telegram)", "unknown-format")
     elif src not in IMPORTERS:
         problem = (f"unknown source {src!r} (known: {', '.join(sorted(IMPORTERS))})", "unknown-source")
     if problem is not None:
@@ -628,9 +633,11 @@ def import_(
         _finish_import(src, stats, None, as_json)
         return
     assert src is not None
+    from importers._people import using_me
+
     p = Pipeline.open(settings())
     try:
-        with _import_bar() as on_progress:
+        with _import_bar() as on_progress, using_me(me):
             stats = run_import(p.ledger, src, str(target.resolve()), on_progress=on_progress,
                                index_messages=True)  # the recall index is built alongside
         with _progress_bars("indexing messages for recall"):

@@ -21,6 +21,7 @@ class Channel(StrEnum):
     ASSISTANT = "assistant"  # the assistant's visible answer
     TOOL = "tool"  # tool calls and tool output
     MACHINERY = "machinery"  # hidden system nodes, context, reasoning, unknown types
+    OTHER = "other"  # another human speaker of a chat history (LINE, Telegram, a JSONL log)
 
 
 class Message(BaseModel):

@@ -88,6 +88,8 @@ class Settings(BaseSettings):
     memory_url: str | None = None  # the memory API over HTTP; unset = in process
     memory_token: str | None = None  # its bearer token (`pmem token create NAME`)
     client_name: str = "pmem-backfill"
+    # the person's names in chat histories and logs ("name1,name2"; `--me` overrides it)
+    me: str | None = None
     # back the database up before an upgrade's migrations (<data dir>/backups; off: no backup)
     upgrade_backup: bool = True
     # where runs/ lives (default <data dir>/runs); `pmem demo` keeps its own

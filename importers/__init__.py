@@ -10,6 +10,12 @@ source           accepts
 ``claude``       export zip, folder, ``conversations.json`` (+ ``projects.json``)
 ``codex``        a rollout ``.jsonl`` / ``.jsonl.zst`` / early ``.json``, or a sessions tree
 ``claude-code``  a transcript ``.jsonl``, or a ``~/.claude/projects`` tree
+``jsonl-log``    a person's own log ``.jsonl`` (``{ts, role, text}``, the 7-field log), or a
+                 folder of daily files
+``line``         LINE's "save chat history" ``.txt`` (PC or phone, English or Japanese), or a
+                 folder of them
+``telegram``     Telegram Desktop's ``result.json`` (one chat or the whole account), or a folder
+                 of exports
 ===============  ===================================================================
 
 Every item is a :class:`~core.models.Conversation` or a :class:`Quarantined` record (``position``
@@ -43,6 +49,9 @@ IMPORTERS: dict[str, str] = {
     "claude": "importers.claude",
     "codex": "importers.codex",
     "claude-code": "importers.claude_code",
+    "jsonl-log": "importers.jsonl_log",
+    "line": "importers.line",
+    "telegram": "importers.telegram",
 }
 
 SNIFF_BYTES = 64 * 1024
@@ -117,11 +126,25 @@ def sniff_bytes(head: bytes, name: str = "") -> str | None:
         return "codex" if lowered.startswith("rollout-") or _zstd_head_is_codex(head) else None
     head = head.removeprefix(b"\xef\xbb\xbf")
     stripped = head.lstrip()
+    if stripped.startswith(b"[LINE]"):
+        return "line"
     if stripped.startswith(b"["):
         return _sniff_array(head[:SNIFF_BYTES])
     if stripped.startswith(b"{"):
-        return _sniff_jsonl(head)
-    return None
+        return _sniff_jsonl(head) or _sniff_chat_json(head[:SNIFF_BYTES])
+    return _sniff_chat_text(head)
+
+
+def _sniff_chat_json(head: bytes) -> str | None:
+    from importers.telegram import is_telegram_head
+
+    return "telegram" if is_telegram_head(head) else None
+
+
+def _sniff_chat_text(head: bytes) -> str | None:
+    from importers.line import is_line_head
+
+    return "line" if is_line_head(head) else None
 
 
 def _sniff_array(head: bytes) -> str | None:
@@ -183,6 +206,8 @@ def _sniff_record(record: Any) -> str | None:
         return "claude-code"
     if kind in ("user", "assistant") and "parentUuid" in record:
         return "claude-code"
+    if "text" in record and "ts" in record and ("role" in record or "actor" in record):
+        return "jsonl-log"  # a person's own log: {ts, role, text} or the 7-field record
     return None
 
 
@@ -242,7 +267,7 @@ def _sniff_folder(folder: Path) -> str | None:
 
 
 def _candidate_files(folder: Path) -> Iterator[Path]:
-    patterns = ("conversations*.json", "rollout-*", "*.jsonl")
+    patterns = ("conversations*.json", "rollout-*", "*.jsonl", "result.json", "*.txt")
     for pattern in patterns:
         for path in folder.rglob(pattern):
             if path.is_file() and path.stat().st_size > 0:

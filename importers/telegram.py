@@ -1,0 +1,364 @@
+"""Importer for Telegram Desktop's JSON export (``telegram``): ``result.json``.
+
+Input: a ``result.json`` (or any ``.json`` of that shape), or a folder holding them (each
+``ChatExport_*/result.json``). Two shapes (``shared/docs/formats.md`` §5.2):
+
+* one chat: ``{name, type, id, messages: [...]}``;
+* the whole account: ``{about, personal_information: {user_id, first_name, …}, chats: {list:
+  [chat, …]}, left_chats: {list: [...]}, …}``.
+
+The file is streamed (ijson events): one message at a time is built, and a chat's messages are
+handed on a day at a time.
+
+Decisions:
+
+* **Conversations**: one per chat and day (in the configured zone, ``PMEM_TZ``), keyed
+  ``telegram:<chat id>:<YYYY-MM-DD>``; the title is the chat's name and the day. Messages are keyed
+  ``<conversation key>:<message id>``. Times come from ``date_unixtime`` (UTC), else from
+  ``date`` read in the configured zone; a message with neither goes to ``…:undated``.
+* **Text as written**: ``text`` is a string or a list of strings and entities (``{type, text}``:
+  bold, links, mentions, …), flattened to its plain text; ``text_entities`` is used when
+  ``text`` is missing.
+* **Who speaks** (``importers._people``): in a whole-account export, the account's own
+  ``user_id`` (``personal_information``) is the person; so is a sender named by ``PMEM_ME`` /
+  ``--me``. Without either, in a ``personal_chat`` everyone but the chat's partner is the person,
+  and in ``saved_messages`` everything is. In a ``bot_chat`` the bot's messages are the
+  assistant's. Every other sender is ``other`` (third-party data) with their name as the role.
+* **Machinery**: service messages (pins, joins, calls, title changes: ``type: service``) are
+  machinery with content type ``service:<action>`` and the actor's name as the role; a message
+  that is only a sticker, photo, file, voice note, location, poll or contact is machinery with
+  that content type and its caption, sticker emoji or ``[photo]``-style placeholder as text.
+  Unknown message types are kept as machinery and counted (``type:<x>``).
+* A message that is not an object or has no usable id is set aside (``not-an-object`` /
+  ``missing-id``, position = its index in the chat's ``messages``); a file that is not JSON or
+  ends early raises an error naming the file, after everything read before it was handed on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, tzinfo
+from pathlib import Path
+from typing import IO, Any
+
+import ijson
+from ijson.common import ObjectBuilder
+from pydantic import ValidationError
+
+from core.models import Channel, Conversation, Message, Provenance
+from importers._common import RECORD_ERRORS, Quarantined, ReadError, ReadReport, raw_json
+from importers._containers import Part, file_part, iter_parts
+from importers._people import is_me, me_names, norm_name
+
+SOURCE = "telegram"
+UNDATED = "undated"
+_CHAT_PREFIXES = ("", "chats.list.item", "left_chats.list.item")
+_DEPTH = {"start_map": 1, "start_array": 1, "end_map": -1, "end_array": -1}
+_UNNAMED = {"saved_messages": "Saved Messages"}
+_SCALARS = ("string", "number", "boolean", "null")
+_MEDIA_KEYS = (
+    ("sticker_emoji", "sticker"),
+    ("photo", "photo"),
+    ("location_information", "location"),
+    ("poll", "poll"),
+    ("contact_information", "contact"),
+    ("file", "file"),
+)
+
+
+def iter_conversations(
+    path: Path, *, report: ReadReport | None = None, me: str | None = None
+) -> Iterator[Conversation | Quarantined]:
+    """Yield one conversation per chat and day of one export file, or of every ``result.json``
+    under a folder (the other files are counted in ``report.skipped``)."""
+    path = Path(path)
+    people = me_names(me)
+    parts = [file_part(f) for f in export_files(path, report)] if path.is_dir() else [file_part(path)]
+    seen: set[str] = set()
+
+    def read(part: Part) -> Iterator[Conversation | Quarantined]:
+        with part.open() as fp:
+            for item in _Reader(part.label, people).read(fp):
+                if isinstance(item, Conversation):
+                    if item.key in seen:  # the same chat in two exports of one folder
+                        yield Quarantined(file=part.label, position=item.provenance.position,
+                                          reason="duplicate-id", external_id=item.external_id)  # fmt: skip
+                        continue
+                    seen.add(item.key)
+                yield item
+
+    yield from iter_parts(parts, read, report)
+
+
+def export_files(folder: Path, report: ReadReport | None = None) -> list[Path]:
+    found: list[Path] = []
+    for p in folder.rglob("*"):
+        if not p.is_file():
+            continue
+        if p.name.lower() == "result.json":
+            found.append(p)
+        elif report is not None:
+            report.skip("not-an-export-file")
+    return sorted(found, key=lambda p: str(p.relative_to(folder)))
+
+
+def is_telegram_head(head: bytes) -> bool:
+    """Whether a JSON file's first bytes look like a Telegram Desktop export."""
+    if b'"date_unixtime"' in head and b'"messages"' in head:
+        return True
+    return b'"personal_information"' in head and (b'"chats"' in head or b'"about"' in head)
+
+
+def flatten(text: Any) -> str:
+    """Telegram's ``text``: a string, or a list of strings and ``{type, text}`` entities."""
+    if isinstance(text, str):
+        return text
+    if isinstance(text, list):
+        return "".join(_entity_text(part) for part in text)
+    return ""
+
+
+def _entity_text(part: Any) -> str:
+    if isinstance(part, str):
+        return part
+    value = part.get("text") if isinstance(part, dict) else None
+    return value if isinstance(value, str) else ""
+
+
+# ---------------------------------------------------------------- reading
+
+
+@dataclass
+class _Chat:
+    prefix: str
+    name: str | None = None
+    type: str | None = None
+    id: str | None = None
+    index: int = 0  # messages seen (for quarantine positions)
+    day: str | None = None
+    first: int = 0
+    messages: list[Message] = field(default_factory=list)
+    unknown: Counter[str] = field(default_factory=Counter)
+
+
+class _Reader:
+    def __init__(self, label: str, me: frozenset[str]) -> None:
+        self.label = label
+        self.me = me
+        self.own_id: str | None = None
+        self.zone: tzinfo | None = None
+
+    def read(self, fp: IO[bytes]) -> Iterator[Conversation | Quarantined]:
+        from core.settings import local_zone
+
+        self.zone = local_zone()
+        chats: dict[str, _Chat] = {}
+        builder: ObjectBuilder | None = None
+        depth = 0
+        current: _Chat | None = None
+        count = 0
+        try:
+            for prefix, event, value in ijson.parse(fp, use_float=True):
+                if builder is not None:  # inside one message
+                    builder.event(event, value)
+                    depth += _DEPTH.get(event, 0)
+                    if depth == 0:
+                        yield from self._message(current, builder.value)
+                        builder = None
+                    continue
+                owner = _message_owner(prefix)
+                if event in ("start_map", "start_array") and owner in chats:
+                    current, builder, depth = chats[owner], ObjectBuilder(), 1
+                    builder.event(event, value)
+                    count += 1
+                elif event == "start_map" and prefix in _CHAT_PREFIXES:
+                    chats[prefix] = _Chat(prefix)
+                elif event == "end_map" and prefix in chats:
+                    yield from self._flush(chats.pop(prefix))
+                elif event in _SCALARS and owner in chats:
+                    yield from self._message(chats[owner], value)  # a message that is not an object
+                elif event in _SCALARS:
+                    self._scalar(chats, prefix, value)
+        except ijson.JSONError as exc:
+            for chat in chats.values():
+                yield from self._flush(chat)
+            raise ReadError(f"not readable as JSON after {count} messages ({type(exc).__name__})",
+                            file=self.label, record=str(count), reason="invalid-json") from None  # fmt: skip
+        except UnicodeDecodeError as exc:
+            raise ReadError(f"not readable as JSON after {count} messages ({type(exc).__name__})",
+                            file=self.label, record=str(count), reason="invalid-utf8") from None  # fmt: skip
+
+    def _scalar(self, chats: dict[str, _Chat], prefix: str, value: Any) -> None:
+        if prefix == "personal_information.user_id" and value is not None:
+            self.own_id = f"user{_id_text(value)}"
+            return
+        owner, _, key = prefix.rpartition(".")
+        if "." not in prefix:
+            owner, key = "", prefix
+        chat = chats.get(owner)
+        if chat is not None and key in ("name", "type", "id") and value is not None:
+            setattr(chat, key, _id_text(value) if key == "id" else str(value))
+
+    # ------------------------------------------------------------ one message
+
+    def _message(self, chat: _Chat | None, msg: Any) -> Iterator[Conversation | Quarantined]:
+        if chat is None:
+            return
+        index = chat.index
+        chat.index += 1
+        if not isinstance(msg, dict):
+            yield Quarantined(file=self.label, position=index, reason="not-an-object", kind="record")
+            return
+        try:
+            mid = msg.get("id")
+            if isinstance(mid, bool) or not isinstance(mid, int | str) or str(mid) == "":
+                yield Quarantined(file=self.label, position=index, reason="missing-id", kind="record")
+                return
+            when = self._time(msg)
+            day = when.astimezone(self.zone).date().isoformat() if when else UNDATED
+            if chat.day is not None and day != chat.day:
+                yield from self._flush(chat)
+            if chat.day is None:
+                chat.day, chat.first = day, index
+            role, channel, content_type, text, raw_type = self._classify(chat, msg)
+            if raw_type is not None:
+                chat.unknown[raw_type] += 1
+            node = str(mid)
+            chat.messages.append(
+                Message(
+                    key=f"{self._conv_key(chat)}:{node}", node_id=node, role=role, channel=channel,
+                    content_type=content_type, text=text, created_at=when,
+                    position=len(chat.messages), raw_type=raw_type,
+                    parent_id=_reply(chat, self, msg),
+                )  # fmt: skip
+            )
+        except RECORD_ERRORS as exc:
+            yield Quarantined(file=self.label, position=index, reason=f"parse-error:{type(exc).__name__}",
+                              kind="record")  # fmt: skip
+
+    def _time(self, msg: dict[str, Any]) -> datetime | None:
+        unix = msg.get("date_unixtime")
+        if isinstance(unix, str) and unix.strip().isdigit() or isinstance(unix, int | float) and not isinstance(unix, bool):
+            try:
+                return datetime.fromtimestamp(float(unix), UTC)
+            except (OverflowError, OSError, ValueError):
+                pass
+        local = msg.get("date")
+        if isinstance(local, str) and local:
+            try:
+                parsed = datetime.fromisoformat(local)
+            except ValueError:
+                return None
+            if parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=self.zone)
+            return parsed.astimezone(UTC)
+        return None
+
+    def _classify(self, chat: _Chat, msg: dict[str, Any]) -> tuple[str, Channel, str, str, str | None]:
+        """``(role, channel, content type, text, raw type)``."""
+        kind = msg.get("type")
+        text = flatten(msg["text"]) if "text" in msg else flatten(msg.get("text_entities"))
+        if kind == "service":
+            actor = _name(msg.get("actor"))
+            action = _name(msg.get("action")) or "unknown"
+            role = "system" if actor is None else ("user" if self._is_person(chat, actor, msg.get("actor_id")) else actor)
+            return role, Channel.MACHINERY, f"service:{action}", text or action, None
+        sender = _name(msg.get("from"))
+        person = self._is_person(chat, sender, msg.get("from_id"))
+        bot = chat.type == "bot_chat" and not person
+        role = "user" if person else ("assistant" if bot else (sender or "(deleted account)"))
+        if kind not in ("message", None):
+            return role, Channel.MACHINERY, str(kind), text or raw_json(msg), f"type:{kind}"
+        media = _media(msg)
+        if media is not None and not text.strip():
+            label = msg.get("sticker_emoji") if media == "sticker" and isinstance(msg.get("sticker_emoji"), str) else None
+            return role, Channel.MACHINERY, media, label or f"[{media}]", None
+        if person:
+            return role, Channel.PERSON, "text", text, None
+        return role, (Channel.ASSISTANT if bot else Channel.OTHER), "text", text, None
+
+    def _is_person(self, chat: _Chat, name: str | None, sender_id: Any) -> bool:
+        if self.own_id is not None and isinstance(sender_id, str) and sender_id == self.own_id:
+            return True
+        if is_me(name, self.me):
+            return True
+        if self.me or self.own_id is not None:
+            return False
+        if chat.type == "saved_messages":
+            return True
+        if chat.type in ("personal_chat", "bot_chat") and chat.name and name is not None:
+            return norm_name(name) != norm_name(chat.name)
+        return False
+
+    # ------------------------------------------------------------ a day of a chat
+
+    def _conv_key(self, chat: _Chat) -> str:
+        return f"{SOURCE}:{self._chat_id(chat)}:{chat.day}"
+
+    def _chat_id(self, chat: _Chat) -> str:
+        if chat.id:
+            return chat.id
+        name = (chat.name or Path(self.label).stem).encode("utf-8", "surrogatepass")
+        return "name-" + hashlib.sha1(name, usedforsecurity=False).hexdigest()[:12]
+
+    def _flush(self, chat: _Chat) -> Iterator[Conversation | Quarantined]:
+        if not chat.messages or chat.day is None:
+            chat.day = None
+            return
+        times = [m.created_at for m in chat.messages if m.created_at]
+        key = self._conv_key(chat)
+        try:
+            conv = Conversation(
+                key=key, source=SOURCE, external_id=f"{self._chat_id(chat)}:{chat.day}",
+                title=f"{chat.name or _UNNAMED.get(chat.type or '', 'Telegram')} {chat.day}", created_at=min(times) if times else None,
+                updated_at=max(times) if times else None, messages=chat.messages,
+                provenance=Provenance(file=self.label, position=chat.first),
+                unknown_types=dict(chat.unknown),
+            )  # fmt: skip
+        except ValidationError:
+            conv = None
+        position = chat.first
+        chat.messages, chat.unknown, chat.day = [], Counter(), None
+        if conv is None:
+            yield Quarantined(file=self.label, position=position, reason="parse-error:ValidationError")
+            return
+        yield conv
+
+
+def _message_owner(prefix: str) -> str | None:
+    """The chat prefix whose ``messages`` array ``prefix`` is an item of; None otherwise."""
+    if prefix == "messages.item":
+        return ""
+    if prefix.endswith(".messages.item"):
+        return prefix.removesuffix(".messages.item")
+    return None
+
+
+def _media(msg: dict[str, Any]) -> str | None:
+    media_type = msg.get("media_type")
+    if isinstance(media_type, str) and media_type:
+        return media_type
+    for key, kind in _MEDIA_KEYS:
+        if msg.get(key) not in (None, ""):
+            return kind
+    return None
+
+
+def _reply(chat: _Chat, reader: _Reader, msg: dict[str, Any]) -> str | None:
+    target = msg.get("reply_to_message_id")
+    if isinstance(target, int) and not isinstance(target, bool):
+        return str(target)
+    return None
+
+
+def _name(value: Any) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _id_text(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)

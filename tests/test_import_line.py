@@ -1,0 +1,145 @@
+"""The `line` importer against fixtures written from the format's public descriptions: the phone
+(Japanese header, 午前/午後, a BOM) and PC (English header, CRLF, `2026.03.01 Sunday`,
+`Sun, 03/08/2026`, AM/PM) variants, quoted multi-line messages, placeholders and system lines as
+machinery, another speaker and a non-person speaker, odd dates and times, lines before any date;
+then `pmem import` (sniffed) and `pmem ledger show` on the real ledger."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+from core.models import Channel, Conversation
+from importers import sniff
+from importers._common import Quarantined
+from importers.line import iter_conversations, parse_date_line, parse_time
+
+FIXTURES = Path(__file__).parent / "fixtures" / "chatlogs" / "line"
+PHONE = FIXTURES / "phone-ja.txt"
+PC = FIXTURES / "pc-en.txt"
+NO_HEADER = FIXTURES / "no-header.txt"
+
+
+@pytest.fixture(autouse=True)
+def tokyo(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PMEM_TZ", "Asia/Tokyo")
+    monkeypatch.delenv("PMEM_ME", raising=False)
+
+
+def _read(path: Path, **kw: Any) -> tuple[list[Conversation], list[Quarantined]]:
+    items = list(iter_conversations(path, **kw))
+    return [i for i in items if isinstance(i, Conversation)], [i for i in items if isinstance(i, Quarantined)]
+
+
+def _rows(conv: Conversation) -> list[tuple[str, str, str, str]]:
+    return [(m.channel.value, m.role, m.content_type, m.text) for m in conv.active_messages]
+
+
+def test_phone_export_in_japanese_with_a_quoted_multi_line_message() -> None:
+    convs, bad = _read(PHONE)  # no PMEM_ME: in a one-to-one chat the partner is the other one
+    assert bad == [] and sniff(PHONE) == "line"
+    first, second = convs
+    assert first.key.startswith("line:") and first.key.endswith(":2026-03-01")
+    assert "花子" not in first.key and first.title == "花子 2026-03-01"  # keys carry no names
+    assert _rows(first) == [
+        ("other", "花子", "text", "おはよう！明日の発表、何時から？"),
+        # quoted over several lines: the quotes go, the line breaks (and the blank line) stay
+        ("person", "user", "text", '10時からだよ\nスライドはまだ半分\n\n"がんばる"って言っておく'),
+        ("machinery", "花子", "sticker", "[スタンプ]"),
+        ("machinery", "user", "photo", "[写真]"),
+        ("other", "花子", "text", '"引用"で始まる一行'),  # a quote that opens a one-line message stays
+        ("other", "花子", "text", '"引用"で始まる一行'),
+    ]
+    keys = [m.key for m in first.active_messages]
+    assert len(set(keys)) == len(keys) and keys[-1] == keys[-2] + "~2"
+    times = [m.created_at.isoformat() for m in first.active_messages]  # local times, JST → UTC
+    assert times[0] == "2026-03-01T00:15:00+00:00" and times[3] == "2026-03-01T04:05:00+00:00"
+    assert _rows(second) == [("machinery", "system", "system", "花子がメッセージの送信を取り消しました"),
+                             ("person", "user", "text", "おやすみ")]  # fmt: skip
+    assert second.active_messages[0].created_at.isoformat() == "2026-03-01T15:30:00+00:00"  # 午前0:30
+    assert [m.text for m in first.drafting_messages] == [first.active_messages[1].text]
+    again, _ = _read(PHONE)
+    assert [c.content_hash for c in again] == [c.content_hash for c in convs]
+
+
+def test_pc_export_in_english_group_with_names_and_odd_dates(monkeypatch) -> None:
+    monkeypatch.setenv("PMEM_ME", "taro")
+    convs, bad = _read(PC)
+    assert bad == [] and sniff(PC) == "line"
+    by_day = {c.key.rsplit(":", 1)[1]: c for c in convs}
+    assert sorted(by_day) == ["2026-03-01", "2026-03-08", "undated"]
+    assert _rows(by_day["2026-03-01"]) == [
+        ("person", "user", "text", "Morning all"),
+        ("other", "Notice Bot", "text", "Reminder: presentations on Friday"),  # not the person
+        ("other", "Hanako", "text", "Multi-line\nmessage in English"),  # CRLF file, \n kept
+        ("machinery", "system", "system", "Jiro joined the group."),
+    ]
+    impossible = by_day["undated"]  # 2026.02.30: kept, without a time, and counted
+    assert _rows(impossible) == [("other", "Jiro", "text", "a message under an impossible date")]
+    assert impossible.active_messages[0].created_at is None
+    assert impossible.unknown_types == {"date:unreadable": 1}
+    late = by_day["2026-03-08"]  # "Sun, 03/08/2026": month first; 10:00 PM
+    assert _rows(late) == [
+        ("machinery", "Hanako", "photo", "[Photo]"), ("machinery", "user", "sticker", "[Sticker]"),
+        ("person", "user", "text", "a plain line\nthat wraps without quotes"),
+    ]  # fmt: skip
+    assert late.active_messages[0].created_at.isoformat() == "2026-03-08T13:00:00+00:00"
+    # in a group without names nobody is the person: everything is kept, nothing is drafted
+    monkeypatch.delenv("PMEM_ME")
+    unnamed, _ = _read(PC)
+    assert not any(m.channel is Channel.PERSON for c in unnamed for m in c.messages)
+    assert all(c.drafting_messages == [] for c in unnamed)
+
+
+def test_no_header_lines_before_a_date_and_odd_times() -> None:
+    assert sniff(NO_HEADER) is None  # no header: --source line reads it
+    convs, bad = _read(NO_HEADER, me="Taro")
+    assert [(q.position, q.reason) for q in bad] == [(1, "no-date-line")]
+    [conv] = convs
+    assert conv.title == "no-header 2026-03-10"
+    assert [(m.text, m.created_at is None) for m in conv.active_messages] == [
+        ("after the date line", False), ("an odd time", True)]  # fmt: skip
+    assert conv.unknown_types == {"time:unreadable": 1}
+
+
+def test_date_and_time_shapes() -> None:
+    assert parse_date_line("2026/03/01(日)") == ("2026-03-01",)
+    assert parse_date_line("2026/03/01(Sun)") == ("2026-03-01",)
+    assert parse_date_line("2026.03.01 日曜日") == ("2026-03-01",)
+    assert parse_date_line("2026年3月1日(日)") == ("2026-03-01",)
+    assert parse_date_line("Sun, 03/01/2026") == ("2026-03-01",)
+    assert parse_date_line("2026/13/01(日)") == (None,)
+    assert parse_date_line("9:15\t花子\tこんにちは") is None
+    assert [str(parse_time(t)) for t in ("9:15", "午後1:05", "午前12:10", "10:00 PM", "AM 7:05")] == [
+        "09:15:00", "13:05:00", "00:10:00", "22:00:00", "07:05:00"]  # fmt: skip
+    assert parse_time("25:99") is None
+
+
+def test_import_and_ledger_show(pmem_env, db, tmp_path: Path) -> None:
+    chats = tmp_path / "line"
+    chats.mkdir()
+    shutil.copy(PHONE, chats / PHONE.name)
+    shutil.copy(PC, chats / PC.name)
+    (chats / "notes.md").write_text("not a chat")
+    runner = CliRunner()
+    result = runner.invoke(app, ["import", str(chats), "--me", "太郎,Taro", "--no-embed", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["source"] == "line" and out["conversations"]["new"] == 5
+    assert out["skipped"] == {"not-a-chat-file": 1}
+    listed = json.loads(runner.invoke(app, ["ledger", "list", "--source", "line", "--json"]).stdout)
+    key = next(i["key"] for i in listed["items"] if i["title"] == "花子 2026-03-01")
+    show = runner.invoke(app, ["ledger", "show", key, "--json"])
+    assert show.exit_code == 0, show.output
+    assert "スライドはまだ半分" in show.stdout  # non-ASCII as it is
+    messages = json.loads(show.stdout)["messages"]
+    assert [m["kind"] for m in messages] == ["other", "person", "machinery", "machinery", "other", "other"]
+    assert messages[1]["text"] == '10時からだよ\nスライドはまだ半分\n\n"がんばる"って言っておく'
+    text = runner.invoke(app, ["ledger", "show", key])
+    assert "[other] 花子" in text.stdout and "[person] user" in text.stdout

@@ -1,0 +1,123 @@
+"""The `telegram` importer against fixtures written from Telegram Desktop's `result.json` shapes: a
+single chat (entity lists, a reply, a pin, a sticker, a captioned photo, a message without id and
+one that is not an object, two days) and a whole account (the account's own id, a group with
+service messages and a deleted account, a bot chat, saved messages, a left chat); then
+`pmem import` (sniffed) and `pmem ledger show` on the real ledger."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+from core.errors import InputError
+from core.models import Conversation
+from importers import sniff
+from importers._common import Quarantined
+from importers.telegram import flatten, iter_conversations
+
+FIXTURES = Path(__file__).parent / "fixtures" / "chatlogs" / "telegram"
+CHAT = FIXTURES / "ChatExport_2026-03-09" / "result.json"
+ACCOUNT = FIXTURES / "account.json"
+
+
+@pytest.fixture(autouse=True)
+def tokyo(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PMEM_TZ", "Asia/Tokyo")
+    monkeypatch.delenv("PMEM_ME", raising=False)
+
+
+def _read(path: Path, **kw: Any) -> tuple[dict[str, Conversation], list[Quarantined]]:
+    items = list(iter_conversations(path, **kw))
+    return ({i.key: i for i in items if isinstance(i, Conversation)},
+            [i for i in items if isinstance(i, Quarantined)])  # fmt: skip
+
+
+def _rows(conv: Conversation) -> list[tuple[str, str, str, str]]:
+    return [(m.channel.value, m.role, m.content_type, m.text) for m in conv.active_messages]
+
+
+def test_single_chat_entities_service_media_and_days() -> None:
+    assert sniff(CHAT) == "telegram" and sniff(FIXTURES) == "telegram"
+    convs, bad = _read(CHAT)  # no PMEM_ME: in a personal chat the partner is the other one
+    assert [(q.position, q.reason) for q in bad] == [(5, "missing-id"), (6, "not-an-object")]
+    assert sorted(convs) == ["telegram:4242424242:2026-03-01", "telegram:4242424242:2026-03-02"]
+    day1 = convs["telegram:4242424242:2026-03-01"]
+    assert day1.title == "Hanako 2026-03-01"
+    assert _rows(day1) == [
+        ("other", "Hanako", "text", "おはよう！発表は何時から？"),
+        ("person", "user", "text", "10時から。資料は ここ。\n金曜日 に変更！"),  # entities flattened
+        ("machinery", "Hanako", "service:pin_message", "pin_message"),
+        ("machinery", "Hanako", "sticker", "👍"),
+        ("person", "user", "text", "会場の写真"),  # a photo's caption is the sender's words
+    ]
+    assert [m.key for m in day1.active_messages][:2] == [
+        "telegram:4242424242:2026-03-01:101", "telegram:4242424242:2026-03-01:102"]  # fmt: skip
+    assert day1.active_messages[1].parent_id == "101"  # the reply
+    assert day1.active_messages[0].created_at.isoformat() == "2026-03-01T00:15:00+00:00"
+    # 08:00 in Tokyo on the 2nd is still the 1st in UTC: the day is the configured zone's
+    day2 = convs["telegram:4242424242:2026-03-02"]
+    assert _rows(day2) == [("other", "Hanako", "text", "@taro 了解、金曜ね")]
+    assert day2.active_messages[0].created_at.isoformat() == "2026-03-01T23:00:00+00:00"
+    named, _ = _read(CHAT, me="hanako")
+    assert [m.channel.value for m in named["telegram:4242424242:2026-03-01"].active_messages][:2] == [
+        "person", "other"]  # fmt: skip
+
+
+def test_whole_account_export() -> None:
+    convs, bad = _read(ACCOUNT)
+    assert bad == []
+    assert sorted(convs) == ["telegram:1111:2026-03-04", "telegram:5000000001:2026-03-01",
+                             "telegram:6000000002:2026-03-03", "telegram:7000000003:2025-12-24"]  # fmt: skip
+    group = convs["telegram:5000000001:2026-03-01"]  # the account's own user_id is the person
+    assert _rows(group) == [
+        ("machinery", "Hanako", "service:create_group", "create_group"),
+        ("machinery", "Jiro", "service:join_group_by_link", "join_group_by_link"),
+        ("other", "Jiro", "text", "Jiro here, hi all"),
+        ("person", "user", "text", "発表は金曜日にしました"),
+        ("machinery", "Hanako", "voice_message", "[voice_message]"),
+        ("other", "(deleted account)", "text", "a deleted account's words"),  # `date` only: local
+    ]
+    assert group.active_messages[-1].created_at.isoformat() == "2026-03-01T01:05:00+00:00"
+    assert [m.text for m in group.drafting_messages] == ["発表は金曜日にしました"]
+    bot = convs["telegram:6000000002:2026-03-03"]
+    assert [m.channel.value for m in bot.active_messages] == ["person", "assistant"]
+    saved = convs["telegram:1111:2026-03-04"]
+    assert saved.title == "Saved Messages 2026-03-04" and _rows(saved)[0][0] == "person"
+    assert _rows(convs["telegram:7000000003:2025-12-24"]) == [("other", "Club Admin", "text", "Merry Christmas")]
+
+
+def test_flatten_and_a_cut_off_file(tmp_path: Path) -> None:
+    assert flatten(["a ", {"type": "bold", "text": "b"}, {"type": "custom_emoji"}, " c"]) == "a b c"
+    assert flatten(None) == ""
+    text = CHAT.read_text(encoding="utf-8")
+    cut = tmp_path / "result.json"
+    cut.write_text(text[: text.index('"id": 107') - 20], encoding="utf-8")
+    items: list[Any] = []
+    with pytest.raises(InputError) as err:
+        for item in iter_conversations(cut):
+            items.append(item)
+    assert err.value.file == str(cut)
+    # what was read before the damage was handed on first
+    assert [i.key for i in items if isinstance(i, Conversation)] == ["telegram:4242424242:2026-03-01"]
+
+
+def test_import_and_ledger_show(pmem_env, db, tmp_path: Path) -> None:
+    export = tmp_path / "Telegram Desktop"
+    shutil.copytree(FIXTURES / "ChatExport_2026-03-09", export / "ChatExport_2026-03-09")
+    runner = CliRunner()
+    result = runner.invoke(app, ["import", str(export), "--no-embed", "--json"])
+    assert result.exit_code == 3, result.output  # two messages set aside, the rest imported
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["source"] == "telegram" and out["conversations"]["new"] == 2
+    assert sorted((e["record"], e["reason"]) for e in out["errors"]) == [(5, "missing-id"), (6, "not-an-object")]
+    show = runner.invoke(app, ["ledger", "show", "telegram:4242424242:2026-03-01", "--json"])
+    assert show.exit_code == 0, show.output
+    assert "資料は ここ" in show.stdout  # --json keeps non-ASCII
+    assert [m["kind"] for m in json.loads(show.stdout)["messages"]] == [
+        "other", "person", "machinery", "machinery", "person"]  # fmt: skip
