@@ -75,6 +75,9 @@ def test_registry_names_every_source() -> None:
         "claude": "importers.claude",
         "codex": "importers.codex",
         "claude-code": "importers.claude_code",
+        "jsonl-log": "importers.jsonl_log",
+        "line": "importers.line",
+        "telegram": "importers.telegram",
     }
     with pytest.raises(ConfigError) as info:
         iter_source("myspace", PKUPPENS)
