@@ -266,12 +266,16 @@ def _print_indexed(out: dict[str, Any] | None) -> None:
         line += "; vectors off (PMEM_EMBEDDER=none)"
     else:
         line += f"; embedded {out['messages']} messages, {out['memories']} memories with {out['vectors']}"
+    if out.get("messages_without_forms"):
+        line += (f"; Japanese normal forms pending for {out['messages_without_forms']} messages "
+                 "(`pmem reindex` adds them; recall matches on the characters meanwhile)")  # fmt: skip
     if out.get("error"):
         line += f"; [yellow]indexing failed ({out['error']}): run `pmem reindex`[/]"
     err_console.print(line)
 
 
-_STAGES = {"draft": "drafting batches", "commit": "committing batches", "embed": "embedding messages"}
+_STAGES = {"draft": "drafting batches", "commit": "committing batches", "embed": "embedding messages",
+           "forms": "Japanese normal forms"}
 
 
 @contextmanager
@@ -641,7 +645,9 @@ def import_(
             stats = run_import(p.ledger, src, str(target.resolve()), on_progress=on_progress,
                                index_messages=True)  # the recall index is built alongside
         with _progress_bars("indexing messages for recall"):
-            indexed = index_for_search(p, embed=not no_embed, memories=False)
+            # the Japanese normalised forms are the index's later stage: --no-embed leaves them
+            # (like the vectors) to `pmem reindex`; recall matches on the bigrams meanwhile
+            indexed = index_for_search(p, embed=not no_embed, memories=False, forms=not no_embed)
         indexed["indexed_messages"] += stats.pop("indexed_messages", 0)
     finally:
         p.close()

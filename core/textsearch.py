@@ -148,10 +148,11 @@ def _cjk_tokens(run: str, out: dict[str, None], unigrams: bool) -> None:
         out[run[i : i + 2]] = None
 
 
-def index_tokens(text: str) -> list[str]:
+def index_tokens(text: str, forms: bool = True) -> list[str]:
     """Tokens to index: words and their stems, CJK bigrams and unigrams, the normalised forms
-    of Japanese content words. Deduplicated, in first-seen order."""
-    return list(_index_tokens(text, {}, None))
+    of Japanese content words (not with ``forms=False``: the import's pass, ``index_forms``
+    adds them later). Deduplicated, in first-seen order."""
+    return list(_index_tokens(text, {}, None, forms))
 
 
 class _Seen:
@@ -167,7 +168,7 @@ class _Seen:
 MAX_ANALYZED_PER_TEXT = 200_000  # characters of Japanese given to Sudachi per message
 
 
-def _index_tokens(text: str, out: dict[str, None], seen: _Seen | None) -> dict[str, None]:
+def _index_tokens(text: str, out: dict[str, None], seen: _Seen | None, forms: bool = True) -> dict[str, None]:
     norm = unicodedata.normalize("NFKC", text).lower()
     runs = dict.fromkeys(_RUN_KIND.findall(norm))  # a repeated run adds nothing
     if seen is not None:  # nor one an earlier passage had
@@ -179,10 +180,31 @@ def _index_tokens(text: str, out: dict[str, None], seen: _Seen | None) -> dict[s
             out.update(dict.fromkeys(map(str.__add__, cjk, cjk[1:])))
         else:
             out[word] = None
-            if len(word) > 3 and _LATIN_WORD.match(word):
-                out[_stemmer().stemWord(word)] = None
-    _index_forms(norm, out, seen)
+            if len(word) > 3:
+                st = _STEMS.get(word)
+                if st is None and _LATIN_WORD.match(word):
+                    st = _stem_cached(word)
+                if st:
+                    out[st] = None
+    if forms:
+        _index_forms(norm, out, seen)
     return out
+
+
+_STEMS: dict[str, str] = {}  # word -> stem: a message repeats the words of the others
+_MAX_STEMS = 200_000
+
+
+def _stem_cached(word: str) -> str:
+    if len(_STEMS) >= _MAX_STEMS:
+        _STEMS.clear()
+    st = _STEMS[word] = _stemmer().stemWord(word)
+    return st
+
+
+def _tokens_bytes(tokens: list[str]) -> int:
+    """What ``tokens`` take in a tsvector, as the budget counts it (bytes + 8 per lexeme)."""
+    return len("".join(tokens).encode()) + 8 * len(tokens)
 
 
 # _RUN with a group per kind of run: (CJK run, "") or ("", word run)
@@ -316,7 +338,7 @@ _PASSAGE_MARKS = ("\n\n", "\n", "。", ". ", "！", "？", "! ", "? ")
 _NON_SPACE = re.compile(r"\S")
 
 
-def index_tokens_long(text: str, size: int = 20_000) -> list[str]:
+def index_tokens_long(text: str, size: int = 20_000, forms: bool = True) -> list[str]:
     """``index_tokens`` of a text of any length: computed passage by passage, united, and kept
     within the tsvector limit (CJK unigrams go first when it is too much, then the latest
     tokens). Bounded work for a huge text: a passage, a run or a Japanese slice seen before adds
@@ -324,13 +346,13 @@ def index_tokens_long(text: str, size: int = 20_000) -> list[str]:
     the rest are left out; its bigrams and words are all there), and reading stops once the
     tokens that are kept fill the limit."""
     if len(text) <= size:
-        toks = index_tokens(text)
+        toks = index_tokens(text, forms)
     else:
         merged: dict[str, None] = {}
         seen = _Seen()
         budget, used = MAX_TSVECTOR_BYTES, 0
         for part in dict.fromkeys(passages(text, size)):
-            for t in _index_tokens(part, {}, seen):
+            for t in _index_tokens(part, {}, seen, forms):
                 if t not in merged:
                     merged[t] = None
                     if not (len(t) == 1 and _IS_CJK.match(t)):
@@ -339,7 +361,7 @@ def index_tokens_long(text: str, size: int = 20_000) -> list[str]:
                 break  # what follows would be cut off below anyway
         toks = list(merged)
     budget = MAX_TSVECTOR_BYTES
-    if sum(len(t.encode()) + 8 for t in toks) <= budget:
+    if _tokens_bytes(toks) <= budget:
         return toks
     keep = [t for t in toks if not (len(t) == 1 and _IS_CJK.match(t))]
     out, used = [], 0
@@ -357,18 +379,84 @@ def tsquery_literal(tokens: list[str], op: str = "|") -> str:
     return f" {op} ".join(quoted)
 
 
-def index_tokens_many(texts: list[str], max_chars: int = 200) -> list[list[str]]:
+def index_tokens_many(texts: list[str], max_chars: int = 200, forms: bool = True) -> list[list[str]]:
     """``index_tokens_long`` of each text, without tokens longer than ``max_chars`` (what the
     message index stores); a module-level function, so that worker processes can run it."""
-    return [[t for t in index_tokens_long(text) if len(t) <= max_chars] for text in texts]
+    out = []
+    for text in texts:
+        toks = index_tokens_long(text, forms=forms)
+        if toks and max(map(len, toks)) > max_chars:
+            toks = [t for t in toks if len(t) <= max_chars]
+        out.append(toks)
+    return out
 
 
 def tsvector_literal(tokens: list[str]) -> str:
     """The text form of a tsvector holding exactly ``tokens`` as lexemes (no positions): the
     same value as ``array_to_tsvector`` of the array, cheaper to send (one string per row)."""
+    if not tokens:
+        return ""
+    joined = "\x1f".join(tokens)  # index tokens are word or CJK characters: no quote to escape
+    if "'" not in joined and "\\" not in joined and joined.count("\x1f") == len(tokens) - 1:
+        return "'" + joined.replace("\x1f", "' '") + "'"
     return " ".join("'" + t.replace("\\", "\\\\").replace("'", "''") + "'" for t in tokens)
 
 
-def index_tsvectors_many(texts: list[str], max_chars: int = 200) -> list[str]:
+def index_tsvectors_many(texts: list[str], max_chars: int = 200, forms: bool = True) -> list[str]:
     """``index_tokens_many`` as tsvector literals (what worker processes hand back)."""
-    return [tsvector_literal(toks) for toks in index_tokens_many(texts, max_chars)]
+    return [tsvector_literal(toks) for toks in index_tokens_many(texts, max_chars, forms)]
+
+
+def has_japanese(text: str) -> bool:
+    """Whether ``text`` holds Japanese (kana or kanji, after NFKC): only such a text has
+    normalised forms for ``index_forms`` to add."""
+    return bool(_JA_CHARS.search(text)) or (not text.isascii() and bool(
+        _JA_CHARS.search(unicodedata.normalize("NFKC", text))))  # fmt: skip
+
+
+def index_forms(text: str, size: int = 20_000) -> list[str]:
+    """The normalised forms of the Japanese content words of ``text`` (any length): what
+    ``index_tokens_long`` adds beside the bigrams and words, computed on their own, passage by
+    passage with the same bounds (a slice analysed before is not analysed again; at most
+    ``MAX_ANALYZED_PER_TEXT`` characters). The message index's later stage adds them to the
+    tokens the import's pass stored (``index_tokens_long(text, forms=False)``): the union is
+    the same set of lexemes as ``index_tokens_long(text)``."""
+    out: dict[str, None] = {}
+    if len(text) <= size:
+        _index_forms(unicodedata.normalize("NFKC", text).lower(), out, None)
+        return list(out)
+    seen = _Seen()
+    for part in dict.fromkeys(passages(text, size)):
+        _index_forms(unicodedata.normalize("NFKC", part).lower(), out, seen)
+        if seen.analyze_left <= 0:
+            break
+    return list(out)
+
+
+MAX_FORMS_BYTES = 100_000  # forms added to one message's tokens (they stay within 1 MB)
+
+
+def index_forms_many(texts: list[str], max_chars: int = 200) -> list[str]:
+    """``index_forms`` of each text as a tsvector literal ('' for none), without tokens longer
+    than ``max_chars`` and at most ``MAX_FORMS_BYTES`` of them (a module-level function, so
+    that worker processes can run it)."""
+    out = []
+    for text in texts:
+        kept, used = [], 0
+        for t in index_forms(text):
+            if len(t) <= max_chars:
+                used += len(t.encode()) + 8
+                if used > MAX_FORMS_BYTES:
+                    break
+                kept.append(t)
+        out.append(tsvector_literal(kept))
+    return out
+
+
+def index_rows_many(texts: list[str], max_chars: int = 200, forms: bool = True) -> list[tuple[str, bool]]:
+    """Each text's tsvector literal (``index_tsvectors_many``) and whether it holds Japanese
+    (without ``forms``, such a message waits for ``index_forms``)."""
+    vectors = index_tsvectors_many(texts, max_chars, forms)
+    if forms:
+        return [(v, False) for v in vectors]
+    return [(v, has_japanese(t)) for v, t in zip(vectors, texts, strict=True)]

@@ -305,8 +305,8 @@ class _Indexer:
                 if self._pool is None and self._workers and self._store.has_pending():
                     self._pool = self._token_pool(self._workers)
                     self._pool.submit(_warm_up).result()  # the workers start, with the dictionary
-                n = self._store.sync_messages(pool=self._pool) if self._pool is not None else (
-                    self._store.sync_messages(workers=0))  # fmt: skip
+                n = self._store.sync_messages(pool=self._pool, forms=False) if self._pool is not None else (
+                    self._store.sync_messages(workers=0, forms=False))  # fmt: skip
                 self.indexed += n
                 if stopping:
                     return  # a whole pass after the last commit: everything stored is indexed
@@ -332,4 +332,4 @@ class _Indexer:
 def _warm_up() -> None:
     from core.textsearch import index_tokens
 
-    index_tokens("索引を作ります")
+    index_tokens("索引を作ります", forms=False)  # Sudachi is the later stage's (not loaded here)

@@ -1116,13 +1116,16 @@ class _CountingEmbedder:
         return vectors
 
 
-def index_for_search(p: Pipeline, *, embed: bool = True, memories: bool = True) -> dict[str, Any]:
+def index_for_search(p: Pipeline, *, embed: bool = True, memories: bool = True, forms: bool = True) -> dict[str, Any]:
     """Bring the derived search indexes up to date after an import or a backfill, so that what
     was imported is answerable at once: every new ledger message into the recall index (lexical),
     then the vectors the configured embedder lacks: new or changed memories (``memories``) and,
     with a local embedder, every message without one (a remote embedder never gets raw message
     text). The pending rows are counted first: with nothing to embed the model is never loaded.
     ``embed=False`` (``--no-embed``) skips the vectors; `pmem reindex` fills them later.
+    ``forms`` runs the index's later stage first (the Japanese normalised forms the import's pass
+    left out, ``SearchStore.sync_forms``; progress stage "forms"); without it they stay queued
+    (``messages_without_forms``) and recall matches on the bigrams until `pmem reindex`.
 
     A failure here never fails the import or the backfill: it is reported in the returned counts
     and `pmem reindex` catches up. Progress: the stage "embed" (total, then -n per batch)."""
@@ -1133,10 +1136,17 @@ def index_for_search(p: Pipeline, *, embed: bool = True, memories: bool = True) 
     out: dict[str, Any] = {
         "indexed_messages": 0, "vectors": "skipped" if not embed else "off", "memories": 0,
         "messages": 0, "messages_without_vectors": None, "embedder_used": False, "indexes_created": [],
+        "formed_messages": 0, "messages_without_forms": 0,
     }  # fmt: skip
     try:
         index = SearchStore(p.db)
-        out["indexed_messages"] = index.sync_messages()
+        out["indexed_messages"] = index.sync_messages(forms=forms)
+        unformed = backlog(p.db).messages_without_forms
+        if forms and unformed:
+            _tick("forms", unformed)
+            out["formed_messages"] = index.sync_forms(progress=lambda n: _tick("forms", -n))
+            unformed = backlog(p.db).messages_without_forms
+        out["messages_without_forms"] = unformed
         local = is_local_spec()
         if local is None or (not local and not memories):  # off, or nothing it may embed
             return out

@@ -277,8 +277,10 @@ class MemoryService:
     # ---------------------------------------------------------------- indexes
 
     def reindex(self, *, messages: bool | None = None) -> EmbedStats | None:
-        """Catch the message index up, then embed what has no vector for the embedder."""
+        """Catch the message index up (with its later stage, the Japanese normalised forms the
+        import left out), then embed what has no vector for the embedder."""
         self.index.sync_messages()
+        self.index.sync_forms()
         if self.embedder is None:
             return None
         return self.index.embed_pending(self.embedder, messages=messages)

@@ -15,6 +15,7 @@ class Backlog(BaseModel):
     unindexed_messages: int  # queued for the message search table (the ledger's trigger fills it)
     messages: int  # rows of the message search table
     messages_with_vectors: int  # of those, with a vector of the asked model
+    messages_without_forms: int = 0  # indexed without their Japanese normalised forms yet
 
     @property
     def messages_without_vectors(self) -> int:
@@ -22,16 +23,19 @@ class Backlog(BaseModel):
 
 
 def backlog(db: Database, model: str | None = None) -> Backlog:
-    """Counts of what ``SearchStore.sync_messages`` and ``SearchStore.embed_pending`` would still
-    do for ``model`` (by name only: an embedder's dimension may be unknown until it loads).
+    """Counts of what ``SearchStore.sync_messages``, ``SearchStore.sync_forms`` (the later stage
+    adding the Japanese normalised forms) and ``SearchStore.embed_pending`` would still do for
+    ``model`` (by name only: an embedder's dimension may be unknown until it loads).
     Index-only counts: a vector row always belongs to an indexed message (its foreign key
     cascades), so the difference is the number of messages without a vector."""
     with db.connection() as conn:
         row = conn.execute(
             """SELECT (SELECT count(*) FROM message_search_pending),
                       (SELECT count(*) FROM message_search),
-                      (SELECT count(*) FROM message_embeddings WHERE model = %s)""",
+                      (SELECT count(*) FROM message_embeddings WHERE model = %s),
+                      (SELECT count(*) FROM message_forms_pending)""",
             (model,),
         ).fetchone()
     assert row is not None
-    return Backlog(unindexed_messages=row[0], messages=row[1], messages_with_vectors=row[2])
+    return Backlog(unindexed_messages=row[0], messages=row[1], messages_with_vectors=row[2],
+                   messages_without_forms=row[3])

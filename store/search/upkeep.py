@@ -12,7 +12,13 @@ from psycopg import Connection, sql
 
 from core.errors import ConfigError
 from core.hashing import bytes_text
-from core.textsearch import INDEX_VERSION, index_tokens, index_tsvectors_many, passages
+from core.textsearch import (
+    INDEX_VERSION,
+    index_forms_many,
+    index_rows_many,
+    index_tokens,
+    passages,
+)
 from store.forget import forgotten_redactor
 from store.search.common import (
     INDEX_BUILD_MEMORY,
@@ -70,9 +76,15 @@ def token_pool(workers: int) -> Any:
 
 
 class IndexUpkeep(SearchBase):
-    def sync_messages(self, batch: int = 2000, workers: int | None = None, pool: Any = None) -> int:
+    def sync_messages(
+        self, batch: int = 2000, workers: int | None = None, pool: Any = None, *, forms: bool = True
+    ) -> int:
         """Catch the message search table up with the ledger (the queue a trigger fills). An
         index built with an older token scheme is re-tokenised first (``ensure_index_version``).
+
+        ``forms=False`` (the import's pass) stores the bigrams, words and stems only and queues
+        each message holding Japanese in ``message_forms_pending``: ``sync_forms`` adds the
+        normalised forms later (recall matches on the bigrams meanwhile).
 
         Tokenising (Sudachi's analysis of the Japanese) is most of the cost: with a backlog of at
         least ``PARALLEL_MIN_PENDING`` messages it runs in ``workers`` processes (default: one per
@@ -82,15 +94,15 @@ class IndexUpkeep(SearchBase):
         (the import, while it stores batches) starts its workers once."""
         self.ensure_index_version()
         if pool is not None:
-            return self._sync_batches(batch, pool)
+            return self._sync_batches(batch, pool, forms)
         with self.db.connection() as conn:
             row = conn.execute("SELECT count(*) FROM message_search_pending").fetchone()
         pending = int(row[0]) if row else 0
         if not pending:
             return 0
-        own = token_pool(index_workers(pending, workers))
+        own = token_pool(index_workers(pending if forms else pending // 8, workers))
         try:
-            return self._sync_batches(batch, own)
+            return self._sync_batches(batch, own, forms)
         finally:
             if own is not None:
                 own.shutdown(wait=True, cancel_futures=True)
@@ -101,7 +113,7 @@ class IndexUpkeep(SearchBase):
             row = conn.execute("SELECT EXISTS (SELECT 1 FROM message_search_pending)").fetchone()
         return bool(row and row[0])
 
-    def _sync_batches(self, batch: int, pool: Any) -> int:
+    def _sync_batches(self, batch: int, pool: Any, forms: bool = True) -> int:
         done = 0
         while True:
             with self.db.connection() as conn, conn.transaction():
@@ -116,7 +128,7 @@ class IndexUpkeep(SearchBase):
                     return done
                 present = [r for r in rows if r[4] is not None]
                 if present:
-                    self._write_messages(conn, present, pool)
+                    self._write_messages(conn, present, pool, forms)
                 conn.execute(
                     "DELETE FROM message_search_pending WHERE message_key = ANY(%s)",
                     ([r[0] for r in rows],),
@@ -165,15 +177,87 @@ class IndexUpkeep(SearchBase):
         _log.info("search indexes re-tokenised for index version %d", INDEX_VERSION)
         return True
 
+    def has_unformed(self) -> bool:
+        """Whether any indexed message waits for its Japanese normalised forms."""
+        with self.db.connection() as conn:
+            row = conn.execute("SELECT EXISTS (SELECT 1 FROM message_forms_pending)").fetchone()
+        return bool(row and row[0])
+
+    def sync_forms(
+        self, batch: int = 1000, workers: int | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> int:  # fmt: skip
+        """The later stage of the message index: add the Japanese normalised forms (SudachiPy,
+        ``core.textsearch.index_forms``) to the tokens of the messages the import indexed
+        without them (``message_forms_pending``). Resumable: each batch's tokens and the
+        removal of its queue rows commit together, so an interrupted run leaves the rest
+        queued and the next one finishes it. With a backlog of ``PARALLEL_MIN_PENDING`` or more
+        the analysis runs in worker processes (``index_workers``). ``progress`` is called with
+        the number of messages of each batch. Returns the number of messages done."""
+        with self.db.connection() as conn:
+            row = conn.execute("SELECT count(*) FROM message_forms_pending").fetchone()
+        pending = int(row[0]) if row else 0
+        if not pending:
+            return 0
+        pool = token_pool(index_workers(pending, workers))
+        try:
+            return self._sync_forms(batch, pool, progress)
+        finally:
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+
+    def _sync_forms(self, batch: int, pool: Any, progress: Callable[[int], None] | None) -> int:
+        done = 0
+        while True:
+            with self.db.connection() as conn, conn.transaction():
+                rows = conn.execute(
+                    """SELECT q.message_key, s.text
+                       FROM (SELECT message_key FROM message_forms_pending
+                             ORDER BY message_key LIMIT %s FOR UPDATE SKIP LOCKED) q
+                       LEFT JOIN message_search s ON s.message_key = q.message_key""",
+                    (batch,),
+                ).fetchall()
+                if not rows:
+                    return done
+                present = [r for r in rows if r[1] is not None]
+                chunks = [present[i : i + _CHUNK] for i in range(0, len(present), _CHUNK)]
+                texts = [[r[1] for r in c] for c in chunks]
+                computed = (map(index_forms_many, texts, [MAX_TOKEN_CHARS] * len(chunks)) if pool is None
+                            else pool.map(index_forms_many, texts, [MAX_TOKEN_CHARS] * len(chunks)))  # fmt: skip
+                conn.execute(
+                    "CREATE TEMP TABLE IF NOT EXISTS _pmem_forms_stage (message_key text, forms text) "
+                    "ON COMMIT DELETE ROWS"
+                )
+                with conn.cursor().copy("COPY _pmem_forms_stage (message_key, forms) FROM STDIN") as copy:
+                    for chunk, forms in zip(chunks, computed, strict=True):
+                        for r, f in zip(chunk, forms, strict=True):
+                            if f:
+                                copy.write_row((r[0], f))
+                conn.execute(
+                    """UPDATE message_search s SET tokens = s.tokens || f.forms::tsvector
+                       FROM _pmem_forms_stage f WHERE s.message_key = f.message_key"""
+                )
+                conn.execute(
+                    "DELETE FROM message_forms_pending WHERE message_key = ANY(%s)", ([r[0] for r in rows],)
+                )
+                done += len(present)
+            if progress is not None:
+                progress(len(rows))
+            if len(rows) < batch:
+                return done
+
     @staticmethod
-    def _write_messages(conn: Connection, rows: Sequence[tuple[Any, ...]], pool: Any = None) -> None:
+    def _write_messages(
+        conn: Connection, rows: Sequence[tuple[Any, ...]], pool: Any = None, forms: bool = True
+    ) -> None:
         """Index ``rows`` (key, conversation, role, created_at, body): the text as recall shows
         it (a secret `pmem forget` erased is not indexed) and its tokens, computed in ``pool``'s
-        processes when given, chunk by chunk (each chunk written while the next is tokenised)."""
+        processes when given, chunk by chunk (each chunk written while the next is tokenised).
+        Without ``forms`` a message holding Japanese is queued for ``sync_forms``."""
         conn.execute(  # the staged text is not compressed (only message_search's copy is)
             """CREATE TEMP TABLE IF NOT EXISTS _pmem_index_stage (
                    message_key text, conversation_key text, role text, created_at timestamptz,
-                   text text STORAGE EXTERNAL, tokens text) ON COMMIT DELETE ROWS"""
+                   text text STORAGE EXTERNAL, tokens text, ja boolean) ON COMMIT DELETE ROWS"""
         )
         forgotten = forgotten_redactor(conn)
         texts = []
@@ -182,17 +266,18 @@ class IndexUpkeep(SearchBase):
             texts.append(forgotten(text) if forgotten else text)
         chunks = [range(i, min(i + _CHUNK, len(rows))) for i in range(0, len(rows), _CHUNK)]
         if pool is None:
-            tokenised = (index_tsvectors_many([texts[i] for i in c], MAX_TOKEN_CHARS) for c in chunks)
+            tokenised = (index_rows_many([texts[i] for i in c], MAX_TOKEN_CHARS, forms) for c in chunks)
         else:  # the workers hand back each row's tsvector as text: one string to copy per row
-            tokenised = pool.map(index_tsvectors_many, [[texts[i] for i in c] for c in chunks],
-                                 [MAX_TOKEN_CHARS] * len(chunks))  # fmt: skip
+            tokenised = pool.map(index_rows_many, [[texts[i] for i in c] for c in chunks],
+                                 [MAX_TOKEN_CHARS] * len(chunks), [forms] * len(chunks))  # fmt: skip
         for chunk, tokens in zip(chunks, tokenised, strict=True):
             with conn.cursor().copy(
-                "COPY _pmem_index_stage (message_key, conversation_key, role, created_at, text, tokens) FROM STDIN"
+                "COPY _pmem_index_stage (message_key, conversation_key, role, created_at, text, tokens, ja) "
+                "FROM STDIN"
             ) as copy:
-                for i, toks in zip(chunk, tokens, strict=True):
+                for i, (toks, ja) in zip(chunk, tokens, strict=True):
                     key, conv, role, created, _ = rows[i]
-                    copy.write_row((key, conv, role, created, texts[i], toks))
+                    copy.write_row((key, conv, role, created, texts[i], toks, ja))
             conn.execute(
                 """INSERT INTO message_search (message_key, conversation_key, role, created_at, text, tokens)
                    SELECT message_key, conversation_key, role, created_at, text, tokens::tsvector
@@ -200,6 +285,11 @@ class IndexUpkeep(SearchBase):
                    ON CONFLICT (message_key) DO UPDATE
                    SET text = EXCLUDED.text, tokens = EXCLUDED.tokens, created_at = EXCLUDED.created_at"""
             )
+            if not forms:
+                conn.execute(
+                    """INSERT INTO message_forms_pending (message_key)
+                       SELECT message_key FROM _pmem_index_stage WHERE ja ON CONFLICT DO NOTHING"""
+                )
             conn.execute("TRUNCATE _pmem_index_stage")
 
     def embed_pending(

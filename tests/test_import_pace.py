@@ -1,0 +1,112 @@
+"""The import's pace (issue 12, item 1; ADR 0026): the import's pass indexes bigrams, words and
+stems only and queues the Japanese messages; the later stage (``SearchStore.sync_forms``: the
+default import after its summary, the backfill, `pmem reindex`) adds SudachiPy's normalised
+forms, resumably, and the index is then the same as one built in a single pass."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from core.textsearch import (
+    index_forms,
+    index_rows_many,
+    index_tokens_long,
+    tsvector_literal,
+)
+from tests.test_ledger_cmds import chatgpt_export, one_conversation
+
+JA = "引っ越しの見積もりを三社から取って、結局サーバを安い方に決めました。"
+TEXTS = [
+    JA,
+    "We decided to keep the raw transcripts byte-exact; the laptops were compared.",
+    "ｻｰﾊﾞの設定を変えた。 And the English part, with decisions.",
+    "only ascii",
+    "",
+    (JA + " Some English in between. " + "データベースの移行を見直しました。\n") * 800,  # > 20k chars
+]
+
+
+def test_the_import_pass_and_the_later_forms_make_the_one_pass_tokens() -> None:
+    for text in TEXTS:
+        full = set(index_tokens_long(text))
+        quick = set(index_tokens_long(text, forms=False))
+        assert quick | set(index_forms(text)) == full
+    assert "決める" in index_forms(JA) and "決める" not in index_tokens_long(JA, forms=False)
+    rows = index_rows_many(TEXTS[:4], 200, forms=False)
+    assert [ja for _, ja in rows] == [True, False, True, False]  # half-width katakana is Japanese
+    # the fast literal is the escaped one whenever no token needs escaping
+    assert tsvector_literal(["a", "決め"]) == "'a' '決め'" and tsvector_literal([]) == ""
+    assert tsvector_literal(["it's", "a\\b"]) == "'it''s' 'a\\\\b'"
+
+
+def _export(tmp_path: Path) -> Path:
+    convs = [
+        one_conversation("c1", "移行", [("user", JA), ("assistant", "見積もりを比べました。")]),
+        one_conversation("c2", "english", [("user", "Which laptops did I compare?"), ("assistant", "Three.")]),
+        one_conversation("c3", "混在", [("user", "ｻｰﾊﾞを決めた"), ("assistant", "はい、決めました。")]),
+    ]
+    return chatgpt_export(tmp_path / "conversations.json", convs)
+
+
+def _tokens(db) -> dict[str, set[str]]:
+    with db.connection() as conn:
+        rows = conn.execute("SELECT message_key, text, tsvector_to_array(tokens) FROM message_search").fetchall()
+    return {k: set(toks) for k, _, toks in rows} | {f"text:{k}": {t} for k, t, _ in rows}
+
+
+def test_forms_are_a_resumable_later_stage(db, tmp_path: Path) -> None:
+    from flows.importing import run_import
+    from store.index_backlog import backlog
+    from store.ledger import Ledger
+    from store.search import SearchStore
+
+    stats = run_import(Ledger(db), "chatgpt", str(_export(tmp_path)), index_messages=True)
+    assert stats["conversations_new"] == 3 and stats["indexed_messages"] == 6
+    left = backlog(db)
+    assert left.unindexed_messages == 0 and left.messages == 6
+    assert left.messages_without_forms == 4  # the Japanese messages; the English ones need none
+    before = _tokens(db)
+    assert not any("決める" in toks for key, toks in before.items() if not key.startswith("text:"))
+    index = SearchStore(db)
+    hits = index.recall("見積もり", embedder=None).hits  # the bigrams answer meanwhile
+    assert {h.conversation_key for h in hits} >= {"chatgpt:c1"}
+
+    class Stop(Exception):
+        pass
+
+    def stop(n: int) -> None:
+        raise Stop
+
+    with pytest.raises(Stop):  # cut off after its first batch: that batch is done, the rest waits
+        index.sync_forms(batch=1, workers=0, progress=stop)
+    assert backlog(db).messages_without_forms == 3
+    assert index.sync_forms(workers=0) == 3  # the next run finishes the rest
+    assert backlog(db).messages_without_forms == 0 and index.sync_forms(workers=0) == 0
+    after = _tokens(db)
+    for key, toks in after.items():
+        if not key.startswith("text:"):
+            (text,) = after[f"text:{key}"]
+            assert toks == set(index_tokens_long(text)), key  # as one pass would have made them
+    assert any("決める" in toks for toks in after.values())
+
+
+def test_no_embed_leaves_the_forms_and_the_default_import_adds_them(pmem_env, tmp_path: Path, monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    monkeypatch.setenv("PMEM_EMBEDDER", "none")
+    path = _export(tmp_path)
+    result = CliRunner().invoke(app, ["import", str(path), "--no-embed", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["indexed"]["messages_without_forms"] == 4 and out["indexed"]["formed_messages"] == 0
+    assert "Japanese normal forms pending for 4 messages" in result.stderr
+    again = CliRunner().invoke(app, ["import", str(path), "--json"])  # unchanged: the stage runs
+    assert again.exit_code == 0, again.output
+    out = json.loads(again.stdout.strip().splitlines()[-1])
+    assert out["conversations"]["unchanged"] == 3
+    assert out["indexed"]["formed_messages"] == 4 and out["indexed"]["messages_without_forms"] == 0
