@@ -152,6 +152,14 @@ def forget(
             if any(n in path.read_text(encoding="utf-8", errors="replace") for n in needles):
                 path.unlink()
                 files.deleted.append(path)
+        # runs/concepts/<memory>.json: what was extracted from an erased memory goes
+        for mid in erased:
+            from flows.concepts import result_path
+
+            path = result_path(cfg.runs_dir, mid)
+            if path.exists():
+                path.unlink()
+                files.deleted.append(path)
         fg.set_result_checksums(files.checksums)
         tables = set(er.tables) | ({"batches"} if files.checksums else set())
         vacuum = fg.vacuum(tables)

@@ -12,6 +12,7 @@ from cli import (  # noqa: F401  (they register their commands)
     auth_cmds,
     backfill_cmds,
     backup_cmds,
+    concept_cmds,
     consent_cmds,
     db_cmds,
     forget_cmds,

@@ -1042,6 +1042,10 @@ def run_backfill(
             raise stop
         _add_index(summary, index_for_search(p, embed=embed, memories=not dry_run))
         emit("indexed", {k: summary[k] for k in ("indexed_messages", "embedded_messages", "embedded_memories")})
+        if not dry_run:  # seed 003: the concepts of new and grown case records (never fatal)
+            from flows.concepts import backfill_stage
+
+            summary["concepts"] = backfill_stage(p.db, p.settings.runs_dir, run_id=run_id, embed=embed)
         summary["status"] = "complete" if not summary["batches_failed"] else "failed"
     except RateLimitStop as err:
         summary["status"] = "stopped"

@@ -214,6 +214,36 @@ TABLE_STORES: tuple[TableStore, ...] = (
     ),  # fmt: skip
     TableStore("watch_passes", "bookkeeping", text=("stats",), ids=("pass_id", "trigger", "status"),
                guard="counts only"),  # fmt: skip
+    # ------------------------------------------------------------ concepts (0021, seed 003)
+    TableStore(
+        "concepts", "derived", text=("name", "norm", "aliases", "keys"),
+        ids=("id", "language", "kind", "first_memory_id"),
+        erase="generic; a concept no remaining experience shows is deleted with its memory (ConceptStore.erase)",
+        guard="ConceptStore.apply: a flagged name, alias or reading is dropped with its links",
+    ),  # fmt: skip
+    TableStore(
+        "concept_embeddings", "derived", vectors=("embedding",), ids=("concept_id", "model"),
+        erase="deleted with its concept", guard="embeds a guarded concept name (local embedder)",
+    ),  # fmt: skip
+    TableStore(
+        "experiences", "derived", ids=("memory_id", "inputs_hash", "extractor", "prompt_version", "run_id"),
+        erase="deleted with its memory (ConceptStore.erase)",
+    ),  # fmt: skip
+    TableStore(
+        "experience_links", "derived", text=("surface", "reading"),
+        ids=("memory_id", "concept_id", "source_key"),
+        erase="generic; deleted with its memory (ConceptStore.erase)",
+        guard="ConceptStore.apply: a flagged surface or reading is dropped",
+    ),  # fmt: skip
+    TableStore(
+        "concept_links", "derived",
+        ids=("id", "source_id", "target_id", "relation", "experiences", "source_keys"),
+        erase="an erased memory leaves every link (weight recomputed; removed when no supporter is left)",
+    ),  # fmt: skip
+    TableStore(
+        "concept_link_updates", "derived", ids=("link_id", "memory_id", "action", "run_id"),
+        erase="the rows naming an erased memory are deleted (append-only otherwise)",
+    ),  # fmt: skip
 )
 
 FILE_STORES: tuple[FileStore, ...] = (
@@ -227,6 +257,9 @@ FILE_STORES: tuple[FileStore, ...] = (
     FileStore("runs/<run>/months/<YYYY-MM>.json", "derived",
               "deleted when affected (a month draft; `pmem summarize` drafts it again)",
               "the summary is guarded when stored"),
+    FileStore("runs/concepts/<memory>.json", "derived",
+              "deleted with its memory (pmem forget --memory / --conversation)",
+              "flagged concept names dropped before writing"),
 )
 
 REGISTRY: dict[str, TableStore] = {s.table: s for s in TABLE_STORES}

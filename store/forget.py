@@ -45,6 +45,7 @@ from core.hashing import bytes_text, content_hash, evidence_hash, tagged_hash, t
 from core.models import Conversation
 from core.secrets import redaction_marker
 from core.textsearch import index_tokens_long
+from store.concepts import ConceptStore
 from store.db import Database
 from store.derived import REGISTRY, SCHEMA_COLUMNS_SQL, TABLE_STORES
 
@@ -868,6 +869,7 @@ class Forgetter:
             f"DELETE FROM proposals WHERE {cond}", {"like": like, "id": memory_id}  # noqa: S608 - fixed fragments
         ).rowcount)  # fmt: skip
         self._drop_summaries(conn, er, memory_ids=[memory_id])
+        self._drop_concepts(conn, er, memory_id)
         if "public_memories" in self.columns(conn):  # its published title and summary go too
             er.add("public_memories", conn.execute(
                 "DELETE FROM public_memories WHERE memory_id = %s", (memory_id,)
@@ -898,6 +900,20 @@ class Forgetter:
         if months or n:
             er.add("summaries_erased", len(months) + n)
             er.tables |= {"month_summaries", "profile_versions"}
+
+
+    def _drop_concepts(self, conn: Connection, er: Erasure, memory_id: str) -> None:
+        """Concept memory is derived: the experience goes, its links are recomputed from the
+        remaining supporters (removed when none is left), concepts no experience shows any more
+        go, and the weight log forgets the memory (store/concepts.py)."""
+        if "experiences" not in self.columns(conn):
+            return
+        n = ConceptStore(self.db).erase(conn, memory_id)
+        if any(n.values()):
+            er.add("concept_links_recomputed", n["links_withdrawn"])
+            er.add("experiences_erased", n["experiences_withdrawn"])
+            er.tables |= {"concepts", "concept_embeddings", "experiences", "experience_links", "concept_links",
+                          "concept_link_updates"}  # fmt: skip
 
 
 def _vector_tables(key_column: str) -> set[str]:

@@ -73,6 +73,7 @@ OWNED = {
     "vaderSentiment": ("providers/summaries.py",),
     "plotly": ("flows/timeline.py",),
     "networkx": ("flows/graph.py",),
+    "jaconv": ("stages/concepts.py",),
 }
 
 

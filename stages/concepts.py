@@ -1,0 +1,350 @@
+"""Offline concept extraction and concept matching (seed 003; pure: no database, no model).
+
+Concepts: SudachiPy's nouns and proper nouns (split mode C, so that compounds such as 気分転換 or
+高額療養費 stay whole), named by Sudachi's normalised form (サーバ → サーバー); numbers, pronouns,
+dependent nouns (こと, ため) and stop words are not concepts. A proper noun also gets its reading in
+Latin letters as a lookup key (丹沢 → タンザワ → tanzawa), so the same place written in English
+finds it. In English text, without a part-of-speech model, only words that take part in a cue
+and capitalised words inside a sentence (names) are concepts.
+
+Relations: only from explicit cue patterns inside one sentence; two nouns that merely appear
+together make no link. The cues (A, B the nearest nouns on each side):
+
+- 「AとBする」「AとBに行く」 (A with B): ``with``
+- 「AでBになる」「AがBになる」「AのおかげでB」「AでBを得る/感じる」, "A helped (with) B",
+  "A led to B": ``led_to`` (A → B)
+- 「AのためにB」, "B for A": ``for`` (B → A)
+- 「Aは(とても)楽しかった」「Aして、楽しかった」, "A made me happy": ``felt`` (A → the
+  feeling, an adjective's dictionary form)
+
+``OFFLINE_VERSION`` names these rules: a stored experience read with other rules is read again.
+
+Matching a found name to an existing concept (``match``): the same lookup key (NFKC + case
+folded name, alias or reading), else a fuzzy match (rapidfuzz) of Latin names or of long enough
+Japanese ones; Japanese ↔ English by the embedder is done by the caller (``flows/concepts.py``)
+with ``best_vector``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from core.concepts import Concept, ExperienceInput, Extraction, FoundConcept, FoundRelation, norm
+
+OFFLINE_VERSION = "concepts-offline-v1"
+
+_SENTENCE = re.compile(r"[^。．！？!?\n]+[。．！？!?]?|(?<=[.!?])\s+")
+_LATIN_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+_JA = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_KANJI = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_HIRAGANA_ONLY = re.compile(r"^[\u3040-\u309f]+$")
+_LATIN_WORD = re.compile(r"^[A-Za-z][A-Za-z0-9'\-]*$")
+MAX_SURFACE = 40
+
+_local = threading.local()
+
+
+@dataclass(frozen=True)
+class Token:
+    surface: str
+    lemma: str  # dictionary form (楽しかっ → 楽しい)
+    normal: str  # normalised form (サーバ → サーバー)
+    reading: str  # katakana
+    pos: tuple[str, ...]
+
+    @property
+    def noun(self) -> bool:
+        return self.pos[0] == "名詞"
+
+    def is_(self, pos0: str, lemma: str | None = None) -> bool:
+        return self.pos[0] == pos0 and (lemma is None or self.lemma == lemma)
+
+
+def _tokenizer() -> Any:
+    tok = getattr(_local, "sudachi", None)
+    if tok is None:
+        from sudachipy import SplitMode
+
+        from core.textsearch import _dictionary
+
+        tok = _local.sudachi = _dictionary().tokenizer(mode=SplitMode.C)
+    return tok
+
+
+def tokens(sentence: str) -> list[Token]:
+    return [
+        Token(m.surface(), m.dictionary_form(), m.normalized_form(), m.reading_form(), tuple(m.part_of_speech()))
+        for m in _tokenizer().tokenize(sentence)
+    ]
+
+
+@lru_cache(maxsize=1)
+def _stop_words() -> tuple[frozenset[str], frozenset[str]]:
+    import stopwordsiso
+
+    return frozenset(stopwordsiso.stopwords("en")), frozenset(stopwordsiso.stopwords("ja"))
+
+
+def sentences(text: str) -> list[str]:
+    out: list[str] = []
+    for part in re.split(r"(?<=[。．！？!?])|\n", unicodedata.normalize("NFKC", text)):
+        out.extend(s.strip() for s in _LATIN_SENTENCE.split(part) if s.strip())
+    return out
+
+
+# ---------------------------------------------------------------- concepts
+
+
+def concept_token(t: Token) -> bool:
+    """A noun or proper noun worth being a concept."""
+    if not t.noun or len(t.pos) < 2 or t.pos[1] not in ("普通名詞", "固有名詞"):
+        return False
+    if "助数詞" in t.pos or "数詞" in t.pos or t.pos[2:3] == ("助数詞可能",) and not _JA.search(t.surface):
+        return False
+    s = t.surface
+    if len(s) > MAX_SURFACE or not any(ch.isalpha() for ch in s):
+        return False
+    en_stop, ja_stop = _stop_words()
+    if s in ja_stop or t.normal in ja_stop or s.lower() in en_stop:
+        return False
+    if _JA.search(s):
+        # one kana is no concept (one kanji is: 山, 雨); nor a word of hiragana only (こと, もの)
+        return bool(_KANJI.search(s)) or len(s) >= 2 and not _HIRAGANA_ONLY.match(s)
+    return bool(_LATIN_WORD.match(s)) and len(s) >= 3
+
+
+def name_of(t: Token) -> str:
+    """A concept's name: Sudachi's normalised form for Japanese (one spelling), else as written."""
+    if _JA.search(t.surface) and t.normal and _JA.search(t.normal):
+        return t.normal
+    return t.surface
+
+
+def kind_of(t: Token) -> str:
+    return "proper" if len(t.pos) > 1 and t.pos[1] == "固有名詞" else "noun"
+
+
+def romaji(katakana: str) -> str | None:
+    """A Latin reading of a katakana reading (タンザワ → tanzawa), or None."""
+    if not katakana or not re.fullmatch(r"[\u30a0-\u30ff]+", katakana):
+        return None
+    import jaconv
+
+    out = jaconv.kana2alphabet(jaconv.kata2hira(katakana)).replace("ー", "")
+    return out if re.fullmatch(r"[a-z]+", out) else None
+
+
+# ---------------------------------------------------------------- Japanese cues
+
+
+def _noun_before(ts: Sequence[Token], i: int, stop: int = 0) -> int | None:
+    """The index of the concept noun ending right before position ``i`` (skipping nothing)."""
+    j = i - 1
+    return j if j >= stop and concept_token(ts[j]) else None
+
+
+def _ja_relations(ts: list[Token]) -> list[tuple[int, int | str, str]]:
+    """(source index, target index or a feeling's lemma, relation) of one sentence."""
+    out: list[tuple[int, int | str, str]] = []
+    n = len(ts)
+    for i, t in enumerate(ts):
+        # AとBする / AとBに行く / Aと一緒にBする
+        if t.is_("助詞") and t.surface == "と" and (a := _noun_before(ts, i)) is not None:
+            j = i + 1
+            if j + 1 < n and ts[j].surface == "一緒" and ts[j + 1].surface == "に":
+                j += 2
+            if j < n and concept_token(ts[j]):
+                nxt = ts[j + 1] if j + 1 < n else None
+                nxt2 = ts[j + 2] if j + 2 < n else None
+                if nxt is not None and nxt.is_("動詞", "する") and "サ変可能" in ts[j].pos or nxt is not None and nxt.surface in ("に", "へ", "を") and nxt2 is not None and nxt2.is_("動詞"):
+                    out.append((a, j, "with"))
+        # AでBになる / AがBになる / AはBになる (B right before に + なる)
+        if t.is_("動詞", "なる") and i >= 2 and ts[i - 1].surface == "に" and concept_token(ts[i - 2]):
+            b = i - 2
+            for k in range(b - 1, 0, -1):
+                if ts[k].surface in ("で", "が", "は") and ts[k].is_("助詞") and concept_token(ts[k - 1]):
+                    out.append((k - 1, b, "led_to"))
+                    break
+        # AでBを得る / 感じる / 味わう
+        if (t.is_("動詞") and t.lemma in ("得る", "感じる", "味わう") and i >= 2 and ts[i - 1].surface == "を"
+                and concept_token(ts[i - 2])):  # fmt: skip
+            b = i - 2
+            for k in range(b - 1, 0, -1):
+                if ts[k].surface == "で" and ts[k].is_("助詞") and concept_token(ts[k - 1]):
+                    out.append((k - 1, b, "led_to"))
+                    break
+        # AのおかげでB / AのためにB (B the next concept noun in the sentence)
+        if t.surface in ("おかげ", "お陰", "ため", "為") and i >= 2 and ts[i - 1].surface == "の":
+            a2 = _noun_before(ts, i - 1)
+            tail = 2 if i + 1 < n and ts[i + 1].surface in ("で", "に") else 0
+            if a2 is not None and tail:
+                b2 = next((k for k in range(i + 2, n) if concept_token(ts[k])), None)
+                if b2 is not None:
+                    out.append((a2, b2, "led_to") if t.surface in ("おかげ", "お陰") else (b2, a2, "for"))
+        # Aは(とても)楽しかった / Aして、楽しかった: a feeling (adjective) about A
+        if t.is_("形容詞") and not (len(t.pos) > 1 and t.pos[1] == "非自立可能"):
+            k = i - 1
+            while k >= 0 and (ts[k].is_("副詞") or ts[k].surface in ("、", ",")):
+                k -= 1
+            if k >= 1 and ts[k].surface in ("は", "が") and concept_token(ts[k - 1]):
+                out.append((k - 1, t.lemma, "felt"))
+            elif (k >= 2 and ts[k].is_("助詞", "て") and ts[k - 1].is_("動詞", "する")
+                  and concept_token(ts[k - 2]) and "サ変可能" in ts[k - 2].pos):  # fmt: skip
+                out.append((k - 2, t.lemma, "felt"))
+    return out
+
+
+# ---------------------------------------------------------------- English cues
+
+_EN_ART = r"(?:(?:the|a|an|my|our|some|this|that)\s+)?"
+_EN_CUES: tuple[tuple[re.Pattern[str], str, bool], ...] = (
+    # (pattern with groups a, b; relation; b is a feeling)
+    (re.compile(rf"\b([a-z][a-z\-]+)\s+(?:really\s+)?helped\s+(?:me\s+|us\s+)?(?:with\s+|to\s+)?{_EN_ART}([a-z][a-z\-]+)"),
+     "led_to", False),
+    (re.compile(rf"\b([a-z][a-z\-]+)\s+led\s+to\s+{_EN_ART}([a-z][a-z\-]+)"), "led_to", False),
+    (re.compile(r"\b([a-z][a-z\-]+)\s+made\s+(?:me|us)\s+(?:feel\s+)?(?:so\s+|very\s+|really\s+)?([a-z]+)"),
+     "felt", True),
+    (re.compile(rf"\b([a-z][a-z\-]+ing)\s+with\s+{_EN_ART}([a-z][a-z\-]+)"), "with", False),
+)  # fmt: skip
+
+
+def _en_relations(sentence: str) -> list[tuple[str, str, str, bool]]:
+    en_stop, _ = _stop_words()
+    low = sentence.lower()
+    out = []
+    for pat, rel, feeling in _EN_CUES:
+        for m in pat.finditer(low):
+            a, b = m.group(1), m.group(2)
+            if a in en_stop or len(a) < 3 or len(b) < 3 or (b in en_stop and not feeling):
+                continue
+            out.append((a, b, rel, feeling))
+    return out
+
+
+def _en_names(sentence: str) -> list[str]:
+    """Capitalised words inside an English sentence (names: Tanzawa, Lattice), not its first."""
+    en_stop, _ = _stop_words()
+    words = re.findall(r"[A-Za-z][A-Za-z\-]+", sentence)
+    return [w for w in words[1:] if w[0].isupper() and len(w) >= 3 and w.lower() not in en_stop and w != "I"]
+
+
+# ---------------------------------------------------------------- one experience
+
+
+def extract(exp: ExperienceInput) -> Extraction:
+    """The concepts and stated relations of one case record: from its title, summary and stated
+    facts (source key None) and from each evidence excerpt (its message key)."""
+    texts: list[tuple[str | None, str]] = [(None, exp.title), (None, exp.summary)]
+    texts += [(None, f) for f in exp.stated_facts]
+    texts += [(k, t) for k, t in exp.evidence]
+    concepts: dict[str, FoundConcept] = {}  # norm(name) -> found
+    relations: dict[tuple[str, str, str], FoundRelation] = {}
+
+    def add(name: str, kind: str, key: str | None, reading: str | None = None) -> str:
+        k = norm(name)
+        old = concepts.get(k)
+        if old is None or (old.source_key is None and key is not None):
+            concepts[k] = FoundConcept(surface=name, kind=kind, source_key=key or (old.source_key if old else None),
+                                       reading=reading or (old.reading if old else None))  # fmt: skip
+        return concepts[k].surface
+
+    def relate(a: str, b: str, rel: str, key: str | None) -> None:
+        if norm(a) == norm(b):
+            return
+        ident = (norm(a), norm(b), rel)
+        if ident not in relations or (relations[ident].source_key is None and key is not None):
+            relations[ident] = FoundRelation(a, b, rel, True, key)
+
+    for key, text in texts:
+        for sent in sentences(text):
+            if _JA.search(sent):
+                ts = tokens(sent)
+                names = {}
+                for i, t in enumerate(ts):
+                    if concept_token(t):
+                        reading = romaji(t.reading) if kind_of(t) == "proper" else None
+                        names[i] = add(name_of(t), kind_of(t), key, reading)
+                for a, b, rel in _ja_relations(ts):
+                    target = names[b] if isinstance(b, int) else add(b, "feeling", key)
+                    relate(names[a], target, rel, key)
+            else:
+                for w in _en_names(sent):
+                    add(w, "proper", key)
+                for a, b, rel, feeling in _en_relations(sent):
+                    relate(add(a, "noun", key), add(b, "feeling" if feeling else "noun", key), rel, key)
+    # a concept found in the record's own text points at the first excerpt that shows it
+    for k, f in list(concepts.items()):
+        if f.source_key is None:
+            key = next((ek for ek, et in exp.evidence if f.surface in unicodedata.normalize("NFKC", et)), None)
+            if key is not None:
+                concepts[k] = FoundConcept(f.surface, f.kind, key, f.reading, f.concept_id)
+    return Extraction(concepts=tuple(concepts.values()), relations=tuple(relations.values()))
+
+
+# ---------------------------------------------------------------- matching to stored concepts
+
+FUZZY_MIN = 90.0  # rapidfuzz ratio (0-100) for Latin names of 5+ letters, Japanese of 4+ characters
+VECTOR_MIN = 0.75  # cosine, Japanese ↔ English only
+
+
+def lookup_keys(found: FoundConcept) -> list[str]:
+    keys = [norm(found.surface)]
+    if found.reading:
+        keys.append(norm(found.reading))
+    return keys
+
+
+def match(found: FoundConcept, pool: Iterable[tuple[Concept, Sequence[str]]]) -> Concept | None:
+    """The stored concept ``found`` is, by lookup key (name, alias or reading, NFKC + case
+    folded), else by a fuzzy match of the name (a typo, a spelling variant); None if none.
+    ``pool`` holds (concept, its lookup keys)."""
+    from rapidfuzz import fuzz
+
+    keys = set(lookup_keys(found))
+    pool = list(pool)
+    exact = [c for c, ks in pool if keys & set(ks)]
+    if exact:
+        own = norm(found.surface)
+        return sorted(exact, key=lambda c: (norm(c.name) != own, c.id))[0]
+    me = norm(found.surface)
+    latin = bool(re.fullmatch(r"[a-z][a-z\- ]*", me))
+    if (latin and len(me) < 5) or (not latin and len(me) < 4):
+        return None
+    best: tuple[float, str, Concept] | None = None
+    for c, ks in pool:
+        for k in ks:
+            if bool(re.fullmatch(r"[a-z][a-z\- ]*", k)) != latin or abs(len(k) - len(me)) > 2:
+                continue
+            score = fuzz.ratio(me, k)
+            if score >= FUZZY_MIN and (best is None or (score, c.id) > (best[0], best[1])):
+                best = (score, c.id, c)
+    return best[2] if best else None
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
+    na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(y * y for y in b))
+    return dot / (na * nb) if na and nb else 0.0
+
+
+def best_vector(
+    vector: Sequence[float], language: str, pool: Iterable[tuple[Concept, Sequence[float]]], minimum: float = VECTOR_MIN
+) -> Concept | None:
+    """The concept of the *other* language (ja ↔ en) whose name's vector is closest to
+    ``vector``, when at least ``minimum`` (cosine): 登山 ↔ hiking. Within one language the
+    embedder is not asked (登山 and 下山 are close and are two concepts)."""
+    best: tuple[float, str, Concept] | None = None
+    for c, v in pool:
+        if c.language == language or "und" in (c.language, language):
+            continue
+        s = cosine(vector, v)
+        if s >= minimum and (best is None or (s, c.id) > (best[0], best[1])):
+            best = (s, c.id, c)
+    return best[2] if best else None
