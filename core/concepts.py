@@ -23,8 +23,10 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from core.hashing import tagged_hash
+from core.secrets import contains_secret
 
 LEARNING_RATE = 0.1
 #: the weight a link starts with on its first supporting experience
@@ -38,6 +40,7 @@ SYMMETRIC = frozenset({"with", "related"})
 OFFLINE_EXTRACTOR = "offline"
 
 _WS = re.compile(r"\s+")
+_ASCII_ALNUM = re.compile(r"[A-Za-z0-9]")
 _JA = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
@@ -59,6 +62,19 @@ def weight_for(n: int, stated: bool = True) -> float:
 def norm(name: str) -> str:
     """A name as it is compared: NFKC, case-folded, white space collapsed (Ｔａｎｚａｗａ = tanzawa)."""
     return _WS.sub(" ", unicodedata.normalize("NFKC", name).casefold()).strip()
+
+
+@lru_cache(maxsize=65536)
+def safe_name(name: str | None) -> bool:
+    """May this concept name (or alias, or reading) be stored: not empty and not flagged by the
+    secret guard. Names repeat across experiences: the guard's verdict is kept per name. A name
+    without a single ASCII letter or digit (a Japanese noun) carries no credential format and
+    skips the scan."""
+    if not name:
+        return False
+    if not _ASCII_ALNUM.search(unicodedata.normalize("NFKC", name)):
+        return True
+    return not contains_secret(name)
 
 
 def language_of(name: str) -> str:

@@ -40,9 +40,9 @@ from core.concepts import (
     language_of,
     link_id,
     norm,
+    safe_name,
 )
 from core.private import private_dir, write_private
-from core.secrets import contains_secret
 from providers.concepts import ConceptExtractor, get_concept_extractor
 from stages.concepts import VECTOR_MIN, lookup_keys
 from store.concepts import ConceptStore
@@ -183,7 +183,7 @@ def resolve(exp: ExperienceInput, extraction: Extraction, resolver: Resolver, *,
     resolver.prefetch([f.surface for f in extraction.concepts
                        if not any(k in resolver.by_key for k in lookup_keys(f))])  # fmt: skip
     for f in extraction.concepts:
-        if contains_secret(f.surface) or (f.reading and contains_secret(f.reading)):
+        if not safe_name(f.surface) or (f.reading and not safe_name(f.reading)):
             continue
         c = resolver.resolve(f)
         if c is None:
@@ -232,7 +232,7 @@ def _read_result(path: Path, exp: ExperienceInput, extractor: ConceptExtractor) 
 
 def _write_result(path: Path, exp: ExperienceInput, extractor: ConceptExtractor, ex: Extraction) -> None:
     private_dir(path.parent)
-    concepts = [c for c in ex.concepts if not contains_secret(c.surface)]
+    concepts = [c for c in ex.concepts if safe_name(c.surface)]
     body = {
         "version": RESULT_VERSION, "memory_id": exp.memory_id, "revision": exp.revision,
         "inputs_hash": exp.inputs_hash, "extractor": extractor.model, "prompt_version": extractor.prompt_version,

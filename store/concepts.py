@@ -50,9 +50,9 @@ from core.concepts import (
     link_id,
     link_key,
     norm,
+    safe_name,
     weight_for,
 )
-from core.secrets import contains_secret
 from store.db import Database
 
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('pmem-concepts'))"
@@ -67,10 +67,6 @@ def _cur(conn: Connection) -> Any:
 def _concept(r: dict[str, Any]) -> Concept:
     return Concept(id=r["id"], name=r["name"], aliases=tuple(r["aliases"]), language=r["language"],
                    kind=r["kind"], first_memory_id=r["first_memory_id"])  # fmt: skip
-
-
-def _safe(text: str | None) -> bool:
-    return bool(text) and not contains_secret(text or "")
 
 
 class ConceptStore:
@@ -372,25 +368,25 @@ class ConceptStore:
         counts = {"concepts_added": 0, "links_strengthened": 0, "links_withdrawn": 0}
         # the guard: a flagged name never reaches a row; its links go with it
         dropped = {cid for cid, f in exp.concepts.items()
-                   if not _safe(f.surface) or (f.reading and contains_secret(f.reading))}  # fmt: skip
-        dropped |= {cid for cid, c in exp.new_concepts.items() if not _safe(c.name)}
+                   if not safe_name(f.surface) or (f.reading and not safe_name(f.reading))}  # fmt: skip
+        dropped |= {cid for cid, c in exp.new_concepts.items() if not safe_name(c.name)}
         remap: dict[str, str] = {}
-        for cid, c in exp.new_concepts.items():
-            if cid in dropped:
-                continue
-            row = conn.execute(
-                """INSERT INTO concepts (id, name, norm, aliases, keys, language, kind, first_memory_id)
-                   VALUES (%s, %s, %s, '{}', %s, %s, %s, %s)
-                   ON CONFLICT DO NOTHING RETURNING id""",
-                (cid, c.name, norm(c.name), [norm(c.name)], c.language, c.kind, exp.memory_id),
-            ).fetchone()
-            if row is None:  # the name (or the id) exists: reuse it
-                got = conn.execute("SELECT id FROM concepts WHERE norm = %s OR id = %s LIMIT 1",
-                                   (norm(c.name), cid)).fetchone()  # fmt: skip
-                if got is not None and got[0] != cid:
-                    remap[cid] = got[0]
-            else:
-                counts["concepts_added"] += 1
+        new = [c for cid, c in sorted(exp.new_concepts.items()) if cid not in dropped]
+        if new:
+            norms = [norm(c.name) for c in new]
+            known = dict(conn.execute(
+                "SELECT norm, id FROM concepts WHERE norm = ANY(%s)", (norms,)).fetchall())  # fmt: skip
+            fresh = [(c, n) for c, n in zip(new, norms, strict=True) if n not in known]
+            with conn.cursor() as cur:
+                cur.executemany(
+                    """INSERT INTO concepts (id, name, norm, aliases, keys, language, kind, first_memory_id)
+                       VALUES (%s, %s, %s, '{}', %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+                    [(c.id, c.name, n, [n], c.language, c.kind, exp.memory_id) for c, n in fresh],
+                )
+            counts["concepts_added"] = len(fresh)
+            for c, n in zip(new, norms, strict=True):  # the name exists already: reuse its id
+                if n in known and known[n] != c.id:
+                    remap[c.id] = known[n]
         found = {remap.get(cid, cid): f for cid, f in exp.concepts.items() if cid not in dropped}
         touched = set(found) | {r[0] for r in conn.execute(
             "SELECT concept_id FROM experience_links WHERE memory_id = %s", (exp.memory_id,))}  # fmt: skip
@@ -424,34 +420,45 @@ class ConceptStore:
                 [(exp.memory_id, cid, f.surface, f.reading, f.source_key) for cid, f in sorted(found.items())],
             )
 
+        current = {r[0]: (float(r[1]), list(r[2]), list(r[3])) for r in conn.execute(
+            "SELECT id, weight, experiences, source_keys FROM concept_links WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
+            (sorted(wanted),))}  # fmt: skip
+        inserts, updates, log = [], [], []
         for lid, (s, t, rel, stated, keys) in sorted(wanted.items()):
-            row = conn.execute(
-                "SELECT weight, experiences, source_keys FROM concept_links WHERE id = %s FOR UPDATE", (lid,)
-            ).fetchone()
-            if row is None:
+            keys_in = {k for k in keys if k}
+            if lid not in current:
                 after = weight_for(1, stated)
-                conn.execute(
-                    """INSERT INTO concept_links (id, source_id, target_id, relation, stated, weight,
-                           experiences, source_keys) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)""",
-                    (lid, s, t, rel, stated, after, [exp.memory_id], sorted(set(k for k in keys if k))),
-                )
-                self._log(conn, lid, exp.memory_id, exp.revision, "strengthen", 0.0, after, run_id)
-                counts["links_strengthened"] += 1
+                inserts.append((lid, s, t, rel, stated, after, [exp.memory_id], sorted(keys_in)))
+                log.append((lid, exp.memory_id, exp.revision, "strengthen", 0.0, after, run_id))
                 continue
-            before, supporters, skeys = float(row[0]), list(row[1]), list(row[2])
-            new_keys = sorted(set(skeys) | {k for k in keys if k})
+            before, supporters, skeys = current[lid]
+            new_keys = sorted(set(skeys) | keys_in)
             if exp.memory_id in supporters:  # once per (link, experience)
                 if new_keys != skeys:
-                    conn.execute("UPDATE concept_links SET source_keys = %s WHERE id = %s", (new_keys, lid))
+                    updates.append((before, supporters, new_keys, lid))
                 continue
             supporters.append(exp.memory_id)
             after = weight_for(len(supporters), stated)
-            conn.execute(
-                "UPDATE concept_links SET weight = %s, experiences = %s, source_keys = %s WHERE id = %s",
-                (after, supporters, new_keys, lid),
-            )
-            self._log(conn, lid, exp.memory_id, exp.revision, "strengthen", before, after, run_id)
-            counts["links_strengthened"] += 1
+            updates.append((after, supporters, new_keys, lid))
+            log.append((lid, exp.memory_id, exp.revision, "strengthen", before, after, run_id))
+        with conn.cursor() as cur:
+            if inserts:
+                cur.executemany(
+                    """INSERT INTO concept_links (id, source_id, target_id, relation, stated, weight,
+                           experiences, source_keys) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)""",
+                    inserts,
+                )
+            if updates:
+                cur.executemany(
+                    "UPDATE concept_links SET weight = %s, experiences = %s, source_keys = %s WHERE id = %s", updates
+                )
+            if log:
+                cur.executemany(
+                    """INSERT INTO concept_link_updates (link_id, memory_id, revision, action, weight_before,
+                           weight_after, run_id) VALUES (%s, %s, %s, %s, %s, %s, %s)""",
+                    log,
+                )
+        counts["links_strengthened"] = len(log)
         self._tidy(conn, touched)
         return counts
 
@@ -524,13 +531,20 @@ class ConceptStore:
                 WHERE c.id = ANY(%s) GROUP BY c.id""",
             (ids,),
         ).fetchall()
+        changes = []
         for cid, name, first, surfaces, readings, mids in rows:
             own = norm(name)
             aliases = sorted({s for s in surfaces or [] if norm(s) != own}, key=lambda s: (norm(s), s))
             keys = sorted({own, *(norm(a) for a in aliases), *(norm(r) for r in readings or [] if r)})
             first = first if first in mids else (mids[0] if mids else None)
-            conn.execute("UPDATE concepts SET aliases = %s, keys = %s, first_memory_id = %s WHERE id = %s",
-                         (aliases, keys, first, cid))  # fmt: skip
+            changes.append((aliases, keys, first, cid))
+        with conn.cursor() as cur:
+            cur.executemany(
+                """UPDATE concepts SET aliases = %s::text[], keys = %s::text[], first_memory_id = %s::text
+                   WHERE id = %s AND (aliases, keys, first_memory_id)
+                         IS DISTINCT FROM (%s::text[], %s::text[], %s::text)""",
+                [(a, k, f, cid, a, k, f) for a, k, f, cid in changes],
+            )
 
 
 def _link(r: dict[str, Any], other: Concept | None, outgoing: bool) -> ConceptLink:
