@@ -283,6 +283,7 @@ def appendable(change: Change) -> bool:
 def import_change(ledger: Any, change: Change) -> tuple[dict[str, Any], FileState]:
     """Import one new, grown or changed file; its counts and the state to record."""
     from flows.importing import run_import
+    from store.ledger import storable
 
     assert change.source is not None
     prev = change.previous
@@ -304,9 +305,10 @@ def import_change(ledger: Any, change: Change) -> tuple[dict[str, Any], FileStat
         ended.update(end=tail.end, last_line=tail.last_line)
         yield from tail.quarantined
         for conv in tail.conversations:
-            if grown and ledger.has_conversation(conv.key):
+            key = storable(conv.key)
+            if grown and ledger.has_conversation(key):
                 # the ledger's bytes (raw: not what a `pmem forget --secret` redacts for drafting)
-                conv = merge(ledger.load(conv.key, raw=True), conv)
+                conv = merge(ledger.load(key, raw=True), conv)
             yield conv
 
     stats = run_import(ledger, change.source, str(change.path), items=items)

@@ -298,3 +298,89 @@ def test_the_deployment_passes_every_10_minutes_and_a_locked_pass_is_skipped(env
     with held_elsewhere(settings.data_dir) as pid:
         skipped = watch.fn(paths=[str(path)], embed=False)
     assert skipped == {"status": "skipped", "reason": "run-locked", "holder_pid": pid}
+
+
+# ---------------------------------------------------------------- seed 004's daily logs (jsonl-log)
+
+
+def log_line(ts: str, role: str, text: str, session: str, kind: str = "text") -> dict[str, Any]:
+    """Seed 004's seven fields."""
+    rec = {"ts": ts, "actor": "me" if role == "user" else "claude", "role": role, "type": kind, "text": text,
+           "model": "claude-x" if role == "assistant" else None, "session": session}  # fmt: skip
+    return rec
+
+
+def daily(folder: Path, day: str, n: int = 4) -> Path:
+    lines = [log_line(f"{day}T0{i}:00:00Z", "user" if i % 2 == 0 else "assistant",
+                      f"{day} の {i} 行目: ゼミ発表の準備", "s1" if i < 3 else "s2") for i in range(n)]  # fmt: skip
+    return write_lines(folder / f"{day}.jsonl", lines)
+
+
+def ledger_view(db_url: str, keys: list[str]) -> list[Any]:
+    """The conversations' rows and messages as a full read would have to leave them."""
+    db = Database(db_url)
+    try:
+        with db.connection() as conn:
+            convs = conn.execute(
+                "SELECT conversation_key, content_hash, message_count, drafting_chars, created_at, updated_at "
+                "FROM source_conversations WHERE conversation_key = ANY(%s) ORDER BY 1", (keys,)).fetchall()  # fmt: skip
+            msgs = conn.execute(
+                "SELECT message_key, conversation_key, position, role, channel, content_hash, created_at "
+                "FROM source_messages WHERE conversation_key = ANY(%s) ORDER BY 1", (keys,)).fetchall()  # fmt: skip
+        return [convs, msgs]
+    finally:
+        db.close()
+
+
+def test_a_daily_log_appended_to_while_watched_imports_only_the_new_lines(
+    env: dict[str, str], db_url: str, db_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from flows.importing import run_import
+
+    folder = tmp_path / "logs"
+    days = [daily(folder, f"2026-03-0{d}") for d in (1, 2, 3)]
+    first = passes(env, [str(folder)])
+    assert first["files"]["new"] == 3 and first["messages_new"] == 12
+    today = days[1]
+    size = today.stat().st_size
+
+    # the day goes on: two turns in session s1, one in a new session, and a line still being written
+    more = [log_line("2026-03-02T10:00:00Z", "user", "追記: 発表は金曜日に決めた", "s1"),
+            log_line("2026-03-02T10:01:00Z", "assistant", "了解です", "s1"),
+            log_line("2026-03-02T11:00:00Z", "user", "new session", "s3", kind="meta")]  # fmt: skip
+    write_lines(today, more, append=True)
+    appended = today.stat().st_size - size
+    with today.open("ab") as fp:
+        fp.write(b'{"ts": "2026-03-02T12:00:00Z", "role": "user", "session": "s3", "text": "half')
+    writes = WriteCounter(monkeypatch)
+    runs_before = len(imports_of(db_url))
+    s = passes(env, None)
+    assert s["files"]["grown"] == 1 and s["files"]["unchanged"] == 2 and s["files_imported"] == 1
+    assert writes.calls == 1
+    assert sorted(writes.keys) == ["jsonl-log:s1:2026-03-02", "jsonl-log:s3:2026-03-02"]
+    assert imports_of(db_url)[runs_before:] == [str(today)]
+    (item,) = s["imported"]
+    assert item["read_from"] == size and item["read_to"] == size + appended  # the half line waits
+    assert s["bytes_read"] == appended
+    assert s["messages_new"] == 3 and s["quarantined"] == 0
+    assert s["indexed_messages"] == 2  # the meta line is machinery: in the ledger, not in recall
+    assert s["conversations_changed"] == 1 and s["conversations_new"] == 1
+
+    # the line is finished: the next pass reads from where this one stopped
+    with today.open("ab") as fp:
+        fp.write(b'"}\n')
+    s = passes(env, None)
+    assert s["files"]["grown"] == 1 and s["imported"][0]["read_from"] == size + appended
+    assert s["messages_new"] == 1 and s["quarantined"] == 0
+
+    # the ledger holds exactly what a full read of the grown file gives
+    other = db_factory()
+    fresh = Database(other)
+    try:
+        stats = run_import(Ledger(fresh), "jsonl-log", str(today))
+        assert stats["quarantined"] == 0
+    finally:
+        fresh.close()
+    keys = ["jsonl-log:s1:2026-03-02", "jsonl-log:s2:2026-03-02", "jsonl-log:s3:2026-03-02"]
+    watched, full = ledger_view(db_url, keys), ledger_view(other, keys)
+    assert len(watched[1]) == 8 and watched == full
