@@ -329,7 +329,8 @@ def new_summary(pass_id: str, roots: list[Path], opts: PassOptions) -> dict[str,
         "paths_missing": [str(r) for r in roots if not r.exists()], "full": opts.full, "verify": opts.verify,
         "files": dict.fromkeys(ACTIONS, 0), "files_checked": 0, "files_hashed": 0, "files_imported": 0,
         **dict.fromkeys(_SUMMED, 0), "imported": [], "errors": [], "indexed_messages": 0,
-        "embedded_messages": 0, "messages_without_vectors": None, "vectors": None, "indexed": None,
+        "embedded_messages": 0, "messages_without_vectors": None, "messages_without_forms": 0, "vectors": None,
+        "indexed": None,
         "scan_seconds": 0.0, "import_seconds": 0.0, "index_seconds": 0.0, "elapsed_seconds": 0.0,
     }  # fmt: skip
 
@@ -398,9 +399,12 @@ def _run_pass(p: Any, paths: list[str] | None, opts: PassOptions) -> dict[str, A
         if summary["messages_new"] or _pending(p):
             t1 = time.monotonic()
             _emit(opts, "index", messages=summary["messages_new"])
-            out = index_for_search(p, embed=opts.embed, memories=False)
+            # the Japanese normal forms are the index's later stage: `--no-embed` leaves them, like
+            # the vectors, to `pmem reindex` (as `pmem import --no-embed` does)
+            out = index_for_search(p, embed=opts.embed, memories=False, forms=opts.embed)
             summary.update(indexed=out, indexed_messages=out["indexed_messages"], embedded_messages=out["messages"],
-                           messages_without_vectors=out["messages_without_vectors"], vectors=out["vectors"])  # fmt: skip
+                           messages_without_vectors=out["messages_without_vectors"], vectors=out["vectors"],
+                           messages_without_forms=out.get("messages_without_forms", 0))  # fmt: skip
             summary["index_seconds"] = round(time.monotonic() - t1, 3)
         status = "failed" if summary["files"]["failed"] else "complete"
         summary["status"] = status
