@@ -203,7 +203,8 @@ class ResolvedExperience:
     extractor: str
     prompt_version: str
     concepts: dict[str, FoundConcept] = field(default_factory=dict)  # concept id -> how it was found
-    new_concepts: dict[str, Concept] = field(default_factory=dict)  # concept id -> a new concept
+    # concept id -> the concept, stored or new: a missing one is created (id derived from its name)
+    new_concepts: dict[str, Concept] = field(default_factory=dict)
     aliases: dict[str, list[str]] = field(default_factory=dict)  # concept id -> names to add
     keys: dict[str, list[str]] = field(default_factory=dict)  # concept id -> lookup keys to add
     links: dict[str, tuple[str, str, str, bool, tuple[str, ...]]] = field(default_factory=dict)

@@ -52,6 +52,7 @@ _log = logging.getLogger("pmem.concepts")
 
 ENV = "PMEM_CONCEPTS_LLM"  # the extractor of the backfill's concept stage (default: offline)
 RESULT_VERSION = 1
+CHUNK = 50  # records resolved, then stored in one transaction
 
 
 # ---------------------------------------------------------------- matching names to concepts
@@ -189,7 +190,9 @@ def resolve(exp: ExperienceInput, extraction: Extraction, resolver: Resolver, *,
         if c is None:
             cid = concept_id(f.surface)
             c = out.new_concepts.get(cid) or Concept(cid, f.surface, (), language_of(f.surface), f.kind, exp.memory_id)
-            out.new_concepts[cid] = c
+        # every concept the record shows is made sure of (a stored one may have gone since the
+        # resolver read it: its last experience taken back earlier in this run)
+        out.new_concepts[c.id] = c
         if c.id not in out.concepts or (out.concepts[c.id].source_key is None and f.source_key):
             out.concepts[c.id] = f
         by_surface[norm(f.surface)] = c.id
@@ -271,8 +274,9 @@ def extract_concepts(
     if not todo:
         return counts
     resolver = Resolver(store, embedder)
-    for chunk_start in range(0, len(todo), 200):
-        for exp in store.inputs(todo[chunk_start : chunk_start + 200]):
+    for chunk_start in range(0, len(todo), CHUNK):
+        batch: list[ResolvedExperience] = []
+        for exp in store.inputs(todo[chunk_start : chunk_start + CHUNK]):
             path = result_path(runs_dir, exp.memory_id)
             ex = _read_result(path, exp, extractor)
             if ex is None:
@@ -282,16 +286,17 @@ def extract_concepts(
             else:
                 counts["results_reused"] += 1
             resolved = resolve(exp, ex, resolver, extractor=extractor.model, prompt_version=extractor.prompt_version)
-            n = store.apply(resolved, run_id=run_id)
-            for k in ("concepts_added", "links_strengthened", "links_withdrawn"):
-                counts[k] += n[k]
-            for c in resolved.new_concepts.values():
+            for c in resolved.new_concepts.values():  # the next record of the chunk finds them
                 f = resolved.concepts.get(c.id)
                 resolver.add(c, [norm(c.name), *([norm(f.reading)] if f and f.reading else [])])
-            _embed_new(store, resolver, list(resolved.new_concepts.values()))
-            counts["experiences_read"] += 1
-            if progress is not None:
-                progress(1)
+            batch.append(resolved)
+        n = store.apply_many(batch, run_id=run_id)  # one transaction per chunk
+        for k in ("concepts_added", "links_strengthened", "links_withdrawn"):
+            counts[k] += n[k]
+        _embed_new(store, resolver, [c for r in batch for c in r.new_concepts.values()])
+        counts["experiences_read"] += len(batch)
+        if progress is not None:
+            progress(len(batch))
     _log.info("concepts: %d experiences read (%d reused), %d concepts added, %d links strengthened",
               counts["experiences_read"], counts["results_reused"], counts["concepts_added"],
               counts["links_strengthened"])  # fmt: skip

@@ -343,6 +343,18 @@ class ConceptStore:
             conn.execute(_LOCK)
             return self._apply(conn, exp, run_id)
 
+    def apply_many(self, exps: Sequence[ResolvedExperience], *, run_id: str | None = None) -> dict[str, int]:
+        """``apply`` for several experiences, in order, in one transaction (the stage's chunks)."""
+        total = {"concepts_added": 0, "links_strengthened": 0, "links_withdrawn": 0}
+        if not exps:
+            return total
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute(_LOCK)
+            for exp in exps:
+                for k, v in self._apply(conn, exp, run_id).items():
+                    total[k] += v
+        return total
+
     def withdraw(self, memory_id: str, *, run_id: str | None = None) -> dict[str, int]:
         """Take an experience back (its memory was deleted, merged away or no longer exists):
         its links lose it as a supporter and are recomputed (removed when none remain), its
