@@ -331,8 +331,18 @@ def _embed_new(store: ConceptStore, resolver: Resolver, concepts: list[Concept])
 
 def backfill_stage(db: Database, runs_dir: Path, *, run_id: str | None, embed: bool) -> dict[str, Any]:
     """The backfill's call after its commit and index steps: never fails the run (derived data;
-    reported in the counts, `pmem concepts rebuild` catches up)."""
+    reported in the counts, `pmem concepts rebuild` catches up). A vendor model
+    (``PMEM_CONCEPTS_LLM``) is used only under the owner's remembered consent (scope
+    ``concepts``); without it nothing is sent and the counts say ``ConsentRequired``."""
     try:
+        spec = os.environ.get(ENV)
+        if spec and spec.strip().lower() not in ("offline", "extractive"):
+            from core.settings import get_settings
+            from flows.consent import drafting_target, require
+
+            target = drafting_target(spec, "concepts")
+            if target is not None:  # the memories would leave the machine: only under consent
+                require(get_settings(), target)
         embedder = None
         if embed:
             from providers.embeddings import embedder_from_env, is_local_spec

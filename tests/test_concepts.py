@@ -217,3 +217,19 @@ def test_seed_example_through_a_model(db, store, tmp_path: Path) -> None:
     extract_concepts(db, tmp_path, extractor=ext)
     extract_concepts(db, tmp_path, extractor=ext, rebuild=True)
     assert fake.calls == calls and link_table(cs, ids) == table
+
+
+def test_a_vendor_model_in_the_backfill_needs_consent(db, store, pmem_env: dict[str, str], tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """PMEM_CONCEPTS_LLM naming a vendor model without the owner's consent: nothing is read or
+    sent, the backfill's counts say why (and the run goes on)."""
+    from flows.concepts import backfill_stage
+    from store.concepts import ConceptStore
+
+    seed(store)
+    monkeypatch.setenv("PMEM_CONCEPTS_LLM", "openai:gpt-test")
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-used")
+    assert backfill_stage(db, tmp_path, run_id=None, embed=False) == {"error": "ConsentRequired"}
+    assert ConceptStore(db).counts()["experiences"] == 0
+    monkeypatch.setenv("PMEM_CONCEPTS_LLM", "offline")
+    assert backfill_stage(db, tmp_path, run_id=None, embed=False)["experiences_read"] == 3
