@@ -1,4 +1,5 @@
-"""`pmem forget`: irreversible erasure of a secret, a memory or a conversation (issue 10, point 3).
+"""`pmem forget`: irreversible erasure of a secret, a memory, a conversation (issue 10, point 3) or
+another speaker of a chat history (`--speaker NAME`, issue 17).
 
 Distinct from `delete` (a status and a tombstone, reversible by `restore`): what forget erases
 is gone from every registered store (store/derived.py) and every file under runs/.
@@ -61,11 +62,13 @@ def forget(
     secret_file: Annotated[str | None, typer.Option("--secret-file", help="Read the string to erase from this file ('-': stdin); one trailing newline is dropped.")] = None,
     memory: Annotated[str | None, typer.Option("--memory", help="Erase this memory with its revisions, evidence and index rows.")] = None,
     conversation: Annotated[str | None, typer.Option("--conversation", help="Erase everything derived from this conversation (its key, see `pmem ledger list`).")] = None,
+    speaker: Annotated[str | None, typer.Option("--speaker", metavar="NAME", help="Erase another speaker's messages in your chat histories (LINE, Telegram, JSONL logs), the name as `pmem ledger show` lists it: from everything derived and from the ledger (implied --from-ledger); their messages in later imports arrive erased.")] = None,
     from_ledger: Annotated[bool, typer.Option("--from-ledger", help="Erase it from the source ledger too; a re-import of the same export does not bring it back.")] = False,
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="End with one JSON object (ids and counts, never the text).")] = False,
 ) -> None:
-    """Irreversibly erase a secret string, a memory or a whole conversation from everything
+    """Irreversibly erase a secret string, a memory, a whole conversation or another speaker's
+    messages (--speaker) from everything
     derived: memories, every revision (the chain records that a redaction happened, when and of
     which fields), evidence, search and vector indexes, runs/ files, review files, proposals,
     idempotency responses; the touched tables are rewritten (VACUUM FULL) and a checkpoint taken.
@@ -83,15 +86,18 @@ def forget(
         load_key,
         remaining_of_conversation,
         remaining_of_memory,
+        remaining_of_speaker,
     )
 
     text = _read_secret(secret, secret_file)
-    targets = [t for t in (text, memory, conversation) if t is not None]
+    targets = [t for t in (text, memory, conversation, speaker) if t is not None]
     if len(targets) != 1:
-        raise ConfigError("say what to forget: exactly one of --secret / --secret-file, --memory, --conversation")
+        raise ConfigError("say what to forget: exactly one of --secret / --secret-file, --memory, --conversation, --speaker")
     if not yes and secret_file == "-":
         raise ConfigError("the secret came from stdin, so the confirmation cannot be asked there",
                           hint="add --yes (after checking what you piped in)")  # fmt: skip
+    if speaker is not None:
+        from_ledger = True  # another person's words are not the owner's record to keep
     scrubber = Scrubber(text) if text is not None else None
     cfg = settings()
     db = Database.open(cfg)
@@ -105,6 +111,10 @@ def forget(
             plan = fg.memory_plan(memory)
             question = (f"erase memory {memory} from {where}: " + ("already erased; check its files again" if plan["already_erased"]
                         else f"{plan['revisions']} revisions, {plan['evidence']} evidence rows"))  # fmt: skip
+        elif speaker is not None:
+            plan = fg.speaker_plan(speaker)
+            question = (f"erase a speaker's messages from {where}: {plan['messages']} messages in "
+                        f"{plan['conversations']} conversations")  # fmt: skip
         else:
             assert conversation is not None
             plan = fg.conversation_plan(conversation)
@@ -118,6 +128,8 @@ def forget(
             er = fg.forget_secret(scrubber.secret, from_ledger=from_ledger)
         elif memory is not None:
             er = fg.forget_memory(memory, from_ledger=from_ledger)
+        elif speaker is not None:
+            er = fg.forget_speaker(speaker, from_ledger=from_ledger)
         else:
             assert conversation is not None
             er = fg.forget_conversation(conversation, from_ledger=from_ledger)
@@ -127,27 +139,30 @@ def forget(
             return scrubber is not None and (scrubber.hits(s) or scrubber.hits(html.unescape(s)))
 
         erased = set(er.memories_erased)
+        speaker_keys = frozenset(er.messages)
         batch_folders = frozenset(b.replace(":", "-") for b in er.batches)
 
         def drop(folder: str, draft: dict[str, Any], commit: dict[str, Any]) -> bool:
             d = draft.get("draft", {})
             if commit.get("memory_id") in erased or d.get("target_memory_id") in erased:
                 return True
+            keys = [e.get("message_key", "") for e in (*draft.get("evidence", []), *d.get("evidence", []))]
+            if speaker_keys:
+                return any(k in speaker_keys for k in keys)
             if conversation is None:
                 return False
-            keys = [e.get("message_key", "") for e in (*draft.get("evidence", []), *d.get("evidence", []))]
             if any(k.rsplit(":", 1)[0] == conversation for k in keys) or conversation in d.get("source_conversation_keys", []):
                 return True
             return folder in batch_folders and not keys
 
         files = scrub_run_files(
             cfg.runs_dir, scrub=scrubber.value if scrubber else None, text_hit=hit if scrubber else None,
-            drop_draft=drop if (erased or conversation) else None, drop_chunks=batch_folders,
+            drop_draft=drop if (erased or conversation or speaker_keys) else None, drop_chunks=batch_folders,
             hash_map=er.hash_map,
         )  # fmt: skip
         # runs/<run>/months/*.json: month drafts that cite an erased memory or conversation go
         # (the secret case is covered above: a file the secret is found in is deleted)
-        needles = [*erased, *([conversation] if conversation else [])]
+        needles = [*erased, *([conversation] if conversation else []), *speaker_keys]
         for path in sorted(cfg.runs_dir.glob("*/months/*.json")) if needles else []:
             if any(n in path.read_text(encoding="utf-8", errors="replace") for n in needles):
                 path.unlink()
@@ -173,6 +188,9 @@ def forget(
             remaining_files = _files_holding(cfg.data_dir, hit)
         elif memory is not None:
             remaining, ledger_kept, remaining_files = remaining_of_memory(db, memory), {}, []
+        elif speaker is not None:
+            remaining = remaining_of_speaker(db, er.messages, ledger=from_ledger)
+            ledger_kept, remaining_files = {}, []
         else:
             assert conversation is not None
             remaining = remaining_of_conversation(db, conversation, ledger=from_ledger)

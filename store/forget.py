@@ -12,6 +12,14 @@ holds text (the list is ``store.derived``), irreversibly.
   from re-creating it.
 - ``forget_conversation``: every memory resting on it is erased as above, its messages leave
   the raw-message index and it is never drafted or indexed again.
+- ``forget_speaker``: another speaker of a chat history (channel ``other``, or their stickers and
+  photos: ``machinery`` under their name) by name, compared after NFKC and case folding as the
+  importers compare ``PMEM_ME``: their messages leave the raw-message index and its vectors,
+  every memory citing one of them is erased, and summaries citing them go. With
+  ``from_ledger`` (what `pmem forget --speaker` always asks: another person's words are not the
+  owner's record to keep) their messages keep their place but not their text or name, and the
+  speaker is remembered (a keyed HMAC of ``speaker:<name>``, kind ``message``) so that their
+  messages in a later import arrive erased too.
 
 With ``from_ledger`` the ledger is erased too, and what was erased is remembered as a keyed
 HMAC (the key is ``<data dir>/erasure.key``, 0600, never in the database) so that importing the
@@ -29,6 +37,7 @@ import json
 import os
 import re
 import secrets as _random
+import unicodedata
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -42,7 +51,7 @@ from psycopg.types.json import Jsonb
 
 from core.errors import ConfigError, MemoryNotFound, StoreError
 from core.hashing import bytes_text, content_hash, evidence_hash, tagged_hash, text_bytes
-from core.models import Conversation
+from core.models import Channel, Conversation
 from core.secrets import redaction_marker
 from core.textsearch import index_tokens_long
 from store.concepts import ConceptStore
@@ -57,6 +66,11 @@ _WINDOW = 8  # SQL prefilter: a row is read when it holds any 8-character window
 _PIECE = re.compile(r"[A-Za-z0-9+/=_\-.~]{8,}")
 _ASCII_WORD = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9]")
 _OTHER_START = re.compile(r"[^A-Za-z0-9]")
+
+SPEAKER_DOMAIN = "speaker:"  # HMAC domain of a speaker erased from the ledger (kind 'message')
+# roles that name a part of the conversation, not a speaker (never matched by --speaker)
+_NOT_SPEAKERS = frozenset({"user", "assistant", "system", "tool", "unknown", MARKER})
+_SPEAKER_CHANNELS = ("other", "machinery")
 
 # tables whose rows forget rewrites by their own rules (not the generic column rewrite)
 _SPECIAL = {"memories", "memory_revisions", "evidence", "message_search", "source_messages"}
@@ -237,6 +251,13 @@ class ErasedIndex:
         out.append(text[cursor:])
         return "".join(out)
 
+    def speaker_erased(self, channel: Channel, role: str) -> bool:
+        """Whether a message of this channel and role is a speaker's that `pmem forget --speaker
+        --from-ledger` erased."""
+        if channel.value not in _SPEAKER_CHANNELS or role in _NOT_SPEAKERS or not self.messages:
+            return False
+        return keyed_hash(self.key, SPEAKER_DOMAIN + speaker_name(role)) in self.messages
+
     def apply(self, conn: Connection, conv: Conversation) -> Conversation | None:
         """The conversation as the ledger may take it: None when it was erased; erased messages
         keep their stored (redacted) body; new messages and the title lose any erased secret."""
@@ -255,6 +276,9 @@ class ErasedIndex:
             if m.key in erased:
                 stored = existing.get(m.key)
                 text = bytes_text(stored) if stored is not None else MARKER
+            elif m.key not in existing and self.speaker_erased(m.channel, m.role):
+                messages.append(m.model_copy(update={"text": MARKER, "role": MARKER}))
+                continue
             elif m.key not in existing:
                 text = self.redact_text(m.text)
             else:
@@ -326,6 +350,7 @@ class Erasure:
     conversations: list[str] = field(default_factory=list)
     hash_map: dict[str, str] = field(default_factory=dict)  # old conversation hash -> new
     batches: list[str] = field(default_factory=list)  # batches whose files hold the conversation
+    messages: list[str] = field(default_factory=list)  # message keys of an erased speaker
 
     def add(self, name: str, n: int = 1) -> None:
         if n:
@@ -516,6 +541,68 @@ class Forgetter:
                     "INSERT INTO forgotten_conversations (conversation_key) VALUES (%s) ON CONFLICT DO NOTHING",
                     (conversation_key,),
                 )
+            self._audit(conn, er)
+        return er
+
+    def speaker_roles(self, conn: Connection, name: str) -> list[str]:
+        """The stored roles (as written in the exports) that name this speaker."""
+        wanted = speaker_name(name)
+        rows = conn.execute(
+            "SELECT DISTINCT role FROM source_messages WHERE channel = ANY(%s)", (list(_SPEAKER_CHANNELS),)
+        ).fetchall()
+        return sorted(r for (r,) in rows if r not in _NOT_SPEAKERS and speaker_name(r) == wanted)
+
+    def speaker_plan(self, name: str) -> dict[str, Any]:
+        """How many messages and conversations hold this speaker's words (ids and counts)."""
+        if not speaker_name(name) or speaker_name(name) in _NOT_SPEAKERS:
+            raise ConfigError(f"{name!r} is not a speaker's name", hint="give the name as `pmem ledger show` lists it")
+        with self.db.connection() as conn:
+            roles = self.speaker_roles(conn, name)
+            row = conn.execute(
+                """SELECT count(*), count(DISTINCT conversation_key) FROM source_messages
+                   WHERE channel = ANY(%s) AND role = ANY(%s)""",
+                (list(_SPEAKER_CHANNELS), roles),
+            ).fetchone()
+            forgotten = self._erased_hmac(conn, SPEAKER_DOMAIN + speaker_name(name))
+        n_msg, n_conv = (row or (0, 0))
+        if not n_msg and not forgotten:
+            raise StoreError("no other speaker by that name in the ledger",
+                             hint="`pmem ledger show KEY` lists each message's speaker (its role)")  # fmt: skip
+        return {"messages": n_msg, "conversations": n_conv, "already_forgotten": forgotten}
+
+    def forget_speaker(self, name: str, *, from_ledger: bool = False) -> Erasure:
+        """Erase another speaker's messages (see the module docstring)."""
+        er = self._new("speaker", from_ledger)
+        with self.db.connection() as conn, conn.transaction():
+            roles = self.speaker_roles(conn, name)
+            rows = conn.execute(
+                """SELECT message_key, conversation_key FROM source_messages
+                   WHERE channel = ANY(%s) AND role = ANY(%s) ORDER BY message_key FOR UPDATE""",
+                (list(_SPEAKER_CHANNELS), roles),
+            ).fetchall()
+            keys = [k for k, _ in rows]
+            er.messages = keys
+            cited = [r[0] for r in conn.execute(
+                "SELECT DISTINCT memory_id FROM evidence WHERE source_key = ANY(%s) ORDER BY 1", (keys,)
+            )]  # fmt: skip
+            for mid in cited:
+                self._erase_memory(conn, mid, er)
+            er.memories_erased = cited
+            self._drop_summaries(conn, er, message_keys=keys)
+            er.add("message_index_rows", conn.execute(
+                "DELETE FROM message_search WHERE message_key = ANY(%s)", (keys,)
+            ).rowcount)  # fmt: skip
+            conn.execute("DELETE FROM message_search_pending WHERE message_key = ANY(%s)", (keys,))
+            er.tables |= {"message_search", "message_search_pending", *_vector_tables("message_key")}
+            if from_ledger:
+                for key in keys:
+                    self._set_body(conn, key, MARKER)
+                conn.execute("UPDATE source_messages SET role = %s WHERE message_key = ANY(%s)", (MARKER, keys))
+                er.add("ledger_messages", len(keys))
+                for conv in sorted({c for _, c in rows}):
+                    self._rehash_conversation(conn, conv, er)
+                er.tables |= {"source_messages", "source_conversations"}
+                self._remember(conn, "message", SPEAKER_DOMAIN + speaker_name(name))
             self._audit(conn, er)
         return er
 
@@ -954,6 +1041,32 @@ def remaining_of_conversation(db: Database, conversation_key: str, *, ledger: bo
     with db.connection() as conn:
         for name, q in queries.items():
             n = conn.execute(q, (conversation_key,)).fetchone()[0]  # type: ignore[index]
+            if n:
+                out[name] = n
+    return out
+
+
+def speaker_name(name: str) -> str:
+    """A speaker's name as names are compared (NFKC, case-folded, trimmed): the same rule as
+    ``importers._people.norm_name`` (the store may not import the importers)."""
+    return unicodedata.normalize("NFKC", name).casefold().strip()
+
+
+def remaining_of_speaker(db: Database, keys: list[str], *, ledger: bool) -> dict[str, int]:
+    """Rows that still hold an erased speaker's messages (by key; ids and counts only)."""
+    out: dict[str, int] = {}
+    queries: dict[str, tuple[str, tuple[Any, ...]]] = {
+        "message_search": ("SELECT count(*) FROM message_search WHERE message_key = ANY(%s)", (keys,)),
+        "evidence": ("SELECT count(*) FROM evidence WHERE source_key = ANY(%s)", (keys,)),
+    }
+    if ledger:
+        queries["source_messages"] = (
+            "SELECT count(*) FROM source_messages WHERE message_key = ANY(%s) AND (body <> %s OR role <> %s)",
+            (keys, text_bytes(MARKER), MARKER),
+        )
+    with db.connection() as conn:
+        for name, (q, params) in queries.items():
+            n = conn.execute(q, params).fetchone()[0]  # type: ignore[index]
             if n:
                 out[name] = n
     return out

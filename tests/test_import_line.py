@@ -121,7 +121,7 @@ def test_date_and_time_shapes() -> None:
     assert parse_time("25:99") is None
 
 
-def test_import_and_ledger_show(pmem_env, db, tmp_path: Path) -> None:
+def test_import_ledger_show_and_forget_speaker(pmem_env, db, tmp_path: Path) -> None:
     chats = tmp_path / "line"
     chats.mkdir()
     shutil.copy(PHONE, chats / PHONE.name)
@@ -143,3 +143,39 @@ def test_import_and_ledger_show(pmem_env, db, tmp_path: Path) -> None:
     assert messages[1]["text"] == '10時からだよ\nスライドはまだ半分\n\n"がんばる"って言っておく'
     text = runner.invoke(app, ["ledger", "show", key])
     assert "[other] 花子" in text.stdout and "[person] user" in text.stdout
+    with db.connection() as conn:
+        before = conn.execute("SELECT count(*) FROM message_search WHERE role = '花子'").fetchone()[0]
+    assert before == 3  # another speaker's words are searchable (stickers are not indexed)
+
+    # pmem forget --speaker: their words and name leave the index and the ledger
+    gone = runner.invoke(app, ["forget", "--speaker", "三郎", "--yes", "--json"])  # no such speaker
+    assert gone.exit_code == 1 and "no other speaker by that name" in gone.stderr
+    result = runner.invoke(app, ["forget", "--speaker", " 花子 ", "--yes", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["target"] == "speaker" and out["from_ledger"] is True and out["remaining"] == {}
+    assert out["counts"]["ledger_messages"] == 4 and "花子" not in result.stdout  # ids and counts only
+    with db.connection() as conn:
+        rows = conn.execute(
+            """SELECT role, channel, convert_from(body, 'UTF8') FROM source_messages
+               WHERE conversation_key LIKE %s ORDER BY conversation_key, position""",
+            (key.rsplit(":", 1)[0] + ":%",)).fetchall()  # fmt: skip
+        indexed = conn.execute(
+            "SELECT count(*) FROM message_search WHERE role NOT IN ('user', 'Hanako', 'Notice Bot', 'Jiro')"
+        ).fetchone()[0]
+    theirs = [(role, text) for role, ch, text in rows if ch == "other" or (ch == "machinery" and role != "system")
+              and role != "user"]  # fmt: skip
+    assert theirs == [("[REDACTED:forgotten]", "[REDACTED:forgotten]")] * 4
+    assert [(role, text) for role, ch, text in rows if ch == "person"][0] == (
+        "user", '10時からだよ\nスライドはまだ半分\n\n"がんばる"って言っておく')  # the person's words stay  # fmt: skip
+    assert indexed == 0
+    # the same export again changes nothing; a later export's new message of theirs arrives erased
+    again = runner.invoke(app, ["import", str(chats), "--me", "太郎,Taro", "--no-embed", "--json"])
+    assert json.loads(again.stdout.strip().splitlines()[-1])["conversations"]["changed"] == 0
+    later = tmp_path / "later.txt"
+    later.write_text("[LINE] 花子とのトーク履歴\n\n2026/04/01(水)\n9:00\t花子\tまた会おうね\n", encoding="utf-8")
+    assert runner.invoke(app, ["import", str(later), "--me", "太郎", "--no-embed"]).exit_code == 0
+    with db.connection() as conn:
+        texts = [bytes(b).decode() for (b,) in conn.execute(
+            "SELECT body FROM source_messages WHERE conversation_key LIKE 'line:%%:2026-04-01'")]  # fmt: skip
+    assert texts == ["[REDACTED:forgotten]"]
