@@ -57,8 +57,8 @@ eval: ## recall, search and drafting on ../shared/eval/: R@5, MRR per kind, time
 demo: ## run the whole pipeline offline on the bundled sample export, then search it
 	$(PMEM) demo
 
-backfill: ## import + draft + commit: make backfill EXPORT=path [SOURCE=chatgpt] [DRY_RUN=1] [LLM=provider:model] [MAX_COST=usd] [PRICE=in/out] [MAX_WAIT=s] [PENDING=1] [REDRAFT="key …"|all] [EXCLUDE="title:*病院*"] [JSON=1]
-	$(PMEM) backfill $(if $(SOURCE),--source $(SOURCE)) $(if $(EXPORT),--export "$(EXPORT)") $(if $(PENDING),--pending) $(if $(DRY_RUN),--dry-run) $(if $(LLM),--llm $(LLM)) $(if $(MAX_COST),--max-cost $(MAX_COST)) $(if $(PRICE),--price $(PRICE)) $(if $(MAX_WAIT),--max-wait $(MAX_WAIT)) $(if $(REDRAFT),--redraft $(filter-out all,$(REDRAFT))) $(if $(NO_EMBED),--no-embed) $(foreach rule,$(EXCLUDE),--exclude '$(rule)') $(if $(JSON),--json)
+backfill: ## import + draft + commit: make backfill EXPORT=path [SOURCE=chatgpt] [DRY_RUN=1] [LLM=provider:model] [MAX_COST=usd] [PRICE=in/out] [MAX_WAIT=s] [PENDING=1] [REDRAFT="key …"|all] [EXCLUDE="title:*病院*"] [ME="太郎,Taro"] [INCLUDE_OTHERS=1] [JSON=1]
+	$(PMEM) backfill $(if $(SOURCE),--source $(SOURCE)) $(if $(EXPORT),--export "$(EXPORT)") $(if $(PENDING),--pending) $(if $(DRY_RUN),--dry-run) $(if $(LLM),--llm $(LLM)) $(if $(MAX_COST),--max-cost $(MAX_COST)) $(if $(PRICE),--price $(PRICE)) $(if $(MAX_WAIT),--max-wait $(MAX_WAIT)) $(if $(REDRAFT),--redraft $(filter-out all,$(REDRAFT))) $(if $(NO_EMBED),--no-embed) $(foreach rule,$(EXCLUDE),--exclude '$(rule)') $(if $(ME),--me "$(ME)") $(if $(INCLUDE_OTHERS),--include-others) $(if $(JSON),--json)
 
 review: ## a dry run's drafts as diffs: make review RUN=id (writes runs/<id>/review.md and .html)
 	$(PMEM) review $(RUN)

@@ -162,14 +162,15 @@ def _interactive() -> bool:
 
 
 def _consent(source: str, export: str | None, llm: str | None, rules: list[str], yes: bool,
-             est: dict[str, Any] | None) -> None:  # fmt: skip
+             est: dict[str, Any] | None, include_others: bool = False) -> None:  # fmt: skip
     """Before text leaves the machine: show what would be sent to each remote model that has no
     remembered consent for this data dir and scope, and ask (or take --yes). Without a terminal
     and without --yes: refuse (ConsentRequired, exit 77). Nothing has been sent at this point."""
     from flows import consent as cs
 
     cfg = settings()
-    targets = [t for t in (cs.drafting_target(llm or cfg.llm, source), cs.embedding_target()) if t is not None]
+    scope = cs.drafting_scope(source, include_others)
+    targets = [t for t in (cs.drafting_target(llm or cfg.llm, scope), cs.embedding_target()) if t is not None]
     for target in targets:
         if target.kind == "drafting" and cs.find(cfg, target) is None:
             est = est or _estimate(source, export, llm)
@@ -355,6 +356,9 @@ def resume_commands(a: dict[str, Any]) -> tuple[str, str]:
     if a["no_embed"]:
         cli.append("--no-embed")
         mk.append("NO_EMBED=1")
+    if a.get("include_others"):
+        cli.append("--include-others")
+        mk.append("INCLUDE_OTHERS=1")
     for rule in a["exclude"]:
         cli += ["--exclude", q(rule)]
     if a["exclude"]:
@@ -435,6 +439,7 @@ def backfill(
         "(the monthly re-import too)."))] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Consent to sending to the remote model without being asked (remembered for this data dir).")] = False,
     me: Annotated[str | None, typer.Option("--me", metavar="NAMES", help="Your names in a chat history or log, comma-separated (default PMEM_ME); other speakers are kept as `other`.")] = None,
+    include_others: Annotated[bool, typer.Option("--include-others", help="Also give other speakers' messages of your chat histories (LINE, Telegram, JSONL logs) to the drafter; a remote model needs its own consent for them. Default: only your words and the assistant's.")] = False,
 ) -> None:
     """Import an export, draft case records of its new and changed conversations and commit
     them. A run is its export: the same command (source, export content or --pending, model,
@@ -457,6 +462,7 @@ def backfill(
     try:
         args = _backfill_args(keys, source, export, pending, dry_run, llm, max_cost, price, max_wait,
                               redraft, no_embed, exclude)  # fmt: skip
+        args["include_others"] = include_others
         _backfill(args, as_json=as_json, estimate=estimate, yes=yes)
     except (RateLimitStop, CostLimitStop) as err:
         summary = _stopped_summary(err)
@@ -540,15 +546,16 @@ def _backfill(a: dict[str, Any], *, as_json: bool, estimate: bool, yes: bool) ->
     rules = parse_rules(a["exclude"])
     set_excludes(rules)  # process-local: private text never becomes a Prefect parameter
     set_run_options(RunOptions(pending=a["export"] is None, max_cost=a["max_cost"], price=a["parsed_price"],
-                               redraft=tuple(a["redraft"]) if a["redraft"] is not None else None))  # fmt: skip
+                               redraft=tuple(a["redraft"]) if a["redraft"] is not None else None,
+                               include_others=a.get("include_others", False)))  # fmt: skip
     source, export, llm = a["source"], a["export"], a["llm"]
     est: dict[str, Any] | None = None
     if estimate:
         est = _estimate(source, export, llm)
         err_console.print(escape(estimate_words(est)), highlight=False)
-        from flows.consent import drafting_target, preview_lines
+        from flows.consent import drafting_scope, drafting_target, preview_lines
 
-        target = drafting_target(est["model"], source)
+        target = drafting_target(est["model"], drafting_scope(source, a.get("include_others", False)))
         if target is not None:
             for line in preview_lines(est, target, est["exclude_rules"]):
                 err_console.print(escape(tty(line)))
@@ -557,7 +564,7 @@ def _backfill(a: dict[str, Any], *, as_json: bool, estimate: bool, yes: bool) ->
         if as_json:
             print_json(est)
         return
-    _consent(source, export, llm, [r.text for r in rules], yes, est)
+    _consent(source, export, llm, [r.text for r in rules], yes, est, a.get("include_others", False))
     resume, make = resume_commands(a)
 
     def said(kind: str, data: dict[str, Any]) -> None:

@@ -67,6 +67,9 @@ class Conversation(BaseModel):
     messages: list[Message]
     provenance: Provenance
     unknown_types: dict[str, int] = Field(default_factory=dict)
+    # other speakers' messages (channel OTHER) go to the drafter only when the owner asks
+    # (`pmem backfill --include-others`); never stored, never part of the content hash
+    include_others: bool = Field(default=False, exclude=True)
 
     @property
     def active_messages(self) -> list[Message]:
@@ -74,6 +77,9 @@ class Conversation(BaseModel):
 
     @property
     def drafting_messages(self) -> list[Message]:
+        if self.include_others:
+            return [m for m in self.active_messages if m.for_drafting or (
+                m.channel is Channel.OTHER and m.on_active_path and m.text.strip())]  # fmt: skip
         return [m for m in self.active_messages if m.for_drafting]
 
     @property

@@ -27,8 +27,19 @@ from state.consent import (
     embedding_target,
 )
 
-__all__ = ["EMBEDDING_SCOPE", "Target", "drafting_target", "embedding_allowed", "embedding_target",
-           "find", "grant", "preview_lines", "preview_of", "require", "store"]  # fmt: skip
+__all__ = ["EMBEDDING_SCOPE", "OTHERS_SUFFIX", "Target", "drafting_scope", "drafting_target",
+           "embedding_allowed", "embedding_target", "find", "grant", "preview_lines", "preview_of",
+           "require", "store"]  # fmt: skip
+
+#: a drafting consent that covers other speakers' messages (`--include-others`) has its own scope
+#: (``line+others``): a consent given without them never covers a run that sends them
+OTHERS_SUFFIX = "+others"
+
+
+def drafting_scope(source: str, include_others: bool) -> str:
+    """The consent scope of drafting ``source``: the source, or ``<source>+others`` when other
+    speakers' messages (chat histories, issue 17) are sent too."""
+    return source + OTHERS_SUFFIX if include_others else source
 
 
 def store(settings: Settings) -> ConsentStore:
@@ -75,6 +86,8 @@ def preview_lines(est: dict[str, Any], target: Target, excludes: list[str]) -> l
         f"excluded: {est['excluded']:,} conversations"
         + (f" by {', '.join(excludes)}" if excludes else " (no --exclude rules)"),
     ]
+    if est.get("include_others"):
+        lines.append("including other speakers' messages from your chat histories (--include-others)")
     if est.get("already_drafted"):
         lines.append(f"already drafted earlier (not sent again): {est['already_drafted']:,} conversations")
     return lines

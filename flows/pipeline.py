@@ -174,9 +174,16 @@ class RunOptions:
     redraft: tuple[str, ...] | None = None  # --redraft: these keys again (empty: the export's)
     max_cost: float | None = None  # --max-cost USD, over every resume of the run
     price: Price | None = None  # --price IN/OUT: USD per million tokens, for an unlisted model
+    include_others: bool = False  # --include-others: other speakers' messages go to the drafter
 
 
 _options: list[RunOptions] = [RunOptions()]
+
+
+def drafted(p: Pipeline, conv: Conversation) -> Conversation:
+    """``conv`` as the drafter sees it: other speakers' messages of a chat history (channel
+    ``other``) only with ``--include-others`` (the consent scope says so too)."""
+    return conv.model_copy(update={"include_others": True}) if p.options.include_others else conv
 
 
 def set_run_options(options: RunOptions | None) -> None:
@@ -428,7 +435,7 @@ def apply_consent(p: Pipeline, source: str, *, required: bool = True) -> None:
     run's rules are remembered with it (they only ever narrow what is sent)."""
     from flows import consent as cs
 
-    target = cs.drafting_target(p.drafter.model, source)
+    target = cs.drafting_target(p.drafter.model, cs.drafting_scope(source, p.options.include_others))
     if target is None:
         return
     consent = cs.require(p.settings, target) if required else cs.find(p.settings, target)
@@ -510,7 +517,7 @@ def _scan_export(p: Pipeline, source: str, export_path: str) -> tuple[list[_Cand
             stats["conversations"] += 1
             if keep:
                 stats["kept"] += 1
-                texts = [m.text for m in conv.drafting_messages]
+                texts = [m.text for m in drafted(p, conv).drafting_messages]
                 out.append(_Candidate(key, chash, sum(len(t) for t in texts), sum(estimate_tokens(t) for t in texts),
                                       conv.title, conv.created_at or conv.updated_at))  # fmt: skip
         chunk.clear()
@@ -527,9 +534,10 @@ def _scan_export(p: Pipeline, source: str, export_path: str) -> tuple[list[_Cand
 def _ledger_candidates(p: Pipeline, source: str) -> list[_Candidate]:
     out = []
     for c in p.ledger.kept_conversations(source, RULE_VERSION):
-        conv = p.ledger.load(c["conversation_key"])
+        conv = drafted(p, p.ledger.load(c["conversation_key"]))
         texts = [m.text for m in conv.drafting_messages]
-        out.append(_Candidate(c["conversation_key"], c["content_hash"], c["drafting_chars"],
+        chars = sum(len(t) for t in texts) if p.options.include_others else c["drafting_chars"]
+        out.append(_Candidate(c["conversation_key"], c["content_hash"], chars,
                               sum(estimate_tokens(t) for t in texts), c["title"],
                               c["created_at"] or c["updated_at"]))  # fmt: skip
     return out
@@ -572,6 +580,7 @@ def estimate_run(p: Pipeline, source: str, export_path: str | None) -> dict[str,
     return {
         "estimate": True, "model": model, "conversations": stats["conversations"], "kept": stats["kept"],
         **out, "already_drafted": already, "excluded": len(p.excluded),
+        "include_others": p.options.include_others,
         "excluded_by_rule": _count_rules(p.excluded), "exclude_rules": [r.text for r in p.excludes],
     }  # fmt: skip
 
@@ -625,7 +634,7 @@ def planned_estimate(p: Pipeline, source: str, batch_ids: list[str]) -> dict[str
             continue
         group = []
         for m in row["members"]:
-            conv = p.ledger.load(m["conversation_key"])
+            conv = drafted(p, p.ledger.load(m["conversation_key"]))
             texts = [msg.text for msg in conv.drafting_messages]
             group.append(_Candidate(m["conversation_key"], m["content_hash"], sum(len(t) for t in texts),
                                     sum(estimate_tokens(t) for t in texts), None,
@@ -692,7 +701,7 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     batch = to_batch(row)
     state = _load_state(state_path, batch_id, row["run_id"])
     _save_state(state_path, state, "drafting", attempts=state.get("attempts", 0) + 1)
-    conversations = [p.ledger.load(m.conversation_key) for m in batch.members]
+    conversations = [drafted(p, p.ledger.load(m.conversation_key)) for m in batch.members]
     context = p.call(p.target.related, [c.key for c in conversations], [c.title for c in conversations if c.title])
     try:
         out, calls = _draft_in_chunks(p, batch_id, result_path.parent, conversations, context)

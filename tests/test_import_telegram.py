@@ -15,11 +15,15 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
-from core.errors import InputError
-from core.models import Conversation
+from core.errors import ConsentRequired, InputError
+from core.models import Channel, Conversation, DraftOutput, MemoryIndexEntry
+from core.settings import Settings
+from flows import consent as cs
+from flows import pipeline as pl
 from importers import sniff
 from importers._common import Quarantined
 from importers.telegram import flatten, iter_conversations
+from providers.fake import ScriptedDrafter
 
 FIXTURES = Path(__file__).parent / "fixtures" / "chatlogs" / "telegram"
 CHAT = FIXTURES / "ChatExport_2026-03-09" / "result.json"
@@ -121,3 +125,50 @@ def test_import_and_ledger_show(pmem_env, db, tmp_path: Path) -> None:
     assert "資料は ここ" in show.stdout  # --json keeps non-ASCII
     assert [m["kind"] for m in json.loads(show.stdout)["messages"]] == [
         "other", "person", "machinery", "machinery", "person"]  # fmt: skip
+
+
+class Recording(ScriptedDrafter):
+    """A "remote" drafter (an OpenAI model id) that records what it was given."""
+
+    def __init__(self) -> None:
+        super().__init__(model="openai:gpt-test")
+        self.seen: list[tuple[Channel, str]] = []
+
+    def draft(self, conversations: list[Conversation], context: list[MemoryIndexEntry]) -> DraftOutput:
+        self.seen += [(m.channel, m.text) for c in conversations for m in c.drafting_messages]
+        return super().draft(conversations, context)
+
+
+def _run(drafter: Recording) -> dict[str, Any]:
+    p = pl.Pipeline.open(Settings())
+    p.drafter = drafter
+    try:
+        return pl.run_backfill(p, "telegram", str(ACCOUNT), embed=False)
+    finally:
+        p.close()
+
+
+def test_other_speakers_reach_a_cloud_drafter_only_with_include_others(pmem_env, db, monkeypatch) -> None:
+    monkeypatch.setenv("PMEM_EMBEDDER", "none")
+    cfg = Settings()
+    plain = Recording()
+    with pytest.raises(ConsentRequired):  # a remote model without the owner's consent: nothing sent
+        _run(plain)
+    cs.grant(cfg, cs.drafting_target(plain.model, "telegram"), [], {})
+    assert _run(plain)["status"] == "complete"
+    assert ("person", "発表は金曜日にしました") in [(ch.value, t) for ch, t in plain.seen]
+    assert all(ch is not Channel.OTHER for ch, _ in plain.seen)
+    assert not any("Jiro here" in t or "deleted account" in t for _, t in plain.seen)
+
+    pl.set_run_options(pl.RunOptions(include_others=True, redraft=()))
+    try:
+        others = Recording()
+        with pytest.raises(ConsentRequired):  # the consent given without them does not cover them
+            _run(others)
+        assert cs.drafting_scope("telegram", True) == "telegram+others"
+        cs.grant(cfg, cs.drafting_target(others.model, cs.drafting_scope("telegram", True)), [], {})
+        assert _run(others)["status"] == "complete"
+    finally:
+        pl.set_run_options(None)
+    assert (Channel.OTHER, "Jiro here, hi all") in others.seen
+    assert all(ch is not Channel.MACHINERY for ch, _ in others.seen)  # service lines never
