@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from cli.app import EXIT_ERROR, EXIT_TEMPFAIL, app, err_console, handle_errors, print_json, settings
 from core.display import for_terminal as tty
+from core.display import plural
 from core.errors import ConfigError, ConsentRequired, CostLimitStop, PmemError, RateLimitStop
 from core.settings import Settings
 from state.consent import Target
@@ -148,13 +149,6 @@ def estimate_words(est: dict[str, Any]) -> str:
     if est.get("max_cost") is not None:
         line += f"; --max-cost {_usd(est['max_cost'])}, spent so far {_usd(est.get('spent_usd') or 0.0)}"
     return line
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``1 batch``, ``2 batches``, ``0 conversations``."""
-    if n == 1:
-        return f"1 {word}"
-    return f"{n:,} {many or (word + 'es' if word.endswith(('ch', 'sh', 's', 'x')) else word + 's')}"
 
 
 def _interactive() -> bool:
