@@ -111,6 +111,10 @@ def print_json(obj: Any) -> None:
     text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
+    _json_printed[0] = True
+
+
+_json_printed = [False]  # whether this command printed its object already (then an error adds none)
 
 
 def _error_json(err: PmemError, exit_code: int) -> dict[str, Any]:
@@ -132,6 +136,7 @@ def handle_errors(fn: F) -> F:
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _json_printed[0] = False
         try:
             return fn(*args, **kwargs)
         except PmemError as err:
@@ -144,7 +149,7 @@ def handle_errors(fn: F) -> F:
             err_console.print(f"[{style}]{label}:[/] {escape(for_terminal(str(err)))}")
             if err.hint:
                 err_console.print(f"  → {escape(for_terminal(err.hint))}")
-            if kwargs.get("as_json"):
+            if kwargs.get("as_json") and not _json_printed[0]:
                 print_json(_error_json(err, exit_code))
             raise typer.Exit(exit_code) from None
 
