@@ -19,29 +19,22 @@ request options (the conversation text) is filtered out.
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
 
 from core.errors import ConfigError, DraftError, TerminalDraftError, TransientDraftError
-from core.models import Conversation, DraftOutput, DraftRecord, MemoryIndexEntry
+from core.models import DraftRecord
 from prompts.case_record import (
-    PROMPT_VERSION,
     CaseRecordResponse,
-    response_json_schema,
     to_draft_records,
 )
 from providers._retry import (
-    DEFAULT_POLICY,
-    RetryPolicy,
-    call_with_retry,
     parse_retry_after,
     safe_code,
     transient_status,
 )
-from providers._sdk import Send, credentials, draft_via
+from providers._sdk import SdkDrafter, Send
 
 try:
     import anthropic
@@ -82,46 +75,19 @@ API_KEY_ENV = "ANTHROPIC_API_KEY"
 CACHE_CONTROL = {"type": "ephemeral"}
 
 
-class AnthropicDrafter:
+class AnthropicDrafter(SdkDrafter):
     """Drafts case records with a Claude model."""
 
-    prompt_version: str = PROMPT_VERSION
+    PROVIDER = PROVIDER
+    EXAMPLE_MODEL = "claude-sonnet-4-5"
+    KEY_ENVS = (API_KEY_ENV,)
+    BASE_URL_ENVS = BASE_URL_ENVS
+    KEY_HINT = f"set {API_KEY_ENV} (in the environment or .env)"
+    DEFAULT_TIMEOUT = DEFAULT_TIMEOUT
+    DEFAULT_MAX_OUTPUT_TOKENS = DEFAULT_MAX_OUTPUT_TOKENS
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS,
-        retry: RetryPolicy = DEFAULT_POLICY,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        if not model:
-            raise ConfigError(
-                "the anthropic provider needs a model name",
-                hint="give it as anthropic:<model>, e.g. --llm anthropic:claude-sonnet-4-5",
-            )
-        self.model_name = model
-        self.model = f"{PROVIDER}:{model}"
-        api_key, base_url = credentials(
-            "anthropic provider", api_key=api_key, base_url=base_url, key_envs=(API_KEY_ENV,),
-            base_url_envs=BASE_URL_ENVS, offline="drafter 'extractive'",
-            hint=f"set {API_KEY_ENV} (in the environment or .env)",
-        )  # fmt: skip
-        self.max_output_tokens = max_output_tokens
-        self.retry = retry
-        self._sleep = sleep
-        self._client = anthropic.Anthropic(
-            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
-        )
-        self._schema = response_json_schema()
-
-    def draft(
-        self, conversations: list[Conversation], context: list[MemoryIndexEntry]
-    ) -> DraftOutput:
-        return draft_via(self, conversations, context)
+    def make_client(self, api_key: str, base_url: str | None, timeout: float) -> Any:
+        return anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
 
     def prepare(self, static: str, dynamic: str) -> Send:
         body = self.request_body(static, dynamic)
@@ -143,15 +109,17 @@ class AnthropicDrafter:
             "messages": [{"role": "user", "content": dynamic}],
         }
 
-    def _call(self, body: dict[str, Any]) -> tuple[list[DraftRecord], tuple[int, int]]:
+    def _send(self, body: dict[str, Any]) -> Any:
+        """The one place the SDK is called: its errors become ours."""
         try:
-            resp = self._client.messages.create(**body)
+            return self._client.messages.create(**body)
         except anthropic.APIError as exc:
             raise _map_error(exc) from None
         except ValueError:  # a 200 whose body is not JSON
-            raise TerminalDraftError(
-                f"{PROVIDER}: the response body could not be read as JSON"
-            ) from None
+            raise TerminalDraftError(f"{PROVIDER}: the response body could not be read as JSON") from None
+
+    def _call(self, body: dict[str, Any]) -> tuple[list[DraftRecord], tuple[int, int]]:
+        resp = self._send(body)
         return _records(resp), _usage(resp)
 
     def complete_json(
@@ -164,19 +132,14 @@ class AnthropicDrafter:
         body["tool_choice"] = {"type": "tool", "name": name}
 
         def send() -> tuple[dict[str, Any], tuple[int, int]]:
-            try:
-                resp = self._client.messages.create(**body)
-            except anthropic.APIError as exc:
-                raise _map_error(exc) from None
-            except ValueError:
-                raise TerminalDraftError(f"{PROVIDER}: the response body could not be read as JSON") from None
+            resp = self._send(body)
             calls = [b for b in (getattr(resp, "content", None) or [])
                      if getattr(b, "type", None) == "tool_use" and getattr(b, "name", None) == name]  # fmt: skip
             if not calls or not isinstance(calls[0].input, dict):
                 raise TerminalDraftError(f"{PROVIDER}: the answer has no {name} call")
             return dict(calls[0].input), _usage(resp)
 
-        return call_with_retry(send, policy=self.retry, sleep=self._sleep, label=self.model)
+        return self.with_retry(send)
 
 
 def _records(resp: Any) -> list[DraftRecord]:

@@ -17,31 +17,24 @@ base URL: ``PMEM_GEMINI_BASE_URL`` or ``GOOGLE_GEMINI_BASE_URL``.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
 
 from core.errors import ConfigError, DraftError, TerminalDraftError, TransientDraftError
-from core.models import Conversation, DraftOutput, DraftRecord, MemoryIndexEntry
+from core.models import DraftRecord
 from prompts.case_record import (
-    PROMPT_VERSION,
     CaseRecordResponse,
-    response_json_schema,
     to_draft_records,
 )
 from providers._json import json_object as _json_object
 from providers._retry import (
-    DEFAULT_POLICY,
-    RetryPolicy,
-    call_with_retry,
     parse_duration,
     parse_retry_after,
     safe_code,
     transient_status,
 )
-from providers._sdk import Send, credentials, draft_via
+from providers._sdk import SdkDrafter, Send
 
 try:
     from google import genai
@@ -99,49 +92,24 @@ def _transport_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[Bas
 _TIMEOUT_ERRORS, _CONNECTION_ERRORS = _transport_errors()
 
 
-class GeminiDrafter:
+class GeminiDrafter(SdkDrafter):
     """Drafts case records with a Gemini model (Gemini Developer API)."""
 
-    prompt_version: str = PROMPT_VERSION
+    PROVIDER = PROVIDER
+    EXAMPLE_MODEL = "gemini-2.5-flash"
+    KEY_ENVS = API_KEY_ENVS
+    BASE_URL_ENVS = BASE_URL_ENVS
+    KEY_HINT = "set GEMINI_API_KEY (in the environment or .env)"
+    DEFAULT_TIMEOUT = DEFAULT_TIMEOUT
+    DEFAULT_MAX_OUTPUT_TOKENS = DEFAULT_MAX_OUTPUT_TOKENS
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS,
-        retry: RetryPolicy = DEFAULT_POLICY,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        if not model:
-            raise ConfigError(
-                "the gemini provider needs a model name",
-                hint="give it as gemini:<model>, e.g. --llm gemini:gemini-2.5-flash",
-            )
-        self.model_name = model
-        self.model = f"{PROVIDER}:{model}"
-        api_key, base_url = credentials(
-            "gemini provider", api_key=api_key, base_url=base_url, key_envs=API_KEY_ENVS,
-            base_url_envs=BASE_URL_ENVS, offline="drafter 'extractive'",
-            hint="set GEMINI_API_KEY (in the environment or .env)",
-        )  # fmt: skip
-        self.max_output_tokens = max_output_tokens
-        self.retry = retry
-        self._sleep = sleep
+    def make_client(self, api_key: str, base_url: str | None, timeout: float) -> Any:
         http_options = genai_types.HttpOptions(
             base_url=base_url,
             timeout=max(1, int(timeout * 1000)),  # milliseconds
             retry_options=genai_types.HttpRetryOptions(attempts=1),  # we retry, not the SDK
         )
-        self._client = genai.Client(vertexai=False, api_key=api_key, http_options=http_options)
-        self._schema = response_json_schema()
-
-    def draft(
-        self, conversations: list[Conversation], context: list[MemoryIndexEntry]
-    ) -> DraftOutput:
-        return draft_via(self, conversations, context)
+        return genai.Client(vertexai=False, api_key=api_key, http_options=http_options)
 
     def prepare(self, static: str, dynamic: str) -> Send:
         config = self.request_config(static)
@@ -155,11 +123,10 @@ class GeminiDrafter:
             max_output_tokens=self.max_output_tokens,
         )
 
-    def _call(self, dynamic: str, config: Any) -> tuple[list[DraftRecord], tuple[int, int]]:
+    def _send(self, dynamic: str, config: Any) -> Any:
+        """The one place the SDK is called: its errors become ours."""
         try:
-            resp = self._client.models.generate_content(
-                model=self.model_name, contents=dynamic, config=config
-            )
+            return self._client.models.generate_content(model=self.model_name, contents=dynamic, config=config)
         except genai_errors.APIError as exc:
             raise _map_api_error(exc) from None
         except _TIMEOUT_ERRORS:
@@ -167,9 +134,10 @@ class GeminiDrafter:
         except _CONNECTION_ERRORS:
             raise TransientDraftError(f"{PROVIDER}: could not connect") from None
         except ValueError:  # a 200 whose body is not JSON
-            raise TerminalDraftError(
-                f"{PROVIDER}: the response body could not be read as JSON"
-            ) from None
+            raise TerminalDraftError(f"{PROVIDER}: the response body could not be read as JSON") from None
+
+    def _call(self, dynamic: str, config: Any) -> tuple[list[DraftRecord], tuple[int, int]]:
+        resp = self._send(dynamic, config)
         return _records(resp), _usage(resp)
 
     def complete_json(
@@ -183,14 +151,7 @@ class GeminiDrafter:
         )  # fmt: skip
 
         def send() -> tuple[dict[str, Any], tuple[int, int]]:
-            try:
-                resp = self._client.models.generate_content(model=self.model_name, contents=dynamic, config=config)
-            except genai_errors.APIError as exc:
-                raise _map_api_error(exc) from None
-            except _TIMEOUT_ERRORS:
-                raise TransientDraftError(f"{PROVIDER}: the request timed out") from None
-            except _CONNECTION_ERRORS:
-                raise TransientDraftError(f"{PROVIDER}: could not connect") from None
+            resp = self._send(dynamic, config)
             candidates = getattr(resp, "candidates", None) or []
             parts = getattr(getattr(candidates[0], "content", None), "parts", None) or [] if candidates else []
             text = "".join(p.text for p in parts if getattr(p, "text", None) and not getattr(p, "thought", False))
@@ -198,7 +159,7 @@ class GeminiDrafter:
                 raise TerminalDraftError(f"{PROVIDER}: the answer is empty")
             return _json_object(text), _usage(resp)
 
-        return call_with_retry(send, policy=self.retry, sleep=self._sleep, label=self.model)
+        return self.with_retry(send)
 
 
 def _enum_name(value: object) -> str | None:

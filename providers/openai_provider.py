@@ -16,30 +16,16 @@ vendor's message (it may quote the request) and never the key.
 from __future__ import annotations
 
 import copy
-import time
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
 
 from core.errors import ConfigError, DraftError, TerminalDraftError, TransientDraftError
-from core.models import Conversation, DraftOutput, DraftRecord, MemoryIndexEntry
-from prompts.case_record import (
-    PROMPT_VERSION,
-    CaseRecordResponse,
-    response_json_schema,
-    to_draft_records,
-)
+from core.models import DraftRecord
+from prompts.case_record import CaseRecordResponse, response_json_schema, to_draft_records
 from providers._json import json_object as _json_object
-from providers._retry import (
-    DEFAULT_POLICY,
-    RetryPolicy,
-    call_with_retry,
-    parse_retry_after,
-    safe_code,
-    transient_status,
-)
-from providers._sdk import Send, credentials, draft_via
+from providers._retry import parse_retry_after, safe_code, transient_status
+from providers._sdk import SdkDrafter, Send
 
 try:
     import openai
@@ -92,47 +78,23 @@ def _make_strict(node: Any) -> None:
             _make_strict(value)
 
 
-class OpenAIDrafter:
+class OpenAIDrafter(SdkDrafter):
     """Drafts case records with an OpenAI (or OpenAI-compatible) chat model."""
 
-    prompt_version: str = PROMPT_VERSION
+    PROVIDER = PROVIDER
+    EXAMPLE_MODEL = "gpt-4.1-mini"
+    KEY_ENVS = (API_KEY_ENV,)
+    BASE_URL_ENVS = BASE_URL_ENVS
+    KEY_HINT = f"set {API_KEY_ENV}, or PMEM_OPENAI_BASE_URL for a local OpenAI-compatible server"
+    KEYLESS_WITH_BASE_URL = True
+    DEFAULT_TIMEOUT = DEFAULT_TIMEOUT
+    DEFAULT_MAX_OUTPUT_TOKENS = DEFAULT_MAX_OUTPUT_TOKENS
 
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None = None,
-        base_url: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        max_output_tokens: int = DEFAULT_MAX_OUTPUT_TOKENS,
-        retry: RetryPolicy = DEFAULT_POLICY,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        if not model:
-            raise ConfigError(
-                "the openai provider needs a model name",
-                hint="give it as openai:<model>, e.g. --llm openai:gpt-4.1-mini",
-            )
-        self.model_name = model
-        self.model = f"{PROVIDER}:{model}"
-        api_key, base_url = credentials(
-            "openai provider", api_key=api_key, base_url=base_url, key_envs=(API_KEY_ENV,),
-            base_url_envs=BASE_URL_ENVS, offline="drafter 'extractive'", keyless_with_base_url=True,
-            hint=f"set {API_KEY_ENV}, or PMEM_OPENAI_BASE_URL for a local OpenAI-compatible server",
-        )  # fmt: skip
-        self.base_url = base_url
-        self.max_output_tokens = max_output_tokens
-        self.retry = retry
-        self._sleep = sleep
-        self._client = openai.OpenAI(
-            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
-        )
-        self._schema = strict_schema()
+    def make_client(self, api_key: str, base_url: str | None, timeout: float) -> Any:
+        return openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
 
-    def draft(
-        self, conversations: list[Conversation], context: list[MemoryIndexEntry]
-    ) -> DraftOutput:
-        return draft_via(self, conversations, context)
+    def response_schema(self) -> dict[str, Any]:
+        return strict_schema()
 
     def prepare(self, static: str, dynamic: str) -> Send:
         body = self.request_body(static, dynamic)
@@ -157,15 +119,17 @@ class OpenAIDrafter:
         body[key] = self.max_output_tokens
         return body
 
-    def _call(self, body: dict[str, Any]) -> tuple[list[DraftRecord], tuple[int, int]]:
+    def _send(self, body: dict[str, Any]) -> Any:
+        """The one place the SDK is called: its errors become ours."""
         try:
-            resp = self._client.chat.completions.create(**body)
+            return self._client.chat.completions.create(**body)
         except openai.APIError as exc:
             raise _map_error(exc) from None
         except ValueError:  # a 200 whose body is not JSON
-            raise TerminalDraftError(
-                f"{PROVIDER}: the response body could not be read as JSON"
-            ) from None
+            raise TerminalDraftError(f"{PROVIDER}: the response body could not be read as JSON") from None
+
+    def _call(self, body: dict[str, Any]) -> tuple[list[DraftRecord], tuple[int, int]]:
+        resp = self._send(body)
         return _records(resp), _usage(resp)
 
     def complete_json(
@@ -181,19 +145,14 @@ class OpenAIDrafter:
         }
 
         def send() -> tuple[dict[str, Any], tuple[int, int]]:
-            try:
-                resp = self._client.chat.completions.create(**body)
-            except openai.APIError as exc:
-                raise _map_error(exc) from None
-            except ValueError:
-                raise TerminalDraftError(f"{PROVIDER}: the response body could not be read as JSON") from None
+            resp = self._send(body)
             choice = resp.choices[0] if getattr(resp, "choices", None) else None
             text = choice.message.content if choice is not None else None
             if choice is None or choice.finish_reason == "length" or not text:
                 raise TerminalDraftError(f"{PROVIDER}: no complete answer")
             return _json_object(_strip_fence(text)), _usage(resp)
 
-        return call_with_retry(send, policy=self.retry, sleep=self._sleep, label=self.model)
+        return self.with_retry(send)
 
 
 def _records(resp: Any) -> list[DraftRecord]:
