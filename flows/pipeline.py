@@ -1222,7 +1222,7 @@ def apply_run(p: Pipeline, run_id: str, rejected: frozenset[str]) -> dict[str, A
         _collect_commits(summary, outcomes)
         _add_index(summary, index_for_search(p))
         summary["rejected_drafts"] = len(rejected)
-        summary["status"] = "complete" if not summary["batches_failed"] else "stopped"
+        summary["status"] = "complete" if not summary["batches_failed"] else "failed"  # as a backfill says it
     finally:
         summary["memory_api_requests"] = p.limiter.requests
         summary["elapsed_seconds"] = round(time.monotonic() - start, 3)
