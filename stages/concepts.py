@@ -235,6 +235,15 @@ def _en_names(sentence: str) -> list[str]:
     return [w for w in words[1:] if w[0].isupper() and len(w) >= 3 and w.lower() not in en_stop and w != "I"]
 
 
+_CODE_MARKS = re.compile(r"://|[{}\[\]<>;=$`|\\]|\w\(|\w_\w|\w\.\w+\(|^\s*(?:def|import|from|class|func|return)\b")
+
+
+def looks_like_code(sentence: str) -> bool:
+    """A line of code, a log line, a URL or a file name: its words are no concepts (area=tanzawa)."""
+    marks = len(_CODE_MARKS.findall(sentence))
+    return marks >= 2 or (marks == 1 and len(sentence) < 80 and not _JA.search(sentence))
+
+
 # ---------------------------------------------------------------- one experience
 
 
@@ -262,10 +271,15 @@ def extract(exp: ExperienceInput) -> Extraction:
         if ident not in relations or (relations[ident].source_key is None and key is not None):
             relations[ident] = FoundRelation(a, b, rel, True, key)
 
+    analysed: dict[str, list[Token]] = {}  # a sentence of the summary is often an excerpt too
     for key, text in texts:
         for sent in sentences(text):
+            if looks_like_code(sent):
+                continue
             if _JA.search(sent):
-                ts = tokens(sent)
+                ts = analysed.get(sent)
+                if ts is None:
+                    ts = analysed[sent] = tokens(sent)
                 names = {}
                 for i, t in enumerate(ts):
                     if concept_token(t):
