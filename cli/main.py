@@ -17,6 +17,7 @@ from cli import (  # noqa: F401  (they register their commands)
     db_cmds,
     forget_cmds,
     ledger_cmds,
+    marker_cmds,
     owner_cmds,
     prefect_cmds,
     proposals_cmds,

@@ -117,7 +117,8 @@ def recall(
     max_chars: Annotated[int, typer.Option("--max-chars", help="Cut each message to this many characters (0: whole).")] = 800,
     raw: Annotated[bool, typer.Option("--raw", help="Show secrets in the raw text as they are (the owner's own terminal only).")] = False,
     include_branches: Annotated[bool, typer.Option("--include-branches", help="Also messages on ChatGPT branches that were not taken (edited or regenerated turns), marked as such.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help='One JSON object {"hits": [...] in relevance order, "range": ..., "without_vectors": N}; each hit names its conversation and the memories drafted from it.')] = False,
+    since_marker: Annotated[str | None, typer.Option("--since-marker", metavar="TEXT_OR_ID", help="Only what was said from this topic marker to the next (`pmem marks` lists them): its id, its text, or a piece of it only one marker holds.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help='One JSON object {"hits": [...] in relevance order, "range": ..., "without_vectors": N, "marker": ...}; each hit names its conversation and the memories drafted from it.')] = False,
 ) -> None:
     """Recall what was said in the raw conversations: the question's time expression becomes a
     range that filters first; its content words (OR-ed, rarer words weigh more) and the local
@@ -129,16 +130,19 @@ def recall(
     svc = _service()
     try:
         result = svc.recall(query, now=svc.now(now), limit=limit, max_chars=max_chars, raw=raw,
-                            include_branches=include_branches)  # fmt: skip
+                            include_branches=include_branches, since_marker=since_marker)  # fmt: skip
     finally:
         svc.close()
     if as_json:
         print_json(result.as_json())
         return
+    if result.marker:
+        err_console.print(f"since marker {result.marker['id']} ({result.marker['at']}) until "
+                          f"{result.marker['next_at'] or 'now (the latest marker)'}", highlight=False)  # fmt: skip
     if result.range:
+        source = f"from {tty(repr(result.range['matched']))}, " if result.range["matched"] else ""
         err_console.print(
-            f"range {result.range['start']} – {result.range['end']} (from {tty(repr(result.range['matched']))}, "
-            f"{result.in_range} messages)"
+            f"range {result.range['start']} – {result.range['end'] or 'now'} ({source}{result.in_range} messages)"
         )
     if result.without_vectors:
         err_console.print(

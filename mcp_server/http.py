@@ -98,6 +98,9 @@ class ClientScopedService(MemoryService):
     def commit(self, request: CommitRequest) -> CommitResult:
         return super().commit(request.model_copy(update={"client": self._client(request.client)}))
 
+    def add_marker(self, text: str, *, session: str | None = None, client: str | None = "mcp") -> Any:
+        return super().add_marker(text, session=session, client=self._client(client))
+
 
 async def scope_middleware(ctx: Any, call_next: Any) -> Any:
     """MCP-level: the calling client's name for the tools, ``tools/list`` filtered by scope."""

@@ -3,7 +3,10 @@
 Tools (results are plain MCP text content: no structured output is declared or sent, since a
 client rejected undeclared structured content in the seed):
 
-    load_context     the memory index: one short line per memory, newest first (start here)
+    load_context     what to read first: the owner's latest topic markers (the current state),
+                     the profile and latest month, then the memory index (start here)
+    current_state    the owner's latest topic markers, newest first
+    add_marker       record a topic marker (when the owner says the topic changed)
     search_memory    hybrid search (query, limit, kind, since, until)
     get_memory       one memory's summary; evidence and revisions on request
     recall           what was said in the raw conversations, time first ("先週の火曜の夜に…")
@@ -62,7 +65,10 @@ INSTRUCTIONS = (
     "since and until); use recall(query) for what was said at a time ('先週の火曜の夜に何を決め"
     "た？', 'last summer laptop'): each hit names its conversation and the memory drafted from "
     "it, if any. get_profile() gives who the owner is and how that changed, "
-    "get_month_summary(month) one month (YYYY-MM) with the memories it cites. Writes: propose_memory(title, kind, canonical_summary) to suggest; "
+    "get_month_summary(month) one month (YYYY-MM) with the memories it cites. current_state() "
+    "lists the owner's topic markers (short lines written when the topic changed, newest first); "
+    "when the owner says the topic is changing, add_marker(text) records one. "
+    "Writes: propose_memory(title, kind, canonical_summary) to suggest; "
     "commit_memory(title, kind, canonical_summary, index_summary) to create, with memory_id and "
     "expected_revision (the revision get_memory shows) to append. Evidence must be verbatim "
     "excerpts of the owner's conversations (source_key = the message key recall shows); put your "
@@ -388,9 +394,13 @@ def render_recall(result: Any) -> str:
     drafted from that conversation (the one citing this message first); a message on a ChatGPT
     branch that was not taken is marked."""
     head = []
+    if result.marker:
+        until = result.marker["next_at"] or "now (it is the latest marker)"
+        head.append(f"since marker {result.marker['id']} ({result.marker['at']}) until {until}")
     if result.range:
-        head.append(f"range: {result.range['start']} – {result.range['end']} "
-                    f"(from {result.range['matched']!r}; {_n(result.in_range or 0, 'message')} in range)")  # fmt: skip
+        source = f"from {result.range['matched']!r}; " if result.range["matched"] else ""
+        head.append(f"range: {result.range['start']} – {result.range['end'] or 'now'} "
+                    f"({source}{_n(result.in_range or 0, 'message')} in range)")  # fmt: skip
     head.append(f"searched for: {result.terms!r}" if result.terms else "listing the range")
     if result.without_vectors:
         head.append(f"{_n(result.without_vectors, 'message')} without vectors yet (pmem reindex embeds them)")
@@ -444,8 +454,10 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
     def load_context(
         limit: Annotated[int, Field(description="how many memories to list, newest first (at most 500)")] = 100,
     ) -> str:
-        """The memory index: one short line per memory (id | date | kind | title — summary),
-        newest first, bounded in size. Read this first, then get_memory(memory_id)."""
+        """What to read first, bounded in size: the owner's latest topic markers (the current
+        state, newest first), the profile and the latest month, then the memory index: one short
+        line per memory (id | date | kind | title — summary), newest first. Then
+        get_memory(memory_id)."""
         return _call(lambda: lazy.get().load_context(limit=max(1, min(limit, 500))))
 
     @server.pmem_tool(title="Search memories", annotations=READ_ONLY)
@@ -523,6 +535,10 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
             description="also messages on ChatGPT branches that were not taken (edited or "
             "regenerated turns), marked as such",
         )] = False,
+        since_marker: Annotated[str | None, Field(
+            description="only messages from this topic marker to the next one: its id (mk_…) "
+            "or its text, as current_state shows it",
+        )] = None,
     ) -> str:  # fmt: skip
         """What was said in the raw conversations. A time expression in the query (昨日,
         先週の火曜の夜, last Tuesday evening, 2024-03) becomes a range that filters first; the
@@ -536,9 +552,38 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
             svc = lazy.get()
             return render_recall(svc.recall(
                 query, now=_now(svc, now), limit=max(1, min(limit, 100)), include_branches=include_branches,
+                since_marker=since_marker,
             ))  # fmt: skip
 
         return _call(run)
+
+    @server.pmem_tool(title="Current state", annotations=READ_ONLY)
+    def current_state(
+        limit: Annotated[int, Field(description="how many markers to list, newest first (at most 200)")] = 20,
+        session: Annotated[str | None, Field(description="only the markers of this session id")] = None,
+    ) -> str:  # fmt: skip
+        """The owner's topic markers, newest first: short lines written when the topic changed
+        (time | marker id | what the topic is now), never edited afterwards. The newest is what
+        the owner is on now; recall(query, since_marker) reads what was said since one."""
+        return _call(lambda: lazy.get().current_state(max(1, min(limit, 200)), session=session))
+
+    @server.pmem_tool(title="Record a topic marker", annotations=ADDS)
+    def add_marker(
+        text: Annotated[str, Field(
+            min_length=1,
+            description="one short line saying what the topic is now, in the owner's words "
+            "(今日はゼミ発表の準備)",
+        )],
+        session: Annotated[str | None, Field(description="the session id the marker belongs to, if any")] = None,
+    ) -> str:  # fmt: skip
+        """Record a topic marker, timestamped now, when the owner says the topic changes. It is
+        stored as written (secrets redacted by the guard) and never edited; load_context shows
+        the latest ones first. The same text as the latest marker is not recorded twice."""
+        added = _call(lambda: lazy.get().add_marker(text, session=session, client=client))
+        m = added.marker
+        redacted = (f"; the secret guard redacted {', '.join(m.redacted)}" if m.redacted else "")
+        what = "recorded" if added.created else "already the latest marker (not recorded again)"
+        return f"marker {m.id} {what} at {m.shown_at()}{redacted}."
 
     @server.pmem_tool(title="Propose to the owner", annotations=QUEUES)
     def propose_memory(

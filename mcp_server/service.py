@@ -6,7 +6,11 @@ tools: one place where a query becomes a search, a recall or a context index.
                                         question words dropped (search.query), raw messages in
                                         time order, secrets redacted (core.secrets) before
                                         any text leaves
-    load_context(limit, budget_bytes)   the short index an AI client reads first
+    load_context(limit, budget_bytes)   what an AI client reads first: the current state
+                                        (topic markers), the profile and latest month, the
+                                        memory index (store.search.context owns the order)
+    add_marker / current_state          topic markers (store.markers): written through the
+                                        store's guard, read newest first
     get / history / propose / commit    the memory API, for MCP clients: create and append
                                         (standing approval); a correction, merge, delete or
                                         publish only goes into the owner's queue
@@ -60,6 +64,7 @@ class Recall(BaseModel):
     in_range: int | None = None
     focus: str | None = None  # "person" / "assistant": whose messages weigh more
     branches_skipped: int = 0  # messages left out: on ChatGPT branches not taken (include_branches)
+    marker: dict[str, Any] | None = None  # since_marker: {"id", "at", "next_at"} (next_at None: the latest)
     now: datetime
 
     def as_json(self) -> dict[str, Any]:
@@ -151,20 +156,23 @@ class MemoryService:
 
     def recall(
         self, query: str, *, now: datetime | None = None, limit: int = 20, max_chars: int = 800,
-        raw: bool = False, include_branches: bool = False,
+        raw: bool = False, include_branches: bool = False, since_marker: str | None = None,
     ) -> Recall:  # fmt: skip
         """Recall over the raw messages (see ``store.search.recall``): the question is understood
         (``search.understand``: time range, content terms, focus), hits come in relevance order.
         Every text that comes back has been through the secret guard unless ``raw`` (the owner's
         ``--raw``). Messages on ChatGPT branches that were not taken are left out unless
-        ``include_branches`` (then each is marked ``on_active_path: false``)."""
+        ``include_branches`` (then each is marked ``on_active_path: false``). ``since_marker``
+        (a topic marker's id or text) limits recall to the span from that marker to the next
+        one, within the question's own time range if it names one."""
         ref = now or self.now()
         q = understand(query, ref, self.tz)
         found = q.time
-        result = self.index.recall(
-            q, found.start if found else None, found.end if found else None, limit=limit,
-            include_branches=include_branches,
-        )  # fmt: skip
+        start, end = (found.start, found.end) if found else (None, None)
+        marker = None
+        if since_marker is not None:
+            start, end, marker = self._marker_span(since_marker, start, end)
+        result = self.index.recall(q, start, end, limit=limit, include_branches=include_branches)
         redact = (lambda text: text) if raw else (self._redactor or _default_redactor())
         texts, titles = (
             self._redacted_in_context(result.hits) if self._redactor is None and not raw
@@ -182,16 +190,38 @@ class MemoryService:
             })  # fmt: skip
             for h in result.hits
         ]
-        span = (
+        span: dict[str, Any] | None = (
             {"start": found.start.isoformat(), "end": found.end.isoformat(), "matched": found.matched}
             if found
             else None
         )
+        if marker:  # the range recall used: the question's, cut to the marker's span
+            def shown(t: Any) -> Any:
+                return t.astimezone(zone).isoformat() if isinstance(t, datetime) else t
+
+            span = {"start": shown(start), "end": shown(end), "matched": found.matched if found else None}
+            marker = {k: shown(v) for k, v in marker.items()}
         return Recall(
             hits=hits, range=span, terms=result.terms, vector_fallback=False, vectors=result.vectors,
             without_vectors=result.without_vectors, in_range=result.in_range, now=ref,
-            focus=q.focus, branches_skipped=result.branches_skipped,
+            focus=q.focus, branches_skipped=result.branches_skipped, marker=marker,
         )  # fmt: skip
+
+    def _marker_span(
+        self, since_marker: str, start: datetime | None, end: datetime | None
+    ) -> tuple[datetime, datetime | None, dict[str, Any]]:
+        """The question's range cut to the span from the marker to the next one (an empty span
+        when they do not meet)."""
+        from store.markers import MarkerStore
+
+        markers = MarkerStore(self.db)
+        m = markers.resolve(since_marker)
+        m_start, m_end = markers.span(m)
+        lo = max(start, m_start) if start is not None else m_start
+        hi = min(end, m_end) if end is not None and m_end is not None else (end or m_end)
+        if hi is not None and hi < lo:
+            hi = lo
+        return lo, hi, {"id": m.id, "at": m.at, "next_at": m_end}
 
     def _redacted_in_context(self, hits: list[Any]) -> tuple[dict[str, str], dict[str, str]]:
         """Each hit's text redacted together with the messages before and after it, so a secret
@@ -220,6 +250,26 @@ class MemoryService:
 
     def load_context(self, limit: int = 100, budget_bytes: int = 16_000) -> str:
         return self.index.load_context(limit, budget_bytes)
+
+    def current_state(self, limit: int = 20, *, session: str | None = None, budget_bytes: int = 16_000) -> str:
+        """The latest topic markers, newest first (what load_context starts with, more of them)."""
+        from store.search.context import current_state
+
+        with self.db.connection() as conn:
+            return current_state(
+                conn, budget_bytes, limit, session=session,
+                empty="No topic markers yet: the owner writes them with `pmem mark`, or asks for add_marker(text).",
+            )  # fmt: skip
+
+    def add_marker(self, text: str, *, session: str | None = None, client: str | None = "mcp") -> Any:
+        """Record a topic marker through the store's guard (``store.markers``), counted against
+        the client's budget like its other writes. Returns ``store.markers.Added``."""
+        from store.markers import MarkerStore
+
+        limiter = getattr(self.writer, "limiter", None)  # the in-process writer's budget window
+        if limiter is not None:
+            limiter.acquire(getattr(self.writer, "run_id", ""))
+        return MarkerStore(self.db).add(text, session=session, client=client or "mcp")
 
     def profile_text(self) -> str:
         from store.summaries import SummaryStore

@@ -244,6 +244,14 @@ TABLE_STORES: tuple[TableStore, ...] = (
         "concept_link_updates", "derived", ids=("link_id", "memory_id", "action", "run_id"),
         erase="the rows naming an erased memory are deleted (append-only otherwise)",
     ),  # fmt: skip
+    # ------------------------------------------------------------ topic markers (0023, seed 004)
+    TableStore(
+        "markers", "ledger", text=("body", "session"),
+        ids=("marker_id", "content_hash", "client", "redacted"),
+        erase="marker: text and session redacted through pmem_redact_marker, hash recomputed "
+        "(every --secret: load_context shows markers to every client)",
+        guard="MarkerStore.add: redact() and the forgotten secrets before the row is written",
+    ),  # fmt: skip
 )
 
 FILE_STORES: tuple[FileStore, ...] = (

@@ -73,7 +73,7 @@ _NOT_SPEAKERS = frozenset({"user", "assistant", "system", "tool", "unknown", MAR
 _SPEAKER_CHANNELS = ("other", "machinery")
 
 # tables whose rows forget rewrites by their own rules (not the generic column rewrite)
-_SPECIAL = {"memories", "memory_revisions", "evidence", "message_search", "source_messages"}
+_SPECIAL = {"memories", "memory_revisions", "evidence", "message_search", "source_messages", "markers"}
 
 
 # ---------------------------------------------------------------- the key
@@ -456,6 +456,7 @@ class Forgetter:
                 self._redact_ledger(conn, scrub, er, params)
             self._redact_memories(conn, scrub, er, params)
             self._redact_message_index(conn, scrub, er, params)
+            self._redact_markers(conn, scrub, er)  # shown to every client: with or without --from-ledger
             for table, tcols in cols.items():
                 store = REGISTRY[table]
                 if table in _SPECIAL or (store.layer == "ledger" and not from_ledger):
@@ -824,6 +825,28 @@ class Forgetter:
         if n:
             er.add("message_index_rows", n)
             er.tables |= {"message_search", *_vector_tables("message_key")}
+
+    def _redact_markers(self, conn: Connection, scrub: Scrubber, er: Erasure) -> None:
+        """Topic markers (insert-only): the text and session rewritten through the one audited
+        exception, ``pmem_redact_marker``. Markers are few short lines: all are read."""
+        if "markers" not in self.columns(conn):
+            return
+        n = 0
+        for marker_id, body, session in conn.execute(
+            "SELECT marker_id, body, session FROM markers ORDER BY marker_id FOR UPDATE"
+        ).fetchall():
+            text = bytes_text(bytes(body))
+            new_text, new_session = scrub.text(text), scrub.text(session) if session is not None else None
+            if new_text == text and new_session == session:
+                continue
+            conn.execute(
+                "SELECT pmem_redact_marker(%s, %s, %s, %s, %s)",
+                (er.erasure_id, marker_id, text_bytes(new_text), content_hash(new_text), new_session),
+            )
+            n += 1
+        if n:
+            er.add("markers_redacted", n)
+            er.tables.add("markers")
 
     def _reindex_message(self, conn: Connection, key: str, text: str) -> None:
         conn.execute(

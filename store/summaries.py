@@ -258,22 +258,32 @@ PROFILE_SHARE = 0.30  # of load_context's byte budget
 MONTH_SHARE = 0.15
 
 
-def context_prefix(db: Database, budget_bytes: int) -> str:
+def context_prefix(db: Database, budget_bytes: int, *, conn: Connection | None = None) -> str:
     """What load_context shows before the memory index (seed 001's prompt: the global summary,
     then the recent past): the newest profile and the latest month's summary, each cut to its
-    own share of the budget. Empty when `pmem summarize` has not run."""
-    store = SummaryStore(db)
-    prof = store.profile()
-    months = store.latest_all()
+    own share of the budget, read in one query (on ``conn`` when given). Empty when
+    `pmem summarize` has not run."""
+    if conn is None:
+        with db.connection() as own:
+            return context_prefix(db, budget_bytes, conn=own)
+    row = conn.execute(
+        """SELECT p.version, p.profile, m.month, m.sentiment, m.keywords, m.summary
+             FROM (SELECT 1) one
+             LEFT JOIN LATERAL (SELECT version, profile FROM profile_versions
+                                 ORDER BY version DESC LIMIT 1) p ON true
+             LEFT JOIN LATERAL (SELECT month, sentiment, keywords, summary FROM month_summaries
+                                 ORDER BY month DESC, version DESC LIMIT 1) m ON true"""
+    ).fetchone()
+    assert row is not None
+    p_version, profile, month, sentiment, keywords, summary = row
     out = []
-    if prof is not None:
-        out.append(_clip_block(f"# profile (version {prof.version}; get_profile() for all of it)\n{prof.profile}",
+    if p_version is not None:
+        out.append(_clip_block(f"# profile (version {p_version}; get_profile() for all of it)\n{profile}",
                                int(budget_bytes * PROFILE_SHARE)))  # fmt: skip
-    if months:
-        m = months[-1]
+    if month is not None:
         out.append(_clip_block(
-            f"# latest month: {m.month} (sentiment {m.sentiment:+.2f}; keywords: {', '.join(m.keywords)}; "
-            f"get_month_summary(month) for any month)\n{m.summary}", int(budget_bytes * MONTH_SHARE)))  # fmt: skip
+            f"# latest month: {month} (sentiment {sentiment:+.2f}; keywords: {', '.join(keywords)}; "
+            f"get_month_summary(month) for any month)\n{summary}", int(budget_bytes * MONTH_SHARE)))  # fmt: skip
     return "".join(out)
 
 

@@ -25,7 +25,7 @@ DEMO = PROJECT / "examples" / "demo" / "conversations.json"
 DB_MESSAGE = "chatgpt:c9682f7b-30c1-5d1f-accf-43a21ad090da:aaa2fb37-abc8-55f5-8638-1cdd019722c1"
 TOOLS = {
     "load_context", "search_memory", "get_memory", "recall", "propose_memory", "commit_memory",
-    "memory_history", "get_profile", "get_month_summary",
+    "memory_history", "get_profile", "get_month_summary", "current_state", "add_marker",
 }  # fmt: skip
 
 
@@ -187,7 +187,8 @@ def test_every_tool_over_stdio(server_env):
 
 # ---------------------------------------------------------------- schemas, errors, instructions
 
-READS = {"load_context", "search_memory", "get_memory", "recall", "memory_history", "get_profile", "get_month_summary"}
+READS = {"load_context", "search_memory", "get_memory", "recall", "memory_history", "get_profile", "get_month_summary",
+         "current_state"}  # fmt: skip
 CAMEL = re.compile(r"\b[a-z]+[A-Z]\w*")
 CALL = re.compile(r"\b([a-z][a-z_]*)\(([^)]*)\)")
 SNAKE = re.compile(r"\b[a-z]+(?:_[a-z]+)+\b")
