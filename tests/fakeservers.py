@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from providers._retry import RetryPolicy
+
 
 @dataclass
 class Reply:
@@ -424,3 +426,7 @@ def assert_no_secret_in(server: FakeServer) -> None:
         decoded = json.dumps(json.loads(body), ensure_ascii=False)
         for secret in SECRETS:
             assert secret not in decoded
+
+
+#: the retry policy the adapters' tests use: 3 attempts, waits recorded by ``Sleeps``
+POLICY = RetryPolicy(max_attempts=3, max_wait=30.0, initial_backoff=0.5, max_backoff=4.0)

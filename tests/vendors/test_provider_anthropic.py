@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pytest
 
@@ -11,13 +10,12 @@ from core.errors import ConfigError, TerminalDraftError, TransientDraftError
 from core.ports import Drafter
 from prompts.case_record import PROMPT_VERSION, build_prompt, response_json_schema
 from providers import get_drafter
-from providers._retry import RetryPolicy
 from providers.anthropic_provider import TOOL_NAME, AnthropicDrafter
 from tests.fakeservers import (
     OPENAI_KEY,
     PASSWORD,
+    POLICY,
     TEST_API_KEY,
-    VENDOR_ENV,
     FakeServer,
     Reply,
     Sleeps,
@@ -29,25 +27,6 @@ from tests.fakeservers import (
     records_payload,
     sample_batch,
 )
-
-POLICY = RetryPolicy(max_attempts=3, max_wait=30.0, initial_backoff=0.5, max_backoff=4.0)
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in VENDOR_ENV:
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def server() -> Iterator[FakeServer]:
-    with FakeServer() as s:
-        yield s
-
-
-@pytest.fixture
-def sleeps() -> Sleeps:
-    return Sleeps()
 
 
 def make(server: FakeServer, sleeps: Sleeps, **kw) -> AnthropicDrafter:

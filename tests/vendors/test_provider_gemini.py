@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,8 +16,8 @@ from providers.gemini_provider import GeminiDrafter
 from tests.fakeservers import (
     OPENAI_KEY,
     PASSWORD,
+    POLICY,
     TEST_API_KEY,
-    VENDOR_ENV,
     FakeServer,
     Reply,
     Sleeps,
@@ -30,25 +29,6 @@ from tests.fakeservers import (
     records_payload,
     sample_batch,
 )
-
-POLICY = RetryPolicy(max_attempts=3, max_wait=30.0, initial_backoff=0.5, max_backoff=4.0)
-
-
-@pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in VENDOR_ENV:
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def server() -> Iterator[FakeServer]:
-    with FakeServer() as s:
-        yield s
-
-
-@pytest.fixture
-def sleeps() -> Sleeps:
-    return Sleeps()
 
 
 def make(server: FakeServer, sleeps: Sleeps, **kw) -> GeminiDrafter:
