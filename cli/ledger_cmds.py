@@ -84,7 +84,7 @@ def _kept_word(kept: bool | None) -> str:
 @ledger_app.command("list")
 @handle_errors
 def list_(
-    source: Annotated[str | None, typer.Option("--source", help="Only this source (chatgpt, claude, codex, claude-code).")] = None,
+    source: Annotated[str | None, typer.Option("--source", help="Only this source (chatgpt, claude, codex, claude-code, jsonl-log, line, telegram).")] = None,
     raw: Annotated[bool, typer.Option("--raw", help="Show titles as stored (no secret redaction).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help='One JSON object {"items": [...]}.')] = False,
 ) -> None:

@@ -133,8 +133,7 @@ def test_import_ledger_show_and_forget_speaker(pmem_env, db, tmp_path: Path) -> 
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["source"] == "line" and out["conversations"]["new"] == 5
     assert out["skipped"] == {"not-a-chat-file": 1}
-    listed = json.loads(runner.invoke(app, ["ledger", "list", "--source", "line", "--json"]).stdout)
-    key = next(i["key"] for i in listed["items"] if i["title"] == "花子 2026-03-01")
+    key = next(c.key for c in _read(PHONE)[0] if c.title == "花子 2026-03-01")
     show = runner.invoke(app, ["ledger", "show", key, "--json"])
     assert show.exit_code == 0, show.output
     assert "スライドはまだ半分" in show.stdout  # non-ASCII as it is
