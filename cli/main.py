@@ -22,6 +22,7 @@ from cli import (  # noqa: F401  (they register their commands)
     prefect_cmds,
     proposals_cmds,
     read,
+    related_cmds,
     run_cmds,
     serve_cmds,
     summary_cmds,

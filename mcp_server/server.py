@@ -17,6 +17,8 @@ client rejected undeclared structured content in the seed):
                      naming the current revision); evidence must be verbatim excerpts of ledger
                      messages, the client's own statements go in stated_facts
     memory_history   the revisions of one memory
+    related_memories seed 003: from what the owner says now to the experiences it recalls
+                     (attention concepts → linked concepts by weight → experiences → evidence)
 
 The database is opened on the first tool call, so listing the tools never waits for it.
 Every parameter is described in the schema, fixed values are enums, parameter names are
@@ -68,7 +70,9 @@ INSTRUCTIONS = (
     "get_month_summary(month) one month (YYYY-MM) with the memories it cites. current_state() "
     "lists the owner's topic markers (short lines written when the topic changed, newest first); "
     "when the owner says the topic is changing, add_marker(text) records one. "
-    "Writes: propose_memory(title, kind, canonical_summary) to suggest; "
+    "related_memories(text) takes what the owner just said (「最近、気分転換できていない」) and "
+    "returns past experiences linked to its concepts, each with why it came up: use them as "
+    "material, not as the owner's present wish. Writes: propose_memory(title, kind, canonical_summary) to suggest; "
     "commit_memory(title, kind, canonical_summary, index_summary) to create, with memory_id and "
     "expected_revision (the revision get_memory shows) to append. Evidence must be verbatim "
     "excerpts of the owner's conversations (source_key = the message key recall shows); put your "
@@ -424,6 +428,36 @@ def render_recall(result: Any) -> str:
     return "\n".join(head + [f"{_n(len(result.hits), 'message')}, most relevant first:"] + lines)
 
 
+def render_related(text: str, result: Any) -> str:
+    """Related experiences as text: the attention concepts, then each experience with its
+    path, why it came up, its id, title and evidence message keys."""
+    if not result.attention:
+        return "none of the words names a concept of the owner's memory; try search_memory(query)."
+    head = f"attention concepts: {', '.join(result.attention)}"
+    if not result.hits:
+        return f"{head}\nno experiences linked to them at weight ≥ {result.min_weight:.2f}."
+    lines = [head, f"{_n(len(result.hits), 'experience')}, best first (get_memory(memory_id) for one):"]
+    for h in result.hits:
+        when = f" | {h.occurred_at.date().isoformat()}" if h.occurred_at else ""
+        lines.append(f"- {h.memory_id}{when} | {h.title}")
+        lines.append(f"  path: {' → '.join(h.path)}; {_why(h)}")
+        if h.concepts:
+            lines.append(f"  concepts: {', '.join(h.concepts[:10])}")
+        for e in h.evidence:
+            lines.append(f"  evidence [{e['message_key']}]: {e['quote']}")
+    return "\n".join(lines)
+
+
+def _why(h: Any) -> str:
+    steps = "; ".join(f"{k.source} —{k.relation}→ {k.target} (weight {k.weight:.2f}"
+                      f"{'' if k.stated else ', inferred'})" for k in h.links)  # fmt: skip
+    if h.why == "mentions":
+        return f"it mentions {h.path[0]}"
+    if h.why == "states":
+        return f"this experience states {steps}"
+    return f"reached through {steps}"
+
+
 def _revision_line(r: dict[str, Any]) -> str:
     when = r["created_at"].isoformat() if isinstance(r.get("created_at"), datetime) else r.get("created_at")
     extra = f" (restored from {r['restored_from']})" if r.get("restored_from") else ""
@@ -585,6 +619,35 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
         what = "recorded" if added.created else "already the latest marker (not recorded again)"
         return f"marker {m.id} {what} at {m.shown_at()}{redacted}."
 
+    @server.pmem_tool(title="Related experiences", annotations=READ_ONLY)
+    def related_memories(
+        text: Annotated[str, Field(
+            min_length=1, description="what the owner says now, in their words (Japanese or "
+            "English): 最近、気分転換できていない",
+        )],
+        limit: Annotated[int, Field(description="how many experiences to return, best first (at most 20)")] = 5,
+        min_weight: Annotated[float | None, Field(
+            ge=0, le=1, description="follow only concept links at least this strong (0–1; default 0.3)",
+        )] = None,
+        now: Annotated[str | None, Field(
+            description="the reference time for a time expression in the text, ISO 8601 "
+            "(default: the current time)",
+        )] = None,
+    ) -> str:  # fmt: skip
+        """Past experiences related to what the owner says now (seed 003's concept memory): the
+        concepts the text names, the concepts linked to them by learned weight (one or two
+        hops), the memories that show them, best first, each with its concept path, why it came
+        up (it states the link, mentions the concept, or was reached through links) and the
+        message keys of its evidence. get_memory(memory_id) reads one. Secrets redacted."""
+
+        def run() -> str:
+            svc = lazy.get()
+            return render_related(text, svc.related(
+                text, now=_now(svc, now), limit=max(1, min(limit, 20)), min_weight=min_weight,
+            ))  # fmt: skip
+
+        return _call(run)
+
     @server.pmem_tool(title="Propose to the owner", annotations=QUEUES)
     def propose_memory(
         title: Annotated[str, Field(description="a short title (needed to propose a new memory)")] = "",
@@ -706,5 +769,5 @@ def run_stdio(factory: Callable[[], MemoryService] | None = None, *, client: str
 
 __all__ = [
     "INSTRUCTIONS", "PmemMCPServer", "build_server", "explain_invalid", "render_hits", "render_memory",
-    "render_recall", "run_stdio",
+    "render_recall", "render_related", "run_stdio",
 ]  # fmt: skip

@@ -11,6 +11,8 @@ tools: one place where a query becomes a search, a recall or a context index.
                                         memory index (store.search.context owns the order)
     add_marker / current_state          topic markers (store.markers): written through the
                                         store's guard, read newest first
+    related(text, now)                  seed 003: the utterance's attention concepts → linked
+                                        concepts (by weight) → experiences → their evidence
     get / history / propose / commit    the memory API, for MCP clients: create and append
                                         (standing approval); a correction, merge, delete or
                                         publish only goes into the owner's queue
@@ -39,17 +41,38 @@ from core.ports import MemoryAPI
 from core.settings import Settings
 from providers.embeddings import Embedder, embedder_from_env, get_embedder
 from search.query import TZ_ENV, check_zone, parse_bound, parse_now, snippet
-from search.understand import understand
+from search.understand import Query, understand
 from state.budget import BudgetedMemoryAPI, SlidingWindowLimiter
 from state.consent import embedding_allowed
 from store.budget import PgWindow
 from store.db import Database
 from store.records import MemoryStore
 from store.search import EmbedStats, RankedHit, RecallHit, SearchStore
+from store.search.related import RelatedResult
 
 MCP_WRITE_REASONS = STANDING_ACTIONS  # the owner's standing approval covers these only
 
-__all__ = ["MemoryService", "Recall", "TZ_ENV", "parse_bound", "parse_now"]
+__all__ = ["MemoryService", "Recall", "TZ_ENV", "attention_words", "parse_bound", "parse_now"]
+
+
+def attention_words(q: Query) -> list[str]:
+    """The words of an understood utterance that may name a concept: each content word as
+    written, its base form (決めた → 決める), Sudachi's one spelling of it (お腹 → 御腹, the form
+    concepts are named by) and, in English, its stem (hiking → hike); not the character bigrams
+    the lexical index matches Japanese by."""
+    import unicodedata
+
+    from core.textsearch import analyze, cjk_bigrams, is_content
+
+    out: list[str] = []
+    for t in q.terms:
+        grams = set(cjk_bigrams(t.text)) if t.lang == "ja" else set()
+        out += [t.text] + [lex for lex in t.lexemes if lex not in grams or lex == t.text]
+    texts = {t.text for t in q.terms}
+    for m in analyze(unicodedata.normalize("NFKC", q.rest).lower()):
+        if m.surface in texts and is_content(m) and m.normalized:
+            out.append(m.normalized)
+    return list(dict.fromkeys(w for w in out if w))
 
 
 class Recall(BaseModel):
@@ -270,6 +293,52 @@ class MemoryService:
         if limiter is not None:
             limiter.acquire(getattr(self.writer, "run_id", ""))
         return MarkerStore(self.db).add(text, session=session, client=client or "mcp")
+
+    def related(
+        self, text: str, *, now: datetime | None = None, limit: int = 5, min_weight: float | None = None,
+        raw: bool = False,
+    ) -> RelatedResult:  # fmt: skip
+        """Seed 003's recall: the attention concepts of ``text`` (its content words, by the same
+        query understanding as search; a time expression in it is not a concept but prefers the
+        experiences of that time), the concepts linked to them by weight (one or two hops), the
+        experiences that show them, best first, and the evidence messages behind each. Titles
+        and quotes pass the secret guard unless ``raw``."""
+        from store.search.related import MIN_WEIGHT, ConceptRecall, QueryVectors
+
+        ref = now or self.now()
+        q = understand(text, ref, self.tz)
+        words = attention_words(q)
+        # across languages (hiking → 登山) by the local embedder only, as concepts are matched
+        vectors = (QueryVectors(self.embedder, tuple(t.text for t in q.terms if not t.generic))
+                   if self.embedder is not None and getattr(self.embedder, "local", False) else None)  # fmt: skip
+        result = ConceptRecall(self.db).related(
+            words, q.rest, limit=limit, min_weight=MIN_WEIGHT if min_weight is None else min_weight,
+            since=q.time.start if q.time else None, until=q.time.end if q.time else None, vectors=vectors,
+        )  # fmt: skip
+        if raw:
+            return result
+        redact = self._redactor or _default_redactor()
+        return result.model_copy(update={"hits": [
+            h.model_copy(update={"title": redact(h.title),
+                                 "evidence": [dict(e, quote=redact(e["quote"])) for e in h.evidence]})
+            for h in result.hits
+        ]})  # fmt: skip
+
+    def related_context(self, utterance: str, *, limit: int = 3, budget_bytes: int = 2_000) -> str:
+        """The top related experiences of ``utterance`` as a few short lines for load_context
+        (empty when none): why each came up, its id and title. Bounded to ``budget_bytes``."""
+        hits = self.related(utterance, limit=limit).hits
+        if not hits:
+            return ""
+        lines = ["# related to what was just said (concept memory; get_memory(memory_id) for one)\n"]
+        used = len(lines[0].encode())
+        for h in hits:
+            line = f"{h.memory_id} | {' → '.join(h.path)} | {' '.join(h.title.split())}\n"
+            if used + len(line.encode()) > budget_bytes:
+                break
+            lines.append(line)
+            used += len(line.encode())
+        return "".join(lines) if len(lines) > 1 else ""
 
     def profile_text(self) -> str:
         from store.summaries import SummaryStore

@@ -26,6 +26,7 @@ DB_MESSAGE = "chatgpt:c9682f7b-30c1-5d1f-accf-43a21ad090da:aaa2fb37-abc8-55f5-86
 TOOLS = {
     "load_context", "search_memory", "get_memory", "recall", "propose_memory", "commit_memory",
     "memory_history", "get_profile", "get_month_summary", "current_state", "add_marker",
+    "related_memories",
 }  # fmt: skip
 
 
@@ -188,7 +189,7 @@ def test_every_tool_over_stdio(server_env):
 # ---------------------------------------------------------------- schemas, errors, instructions
 
 READS = {"load_context", "search_memory", "get_memory", "recall", "memory_history", "get_profile", "get_month_summary",
-         "current_state"}  # fmt: skip
+         "current_state", "related_memories"}  # fmt: skip
 CAMEL = re.compile(r"\b[a-z]+[A-Z]\w*")
 CALL = re.compile(r"\b([a-z][a-z_]*)\(([^)]*)\)")
 SNAKE = re.compile(r"\b[a-z]+(?:_[a-z]+)+\b")

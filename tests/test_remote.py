@@ -50,7 +50,7 @@ DEMO = PROJECT / "examples" / "demo" / "conversations.json"
 DB_MESSAGE = "chatgpt:c9682f7b-30c1-5d1f-accf-43a21ad090da:aaa2fb37-abc8-55f5-8638-1cdd019722c1"
 PASSPHRASE = "correct horse battery staple 42"
 READ_TOOLS = {"load_context", "search_memory", "get_memory", "recall", "memory_history", "get_profile", "get_month_summary",
-              "current_state"}  # fmt: skip
+              "current_state", "related_memories"}  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
