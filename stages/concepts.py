@@ -45,7 +45,8 @@ _LATIN_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 _JA = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _KANJI = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _HIRAGANA_ONLY = re.compile(r"^[\u3040-\u309f]+$")
-_LATIN_WORD = re.compile(r"^[A-Za-z][A-Za-z0-9'\-]*$")
+_LATIN_WORD = re.compile(r"^[A-Za-z][A-Za-z'\-]{2,29}$")  # letters only: no ids, keys or versions
+_MARKER = re.compile(r"\[REDACTED:[a-z0-9\-]+\]")  # the guard's marker is no concept
 MAX_SURFACE = 40
 
 _local = threading.local()
@@ -94,7 +95,8 @@ def _stop_words() -> tuple[frozenset[str], frozenset[str]]:
 
 def sentences(text: str) -> list[str]:
     out: list[str] = []
-    for part in re.split(r"(?<=[。．！？!?])|\n", unicodedata.normalize("NFKC", text)):
+    text = _MARKER.sub(" ", unicodedata.normalize("NFKC", text))
+    for part in re.split(r"(?<=[。．！？!?])|\n", text):
         out.extend(s.strip() for s in _LATIN_SENTENCE.split(part) if s.strip())
     return out
 

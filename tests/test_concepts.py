@@ -222,14 +222,41 @@ def test_seed_example_through_a_model(db, store, tmp_path: Path) -> None:
 def test_a_vendor_model_in_the_backfill_needs_consent(db, store, pmem_env: dict[str, str], tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """PMEM_CONCEPTS_LLM naming a vendor model without the owner's consent: nothing is read or
-    sent, the backfill's counts say why (and the run goes on)."""
+    sent, the backfill's counts say why (and the run goes on). With it, the OpenAI adapter behind
+    the local fake server: the versioned prompt, the schema by name, a made-up id and message key
+    dropped, the seed's links."""
+    from core.settings import get_settings
+    from flows import consent as cs
     from flows.concepts import backfill_stage
     from store.concepts import ConceptStore
+    from tests.fakeservers import FakeServer, Reply, openai_chat
 
-    seed(store)
-    monkeypatch.setenv("PMEM_CONCEPTS_LLM", "openai:gpt-test")
-    monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-used")
-    assert backfill_stage(db, tmp_path, run_id=None, embed=False) == {"error": "ConsentRequired"}
-    assert ConceptStore(db).counts()["experiences"] == 0
-    monkeypatch.setenv("PMEM_CONCEPTS_LLM", "offline")
-    assert backfill_stage(db, tmp_path, run_id=None, embed=False)["experiences_read"] == 3
+    ids = seed(store)
+    answers = [
+        {"concepts": [{"name": "登山", "id": "concept:made-up", "kind": "noun", "messageKey": "diary:E101:m1"},
+                      {"name": "友人", "id": "", "kind": "noun", "messageKey": "chatgpt:nope:nope"}],
+         "relations": [{"source": "友人", "target": "登山", "relation": "with", "stated": True, "messageKey": ""}]},
+        {"concepts": [{"name": "登山", "id": "", "kind": "noun", "messageKey": ""},
+                      {"name": "気分転換", "id": "", "kind": "noun", "messageKey": ""}],
+         "relations": [{"source": "登山", "target": "気分転換", "relation": "led_to", "stated": True, "messageKey": ""}]},
+        {"concepts": [{"name": "食事", "id": "", "kind": "noun", "messageKey": ""}], "relations": []},
+    ]  # fmt: skip
+    with FakeServer(*(Reply(200, openai_chat(json.dumps(a, ensure_ascii=False))) for a in answers)) as server:
+        monkeypatch.setenv("PMEM_OPENAI_BASE_URL", server.url)
+        monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+        monkeypatch.setenv("PMEM_CONCEPTS_LLM", "openai:gpt-test")
+        assert backfill_stage(db, tmp_path, run_id=None, embed=False) == {"error": "ConsentRequired"}
+        assert server.requests == [] and ConceptStore(db).counts()["experiences"] == 0
+        cs.grant(get_settings(), cs.drafting_target("openai:gpt-test", "concepts"), [], {})
+        out = backfill_stage(db, tmp_path, run_id=None, embed=False)
+        bodies = [r.json() for r in server.requests]
+    assert out["experiences_read"] == 3 and out["extractor"] == "openai:gpt-test"
+    assert [b["response_format"]["json_schema"]["name"] for b in bodies] == ["concepts"] * 3
+    assert "diary:E101:m1" in bodies[0]["messages"][1]["content"]
+    # the second record was shown 登山 (stored by the first) to reuse its id
+    tozan = ConceptStore(db).find("登山")
+    assert tozan is not None and tozan.id in bodies[1]["messages"][1]["content"]
+    store_ = ConceptStore(db)
+    assert store_.get("concept:made-up") is None
+    assert [k for k in store_.evidence_keys([ids["E101"]])[ids["E101"]] if "nope" in k] == []
+    assert link_table(store_, ids) == {("友人", "登山", "with"): ["E101"], ("登山", "気分転換", "led_to"): ["E102"]}
