@@ -33,7 +33,7 @@ from core.faults import fault_point
 from core.models import Conversation, PrefilterDecision
 from importers import Quarantined, ReadReport, iter_source
 from stages.prefilter import RULE_VERSION, prefilter
-from store.ledger import Digest, Ledger, digest, storable
+from store.ledger import INDEXED, BatchIndex, Digest, Ledger, digest, storable
 
 _log = logging.getLogger("pmem.import")
 
@@ -61,6 +61,7 @@ class _Batch:
     chars: int = 0
     digests: list[Digest] | None = None  # set by the prepare stage
     decisions: dict[int, PrefilterDecision] = field(default_factory=dict)  # by id(conversation)
+    index: BatchIndex | None = None  # the message index rows of its new conversations
 
 
 def error_entry(file: str, member: str | None, record: Any, reason: str, kind: str) -> dict[str, Any]:
@@ -96,21 +97,29 @@ def run_import(
     ``skipped`` by reason, ``errors``, ``input_error``). With ``raise_input_error`` an input
     error is raised once everything read before it is stored (the backfill stops there).
 
-    With ``index_messages`` the recall index is built alongside (``_Indexer``: stored batches
-    are tokenised in worker processes while the next ones are parsed and stored), so the index
-    step after the import finds (almost) nothing left; ``indexed_messages`` counts them.
+    With ``index_messages`` the recall index is built alongside: the messages of new
+    conversations are tokenised in worker processes while their batch is prepared and stored in
+    the batch's own transaction (``_Tokens``, ``store.ledger.BatchIndex``); what else reaches the
+    queue (a changed conversation's new messages) is synced by ``_Indexer`` as batches commit.
+    The index step after the import finds (almost) nothing left; ``indexed_messages`` counts
+    them. The Japanese normal forms are the index's later stage (ADR 0026).
     ``seen`` collects the (stored) key of every conversation of the export: a backfill's scope.
     ``items`` (`pmem watch`: a file read from where the last pass stopped) yields what to store
     instead of the importer's read of the whole of ``export_path``; it counts bytes into the
     report it is given."""
-    indexer = _Indexer(ledger) if index_messages else None
+    tokens = _Tokens() if index_messages else None
+    indexer = _Indexer(ledger, tokens) if tokens is not None else None
     try:
         stats, input_exc = _run_import(ledger, source, export_path, on_progress,
-                                       batch_conversations, batch_bytes, indexer, seen, items)  # fmt: skip
+                                       batch_conversations, batch_bytes, indexer, seen, items, tokens)  # fmt: skip
     finally:
-        indexed = indexer.close() if indexer is not None else None
-    if indexed is not None:
-        stats["indexed_messages"] = indexed
+        try:
+            indexed = indexer.close() if indexer is not None else None
+        finally:
+            if tokens is not None:
+                tokens.close()
+    if indexed is not None and tokens is not None:
+        stats["indexed_messages"] = indexed + tokens.written
     if raise_input_error and input_exc is not None:
         raise input_exc
     return stats
@@ -126,6 +135,7 @@ def _run_import(
     indexer: _Indexer | None,
     seen: set[str] | None = None,
     items: ItemsFn | None = None,
+    tokens: _Tokens | None = None,
 ) -> tuple[dict[str, Any], InputError | None]:
     import_id = ledger.start_import(source, export_path)
     overrides = ledger.overrides()
@@ -156,6 +166,10 @@ def _run_import(
             have = state.get(storable(conv.key))
             if have is None or have[0] != dig[0] or have[1] is None:
                 batch.decisions[id(conv)] = prefilter(conv, overrides, content_hash=dig[0])
+        if tokens is not None:  # the index rows of what is new, computed while the commit runs
+            fresh = [c for c in batch.convs if storable(c.key) not in state]
+            if fresh:
+                batch.index = tokens.index(fresh)
         committer.put(batch)
 
     def add_error(entry: dict[str, Any]) -> None:
@@ -170,9 +184,15 @@ def _run_import(
         def decided(conv: Conversation) -> PrefilterDecision:
             return cached.get(id(conv)) or decide(conv)
 
-        results = ledger.write_batch(batch.convs, import_id, decided, RULE_VERSION, rows, batch.digests)
-        if indexer is not None:
-            indexer.poke()
+        results = ledger.write_batch(batch.convs, import_id, decided, RULE_VERSION, rows, batch.digests,
+                                     index=batch.index)  # fmt: skip
+        if batch.index is not None and tokens is not None:
+            tokens.written += batch.index.written
+        if indexer is not None and any(
+            o == "changed" or (o == "new" and (batch.index is None or not batch.index.written))
+            for o, *_ in results
+        ):
+            indexer.poke()  # something reached the queue (the rows stored with the batch did not)
         with lock:
             for q in batch.quarantined:
                 stats["quarantined"] += 1
@@ -279,19 +299,18 @@ class _Stage:
 
 
 class _Indexer:
-    """The recall index built while the import runs: a thread syncs the message index (the
-    queue the ledger's trigger fills as batches commit) again and again, tokenising in worker
-    processes started once (``store.search.upkeep.token_pool``). The index is derived: a failure
+    """The rest of the recall index built while the import runs (what the batches did not store
+    themselves: a changed conversation's new messages): a thread syncs the message index (the
+    queue the ledger's trigger fills as batches commit) when a batch queued something,
+    tokenising in the import's worker processes (``_Tokens``). The index is derived: a failure
     here is logged (its type, never text) and left to the index step after the import."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Ledger, tokens: _Tokens) -> None:
         from store.search import SearchStore
-        from store.search.upkeep import PARALLEL_MIN_PENDING, index_workers, token_pool
 
         self._store = SearchStore(ledger.db)
-        self._workers = index_workers(PARALLEL_MIN_PENDING)
-        self._token_pool = token_pool
-        self._pool: Any = None  # started once something is queued (a re-import starts none)
+        self._tokens = tokens
+        self._pool: Any = None  # the import's workers, once something is queued
         self._stop = threading.Event()
         self._wake = threading.Event()
         self.indexed = 0
@@ -302,16 +321,15 @@ class _Indexer:
         try:
             while True:
                 stopping = self._stop.is_set()
-                if self._pool is None and self._workers and self._store.has_pending():
-                    self._pool = self._token_pool(self._workers)
-                    self._pool.submit(_warm_up).result()  # the workers start, with the dictionary
+                if self._pool is None and self._tokens.workers and self._store.has_pending():
+                    self._pool = self._tokens.pool()
                 n = self._store.sync_messages(pool=self._pool, forms=False) if self._pool is not None else (
                     self._store.sync_messages(workers=0, forms=False))  # fmt: skip
                 self.indexed += n
                 if stopping:
                     return  # a whole pass after the last commit: everything stored is indexed
-                if n == 0:
-                    self._wake.wait(0.5)
+                if n == 0:  # woken by a batch that queued something (else now and then)
+                    self._wake.wait(5.0)
                     self._wake.clear()
         except Exception as err:  # noqa: BLE001 - derived data; the index step after catches up
             _log.warning("indexing beside the import stopped (%s); the index step catches up", type(err).__name__)
@@ -324,9 +342,88 @@ class _Indexer:
         self._stop.set()
         self._wake.set()
         self._thread.join()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
         return self.indexed
+
+
+_CHUNK = 250  # messages per unit of tokenising work
+_IN_PLACE = 1_000_000  # a text longer than this (characters) is tokenised in the import process
+
+
+def _index_rows(texts: list[str]) -> list[tuple[str, bool]]:
+    """The import pass's tokens of ``texts`` (no normal forms: the later stage's), run in the
+    import's worker processes."""
+    from core.textsearch import index_rows_many
+    from store.search.common import MAX_TOKEN_CHARS
+
+    return index_rows_many(texts, MAX_TOKEN_CHARS, forms=False)
+
+
+class _Tokens:
+    """The import's worker processes for the message index (``store.search.upkeep.token_pool``:
+    one per CPU, at most 4; ``PMEM_INDEX_WORKERS`` overrides, 0 tokenises in the prepare
+    thread), started at the first batch with something new (a re-import starts none)."""
+
+    def __init__(self) -> None:
+        from store.search.upkeep import PARALLEL_MIN_PENDING, index_workers
+
+        self.workers = index_workers(PARALLEL_MIN_PENDING)
+        self.written = 0  # rows stored in the ledger's transactions
+        self._pool: Any = None
+        self._lock = threading.Lock()
+
+    def pool(self) -> Any:
+        from store.search.upkeep import token_pool
+
+        with self._lock:
+            if self._pool is None and self.workers:
+                self._pool = token_pool(self.workers)
+                self._pool.submit(_warm_up).result()  # the workers start
+            return self._pool
+
+    def index(self, convs: list[Conversation]) -> BatchIndex:
+        """The index rows of ``convs`` (new conversations), computed in the workers while the
+        batch waits for its commit. A failure leaves the messages to the queue, never fails the
+        import (the index is derived)."""
+        from store.search.common import sanitize
+
+        keys: list[str] = []
+        texts: list[str] = []
+        for conv in convs:
+            for m in conv.messages:
+                if m.channel in INDEXED:
+                    keys.append(storable(m.key))
+                    texts.append(sanitize(m.text))
+        chunks: list[list[str]] = []
+        for i, text in enumerate(texts):  # a huge text is a chunk of its own
+            if not chunks or len(chunks[-1]) >= _CHUNK or len(text) > _IN_PLACE or len(texts[i - 1]) > _IN_PLACE:
+                chunks.append([])
+            chunks[-1].append(text)
+        pool = self.pool() if any(len(c[0]) <= _IN_PLACE for c in chunks) else None
+        try:  # a huge text is tokenised here: no copy of it through a pipe (memory stays bounded)
+            parts: list[Any] = [pool.submit(_index_rows, c) if pool is not None and len(c[0]) <= _IN_PLACE
+                                else _index_rows(c) for c in chunks]  # fmt: skip
+        except Exception as err:  # noqa: BLE001 - derived data; the queue keeps the messages
+            return BatchIndex(_failed(err))
+
+        def gather() -> dict[str, tuple[str, bool]]:
+            try:
+                rows = [r for part in parts for r in (part if isinstance(part, list) else part.result())]
+            except Exception as err:  # noqa: BLE001 - derived data; the queue keeps the messages
+                return _failed(err)()
+            return dict(zip(keys, rows, strict=True))
+
+        return BatchIndex(gather)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True, cancel_futures=True)
+                self._pool = None
+
+
+def _failed(err: BaseException) -> Callable[[], dict[str, tuple[str, bool]]]:
+    _log.warning("indexing beside the import failed (%s); the index step catches up", type(err).__name__)
+    return dict
 
 
 def _warm_up() -> None:

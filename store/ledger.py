@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -107,6 +108,7 @@ class Ledger:
         rule_version: str,
         quarantined: Sequence[tuple[str, str, int, str]] = (),
         digests: list[Digest] | None = None,
+        index: BatchIndex | None = None,
     ) -> list[tuple[UpsertOutcome, int, bool, str]]:
         """Store many conversations in one transaction: whole conversations or none (what resume
         relies on), with one look-up of the stored content hashes and prefilter decisions for the
@@ -114,14 +116,21 @@ class Ledger:
         message. ``decide`` (the prefilter) runs only for a conversation whose decision for
         ``rule_version`` is not stored yet. ``quarantined`` rows (source, file, position, reason)
         go in the same transaction. ``digests`` (from :func:`digest`, one per conversation) saves
-        hashing the texts again. Returns per conversation: outcome, new messages, kept, reason.
+        hashing the texts again. ``index`` (the import's): the message index rows of the new
+        conversations, stored in the same transaction (``BatchIndex``). Returns per
+        conversation: outcome, new messages, kept, reason.
         """
         try:
             with self.db.connection() as conn, conn.transaction():
                 # whole batches or none either way; a power cut may lose the last committed batch,
                 # which a re-run imports again (the import's resume): commits need not wait on fsync
                 conn.execute("SET LOCAL synchronous_commit = off")
-                return self._write_batch(conn, convs, import_id, decide, rule_version, quarantined, digests)
+                indexed: list[int] = []
+                out = self._write_batch(conn, convs, import_id, decide, rule_version, quarantined, digests,
+                                        (index, indexed) if index is not None else None)  # fmt: skip
+            if index is not None:
+                index.written += sum(indexed)
+            return out
         except (psycopg.errors.UniqueViolation, psycopg.errors.ForeignKeyViolation):
             # another import wrote one of these keys meanwhile: the slow path, one at a time
             out: list[tuple[UpsertOutcome, int, bool, str]] = []
@@ -157,6 +166,7 @@ class Ledger:
         rule_version: str,
         quarantined: Sequence[tuple[str, str, int, str]],
         digests: list[Digest] | None = None,
+        index: tuple[BatchIndex, list[int]] | None = None,
     ) -> list[tuple[UpsertOutcome, int, bool, str]]:
         erased = self._erasures(conn)
         gone: set[int] = set()  # positions of conversations `pmem forget --from-ledger` erased
@@ -175,7 +185,9 @@ class Ledger:
                         for i in range(len(convs))]  # fmt: skip
             convs = kept_convs
             digests = None  # redaction may have changed texts: hash them again
-        return self._write_batch_plain(conn, convs, import_id, decide, rule_version, quarantined, digests)
+            index = None  # the tokens were computed from the texts before redaction: the queue
+        return self._write_batch_plain(conn, convs, import_id, decide, rule_version, quarantined, digests,
+                                       index)  # fmt: skip
 
     def _write_batch_plain(
         self,
@@ -186,6 +198,7 @@ class Ledger:
         rule_version: str,
         quarantined: Sequence[tuple[str, str, int, str]],
         digests: list[Digest] | None = None,
+        index: tuple[BatchIndex, list[int]] | None = None,
     ) -> list[tuple[UpsertOutcome, int, bool, str]]:
         keys = [storable(c.key) for c in convs]
         stored = {
@@ -225,6 +238,8 @@ class Ledger:
             decisions.append(d)
         if new_convs:
             _copy_new(conn, new_convs, import_id)
+            if index is not None:
+                index[1].append(_copy_index(conn, [c for c, _ in new_convs], index[0]))
         with conn.cursor() as cur:
             if decisions:
                 cur.executemany(_INSERT_DECISION, [_decision_row(d) for d in decisions])
@@ -527,6 +542,63 @@ def _copy_new(conn: Connection, convs: list[tuple[Conversation, Digest]], import
             for conv, dig in convs:
                 for row in _message_rows(conv, import_id, dig):
                     copy.write_row(row)
+
+
+@dataclass
+class BatchIndex:
+    """The message index rows of a batch's new conversations, for ``Ledger.write_batch`` to
+    store in the ledger's own transaction: ``tokens()`` gives message key -> (tsvector literal,
+    whether the text holds Japanese), computed from each message's text as the index shows it
+    (``store.search.sanitize``) while the batch was prepared (the import's worker processes); a
+    message it has no tokens for is left to the queue. ``written`` counts the rows stored."""
+
+    tokens: Callable[[], dict[str, tuple[str, bool]]]
+    written: int = 0
+
+
+INDEXED = (Channel.PERSON, Channel.ASSISTANT)  # the messages the message index holds
+
+_COPY_INDEX = """COPY message_search (message_key, conversation_key, role, created_at, text, tokens)
+    FROM STDIN"""
+
+
+def _copy_index(conn: Connection, convs: list[Conversation], index: BatchIndex) -> int:
+    """The message index rows of new conversations (their ledger rows copied just before): the
+    rows the trigger queued for them leave the queue again, and a message holding Japanese is
+    queued for the later stage (its normalised forms, ``SearchStore.sync_forms``). Nothing when
+    something was forgotten from the index (``pmem forget``): the queue's path applies it."""
+    forgotten = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM forgotten_conversations) OR EXISTS (SELECT 1 FROM erased_content)"
+    ).fetchone()
+    if forgotten and forgotten[0]:
+        return 0
+    tokens = index.tokens()
+    if not tokens:
+        return 0
+    done: list[str] = []
+    ja: list[str] = []
+    with conn.cursor() as cur, cur.copy(_COPY_INDEX) as copy:
+        for conv in convs:
+            ckey = storable(conv.key)
+            for m in conv.messages:
+                if m.channel not in INDEXED:
+                    continue
+                key = storable(m.key)
+                got = tokens.get(key)
+                if got is None:
+                    continue
+                copy.write_row((key, ckey, storable(m.role), m.created_at, sanitize(m.text), got[0]))
+                done.append(key)
+                if got[1]:
+                    ja.append(key)
+    if done:
+        conn.execute("DELETE FROM message_search_pending WHERE message_key = ANY(%s)", (done,))
+    if ja:
+        conn.execute(
+            "INSERT INTO message_forms_pending (message_key) SELECT unnest(%s::text[]) ON CONFLICT DO NOTHING",
+            (ja,),
+        )
+    return len(done)
 
 
 def _upsert_locked(

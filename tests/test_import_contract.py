@@ -202,6 +202,7 @@ def test_a_failure_of_the_index_alongside_never_fails_the_import(db, monkeypatch
         raise RuntimeError("index down")
 
     monkeypatch.setattr(SearchStore, "sync_messages", broken)
+    monkeypatch.setattr("flows.importing._index_rows", broken)  # the rows stored with the batch
     monkeypatch.setenv("PMEM_INDEX_WORKERS", "0")
     stats = run_import(Ledger(db), "chatgpt", str(SUBSET), index_messages=True)
     assert stats["conversations_new"] == 6 and stats["indexed_messages"] == 0

@@ -110,3 +110,46 @@ def test_no_embed_leaves_the_forms_and_the_default_import_adds_them(pmem_env, tm
     out = json.loads(again.stdout.strip().splitlines()[-1])
     assert out["conversations"]["unchanged"] == 3
     assert out["indexed"]["formed_messages"] == 4 and out["indexed"]["messages_without_forms"] == 0
+
+
+def test_a_batch_stores_its_index_rows_in_its_own_transaction(db, monkeypatch) -> None:
+    """The new conversations' index rows are written with the batch (not read back from the
+    queue): a crash mid-batch leaves whole conversations with their index rows, or none; the
+    re-run finishes both, and nothing is left queued."""
+    import store.ledger as sl
+    from flows.importing import run_import
+    from store.ledger import Ledger
+    from tests.test_import_contract import SUBSET
+
+    monkeypatch.setenv("PMEM_INDEX_WORKERS", "0")
+    real = sl._copy_index
+    calls = {"n": 0}
+
+    def die_on_the_second(*args, **kwargs):
+        calls["n"] += 1
+        n = real(*args, **kwargs)
+        if calls["n"] == 2:
+            raise RuntimeError("power cut")
+        return n
+
+    monkeypatch.setattr(sl, "_copy_index", die_on_the_second)
+    with pytest.raises(RuntimeError):
+        run_import(Ledger(db), "chatgpt", str(SUBSET), batch_conversations=2, index_messages=True)
+
+    def counts() -> tuple[int, int, int, int]:
+        with db.connection() as conn:
+            return conn.execute(
+                """SELECT (SELECT count(*) FROM source_conversations),
+                          (SELECT count(*) FROM source_messages WHERE channel IN ('person', 'assistant')),
+                          (SELECT count(*) FROM message_search),
+                          (SELECT count(*) FROM message_search_pending)"""
+            ).fetchone()
+
+    convs, first, indexed, queued = counts()
+    assert convs == 2 and indexed == first > 0 and queued == 0  # the first batch, whole
+    monkeypatch.setattr(sl, "_copy_index", real)
+    stats = run_import(Ledger(db), "chatgpt", str(SUBSET), batch_conversations=2, index_messages=True)
+    assert (stats["conversations_unchanged"], stats["conversations_new"]) == (2, 4)
+    convs, messages, indexed, queued = counts()
+    assert convs == 6 and indexed == messages > 50 and queued == 0
+    assert stats["indexed_messages"] == messages - first  # all of them stored with their batches
