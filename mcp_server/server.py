@@ -487,12 +487,16 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
     @server.pmem_tool(title="Memory index", annotations=READ_ONLY)
     def load_context(
         limit: Annotated[int, Field(description="how many memories to list, newest first (at most 500)")] = 100,
-    ) -> str:
+        utterance: Annotated[str | None, Field(
+            description="what the owner just said, if anything: the experiences related to it "
+            "(as related_memories finds them) are added at the end",
+        )] = None,
+    ) -> str:  # fmt: skip
         """What to read first, bounded in size: the owner's latest topic markers (the current
         state, newest first), the profile and the latest month, then the memory index: one short
-        line per memory (id | date | kind | title — summary), newest first. Then
-        get_memory(memory_id)."""
-        return _call(lambda: lazy.get().load_context(limit=max(1, min(limit, 500))))
+        line per memory (id | date | kind | title — summary), newest first; with utterance, the
+        experiences related to what the owner just said come last. Then get_memory(memory_id)."""
+        return _call(lambda: lazy.get().load_context(limit=max(1, min(limit, 500)), utterance=utterance))
 
     @server.pmem_tool(title="Search memories", annotations=READ_ONLY)
     def search_memory(

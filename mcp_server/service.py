@@ -271,8 +271,15 @@ class MemoryService:
             texts[h.message_key] = redact_messages([*before, h.text, *after])[len(before)]
         return texts, titles
 
-    def load_context(self, limit: int = 100, budget_bytes: int = 16_000) -> str:
-        return self.index.load_context(limit, budget_bytes)
+    def load_context(self, limit: int = 100, budget_bytes: int = 16_000, *, utterance: str | None = None) -> str:
+        """What an AI client reads first (``store.search.context`` owns the order); with
+        ``utterance`` (what the owner just said), the experiences related to it come last."""
+        if not (utterance and utterance.strip()):
+            return self.index.load_context(limit, budget_bytes)
+        said = utterance
+        return self.index.load_context(
+            limit, budget_bytes, related=lambda conn, room: self.related_context(said, budget_bytes=room, conn=conn)
+        )  # fmt: skip
 
     def current_state(self, limit: int = 20, *, session: str | None = None, budget_bytes: int = 16_000) -> str:
         """The latest topic markers, newest first (what load_context starts with, more of them)."""
@@ -296,7 +303,7 @@ class MemoryService:
 
     def related(
         self, text: str, *, now: datetime | None = None, limit: int = 5, min_weight: float | None = None,
-        raw: bool = False,
+        raw: bool = False, conn: Any = None,
     ) -> RelatedResult:  # fmt: skip
         """Seed 003's recall: the attention concepts of ``text`` (its content words, by the same
         query understanding as search; a time expression in it is not a concept but prefers the
@@ -314,6 +321,7 @@ class MemoryService:
         result = ConceptRecall(self.db).related(
             words, q.rest, limit=limit, min_weight=MIN_WEIGHT if min_weight is None else min_weight,
             since=q.time.start if q.time else None, until=q.time.end if q.time else None, vectors=vectors,
+            conn=conn,
         )  # fmt: skip
         if raw:
             return result
@@ -324,10 +332,11 @@ class MemoryService:
             for h in result.hits
         ]})  # fmt: skip
 
-    def related_context(self, utterance: str, *, limit: int = 3, budget_bytes: int = 2_000) -> str:
+    def related_context(self, utterance: str, *, limit: int = 3, budget_bytes: int = 2_000, conn: Any = None) -> str:
         """The top related experiences of ``utterance`` as a few short lines for load_context
-        (empty when none): why each came up, its id and title. Bounded to ``budget_bytes``."""
-        hits = self.related(utterance, limit=limit).hits
+        (empty when none): the concept path that led to each, its id and title. Bounded to
+        ``budget_bytes``."""
+        hits = self.related(utterance, limit=limit, conn=conn).hits
         if not hits:
             return ""
         lines = ["# related to what was just said (concept memory; get_memory(memory_id) for one)\n"]

@@ -78,6 +78,11 @@ def test_seed_example_related(db, store, pmem_env, tmp_path) -> None:  # type: i
     assert "evidence [chatgpt:seed-E102:m1]" in body
     hint = svc.related_context(UTTERANCE)
     assert hint.splitlines()[1].startswith(f"{ids['E102']} | 気分転換 → 登山 |")
+    # load_context with what the owner just said: the index first, the related experiences last
+    ctx = call_tool(build_server(lambda: svc), "load_context", {"utterance": UTTERANCE})
+    tail = ctx[ctx.index("# related to what was just said"):].splitlines()
+    assert tail[1].startswith(f"{ids['E102']} | 気分転換 → 登山 |") and ctx.index("# memory index") < ctx.index(tail[0])
+    assert "# related to what was just said" not in svc.load_context()
 
     # a memory deleted later never comes back, whatever the concept tables still say
     with db.connection() as conn:

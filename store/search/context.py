@@ -8,9 +8,10 @@ its own share of the byte budget (UTF-8), read on one connection:
    ``PROFILE_SHARE`` and ``MONTH_SHARE``;
 3. **the memory index**: one short line per memory, newest first: what the parts above left,
    less the share kept for the part below;
-4. **related experiences** (issue 16, `pmem related`): at most ``RELATED_SHARE``, only once a
-   provider is set in ``Context.related_part``; until then nothing is shown and no share is
-   kept for it.
+4. **related experiences** (issue 16, `pmem related`): at most ``RELATED_SHARE``, only when a
+   provider is given (``related=``, as load_context(utterance) does with the top experiences
+   related to what the owner just said, or ``Context.related_part``); otherwise nothing is
+   shown and no share is kept for it.
 
 A part with nothing to show (no markers yet, no `pmem summarize` yet) is left out, and what it
 did not use goes to the index.
@@ -41,14 +42,17 @@ class Context(SearchBase):
     related_part: ContextPart | None = None
 
     def load_context(
-        self, limit: int = 100, budget_bytes: int = 16_000, *, line_bytes: int = 200, markers: int = MARKERS_SHOWN
+        self, limit: int = 100, budget_bytes: int = 16_000, *, line_bytes: int = 200, markers: int = MARKERS_SHOWN,
+        related: ContextPart | None = None,
     ) -> str:
         """The text an AI client reads first (see the module's docstring for the order and the
         shares): at most ``budget_bytes`` in all; index lines at most ``line_bytes`` each; then
-        ``get_memory`` gives a memory's summary, ``current_state`` more markers."""
+        ``get_memory`` gives a memory's summary, ``current_state`` more markers. ``related``:
+        this call's provider of the last part (the experiences related to what the owner just
+        said), else ``related_part``."""
         from store.summaries import context_prefix
 
-        related = self.related_part
+        related = related or self.related_part
         with self.db.connection() as conn:
             state = current_state(conn, int(budget_bytes * MARKER_SHARE), markers)
             prefix = context_prefix(self.db, budget_bytes, conn=conn)

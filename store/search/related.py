@@ -220,64 +220,68 @@ class ConceptRecall:
     def related(
         self, words: Sequence[str], text: str, *, limit: int = 5, min_weight: float = MIN_WEIGHT,
         hops: int = MAX_HOPS, since: datetime | None = None, until: datetime | None = None,
-        vectors: QueryVectors | None = None,
+        vectors: QueryVectors | None = None, conn: Connection | None = None,
     ) -> RelatedResult:  # fmt: skip
         """The experiences related to an utterance (its content ``words`` and its ``text``),
         best first; ``since`` / ``until`` (the utterance's own time expression) prefer the
-        experiences of that time without leaving the others out."""
+        experiences of that time without leaving the others out. ``conn``: read on this
+        connection (load_context's) instead of one of the pool's."""
+        if conn is None:
+            with self.db.connection() as own:
+                return self.related(words, text, limit=limit, min_weight=min_weight, hops=hops, since=since,
+                                    until=until, vectors=vectors, conn=own)  # fmt: skip
         hops = max(0, min(hops, MAX_HOPS))
-        with self.db.connection() as conn:
-            att = self.attention(words, text, conn, vectors=vectors)
-            if not att:
-                return RelatedResult(hits=[], attention=[], min_weight=min_weight)
-            paths = self._paths(conn, {r["id"]: r["specificity"] for r in att}, min_weight, hops)
-            ends = sorted({p.concepts[-1] for p in paths})
-            shows = conn.execute(
-                """SELECT el.concept_id, el.memory_id FROM experience_links el
-                   JOIN memories m ON m.id = el.memory_id AND m.status = 'active'
-                   WHERE el.concept_id = ANY(%s)""",
-                (ends,),
+        att = self.attention(words, text, conn, vectors=vectors)
+        if not att:
+            return RelatedResult(hits=[], attention=[], min_weight=min_weight)
+        paths = self._paths(conn, {r["id"]: r["specificity"] for r in att}, min_weight, hops)
+        ends = sorted({p.concepts[-1] for p in paths})
+        shows = conn.execute(
+            """SELECT el.concept_id, el.memory_id FROM experience_links el
+               JOIN memories m ON m.id = el.memory_id AND m.status = 'active'
+               WHERE el.concept_id = ANY(%s)""",
+            (ends,),
+        ).fetchall()
+        by_concept: dict[str, list[str]] = {}
+        for cid, mid in shows:
+            by_concept.setdefault(cid, []).append(mid)
+        cands: dict[str, _Candidate] = {}
+        for p in paths:
+            for mid in by_concept.get(p.concepts[-1], ()):
+                c = cands.setdefault(mid, _Candidate(mid))
+                c.attention.add(p.concepts[0])
+                if not p.links:
+                    tier = _TIER["mentions"]
+                    c.shown[p.concepts[0]] = p.weight
+                elif all(mid in k.experiences for k in p.links):
+                    tier = _TIER["states"]
+                else:
+                    tier = _TIER["through"]
+                if (tier, p.weight) > (c.tier, c.weight) or (
+                    (tier, p.weight) == (c.tier, c.weight) and c.path is not None and len(p.links) > len(c.path.links)
+                ):  # fmt: skip
+                    c.tier, c.weight, c.path = tier, p.weight, p
+        if not cands:
+            return RelatedResult(hits=[], attention=[r["name"] for r in att], min_weight=min_weight)
+        memo = {
+            r["id"]: r
+            for r in conn.cursor(row_factory=dict_row).execute(
+                """SELECT id, title, kind, occurred_at, coalesce(occurred_at, created_at) AS at
+                   FROM memories WHERE id = ANY(%s)""",
+                (list(cands),),
             ).fetchall()
-            by_concept: dict[str, list[str]] = {}
-            for cid, mid in shows:
-                by_concept.setdefault(cid, []).append(mid)
-            cands: dict[str, _Candidate] = {}
-            for p in paths:
-                for mid in by_concept.get(p.concepts[-1], ()):
-                    c = cands.setdefault(mid, _Candidate(mid))
-                    c.attention.add(p.concepts[0])
-                    if not p.links:
-                        tier = _TIER["mentions"]
-                        c.shown[p.concepts[0]] = p.weight
-                    elif all(mid in k.experiences for k in p.links):
-                        tier = _TIER["states"]
-                    else:
-                        tier = _TIER["through"]
-                    if (tier, p.weight) > (c.tier, c.weight) or (
-                        (tier, p.weight) == (c.tier, c.weight) and c.path is not None and len(p.links) > len(c.path.links)
-                    ):  # fmt: skip
-                        c.tier, c.weight, c.path = tier, p.weight, p
-            if not cands:
-                return RelatedResult(hits=[], attention=[r["name"] for r in att], min_weight=min_weight)
-            memo = {
-                r["id"]: r
-                for r in conn.cursor(row_factory=dict_row).execute(
-                    """SELECT id, title, kind, occurred_at, coalesce(occurred_at, created_at) AS at
-                       FROM memories WHERE id = ANY(%s)""",
-                    (list(cands),),
-                ).fetchall()
-            }  # fmt: skip
-            for c in cands.values():
-                at = memo[c.memory_id]["occurred_at"] if c.memory_id in memo else None
-                c.in_range = bool(since and until and at and since <= at < until)
-            best = sorted(
-                cands.values(),
-                key=lambda c: (c.key(), memo.get(c.memory_id, {}).get("at") or datetime.min, c.memory_id),
-                reverse=True,
-            )[:limit]  # fmt: skip
-            return RelatedResult(
-                hits=self._hits(conn, best, memo), attention=[r["name"] for r in att], min_weight=min_weight
-            )
+        }  # fmt: skip
+        for c in cands.values():
+            at = memo[c.memory_id]["occurred_at"] if c.memory_id in memo else None
+            c.in_range = bool(since and until and at and since <= at < until)
+        best = sorted(
+            cands.values(),
+            key=lambda c: (c.key(), memo.get(c.memory_id, {}).get("at") or datetime.min, c.memory_id),
+            reverse=True,
+        )[:limit]  # fmt: skip
+        return RelatedResult(
+            hits=self._hits(conn, best, memo), attention=[r["name"] for r in att], min_weight=min_weight
+        )
 
     def _paths(self, conn: Connection, start: dict[str, float], min_weight: float, hops: int) -> list[_Path]:
         """Every path of up to ``hops`` links from the attention concepts (no concept twice);
