@@ -28,7 +28,10 @@ from core.private import write_private
 __all__ = ["ConceptGraph", "GraphConcept", "GraphExperience", "GraphLink", "graph_from_rows",
            "page_html", "write_graph"]  # fmt: skip
 
-LABELLED = 80  # names written on the chart for the most connected concepts (all on hover)
+LABELLED = 80  # names written on the drawing for the most connected concepts (all on hover)
+DRAWN = 400  # concepts drawn at most: those with links, the most connected first (every concept
+# stays in the list beside the drawing and opens from there)
+UNLINKED_DRAWN = 60  # without any link yet: the concepts of the most experiences, as dots
 
 
 @dataclass(frozen=True)
@@ -89,12 +92,27 @@ def graph_from_rows(concepts: list[dict[str, Any]], links: list[dict[str, Any]],
     )
 
 
-def _layout(graph: ConceptGraph) -> dict[str, tuple[float, float]]:
-    """Node positions: NetworkX's spring layout, pulled together by the link weights, seeded."""
+def drawn(graph: ConceptGraph, limit: int = DRAWN) -> set[str]:
+    """The concepts on the drawing: those with links, the ``limit`` most connected (then most
+    experienced) of them; when no concept has a link yet, the ``UNLINKED_DRAWN`` of the most
+    experiences. A concept without links would only be a dot in a ring around the rest: the list
+    beside the drawing holds every concept."""
+    degree: dict[str, int] = {}
+    for k in graph.links:
+        degree[k.source] = degree.get(k.source, 0) + 1
+        degree[k.target] = degree.get(k.target, 0) + 1
+    ranked = sorted(graph.concepts, key=lambda c: (-degree.get(c.id, 0), -len(c.experiences), c.name, c.id))
+    linked = [c.id for c in ranked if degree.get(c.id, 0)]
+    return set(linked[:limit]) if linked else {c.id for c in ranked[:UNLINKED_DRAWN]}
+
+
+def _layout(graph: ConceptGraph, only: set[str]) -> dict[str, tuple[float, float]]:
+    """Positions of the concepts in ``only``: NetworkX's spring layout, pulled together by the
+    link weights, seeded (the dense Fruchterman-Reingold below 500 nodes: no SciPy)."""
     import networkx as nx
 
     g = nx.Graph()
-    g.add_nodes_from(c.id for c in graph.concepts)
+    g.add_nodes_from(c.id for c in graph.concepts if c.id in only)
     for k in graph.links:
         if k.source in g and k.target in g:
             g.add_edge(k.source, k.target, weight=max(k.weight, 0.05))
@@ -312,7 +330,11 @@ def page_html(graph: ConceptGraph) -> str:
         parts.append("<p id='empty'>No concepts yet: the backfill extracts them from the memories "
                      "(<code>pmem concepts rebuild</code>).</p>")  # fmt: skip
     else:
-        parts.append("<main>" + _svg(graph, _layout(graph)))
+        shown = drawn(graph)
+        if len(shown) < n_c:
+            parts.append(f"<p class='hint' id='partial'>Drawn: {len(shown)} concepts, those with links "
+                         "(the most connected first); every concept is in the list.</p>")  # fmt: skip
+        parts.append("<main>" + _svg(graph, _layout(graph, shown)))
         parts.append("<aside><div id='concept'><p class='hint'>Click a concept.</p></div>"
                      "<h3>All concepts</h3><div id='names'>")  # fmt: skip
         for c in sorted(graph.concepts, key=lambda c: (-len(c.experiences), c.name)):

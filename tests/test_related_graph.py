@@ -10,7 +10,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from flows.graph import graph_from_rows, page_html, write_graph
+from flows.graph import DRAWN, UNLINKED_DRAWN, graph_from_rows, page_html, write_graph
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -49,6 +49,16 @@ def test_page_is_self_contained_and_escapes_names() -> None:
     assert "<script src" not in page and "<link " not in page  # nothing to fetch
     assert "</script><b>x</b>" not in page  # the hostile name never closes a script element
     assert "&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;" in page  # in the list, escaped
+    # a big store: the most connected concepts are drawn (no SciPy needed), every one is listed
+    many = [{"id": f"c{i}", "name": f"概念{i}", "experiences": [f"mem_{i}"]} for i in range(600)]
+    ring = [{"source": f"c{i}", "target": f"c{i + 1}", "weight": 0.5} for i in range(0, 20)]
+    big = page_html(graph_from_rows(many, ring, []))
+    assert big.count("<g class='node'") == 21 and big.count("data-concept='c599'") == 1  # listed only
+    assert "data-concept='c3' transform" in big and "id='partial'" in big
+    ring = [{"source": f"c{i}", "target": f"c{i + 1}", "weight": 0.5} for i in range(0, 599)]
+    assert page_html(graph_from_rows(many, ring, [])).count("<g class='node'") == DRAWN  # no SciPy needed
+    lone = page_html(graph_from_rows(many, [], []))  # no links yet: the most experienced, as dots
+    assert lone.count("<g class='node'") == UNLINKED_DRAWN
     empty = page_html(graph_from_rows([], [], []))
     assert "id='empty'" in empty and "<svg" not in empty
 
@@ -72,12 +82,12 @@ def test_graph_page_in_headless_chromium(tmp_path: Path) -> None:
             errors: list[str] = []
             page.on("pageerror", lambda err: errors.append(str(err)))
             page.goto(out.as_uri())
-            # every concept is a node on the drawing, every link a line, both with a size
+            # every linked concept is a node on the drawing, every link a line, both with a size
             nodes = page.locator("#graph g.node")
-            assert nodes.count() == 7
-            boxes = [nodes.nth(i).locator("circle").bounding_box() for i in range(7)]
+            assert nodes.count() == 6  # the seventh has no link: in the list only
+            boxes = [nodes.nth(i).locator("circle").bounding_box() for i in range(6)]
             assert all(b is not None and b["width"] > 5 for b in boxes)
-            assert len({(round(b["x"]), round(b["y"])) for b in boxes if b}) == 7  # laid out apart
+            assert len({(round(b["x"]), round(b["y"])) for b in boxes if b}) == 6  # laid out apart
             links = page.locator("#graph line.link")
             assert links.count() == 5
             widths = {ln.get_attribute("data-weight"): float(ln.get_attribute("stroke-width") or 0)
