@@ -51,7 +51,7 @@ class SummarizeRun:
     run_id: str
     time_zone: str
     _corpus_ready: bool = False
-    _inputs: dict[str, MonthInputs] = field(default_factory=dict)
+    _inputs: dict[str, MonthInputs] = field(default_factory=dict)  # the month at hand only
 
     @property
     def folder(self) -> Path:
@@ -61,15 +61,15 @@ class SummarizeRun:
         return self.folder / "months" / f"{month}.json"
 
     def inputs(self, month: str) -> MonthInputs:
-        if month not in self._inputs:
-            self._inputs[month] = self.store.month_inputs(month, self.time_zone)
+        if month not in self._inputs:  # one month in memory at a time
+            self._inputs = {month: self.store.month_inputs(month, self.time_zone)}
         return self._inputs[month]
 
     def ensure_corpus(self, months: list[str]) -> None:
-        """Keywords are weighed across every month: read them all once, and only when some month
-        is to be drafted."""
+        """Keywords are weighed across every month: read them once, one month at a time, and
+        only when some month is to be drafted."""
         if not self._corpus_ready:
-            self.summarizer.keyword_corpus([self.inputs(m) for m in months])
+            self.summarizer.keyword_corpus(self.store.month_inputs(m, self.time_zone) for m in months)
             self._corpus_ready = True
 
 
@@ -103,11 +103,15 @@ def preview(settings: Settings) -> dict[str, Any]:
         store = SummaryStore(db)
         tz = time_zone()[0]
         months = store.months(tz)
-        inputs = [store.month_inputs(m, tz) for m in months]
+        convs: set[str] = set()
+        chars = 0
+        for month in months:  # one month in memory at a time
+            inputs = store.month_inputs(month, tz)
+            convs.update(msg.conversation_key for msg in inputs.messages)
+            chars += sum(len(msg.text) for msg in inputs.messages)
     finally:
         db.close()
-    convs = {msg.conversation_key for i in inputs for msg in i.messages}
-    return {"conversations_to_draft": len(convs), "characters": sum(len(msg.text) for i in inputs for msg in i.messages),
+    return {"conversations_to_draft": len(convs), "characters": chars,
             "sources": [f"{len(months)} months of your messages and case records"],
             "first_date": months[0] if months else None, "last_date": months[-1] if months else None,
             "excluded": 0}  # fmt: skip

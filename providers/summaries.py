@@ -51,7 +51,7 @@ class Summarizer(Protocol):
     month_prompt_version: str
     profile_prompt_version: str
 
-    def keyword_corpus(self, months: Sequence[MonthInputs]) -> None:
+    def keyword_corpus(self, months: Iterable[MonthInputs]) -> None:
         """What keywords are weighed against (document frequencies across months)."""
 
     def summarize_month(self, inputs: MonthInputs) -> MonthDraft: ...
@@ -188,11 +188,12 @@ class ExtractiveSummarizer:
         self._df: Counter[str] = Counter()
         self._n_months = 0
 
-    def keyword_corpus(self, months: Sequence[MonthInputs]) -> None:
+    def keyword_corpus(self, months: Iterable[MonthInputs]) -> None:
         self._df = Counter()
-        for m in months:
+        self._n_months = 0
+        for m in months:  # a stream: one month in memory at a time
             self._df.update(set(self._month_terms(m)))
-        self._n_months = len(months)
+            self._n_months += 1
 
     @staticmethod
     def _month_terms(inputs: MonthInputs) -> list[str]:

@@ -7,7 +7,7 @@ that do not exist), like evidence."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from pydantic import ValidationError
 
@@ -39,7 +39,7 @@ class LlmSummarizer:
             raise ConfigError(f"{spec} cannot write summaries", hint="use extractive or openai / anthropic / gemini")
         self.model = self.adapter.model
 
-    def keyword_corpus(self, months: Sequence[MonthInputs]) -> None:
+    def keyword_corpus(self, months: Iterable[MonthInputs]) -> None:
         return None  # the model picks the keywords
 
     def summarize_month(self, inputs: MonthInputs) -> MonthDraft:
