@@ -7,8 +7,9 @@ Input: a ``result.json`` (or any ``.json`` of that shape), or a folder holding t
 * the whole account: ``{about, personal_information: {user_id, first_name, …}, chats: {list:
   [chat, …]}, left_chats: {list: [...]}, …}``.
 
-The file is streamed (ijson events): one message at a time is built, and a chat's messages are
-handed on a day at a time.
+The file is streamed in two passes: ijson's event stream once for the chats' names, types, ids
+and message counts, then the messages built natively by ijson one at a time (a chat's messages
+are handed on a day at a time); memory holds one day of one chat.
 
 Decisions:
 
@@ -30,8 +31,9 @@ Decisions:
   that content type and its caption, sticker emoji or ``[photo]``-style placeholder as text.
   Unknown message types are kept as machinery and counted (``type:<x>``).
 * A message that is not an object or has no usable id is set aside (``not-an-object`` /
-  ``missing-id``, position = its index in the chat's ``messages``); a file that is not JSON or
-  ends early raises an error naming the file, after everything read before it was handed on.
+  ``missing-id``, position = its index in the chat's ``messages``); a file that is not JSON, ends
+  early or nests deeper than any export does (``too-deep``) raises an error naming the file,
+  after everything read before it was handed on.
 """
 
 from __future__ import annotations
@@ -45,7 +47,6 @@ from pathlib import Path
 from typing import IO, Any
 
 import ijson
-from ijson.common import ObjectBuilder
 from pydantic import ValidationError
 
 from core.models import Channel, Conversation, Message, Provenance
@@ -56,8 +57,9 @@ from importers._people import is_me, me_names, norm_name
 SOURCE = "telegram"
 UNDATED = "undated"
 _CHAT_PREFIXES = ("", "chats.list.item", "left_chats.list.item")
-_DEPTH = {"start_map": 1, "start_array": 1, "end_map": -1, "end_array": -1}
 _UNNAMED = {"saved_messages": "Saved Messages"}
+_SCAN_BUFFER = 8192  # bytes parsed at a time by the first pass (a hostile nesting stops early)
+MAX_PREFIX = 2000  # characters of an ijson path (about 400 levels): deeper is a hostile file
 _SCALARS = ("string", "number", "boolean", "null")
 _MEDIA_KEYS = (
     ("sticker_emoji", "sticker"),
@@ -138,6 +140,7 @@ class _Chat:
     type: str | None = None
     id: str | None = None
     index: int = 0  # messages seen (for quarantine positions)
+    count: int = 0  # messages in the file (the first pass)
     day: str | None = None
     first: int = 0
     messages: list[Message] = field(default_factory=list)
@@ -152,44 +155,62 @@ class _Reader:
         self.zone: tzinfo | None = None
 
     def read(self, fp: IO[bytes]) -> Iterator[Conversation | Quarantined]:
+        """Two passes: the event stream once for the chats' names, types, ids and message counts
+        (and the account's own id), then each group's messages built natively by ijson, one at a
+        time (``ijson.items``), assigned to their chats in order by those counts."""
         from core.settings import local_zone
 
         self.zone = local_zone()
-        chats: dict[str, _Chat] = {}
-        builder: ObjectBuilder | None = None
-        depth = 0
-        current: _Chat | None = None
-        count = 0
+        chats, damage = self._scan(fp)
+        for group in dict.fromkeys(c.prefix for c in chats if c.count):
+            members = iter([c for c in chats if c.prefix == group and c.count])
+            chat = next(members)
+            left = chat.count
+            fp.seek(0)
+            path = f"{group}.messages.item" if group else "messages.item"
+            try:
+                for msg in ijson.items(fp, path, use_float=True):
+                    while left == 0:
+                        yield from self._flush(chat)
+                        chat = next(members)
+                        left = chat.count
+                    left -= 1
+                    yield from self._message(chat, msg)
+            except (ijson.JSONError, UnicodeDecodeError):
+                pass  # the damage the first pass found: everything before it is handed on
+            yield from self._flush(chat)
+            for rest in members:
+                yield from self._flush(rest)
+        if damage is not None:
+            done = sum(c.index for c in chats)
+            raise ReadError(f"not readable as JSON after {done} messages ({damage})", file=self.label,
+                            record=str(done), reason="invalid-json")  # fmt: skip
+
+    def _scan(self, fp: IO[bytes]) -> tuple[list[_Chat], str | None]:
+        """The chats in document order with their metadata and message counts, and the name of
+        the error where the file stopped being JSON (None: read to the end)."""
+        chats: list[_Chat] = []
+        open_chats: dict[str, _Chat] = {}
         try:
-            for prefix, event, value in ijson.parse(fp, use_float=True):
-                if builder is not None:  # inside one message
-                    builder.event(event, value)
-                    depth += _DEPTH.get(event, 0)
-                    if depth == 0:
-                        yield from self._message(current, builder.value)
-                        builder = None
+            for prefix, event, value in ijson.parse(fp, use_float=True, buf_size=_SCAN_BUFFER):
+                if len(prefix) > MAX_PREFIX:  # nesting no export has: stop before it costs memory
+                    raise ReadError("nesting too deep", file=self.label, record="0", reason="too-deep")
+                if event == "map_key" or event == "end_array":
                     continue
                 owner = _message_owner(prefix)
-                if event in ("start_map", "start_array") and owner in chats:
-                    current, builder, depth = chats[owner], ObjectBuilder(), 1
-                    builder.event(event, value)
-                    count += 1
+                if owner is not None and owner in open_chats:
+                    if event != "end_map":
+                        open_chats[owner].count += 1  # one message (an object or not)
                 elif event == "start_map" and prefix in _CHAT_PREFIXES:
-                    chats[prefix] = _Chat(prefix)
-                elif event == "end_map" and prefix in chats:
-                    yield from self._flush(chats.pop(prefix))
-                elif event in _SCALARS and owner in chats:
-                    yield from self._message(chats[owner], value)  # a message that is not an object
+                    open_chats[prefix] = _Chat(prefix)
+                    chats.append(open_chats[prefix])
+                elif event == "end_map" and prefix in open_chats:
+                    del open_chats[prefix]
                 elif event in _SCALARS:
-                    self._scalar(chats, prefix, value)
-        except ijson.JSONError as exc:
-            for chat in chats.values():
-                yield from self._flush(chat)
-            raise ReadError(f"not readable as JSON after {count} messages ({type(exc).__name__})",
-                            file=self.label, record=str(count), reason="invalid-json") from None  # fmt: skip
-        except UnicodeDecodeError as exc:
-            raise ReadError(f"not readable as JSON after {count} messages ({type(exc).__name__})",
-                            file=self.label, record=str(count), reason="invalid-utf8") from None  # fmt: skip
+                    self._scalar(open_chats, prefix, value)
+        except (ijson.JSONError, UnicodeDecodeError) as exc:
+            return chats, type(exc).__name__
+        return chats, None
 
     def _scalar(self, chats: dict[str, _Chat], prefix: str, value: Any) -> None:
         if prefix == "personal_information.user_id" and value is not None:

@@ -109,6 +109,11 @@ def test_flatten_and_a_cut_off_file(tmp_path: Path) -> None:
     assert err.value.file == str(cut)
     # what was read before the damage was handed on first
     assert [i.key for i in items if isinstance(i, Conversation)] == ["telegram:4242424242:2026-03-01"]
+    deep = tmp_path / "deep.json"
+    deep.write_bytes(b'{"name": "x", "messages": [' + b"[" * 20000)  # a hostile nesting stops early
+    with pytest.raises(InputError) as err:
+        list(iter_conversations(deep))
+    assert getattr(err.value, "reason", None) == "too-deep"
 
 
 def test_import_and_ledger_show(pmem_env, db, tmp_path: Path) -> None:
