@@ -159,6 +159,12 @@ def test_rebuild_equals_incremental_and_show(db, store, pmem_env: dict[str, str]
     assert out["experiences"] == 4 and out["concept_links"] == 5 and out["results_reused"] == 0
     assert {c.name: show_body(cs, c.name) for c in cs.concepts()} == everything
 
+    listed = json.loads(_cli("concepts", "list", "--json").stdout.strip().splitlines()[-1])
+    assert {c["name"]: (c["experiences"], c["links"]) for c in listed["concepts"]}["登山"] == (3, 3)
+    assert listed["counts"]["concept_links"] == 5
+    text = _cli("concepts", "show", "登山").stdout
+    assert "気分転換" in text and "0.550" in text
+
     r = _cli("concepts", "show", "ない概念", "--json", code=1)
     assert "ない概念" in r.output
 
