@@ -293,8 +293,8 @@ def extract(exp: ExperienceInput) -> Extraction:
             else:
                 for w in _en_names(sent):
                     add(w, "proper", key)
-                for a, b, rel, feeling in _en_relations(sent):
-                    relate(add(a, "noun", key), add(b, "feeling" if feeling else "noun", key), rel, key)
+                for wa, wb, rel, feeling in _en_relations(sent):
+                    relate(add(wa, "noun", key), add(wb, "feeling" if feeling else "noun", key), rel, key)
     # a concept found in the record's own text points at the first excerpt that shows it
     for k, f in list(concepts.items()):
         if f.source_key is None:

@@ -35,7 +35,7 @@ Writes are serialized by one advisory lock (concept names are unique across the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from psycopg import Connection
@@ -146,7 +146,7 @@ class ConceptStore:
             ).fetchall()
         return {r[0]: [float(x) for x in r[1].strip("[]").split(",") if x] for r in rows}
 
-    def set_embeddings(self, model: str, vectors: dict[str, Sequence[float]]) -> int:
+    def set_embeddings(self, model: str, vectors: Mapping[str, Sequence[float]]) -> int:
         if not vectors:
             return 0
         with self.db.connection() as conn, conn.transaction(), conn.cursor() as cur:
@@ -386,7 +386,7 @@ class ConceptStore:
         new = [c for cid, c in sorted(exp.new_concepts.items()) if cid not in dropped]
         if new:
             norms = [norm(c.name) for c in new]
-            known = dict(conn.execute(
+            known: dict[str, str] = dict(conn.execute(
                 "SELECT norm, id FROM concepts WHERE norm = ANY(%s)", (norms,)).fetchall())  # fmt: skip
             fresh = [(c, n) for c, n in zip(new, norms, strict=True) if n not in known]
             with conn.cursor() as cur:
