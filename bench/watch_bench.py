@@ -79,9 +79,8 @@ def one_pass(folder: Path, *, full: bool = False) -> dict[str, Any]:
     from core.settings import get_settings
     from flows.watch import PassOptions, run_pass
 
-    embed = os.environ.get("PMEM_EMBEDDER", "none") != "none"
-    t0 = time.perf_counter()
-    s = run_pass(get_settings(), [str(folder)], PassOptions(embed=embed, full=full, trigger="watch"))
+    t0 = time.perf_counter()  # as `pmem watch` runs it: normal forms too, vectors when an embedder is set
+    s = run_pass(get_settings(), [str(folder)], PassOptions(embed=True, full=full, trigger="watch"))
     s["wall_seconds"] = round(time.perf_counter() - t0, 3)
     return s
 

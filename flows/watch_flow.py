@@ -15,7 +15,7 @@ log lines paths and counts: never message text.
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -26,7 +26,12 @@ from flows import watch as w
 from state.runlock import RunLocked
 
 
-@flow(name="watch", log_prints=False, validate_parameters=True)
+def _run_name() -> str:
+    """A flow run is named as the pass it runs starts its id (``watch-<UTC time>``)."""
+    return f"watch-{datetime.now(UTC):%Y%m%dT%H%M%S}"
+
+
+@flow(name="watch", flow_run_name=_run_name, log_prints=False, validate_parameters=True)
 def watch(paths: list[str] | None = None, embed: bool = True, verify: bool = False) -> dict[str, Any]:
     """One pass over ``paths`` (default: PMEM_WATCH_PATHS, else the PATHs earlier passes
     watched): only changed files are re-imported, then the new messages are indexed."""
