@@ -13,9 +13,9 @@ together make no link. The cues (A, B the nearest nouns on each side):
 - 「AとBする」「AとBに行く」 (A with B): ``with``
 - 「AでBになる」「AがBになる」「AのおかげでB」「AでBを得る/感じる」, "A helped (with) B",
   "A led to B": ``led_to`` (A → B)
-- 「AのためにB」, "B for A": ``for`` (B → A)
-- 「Aは(とても)楽しかった」「Aして、楽しかった」, "A made me happy": ``felt`` (A → the
-  feeling, an adjective's dictionary form)
+- 「AのためにB」: ``for`` (B → A)
+- 「Aは(とても)楽しかった」「Aして、楽しかった」「Aが好きだ」, "A made me happy": ``felt`` (A →
+  the feeling, an adjective's dictionary form or an adjectival noun)
 
 ``OFFLINE_VERSION`` names these rules: a stored experience read with other rules is read again.
 
@@ -191,7 +191,10 @@ def _ja_relations(ts: list[Token]) -> list[tuple[int, int | str, str]]:
                 if b2 is not None:
                     out.append((a2, b2, "led_to") if t.surface in ("おかげ", "お陰") else (b2, a2, "for"))
         # Aは(とても)楽しかった / Aして、楽しかった: a feeling (adjective) about A
-        if t.is_("形容詞") and not (len(t.pos) > 1 and t.pos[1] == "非自立可能"):
+        nxt_aux = ts[i + 1].lemma if i + 1 < n and ts[i + 1].is_("助動詞") else None
+        if (t.is_("形容詞") and not (len(t.pos) > 1 and t.pos[1] == "非自立可能")) or (
+            t.is_("形状詞") and nxt_aux in ("だ", "です")  # 好きだ, 大変だった
+        ):
             k = i - 1
             while k >= 0 and (ts[k].is_("副詞") or ts[k].surface in ("、", ",")):
                 k -= 1

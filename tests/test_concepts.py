@@ -266,3 +266,24 @@ def test_a_vendor_model_in_the_backfill_needs_consent(db, store, pmem_env: dict[
     assert store_.get("concept:made-up") is None
     assert [k for k in store_.evidence_keys([ids["E101"]])[ids["E101"]] if "nope" in k] == []
     assert link_table(store_, ids) == {("友人", "登山", "with"): ["E101"], ("登山", "気分転換", "led_to"): ["E102"]}
+
+
+@pytest.mark.parametrize(("text", "relations"), [
+    ("友人と登山して、とても楽しかった。", {("友人", "登山", "with"), ("登山", "楽しい", "felt")}),
+    ("登山で良い気分転換になった。", {("登山", "気分転換", "led_to")}),
+    ("膝のためにストレッチを始めた。", {("ストレッチ", "膝", "for")}),
+    ("ポールのおかげで膝は大丈夫だった。", {("ポール", "膝", "led_to"), ("膝", "大丈夫", "felt")}),
+    ("引っ越しは大変だった。", {("引っ越し", "大変", "felt")}),
+    ("Hiking really helped with my stress.", {("hiking", "stress", "led_to")}),
+    ("週末は登山と読書。仕事と家族。", set()),  # side by side: no relation stated
+    ('Get "https://api.example.com/v1/routes?area=tanzawa": context deadline exceeded', set()),
+])  # fmt: skip
+def test_offline_cues(text: str, relations: set[tuple[str, str, str]]) -> None:
+    from core.concepts import ExperienceInput
+    from stages.concepts import extract
+
+    ex = extract(ExperienceInput("m", 1, "", text))
+    assert {(r.source, r.target, r.relation) for r in ex.relations} == relations
+    assert all(r.stated for r in ex.relations)
+    if "tanzawa" in text:
+        assert ex.concepts == ()
