@@ -294,8 +294,15 @@ class MemoryService:
     def add_marker(self, text: str, *, session: str | None = None, client: str | None = "mcp") -> Any:
         """Record a topic marker through the store's guard (``store.markers``), counted against
         the client's budget like its other writes. Returns ``store.markers.Added``."""
-        from store.markers import MarkerStore
+        from store.markers import Added, Marker, MarkerStore
 
+        remote = getattr(self.writer, "add_marker", None)
+        if remote is not None:  # PMEM_MEMORY_URL: through the memory API, like the commits
+            data = remote(text, session)
+            m = data["marker"]
+            at = datetime.fromisoformat(m["at"])
+            return Added(Marker(m["id"], at, m["text"], m["session"], m["client"], tuple(m["redacted"]), at),
+                         created=bool(data["created"]))  # fmt: skip
         limiter = getattr(self.writer, "limiter", None)  # the in-process writer's budget window
         if limiter is not None:
             limiter.acquire(getattr(self.writer, "run_id", ""))

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from core.errors import (
+    ConfigError,
     EvidenceRefused,
     MemoryNotFound,
     StaleRevision,
@@ -26,6 +27,7 @@ from core.models import CONFIRMED_ACTIONS, STANDING_ACTIONS, ActionRequest, Comm
 from memory_api.auth import AuthMiddleware, allowed_hosts
 from store.budget import PgWindow
 from store.db import Database
+from store.markers import MarkerStore
 from store.records import MemoryStore
 from store.tokens import TokenStore
 
@@ -40,6 +42,11 @@ class SearchBody(BaseModel):
 class RelatedBody(BaseModel):
     conversation_keys: list[str] = Field(default_factory=list)
     titles: list[str] = Field(default_factory=list)
+
+
+class MarkerBody(BaseModel):
+    text: str
+    session: str | None = None
 
 
 class ProposalBody(BaseModel):
@@ -160,6 +167,23 @@ def create_app(
         """Queue a proposed memory or a confirmed action for the owner; nothing is performed."""
         body = body.model_copy(update={"client": x_pmem_client})
         return admit(x_pmem_client) or queued(body.action, store.queue(body))
+
+    @app.post("/v1/markers", response_model=None)
+    def add_marker(body: MarkerBody, x_pmem_client: str = Header(DEFAULT_CLIENT)) -> Any:
+        """Record a topic marker (store.markers: guarded, insert-only) in the client's name."""
+        limited = admit(x_pmem_client)
+        if limited is not None:
+            return limited
+        try:
+            added = MarkerStore(db).add(body.text, session=body.session, client=x_pmem_client)
+        except ConfigError as err:  # an empty or too long text: the message names sizes only
+            return JSONResponse({"error": "invalid_marker", "message": str(err)}, status_code=422)
+        return {"marker": added.marker.as_json(), "created": added.created}
+
+    @app.get("/v1/markers", response_model=None)
+    def markers(limit: int = 20, session: str | None = None, x_pmem_client: str = Header(DEFAULT_CLIENT)) -> Any:
+        found = MarkerStore(db).find(session=session, limit=max(1, min(limit, 500)))
+        return admit(x_pmem_client) or {"markers": [m.as_json() for m in found]}
 
     @app.get("/v1/memories/{memory_id}", response_model=None)
     def get(memory_id: str, history: bool = False, x_pmem_client: str = Header(DEFAULT_CLIENT)) -> Any:

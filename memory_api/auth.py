@@ -87,7 +87,7 @@ def host_name(header: str) -> str:
 
 
 def required_scope(method: str, path: str) -> str:
-    if path.startswith("/v1/commits"):
+    if path.startswith("/v1/commits") or (path.startswith("/v1/markers") and method.upper() != "GET"):
         return "memory.write"
     if path.startswith(("/v1/proposals", "/v1/requests")):
         return "memory.propose"

@@ -159,6 +159,8 @@ class HttpMemoryAPI:
                 raise TombstonedMemory(mid)
             if code == "not_found":
                 raise MemoryNotFound(mid)
+            if code == "invalid_marker":
+                raise ConfigError(str(body.get("message") or "the marker was refused"))
             if code == "evidence_refused":
                 raise EvidenceRefused(int(body.get("index", 0)), str(body.get("source_key", "")),
                                       str(body.get("reason", "")))  # fmt: skip
@@ -187,6 +189,10 @@ class HttpMemoryAPI:
             headers={"Content-Type": "application/json", "Idempotency-Key": request.idempotency_key},
         )  # fmt: skip
         return CommitResult(**data)
+
+    def add_marker(self, text: str, session: str | None = None) -> dict[str, Any]:
+        """Record a topic marker: ``{"marker": {...}, "created": bool}``."""
+        return dict(self._call("POST", "/v1/markers", json={"text": text, "session": session}))
 
     def request_action(self, request: ActionRequest) -> str:
         """Queue a request for the owner (``ConfirmationRequired`` carries its id)."""

@@ -232,3 +232,32 @@ def test_mark_and_marks_through_the_cli_and_the_mcp_tools_over_stdio(db, pmem_en
     assert [m["client"] for m in items] == ["mcp", "mcp", "cli"] and items[-1]["id"] == mark["id"]
     since = runner.invoke(app(), ["marks", "--since", "2021-01", "--json"])
     assert [m["client"] for m in json.loads(since.stdout.strip().splitlines()[-1])["markers"]] == ["mcp", "mcp"]
+
+
+def test_markers_through_the_memory_api(db) -> None:
+    """With PMEM_MEMORY_URL an MCP client's writes go through the memory API: a marker too, in
+    the token's name, under the write scope, through the same guard."""
+    from fastapi.testclient import TestClient
+
+    from core.errors import ConfigError
+    from memory_api.app import create_app
+    from memory_api.client import HttpMemoryAPI
+    from store.tokens import TokenStore
+
+    api_app = create_app(db)
+    tokens = TokenStore(db)
+    reader = {"Authorization": f"Bearer {tokens.create('reader', ('memory.read',)).token}"}
+    writer = {"Authorization": f"Bearer {tokens.create('writer', ('memory.read', 'memory.write')).token}"}
+    http = TestClient(api_app, base_url="http://127.0.0.1")
+    assert http.post("/v1/markers", json={"text": "読み取り専用"}, headers=reader).status_code == 403
+    api = HttpMemoryAPI("http://127.0.0.1", client_name="writer", token="unused")
+    api._http = TestClient(api_app, base_url="http://127.0.0.1", headers=writer)
+    svc = MemoryService(db, embedder=None, tz="UTC", writer=api)
+    added = svc.add_marker(f"鍵 {TOKEN} を更新", session="ops")
+    assert added.created and added.marker.client == "writer" and added.marker.session == "ops"
+    assert TOKEN not in added.marker.text and added.marker.redacted
+    assert not svc.add_marker(f"鍵 {TOKEN} を更新", session="ops").created
+    with pytest.raises(ConfigError, match="at most 500 characters"):
+        svc.add_marker("長" * 501)
+    listed = http.get("/v1/markers", headers=reader).json()["markers"]
+    assert [m["id"] for m in listed] == [added.marker.id]
