@@ -300,6 +300,7 @@ def main() -> int:
                     import core.textsearch
 
                     core.textsearch.analyze = lambda text: []  # type: ignore[assignment]
+                    core.textsearch._index_forms = lambda norm, out, seen=None: None  # type: ignore[assignment]
                 n = search.sync_messages(batch=20_000)
                 with db.connection() as conn:
                     conn.execute("ANALYZE message_search")

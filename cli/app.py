@@ -3,7 +3,10 @@
 The CLI is the only place where errors become messages and exit codes.
 
 Heavy modules (Prefect, the flows) are imported inside the commands that need them, so read
-paths such as `pmem search` start fast and never import Prefect.
+paths such as `pmem search` start fast and never import Prefect. Rich is imported on first use
+too: the stderr console (``stderr_console()``; ``from cli.app import err_console`` makes it) and
+the help screens (Typer renders them with Rich; our changes to them are made when the first one
+is rendered). A `pmem search --json` never imports it (ADR 0027).
 """
 
 from __future__ import annotations
@@ -14,15 +17,16 @@ import re
 import sys
 from collections.abc import Callable
 from functools import wraps
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from core.display import for_terminal
 from core.errors import ConsentRequired, PmemError, RateLimitStop
 from core.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 EXIT_ERROR = 1
 EXIT_TEMPFAIL = 75  # rate-limit stop: run the same command again later
@@ -49,8 +53,9 @@ def _plain_type(label: str | None) -> str | None:
 def _readable_help() -> None:
     """Typer's help shows Python types (``<bool>``, ``<list[str]>``) and keeps every line break
     of a docstring: show value placeholders as words (a flag shows none) and let paragraphs wrap
-    (a line that starts with a space, ``-`` or a digit keeps its own line)."""
-    from typer import core, rich_utils
+    (a line that starts with a space, ``-`` or a digit keeps its own line). The paragraphs are
+    Typer's Rich help (``typer.rich_utils``): changed when the first help screen is rendered."""
+    from typer import core
 
     for cls in (core.TyperOption, core.TyperArgument):
         original = cls.display_type_rich
@@ -67,6 +72,25 @@ def _readable_help() -> None:
         display._pmem = True  # type: ignore[attr-defined]
         cls.display_type_rich = display  # type: ignore[method-assign]
 
+    for group in (core.TyperCommand, core.TyperGroup):
+        format_help = group.format_help
+        if getattr(format_help, "_pmem", False):
+            continue
+
+        def rendered(self: Any, ctx: Any, formatter: Any, _format_help: Any = format_help) -> None:
+            _readable_paragraphs()
+            return _format_help(self, ctx, formatter)
+
+        rendered._pmem = True  # type: ignore[attr-defined]
+        group.format_help = rendered  # type: ignore[method-assign]
+
+
+def _readable_paragraphs() -> None:
+    from typer import rich_utils
+
+    if getattr(rich_utils._fix_linebreaks, "_pmem", False):
+        return
+
     def fix_linebreaks(paragraphs: list[str], markup_mode: Any) -> str:
         out = []
         for para in paragraphs:
@@ -78,6 +102,7 @@ def _readable_help() -> None:
             out.append(text)
         return "\n\n".join(out)
 
+    fix_linebreaks._pmem = True  # type: ignore[attr-defined]
     rich_utils._fix_linebreaks = fix_linebreaks  # type: ignore[assignment]
 
 
@@ -96,8 +121,32 @@ app = typer.Typer(
 db_app = typer.Typer(help="The embedded PostgreSQL (or the server DATABASE_URL points at).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
-err_console = Console(stderr=True, soft_wrap=True)
+_err_console: Console | None = None
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def stderr_console() -> Console:
+    """The Rich console on stderr (notes, errors, progress), made on first use."""
+    global _err_console
+    if _err_console is None:
+        from rich.console import Console
+
+        _err_console = Console(stderr=True, soft_wrap=True)
+    return _err_console
+
+
+def __getattr__(name: str) -> Any:
+    """``from cli.app import err_console`` (the command modules): ``stderr_console()``."""
+    if name == "err_console":
+        return stderr_console()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def escape(text: str) -> str:
+    """Rich's ``escape`` (markup in a message shown as it is), imported when first needed."""
+    from rich.markup import escape as rich_escape
+
+    return rich_escape(text)
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -146,9 +195,9 @@ def handle_errors(fn: F) -> F:
                 label, style, exit_code = "not sent", "yellow", EXIT_NO_CONSENT
             else:
                 label, style, exit_code = "error", "red", EXIT_ERROR
-            err_console.print(f"[{style}]{label}:[/] {escape(for_terminal(str(err)))}")
+            stderr_console().print(f"[{style}]{label}:[/] {escape(for_terminal(str(err)))}")
             if err.hint:
-                err_console.print(f"  → {escape(for_terminal(err.hint))}")
+                stderr_console().print(f"  → {escape(for_terminal(err.hint))}")
             if kwargs.get("as_json") and not _json_printed[0]:
                 print_json(_error_json(err, exit_code))
             raise typer.Exit(exit_code) from None
@@ -189,7 +238,7 @@ def _version(value: bool) -> None:
     try:
         info = version_info()
     except PmemError as err:
-        err_console.print(f"[red]error:[/] {escape(for_terminal(str(err)))}")
+        stderr_console().print(f"[red]error:[/] {escape(for_terminal(str(err)))}")
         raise typer.Exit(EXIT_ERROR) from None
     origin = {"PMEM_TZ": "from PMEM_TZ", "TZ": "from $TZ", "system": "the system's", "default": "no zone set"}
     typer.echo(f"pmem {info['version']} (Python {info['python']})")
@@ -203,7 +252,7 @@ class _NoticeHandler(logging.Handler):
     printed on stderr as they are, whatever -v says."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        err_console.print(for_terminal(self.format(record)), markup=False, highlight=False)
+        stderr_console().print(for_terminal(self.format(record)), markup=False, highlight=False)
 
 
 def _install_notices() -> None:
@@ -215,7 +264,7 @@ def _install_notices() -> None:
 
 
 def _announce_database(st: Any) -> None:
-    err_console.print(f"started the embedded PostgreSQL (pid {st.pid}) in {escape(for_terminal(st.pgdata))}; "
+    stderr_console().print(f"started the embedded PostgreSQL (pid {st.pid}) in {escape(for_terminal(st.pgdata))}; "
                       "it keeps running for the next commands: `pmem stop` stops it", highlight=False)  # fmt: skip
 
 

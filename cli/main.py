@@ -2,34 +2,80 @@
 
 Heavy modules (Prefect, the flows) are imported inside the commands that need them, so read
 paths such as `pmem search` start fast and never import Prefect.
+
+Start-up (ADR 0027): a fresh `pmem search` must answer within a second, so a process that runs
+one of the ``FAST_COMMANDS`` imports only the module that registers it; any other command, a
+help screen or a mistyped name imports every module of ``COMMAND_MODULES`` (the app as it always
+was). ``from cli.main import app`` (tests, other code) also gets the app with every command.
+
+Adding a command: register it with ``@app.command()`` in a module listed in ``COMMAND_MODULES``
+(a new module: add its name there). Nothing else is needed; ``FAST_COMMANDS`` is only a shortcut
+for the read paths, and a command missing from it is still found (``tests/test_startup.py``
+checks that every shortcut names the module that registers the command).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from cli import (  # noqa: F401  (they register their commands)
-    auth_cmds,
-    backfill_cmds,
-    backup_cmds,
-    concept_cmds,
-    consent_cmds,
-    db_cmds,
-    forget_cmds,
-    ledger_cmds,
-    marker_cmds,
-    owner_cmds,
-    prefect_cmds,
-    proposals_cmds,
-    read,
-    related_cmds,
-    run_cmds,
-    serve_cmds,
-    summary_cmds,
-    token_cmds,
-    watch_cmds,
+if TYPE_CHECKING:
+    import typer
+
+# every module that registers commands on cli.app.app (they are imported for that)
+COMMAND_MODULES = (
+    "auth_cmds",
+    "backfill_cmds",
+    "backup_cmds",
+    "concept_cmds",
+    "consent_cmds",
+    "db_cmds",
+    "forget_cmds",
+    "ledger_cmds",
+    "marker_cmds",
+    "owner_cmds",
+    "prefect_cmds",
+    "proposals_cmds",
+    "read",
+    "related_cmds",
+    "run_cmds",
+    "serve_cmds",
+    "summary_cmds",
+    "token_cmds",
+    "watch_cmds",
 )
-from cli.app import app
+# commands that must start fast → the one module that registers them
+FAST_COMMANDS = {"search": "read", "recall": "read", "show": "read"}
+_ROOT_FLAGS = ("-v", "--verbose")  # the root options that may come before a command
+
+
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` runs when only root flags come before it, else None."""
+    for arg in argv:
+        if arg in _ROOT_FLAGS:
+            continue
+        return None if arg.startswith("-") else arg
+    return None
+
+
+def register(command: str | None = None) -> typer.Typer:
+    """The app with ``command``'s module registered when it is a fast command, else with
+    every command."""
+    from cli.app import app
+
+    fast = FAST_COMMANDS.get(command or "")
+    for name in (fast,) if fast else COMMAND_MODULES:
+        importlib.import_module(f"cli.{name}")
+    return app
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # `from cli.main import app`: every command
+        return register()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
@@ -39,7 +85,10 @@ def main() -> None:
     private_umask()
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
-    app()
+    # pydantic would read every installed package's entry points for plugins on its first model
+    # (none are installed; an environment that names some keeps them)
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    register(command_of(sys.argv[1:]))()
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli.app import app, err_console, handle_errors, open_store, print_json, settings
+from cli.app import app, handle_errors, open_store, print_json, settings, stderr_console
 from core.display import for_terminal as tty
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def search(
 
     if not no_vectors and not embedding_allowed(settings().data_dir):
         no_vectors = True  # the query would go to a remote embedder the owner has not consented to
-        err_console.print("[dim]vectors skipped: no consent recorded for the remote embedder "
+        stderr_console().print("[dim]vectors skipped: no consent recorded for the remote embedder "
                           "(`pmem reindex --yes` records it)[/]")  # fmt: skip
     from search.query import parse_bound
 
@@ -82,10 +82,10 @@ def _print_hits(hits: list[Any], span: dict[str, Any] | None, explain: bool) -> 
 
     zone = local_zone()
     if span:
-        err_console.print(f"happened between {tty(span['start'])} and {tty(span['end'])} "
+        stderr_console().print(f"happened between {tty(span['start'])} and {tty(span['end'])} "
                           f"(what “{tty(span['matched'])}” stands for)", highlight=False, markup=False)  # fmt: skip
     if not hits:
-        err_console.print("no memories found")
+        stderr_console().print("no memories found")
     for h in hits:
         when = human_time(h.occurred_at, zone) if h.occurred_at else "time unknown"
         typer.echo(f"{h.rank:>2}. {tty(h.title)} — {when}")
@@ -104,7 +104,7 @@ def _print_hits(hits: list[Any], span: dict[str, Any] | None, explain: bool) -> 
             sim = f", cosine {h.vector_similarity:.3f}" if h.vector_similarity is not None else ""
             typer.echo(f"    score {h.score:.4f} (weighted RRF): {ranks}{sim}")
     if hits:
-        err_console.print(f"{plural(len(hits), 'memory', 'memories')}; `pmem show ID` opens one"
+        stderr_console().print(f"{plural(len(hits), 'memory', 'memories')}; `pmem show ID` opens one"
                           + ("" if explain else ", --explain shows how each was ranked"))  # fmt: skip
 
 
@@ -137,19 +137,19 @@ def recall(
         print_json(result.as_json())
         return
     if result.marker:
-        err_console.print(f"since marker {result.marker['id']} ({result.marker['at']}) until "
+        stderr_console().print(f"since marker {result.marker['id']} ({result.marker['at']}) until "
                           f"{result.marker['next_at'] or 'now (the latest marker)'}", highlight=False)  # fmt: skip
     if result.range:
         source = f"from {tty(repr(result.range['matched']))}, " if result.range["matched"] else ""
-        err_console.print(
+        stderr_console().print(
             f"range {result.range['start']} – {result.range['end'] or 'now'} ({source}{result.in_range} messages)"
         )
     if result.without_vectors:
-        err_console.print(
+        stderr_console().print(
             f"[yellow]{result.without_vectors} messages have no vectors yet: `pmem reindex` embeds them[/]"
         )
     if not result.hits:
-        err_console.print("no messages found")
+        stderr_console().print("no messages found")
     hits = result.hits
     if result.range:  # a time-scoped answer reads in time order (seed 004), the rank beside it
         hits = sorted(hits, key=lambda h: (h.created_at is None, h.created_at or now_min(), h.rank))
@@ -163,7 +163,7 @@ def recall(
             more = f" (+{len(h.memories) - 1} more)" if len(h.memories) > 1 else ""
             typer.echo(f"    → memory {tty(h.memory['id'])}  {tty(h.memory['title'])}{more}")
     if result.branches_skipped:
-        err_console.print(f"[dim]{result.branches_skipped} messages on branches not taken left out (--include-branches shows them)[/]")
+        stderr_console().print(f"[dim]{result.branches_skipped} messages on branches not taken left out (--include-branches shows them)[/]")
 
 
 def _redacted_view(view: Any) -> Any:

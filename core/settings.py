@@ -1,8 +1,16 @@
-"""One settings object, from environment variables and `.env` files (pydantic-settings).
+"""One settings object, from environment variables and `.env` files.
 
-Where configuration comes from, strongest first: the environment; the `.env` in the working
-directory (the CLI's documented convenience: `cd` to the project and run `pmem …`); the data
-dir's own ``config.env`` (0600, inside the private data dir); the defaults.
+Where configuration comes from, strongest first: the values passed to ``Settings(...)``; the
+environment; the `.env` in the working directory (the CLI's documented convenience: `cd` to the
+project and run `pmem …`); the data dir's own ``config.env`` (0600, inside the private data dir);
+the defaults. A field is read from ``PMEM_<NAME>`` (any case), or from its aliases
+(``DATABASE_URL``, ``LLM``); the `.env` files use the same names (python-dotenv parses them).
+Values are validated by pydantic as the field's type.
+
+The settings are a plain pydantic model with that small loader (``_from_sources``), not
+pydantic-settings: its import (every settings source, cloud secret stores included) cost a
+fresh `pmem search` about a tenth of its one-second budget (ADR 0027);
+``tests/test_settings.py`` holds the loader to pydantic-settings' behaviour for these fields.
 
 `pmem serve` is started by an AI client in whatever folder the client chose (a cloned repository,
 a download folder): a `.env` there must not redirect the database (`DATABASE_URL`) or the
@@ -17,15 +25,11 @@ import re
 from datetime import tzinfo
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
-from pydantic import AliasChoices, Field, field_validator
-from pydantic_settings import (
-    BaseSettings,
-    DotEnvSettingsSource,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-)
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
+ENV_PREFIX = "PMEM_"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DB_NAME = "pmem"
 DATA_DIR_CONFIG = "config.env"
@@ -68,9 +72,9 @@ def parse_budget(text: str) -> tuple[int, float]:
     return int(m.group(1)), float(m.group(2))
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="PMEM_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+class Settings(BaseModel):
+    model_config = ConfigDict(
+        extra="ignore", validate_default=True, validate_by_name=True, validate_by_alias=True
     )
 
     data_dir: Path = Field(default=PROJECT_ROOT / ".pmem")
@@ -95,17 +99,8 @@ class Settings(BaseSettings):
     # where runs/ lives (default <data dir>/runs); `pmem demo` keeps its own
     runs_folder: Path | None = Field(default=None, validation_alias=AliasChoices("PMEM_RUNS_DIR"))
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        dotenv = DotEnvSettingsSource(settings_cls, env_file=_dotenv_files())
-        return init_settings, env_settings, dotenv, file_secret_settings
+    def __init__(self, **values: Any) -> None:
+        super().__init__(**_from_sources(type(self), values))
 
     @field_validator("data_dir", mode="after")
     @classmethod
@@ -145,6 +140,44 @@ class Settings(BaseSettings):
 
 def get_settings() -> Settings:
     return Settings()
+
+
+def _names(name: str, field: Any) -> tuple[str, ...]:
+    """The variable names a field is read from: its aliases, else ``PMEM_<NAME>``."""
+    alias = field.validation_alias
+    if isinstance(alias, AliasChoices):
+        return tuple(str(c) for c in alias.choices)
+    if isinstance(alias, str):
+        return (alias,)
+    return (ENV_PREFIX + name,)
+
+
+def _from_sources(cls: type[BaseModel], given: dict[str, Any]) -> dict[str, Any]:
+    """Every field's raw value by field name: ``given`` (by name or alias) over the environment
+    over the `.env` files (the later file wins), names matched in any case; a field found
+    nowhere keeps its default."""
+    import os
+
+    layers: list[dict[str, str]] = []
+    files = [f for f in _dotenv_files() if f.is_file()]
+    if files:
+        from dotenv import dotenv_values
+
+        for f in files:
+            layers.append({k.lower(): v for k, v in dotenv_values(f, encoding="utf-8").items() if v is not None})
+    layers.append({k.lower(): v for k, v in os.environ.items()})
+    out: dict[str, Any] = {}
+    for name, field in cls.model_fields.items():
+        names = _names(name, field)
+        for layer in layers:  # weakest first: a later layer overwrites
+            hit = next((layer[n.lower()] for n in names if n.lower() in layer), None)
+            if hit is not None:
+                out[name] = hit
+        for key in (name, *names):
+            if key in given:
+                out[name] = given[key]
+                break
+    return out
 
 
 # ------------------------------------------------------------------ the time zone in use

@@ -24,31 +24,26 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
 from core.errors import ConfigError, ConfirmationRequired
-from core.models import (
-    CONFIRMED_ACTIONS,
-    STANDING_ACTIONS,
-    ActionRequest,
-    CommitRequest,
-    CommitResult,
-    MemoryView,
-)
-from core.ports import MemoryAPI
+from core.models import CONFIRMED_ACTIONS, STANDING_ACTIONS
 from core.settings import Settings
 from providers.embeddings import Embedder, embedder_from_env, get_embedder
 from search.query import TZ_ENV, check_zone, parse_bound, parse_now, snippet
 from search.understand import Query, understand
-from state.budget import BudgetedMemoryAPI, SlidingWindowLimiter
 from state.consent import embedding_allowed
-from store.budget import PgWindow
 from store.db import Database
-from store.records import MemoryStore
 from store.search import EmbedStats, RankedHit, RecallHit, SearchStore
 from store.search.related import RelatedResult
+
+if TYPE_CHECKING:  # the write side (records, budgets) is imported when first used: ADR 0027
+    from core.models import ActionRequest, CommitRequest, CommitResult, MemoryView
+    from core.ports import MemoryAPI
+    from store.records import MemoryStore
 
 MCP_WRITE_REASONS = STANDING_ACTIONS  # the owner's standing approval covers these only
 
@@ -110,16 +105,34 @@ class MemoryService:
         self.embedder = embedder
         self.tz = tz if tz is not None else (os.environ.get(TZ_ENV) or None)
         check_zone(self.tz)  # fail early on a bad PMEM_TZ
-        self.records = MemoryStore(db)
-        self.records.search_embedder = embedder
         self.index = SearchStore(db, embedder)
         self._redactor = redactor
         self.last_range: dict[str, Any] | None = None  # the range the last search's query named
-        # AI clients write through the memory API, against their own budget ("client:mcp"):
-        # over HTTP when PMEM_MEMORY_URL names the service, else the store in process
-        limit, window = budget
-        self.writer: MemoryAPI = writer or BudgetedMemoryAPI(
-            self.records, SlidingWindowLimiter(max_wait=5.0, backend=PgWindow(db, "client:mcp", limit, window))
+        self._writer = writer
+        self._budget = budget
+
+    @cached_property
+    def records(self) -> MemoryStore:
+        """The memory store (reads of one memory, writes): made when first used, so a search or
+        a recall does not import the write side."""
+        from store.records import MemoryStore
+
+        records = MemoryStore(self.db)
+        records.search_embedder = self.embedder
+        return records
+
+    @cached_property
+    def writer(self) -> MemoryAPI:
+        """AI clients write through the memory API, against their own budget ("client:mcp"):
+        over HTTP when PMEM_MEMORY_URL names the service, else the store in process."""
+        if self._writer is not None:
+            return self._writer
+        from state.budget import BudgetedMemoryAPI, SlidingWindowLimiter
+        from store.budget import PgWindow
+
+        limit, window = self._budget
+        return BudgetedMemoryAPI(
+            self.records, SlidingWindowLimiter(max_wait=5.0, backend=PgWindow(self.db, "client:mcp", limit, window))
         )
 
     @classmethod
@@ -392,6 +405,8 @@ class MemoryService:
         """Create or append. A correction, merge, delete or publish is queued for the owner
         instead (``ConfirmationRequired`` carries the request's id)."""
         if request.reason in CONFIRMED_ACTIONS:
+            from core.models import ActionRequest
+
             fields = request.model_dump(mode="json", include={
                 "kind", "title", "canonical_summary", "index_summary", "aliases", "tags",
                 "occurred_at", "valid_from",

@@ -1,0 +1,78 @@
+"""A fresh `pmem search` starts light (issue 9 item 7, ADR 0027): it registers only the read
+commands and imports none of the heavy modules the other commands need; every other command
+still finds the whole app."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+
+from cli.main import COMMAND_MODULES, FAST_COMMANDS, command_of
+from tests.conftest import PROJECT
+
+# packages (or modules) a search has no use for: the flows' orchestrator, the terminal renderer,
+# pydantic-settings' sources, the write side of the store, the other command modules
+HEAVY = ("prefect", "flows", "rich", "typer.rich_utils", "markdown_it", "pygments", "pydantic_settings",
+         "store.records", "state.budget", "store.budget", "memory_api")  # fmt: skip
+
+
+def _loaded(names: list[str], heavy: tuple[str, ...]) -> list[str]:
+    return sorted(n for n in names if any(n == h or n.startswith(h + ".") for h in heavy))
+
+
+def test_fast_commands_name_the_module_that_registers_them():
+    from cli.app import app
+
+    for command, module in FAST_COMMANDS.items():
+        assert module in COMMAND_MODULES
+        importlib.import_module(f"cli.{module}")
+        names = {c.name or c.callback.__name__ for c in app.registered_commands if c.callback}
+        assert command in names, f"{command} is not registered by cli.{module}"
+
+
+def test_command_of_finds_the_command_after_root_flags_only():
+    assert command_of(["search", "x", "--json"]) == "search"
+    assert command_of(["-v", "recall", "q"]) == "recall"
+    assert command_of(["--help"]) is None
+    assert command_of(["--version", "search"]) is None  # anything else first: the whole app
+    assert command_of([]) is None
+
+
+def test_a_search_process_imports_nothing_heavy(pmem_env: dict[str, str]):
+    code = (
+        "import json, sys\n"
+        "sys.argv = ['pmem', 'search', 'データベースの移行で何を決めた？', '--json']\n"
+        "from cli.main import main\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as exit:\n"
+        "    assert not exit.code, exit.code\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=pmem_env, capture_output=True, text=True, cwd=PROJECT)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert json.loads(lines[0])["hits"] == []  # the search answered (an empty memory)
+    modules = json.loads(lines[-1])
+    assert _loaded(modules, HEAVY) == []
+    others = [m for m in COMMAND_MODULES if m not in set(FAST_COMMANDS.values())]
+    assert _loaded(modules, tuple(f"cli.{m}" for m in others)) == []
+    # the check can fail: the whole app loads them
+    assert "cli.backfill_cmds" in _loaded(modules + ["cli.backfill_cmds"], ("cli.backfill_cmds",))
+
+
+def test_help_screens_still_list_every_command_and_plain_placeholders():
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    runner = CliRunner()
+    top = runner.invoke(app, ["--help"], terminal_width=200)
+    assert top.exit_code == 0, top.output
+    for name in ("backfill", "import", "search", "recall", "serve", "forget", "summarize"):
+        assert f" {name} " in top.output, name
+    one = runner.invoke(app, ["search", "--help"], terminal_width=200)
+    assert one.exit_code == 0, one.output
+    assert "--limit" in one.output and "INTEGER" in one.output and "<int>" not in one.output
