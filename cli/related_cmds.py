@@ -47,15 +47,18 @@ def related(
         print_json({
             "hits": [h.model_dump(mode="json") for h in result.hits],
             "attention": result.attention, "min_weight": result.min_weight,
+            "across_languages": result.across_languages,
         })  # fmt: skip
         return
     _print_related(result)
 
 
-def why_line(h: Any) -> str:
-    """Why one experience came up, in words."""
+def why_line(h: Any, across: dict[str, str] | None = None) -> str:
+    """Why one experience came up, in words (``across``: attention concepts found by a word of
+    the other language)."""
     if h.why == "mentions":
-        return f"it mentions {h.path[0]}, which you just named"
+        word = (across or {}).get(h.path[0])
+        return f"it mentions {h.path[0]}, which you just named" + (f" (as “{word}”)" if word else "")
     steps = []
     for k in h.links:
         kind = "" if k.stated else ", inferred"
@@ -72,7 +75,9 @@ def _print_related(result: Any) -> None:
     if not result.attention:
         err_console.print("none of the words names a concept of your memory (pmem graph shows them)")
         return
-    err_console.print(f"attention: {escape(tty(', '.join(result.attention)))}", highlight=False)
+    named = [f"{a} (from “{result.across_languages[a]}”)" if a in result.across_languages else a
+             for a in result.attention]  # fmt: skip
+    err_console.print(f"attention: {escape(tty(', '.join(named)))}", highlight=False)
     if not result.hits:
         err_console.print(f"no experiences linked to them at weight ≥ {result.min_weight:.2f}")
         return
@@ -80,7 +85,7 @@ def _print_related(result: Any) -> None:
     for h in result.hits:
         when = human_time(h.occurred_at, zone) if h.occurred_at else "time unknown"
         typer.echo(f"{h.rank:>2}. {tty(h.title)} — {when}")
-        typer.echo(f"    {tty(' → '.join(h.path))}: {tty(why_line(h))}")
+        typer.echo(f"    {tty(' → '.join(h.path))}: {tty(why_line(h, result.across_languages))}")
         typer.echo(f"    {tty(h.kind)} · {h.memory_id} · concepts: {tty(', '.join(h.concepts[:8]))}")
         for e in h.evidence[:2]:
             typer.echo(f"    > {tty(e['quote'])}  [{tty(e['message_key'])}]")

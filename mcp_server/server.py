@@ -433,7 +433,9 @@ def render_related(text: str, result: Any) -> str:
     path, why it came up, its id, title and evidence message keys."""
     if not result.attention:
         return "none of the words names a concept of the owner's memory; try search_memory(query)."
-    head = f"attention concepts: {', '.join(result.attention)}"
+    named = [f"{a} (from {result.across_languages[a]!r})" if a in result.across_languages else a
+             for a in result.attention]  # fmt: skip
+    head = f"attention concepts: {', '.join(named)}"
     if not result.hits:
         return f"{head}\nno experiences linked to them at weight ≥ {result.min_weight:.2f}."
     lines = [head, f"{_n(len(result.hits), 'experience')}, best first (get_memory(memory_id) for one):"]

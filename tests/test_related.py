@@ -154,5 +154,5 @@ def test_paths_threshold_hops_and_attention(db, store) -> None:  # type: ignore[
     cs.set_embeddings("fake-local", {concept_id("登山"): Fake.space["登山"], concept_id("写真"): [0.0, 1.0, 0.0]})
     vec = QueryVectors(Fake(), ("trekking", "taxes"))
     r = cr.related(["trekking", "taxes"], "trekking and taxes", vectors=vec)
-    assert r.attention == ["登山"] and r.hits[0].memory_id == e1
+    assert r.attention == ["登山"] and r.hits[0].memory_id == e1 and r.across_languages == {"登山": "trekking"}
     assert cr.related(["taxes"], "taxes", vectors=QueryVectors(Fake(), ("taxes",))).attention == []

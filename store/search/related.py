@@ -93,6 +93,7 @@ class RelatedResult(BaseModel):
     hits: list[RelatedHit]
     attention: list[str]  # the concepts the utterance named
     min_weight: float
+    across_languages: dict[str, str] = {}  # attention concept → the word it was found by, by vector
 
 
 @dataclass(frozen=True)
@@ -197,7 +198,7 @@ class ConceptRecall:
             """WITH q AS MATERIALIZED (
                    SELECT u.i, u.v::halfvec AS v, l.lang FROM unnest(%(vecs)s::text[]) WITH ORDINALITY AS u(v, i)
                    JOIN unnest(%(langs)s::text[]) WITH ORDINALITY AS l(lang, i) ON l.i = u.i)
-               SELECT near.id, near.name, near.norm, true AS by_word, near.similarity,
+               SELECT near.id, near.name, near.norm, true AS by_word, near.similarity, q.i AS word,
                       (SELECT count(*) FROM experience_links el WHERE el.concept_id = near.id) AS df,
                       (SELECT count(*) FROM experiences) AS n
                FROM q CROSS JOIN LATERAL (
@@ -212,7 +213,7 @@ class ConceptRecall:
         for r in rows:
             better = r["id"] not in out or r["similarity"] > out[r["id"]]["similarity"]
             if float(r["similarity"]) >= VECTOR_MIN and r["id"] not in have and better:
-                out[r["id"]] = r
+                out[r["id"]] = dict(r, word=words[int(r["word"]) - 1])
         return list(out.values())
 
     # ---------------------------------------------------------------- related
@@ -234,6 +235,7 @@ class ConceptRecall:
         att = self.attention(words, text, conn, vectors=vectors)
         if not att:
             return RelatedResult(hits=[], attention=[], min_weight=min_weight)
+        across = {r["name"]: r["word"] for r in att if r.get("word")}
         paths = self._paths(conn, {r["id"]: r["specificity"] for r in att}, min_weight, hops)
         ends = sorted({p.concepts[-1] for p in paths})
         shows = conn.execute(
@@ -262,7 +264,8 @@ class ConceptRecall:
                 ):  # fmt: skip
                     c.tier, c.weight, c.path = tier, p.weight, p
         if not cands:
-            return RelatedResult(hits=[], attention=[r["name"] for r in att], min_weight=min_weight)
+            return RelatedResult(hits=[], attention=[r["name"] for r in att], min_weight=min_weight,
+                                 across_languages=across)  # fmt: skip
         memo = {
             r["id"]: r
             for r in conn.cursor(row_factory=dict_row).execute(
@@ -280,7 +283,8 @@ class ConceptRecall:
             reverse=True,
         )[:limit]  # fmt: skip
         return RelatedResult(
-            hits=self._hits(conn, best, memo), attention=[r["name"] for r in att], min_weight=min_weight
+            hits=self._hits(conn, best, memo), attention=[r["name"] for r in att], min_weight=min_weight,
+            across_languages=across,
         )
 
     def _paths(self, conn: Connection, start: dict[str, float], min_weight: float, hops: int) -> list[_Path]:
@@ -357,7 +361,10 @@ class ConceptRecall:
             keys = [k for cid, _, k in mine if cid in on_path and k]
             keys += [k for link in p.links if c.memory_id in link.experiences for k in link.source_keys]
             rank_of = {k: i for i, k in enumerate(dict.fromkeys(keys))}
-            ev = sorted(evidence.get(c.memory_id, []), key=lambda e: rank_of.get(e[0], len(rank_of)))
+            said = [n for n in (names.get(cid, "") for cid in on_path) if n]
+            # those messages first, and in them the excerpts that name a concept of the path
+            ev = sorted(evidence.get(c.memory_id, []),
+                        key=lambda e: (rank_of.get(e[0], len(rank_of)), not any(n in e[1] for n in said)))  # fmt: skip
             hits.append(RelatedHit(
                 memory_id=c.memory_id, path=[names.get(cid, cid) for cid in on_path],
                 concepts=[names.get(cid, cid) for cid in on_path if any(m[0] == cid for m in mine)]
