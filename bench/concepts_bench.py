@@ -68,7 +68,8 @@ def main() -> None:
             print(f"  {a.name if a else '?'} -{link.relation}-> {b.name if b else '?'}  {link.weight:.3f}  "
                   f"{len(link.experiences)} experiences")
         tz = cs.find("Tanzawa")
-        print("Tanzawa ->", tz.name if tz else None, "| hiking ->", (cs.find("hiking") or cs.find("登山")))
+        hk = cs.find("hiking")
+        print("Tanzawa ->", tz.name if tz else None, "| hiking ->", hk.name if hk else None)
         db.close()
 
 
