@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -554,9 +554,11 @@ class BatchIndex:
 
     tokens: Callable[[], dict[str, tuple[str, bool]]]
     written: int = 0
+    texts: dict[str, str] = field(default_factory=dict)  # the index's text by key (else sanitized here)
 
 
 INDEXED = (Channel.PERSON, Channel.ASSISTANT)  # the messages the message index holds
+_SERVER_COPY = 1_000_000  # characters: a longer clean text is copied into the index by the server
 
 _COPY_INDEX = """COPY message_search (message_key, conversation_key, role, created_at, text, tokens)
     FROM STDIN"""
@@ -577,6 +579,7 @@ def _copy_index(conn: Connection, convs: list[Conversation], index: BatchIndex) 
         return 0
     done: list[str] = []
     ja: list[str] = []
+    huge: list[tuple[str, str]] = []
     with conn.cursor() as cur, cur.copy(_COPY_INDEX) as copy:
         for conv in convs:
             ckey = storable(conv.key)
@@ -587,10 +590,24 @@ def _copy_index(conn: Connection, convs: list[Conversation], index: BatchIndex) 
                 got = tokens.get(key)
                 if got is None:
                     continue
-                copy.write_row((key, ckey, storable(m.role), m.created_at, sanitize(m.text), got[0]))
+                text = index.texts.get(key)
+                if text is m.text and len(text) > _SERVER_COPY:  # clean and huge: see below
+                    huge.append((key, got[0]))
+                else:
+                    copy.write_row((key, ckey, storable(m.role), m.created_at,
+                                    sanitize(m.text) if text is None else text, got[0]))  # fmt: skip
                 done.append(key)
                 if got[1]:
                     ja.append(key)
+    if huge:  # the server copies a huge clean text from the ledger's body (valid UTF-8, no NUL):
+        conn.execute(  # the text is not sent a second time (the import's memory stays bounded)
+            """INSERT INTO message_search (message_key, conversation_key, role, created_at, text, tokens)
+               SELECT s.message_key, s.conversation_key, s.role, s.created_at,
+                      convert_from(s.body, 'UTF8'), t.tokens::tsvector
+               FROM unnest(%s::text[], %s::text[]) AS t(key, tokens)
+               JOIN source_messages s ON s.message_key = t.key""",
+            ([k for k, _ in huge], [t for _, t in huge]),
+        )
     if done:
         conn.execute("DELETE FROM message_search_pending WHERE message_key = ANY(%s)", (done,))
     if ja:

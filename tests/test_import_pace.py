@@ -153,3 +153,25 @@ def test_a_batch_stores_its_index_rows_in_its_own_transaction(db, monkeypatch) -
     convs, messages, indexed, queued = counts()
     assert convs == 6 and indexed == messages > 50 and queued == 0
     assert stats["indexed_messages"] == messages - first  # all of them stored with their batches
+
+
+def test_a_huge_clean_text_is_copied_into_the_index_by_the_server(db, tmp_path: Path, monkeypatch) -> None:
+    """A huge message's text is not sent twice: the server copies it from the ledger's body when
+    it is clean (valid UTF-8, no NUL); one with a NUL or a lone surrogate goes through the client,
+    sanitized. Either way the index holds what recall shows."""
+    import store.ledger as sl
+    from flows.importing import run_import
+    from store.ledger import Ledger
+
+    monkeypatch.setattr(sl, "_SERVER_COPY", 10)
+    monkeypatch.setenv("PMEM_INDEX_WORKERS", "0")
+    clean, odd = "長い本文です。" * 5 + " and more", "NUL\x00 here and a lone \ud800 surrogate too"
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps([one_conversation("h1", "huge", [("user", clean), ("assistant", odd)])]))
+    stats = run_import(Ledger(db), "chatgpt", str(path), index_messages=True)
+    assert stats["indexed_messages"] == 2
+    with db.connection() as conn:
+        texts = dict(conn.execute("SELECT role, text FROM message_search").fetchall())
+        queued = conn.execute("SELECT count(*) FROM message_search_pending").fetchone()[0]
+    assert texts == {"user": clean, "assistant": "NUL\ufffd here and a lone \ufffd surrogate too"}
+    assert queued == 0
