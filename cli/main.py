@@ -48,7 +48,7 @@ COMMAND_MODULES = (
     "watch_cmds",
 )
 # commands that must start fast → the one module that registers them
-FAST_COMMANDS = {"search": "read", "recall": "read", "show": "read"}
+FAST_COMMANDS = {"search": "read", "recall": "read", "show": "read", "related": "related_cmds"}
 _ROOT_FLAGS = ("-v", "--verbose")  # the root options that may come before a command
 
 

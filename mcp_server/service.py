@@ -70,6 +70,15 @@ def attention_words(q: Query) -> list[str]:
     return list(dict.fromkeys(w for w in out if w))
 
 
+def noun_words(q: Query) -> set[str]:
+    """The Japanese nouns of an understood utterance, as written (SudachiPy's part of speech)."""
+    import unicodedata
+
+    from core.textsearch import analyze
+
+    return {m.surface for m in analyze(unicodedata.normalize("NFKC", q.rest).lower()) if m.pos[0] == "名詞"}
+
+
 class Recall(BaseModel):
     """What ``recall`` returns: the hits in time order, the range and how it was found."""
 
@@ -336,8 +345,12 @@ class MemoryService:
         q = understand(text, ref, self.tz)
         words = attention_words(q)
         # across languages (hiking → 登山) by the local embedder only, as concepts are matched
-        vectors = (QueryVectors(self.embedder, tuple(t.text for t in q.terms if not t.generic))
-                   if self.embedder is not None and getattr(self.embedder, "local", False) else None)  # fmt: skip
+        vectors = None
+        if self.embedder is not None and getattr(self.embedder, "local", False):
+            nouns = noun_words(q)  # a Japanese verb or adjective names no concept of another language
+            vectors = QueryVectors(self.embedder, tuple(
+                t.text for t in q.terms if not t.generic and (t.lang == "en" or t.text in nouns)
+            ))  # fmt: skip
         result = ConceptRecall(self.db).related(
             words, q.rest, limit=limit, min_weight=MIN_WEIGHT if min_weight is None else min_weight,
             since=q.time.start if q.time else None, until=q.time.end if q.time else None, vectors=vectors,
