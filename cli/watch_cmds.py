@@ -141,7 +141,7 @@ def _check_source(source: str | None) -> None:
 @app.command()
 @handle_errors
 def watch(
-    paths: Annotated[list[str] | None, typer.Argument(help="Files or folders to watch (walked recursively). Default: PMEM_WATCH_PATHS, else the PATHs earlier passes watched.")] = None,
+    paths: Annotated[list[str] | None, typer.Argument(metavar="[PATH]...", help="Files or folders to watch (walked recursively). Default: PMEM_WATCH_PATHS, else the PATHs earlier passes watched.")] = None,
     once: Annotated[bool, typer.Option("--once", help="Run one pass and stop (what `pmem reindex --changed` does).")] = False,
     every: Annotated[float | None, typer.Option("--every", help="Seconds between passes. Default: PMEM_WATCH_INTERVAL, else 600 (every 10 minutes).")] = None,
     serve: Annotated[bool, typer.Option("--serve", help="Serve the Prefect deployment watch/every-10-minutes (its runs show in the Prefect UI) instead of passing in this process.")] = False,
@@ -160,7 +160,7 @@ def watch(
     finds a backfill running is skipped (with --once: exit 1)."""
     _check_source(source)
     if serve:
-        _serve(paths, every, embed=not no_embed)
+        _serve(paths, every, embed=not no_embed, verify=verify)
         return
     if once:
         summary = run_once(paths, embed=not no_embed, verify=verify, full=full, source=source)
@@ -231,7 +231,7 @@ def _finish(passes: list[dict[str, Any]], totals: dict[str, int], as_json: bool,
     sys.stdout.flush()
 
 
-def _serve(paths: list[str] | None, every: float | None, *, embed: bool) -> None:
+def _serve(paths: list[str] | None, every: float | None, *, embed: bool, verify: bool = False) -> None:
     from cli.prefect_cmds import _connect
     from flows.watch import env_paths, interval_seconds, resolve_roots
 
@@ -242,12 +242,12 @@ def _serve(paths: list[str] | None, every: float | None, *, embed: bool) -> None
     from flows.watch_flow import build_deployment, deployment_name, serve_watch
 
     cfg = settings()
-    build_deployment(cfg, roots, interval, embed=embed)  # validates first
+    build_deployment(cfg, roots, interval, embed=embed, verify=verify)  # validates first
     where = ", ".join(_tty(r) for r in roots) or "PMEM_WATCH_PATHS"
     err_console.print(f"serving watch/{deployment_name(interval)}: a pass over {where} every {interval:g}s "
                       f"on {url.removesuffix('/api')}; Ctrl-C stops (the schedule is paused until the next "
                       "`pmem watch --serve`)", highlight=False)  # fmt: skip
-    serve_watch(cfg, roots, interval, embed=embed)
+    serve_watch(cfg, roots, interval, embed=embed, verify=verify)
 
 
 def _known_roots() -> list[str]:

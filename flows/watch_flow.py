@@ -78,7 +78,7 @@ def deployment_name(interval: float) -> str:
 
 
 def build_deployment(settings: Settings, paths: list[str], interval: float | None = None, *,
-                     embed: bool = True, name: str | None = None) -> Any:  # fmt: skip
+                     embed: bool = True, verify: bool = False, name: str | None = None) -> Any:  # fmt: skip
     """The `watch/<name>` deployment: a pass over ``paths`` every ``interval`` seconds."""
     from prefect.schedules import Interval
     from prefect.types.entrypoint import EntrypointType
@@ -86,7 +86,8 @@ def build_deployment(settings: Settings, paths: list[str], interval: float | Non
     seconds = w.interval_seconds(interval)
     return watch.to_deployment(
         name=name or deployment_name(seconds), schedule=Interval(timedelta(seconds=seconds)),
-        parameters={"paths": list(paths), "embed": embed}, tags=[ps.data_tag(settings)],
+        parameters={"paths": list(paths), "embed": embed, **({"verify": True} if verify else {})},
+        tags=[ps.data_tag(settings)],
         description="Incremental re-index: re-import only the files that changed since the last pass, "
         "then index and embed their new messages.",
         entrypoint_type=EntrypointType.MODULE_PATH,  # runs from any working directory
@@ -94,10 +95,10 @@ def build_deployment(settings: Settings, paths: list[str], interval: float | Non
 
 
 def serve_watch(settings: Settings, paths: list[str], interval: float | None = None, *,
-                embed: bool = True, name: str | None = None) -> None:  # fmt: skip
+                embed: bool = True, verify: bool = False, name: str | None = None) -> None:  # fmt: skip
     """Register the deployment and execute its runs until interrupted (blocks). The schedule is
     paused when the serve process stops, so no late runs pile up while nothing serves them."""
     from prefect import serve
 
-    deployment = build_deployment(settings, paths, interval, embed=embed, name=name)
+    deployment = build_deployment(settings, paths, interval, embed=embed, verify=verify, name=name)
     serve(deployment, pause_on_shutdown=True, print_starting_message=False)
