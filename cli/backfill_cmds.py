@@ -434,6 +434,8 @@ def backfill(
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Consent to sending to the remote model without being asked (remembered for this data dir).")] = False,
     me: Annotated[str | None, typer.Option("--me", metavar="NAMES", help="Your names in a chat history or log, comma-separated (default PMEM_ME); other speakers are kept as `other`.")] = None,
     include_others: Annotated[bool, typer.Option("--include-others", help="Also give other speakers' messages of your chat histories (LINE, Telegram, JSONL logs) to the drafter; a remote model needs its own consent for them. Default: only your words and the assistant's.")] = False,
+    pool: Annotated[str | None, typer.Option("--pool", metavar="POOL", help="Import and plan here, then submit the run to this Prefect work pool (`pmem deploy`, `pmem worker`): its workers draft and commit. Prints the flow run's URL.")] = None,
+    wait: Annotated[bool, typer.Option("--wait", help="With --pool: follow the run to its end with the progress bars; --json then prints the run's summary over all workers.")] = False,
 ) -> None:
     """Import an export, draft case records of its new and changed conversations and commit
     them. A run is its export: the same command (source, export content or --pending, model,
@@ -449,14 +451,25 @@ def backfill(
     failed batches (run again to retry them); 4 stopped at --max-cost (raise it, run again);
     75 stopped by a rate limit longer than --max-wait (run the same command again later:
     finished work is kept); 77 not sent: consent to a remote model was declined, or is needed
-    and there is no terminal to ask (add --yes)."""
+    and there is no terminal to ask (add --yes).
+
+    With --pool the run goes to a Prefect work pool (docs/scale-out.md): this process imports
+    the export into the ledger and plans the batches, submits the run and prints its flow run's
+    URL (exit 0; --json: the summary so far, status "submitted"); with --wait it follows the
+    run to its end and exits as an in-process run would."""
     args: dict[str, Any] | None = None
     if me is not None:
         os.environ["PMEM_ME"] = me  # the settings of this process (the importer reads it)
     try:
+        if wait and not pool:
+            raise ConfigError("--wait goes with --pool", hint="an in-process run always runs to its end")
+        if pool and (max_cost is not None or include_others):
+            raise ConfigError(f"--pool does not take {'--max-cost' if max_cost is not None else '--include-others'} yet",
+                              hint="run it in process (without --pool); docs/scale-out.md")  # fmt: skip
         args = _backfill_args(keys, source, export, pending, dry_run, llm, max_cost, price, max_wait,
                               redraft, no_embed, exclude)  # fmt: skip
         args["include_others"] = include_others
+        args["pool"], args["wait"] = pool, wait
         _backfill(args, as_json=as_json, estimate=estimate, yes=yes)
     except (RateLimitStop, CostLimitStop) as err:
         summary = _stopped_summary(err)
@@ -570,8 +583,18 @@ def _backfill(a: dict[str, Any], *, as_json: bool, estimate: bool, yes: bool) ->
 
     set_announce(said)
     try:
-        with _progress_bars():
-            summary = _run_backfill(source, export, a["dry_run"], llm, embed=not a["no_embed"])
+        if a.get("pool"):
+            summary = _run_on_pool(a)
+            if summary["status"] == "submitted":
+                summary["resume_command"], summary["make_command"] = resume, make
+                if as_json:
+                    print_json(summary)
+                return
+            if summary["status"] in ("stopped", "cost_limit"):
+                _pool_stopped(summary)
+        else:
+            with _progress_bars():
+                summary = _run_backfill(source, export, a["dry_run"], llm, embed=not a["no_embed"])
     finally:
         set_announce(None)
     summary["resume_command"], summary["make_command"] = resume, make
@@ -597,6 +620,51 @@ def _backfill(a: dict[str, Any], *, as_json: bool, estimate: bool, yes: bool) ->
         print_json(summary)
     if summary["status"] != "complete":
         raise typer.Exit(EXIT_ERROR)
+
+
+def _run_on_pool(a: dict[str, Any]) -> dict[str, Any]:
+    """`pmem backfill --pool`: import and plan here, submit the run to the pool; with --wait,
+    follow it to its end (the summary totalled over every worker)."""
+    from flows.pipeline import Pipeline, follow_pool_run, submit_prepare
+    from flows.pool import submit
+
+    cfg = settings()
+    _prefect_env(cfg)
+    quiet_prefect_console()
+    p = Pipeline.open(cfg, a["llm"])
+    try:
+        with _progress_bars():
+            summary = submit_prepare(p, a["source"], a["export"], dry_run=a["dry_run"], pool=a["pool"])
+        run_id = summary["run_id"]
+        flow_run_id, url, flow_runs = submit(a["pool"], run_id=run_id, source=a["source"],
+                                             export_name=Path(a["export"]).name if a["export"] else "",
+                                             embed=not a["no_embed"], settings=cfg)  # fmt: skip
+        err_console.print(f"run {run_id} submitted to the work pool {escape(a['pool'])}: "
+                          f"{plural(summary['batches_total'], 'batch')} for {plural(flow_runs, 'flow run')}",
+                          highlight=False)  # fmt: skip
+        err_console.print(f"Prefect flow run: {url}", highlight=False)
+        summary.update(flow_run_id=flow_run_id, flow_run_url=url, flow_runs=flow_runs)
+        if not a["wait"]:
+            summary["status"] = "submitted"
+            err_console.print(f"follow it: pmem status   (or: pmem backfill … --pool {escape(a['pool'])} --wait)",
+                              highlight=False)  # fmt: skip
+            return summary
+        with _progress_bars("waiting for the workers"):
+            final = follow_pool_run(p, run_id)
+        final.update(flow_run_id=flow_run_id, flow_run_url=url, flow_runs=flow_runs)
+        for key in _CONTRACT_KEYS:
+            final.setdefault(key, 0)
+        return final
+    finally:
+        p.close()
+
+
+def _pool_stopped(summary: dict[str, Any]) -> None:
+    """A pool run a worker stopped (a rate limit, --max-cost): raised as the in-process stop."""
+    cls = CostLimitStop if summary["status"] == "cost_limit" else RateLimitStop
+    err = cls(summary.get("stop_reason") or "stopped", run_id=summary["run_id"])
+    err.summary = summary  # type: ignore[attr-defined]
+    raise err
 
 
 EXIT_QUARANTINED = 3  # `pmem import`: some records were quarantined, the rest imported

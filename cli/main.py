@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "concept_cmds",
     "consent_cmds",
     "db_cmds",
+    "deploy_cmds",
     "forget_cmds",
     "ledger_cmds",
     "marker_cmds",

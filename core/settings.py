@@ -98,6 +98,14 @@ class Settings(BaseModel):
     upgrade_backup: bool = True
     # where runs/ lives (default <data dir>/runs); `pmem demo` keeps its own
     runs_folder: Path | None = Field(default=None, validation_alias=AliasChoices("PMEM_RUNS_DIR"))
+    # where the backfill's batch files live for every worker (docs/scale-out.md): any fsspec URL
+    # (an object store), or a folder every worker reaches; a local one is the runs folder itself
+    runs_url: str | None = None
+    # a worker's hold on the batches it drafts and commits (PMEM_LEASE_SECONDS): renewed while
+    # it works, taken over by another worker once it runs out (a worker killed, asleep)
+    lease_seconds: float = Field(default=120.0, gt=0)
+    # how many flow runs a pool run fans out to (0: one per worker online in the pool)
+    pool_fanout: int = Field(default=0, ge=0, le=64)
 
     def __init__(self, **values: Any) -> None:
         super().__init__(**_from_sources(type(self), values))
@@ -119,6 +127,9 @@ class Settings(BaseModel):
 
     @property
     def runs_dir(self) -> Path:
+        local = local_runs_url(self.runs_url)
+        if local is not None:
+            return local
         return self.runs_folder.expanduser().resolve() if self.runs_folder else self.data_dir / "runs"
 
     @property
@@ -136,6 +147,19 @@ class Settings(BaseModel):
     @property
     def embedded(self) -> bool:
         return not self.database_url
+
+
+def local_runs_url(url: str | None) -> Path | None:
+    """PMEM_RUNS_URL as a local folder (a plain path or ``file://``), else None (unset, or a
+    remote fsspec URL such as ``s3://bucket/runs``)."""
+    if not url or not url.strip():
+        return None
+    url = url.strip()
+    if url.startswith("file://"):
+        url = url.removeprefix("file://")
+    elif "://" in url:
+        return None
+    return Path(url).expanduser().resolve()
 
 
 def get_settings() -> Settings:

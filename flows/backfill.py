@@ -117,3 +117,22 @@ def backfill(
         return summary
     finally:
         p.close()
+
+
+@flow(name="backfill-pool", log_prints=False, validate_parameters=True, task_runner=ThreadPoolTaskRunner(max_workers=8))  # type: ignore[arg-type]
+def backfill_pool(run_id: str, source: str, embed: bool = True) -> dict[str, Any]:
+    """One worker's part of a pool run (`pmem backfill --pool`: the submitter imported the export
+    and planned the batches of ``run_id``): take the run's batches through the claims in
+    PostgreSQL until none is left, alongside the run's other flow runs; the first to find them
+    all done finishes the run (index, totals). The worker's own environment gives the database,
+    the run files' location (PMEM_RUNS_URL), the model's provider and key (PMEM_LLM)."""
+    logger = get_run_logger()
+    p = pl.Pipeline.open(get_settings())  # this worker's PMEM_LLM and provider key
+    try:
+        summary = pl.work_pool_run(p, run_id, steps=PREFECT_STEPS, embed=embed)
+    finally:
+        p.close()
+    logger.info("run %s (%s): this worker drafted %d batches (%d drafter calls, %d commits)%s", run_id, source,
+                summary["batches_drafted"], summary["drafter_calls"], summary["commits"],
+                "" if summary.get("part") else f"; the run is {summary['status']}")  # fmt: skip
+    return summary

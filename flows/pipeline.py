@@ -62,9 +62,11 @@ from state.files import (
     batch_dir,
     read_checked,
     read_result,
+    runs_root,
     write_atomic,
 )
 from store.budget import PgWindow, client_window
+from store.claims import ClaimCounts, ClaimStore, gone, worker_name
 from store.db import Database
 from store.ledger import Ledger
 from store.records import MemoryStore, remember_secret_values
@@ -665,7 +667,7 @@ def _batch_row(p: Pipeline, batch_id: str) -> dict[str, Any]:
 
 def _paths(p: Pipeline, row: dict[str, Any]) -> tuple[Path, Path]:
     """result.json and run-state.json of a batch: in the folder of the run that planned it."""
-    d = batch_dir(p.settings.runs_dir, row["run_id"], row["batch_id"])
+    d = batch_dir(runs_root(p.settings), row["run_id"], row["batch_id"])
     return d / "result.json", d / "run-state.json"
 
 
@@ -974,21 +976,8 @@ def run_identity(p: Pipeline, export_path: str | None) -> str:
     return "redraft:" + tagged_hash("redraft", [base, sorted(p.options.redraft)], length=24).split(":")[1]
 
 
-def run_backfill(
-    p: Pipeline, source: str, export_path: str | None, *, dry_run: bool = False, steps: Steps = PLAIN,
-    on_event: Callable[[str, dict[str, Any]], None] | None = None, embed: bool = True,
-) -> dict[str, Any]:  # fmt: skip
-    """One backfill run of one export (``export_path``; empty or None: everything pending in
-    the ledger, --pending). The same source, export content, model, prompt version and dry run
-    find the same run again (resume). It ends with every new message in the recall index and
-    (``embed``) embedded by the local embedder.
-
-    The summary counts this run's work only; its status is ``complete``, ``failed`` (batches
-    that failed to draft, or an error), ``stopped`` (a rate limit: RateLimitStop is raised),
-    ``cost_limit`` (--max-cost: CostLimitStop is raised) or ``interrupted`` (Ctrl-C). A raised
-    stop carries the summary as ``.summary``; it is stored with the run either way."""
-    start = time.monotonic()
-    export_path = export_path or None
+def _open_run(p: Pipeline, source: str, export_path: str | None, dry_run: bool) -> tuple[dict[str, Any], bool]:
+    """Find or start the run of this identity; its summary so far, and whether it was complete."""
     if p.options.max_cost is not None and p.options.price is None and price_for(p.drafter.model) is None:
         raise ConfigError(f"no known price for {p.drafter.model}: --max-cost cannot be held",
                           hint="give its price with --price IN/OUT (USD per million input / output tokens)")  # fmt: skip
@@ -1006,48 +995,72 @@ def run_backfill(
     summary = new_summary(run_id, resumed, dry_run)
     summary.update(source=source, export=export_path, pending=export_path is None, model=p.drafter.model,
                    redraft=p.options.redraft is not None, max_cost=p.options.max_cost)  # fmt: skip
+    return summary, was_complete
+
+
+def _import_and_plan(
+    p: Pipeline, summary: dict[str, Any], steps: Steps, source: str, export_path: str | None,
+    emit: Callable[[str, dict[str, Any]], None],
+) -> list[str]:  # fmt: skip
+    """Steps 1 and 2: the export into the ledger, the run's batches planned and listed as its
+    claims (in this order); the estimate announced."""
+    run_id = p.run_id
+    if export_path is not None:
+        _add_import(summary, steps.import_export(run_id, source, export_path))
+    else:
+        p.scope = None
+    batch_ids = steps.plan(run_id, source)
+    summary["batches_total"] = len(batch_ids)
+    if export_path is None:
+        summary["conversations"] = len({m["conversation_key"] for b in batch_ids
+                                        for m in (p.runs.batch(b) or {"members": []})["members"]})  # fmt: skip
+    summary["excluded"] = len(p.excluded)  # never drafted, never sent
+    summary["excluded_by_rule"] = _count_rules(p.excluded)
+    emit("planned", {"batches": len(batch_ids)})
+    est = planned_estimate(p, source, batch_ids)
+    summary["estimate"] = {k: est[k] for k in ("batches_to_draft", "conversations_to_draft",
+                           "estimated_input_tokens", "estimated_output_tokens", "estimated_cost_usd",
+                           "expected_commits", "memory_api_seconds", "price_as_of")}  # fmt: skip
+    announce("estimate", est | {"max_cost": p.options.max_cost, "spent_usd": p.meter.spent[2] if p.meter else 0.0,
+                                "run_id": run_id, "batches_total": len(batch_ids)})  # fmt: skip
+    ClaimStore(p.db).enqueue(run_id, batch_ids)
+    return batch_ids
+
+
+def run_backfill(
+    p: Pipeline, source: str, export_path: str | None, *, dry_run: bool = False, steps: Steps = PLAIN,
+    on_event: Callable[[str, dict[str, Any]], None] | None = None, embed: bool = True,
+) -> dict[str, Any]:  # fmt: skip
+    """One backfill run of one export (``export_path``; empty or None: everything pending in
+    the ledger, --pending). The same source, export content, model, prompt version and dry run
+    find the same run again (resume). It ends with every new message in the recall index and
+    (``embed``) embedded by the local embedder. This process is the run's only worker: it takes
+    the run's batches through the same claims a pool run's workers share (``drain``).
+
+    The summary counts this run's work only; its status is ``complete``, ``failed`` (batches
+    that failed to draft, or an error), ``stopped`` (a rate limit: RateLimitStop is raised),
+    ``cost_limit`` (--max-cost: CostLimitStop is raised) or ``interrupted`` (Ctrl-C). A raised
+    stop carries the summary as ``.summary``; it is stored with the run either way."""
+    start = time.monotonic()
+    export_path = export_path or None
+    summary, was_complete = _open_run(p, source, export_path, dry_run)
+    run_id = p.run_id
     emit = on_event or (lambda _kind, _data: None)
-    emit("run", {"run_id": run_id, "resumed": resumed})
+    emit("run", {"run_id": run_id, "resumed": summary["resumed"]})
     try:
-        if export_path is not None:
-            _add_import(summary, steps.import_export(run_id, source, export_path))
-        else:
-            p.scope = None
-        batch_ids = steps.plan(run_id, source)
-        summary["batches_total"] = len(batch_ids)
-        if export_path is None:
-            summary["conversations"] = len({m["conversation_key"] for b in batch_ids
-                                            for m in (p.runs.batch(b) or {"members": []})["members"]})  # fmt: skip
-        summary["excluded"] = len(p.excluded)  # never drafted, never sent
-        summary["excluded_by_rule"] = _count_rules(p.excluded)
-        emit("planned", {"batches": len(batch_ids)})
-        est = planned_estimate(p, source, batch_ids)
-        summary["estimate"] = {k: est[k] for k in ("batches_to_draft", "conversations_to_draft",
-                               "estimated_input_tokens", "estimated_output_tokens", "estimated_cost_usd",
-                               "expected_commits", "memory_api_seconds", "price_as_of")}  # fmt: skip
-        announce("estimate", est | {"max_cost": p.options.max_cost, "spent_usd": p.meter.spent[2],
-                                    "run_id": run_id, "batches_total": len(batch_ids)})  # fmt: skip
+        batch_ids = _import_and_plan(p, summary, steps, source, export_path, emit)
         _tick("draft", len(batch_ids))
-        drafted: list[str] = []
-        stop: RateLimitStop | CostLimitStop | None = None
         if not dry_run:
             _tick("commit", len(batch_ids))
         # wave by wave, oldest first: a batch is drafted with the memories the waves before it
         # committed as context, so a later conversation that changes an earlier decision can
         # append to its memory (the offline drafter is local: one batch a wave costs nothing)
-        waves = _waves(p, batch_ids)
-        for n, wave in enumerate(waves):
-            done, stop = _collect_drafts(summary, wave, steps.draft_all(run_id, wave))
-            drafted += done
-            if not dry_run and done:  # what was drafted before a stop is committed too
-                _collect_commits(summary, steps.commit_all(run_id, done))
-            if stop is not None:
-                summary["batches_left"] += sum(len(w) for w in waves[n + 1 :])
-                break
-        emit("drafted", {"batches": len(drafted)})
+        stop = drain(p, steps, summary, dry_run=dry_run, worker=worker_name())
+        emit("drafted", {"batches": summary["batches_drafted"] + summary["batches_skipped_complete"]})
         if not dry_run:
-            emit("committed", {"batches": len(drafted)})
+            emit("committed", {"batches": summary["batches_drafted"] + summary["batches_skipped_complete"]})
         if stop is not None:
+            summary["batches_left"] = ClaimStore(p.db).counts(run_id).open
             raise stop
         _add_index(summary, index_for_search(p, embed=embed, memories=not dry_run))
         emit("indexed", {k: summary[k] for k in ("indexed_messages", "embedded_messages", "embedded_memories")})
@@ -1085,11 +1098,272 @@ def run_backfill(
     return summary
 
 
-def _waves(p: Pipeline, batch_ids: list[str]) -> list[list[str]]:
-    """The batches in waves drafted (and committed) one after the other: as many as drafts may
-    run at once for a remote drafter, one at a time for the local offline one."""
-    size = 1 if p.drafter.model.startswith("extractive") else max(1, p.settings.max_concurrency)
-    return [batch_ids[i : i + size] for i in range(0, len(batch_ids), size)]
+def _wave_size(p: Pipeline) -> int:
+    """How many batches a worker takes at once (a wave: drafted, then committed): as many as
+    drafts may run at once for a remote drafter, one at a time for the local offline one."""
+    return 1 if p.drafter.model.startswith("extractive") else max(1, p.settings.max_concurrency)
+
+
+# ---------------------------------------------------------------- fan-out: claims with a lease
+
+# the counts a batch adds to its run's summary (stored with its claim, summed over every worker)
+_SUMMED = ("batches_skipped_complete", "batches_drafted", "batches_failed", "drafter_calls", "rejected_evidence",
+           "target_not_offered", "commits", "commits_replayed", "noops", "conflicts", "memories_created",
+           "memory_api_requests", "rate_limited", "input_tokens", "output_tokens")  # fmt: skip
+
+
+def _part() -> dict[str, Any]:
+    return dict.fromkeys(_SUMMED, 0) | {"batches_left": 0, "conflict_drafts": []}
+
+
+def _merge(summary: dict[str, Any], part: dict[str, Any]) -> None:
+    for k in _SUMMED:
+        summary[k] = summary.get(k, 0) + int(part.get(k, 0) or 0)
+    summary["conflict_drafts"] = list(summary.get("conflict_drafts", [])) + list(part.get("conflict_drafts", []))
+
+
+class _Lease:
+    """Keeps this worker's leases on the batches of a wave alive while it works on them: a
+    thread renews them every third of the lease. A worker killed stops renewing, and the
+    batches become another worker's once the lease runs out."""
+
+    def __init__(self, claims: ClaimStore, run_id: str, worker: str, batch_ids: list[str], seconds: float) -> None:
+        self.claims, self.run_id, self.worker, self.seconds = claims, run_id, worker, seconds
+        self.batch_ids = list(batch_ids)
+        self.lost: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._renew, name="pmem-lease", daemon=True)
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.seconds / 3):
+            try:
+                held = set(self.claims.renew(self.run_id, self.batch_ids, self.worker, self.seconds))
+            except Exception as err:  # noqa: BLE001 - a missed renewal: the next one tries again
+                _log.warning("lease renewal failed (%s)", type(err).__name__)
+                continue
+            lost = set(self.batch_ids) - held - self.lost
+            if lost:
+                self.lost |= lost
+                _log.warning("lost the lease on %d batches of run %s", len(lost), self.run_id)
+
+    def __enter__(self) -> _Lease:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def drain(
+    p: Pipeline, steps: Steps, summary: dict[str, Any], *, dry_run: bool, worker: str, pool: bool = False
+) -> RateLimitStop | CostLimitStop | None:
+    """Take the run's open batches wave by wave (``ClaimStore.claim``: the oldest nobody holds),
+    draft, verify and commit them, and record each one's counts with its claim; until none is
+    left. Batches another worker holds are waited for: done by it, or taken over once its lease
+    runs out. Returns the stop (a rate limit, --max-cost) that ended it early; the batches it
+    held then are given back. ``pool``: also stop when the run was stopped elsewhere."""
+    claims = ClaimStore(p.db)
+    size, lease = _wave_size(p), p.settings.lease_seconds
+    while True:
+        if pool and not _still_open(p):
+            return None
+        wave = claims.claim(p.run_id, worker, lease, size)
+        if not wave:
+            counts = claims.counts(p.run_id)
+            if not counts.open:
+                return None
+            # in process: a killed earlier process of this run on this machine (the run lock was
+            # taken over from it) leaves its batches at once; pool workers wait for the lease
+            dead = [] if pool else [w for w in claims.live_holders(p.run_id) if gone(w)]
+            if dead:
+                for w in dead:
+                    claims.expire(p.run_id, w)
+                continue
+            # another worker holds them: wait until it is done or its lease runs out
+            time.sleep(min(1.0, max(0.05, counts.next_free if counts.next_free is not None else 0.2)))
+            continue
+        stop = _work_wave(p, steps, summary, claims, wave, dry_run=dry_run, worker=worker, lease=lease)
+        if stop is not None:
+            return stop
+
+
+def _still_open(p: Pipeline) -> bool:
+    run = p.runs.get_run(p.run_id)
+    return run is not None and run["status"] == "open"
+
+
+def _work_wave(
+    p: Pipeline, steps: Steps, summary: dict[str, Any], claims: ClaimStore, wave: list[str], *,
+    dry_run: bool, worker: str, lease: float,
+) -> RateLimitStop | CostLimitStop | None:  # fmt: skip
+    parts = {b: _part() for b in wave}
+    requests, limited = p.limiter.requests, p.commit_cc.rate_limited + p.draft_cc.rate_limited
+    finished: list[str] = []
+    stop: RateLimitStop | CostLimitStop | None = None
+
+    def done(batch_id: str, *, failed: bool = False) -> None:
+        part = parts[batch_id]
+        if not finished:  # the wave's memory-API requests and 429s, counted once
+            part["memory_api_requests"] += p.limiter.requests - requests
+            part["rate_limited"] += p.commit_cc.rate_limited + p.draft_cc.rate_limited - limited
+        finished.append(batch_id)
+        if not claims.done(p.run_id, batch_id, worker, part, failed=failed):
+            _log.warning("batch %s of run %s was taken over by another worker", batch_id, p.run_id)
+
+    try:
+        with _Lease(claims, p.run_id, worker, wave, lease):
+            drafted: list[str] = []
+            for batch_id, out in zip(wave, steps.draft_all(p.run_id, wave), strict=True):
+                ok, why = _collect_drafts(parts[batch_id], [batch_id], [out])
+                stop = stop or why
+                if ok:
+                    drafted.append(batch_id)
+                    claims.mark_drafted(p.run_id, batch_id)
+                elif parts[batch_id]["batches_failed"]:
+                    done(batch_id, failed=True)
+            if dry_run:
+                for batch_id in drafted:
+                    done(batch_id)
+            elif drafted:  # what was drafted before a stop is committed too
+                for batch_id, out in zip(drafted, steps.commit_all(p.run_id, drafted), strict=True):
+                    try:
+                        _collect_commits(parts[batch_id], [out])
+                    except RateLimitStop as err:
+                        stop = stop or err
+                        continue
+                    done(batch_id)
+    finally:
+        claims.release(p.run_id, [b for b in wave if b not in finished], worker)
+        for part in parts.values():
+            _merge(summary, part)
+    return stop
+
+
+def _tick_claims(claims: ClaimStore, run_id: str, seen: dict[str, int]) -> ClaimCounts:
+    """Advance this process's progress bars by what every worker did since the last look."""
+    counts = claims.counts(run_id)
+    for stage, n in (("draft", counts.drafted + counts.failed), ("commit", counts.done)):
+        if n > seen.get(stage, 0):
+            _tick(stage, -(n - seen.get(stage, 0)))
+            seen[stage] = n
+    return counts
+
+
+# ---------------------------------------------------------------- a run on a work pool
+
+
+def submit_prepare(p: Pipeline, source: str, export_path: str | None, *, dry_run: bool, pool: str,
+                   steps: Steps = PLAIN) -> dict[str, Any]:  # fmt: skip
+    """The submitter's half of a pool run (`pmem backfill --pool`): the export into the ledger,
+    the batches planned and listed as the run's claims, the summary so far stored with the run.
+    The workers read the conversations from PostgreSQL, never the file."""
+    start = time.monotonic()
+    export_path = export_path or None
+    summary, _ = _open_run(p, source, export_path, dry_run)
+    try:
+        _import_and_plan(p, summary, steps, source, export_path, lambda _k, _d: None)
+    except BaseException:
+        summary["status"] = "failed"
+        p.runs.finish(p.run_id, "failed", summary)
+        raise
+    finally:
+        unregister(p.run_id)
+    summary["pool"] = pool
+    summary["submit_seconds"] = round(time.monotonic() - start, 3)
+    p.runs.set_pool(p.run_id, pool, summary)
+    return summary
+
+
+def work_pool_run(p: Pipeline, run_id: str, *, steps: Steps = PLAIN, embed: bool = True,
+                  worker: str | None = None) -> dict[str, Any]:  # fmt: skip
+    """A worker's part of a pool run: take the run's batches until none is left (with every
+    other worker of the run), then, if it is the first to find them all done, finish the run:
+    index, total every worker's counts, store the summary. Returns the run's summary when this
+    worker finished it, else this worker's own counts (``"part": true``)."""
+    run = p.runs.get_run(run_id)
+    if run is None:
+        raise ConfigError(f"no run {run_id}", hint="`pmem status` lists the runs")
+    if p.drafter.model != run["model"]:
+        raise ConfigError(
+            f"this worker drafts with {p.drafter.model}; run {run_id} was planned for {run['model']}",
+            hint=f"start the worker with PMEM_LLM={run['model']} and that provider's API key",
+        )  # fmt: skip
+    worker = worker or worker_name()
+    p.run_id = run_id
+    p.meter = CostMeter(p.runs, run_id, p.drafter.model, p.options.price, p.options.max_cost)
+    register(p)
+    part = new_summary(run_id, True, bool(run["dry_run"])) | {"part": True, "worker": worker}
+    try:
+        stop = drain(p, steps, part, dry_run=bool(run["dry_run"]), worker=worker, pool=True)
+        final = finish_pool_run(p, run_id, worker, embed=embed, stop=stop)
+    finally:
+        unregister(run_id)
+    part["memory_api_requests"] = p.limiter.requests
+    part["rate_limited"] = p.commit_cc.rate_limited + p.draft_cc.rate_limited
+    return final if final is not None else part
+
+
+def finish_pool_run(p: Pipeline, run_id: str, worker: str, *, embed: bool = True,
+                    stop: RateLimitStop | CostLimitStop | None = None) -> dict[str, Any] | None:  # fmt: skip
+    """Finish a pool run once every batch is done (or stop it): only the first worker to ask
+    does; the others get None. The summary is the submitter's plus every batch's counts,
+    whichever worker did it."""
+    claims = ClaimStore(p.db)
+    counts = claims.counts(run_id)
+    if (stop is None and counts.open) or not p.runs.take_finish(run_id, worker):
+        return None
+    run = p.runs.get_run(run_id)
+    assert run is not None
+    summary = dict(run["summary"] or new_summary(run_id, False, bool(run["dry_run"])))
+    for k in _SUMMED:
+        summary[k] = 0
+    summary["conflict_drafts"] = []
+    for part in claims.outcomes(run_id):
+        _merge(summary, part)
+    summary["workers"] = len(claims.holders(run_id))
+    summary["batches_left"] = counts.open
+    if stop is not None:
+        summary["status"] = "cost_limit" if isinstance(stop, CostLimitStop) else "stopped"
+        summary["stop_reason"] = str(stop)
+    else:
+        _add_index(summary, index_for_search(p, embed=embed, memories=not run["dry_run"]))
+        summary["status"] = "complete" if not summary["batches_failed"] else "failed"
+    price = p.options.price if p.options.price is not None else price_for(run["model"])
+    summary["cost_usd"] = None if price is None else round(cost_at(price, summary["input_tokens"], summary["output_tokens"]), 6)
+    spent = p.runs.spent(run_id)
+    summary["run_input_tokens"], summary["run_output_tokens"] = spent[0], spent[1]
+    summary["run_cost_usd"] = None if price is None else round(spent[2], 6)
+    summary["budget_in_window"] = p.limiter.in_window()
+    started = run["started_at"]
+    summary["elapsed_seconds"] = round((datetime.now(UTC) - started).total_seconds(), 3) if started else 0.0
+    summary["nothing_to_do"] = summary["status"] == "complete" and not summary["batches_drafted"] \
+        and not summary["commits"] and not summary.get("conversations_new") and not summary.get("conversations_changed")  # fmt: skip
+    p.runs.finish(run_id, summary["status"], summary)
+    return summary
+
+
+def follow_pool_run(p: Pipeline, run_id: str, *, poll: float = 0.5, timeout: float | None = None) -> dict[str, Any]:
+    """Wait for a pool run to end (`pmem backfill --pool … --wait`), advancing this process's
+    progress bars by what every worker does; returns the run's summary as stored."""
+    claims = ClaimStore(p.db)
+    counts = claims.counts(run_id)
+    _tick("draft", counts.total)
+    run = p.runs.get_run(run_id)
+    if run is not None and not run["dry_run"]:
+        _tick("commit", counts.total)
+    seen: dict[str, int] = {}
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        _tick_claims(claims, run_id, seen)
+        run = p.runs.get_run(run_id)
+        if run is None:
+            raise ConfigError(f"no run {run_id}")
+        if run["status"] != "open":
+            return dict(run["summary"] or {}) | {"status": run["status"]}
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(f"run {run_id} did not end within {timeout:g} s")
+        time.sleep(poll)
 
 
 def _add_spent(summary: dict[str, Any], meter: CostMeter | None) -> None:

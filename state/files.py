@@ -1,5 +1,11 @@
 """result.json and run-state.json: written atomically (temp file, fsync, rename), with a schema
-version and a checksum, so that a half-written or tampered file is never taken as complete."""
+version and a checksum, so that a half-written or tampered file is never taken as complete.
+
+Where they live (``runs_root``): the local runs folder, or ``PMEM_RUNS_URL`` so that every worker
+of a pool run reaches them (docs/scale-out.md): a folder (plain path or ``file://``: written
+then renamed, as locally) or any other fsspec URL, through universal-pathlib (``s3://…``,
+``gs://…``, ``memory://…``): there a file is one put, which an object store makes visible whole
+or not at all; the checksum is checked on every read either way."""
 
 from __future__ import annotations
 
@@ -17,10 +23,28 @@ from core.errors import ResultFileError
 from core.faults import fault_point
 from core.hashing import canonical_json, sha256_hex
 from core.private import private_dir
+from core.settings import Settings, local_runs_url
 
 RESULT_SCHEMA = "pmem.batch-result/1"
 STATE_SCHEMA = "pmem.batch-state/1"
 CHUNK_SCHEMA = "pmem.chunk-draft/1"
+
+
+def runs_root(settings: Settings) -> Path:
+    """The folder (or fsspec location) of the backfill's run files: PMEM_RUNS_URL, else the
+    runs folder."""
+    url = settings.runs_url
+    if not url or local_runs_url(url) is not None:
+        return settings.runs_dir
+    from upath import UPath
+
+    root: Path = UPath(url.strip())
+    return root
+
+
+def is_local(path: Path) -> bool:
+    """A file on this machine's file system (a shared mount included), not an fsspec store."""
+    return getattr(path, "protocol", "") in ("", "file", "local")
 
 
 def batch_dir(runs_dir: Path, run_id: str, batch_id: str) -> Path:
@@ -44,9 +68,15 @@ def _escape_lone_surrogates(text: str) -> str:
 
 def write_atomic(path: Path, body: dict[str, Any], schema: str) -> str:
     """Write JSON with schema version and checksum; returns the checksum."""
-    private_dir(path.parent)  # 0700, whatever the umask
     doc = {**body, "schema_version": schema}
     doc["checksum"] = _checksum(doc)
+    if not is_local(path):  # an object store: one put, visible whole or not at all
+        text = json.dumps(doc, ensure_ascii=False, indent=1, sort_keys=True, default=str)
+        fault_point(f"write:{path.name}:before-rename")
+        fs: Any = getattr(path, "fs")  # noqa: B009 - universal-pathlib's file system
+        fs.pipe_file(getattr(path, "path"), _escape_lone_surrogates(text).encode("utf-8"))  # noqa: B009
+        return str(doc["checksum"])
+    private_dir(path.parent)  # 0700, whatever the umask
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         text = json.dumps(doc, ensure_ascii=False, indent=1, sort_keys=True, default=str)

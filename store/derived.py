@@ -124,7 +124,8 @@ TABLE_STORES: tuple[TableStore, ...] = (
     # ------------------------------------------------------------ runs (0001, 0002)
     TableStore(
         "backfill_runs", "bookkeeping", text=("export_path", "summary"),
-        ids=("run_id", "source", "export_fingerprint", "model", "prompt_version", "status"),
+        ids=("run_id", "source", "export_fingerprint", "model", "prompt_version", "status", "pool",
+             "finished_by"),
     ),  # fmt: skip
     TableStore(
         "batches", "bookkeeping", text=("last_error",),
@@ -137,6 +138,8 @@ TABLE_STORES: tuple[TableStore, ...] = (
         ids=("batch_id", "conversation_key", "content_hash", "prompt_version", "model"),
     ),  # fmt: skip
     TableStore("budget_events", "bookkeeping", ids=("bucket",)),
+    # a run's batches as claims with a lease (0024): worker names, states, counts
+    TableStore("batch_claims", "bookkeeping", ids=("run_id", "batch_id", "state", "claimed_by", "outcome")),
     TableStore("draft_decisions", "bookkeeping", ids=("run_id", "draft_id", "decision")),
     TableStore("schema_migrations", "bookkeeping", ids=("name", "checksum")),
     # ------------------------------------------------------------ tokens (0005)

@@ -45,7 +45,7 @@ class RunStore:
             ).fetchone()
             if row is not None:
                 conn.execute(
-                    "UPDATE backfill_runs SET status = 'open', finished_at = NULL WHERE run_id = %s",
+                    "UPDATE backfill_runs SET status = 'open', finished_at = NULL, finished_by = NULL WHERE run_id = %s",
                     (row[0],),
                 )
                 return row[0], True
@@ -71,6 +71,26 @@ class RunStore:
                    WHERE run_id = %s""",
                 (status, None if summary is None else Jsonb(summary), status, run_id),
             )
+
+    def set_pool(self, run_id: str, pool: str | None, summary: dict[str, Any]) -> None:
+        """A run submitted to a work pool (None: in process): the pool's name, and the summary
+        of what the submitter did (import, plan), which the workers' counts are added to."""
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute(
+                "UPDATE backfill_runs SET pool = %s, summary = %s WHERE run_id = %s",
+                (pool, Jsonb(summary), run_id),
+            )
+
+    def take_finish(self, run_id: str, worker: str) -> bool:
+        """The one worker that finishes a pool run (indexes, totals): the first to ask while the
+        run is open."""
+        with self.db.connection() as conn, conn.transaction():
+            row = conn.execute(
+                """UPDATE backfill_runs SET finished_by = %s
+                   WHERE run_id = %s AND status = 'open' AND finished_by IS NULL RETURNING run_id""",
+                (worker, run_id),
+            ).fetchone()
+        return row is not None
 
     def add_spent(self, run_id: str, input_tokens: int, output_tokens: int, cost_usd: float) -> tuple[int, int, float]:
         """Count a model request's actual tokens and cost on the run (cumulative across
