@@ -19,7 +19,7 @@ def deploy(
     pool: Annotated[str, typer.Option("--pool", help="The process work pool (created if missing).")] = "pmem",
     as_json: Annotated[bool, typer.Option("--json", help="End with one JSON object: pool, pool_created, deployments.")] = False,
 ) -> None:
-    """Register the backfill, re-import and summary flows as deployments (`backfill/POOL`,
+    """Register the backfill, re-import and summary flows as deployments (`backfill-pool/POOL`,
     `reimport/POOL`, `summarize/POOL`) on a Prefect process work pool, created if missing. Then
     `pmem worker --pool POOL` on each machine, and `pmem backfill … --pool POOL`.
 
