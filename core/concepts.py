@@ -113,6 +113,7 @@ class FoundConcept:
     source_key: str | None = None  # the evidence message it was found in (None: the record)
     reading: str | None = None  # a romanised reading (丹沢 → tanzawa), an extra lookup key
     concept_id: str | None = None  # an existing concept the extractor (a model) chose
+    language: str | None = None  # of the sentence it was found in (None: by its script)
 
 
 @dataclass(frozen=True)

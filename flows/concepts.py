@@ -128,11 +128,11 @@ class Resolver:
             return None
         return self.concepts.get(self.key_owner[got[0]])
 
-    def prefetch(self, names: Sequence[str]) -> None:
-        """Embed the names not yet embedded, in one call."""
+    def embed(self, names: Sequence[str]) -> None:
+        """Embed the names not embedded yet, in one call."""
         if self.embedder is None:
             return
-        todo = list(dict.fromkeys(n for n in names if n not in self._vec_cache and language_of(n) != "und"))
+        todo = list(dict.fromkeys(n for n in names if n not in self._vec_cache))
         if not todo:
             return
         import numpy as np
@@ -143,24 +143,35 @@ class Resolver:
     def vector(self, name: str) -> Any:
         if self.embedder is None:
             return None
-        if name not in self._vec_cache:
-            self.prefetch([name])
+        self.embed([name])
         return self._vec_cache[name]
 
+    def _vectors_of(self, language: str) -> list[str]:
+        """The ids of the concepts of ``language``, each with its name's vector: the missing ones
+        are embedded at once and stored (a concept's vector is made once, when first needed)."""
+        ids = [cid for cid, c in self.concepts.items() if c.language == language]
+        missing = [cid for cid in ids if cid not in self.vectors]
+        if missing:
+            self.embed([self.concepts[cid].name for cid in missing])
+            for cid in missing:
+                self.vectors[cid] = self._vec_cache[self.concepts[cid].name]
+            self.store.set_embeddings(self.embedder.model, {cid: [float(x) for x in self.vectors[cid]]
+                                                            for cid in missing})  # fmt: skip
+        return ids
+
     def _by_vector(self, found: FoundConcept) -> Concept | None:
-        lang = language_of(found.surface)
-        if self.embedder is None or lang == "und":
+        """Japanese ↔ English only: a name of one is compared with the concepts of the other
+        (the embedder is not loaded while the store has none of the other language)."""
+        lang = found.language or language_of(found.surface)
+        other = {"ja": "en", "en": "ja"}.get(lang)
+        if self.embedder is None or other is None or not any(c.language == other for c in self.concepts.values()):
             return None
-        others = [cid for cid, v in self.vectors.items()
-                  if self.concepts[cid].language not in (lang, "und")]  # fmt: skip
-        if not others:
-            return None
+        ids = self._vectors_of(other)
         import numpy as np
 
-        me = self.vector(found.surface)
-        sims = np.stack([self.vectors[c] for c in others]) @ me
+        sims = np.stack([self.vectors[c] for c in ids]) @ self.vector(found.surface)
         i = int(np.argmax(sims))
-        return self.concepts[others[i]] if float(sims[i]) >= VECTOR_MIN else None
+        return self.concepts[ids[i]] if float(sims[i]) >= VECTOR_MIN else None
 
 
 def _unit(v: Any) -> Any:
@@ -180,16 +191,14 @@ def resolve(exp: ExperienceInput, extraction: Extraction, resolver: Resolver, *,
     out = ResolvedExperience(memory_id=exp.memory_id, revision=exp.revision, inputs_hash=exp.inputs_hash,
                              extractor=extractor, prompt_version=prompt_version)  # fmt: skip
     by_surface: dict[str, str] = {}
-    # the names no key matches are embedded at once (for the ja <-> en match and to be stored)
-    resolver.prefetch([f.surface for f in extraction.concepts
-                       if not any(k in resolver.by_key for k in lookup_keys(f))])  # fmt: skip
     for f in extraction.concepts:
         if not safe_name(f.surface) or (f.reading and not safe_name(f.reading)):
             continue
         c = resolver.resolve(f)
         if c is None:
             cid = concept_id(f.surface)
-            c = out.new_concepts.get(cid) or Concept(cid, f.surface, (), language_of(f.surface), f.kind, exp.memory_id)
+            c = out.new_concepts.get(cid) or Concept(cid, f.surface, (), f.language or language_of(f.surface), f.kind,
+                                                     exp.memory_id)  # fmt: skip
         # every concept the record shows is made sure of (a stored one may have gone since the
         # resolver read it: its last experience taken back earlier in this run)
         out.new_concepts[c.id] = c
@@ -293,7 +302,6 @@ def extract_concepts(
         n = store.apply_many(batch, run_id=run_id)  # one transaction per chunk
         for k in ("concepts_added", "links_strengthened", "links_withdrawn"):
             counts[k] += n[k]
-        _embed_new(store, resolver, [c for r in batch for c in r.new_concepts.values()])
         counts["experiences_read"] += len(batch)
         if progress is not None:
             progress(len(batch))
@@ -314,19 +322,6 @@ def _candidates(exp: ExperienceInput, resolver: Resolver) -> list[Concept]:
         if c is not None:
             out.setdefault(c.id, c)
     return list(out.values())
-
-
-def _embed_new(store: ConceptStore, resolver: Resolver, concepts: list[Concept]) -> None:
-    if resolver.embedder is None or not concepts:
-        return
-    vectors = {}
-    for c in concepts:
-        if c.id in resolver.vectors or c.language == "und":
-            continue
-        v = resolver.vector(c.name)
-        resolver.vectors[c.id] = v
-        vectors[c.id] = [float(x) for x in v]
-    store.set_embeddings(resolver.embedder.model, vectors)
 
 
 def backfill_stage(db: Database, runs_dir: Path, *, run_id: str | None, embed: bool) -> dict[str, Any]:

@@ -261,12 +261,15 @@ def extract(exp: ExperienceInput) -> Extraction:
     concepts: dict[str, FoundConcept] = {}  # norm(name) -> found
     relations: dict[tuple[str, str, str], FoundRelation] = {}
 
+    lang = "ja"
+
     def add(name: str, kind: str, key: str | None, reading: str | None = None) -> str:
         k = norm(name)
         old = concepts.get(k)
         if old is None or (old.source_key is None and key is not None):
             concepts[k] = FoundConcept(surface=name, kind=kind, source_key=key or (old.source_key if old else None),
-                                       reading=reading or (old.reading if old else None))  # fmt: skip
+                                       reading=reading or (old.reading if old else None),
+                                       language=old.language if old else lang)  # fmt: skip
         return concepts[k].surface
 
     def relate(a: str, b: str, rel: str, key: str | None) -> None:
@@ -281,7 +284,10 @@ def extract(exp: ExperienceInput) -> Extraction:
         for sent in sentences(text):
             if looks_like_code(sent):
                 continue
-            if _JA.search(sent):
+            # a Latin name inside a Japanese sentence (PostgreSQL, yamalog) is used as it is:
+            # only words of English sentences are matched to Japanese ones by meaning
+            lang = "ja" if _JA.search(sent) else "en"
+            if lang == "ja":
                 ts = analysed.get(sent)
                 if ts is None:
                     ts = analysed[sent] = tokens(sent)
@@ -303,7 +309,7 @@ def extract(exp: ExperienceInput) -> Extraction:
         if f.source_key is None:
             key = next((ek for ek, et in exp.evidence if f.surface in unicodedata.normalize("NFKC", et)), None)
             if key is not None:
-                concepts[k] = FoundConcept(f.surface, f.kind, key, f.reading, f.concept_id)
+                concepts[k] = FoundConcept(f.surface, f.kind, key, f.reading, f.concept_id, f.language)
     return Extraction(concepts=tuple(concepts.values()), relations=tuple(relations.values()))
 
 

@@ -84,7 +84,11 @@ class TableEmbedder:
     TABLE = {"登山": (1.0, 0.1, 0.0), "hiking": (0.9, 0.2, 0.0), "下山": (0.95, 0.15, 0.0),
              "piano": (0.0, 0.0, 1.0), "ピアノ": (0.05, 0.0, 1.0), "mountain": (0.3, 1.0, 0.0)}  # fmt: skip
 
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
     def embed(self, texts: list[str]) -> list[list[float]]:
+        self.calls.append(list(texts))
         return [list(self.TABLE.get(t, (0.0, 0.0, 0.0))) for t in texts]
 
 
@@ -92,13 +96,22 @@ def test_japanese_and_english_names_meet_by_vector_only_across_languages(db) -> 
     from flows.concepts import Resolver
     from store.concepts import ConceptStore
 
-    cs = ConceptStore(db)
-    r = Resolver(cs, TableEmbedder())
-    tozan = Concept("concept:t", "登山", (), "ja")
+    emb = TableEmbedder()
+    r = Resolver(ConceptStore(db), emb)
+    tozan, piano = Concept("concept:t", "登山", (), "ja"), Concept("concept:p", "ピアノ", (), "ja")
     r.add(tozan, [norm("登山")])
-    r.vectors[tozan.id] = r.vector("登山")
+    # 下山 is close to 登山, but of one language: never compared (two concepts; no model loaded)
+    assert r.resolve(FoundConcept("下山")) is None and emb.calls == []
+    r.add(piano, [norm("ピアノ")])
     assert r.resolve(FoundConcept("hiking")) == tozan  # 登山 ↔ hiking
-    assert r.resolve(FoundConcept("下山")) is None  # close, but one language: two concepts
-    assert r.resolve(FoundConcept("piano")) is None  # far
+    assert sorted(emb.calls[0]) == ["ピアノ", "登山"]  # the Japanese names embedded once, when needed
+    assert r.resolve(FoundConcept("piano")) == piano and r.resolve(FoundConcept("mountain")) is None
+    assert sum(len(c) for c in emb.calls) == 5  # each name once
+    # a Latin name inside a Japanese sentence is a name as written, never matched by meaning
+    from core.concepts import ExperienceInput
+    from stages.concepts import extract
+
+    found = {c.surface: c.language for c in extract(ExperienceInput("m", 1, "", "ThinkPadで作業した。I like Hiking with Tanzawa.")).concepts}
+    assert found["ThinkPad"] == "ja" and found["Tanzawa"] == "en"
     with pytest.raises(KeyError):
-        _ = r.by_key["hiking"]
+        _ = r.by_key["mountain"]
