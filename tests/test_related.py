@@ -84,6 +84,12 @@ def test_seed_example_related(db, store, pmem_env, tmp_path) -> None:  # type: i
     assert tail[1].startswith(f"{ids['E102']} | 気分転換 → 登山 |") and ctx.index("# memory index") < ctx.index(tail[0])
     assert "# related to what was just said" not in svc.load_context()
 
+    # the graph page of the same store, through the CLI: the seed's concepts and links, 0600
+    page = tmp_path / "graph.html"
+    made = json.loads(run("graph", "--out", str(page), "--json").stdout.splitlines()[-1])
+    assert made["concepts"] >= 6 and made["links"] >= 5 and made["experiences"] == 3
+    assert oct(page.stat().st_mode & 0o777) == "0o600" and "気分転換" in page.read_text()
+
     # a memory deleted later never comes back, whatever the concept tables still say
     with db.connection() as conn:
         conn.execute("UPDATE memories SET status = 'deleted' WHERE id = %s", (ids["E102"],))
