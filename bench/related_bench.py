@@ -81,8 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     # the words no concept is named by, are matched across languages with it
     cs = ConceptStore(db)
     # the back-fill's own concept stage ran without vectors (embed=False above): read again
-    # with the embedder when concept names lack theirs
-    stale = len(cs.embeddings(emb.model)) < cs.counts()["concepts"]
+    # with the embedder when no concept name has one (extraction embeds a language's names when
+    # a name of the other language first needs them)
+    stale = not cs.embeddings(emb.model)
     t0 = time.perf_counter()
     counts = extract_concepts(db, a.data_dir / "runs", embedder=emb, rebuild=a.rebuild_concepts or stale)
     log(f"concepts: {counts.get('experiences_read', 0)} experiences read in {time.perf_counter() - t0:.1f}s; "
