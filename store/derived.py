@@ -177,6 +177,7 @@ TABLE_STORES: tuple[TableStore, ...] = (
         guard="raw-message index: output paths redact",
     ),  # fmt: skip
     TableStore("message_search_pending", "derived", ids=("message_key",)),
+    TableStore("message_forms_pending", "derived", ids=("message_key",)),  # 0026: keys only
     TableStore(
         "message_embeddings", "derived", vectors=("embedding",), ids=("message_key", "model"),
         erase="dropped for every message whose text changed", guard="local embedder only",
