@@ -353,7 +353,9 @@ def run_pass(settings: Settings, paths: list[str] | None = None, opts: PassOptio
     with _pass_lock(settings, command):
         from flows.pipeline import Pipeline
 
-        p = Pipeline.open(settings)
+        # a pass drafts nothing: the offline drafter, so that a vendor model in PMEM_LLM whose key
+        # is not in a schedule's environment does not stop the import
+        p = Pipeline.open(settings, llm="extractive")
         try:
             return _run_pass(p, paths, opts)
         finally:

@@ -235,13 +235,19 @@ def test_a_pass_holds_the_run_lock_and_is_refused_while_another_run_holds_it(
         assert err.value.holder is not None and err.value.holder.pid == pid
 
 
-def test_named_path_must_exist_and_something_must_be_watched(env: dict[str, str], tmp_path: Path) -> None:
+def test_named_path_must_exist_and_something_must_be_watched(
+    env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from core.errors import ConfigError, InputError
 
     with pytest.raises(InputError, match="not found"):
         passes(env, [str(tmp_path / "nowhere")])
     with pytest.raises(ConfigError, match="nothing to watch"):
         passes(env, None)
+    # a pass drafts nothing: a vendor model without its key (a cron or schedule environment) is no obstacle
+    monkeypatch.setenv("PMEM_LLM", "openai:gpt-4o-mini")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert passes(env, [str(transcript(tmp_path / "logs", 1))])["messages_new"] == 4
 
 
 # ---------------------------------------------------------------- the CLI
