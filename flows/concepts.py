@@ -72,6 +72,7 @@ class Resolver:
         self.key_owner: dict[str, str] = {}
         self.vectors: dict[str, Any] = {}  # concept id -> unit vector (numpy)
         self._vec_cache: dict[str, Any] = {}
+        self._matrix: dict[str, tuple[list[str], Any]] = {}  # language -> (ids, their vectors stacked)
         self.reload()
 
     def reload(self) -> None:
@@ -159,6 +160,16 @@ class Resolver:
                                                             for cid in missing})  # fmt: skip
         return ids
 
+    def prefetch(self, found: Sequence[FoundConcept]) -> None:
+        """Embed in one call the names of a record that no key matches and that will be compared
+        with the other language's concepts (batched: a third of the time of one by one)."""
+        if self.embedder is None:
+            return
+        langs = {c.language for c in self.concepts.values()}
+        self.embed([f.surface for f in found
+                    if not any(k in self.by_key for k in lookup_keys(f))
+                    and {"ja": "en", "en": "ja"}.get(f.language or language_of(f.surface)) in langs])  # fmt: skip
+
     def _by_vector(self, found: FoundConcept) -> Concept | None:
         """Japanese ↔ English only: a name of one is compared with the concepts of the other
         (the embedder is not loaded while the store has none of the other language)."""
@@ -169,7 +180,10 @@ class Resolver:
         ids = self._vectors_of(other)
         import numpy as np
 
-        sims = np.stack([self.vectors[c] for c in ids]) @ self.vector(found.surface)
+        cached = self._matrix.get(other)
+        if cached is None or cached[0] != ids:  # stacked again only when concepts were added
+            cached = self._matrix[other] = (ids, np.stack([self.vectors[c] for c in ids]))
+        sims = cached[1] @ self.vector(found.surface)
         i = int(np.argmax(sims))
         return self.concepts[ids[i]] if float(sims[i]) >= VECTOR_MIN else None
 
@@ -191,6 +205,7 @@ def resolve(exp: ExperienceInput, extraction: Extraction, resolver: Resolver, *,
     out = ResolvedExperience(memory_id=exp.memory_id, revision=exp.revision, inputs_hash=exp.inputs_hash,
                              extractor=extractor, prompt_version=prompt_version)  # fmt: skip
     by_surface: dict[str, str] = {}
+    resolver.prefetch(extraction.concepts)
     for f in extraction.concepts:
         if not safe_name(f.surface) or (f.reading and not safe_name(f.reading)):
             continue
