@@ -202,6 +202,9 @@ def run_measured(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
 def fresh_env(root: Path, name: str) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("DATABASE_URL", None)
+    # an installed pmem has its bytecode cached; a sandbox that sets this would time recompiling
+    # the project's modules at every start (`db init` below runs first and caches it)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.update({"PMEM_DATA_DIR": str(root / name), "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"})
     subprocess.run([sys.executable, "-m", "cli.main", "db", "init"], env=env, cwd=PROJECT, check=True,
                    capture_output=True)  # fmt: skip
