@@ -126,11 +126,11 @@ class Ledger:
                 # which a re-run imports again (the import's resume): commits need not wait on fsync
                 conn.execute("SET LOCAL synchronous_commit = off")
                 indexed: list[int] = []
-                out = self._write_batch(conn, convs, import_id, decide, rule_version, quarantined, digests,
-                                        (index, indexed) if index is not None else None)  # fmt: skip
+                done = self._write_batch(conn, convs, import_id, decide, rule_version, quarantined, digests,
+                                         (index, indexed) if index is not None else None)  # fmt: skip
             if index is not None:
                 index.written += sum(indexed)
-            return out
+            return done
         except (psycopg.errors.UniqueViolation, psycopg.errors.ForeignKeyViolation):
             # another import wrote one of these keys meanwhile: the slow path, one at a time
             out: list[tuple[UpsertOutcome, int, bool, str]] = []
