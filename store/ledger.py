@@ -329,6 +329,22 @@ class Ledger:
             for k, role, ch, ct, at, body in rows
         ]  # fmt: skip
 
+    def active_messages_of(self, conversation_keys: list[str]) -> dict[str, list[dict]]:
+        """``active_messages`` of several conversations in one query (a conversation with no
+        active message is absent)."""
+        with self.db.connection() as conn:
+            rows = conn.execute(
+                """SELECT conversation_key, message_key, role, channel, content_type, created_at, body
+                   FROM source_messages WHERE conversation_key = ANY(%s) AND on_active_path
+                   ORDER BY conversation_key, position, message_key""",
+                (list(conversation_keys),),
+            ).fetchall()
+        out: dict[str, list[dict]] = {}
+        for conv, k, role, ch, ct, at, body in rows:
+            out.setdefault(conv, []).append({"key": k, "role": role, "channel": ch, "content_type": ct,
+                                             "created_at": at, "text": bytes_text(bytes(body))})  # fmt: skip
+        return out
+
     def quarantined(self, source: str | None = None) -> list[dict]:
         """What the imports set aside, oldest first: file (``zip!member`` for a zip member),
         record position, machine-readable reason."""
