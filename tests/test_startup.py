@@ -32,6 +32,17 @@ def test_fast_commands_name_the_module_that_registers_them():
         assert command in names, f"{command} is not registered by cli.{module}"
 
 
+def test_every_module_that_registers_commands_is_listed():
+    """A command module missing from COMMAND_MODULES would lose its commands from the app."""
+    import re
+
+    found = sorted(
+        p.stem for p in (PROJECT / "cli").glob("*.py")
+        if p.stem not in ("app", "main") and re.search(r"@\w*app\.command\(|\.add_typer\(", p.read_text())
+    )  # fmt: skip
+    assert found and [m for m in found if m not in COMMAND_MODULES] == []
+
+
 def test_command_of_finds_the_command_after_root_flags_only():
     assert command_of(["search", "x", "--json"]) == "search"
     assert command_of(["-v", "recall", "q"]) == "recall"
