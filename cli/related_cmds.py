@@ -112,7 +112,13 @@ def graph(
     finally:
         db.close()
     page = graph_from_rows(rows["concepts"], rows["links"], rows["experiences"])
-    n = write_graph(page, out)
+    try:
+        n = write_graph(page, out)
+    except OSError as err:
+        from core.errors import ConfigError
+
+        raise ConfigError(f"cannot write {out}: {err.strerror or type(err).__name__}",
+                          hint="give --out a file in a folder that exists and that you can write") from None  # fmt: skip
     if as_json:
         print_json({"out": str(out), "concepts": n, "links": len(page.links), "experiences": len(page.experiences),
                     "bytes": out.stat().st_size})  # fmt: skip

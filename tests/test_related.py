@@ -89,6 +89,10 @@ def test_seed_example_related(db, store, pmem_env, tmp_path) -> None:  # type: i
     made = json.loads(run("graph", "--out", str(page), "--json").stdout.splitlines()[-1])
     assert made["concepts"] >= 6 and made["links"] >= 5 and made["experiences"] == 3
     assert oct(page.stat().st_mode & 0o777) == "0o600" and "気分転換" in page.read_text()
+    from cli.main import app
+
+    bad = CliRunner().invoke(app, ["graph", "--out", str(tmp_path / "missing" / "g.html"), "--json"])
+    assert bad.exit_code == 1 and json.loads(bad.stdout.splitlines()[-1])["message"].startswith("cannot write ")
 
     # a memory deleted later never comes back, whatever the concept tables still say
     with db.connection() as conn:
