@@ -662,8 +662,8 @@ def _run_on_pool(a: dict[str, Any]) -> dict[str, Any]:
 def _pool_stopped(summary: dict[str, Any]) -> None:
     """A pool run a worker stopped (a rate limit, --max-cost): raised as the in-process stop."""
     cls = CostLimitStop if summary["status"] == "cost_limit" else RateLimitStop
-    err = cls(summary.get("stop_reason") or "stopped", run_id=summary["run_id"])
-    err.summary = summary  # type: ignore[attr-defined]
+    err: Any = cls(summary.get("stop_reason") or "stopped", run_id=summary["run_id"])
+    err.summary = summary
     raise err
 
 

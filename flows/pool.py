@@ -105,7 +105,7 @@ def submit(pool: str, *, run_id: str, source: str, export_name: str, embed: bool
         except ObjectNotFound:
             raise ConfigError(f"no deployment backfill-pool/{pool} on the Prefect server",
                               hint=f"run `pmem deploy --pool {pool}` first") from None  # fmt: skip
-        ids.append(str(fr.id))
+        ids.append(str(fr.id))  # type: ignore[union-attr]  # sync call: a FlowRun
     return ids[0], flow_run_url(ids[0]), n
 
 

@@ -38,8 +38,8 @@ def runs_root(settings: Settings) -> Path:
         return settings.runs_dir
     from upath import UPath
 
-    root: Path = UPath(url.strip())
-    return root
+    root: Any = UPath(url.strip())  # a pathlib-like object over fsspec
+    return root  # type: ignore[no-any-return]
 
 
 def is_local(path: Path) -> bool:
