@@ -38,7 +38,8 @@ from tests.conftest import PROJECT
 from tests.fakeservers import Recorded, Reply
 from tests.scripted_model import ScriptedModel, _batch_text, parse_conversations
 
-pytestmark = pytest.mark.prefect
+# subprocesses start Prefect many times (the workers, their flow runs): generous on a busy machine
+pytestmark = [pytest.mark.prefect, pytest.mark.timeout(600)]
 
 # 40 conversations on 40 unrelated things, each ending in a decision with its reason
 THINGS = [
