@@ -1,0 +1,67 @@
+"""A fresh `pmem search` process, start to answer (issue 9 item 7: under a second, the embedder's
+load included; ADR 0027): wall time and CPU time (user + system of the child, what
+`/usr/bin/time -f '%e %U %S'` prints) over several runs, medians.
+
+    .venv/bin/python bench/startup_bench.py                       # the eval data dir (make eval)
+    .venv/bin/python bench/startup_bench.py --data-dir ~/.pmem --runs 9 "a question"
+    .venv/bin/python bench/startup_bench.py --checkout ../old     # that checkout's code, alternated
+
+On a shared machine the wall clock follows the load; the CPU time much less. ``--checkout``
+runs another checkout's `cli.main` (same interpreter) alternately with this one: a before/after
+on the same load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+QUESTIONS = ("what did I end up deciding about the laptop?", "丹沢のとき結局どうするって決めたんだっけ")
+
+
+def run(checkout: Path, args: list[str], env: dict[str, str]) -> tuple[float, float]:
+    t = time.perf_counter()
+    p = subprocess.Popen([sys.executable, "-m", "cli.main", *args], cwd=checkout, env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    _, status, usage = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t
+    if status != 0:
+        raise SystemExit(f"pmem {' '.join(args[:1])} failed: {p.stderr.read().decode(errors='replace')[-400:]}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("questions", nargs="*", default=list(QUESTIONS))
+    ap.add_argument("--data-dir", default=os.environ.get("PMEM_EVAL_DIR", str(ROOT / ".pmem-eval")))
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--checkout", type=Path, help="another checkout to compare with, run alternately")
+    ap.add_argument("--command", default="search", help="search (default), recall or show")
+    a = ap.parse_args()
+    env = dict(os.environ, PMEM_DATA_DIR=str(Path(a.data_dir).resolve()))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed pmem has its bytecode cached
+    sides = {"this": ROOT} | ({"other": a.checkout.resolve()} if a.checkout else {})
+    for q in a.questions:
+        args = [a.command, q, "--json"]
+        for side in sides.values():
+            run(side, args, env)  # warm: bytecode written, files in the page cache
+        got: dict[str, list[tuple[float, float]]] = {name: [] for name in sides}
+        for i in range(a.runs):
+            for name in sides if i % 2 == 0 else reversed(list(sides)):
+                got[name].append(run(sides[name], args, env))
+        for name, xs in got.items():
+            wall, cpu = statistics.median(x[0] for x in xs), statistics.median(x[1] for x in xs)
+            print(f"{name:5s} pmem {a.command} {q[:40]!r:44s} wall {wall:5.2f} s  CPU {cpu:5.2f} s "
+                  f"(min {min(x[1] for x in xs):.2f})  n={len(xs)}", flush=True)  # fmt: skip
+    print(f"load average {os.getloadavg()[0]:.1f}; goal: a fresh search under 1 s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
