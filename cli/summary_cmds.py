@@ -204,7 +204,11 @@ def timeline(
     from flows.timeline import write_timeline
 
     store = _store()
-    n = write_timeline(store.latest_all(), store.profile(), out)
+    try:
+        n = write_timeline(store.latest_all(), store.profile(), out)
+    except OSError as err:  # a folder that does not exist, a read-only place
+        raise ConfigError(f"cannot write {out}: {err.strerror or type(err).__name__}",
+                          hint="give --out a file in a folder that exists and that you can write") from None  # fmt: skip
     if as_json:
         print_json({"out": str(out), "months": n, "bytes": out.stat().st_size})
         return

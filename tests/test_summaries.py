@@ -305,6 +305,8 @@ def test_the_timeline_renders_in_headless_chromium(env: dict[str, str], first_ru
     page_path = tmp_path / "timeline.html"
     out = last_json("timeline", "--out", str(page_path), "--json")
     assert out["months"] == first_run["months_total"]
+    nowhere = last_json("timeline", "--out", str(tmp_path / "no-such-folder" / "t.html"), "--json", code=1)
+    assert "cannot write" in nowhere["message"] and "folder that exists" in nowhere["hint"]
     assert oct(page_path.stat().st_mode & 0o777) == "0o600"
     html = page_path.read_text(encoding="utf-8")
     assert "<script src=" not in html and "Plotly.newPlot" in html  # self-contained
