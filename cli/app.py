@@ -205,6 +205,23 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def step_bars() -> Any:
+    """The progress display of a long command on stderr: a spinner, what is being done, a bar,
+    done / total and the time elapsed; drawn only on a terminal, gone when finished."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    console = stderr_console()
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal)  # fmt: skip
+
+
 def settings() -> Settings:
     return get_settings()
 

@@ -14,7 +14,16 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from cli.app import EXIT_ERROR, EXIT_TEMPFAIL, app, err_console, handle_errors, print_json, settings
+from cli.app import (
+    EXIT_ERROR,
+    EXIT_TEMPFAIL,
+    app,
+    err_console,
+    handle_errors,
+    print_json,
+    settings,
+    step_bars,
+)
 from core.display import for_terminal as tty
 from core.display import plural
 from core.errors import ConfigError, ConsentRequired, CostLimitStop, PmemError, RateLimitStop
@@ -277,20 +286,9 @@ _STAGES = {"draft": "drafting batches", "commit": "committing batches", "embed":
 def _progress_bars(first: str = "importing") -> Iterator[None]:
     """Progress bars on stderr while importing, drafting, committing and embedding (none when not
     a TTY)."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
     from flows import pipeline as pl
 
-    bars = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=err_console, transient=True,
-                    disable=not err_console.is_terminal)  # fmt: skip
+    bars = step_bars()
     tasks: dict[str, Any] = {"import": bars.add_task(first, total=None)}
 
     def hook(stage: str, total: int) -> None:

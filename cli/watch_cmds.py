@@ -27,7 +27,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from cli.app import EXIT_ERROR, app, err_console, handle_errors, print_json, settings
+from cli.app import EXIT_ERROR, app, err_console, handle_errors, print_json, settings, step_bars
 from core.display import for_terminal, plural
 
 EXIT_QUARANTINED = 3
@@ -42,18 +42,8 @@ def _tty(text: str) -> str:
 def _pass_progress() -> Iterator[Callable[[str, dict[str, Any]], None]]:
     """A bar on stderr while a pass runs (checking, importing i/N files, indexing); nothing is
     drawn when stderr is not a terminal."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-    )
 
-    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), console=err_console, transient=True,
-                   disable=not err_console.is_terminal)  # fmt: skip
+    bar = step_bars()
     task = bar.add_task("checking files", total=None)
 
     def on_event(kind: str, data: dict[str, Any]) -> None:
