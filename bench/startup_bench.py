@@ -32,7 +32,8 @@ def run(checkout: Path, args: list[str], env: dict[str, str]) -> tuple[float, fl
     _, status, usage = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t
     if status != 0:
-        raise SystemExit(f"pmem {' '.join(args[:1])} failed: {p.stderr.read().decode(errors='replace')[-400:]}")
+        err = p.stderr.read() if p.stderr else b""
+        raise SystemExit(f"pmem {' '.join(args[:1])} failed: {err.decode(errors='replace')[-400:]}")
     return wall, usage.ru_utime + usage.ru_stime
 
 
