@@ -50,7 +50,7 @@ QUOTE_CHARS = 300
 Why = Literal["states", "mentions", "through"]
 
 # ordering of the three ways an experience comes up (see the module docstring)
-_TIER: dict[str, int] = {"states": 2, "mentions": 1, "through": 0}
+_TIER: dict[Why, int] = {"states": 2, "mentions": 1, "through": 0}
 
 _LATIN = re.compile(r"^[0-9a-z][0-9a-z .'\-]*$")
 
@@ -204,7 +204,7 @@ class ConceptRecall:
                 vecs = qv.embedder.embed([name for _, name in part])
                 ConceptStore(self.db).set_embeddings(
                     qv.embedder.model, {cid: v for (cid, _), v in zip(part, vecs, strict=True)})  # fmt: skip
-        vecs = ["[" + ",".join(f"{float(x):.6g}" for x in v) + "]" for v in qv.embedder.embed(words)]
+        literals = ["[" + ",".join(f"{float(x):.6g}" for x in v) + "]" for v in qv.embedder.embed(words)]
         # the query vectors cast once (a cast inside the ORDER BY would parse them per row)
         rows = conn.cursor(row_factory=dict_row).execute(
             """WITH q AS MATERIALIZED (
@@ -218,7 +218,7 @@ class ConceptRecall:
                    FROM concept_embeddings ce JOIN concepts c ON c.id = ce.concept_id
                    WHERE ce.model = %(model)s AND ce.dim = %(dim)s AND c.language NOT IN (q.lang, 'und')
                    ORDER BY ce.embedding <=> q.v LIMIT 1) near""",
-            {"vecs": vecs, "langs": [language_of(w) for w in words], "model": qv.embedder.model,
+            {"vecs": literals, "langs": [language_of(w) for w in words], "model": qv.embedder.model,
              "dim": qv.embedder.dim},
         ).fetchall()  # fmt: skip
         out: dict[str, dict[str, Any]] = {}
@@ -351,7 +351,9 @@ class ConceptRecall:
                ORDER BY el.memory_id, c.name""",
             (mids,),
         ).fetchall()
-        names = dict(conn.execute("SELECT id, name FROM concepts WHERE id = ANY(%s)", (sorted(path_ids),)).fetchall())
+        names: dict[str, str] = dict(
+            conn.execute("SELECT id, name FROM concepts WHERE id = ANY(%s)", (sorted(path_ids),)).fetchall()
+        )
         concepts: dict[str, list[tuple[str, str, str | None]]] = {}
         for mid, cid, name, key in shows:
             concepts.setdefault(mid, []).append((cid, name, key))
