@@ -3,9 +3,9 @@ work pool, the workers that run them, and a pool run's fan-out.
 
 * ``deploy(pool)``: the work pool (type ``process``, created if missing) and the deployments
   ``backfill-pool/<pool>`` (the backfill's drafting and committing, flows/backfill.py),
-  ``reimport/<pool>`` and ``summarize/<pool>`` on it. The flows are
-  loaded by module path (the project is installed in every worker's environment), run in the
-  project's folder, with the worker's own environment: its ``DATABASE_URL``, ``PMEM_RUNS_URL``,
+  ``reimport/<pool>`` and ``summarize/<pool>`` on it. The flows are loaded by module path (the
+  project is installed in every worker's environment, wherever its folder is), with the
+  worker's own environment: its ``DATABASE_URL``, ``PMEM_RUNS_URL``,
   ``PMEM_LLM`` and provider key.
 * ``run_worker(pool)``: a Prefect process worker on the pool that says when it starts and every
   flow run it takes.
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from core.errors import ConfigError
-from core.settings import PROJECT_ROOT, Settings
+from core.settings import Settings
 
 DEFAULT_POOL = "pmem"
 
@@ -46,23 +46,23 @@ def deploy(pool: str = DEFAULT_POOL) -> dict[str, Any]:
     from prefect import get_client
     from prefect.client.schemas.actions import WorkPoolCreate
     from prefect.deployments.runner import EntrypointType, RunnerDeployment
-    from prefect.exceptions import ObjectNotFound
+    from prefect.exceptions import ObjectAlreadyExists
 
     created = False
     with get_client(sync_client=True) as client:
         try:
+            client.create_work_pool(WorkPoolCreate(name=pool, type="process"))
+            created = True
+        except ObjectAlreadyExists:  # there already (or a worker made it just now)
             found = client.read_work_pool(pool)
             if found.type != "process":
                 raise ConfigError(f"work pool {pool!r} is of type {found.type!r}, not 'process'",
-                                  hint="choose another name with --pool")  # fmt: skip
-        except ObjectNotFound:
-            client.create_work_pool(WorkPoolCreate(name=pool, type="process"))
-            created = True
+                                  hint="choose another name with --pool") from None  # fmt: skip
     names = []
     for fl in _flows():
         d = RunnerDeployment.from_flow(
             fl, name=pool, work_pool_name=pool, entrypoint_type=EntrypointType.MODULE_PATH,
-            job_variables={"working_dir": str(PROJECT_ROOT)}, tags=["pmem"],
+            tags=["pmem"],
             description=f"pmem's {fl.name} flow on the work pool {pool}",
         )  # fmt: skip
         d.apply()
