@@ -38,7 +38,7 @@ from typing import Any
 
 from core.concepts import Concept, ExperienceInput, Extraction, FoundConcept, FoundRelation, norm
 
-OFFLINE_VERSION = "concepts-offline-v1"
+OFFLINE_VERSION = "concepts-offline-v2"  # v2: section headings are no concepts
 
 _SENTENCE = re.compile(r"[^。．！？!?\n]+[。．！？!?]?|(?<=[.!?])\s+")
 _LATIN_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
@@ -91,6 +91,9 @@ def _stop_words() -> tuple[frozenset[str], frozenset[str]]:
     import stopwordsiso
 
     return frozenset(stopwordsiso.stopwords("en")), frozenset(stopwordsiso.stopwords("ja"))
+
+
+_HEADING_LINE = re.compile(r"^#{1,6}\s")
 
 
 def sentences(text: str) -> list[str]:
@@ -282,8 +285,8 @@ def extract(exp: ExperienceInput) -> Extraction:
     analysed: dict[str, list[Token]] = {}  # a sentence of the summary is often an excerpt too
     for key, text in texts:
         for sent in sentences(text):
-            if looks_like_code(sent):
-                continue
+            if looks_like_code(sent) or _HEADING_LINE.match(sent):
+                continue  # a section heading of the record (## 背景, ## Reasons) is its form, not its content
             # a Latin name inside a Japanese sentence (PostgreSQL, yamalog) is used as it is:
             # only words of English sentences are matched to Japanese ones by meaning
             lang = "ja" if _JA.search(sent) else "en"

@@ -287,3 +287,12 @@ def test_offline_cues(text: str, relations: set[tuple[str, str, str]]) -> None:
     assert all(r.stated for r in ex.relations)
     if "tanzawa" in text:
         assert ex.concepts == ()
+
+
+def test_a_records_section_headings_are_no_concepts() -> None:
+    from core.concepts import ExperienceInput
+    from stages.concepts import extract
+
+    summary = "## 背景\n週末に丹沢へ行く計画。\n## 決定\n日帰りにする。\n## Open points\n雨の場合"
+    names = {c.surface for c in extract(ExperienceInput("m", 1, "丹沢", summary)).concepts}
+    assert "丹沢" in names and not names & {"背景", "決定", "Open", "points"}
