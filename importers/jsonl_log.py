@@ -73,6 +73,7 @@ from importers._common import (
     nonempty_str,
     parse_iso,
     raw_json,
+    unique_conversations,
 )
 from importers._containers import Part, file_part, iter_parts, open_regular
 from importers._jsonl import ZST_SUFFIX, open_jsonl
@@ -105,21 +106,15 @@ def iter_conversations(
     path = Path(path)
     people = me_names(me)
     parts = [file_part(f) for f in log_files(path, report)] if path.is_dir() else [file_part(path)]
-    seen: set[str] = set()
 
     def read(part: Part) -> Iterator[Conversation | Quarantined]:
         with open_jsonl(Path(part.label), part.report) as fp:
             result = _read(fp, Path(part.label), people, 0, 1, hold_partial=False)
         yield from result.quarantined
-        for conv in result.conversations:
-            if conv.key in seen:  # the same session and day in two undated files
-                yield Quarantined(file=part.label, position=conv.provenance.position,
-                                  reason="duplicate-id", external_id=conv.external_id)  # fmt: skip
-                continue
-            seen.add(conv.key)
-            yield conv
+        yield from result.conversations
 
-    yield from iter_parts(parts, read, report)
+    # the same session and day in two undated files: the first one wins
+    yield from unique_conversations(iter_parts(parts, read, report))
 
 
 def log_files(folder: Path, report: ReadReport | None = None) -> list[Path]:

@@ -51,8 +51,8 @@ from typing import IO
 from pydantic import ValidationError
 
 from core.models import Channel, Conversation, Message, Provenance
-from importers._common import Quarantined, ReadError, ReadReport
-from importers._containers import Part, file_part, iter_parts
+from importers._common import Quarantined, ReadError, ReadReport, unique_conversations
+from importers._containers import Part, file_part, folder_parts, iter_parts
 from importers._people import is_me, me_names, norm_name
 
 SOURCE = "line"
@@ -93,33 +93,19 @@ def iter_conversations(
     folder (the other files are counted in ``report.skipped``). ``me`` overrides ``PMEM_ME``."""
     path = Path(path)
     people = me_names(me)
-    parts = [file_part(f) for f in chat_files(path, report)] if path.is_dir() else [file_part(path)]
-    seen: set[str] = set()
+    parts = folder_parts(path, _chat_file, report, "not-a-chat-file") if path.is_dir() else [file_part(path)]
 
     def read(part: Part) -> Iterator[Conversation | Quarantined]:
         with part.open() as fp:
-            for item in _Reader(part.label, people).read(fp):
-                if isinstance(item, Conversation):
-                    if item.key in seen:  # the same chat and day twice: the first one wins
-                        yield Quarantined(file=part.label, position=item.provenance.position,
-                                          reason="duplicate-id", external_id=item.external_id)  # fmt: skip
-                        continue
-                    seen.add(item.key)
-                yield item
+            yield from _Reader(part.label, people).read(fp)
 
-    yield from iter_parts(parts, read, report)
+    # the same chat and day twice: the first one wins
+    yield from unique_conversations(iter_parts(parts, read, report))
 
 
-def chat_files(folder: Path, report: ReadReport | None = None) -> list[Path]:
-    found: list[Path] = []
-    for p in folder.rglob("*"):
-        if not p.is_file():
-            continue
-        if p.name.lower().endswith(".txt"):
-            found.append(p)
-        elif report is not None:
-            report.skip("not-a-chat-file")
-    return sorted(found, key=lambda p: str(p.relative_to(folder)))
+def _chat_file(name: str) -> str | None:
+    """A folder's saved chat histories are its ``.txt`` files (in name order)."""
+    return name if name.lower().endswith(".txt") else None
 
 
 def is_line_head(head: bytes) -> bool:

@@ -50,8 +50,15 @@ import ijson
 from pydantic import ValidationError
 
 from core.models import Channel, Conversation, Message, Provenance
-from importers._common import RECORD_ERRORS, Quarantined, ReadError, ReadReport, raw_json
-from importers._containers import Part, file_part, iter_parts
+from importers._common import (
+    RECORD_ERRORS,
+    Quarantined,
+    ReadError,
+    ReadReport,
+    raw_json,
+    unique_conversations,
+)
+from importers._containers import Part, file_part, folder_parts, iter_parts
 from importers._people import is_me, me_names, norm_name
 
 SOURCE = "telegram"
@@ -78,33 +85,19 @@ def iter_conversations(
     under a folder (the other files are counted in ``report.skipped``)."""
     path = Path(path)
     people = me_names(me)
-    parts = [file_part(f) for f in export_files(path, report)] if path.is_dir() else [file_part(path)]
-    seen: set[str] = set()
+    parts = folder_parts(path, _export_file, report) if path.is_dir() else [file_part(path)]
 
     def read(part: Part) -> Iterator[Conversation | Quarantined]:
         with part.open() as fp:
-            for item in _Reader(part.label, people).read(fp):
-                if isinstance(item, Conversation):
-                    if item.key in seen:  # the same chat in two exports of one folder
-                        yield Quarantined(file=part.label, position=item.provenance.position,
-                                          reason="duplicate-id", external_id=item.external_id)  # fmt: skip
-                        continue
-                    seen.add(item.key)
-                yield item
+            yield from _Reader(part.label, people).read(fp)
 
-    yield from iter_parts(parts, read, report)
+    # the same chat in two exports of one folder: the first one wins
+    yield from unique_conversations(iter_parts(parts, read, report))
 
 
-def export_files(folder: Path, report: ReadReport | None = None) -> list[Path]:
-    found: list[Path] = []
-    for p in folder.rglob("*"):
-        if not p.is_file():
-            continue
-        if p.name.lower() == "result.json":
-            found.append(p)
-        elif report is not None:
-            report.skip("not-an-export-file")
-    return sorted(found, key=lambda p: str(p.relative_to(folder)))
+def _export_file(name: str) -> str | None:
+    """A folder's Telegram exports are its ``result.json`` files."""
+    return name if name.lower() == "result.json" else None
 
 
 def is_telegram_head(head: bytes) -> bool:
