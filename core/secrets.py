@@ -195,6 +195,23 @@ def _regex_detector() -> type:
 
 _KEYWORD_HINT_RE = _Lazy(r"key|pass|pwd|secret|contrase", re.IGNORECASE)
 
+# What every detect-secrets format plugin of ``_library_plugins`` needs in a text before one of
+# its patterns can match: a run of 20 or more token characters (every key format: AWS, GitHub,
+# GitLab, Stripe, Twilio, Telegram, SendGrid, Slack's bot tokens' tails, Mailchimp, PyPI, Azure,
+# IBM, Cloudant, SoftLayer, Discord, Square, OpenAI), "://" (credentials in a URL, Slack's
+# webhooks), "eyJ" (a JWT), "_authToken" (npm), "BEGIN " or PuTTY's header (private keys),
+# Slack's "xox?-", and Artifactory's two short prefixes. Case is ignored, so the test is a
+# superset of the patterns' own case rules. On a text without any of them (most prose) the
+# plugins are not run, and a process that scans only such texts never imports detect-secrets
+# (a fresh `pmem search`, ADR 0027). `tests/test_secrets_library_hint.py` checks the hint
+# against strings generated from every pattern of the installed detect-secrets, and fails
+# when those patterns change.
+_LIBRARY_HINT_RE = _Lazy(
+    r"[a-z\d_\-+/=]{20,}|://|eyJ|_authToken|BEGIN |PuTTY-User-Key|xox[abposr]-"
+    r"|AKC[a-z0-9]{10}|AP[\dA-F][a-z0-9]{8}",
+    re.IGNORECASE,
+)
+
 # ---------------------------------------------------------------- key formats
 
 _B = r"(?<![A-Za-z0-9_\-])"  # a token boundary that treats - and _ as part of a token
@@ -688,7 +705,7 @@ def _scan_view(view: _View, add, *, depth: int, formats_only: bool = False) -> N
 
 def _scan_context(view: _View, add) -> None:  # noqa: ANN001
     text = view.text
-    for kind, plugin in _library_plugins():
+    for kind, plugin in _library_plugins() if _LIBRARY_HINT_RE.search(text) else ():
         for start, end in _library_spans(plugin, text):
             if kind in _PASSWORD_KINDS and not _credential_like(
                 text[start:end], password=True, prose=False
