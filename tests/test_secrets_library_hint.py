@@ -18,7 +18,9 @@ from core import secrets
 from core.secrets import _LIBRARY_HINT_RE, _library_plugins, find_secrets
 
 PATTERNS = [
-    (kind, regex) for kind, plugin in _library_plugins() for regex in getattr(plugin, "denylist", ())
+    (kind, regex)
+    for kind, plugin in _library_plugins()
+    for regex in getattr(plugin, "denylist", ())
 ]
 
 # The patterns the hint was written against. When detect-secrets changes them, read the new
@@ -37,8 +39,12 @@ def test_the_hint_was_written_against_the_installed_patterns() -> None:
     )
 
 
-@pytest.mark.parametrize(("kind", "regex"), PATTERNS, ids=[f"{k}-{i}" for i, (k, _) in enumerate(PATTERNS)])
-def test_every_string_a_library_pattern_matches_passes_the_hint(kind: str, regex: re.Pattern[str]) -> None:
+@pytest.mark.parametrize(
+    ("kind", "regex"), PATTERNS, ids=[f"{k}-{i}" for i, (k, _) in enumerate(PATTERNS)]
+)
+def test_every_string_a_library_pattern_matches_passes_the_hint(
+    kind: str, regex: re.Pattern[str]
+) -> None:
     @given(st.from_regex(regex, fullmatch=False))
     @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
     def check(text: str) -> None:
