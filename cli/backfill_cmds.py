@@ -706,7 +706,7 @@ def import_(
     assert src is not None
     from importers._people import using_me
 
-    p = Pipeline.open(settings())
+    p = Pipeline.open(settings(), "extractive")  # an import never drafts: no model key needed
     try:
         with _import_bar() as on_progress, using_me(me):
             stats = run_import(p.ledger, src, str(target.resolve()), on_progress=on_progress,

@@ -50,6 +50,17 @@ def test_success_then_reimport_is_a_noop(pmem_env) -> None:
     assert again["messages"] == {"new": 0}
 
 
+def test_an_import_needs_no_model_key_even_when_a_vendor_model_is_configured(
+    pmem_env, monkeypatch, tmp_path: Path
+) -> None:
+    # importing never drafts: a person who configured a cloud model imports before giving a key
+    monkeypatch.setenv("PMEM_LLM", "openai:gpt-4.1-mini")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    conv = one_conversation("k1", "t", [("user", "hello"), ("assistant", "hi")])
+    out, _ = pmem_import(str(chatgpt_export(tmp_path / "e.json", [conv])), code=0)
+    assert out["conversations"]["new"] == 1
+
+
 def test_quarantined_records_exit_3_and_name_file_and_record(pmem_env, tmp_path: Path) -> None:
     good = [one_conversation(f"c{i}", f"t{i}", [("user", "hello"), ("assistant", "hi")]) for i in range(3)]
     path = chatgpt_export(tmp_path / "export.json", [good[0], {"title": "no id"}, good[1], 42, good[2]])
