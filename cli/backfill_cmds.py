@@ -279,7 +279,7 @@ def _print_indexed(out: dict[str, Any] | None) -> None:
 
 
 _STAGES = {"draft": "drafting batches", "commit": "committing batches", "embed": "embedding messages",
-           "forms": "Japanese normal forms"}
+           "forms": "Japanese normal forms", "guard": "scanning conversations for secrets"}
 
 
 @contextmanager

@@ -41,10 +41,12 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import BaseModel, ConfigDict
@@ -86,9 +88,11 @@ class _Lazy:
 
 __all__ = [
     "Finding",
+    "apply_findings",
     "contains_secret",
     "find_secrets",
     "find_secrets_in_messages",
+    "guard_version",
     "redact",
     "redact_conversation",
     "redact_draft",
@@ -828,6 +832,28 @@ def _merge(spans: Iterable[tuple[int, int, str]]) -> list[Finding]:
             continue
         merged.append([start, end, kind])
     return [Finding(type=kind, start=start, end=end) for start, end, kind in merged]
+
+
+@lru_cache(maxsize=1)
+def guard_version() -> str:
+    """What identifies the guard's findings: this module's source and the installed
+    detect-secrets release. A stored result of a scan (``store.guard_cache``) is used only
+    under the version that made it, so a changed rule or plugin scans again."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        library = version("detect-secrets")
+    except PackageNotFoundError:  # pragma: no cover - a dependency of the project
+        library = "none"
+    digest = hashlib.sha256(Path(__file__).read_bytes())
+    digest.update(library.encode())
+    return digest.hexdigest()[:16]
+
+
+def apply_findings(text: str, findings: Sequence[Finding]) -> str:
+    """``text`` with the spans of ``findings`` (found in ``text``, in order, merged) replaced
+    by their markers: what ``redact`` returns, for findings computed earlier."""
+    return _apply(text, findings) if findings else text
 
 
 def _apply(text: str, findings: Sequence[Finding]) -> str:

@@ -1423,7 +1423,7 @@ def index_for_search(p: Pipeline, *, embed: bool = True, memories: bool = True, 
     out: dict[str, Any] = {
         "indexed_messages": 0, "vectors": "skipped" if not embed else "off", "memories": 0,
         "messages": 0, "messages_without_vectors": None, "embedder_used": False, "indexes_created": [],
-        "formed_messages": 0, "messages_without_forms": 0,
+        "formed_messages": 0, "messages_without_forms": 0, "guarded_conversations": 0,
     }  # fmt: skip
     try:
         index = SearchStore(p.db)
@@ -1434,6 +1434,14 @@ def index_for_search(p: Pipeline, *, embed: bool = True, memories: bool = True, 
             out["formed_messages"] = index.sync_forms(progress=lambda n: _tick("forms", -n))
             unformed = backlog(p.db).messages_without_forms
         out["messages_without_forms"] = unformed
+        if forms:  # the guard's scans of whole conversations: recall's redaction reads them
+            from store.guard_cache import GuardCache
+
+            guard = GuardCache(p.db)
+            unscanned = guard.pending()
+            if unscanned:
+                _tick("guard", unscanned)
+                out["guarded_conversations"] = guard.fill(progress=lambda n: _tick("guard", -n))
         local = is_local_spec()
         if local is None or (not local and not memories):  # off, or nothing it may embed
             return out

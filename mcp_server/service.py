@@ -269,31 +269,39 @@ class MemoryService:
         return lo, hi, {"id": m.id, "at": m.at, "next_at": m_end}
 
     def _redacted_in_context(self, hits: list[Any]) -> tuple[dict[str, str], dict[str, str]]:
-        """Each hit's text redacted together with the messages before and after it, so a secret
-        split across two messages goes from both; each conversation title redacted together
-        with the conversation's own words, so a value they reveal as a secret goes from it too
-        (``core.secrets.redact_messages``). Returns (texts by message key, titles by
-        conversation key)."""
-        from core.secrets import redact_messages
+        """Each hit's conversation scanned as one text, its title and its active person and
+        assistant messages (``core.secrets.find_secrets_in_messages``): a value stated as a
+        secret anywhere in it goes from its title and from every hit, and a secret split across
+        two messages goes from both. The import's later stage stores that scan
+        (``store.guard_cache``); a conversation without a stored scan is scanned here. A hit
+        that is not one of those messages as the ledger holds them (a tool message, a branch
+        not taken, a text `pmem forget` redacted) is redacted with its neighbours. Returns
+        (texts by message key, titles by conversation key)."""
+        from core.secrets import apply_findings, redact_messages
+        from store.guard_cache import GuardCache, conversation_words, guard_key, scan
         from store.ledger import Ledger
 
-        around: dict[str, list[dict[str, Any]]] = Ledger(self.db).active_messages_of(
-            list(dict.fromkeys(h.conversation_key for h in hits))
-        )  # one query for every hit's conversation
+        convs = list(dict.fromkeys(h.conversation_key for h in hits))
+        around: dict[str, list[dict[str, Any]]] = Ledger(self.db).active_messages_of(convs)
+        title_of = {h.conversation_key: h.conversation_title or "" for h in hits}
+        words = {k: conversation_words(around.get(k, [])) for k in convs}
+        keys = {k: guard_key(title_of[k], [m["text"] for m in words[k]]) for k in convs}
+        found = GuardCache(self.db).lookup(list(dict.fromkeys(keys.values())))
+        for k in convs:  # one scan of each conversation that has none stored
+            if keys[k] not in found:
+                found[keys[k]] = scan(title_of[k], [m["text"] for m in words[k]])
+        titles = {k: apply_findings(title_of[k], found[keys[k]].get(0, [])) for k in convs}
         texts: dict[str, str] = {}
-        titles: dict[str, str] = {}
         for h in hits:
-            if h.conversation_key not in titles:
-                msgs = around.setdefault(h.conversation_key, [])
-                words = [m["text"] for m in msgs if m["channel"] in ("person", "assistant")]
-                # an untitled conversation's title stays empty: its words need no scan for it
-                titles[h.conversation_key] = (
-                    redact_messages([h.conversation_title, *words])[0] if h.conversation_title else ""
-                )
-            msgs = around[h.conversation_key]
-            i = next((n for n, m in enumerate(msgs) if m["key"] == h.message_key), None)
-            before = [msgs[i - 1]["text"]] if i else []
-            after = [msgs[i + 1]["text"]] if i is not None and i + 1 < len(msgs) else []
+            said = words[h.conversation_key]
+            i = next((n for n, m in enumerate(said) if m["key"] == h.message_key), None)
+            if i is not None and said[i]["text"] == h.text:
+                texts[h.message_key] = apply_findings(h.text, found[keys[h.conversation_key]].get(i + 1, []))
+                continue
+            msgs = around.get(h.conversation_key, [])
+            j = next((n for n, m in enumerate(msgs) if m["key"] == h.message_key), None)
+            before = [msgs[j - 1]["text"]] if j else []
+            after = [msgs[j + 1]["text"]] if j is not None and j + 1 < len(msgs) else []
             texts[h.message_key] = redact_messages([*before, h.text, *after])[len(before)]
         return texts, titles
 
@@ -446,8 +454,11 @@ class MemoryService:
     def reindex(self, *, messages: bool | None = None) -> EmbedStats | None:
         """Catch the message index up (with its later stage, the Japanese normalised forms the
         import left out), then embed what has no vector for the embedder."""
+        from store.guard_cache import GuardCache
+
         self.index.sync_messages()
         self.index.sync_forms()
+        GuardCache(self.db).fill()
         if self.embedder is None:
             return None
         return self.index.embed_pending(self.embedder, messages=messages)

@@ -178,6 +178,12 @@ TABLE_STORES: tuple[TableStore, ...] = (
     ),  # fmt: skip
     TableStore("message_search_pending", "derived", ids=("message_key",)),
     TableStore("message_forms_pending", "derived", ids=("message_key",)),  # 0026: keys only
+    TableStore(  # 0029: offsets and kinds of what the guard found, never text
+        "conversation_guard", "derived",
+        ids=("conversation_key", "guard_key", "content_hash", "guard_version", "findings"),
+        erase="dropped with its conversation (foreign key); a changed text has another key",
+        guard="holds no text",
+    ),  # fmt: skip
     TableStore(
         "message_embeddings", "derived", vectors=("embedding",), ids=("message_key", "model"),
         erase="dropped for every message whose text changed", guard="local embedder only",
