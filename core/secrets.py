@@ -211,7 +211,7 @@ _KEYWORD_HINT_RE = _Lazy(r"key|pass|pwd|secret|contrase", re.IGNORECASE)
 # against strings generated from every pattern of the installed detect-secrets, and fails
 # when those patterns change.
 _LIBRARY_HINT_RE = _Lazy(
-    r"[a-z\d_\-+/=]{20,}|://|eyJ|_authToken|BEGIN |PuTTY-User-Key|xox[abposr]-"
+    r"[a-z\d_\-+/=\\]{20,}|://|eyJ|_authToken|BEGIN |PuTTY-User-Key|xox[abposr]-"
     r"|AKC[a-z0-9]{10}|AP[\dA-F][a-z0-9]{8}",
     re.IGNORECASE,
 )
@@ -839,14 +839,15 @@ def guard_version() -> str:
     """What identifies the guard's findings: this module's source and the installed
     detect-secrets release. A stored result of a scan (``store.guard_cache``) is used only
     under the version that made it, so a changed rule or plugin scans again."""
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.util import find_spec
 
-    try:
-        library = version("detect-secrets")
-    except PackageNotFoundError:  # pragma: no cover - a dependency of the project
-        library = "none"
     digest = hashlib.sha256(Path(__file__).read_bytes())
-    digest.update(library.encode())
+    # the library's version file, read without importing it (or the distribution metadata)
+    spec = find_spec("detect_secrets")
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        release = Path(folder) / "__version__.py"
+        if release.is_file():
+            digest.update(release.read_bytes())
     return digest.hexdigest()[:16]
 
 

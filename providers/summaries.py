@@ -95,9 +95,9 @@ def is_japanese(text: str) -> bool:
 
 @lru_cache(maxsize=1)
 def _stop_en() -> frozenset[str]:
-    import stopwordsiso
+    from core.stoplists import stop_words
 
-    return frozenset(stopwordsiso.stopwords("en"))
+    return stop_words("en")
 
 
 _NOUN_SUBTYPES = {"普通名詞", "固有名詞"}

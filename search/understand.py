@@ -93,9 +93,9 @@ class Query:
 
 @lru_cache(maxsize=1)
 def _stop_words() -> tuple[frozenset[str], frozenset[str]]:
-    import stopwordsiso
+    from core.stoplists import stop_words
 
-    return frozenset(stopwordsiso.stopwords("en")), frozenset(stopwordsiso.stopwords("ja"))
+    return stop_words("en"), stop_words("ja")
 
 
 def _en_terms(text: str, out: dict[str, Term]) -> None:

@@ -88,9 +88,9 @@ def tokens(sentence: str) -> list[Token]:
 
 @lru_cache(maxsize=1)
 def _stop_words() -> tuple[frozenset[str], frozenset[str]]:
-    import stopwordsiso
+    from core.stoplists import stop_words
 
-    return frozenset(stopwordsiso.stopwords("en")), frozenset(stopwordsiso.stopwords("ja"))
+    return stop_words("en"), stop_words("ja")
 
 
 _HEADING_LINE = re.compile(r"^#{1,6}\s")

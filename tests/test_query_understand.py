@@ -85,3 +85,13 @@ def test_idf_bm25_and_fusion():
     fused = rank.fuse({"lexical": ["a", "b"], "vector": ["b", "c"]}, {"lexical": 1.0, "vector": 0.5})
     assert [f.key for f in fused] == ["b", "a", "c"] and fused[0].ranks == {"lexical": 2, "vector": 1}
     assert rank.matched_terms(content_terms("燕岳の山小屋"), "燕岳 小屋泊") == [0, 1]
+
+
+def test_the_stop_lists_are_stopwordsiso_s_own() -> None:
+    import stopwordsiso
+
+    from core.stoplists import stop_words
+
+    for lang in ("en", "ja"):
+        assert stop_words(lang) == stopwordsiso.stopwords(lang) and stop_words(lang)
+    assert stop_words("xx") == frozenset()

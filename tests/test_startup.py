@@ -13,9 +13,12 @@ from cli.main import COMMAND_MODULES, FAST_COMMANDS, command_of
 from tests.conftest import PROJECT
 
 # packages (or modules) a search has no use for: the flows' orchestrator, the terminal renderer,
-# pydantic-settings' sources, the write side of the store, the other command modules
+# pydantic-settings' sources, the write side of the store, the other command modules; the secret
+# scanner's library (its plugins run only on a text their patterns could match) and the stop
+# lists' package (its data file is read directly)
 HEAVY = ("prefect", "flows", "rich", "typer.rich_utils", "markdown_it", "pygments", "pydantic_settings",
-         "store.records", "state.budget", "store.budget", "memory_api")  # fmt: skip
+         "store.records", "state.budget", "store.budget", "memory_api", "detect_secrets",
+         "stopwordsiso")  # fmt: skip
 
 
 def _loaded(names: list[str], heavy: tuple[str, ...]) -> list[str]:
