@@ -38,9 +38,9 @@ from search.understand import Query, understand
 from state.consent import embedding_allowed
 from store.db import Database
 from store.search import EmbedStats, RankedHit, RecallHit, SearchStore
-from store.search.related import RelatedResult
 
 if TYPE_CHECKING:  # the write side (records, budgets) is imported when first used: ADR 0027
+    from store.search.related import RelatedResult  # concept recall, too
     from core.models import ActionRequest, CommitRequest, CommitResult, MemoryView
     from core.ports import MemoryAPI
     from store.records import MemoryStore

@@ -19,7 +19,6 @@ from core.textsearch import (
     index_tokens,
     passages,
 )
-from store.forget import forgotten_redactor
 from store.search.common import (
     INDEX_BUILD_MEMORY,
     MAX_TOKEN_CHARS,
@@ -259,6 +258,8 @@ class IndexUpkeep(SearchBase):
                    message_key text, conversation_key text, role text, created_at timestamptz,
                    text text STORAGE EXTERNAL, tokens text, ja boolean) ON COMMIT DELETE ROWS"""
         )
+        from store.forget import forgotten_redactor  # the erasure side: not on a search's path
+
         forgotten = forgotten_redactor(conn)
         texts = []
         for *_, body in rows:
