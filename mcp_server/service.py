@@ -40,10 +40,10 @@ from store.db import Database
 from store.search import EmbedStats, RankedHit, RecallHit, SearchStore
 
 if TYPE_CHECKING:  # the write side (records, budgets) is imported when first used: ADR 0027
-    from store.search.related import RelatedResult  # concept recall, too
     from core.models import ActionRequest, CommitRequest, CommitResult, MemoryView
     from core.ports import MemoryAPI
     from store.records import MemoryStore
+    from store.search.related import RelatedResult  # concept recall, too
 
 MCP_WRITE_REASONS = STANDING_ACTIONS  # the owner's standing approval covers these only
 
