@@ -38,8 +38,9 @@ def _read_secret(secret: str | None, secret_file: str | None) -> str | None:
     return text
 
 
-def _files_holding(data_dir: Path, hit: Any) -> list[str]:
-    """Every file under the data dir (the database's own folder aside) in which the text is found."""
+def _files_holding(data_dir: Path, hit: Any, *, relative: bool = True) -> list[str]:
+    """Every file under the data dir (the database's own folder aside) in which the text is
+    found; ``relative=False`` for another root (the shared run files), named in full."""
     found: list[str] = []
     if not data_dir.is_dir():
         return found
@@ -51,7 +52,7 @@ def _files_holding(data_dir: Path, hit: Any) -> list[str]:
         except OSError:
             continue
         if hit(text):
-            found.append(str(path.relative_to(data_dir)))
+            found.append(str(path.relative_to(data_dir)) if relative else str(path))
     return found
 
 
@@ -78,7 +79,7 @@ def forget(
     Exit codes: 0 erased and nothing found afterwards; 1 an error, or not confirmed (nothing
     erased); 4 erased, but the final check still found a copy, or a table could not be vacuumed
     because another session holds it (listed; run it again; see docs/security.md)."""
-    from state.files import scrub_run_files
+    from state.files import RunFilesScrub, is_local, runs_root, scrub_run_files
     from store.db import Database
     from store.forget import (
         Forgetter,
@@ -155,11 +156,22 @@ def forget(
                 return True
             return folder in batch_folders and not keys
 
-        files = scrub_run_files(
-            cfg.runs_dir, scrub=scrubber.value if scrubber else None, text_hit=hit if scrubber else None,
-            drop_draft=drop if (erased or conversation or speaker_keys) else None, drop_chunks=batch_folders,
-            hash_map=er.hash_map,
-        )  # fmt: skip
+        def scrub_files(root: Path) -> RunFilesScrub:
+            return scrub_run_files(
+                root, scrub=scrubber.value if scrubber else None, text_hit=hit if scrubber else None,
+                drop_draft=drop if (erased or conversation or speaker_keys) else None,
+                drop_chunks=batch_folders, hash_map=er.hash_map,
+            )  # fmt: skip
+
+        files = scrub_files(cfg.runs_dir)
+        shared = runs_root(cfg)  # PMEM_RUNS_URL on an object store: the pool's run files
+        if not is_local(shared):
+            more = scrub_files(shared)
+            files.rewritten += more.rewritten
+            files.deleted += more.deleted
+            files.drafts_removed += more.drafts_removed
+            files.checksums |= more.checksums
+            files.remaining += more.remaining
         # runs/<run>/months/*.json: month drafts that cite an erased memory or conversation go
         # (the secret case is covered above: a file the secret is found in is deleted)
         needles = [*erased, *([conversation] if conversation else []), *speaker_keys]
@@ -186,6 +198,8 @@ def forget(
                 k: v for k, v in fg.scan(scrubber.secret, ledger=True).items() if k not in remaining
             }  # fmt: skip
             remaining_files = _files_holding(cfg.data_dir, hit)
+            if not is_local(shared):
+                remaining_files += [str(p) for p in _files_holding(shared, hit, relative=False)]
         elif memory is not None:
             remaining, ledger_kept, remaining_files = remaining_of_memory(db, memory), {}, []
         elif speaker is not None:

@@ -35,7 +35,9 @@ def review(
         runs.set_decision(run_id, draft_id, "reject")
     for draft_id in accept or []:
         runs.set_decision(run_id, draft_id, "accept")
-    rv = build_review(runs, MemoryStore(db), cfg.runs_dir, run_id)
+    from state.files import runs_root
+
+    rv = build_review(runs, MemoryStore(db), runs_root(cfg), run_id)  # the drafts: PMEM_RUNS_URL too
     md, page = write_review(rv, cfg.runs_dir)
     if as_json:
         print_json(rv.as_json() | {"markdown": str(md), "html": str(page)})

@@ -9,7 +9,7 @@ from typing import Any
 
 from core.display import plural
 from core.settings import Settings
-from state.files import batch_dir, read_checked, read_result
+from state.files import batch_dir, read_checked, read_result, runs_root
 from store.budget import PgWindow
 from store.db import Database
 from store.runs import RunStore
@@ -20,7 +20,7 @@ def run_progress(db: Database, settings: Settings, run: dict[str, Any]) -> dict[
     run_id = run["run_id"]
     drafts = commits_done = conflicts = committable = 0
     for b in runs.batches_of_run(run_id):
-        folder = batch_dir(settings.runs_dir, run_id, b["batch_id"])
+        folder = batch_dir(runs_root(settings), run_id, b["batch_id"])  # PMEM_RUNS_URL too
         result = read_result(folder / "result.json", b["batch_id"])
         if result is None:
             continue

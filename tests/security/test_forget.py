@@ -446,3 +446,29 @@ def test_a_table_another_session_holds_is_reported_not_waited_for(db, db_url) ->
         other.execute("SELECT count(*) FROM memories")  # an open transaction holds a lock
         out = Forgetter(db, b"k" * 32).vacuum({"memories", "evidence"}, lock_timeout=0.5)
     assert out["skipped"] == ["memories"] and out["tables"] == ["evidence"]
+
+
+def test_review_and_forget_reach_run_files_on_an_object_store(pmem_env, db_url, tmp_path, monkeypatch) -> None:
+    """PMEM_RUNS_URL on an fsspec store (a pool's shared run files): `pmem review` reads the
+    drafts there, and `pmem forget` erases from them and checks them."""
+    import uuid
+
+    from state.files import runs_root
+
+    monkeypatch.setenv("PMEM_EMBEDDER", "none")
+    monkeypatch.setenv("PMEM_RUNS_URL", f"memory://pmem-forget-{uuid.uuid4().hex}")
+    summary = _backfill(_export(tmp_path))
+    root = runs_root(Settings())
+    stored = [p for p in root.rglob("result.json")]
+    assert stored and any(SECRET in p.read_text(encoding="utf-8") for p in stored)
+    assert not (Path(pmem_env["PMEM_DATA_DIR"]) / "runs" / summary["run_id"] / "batches").exists()
+
+    review = _cli("review", summary["run_id"], "--json")
+    assert review.exit_code == 0, review.stderr
+    assert _json(review)["counts"]["drafts"] >= 3  # the drafts, read from the object store
+
+    res = _cli("forget", "--secret", SECRET, "--yes", "--json")
+    assert res.exit_code == 0, res.stderr
+    body = _json(res)
+    assert body["remaining_files"] == [] and body["files"]["rewritten"] >= 1
+    assert not any(SECRET.lower() in p.read_text(encoding="utf-8").lower() for p in root.rglob("*.json"))
