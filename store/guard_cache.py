@@ -24,7 +24,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from core.secrets import Finding, find_secrets_in_messages, guard_version
+from core.secrets import Finding, find_secrets_in_messages, guard_version, redaction_marker
 from store.db import Database
 
 #: the channels whose messages are a conversation's words (what recall shows and scans with)
@@ -55,12 +55,19 @@ def scan(title: str, words: Sequence[str]) -> Findings:
 
 
 def _encode(findings: Findings) -> dict[str, list[list[Any]]]:
-    return {str(i): [[f.start, f.end, f.type] for f in fs] for i, fs in findings.items()}
+    # a kind is stored as the marker that replaces it ("[REDACTED:age-secret-key]"), the form
+    # every other store and the leak scans know, never as a bare name that reads like a key
+    return {
+        str(i): [[f.start, f.end, redaction_marker(f.type)] for f in fs] for i, fs in findings.items()
+    }
 
 
 def _decode(raw: dict[str, list[list[Any]]]) -> Findings:
     return {
-        int(i): [Finding(type=kind, start=start, end=end) for start, end, kind in fs]
+        int(i): [
+            Finding(type=marker.removeprefix("[REDACTED:").removesuffix("]"), start=start, end=end)
+            for start, end, marker in fs
+        ]
         for i, fs in raw.items()
     }
 
