@@ -182,7 +182,12 @@ def test_usem3_cache_loads_the_vocabulary_lazily_with_the_same_vectors(tmp_path)
     vectors are the same either way. An older cache file is removed once the new one is written."""
     from array import array
 
-    from providers.embeddings.usem3_embedder import BULK_TEXTS, Usem3Embedder, _LazyPieces, _LazyPrefixes
+    from providers.embeddings.usem3_embedder import (
+        BULK_TEXTS,
+        Usem3Embedder,
+        _LazyPieces,
+        _LazyPrefixes,
+    )
 
     stale = tmp_path / "usem3-0.0.1.bin"
     stale.write_bytes(b"PMEMUSE1 an older layout")
