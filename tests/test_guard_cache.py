@@ -10,10 +10,11 @@ import psycopg
 import pytest
 
 import store.guard_cache as gc
-from core.models import Channel, Conversation, Message, Provenance
+from core.models import Conversation
 from mcp_server.service import MemoryService
 from store.guard_cache import GuardCache
 from store.ledger import Ledger
+from tests.test_secrets import _conversation
 
 WHEN = datetime(2025, 3, 3, 10, 0, tzinfo=UTC)
 NOW = datetime(2025, 3, 4, 12, 0, tzinfo=UTC)
@@ -21,23 +22,7 @@ VALUE = "Zq8vR2mK7xT4"  # revealed as a password in one message, repeated in the
 
 
 def conversation(key: str, title: str, texts: list[str]) -> Conversation:
-    messages = [
-        Message(
-            key=f"chatgpt:{key}:n{i}",
-            node_id=f"n{i}",
-            role="user" if i % 2 == 0 else "assistant",
-            channel=Channel.PERSON if i % 2 == 0 else Channel.ASSISTANT,
-            content_type="text",
-            text=text,
-            created_at=WHEN,
-            position=i,
-        )  # fmt: skip
-        for i, text in enumerate(texts)
-    ]
-    return Conversation(
-        key=f"chatgpt:{key}", source="chatgpt", external_id=key, title=title, created_at=WHEN,
-        messages=messages, provenance=Provenance(file="synthetic", position=0),
-    )  # fmt: skip
+    return _conversation(texts, title=title, key=key, when=WHEN)
 
 
 @pytest.fixture

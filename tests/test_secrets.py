@@ -187,26 +187,27 @@ def test_a_secret_is_redacted_whatever_surrounds_it(
 T0 = datetime(2024, 3, 5, 21, 10, tzinfo=UTC)
 
 
-def _conversation(texts: list[str], *, title: str) -> Conversation:
+def _conversation(texts: list[str], *, title: str, key: str = "s1", when: datetime = T0) -> Conversation:
+    """A ChatGPT conversation whose turns alternate person / assistant."""
     messages = [
         Message(
-            key=f"chatgpt:s1:n{i}",
+            key=f"chatgpt:{key}:n{i}",
             node_id=f"n{i}",
             role="user" if i % 2 == 0 else "assistant",
             channel=Channel.PERSON if i % 2 == 0 else Channel.ASSISTANT,
             content_type="text",
             text=text,
-            created_at=T0,
+            created_at=when,
             position=i,
         )
         for i, text in enumerate(texts)
     ]
     return Conversation(
-        key="chatgpt:s1",
+        key=f"chatgpt:{key}",
         source="chatgpt",
-        external_id="s1",
+        external_id=key,
         title=title,
-        created_at=T0,
+        created_at=when,
         messages=messages,
         provenance=Provenance(file="conversations.json", position=0),
     )
