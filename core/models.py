@@ -14,14 +14,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.hashing import content_hash, tagged_hash
 
 
-class Model(BaseModel):
-    """The base of pmem's models: a model's validator is built when it is first used, not on
-    import (pydantic's ``defer_build``). A fresh `pmem search` imports ~25 models and uses a
-    few; building them all cost ~0.1 s of its start (ADR 0027)."""
-
-    model_config = ConfigDict(defer_build=True)
-
-
 class Channel(StrEnum):
     """Who a message's text belongs to. Only PERSON and ASSISTANT go into drafting text."""
 
@@ -32,7 +24,7 @@ class Channel(StrEnum):
     OTHER = "other"  # another human speaker of a chat history (LINE, Telegram, a JSONL log)
 
 
-class Message(Model):
+class Message(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     key: str  # e.g. chatgpt:<conversation_id>:<node_id>
@@ -59,13 +51,13 @@ class Message(Model):
         )
 
 
-class Provenance(Model):
+class Provenance(BaseModel):
     file: str
     position: int  # index of the record in the file (array index or line number)
     member: str | None = None  # zip member, when read from a zip
 
 
-class Conversation(Model):
+class Conversation(BaseModel):
     key: str  # e.g. chatgpt:<conversation_id>
     source: str
     external_id: str
@@ -102,7 +94,7 @@ class Conversation(Model):
         return sum(len(m.text) for m in self.drafting_messages)
 
 
-class PrefilterDecision(Model):
+class PrefilterDecision(BaseModel):
     conversation_key: str
     content_hash: str
     keep: bool
@@ -113,7 +105,7 @@ class PrefilterDecision(Model):
 # ---------------------------------------------------------------- batching and drafting
 
 
-class BatchMember(Model):
+class BatchMember(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     conversation_key: str
@@ -121,7 +113,7 @@ class BatchMember(Model):
     chars: int
 
 
-class Batch(Model):
+class Batch(BaseModel):
     batch_id: str
     members: list[BatchMember]
     prompt_version: str
@@ -140,7 +132,7 @@ class Batch(Model):
         )
 
 
-class MemoryIndexEntry(Model):
+class MemoryIndexEntry(BaseModel):
     """What the drafter sees of an existing memory (context for append vs create)."""
 
     id: str
@@ -152,12 +144,12 @@ class MemoryIndexEntry(Model):
     aliases: list[str] = Field(default_factory=list)  # the names it goes by (to recognise it)
 
 
-class EvidencePointer(Model):
+class EvidencePointer(BaseModel):
     message_key: str
     quote_hint: str
 
 
-class DraftRecord(Model):
+class DraftRecord(BaseModel):
     """A drafted case record, as our code holds it (snake_case)."""
 
     draft_id: str = ""
@@ -182,7 +174,7 @@ class DraftRecord(Model):
         return tagged_hash("draft", body, length=32)
 
 
-class DraftOutput(Model):
+class DraftOutput(BaseModel):
     records: list[DraftRecord]
     model: str
     prompt_version: str
@@ -190,14 +182,14 @@ class DraftOutput(Model):
     output_tokens: int = 0
 
 
-class VerifiedEvidence(Model):
+class VerifiedEvidence(BaseModel):
     message_key: str
     text: str  # the SOURCE's characters, never the model's
     method: Literal["exact", "fuzzy"]
     score: float
 
 
-class RejectedEvidence(Model):
+class RejectedEvidence(BaseModel):
     message_key: str
     reason: str
 
@@ -206,7 +198,7 @@ class RejectedEvidence(Model):
 TARGET_NOT_OFFERED = "target-not-offered"
 
 
-class VerifiedDraft(Model):
+class VerifiedDraft(BaseModel):
     draft: DraftRecord
     evidence: list[VerifiedEvidence]
     rejected: list[RejectedEvidence] = Field(default_factory=list)
@@ -217,13 +209,13 @@ class VerifiedDraft(Model):
 # ---------------------------------------------------------------- the memory API
 
 
-class EvidenceIn(Model):
+class EvidenceIn(BaseModel):
     source_key: str
     text: str
     language: str | None = None
 
 
-class CommitRequest(Model):
+class CommitRequest(BaseModel):
     memory_id: str | None = None  # None = create
     expected_revision: int | None = None
     kind: str
@@ -248,7 +240,7 @@ class CommitRequest(Model):
     proposal_id: str | None = None
 
 
-class CommitResult(Model):
+class CommitResult(BaseModel):
     memory_id: str
     revision: int
     created: bool = False
@@ -258,7 +250,7 @@ class CommitResult(Model):
     redacted_fields: list[str] = Field(default_factory=list)  # fields the store's guard redacted
 
 
-class MemoryView(Model):
+class MemoryView(BaseModel):
     id: str
     kind: str
     title: str
@@ -285,7 +277,7 @@ CONFIRMED_ACTIONS = ("correction", "merge", "delete", "publish")
 STANDING_ACTIONS = ("create", "append")
 
 
-class ActionRequest(Model):
+class ActionRequest(BaseModel):
     """A request for the owner's queue (table ``proposals``): a proposed memory (``create`` /
     ``append``, from ``propose_memory``) or a confirmed action (correction, merge, delete,
     publish) that an AI client or the HTTP API may ask for but never perform."""
@@ -301,7 +293,7 @@ class ActionRequest(Model):
     client: str = "pmem"
 
 
-class SearchHit(Model):
+class SearchHit(BaseModel):
     id: str
     title: str
     kind: str

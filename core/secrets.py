@@ -49,9 +49,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from pydantic import ConfigDict
+from pydantic import BaseModel, ConfigDict
 
-from core.models import Conversation, DraftRecord, Model
+from core.models import Conversation, DraftRecord
 
 if TYPE_CHECKING:
     from detect_secrets.plugins.base import BasePlugin
@@ -109,7 +109,7 @@ _MARKER_RE = _Lazy(r"\[REDACTED:[a-z0-9\-]+\]")
 _MESSAGE_SEPARATOR = "\n"  # messages of a conversation are scanned as lines of one text
 
 
-class Finding(Model):
+class Finding(BaseModel):
     """One detected secret: its type and where it was, never its value."""
 
     model_config = ConfigDict(frozen=True)

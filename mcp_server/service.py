@@ -27,8 +27,10 @@ from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from core.errors import ConfigError, ConfirmationRequired
-from core.models import CONFIRMED_ACTIONS, STANDING_ACTIONS, Model
+from core.models import CONFIRMED_ACTIONS, STANDING_ACTIONS
 from core.settings import Settings
 from providers.embeddings import Embedder, embedder_from_env, get_embedder
 from search.query import TZ_ENV, check_zone, parse_bound, parse_now, snippet
@@ -77,7 +79,7 @@ def noun_words(q: Query) -> set[str]:
     return {m.surface for m in analyze(unicodedata.normalize("NFKC", q.rest).lower()) if m.pos[0] == "名詞"}
 
 
-class Recall(Model):
+class Recall(BaseModel):
     """What ``recall`` returns: the hits in time order, the range and how it was found."""
 
     hits: list[RecallHit]  # in relevance order, each with its rank

