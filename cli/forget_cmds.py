@@ -199,7 +199,7 @@ def forget(
             }  # fmt: skip
             remaining_files = _files_holding(cfg.data_dir, hit)
             if not is_local(shared):
-                remaining_files += [str(p) for p in _files_holding(shared, hit, relative=False)]
+                remaining_files += _files_holding(shared, hit, relative=False)
         elif memory is not None:
             remaining, ledger_kept, remaining_files = remaining_of_memory(db, memory), {}, []
         elif speaker is not None:

@@ -289,11 +289,12 @@ class MemoryService:
         around: dict[str, list[dict[str, Any]]] = Ledger(self.db).active_messages_of(convs)
         title_of = {h.conversation_key: h.conversation_title or "" for h in hits}
         words = {k: conversation_words(around.get(k, [])) for k in convs}
-        keys = {k: guard_key(title_of[k], [m["text"] for m in words[k]]) for k in convs}
+        said_texts = {k: [m["text"] for m in words[k]] for k in convs}
+        keys = {k: guard_key(title_of[k], said_texts[k]) for k in convs}
         found = GuardCache(self.db).lookup(list(dict.fromkeys(keys.values())))
         for k in convs:  # one scan of each conversation that has none stored
             if keys[k] not in found:
-                found[keys[k]] = scan(title_of[k], [m["text"] for m in words[k]])
+                found[keys[k]] = scan(title_of[k], said_texts[k])
         titles = {k: apply_findings(title_of[k], found[keys[k]].get(0, [])) for k in convs}
         texts: dict[str, str] = {}
         for h in hits:
