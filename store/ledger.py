@@ -237,8 +237,12 @@ class Ledger:
                 out.append((outcome, new, d.keep, d.reason))
             decisions.append(d)
         if new_convs:
+            inline = index is not None and not _forgotten_any(conn)
+            if inline:  # the trigger does not queue what this transaction indexes itself
+                conn.execute("SELECT set_config('pmem.inline_index', 'on', true)")
             _copy_new(conn, new_convs, import_id)
-            if index is not None:
+            if inline and index is not None:
+                conn.execute("SELECT set_config('pmem.inline_index', 'off', true)")
                 index[1].append(_copy_index(conn, [c for c, _ in new_convs], index[0]))
         with conn.cursor() as cur:
             if decisions:
@@ -573,26 +577,46 @@ class BatchIndex:
     texts: dict[str, str] = field(default_factory=dict)  # the index's text by key (else sanitized here)
 
 
-INDEXED = (Channel.PERSON, Channel.ASSISTANT)  # the messages the message index holds
+INDEXED = (Channel.PERSON, Channel.ASSISTANT)  # the messages the import's pass indexes
+QUEUED = (Channel.PERSON, Channel.ASSISTANT, Channel.OTHER)  # what the trigger queues (0022, 0030)
 _SERVER_COPY = 1_000_000  # characters: a longer clean text is copied into the index by the server
 
 _COPY_INDEX = """COPY message_search (message_key, conversation_key, role, created_at, text, tokens)
     FROM STDIN"""
 
 
-def _copy_index(conn: Connection, convs: list[Conversation], index: BatchIndex) -> int:
-    """The message index rows of new conversations (their ledger rows copied just before): the
-    rows the trigger queued for them leave the queue again, and a message holding Japanese is
-    queued for the later stage (its normalised forms, ``SearchStore.sync_forms``). Nothing when
-    something was forgotten from the index (``pmem forget``): the queue's path applies it."""
-    forgotten = conn.execute(
+def _forgotten_any(conn: Connection) -> bool:
+    """Was anything forgotten from the index (``pmem forget``)? Then new messages take the
+    queue's path, which applies it."""
+    row = conn.execute(
         "SELECT EXISTS (SELECT 1 FROM forgotten_conversations) OR EXISTS (SELECT 1 FROM erased_content)"
     ).fetchone()
-    if forgotten and forgotten[0]:
-        return 0
+    return bool(row and row[0])
+
+
+def _copy_index(conn: Connection, convs: list[Conversation], index: BatchIndex) -> int:
+    """The message index rows of new conversations, their ledger rows copied just before with
+    the queue's trigger off (``pmem.inline_index``, migration 0030): what gets no row here (the
+    tokens failed or are missing, another speaker's message) is queued for the index step, as the
+    trigger would have; a message holding Japanese is queued for the later stage (its normalised
+    forms, ``SearchStore.sync_forms``)."""
+    done = _copy_index_rows(conn, convs, index)
+    indexed = set(done)
+    rest = [k for conv in convs for m in conv.messages
+            if m.channel in QUEUED and (k := storable(m.key)) not in indexed]  # fmt: skip
+    if rest:
+        conn.execute(
+            "INSERT INTO message_search_pending (message_key) SELECT unnest(%s::text[]) ON CONFLICT DO NOTHING",
+            (rest,),
+        )
+    return len(done)
+
+
+def _copy_index_rows(conn: Connection, convs: list[Conversation], index: BatchIndex) -> list[str]:
+    """Copy the index rows ``index`` has tokens for; the keys of those copied."""
     tokens = index.tokens()
     if not tokens:
-        return 0
+        return []
     done: list[str] = []
     ja: list[str] = []
     huge: list[tuple[str, str]] = []
@@ -624,14 +648,12 @@ def _copy_index(conn: Connection, convs: list[Conversation], index: BatchIndex) 
                JOIN source_messages s ON s.message_key = t.key""",
             ([k for k, _ in huge], [t for _, t in huge]),
         )
-    if done:
-        conn.execute("DELETE FROM message_search_pending WHERE message_key = ANY(%s)", (done,))
     if ja:
         conn.execute(
             "INSERT INTO message_forms_pending (message_key) SELECT unnest(%s::text[]) ON CONFLICT DO NOTHING",
             (ja,),
         )
-    return len(done)
+    return done
 
 
 def _upsert_locked(

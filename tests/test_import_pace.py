@@ -175,3 +175,52 @@ def test_a_huge_clean_text_is_copied_into_the_index_by_the_server(db, tmp_path: 
         queued = conn.execute("SELECT count(*) FROM message_search_pending").fetchone()[0]
     assert texts == {"user": clean, "assistant": "NUL\ufffd here and a lone \ufffd surrogate too"}
     assert queued == 0
+
+
+def test_the_batch_queues_only_what_it_did_not_index(db) -> None:
+    """The queue's trigger is off while a batch copies its new messages (migration 0030): the
+    batch's own index rows are not queued (and taken off again), but every message it has no
+    row for (missing tokens, another speaker's) is queued, as the trigger would have done, and
+    the index step then indexes it. Writes outside the import's batch still queue by trigger."""
+    from core.models import Channel, Conversation, Message, PrefilterDecision, Provenance
+    from store.ledger import BatchIndex, Ledger
+    from store.search import SearchStore
+
+    def msg(conv: str, n: int, role: str, channel: Channel, text: str) -> Message:
+        return Message(key=f"line:{conv}:{n}", node_id=str(n), role=role, channel=channel,
+                       content_type="text", text=text, position=n)  # fmt: skip
+
+    conv = Conversation(
+        key="line:c1", source="line", external_id="c1", title="t",
+        messages=[msg("c1", 0, "user", Channel.PERSON, "tokens given"),
+                  msg("c1", 1, "assistant", Channel.ASSISTANT, "no tokens for this one"),
+                  msg("c1", 2, "friend", Channel.OTHER, "another speaker"),
+                  msg("c1", 3, "tool", Channel.TOOL, "never indexed")],
+        provenance=Provenance(file="x", position=0),
+    )  # fmt: skip
+    index = BatchIndex(lambda: {"line:c1:0": (tsvector_literal(["tokens", "given"]), False)})
+    ledger = Ledger(db)
+    ledger.write_batch([conv], ledger.start_import("line", "x"),
+                       lambda c: PrefilterDecision(conversation_key=c.key, content_hash="h", keep=True,
+                                                   reason="keep", rule_version="r"),
+                       "r", index=index)  # fmt: skip
+    assert index.written == 1
+    with db.connection() as conn:
+        indexed = {r[0] for r in conn.execute("SELECT message_key FROM message_search")}
+        queued = {r[0] for r in conn.execute("SELECT message_key FROM message_search_pending")}
+        # outside the import's batch the trigger queues as before
+        conn.execute(
+            """INSERT INTO source_messages (message_key, conversation_key, node_id, role, channel,
+                   content_type, body, content_hash, position, on_active_path, import_id)
+               SELECT 'line:c1:9', conversation_key, '9', 'user', 'person', 'text', 'late'::bytea,
+                      'h9', 9, true, import_id FROM source_messages WHERE message_key = 'line:c1:0'"""
+        )
+        late = conn.execute("SELECT count(*) FROM message_search_pending WHERE message_key = 'line:c1:9'").fetchone()
+    assert indexed == {"line:c1:0"}
+    assert queued == {"line:c1:1", "line:c1:2"}
+    assert late == (1,)
+    SearchStore(db).sync_messages(workers=0)
+    with db.connection() as conn:
+        indexed = {r[0] for r in conn.execute("SELECT message_key FROM message_search")}
+        left = conn.execute("SELECT count(*) FROM message_search_pending").fetchone()
+    assert indexed == {"line:c1:0", "line:c1:1", "line:c1:2", "line:c1:9"} and left == (0,)
