@@ -395,3 +395,72 @@ def test_a_question_that_is_only_a_time_lists_what_happened_then(db, store):
     assert [h.id for h in hits] == [ids["english"]] and hits[0].sources == ["chatgpt:english"]
     spring = svc.search("what did I decide in February 2024?", now=now)
     assert [h.id for h in spring] == [ids["move"]]
+
+
+def _ledger_conversation(db, key: str, texts: list[tuple[str, datetime]]) -> list[str]:
+    """A conversation in the ledger whose person messages were written at the given times; their
+    message keys."""
+    from core.models import Channel, Conversation, Message, Provenance
+    from store.ledger import Ledger
+
+    msgs = [Message(key=f"chatgpt:{key}:m{i}", node_id=f"m{i}", role="user", channel=Channel.PERSON,
+                    content_type="text", text=text, created_at=at, position=i)
+            for i, (text, at) in enumerate(texts)]  # fmt: skip
+    conv = Conversation(key=f"chatgpt:{key}", source="chatgpt", external_id=key, title=key, messages=msgs,
+                        created_at=texts[0][1], provenance=Provenance(file="t", position=0))  # fmt: skip
+    ledger = Ledger(db)
+    ledger.upsert(conv, ledger.start_import("chatgpt", "t"))
+    return [m.key for m in msgs]
+
+
+def test_a_range_finds_a_memory_by_the_times_of_its_evidence(db, store):
+    """A decision revised later keeps its first ``occurred_at``; the messages its evidence quotes
+    say when it happened too: a range holding the revision finds it (search and a time-only
+    list), a range holding neither does not."""
+    from store.search.hybrid import HybridSearch
+
+    first, later = datetime(2024, 3, 2, 5, tzinfo=UTC), datetime(2024, 11, 28, 12, tzinfo=UTC)
+    keys = _ledger_conversation(db, "dbhost", [("Going with SQLite for the hiking log app.", first),
+                                               ("Changed my mind: moving the hiking log app to Postgres on Neon.", later)])  # fmt: skip
+    r = store.commit(CommitRequest(
+        kind="decision", title="Hiking log app database", canonical_summary="SQLite first, then Postgres on Neon.",
+        index_summary="SQLite first, then Postgres on Neon.", occurred_at=first, idempotency_key="dbhost",
+        evidence=[EvidenceIn(source_key=keys[0], text="Going with SQLite"),
+                  EvidenceIn(source_key=keys[1], text="moving the hiking log app to Postgres on Neon")],
+    ))  # fmt: skip
+    search = HybridSearch(db)
+    week = {"since": datetime(2024, 11, 25, tzinfo=UTC), "until": datetime(2024, 12, 2, tzinfo=UTC)}
+    july = {"since": datetime(2024, 7, 1, tzinfo=UTC), "until": datetime(2024, 8, 1, tzinfo=UTC)}
+    assert [h.id for h in search.search("Postgres Neon", embedder=None, **week)] == [r.memory_id]
+    assert [h.id for h in search.list_memories(**week)] == [r.memory_id]
+    assert search.search("Postgres Neon", embedder=None, **july) == []
+    assert search.list_memories(**july) == []
+    march = {"since": datetime(2024, 3, 1, tzinfo=UTC), "until": datetime(2024, 4, 1, tzinfo=UTC)}
+    assert [h.id for h in search.list_memories(**march)] == [r.memory_id]  # occurred_at as before
+
+
+def test_inside_a_range_a_weaker_match_is_enough(db, store):
+    """Inside a time range the range is evidence too: a memory holding a smaller share of the
+    question's terms than the floor asks for without a range is found within the range, and a
+    question with nothing relevant still finds nothing there."""
+    from store.search.hybrid import MIN_COVERAGE, RANGE_FLOOR, HybridSearch
+
+    for key, summary, when in (
+        ("heater", "Asked the landlord to repair the heater before winter.", datetime(2024, 10, 3, tzinfo=UTC)),
+        ("bread", "Baked a rye loaf with a longer proof.", datetime(2024, 10, 5, tzinfo=UTC)),
+        ("train", "Took the night train to Sapporo.", datetime(2024, 2, 5, tzinfo=UTC)),
+    ):  # fmt: skip
+        store.commit(CommitRequest(kind="note", title=key, canonical_summary=summary, index_summary=summary,
+                                   occurred_at=when, idempotency_key=key,
+                                   evidence=[EvidenceIn(source_key=f"chatgpt:{key}:n1", text=summary)]))  # fmt: skip
+    search = HybridSearch(db)
+    question = "what did I say about the boiler repair by the plumber"
+    from search.understand import understand
+
+    q = understand(question)
+    october = {"since": datetime(2024, 10, 1, tzinfo=UTC), "until": datetime(2024, 11, 1, tzinfo=UTC)}
+    assert search.search(q, embedder=None) == []  # one of its terms: below the floor
+    hits = search.search(q, embedder=None, **october)
+    assert [h.title for h in hits] == ["heater"]
+    assert RANGE_FLOOR * MIN_COVERAGE < MIN_COVERAGE
+    assert search.search(understand("quantum error correction codes"), embedder=None, **october) == []

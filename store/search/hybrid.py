@@ -43,6 +43,19 @@ from store.search.rank import idf
 from store.search.recall import plain_query
 
 MIN_COVERAGE = 0.3  # share of the query's idf mass a memory must hold (several terms)
+RANGE_FLOOR = 0.5  # inside a time range the range itself is evidence: the floors are halved
+# A memory happened in a time range when its ``occurred_at`` (else when it was recorded) falls in
+# it, or when a message its evidence quotes was written in it: a decision revised later (the
+# correction joins the memory it corrects, which keeps its first ``occurred_at``) happened then too.
+IN_RANGE = sql.SQL(
+    """((%(since)s::timestamptz IS NULL AND %(until)s::timestamptz IS NULL)
+        OR (coalesce(m.occurred_at, m.created_at) >= coalesce(%(since)s::timestamptz, '-infinity')
+            AND coalesce(m.occurred_at, m.created_at) < coalesce(%(until)s::timestamptz, 'infinity'))
+        OR EXISTS (SELECT 1 FROM evidence ev JOIN source_messages sm ON sm.message_key = ev.source_key
+                   WHERE ev.memory_id = m.id
+                     AND sm.created_at >= coalesce(%(since)s::timestamptz, '-infinity')
+                     AND sm.created_at < coalesce(%(until)s::timestamptz, 'infinity')))"""
+)
 EVIDENCE_PER_HIT = 5
 QUOTE_CHARS = 300
 
@@ -85,15 +98,14 @@ class HybridSearch(SearchBase):
         time and "what did I decide"): decisions first when asked, then by when they happened."""
         with self.db.connection() as conn, conn.transaction():
             rows = conn.cursor(row_factory=dict_row).execute(
-                """SELECT m.id, m.title, m.kind, m.index_summary, m.current_revision, m.occurred_at,
+                sql.SQL("""SELECT m.id, m.title, m.kind, m.index_summary, m.current_revision, m.occurred_at,
                           0.0::float8 AS score
                    FROM memories m
                    WHERE m.status = 'active' AND (%(kind)s::text IS NULL OR m.kind = %(kind)s)
-                     AND (%(since)s::timestamptz IS NULL OR coalesce(m.occurred_at, m.created_at) >= %(since)s)
-                     AND (%(until)s::timestamptz IS NULL OR coalesce(m.occurred_at, m.created_at) < %(until)s)
+                     AND {in_range}
                    ORDER BY (%(decisions)s AND m.kind = 'decision') DESC,
                             coalesce(m.occurred_at, m.created_at), m.id
-                   LIMIT %(limit)s""",
+                   LIMIT %(limit)s""").format(in_range=IN_RANGE),
                 {"kind": kind, "since": since, "until": until, "limit": limit, "decisions": decisions_first},
             ).fetchall()
             return self._with_provenance(conn, [RankedHit(**r) for r in rows])
@@ -128,21 +140,19 @@ class HybridSearch(SearchBase):
         min_similarity: float,
     ) -> list[RankedHit]:  # fmt: skip
         cfg = config or DEFAULT_FUSION
+        ranged = since is not None or until is not None
         lists = dict(cfg.lists())
         terms = [t for t in q.terms if all(len(x) <= MAX_TOKEN_CHARS for x in t.lexemes)]
         query = q.vector_text
         phrase = _norm(query)
         params: dict[str, Any] = {
             "kind": kind, "since": since, "until": until, "limit": limit, "k": cfg.k,
-            "min_sim": min_similarity,
+            "min_sim": min_similarity * RANGE_FLOOR if ranged else min_similarity,
         }  # fmt: skip
         for name in ("lexical", "trigram", "vector"):
             params[f"w_{name}"] = lists[name].weight if name in lists else 0.0
-        filters = sql.SQL(
-            "m.status = 'active'"
-            " AND (%(kind)s::text IS NULL OR m.kind = %(kind)s)"
-            " AND (%(since)s::timestamptz IS NULL OR coalesce(m.occurred_at, m.created_at) >= %(since)s)"
-            " AND (%(until)s::timestamptz IS NULL OR coalesce(m.occurred_at, m.created_at) < %(until)s)"
+        filters = sql.SQL("m.status = 'active' AND (%(kind)s::text IS NULL OR m.kind = %(kind)s) AND {}").format(
+            IN_RANGE
         )
         ctes: dict[str, sql.Composable] = {}
 
@@ -153,7 +163,7 @@ class HybridSearch(SearchBase):
             params |= {
                 "tsq": " | ".join(f"({x})" for x in tsqs), "tsq_all": " & ".join(f"({x})" for x in tsqs),
                 "tsqs": tsqs, "ws": weights, "wsum": sum(weights) or 1.0,
-                "min_cov": MIN_COVERAGE if len(terms) > 1 else 1.0,
+                "min_cov": (MIN_COVERAGE * RANGE_FLOOR if ranged else MIN_COVERAGE) if len(terms) > 1 else 1.0,
                 "lex_limit": lists["lexical"].limit, "cap": LEXICAL_CANDIDATES,
             }  # fmt: skip
             # Candidates in two capped tiers (every term somewhere; any term), so that a very
