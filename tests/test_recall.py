@@ -280,3 +280,25 @@ def test_cli_recall_skips_branches_names_where_a_hit_went_and_show_opens_keys(db
 
     out = pmem("show", "chatgpt:nothing-here")
     assert out.returncode == 1 and "no message or conversation chatgpt:nothing-here" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "decides"),
+    [
+        ("エルゴヒューマンにする。決め手はランバーサポート。", True),
+        ("結局、前の方法でいく。", True),
+        ("転職することにした", True),
+        ("I'll go with the PWA.", True),
+        ("ネイティブアプリにするか、今のWebをPWAにするか迷ってる。", False),  # weighing options
+        ("このままSQLiteでいくか悩んでる", False),
+        ("週末は天気が悪そう。", False),
+    ],
+)
+def test_a_decision_statement_is_not_a_deliberation(db, text: str, decides: bool) -> None:
+    """What recall's decision boost counts as stating a decision (PostgreSQL's regex, as the
+    ranking runs it): 「AにするかBにするか」 weighs options and decides nothing."""
+    from store.search.recall import DECISION_STATEMENT
+
+    with db.connection() as conn:
+        row = conn.execute("SELECT %s ~ %s", (text, DECISION_STATEMENT)).fetchone()
+    assert row == (decides,)

@@ -70,9 +70,10 @@ OWN_SHARE = 0.3  # the message's own similarity inside the context score
 MIN_COVERAGE = 0.3  # floor: share of the query's idf mass a message (with its title) holds
 MIN_SIMILARITY = 0.3  # floor: cosine of the message, or of its conversation's best message
 DECISION_BOOST = 1.5  # a message that states a decision, its reasons or open points, when asked
-# a message stating a decision, a reason or what is still open (PostgreSQL regex, both languages)
+# a message stating a decision, a reason or what is still open (PostgreSQL regex, both languages);
+# 「AにするかBにするか」「でいくか」 weigh options (deliberation), they decide nothing
 DECISION_STATEMENT = (
-    r"(にする|ことにし|ことにする|に決め|で決め|でいく|にした|決め手|理由は|まだ決めて|まだわから|残ってる課題"
+    r"(にする(?!か)|ことにし|に決め|で決め|でいく(?!か)|にした|決め手|理由は|まだ決めて|まだわから|残ってる課題"
     r"|[Ii]'ll (go|use|ask|take|try|keep|do|buy|stay|pick)|[Ii] decided|[Ii]'m going with|going with"
     r"|[Ii] picked|[Ii] chose|[Ii] went with|because|the reason)"
 )
