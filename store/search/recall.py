@@ -263,13 +263,20 @@ class Recall(IndexUpkeep):
         side = {"person": "user", "assistant": "assistant"}.get(q.focus or "")
         decided = {r.key for r in cands if r.decision} if getattr(q, "asks_decision", False) and side != "assistant" else set()
         floor = MIN_SIMILARITY_IN_RANGE if start is not None or end is not None else MIN_SIMILARITY
+        # a conversation the question is about: similar enough, or holding enough of its terms
+        on_topic = {c for c in conv_sim if conv_sim[c] >= MIN_SIMILARITY
+                    or sum(w[i] for i in conv_terms[c]) / total >= MIN_COVERAGE}  # fmt: skip
         kept = []
         for f in fused:
             own_sim = sim.get(f.key, 0.0)
+            conv = conv_of[f.key]
             relevant = (
                 cov[f.key] >= MIN_COVERAGE
                 or own_sim >= floor
-                or (conv_sim[conv_of[f.key]] >= MIN_SIMILARITY and "context" in f.ranks and own_sim >= floor / 2)
+                or (conv_sim[conv] >= MIN_SIMILARITY and "context" in f.ranks and own_sim >= floor / 2)
+                # asked what was decided: the decision stated in a conversation about it answers,
+                # whatever its own words (「揚げ物を週1に減らすことにする」 for "what did I change")
+                or (f.key in decided and conv in on_topic)
             )
             if not relevant:
                 continue
