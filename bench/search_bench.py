@@ -287,6 +287,13 @@ def main() -> int:
             report("search (hybrid, query embedded)", timed(lambda: search.search(next(it)), args.queries), 50)
             it2 = iter(queries * 2)
             report("search (lexical + trigram only)", timed(lambda: search.search(next(it2), embedder=None), args.queries))
+            it3, rrng = iter(queries * 2), random.Random(args.seed + 2)
+
+            def in_a_month() -> object:  # a time-scoped search ("in March 2023 ...")
+                since = SPAN_START + timedelta(days=rrng.random() * (SPAN_DAYS - 31))
+                return search.search(next(it3), since=since, until=since + timedelta(days=31))
+
+            report("search (hybrid, within a month)", timed(in_a_month, args.queries))
             hits = [len(search.search(q)) for q in queries[:50]]
             print(f"  mean hits per query: {statistics.mean(hits):.1f}", flush=True)
 
