@@ -410,6 +410,7 @@ def _ledger_conversation(db, key: str, texts: list[tuple[str, datetime]]) -> lis
                         created_at=texts[0][1], provenance=Provenance(file="t", position=0))  # fmt: skip
     ledger = Ledger(db)
     ledger.upsert(conv, ledger.start_import("chatgpt", "t"))
+    SearchStore(db).sync_messages(workers=0)  # the message index, as an import leaves it
     return [m.key for m in msgs]
 
 

@@ -47,15 +47,20 @@ RANGE_FLOOR = 0.5  # inside a time range the range itself is evidence: the floor
 # A memory happened in a time range when its ``occurred_at`` (else when it was recorded) falls in
 # it, or when a message its evidence quotes was written in it: a decision revised later (the
 # correction joins the memory it corrects, which keeps its first ``occurred_at``) happened then too.
-IN_RANGE = sql.SQL(
-    """((%(since)s::timestamptz IS NULL AND %(until)s::timestamptz IS NULL)
-        OR (coalesce(m.occurred_at, m.created_at) >= coalesce(%(since)s::timestamptz, '-infinity')
-            AND coalesce(m.occurred_at, m.created_at) < coalesce(%(until)s::timestamptz, 'infinity'))
-        OR EXISTS (SELECT 1 FROM evidence ev JOIN source_messages sm ON sm.message_key = ev.source_key
-                   WHERE ev.memory_id = m.id
-                     AND sm.created_at >= coalesce(%(since)s::timestamptz, '-infinity')
-                     AND sm.created_at < coalesce(%(until)s::timestamptz, 'infinity')))"""
-)
+# Both halves read an index (migration 0031's on the memory's time, message_search_created).
+RANGE_IDS = sql.SQL(
+    """SELECT m.id FROM memories m
+       WHERE coalesce(m.occurred_at, m.created_at) >= coalesce(%(since)s::timestamptz, '-infinity')
+         AND coalesce(m.occurred_at, m.created_at) < coalesce(%(until)s::timestamptz, 'infinity')
+         AND m.status = 'active' AND (%(kind)s::text IS NULL OR m.kind = %(kind)s)
+       UNION
+       SELECT m.id FROM message_search s JOIN evidence ev ON ev.source_key = s.message_key
+       JOIN memories m ON m.id = ev.memory_id
+       WHERE s.created_at >= coalesce(%(since)s::timestamptz, '-infinity')
+         AND s.created_at < coalesce(%(until)s::timestamptz, 'infinity')
+         AND m.status = 'active' AND (%(kind)s::text IS NULL OR m.kind = %(kind)s)"""
+)  # the active memories (of the kind asked for) that happened in the range
+EXACT_RANGE = 20_000  # a range of at most this many memories: their vectors are compared exactly
 EVIDENCE_PER_HIT = 5
 QUOTE_CHARS = 300
 
@@ -102,10 +107,11 @@ class HybridSearch(SearchBase):
                           0.0::float8 AS score
                    FROM memories m
                    WHERE m.status = 'active' AND (%(kind)s::text IS NULL OR m.kind = %(kind)s)
-                     AND {in_range}
+                     AND (%(since)s::timestamptz IS NULL AND %(until)s::timestamptz IS NULL
+                          OR m.id IN ({in_range}))
                    ORDER BY (%(decisions)s AND m.kind = 'decision') DESC,
                             coalesce(m.occurred_at, m.created_at), m.id
-                   LIMIT %(limit)s""").format(in_range=IN_RANGE),
+                   LIMIT %(limit)s""").format(in_range=RANGE_IDS),
                 {"kind": kind, "since": since, "until": until, "limit": limit, "decisions": decisions_first},
             ).fetchall()
             return self._with_provenance(conn, [RankedHit(**r) for r in rows])
@@ -151,9 +157,14 @@ class HybridSearch(SearchBase):
         }  # fmt: skip
         for name in ("lexical", "trigram", "vector"):
             params[f"w_{name}"] = lists[name].weight if name in lists else 0.0
-        filters = sql.SQL("m.status = 'active' AND (%(kind)s::text IS NULL OR m.kind = %(kind)s) AND {}").format(
-            IN_RANGE
-        )
+        filters = sql.SQL("m.status = 'active' AND (%(kind)s::text IS NULL OR m.kind = %(kind)s)")
+        in_range = 0
+        if ranged:  # the range's memories once (a materialised set), read by every list
+            filters = sql.SQL("{} AND m.id IN (SELECT id FROM in_range)").format(filters)
+            row = conn.execute(sql.SQL("SELECT count(*) FROM ({}) r").format(RANGE_IDS), params).fetchone()
+            in_range = int(row[0]) if row else 0
+            if not in_range:
+                return []
         ctes: dict[str, sql.Composable] = {}
 
         if "lexical" in lists and terms:
@@ -221,22 +232,31 @@ class HybridSearch(SearchBase):
             expr = sql.SQL("e.embedding::halfvec({dim}) <=> %(qv)s::halfvec({dim})").format(
                 dim=sql.Literal(emb.dim)
             )
+            exact = ranged and in_range <= EXACT_RANGE
             ctes["vector"] = sql.SQL(
                 """SELECT id, row_number() OVER (ORDER BY dist, id) AS rank, 1 - dist AS similarity
                    FROM (SELECT e.memory_id AS id, {expr} AS dist
-                         FROM memory_embeddings e
-                         JOIN memories m ON m.id = e.memory_id
+                         FROM {source}
                          WHERE e.model = {model} AND e.dim = {dim} AND {filters}
-                         ORDER BY {expr}
+                         ORDER BY {order}
                          LIMIT %(vec_limit)s) x
                    WHERE 1 - dist >= %(min_sim)s"""
-            ).format(expr=expr, model=sql.Literal(emb.model), dim=sql.Literal(emb.dim), filters=filters)
+            ).format(
+                expr=expr, model=sql.Literal(emb.model), dim=sql.Literal(emb.dim),
+                # a small range: its vectors compared exactly (+ 0: not the HNSW index's order,
+                # which would walk the graph past every memory outside the range); the range's
+                # set holds only active memories of the kind asked for
+                source=sql.SQL("in_range r JOIN memory_embeddings e ON e.memory_id = r.id") if exact
+                else sql.SQL("memory_embeddings e JOIN memories m ON m.id = e.memory_id"),
+                filters=sql.SQL("true") if exact else filters,
+                order=sql.SQL("({}) + 0").format(expr) if exact else expr,
+            )  # fmt: skip
 
         if not ctes:
             return []
         empty = sql.SQL("SELECT NULL::text AS id, NULL::bigint AS rank, NULL::float8 AS similarity WHERE false")
         statement = sql.SQL(
-            """WITH lexical AS ({lexical}), trigram AS ({trigram}), vector AS ({vector}),
+            """WITH {range} lexical AS ({lexical}), trigram AS ({trigram}), vector AS ({vector}),
             ranked AS (
                 SELECT id, 'lexical' AS list, rank, similarity FROM lexical
                 UNION ALL SELECT id, 'trigram', rank, similarity FROM trigram
@@ -260,7 +280,10 @@ class HybridSearch(SearchBase):
             FROM fused f JOIN memories m ON m.id = f.id
             ORDER BY f.score DESC, f.n_lists DESC, m.id
             LIMIT %(limit)s"""
-        ).format(**{name: ctes.get(name, empty) for name in ("lexical", "trigram", "vector")})
+        ).format(
+            range=sql.SQL("in_range AS MATERIALIZED ({}),").format(RANGE_IDS) if ranged else sql.SQL(""),
+            **{name: ctes.get(name, empty) for name in ("lexical", "trigram", "vector")},
+        )
         if "vector" in ctes:
             self._tune_vector_scan(conn)
         rows = conn.cursor(row_factory=dict_row).execute(statement, params).fetchall()
