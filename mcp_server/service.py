@@ -172,14 +172,14 @@ class MemoryService:
     def search(
         self, query: str, *, limit: int = 10, kind: str | None = None,
         since: datetime | None = None, until: datetime | None = None, now: datetime | None = None,
-        raw: bool = False,
+        raw: bool = False, analyzer: Callable[[str], Any] | None = None,
     ) -> list[RankedHit]:  # fmt: skip
         """Hybrid search over the memories with the same query understanding as recall: a time
         expression in the query (「去年の夏に決めたこと」) filters on when the memory happened,
         relative to ``now``, unless ``since`` / ``until`` are given. Titles, summaries and
-        evidence quotes pass the secret guard unless ``raw``."""
+        evidence quotes pass the secret guard unless ``raw``. ``analyzer``: see ``understand``."""
         ref = now or self.now()
-        q = understand(query, ref, self.tz)
+        q = understand(query, ref, self.tz, analyzer)
         self.last_range = None
         if q.time is not None and since is None and until is None:
             since, until = q.time.start, q.time.end
