@@ -15,10 +15,11 @@ from tests.conftest import PROJECT
 # packages (or modules) a search has no use for: the flows' orchestrator, the terminal renderer,
 # pydantic-settings' sources, the write side of the store, the other command modules; the secret
 # scanner's library (its plugins run only on a text their patterns could match) and the stop
-# lists' package (its data file is read directly); the connection pool (one connection answers)
+# lists' package (its data file is read directly); the connection pool (one connection answers);
+# SudachiPy (the embedder's second process analyses the Japanese question)
 HEAVY = ("prefect", "flows", "rich", "typer.rich_utils", "markdown_it", "pygments", "pydantic_settings",
          "store.records", "state.budget", "store.budget", "memory_api", "detect_secrets",
-         "stopwordsiso", "psycopg_pool")  # fmt: skip
+         "stopwordsiso", "psycopg_pool", "sudachipy")  # fmt: skip
 
 
 def _loaded(names: list[str], heavy: tuple[str, ...]) -> list[str]:
