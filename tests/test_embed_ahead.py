@@ -125,13 +125,12 @@ def test_a_search_analyses_its_question_in_the_child_with_the_same_result(cache:
     monkeypatch.setattr(usem3_embedder, "Usem3Embedder", lambda: Usem3Embedder(cache_dir=cache))
     monkeypatch.delenv("PMEM_EMBEDDER", raising=False)
     monkeypatch.delenv("PMEM_TZ", raising=False)
-    now = "2025-06-01T09:00:00+09:00"
     ref = datetime(2025, 6, 1, 9, tzinfo=timezone(timedelta(hours=9)))
-    for question in ("先週の丹沢の件、結局どうするって決めたんだっけ", "丹沢で何て言われた？"):
+    for question in ("先週の丹沢の件、結局どうするって決めたんだっけ", "丹沢で何て言われた？", "3日前に決めた名前は"):
         ahead = cli.read._embedder_ahead(question)
         try:
             asked: list[str] = []
-            analyzer = cli.read._analyzer(ahead, question, now)
+            analyzer = cli.read._analyzer(ahead, question, ref)
             assert analyzer is not None and not ahead.awaits_first
 
             def spy(text: str, analyzer=analyzer, asked=asked) -> list:
@@ -143,5 +142,5 @@ def test_a_search_analyses_its_question_in_the_child_with_the_same_result(cache:
         finally:
             ahead.close()
     english = cli.read._embedder_ahead("what did I decide about the laptop?")
-    assert not english.awaits_first and cli.read._analyzer(english, "what did I decide", now) is None
+    assert not english.awaits_first and cli.read._analyzer(english, "what did I decide", ref) is None
     english.close()
