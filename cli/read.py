@@ -73,6 +73,17 @@ def _embedder_ahead(query: str | None = None) -> Any:
 _JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
+def _reference_time(now: str | None) -> datetime | None:
+    """``--now`` (or the time now) as the service reads it, taken once: the question is analysed
+    ahead at it. None when it cannot be read (the service then says why)."""
+    from search.query import TZ_ENV, parse_now
+
+    try:
+        return parse_now(now, os.environ.get(TZ_ENV) or None)
+    except PmemError:
+        return None
+
+
 def _analyzer(ahead: Any, query: str, ref: datetime | None) -> Callable[[str], list[Morpheme]] | None:
     """``analyze``, answered by ``ahead``'s second process for the text the search will analyse
     (the question at ``ref`` without its time expression): the same morphemes. The question is
@@ -125,12 +136,9 @@ def search(
                           "(`pmem reindex --yes` records it)[/]")  # fmt: skip
     ahead = _embedder_ahead(query) if not no_vectors else None
     try:
-        from search.query import TZ_ENV, parse_bound, parse_now
+        from search.query import parse_bound
 
-        try:  # the reference time, once: the question is analysed ahead at it
-            early: datetime | None = parse_now(now, os.environ.get(TZ_ENV) or None)
-        except PmemError:
-            early = None  # the service reports it
+        early = _reference_time(now)
         analyzer = _analyzer(ahead, query, early)
         svc = _service(vectors=not no_vectors, loaded=ahead)
         try:
@@ -203,12 +211,22 @@ def recall(
     --json lists the hits in relevance order. Every hit names its conversation and, where one
     exists, the memory drafted from it (`pmem show <key>` opens either). Messages on branches
     not taken are left out unless --include-branches. Secrets are redacted unless --raw."""
-    svc = _service()
+    from state.consent import embedding_allowed
+
+    # the local embedder loads in a second process meanwhile, as for `pmem search`
+    ahead = _embedder_ahead(query) if embedding_allowed(settings().data_dir) else None
     try:
-        result = svc.recall(query, now=svc.now(now), limit=limit, max_chars=max_chars, raw=raw,
-                            include_branches=include_branches, since_marker=since_marker)  # fmt: skip
+        early = _reference_time(now)
+        analyzer = _analyzer(ahead, query, early)
+        svc = _service(loaded=ahead)
+        try:
+            result = svc.recall(query, now=early or svc.now(now), limit=limit, max_chars=max_chars, raw=raw,
+                                include_branches=include_branches, since_marker=since_marker, analyzer=analyzer)  # fmt: skip
+        finally:
+            svc.close()
     finally:
-        svc.close()
+        if ahead is not None:
+            ahead.close()
     if as_json:
         print_json(result.as_json())
         return

@@ -207,6 +207,7 @@ class MemoryService:
     def recall(
         self, query: str, *, now: datetime | None = None, limit: int = 20, max_chars: int = 800,
         raw: bool = False, include_branches: bool = False, since_marker: str | None = None,
+        analyzer: Callable[[str], Any] | None = None,
     ) -> Recall:  # fmt: skip
         """Recall over the raw messages (see ``store.search.recall``): the question is understood
         (``search.understand``: time range, content terms, focus), hits come in relevance order.
@@ -214,9 +215,10 @@ class MemoryService:
         ``--raw``). Messages on ChatGPT branches that were not taken are left out unless
         ``include_branches`` (then each is marked ``on_active_path: false``). ``since_marker``
         (a topic marker's id or text) limits recall to the span from that marker to the next
-        one, within the question's own time range if it names one."""
+        one, within the question's own time range if it names one. ``analyzer``: see
+        ``understand``."""
         ref = now or self.now()
-        q = understand(query, ref, self.tz)
+        q = understand(query, ref, self.tz, analyzer)
         found = q.time
         start, end = (found.start, found.end) if found else (None, None)
         marker = None

@@ -79,13 +79,14 @@ def test_without_fork_the_embedder_loads_here(cache: Path, monkeypatch) -> None:
 def test_a_fresh_search_prints_one_object_and_the_child_prints_nothing(db, pmem_env) -> None:
     env = dict(os.environ, **pmem_env)
     env.pop("PMEM_EMBEDDER", None)  # the default local embedder: loaded ahead
-    out = subprocess.run(
-        [sys.executable, "-m", "cli.main", "search", QUERY, "--json"],
-        env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
-    lines = out.stdout.strip().splitlines()
-    assert len(lines) == 1 and json.loads(lines[0])["hits"] == []
+    for command in ("search", "recall"):  # recall loads the embedder ahead too
+        out = subprocess.run(
+            [sys.executable, "-m", "cli.main", command, QUERY, "--json"],
+            env=env, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr[-2000:]
+        lines = out.stdout.strip().splitlines()
+        assert len(lines) == 1 and json.loads(lines[0])["hits"] == []
 
 
 def test_the_child_answers_a_first_question_before_the_vector(cache: Path) -> None:
