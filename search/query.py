@@ -20,38 +20,37 @@ __all__ = ["TZ_ENV", "check_zone", "parse_bound", "parse_now", "recall_terms", "
 
 TZ_ENV = "PMEM_TZ"  # the calendar of time expressions (an IANA name); read by the callers
 
+# recall_terms' patterns, compiled when it is first called (a search never calls it: ADR 0027)
 # Japanese interrogatives and question endings (longest first); particles left at the edges
-_JA_SCAFFOLD = re.compile(
+_JA_SCAFFOLD = (
     r"(?:何|なに|なん)(?:を|が|の|に|について|って)?|どう(?:いう|やって|して)?|どんな|どれ|どの|どこ|いつ|誰|だれ"
     r"|について|に関して|っけ|でしょうか|ですか|ました[かっ]?|(?<=[ただ])(?:か|っけ)"
 )
 # a particle between two content words splits them (英語の勉強 → 英語 勉強): a crude segmentation
 # that keeps particle bigrams ("語の", "の勉") out of the tokens
-_JA_PARTICLE = re.compile(
-    r"(?<=[\u3040-\u30ff\u4e00-\u9fffA-Za-z0-9])[のをにでとはがへも](?=[\u30a0-\u30ff\u4e00-\u9fff])"
-)
-_JA_ONLY_PARTICLES = re.compile(r"^[はがをにでとのもへや、。,.]+$")
-_JA_TRAILING_PARTICLE = re.compile(r"(?<=[\u30a0-\u30ff\u4e00-\u9fffA-Za-z0-9])[はがをにでへ]$")
-_JA_LEADING_PARTICLE = re.compile(r"^[はがをにでとのもへや](?=[\u30a0-\u30ff\u4e00-\u9fff])")
-_PUNCT = re.compile(r"[?？!！「」『』\"'()（）]")
+_JA_PARTICLE = r"(?<=[\u3040-\u30ff\u4e00-\u9fffA-Za-z0-9])[のをにでとはがへも](?=[\u30a0-\u30ff\u4e00-\u9fff])"
+_JA_ONLY_PARTICLES = r"^[はがをにでとのもへや、。,.]+$"
+_JA_TRAILING_PARTICLE = r"(?<=[\u30a0-\u30ff\u4e00-\u9fffA-Za-z0-9])[はがをにでへ]$"
+_JA_LEADING_PARTICLE = r"^[はがをにでとのもへや](?=[\u30a0-\u30ff\u4e00-\u9fff])"
+_PUNCT = r"[?？!！「」『』\"'()（）]"
 _EN_STOP_WORDS = """a an the i we you me my our your it its this that these those what which when where
 who whom why how did do does done was were is are am be been being have has had about on in at of
 to for from with by again say said tell told talk talked discuss discussed there any some
 something anything please can could would should will shall"""
 _EN_STOP = frozenset(_EN_STOP_WORDS.split())
-_WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*")
+_WORD = r"[A-Za-z][A-Za-z'\-]*"
 
 
 def recall_terms(text: str) -> str:
     """``text`` without interrogatives, question endings and English function words."""
-    out = _PUNCT.sub(" ", unicodedata.normalize("NFKC", text))
-    out = _JA_SCAFFOLD.sub(" ", out)
-    out = _JA_PARTICLE.sub(" ", out)
-    out = _WORD.sub(lambda m: "" if m.group(0).lower() in _EN_STOP else m.group(0), out)
+    out = re.sub(_PUNCT, " ", unicodedata.normalize("NFKC", text))
+    out = re.sub(_JA_SCAFFOLD, " ", out)
+    out = re.sub(_JA_PARTICLE, " ", out)
+    out = re.sub(_WORD, lambda m: "" if m.group(0).lower() in _EN_STOP else m.group(0), out)
     parts = [
-        _JA_LEADING_PARTICLE.sub("", _JA_TRAILING_PARTICLE.sub("", p))
+        re.sub(_JA_LEADING_PARTICLE, "", re.sub(_JA_TRAILING_PARTICLE, "", p))
         for p in out.split()
-        if not _JA_ONLY_PARTICLES.match(p)
+        if not re.match(_JA_ONLY_PARTICLES, p)
     ]
     return " ".join(p for p in parts if p)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
@@ -39,7 +40,7 @@ from core.textsearch import (
 )
 from search.timeexpr import TimeRange, split_time_expression
 
-__all__ = ["Focus", "Query", "Term", "content_terms", "focus_of", "understand"]
+__all__ = ["Focus", "Query", "Term", "analysed_text", "content_terms", "focus_of", "understand"]
 
 Focus = Literal["person", "assistant"] | None
 
@@ -201,11 +202,27 @@ def asks_decision(text: str, morphemes: list[Morpheme] | None = None) -> bool:
     return bool(_JA_DECISION.search(norm) or _EN_DECISION.search(norm))
 
 
-def understand(query: str, now: datetime | None = None, tz: str | None = None) -> Query:
-    """The query's time range (when ``now`` is given), content terms, focus and vector text."""
+def analysed_text(query: str, now: datetime | None = None, tz: str | None = None) -> str:
+    """The text ``understand`` gives SudachiPy (``analyze``): the query without its time
+    expression, NFKC, lower-cased."""
+    return _split(query, now, tz)[2]
+
+
+@lru_cache(maxsize=8)  # `pmem search` asks for the text first (``analysed_text``): parsed once
+def _split(query: str, now: datetime | None, tz: str | None) -> tuple[TimeRange | None, str, str]:
     found, rest = (split_time_expression(query, now, tz) if now is not None else (None, query))
-    norm = unicodedata.normalize("NFKC", rest).lower()
-    morphemes = analyze(norm)
+    return found, rest, unicodedata.normalize("NFKC", rest).lower()
+
+
+def understand(
+    query: str, now: datetime | None = None, tz: str | None = None,
+    analyzer: Callable[[str], list[Morpheme]] | None = None,
+) -> Query:  # fmt: skip
+    """The query's time range (when ``now`` is given), content terms, focus and vector text.
+    ``analyzer``: ``analyze`` done elsewhere (the same morphemes; `pmem search` has it done in
+    a second process while this one starts)."""
+    found, rest, norm = _split(query, now, tz)
+    morphemes = (analyzer or analyze)(norm)
     out: dict[str, Term] = {}
     _ja_terms(morphemes, out)
     _en_terms(norm, out)

@@ -2,24 +2,29 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import re
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg_pool import ConnectionPool
 
 from core.errors import DatabaseUnavailable, StoreError
 from core.settings import Settings
 from store import embedded
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
 
 _log = logging.getLogger("pmem.store")
 _MIGRATION = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
@@ -206,32 +211,96 @@ def _backup_before(url: str, backup_dir: Path) -> Callable[[int, list[tuple[int,
 
 
 class Database:
-    """A small pool over the application database, migrated on open."""
+    """The application database, migrated on open: a small pool of connections, or (``pooled``
+    False: a one-shot command such as `pmem search`) the connection that checked the
+    migrations, kept, with a pool made only if a second connection is wanted at the same time.
+    """
 
-    def __init__(self, url: str, *, max_size: int = 8, backup_dir: Path | None = None) -> None:
+    def __init__(
+        self, url: str, *, max_size: int = 8, backup_dir: Path | None = None, pooled: bool = True,
+        create: Callable[[], None] | None = None,
+    ) -> None:  # fmt: skip
         """``backup_dir``: where a backup of the database is written before an upgrade's
         migrations run (``Database.open``: ``<data dir>/backups``); None: no backup (tests,
-        and PMEM_UPGRADE_BACKUP=off)."""
+        and PMEM_UPGRADE_BACKUP=off). ``create``: makes the database when the first connection
+        to it fails (then it is tried once more), so an existing one costs no connection to the
+        server's admin database."""
         self.url = url
+        self._max_size = max_size
+        self._pool: ConnectionPool | None = None
+        self._kept: psycopg.Connection | None = None
+        self._kept_lock = threading.Lock()  # the kept connection is in use
+        self._pool_lock = threading.Lock()
         try:
-            with psycopg.connect(url, autocommit=True) as conn:
+            try:
+                conn = psycopg.connect(url, autocommit=True)
+            except psycopg.OperationalError:
+                if create is None:
+                    raise
+                create()
+                conn = psycopg.connect(url, autocommit=True)
+            try:
                 migrate(conn, before_upgrade=_backup_before(url, backup_dir) if backup_dir else None)
+            except BaseException:
+                conn.close()
+                raise
         except psycopg.OperationalError as err:
             raise DatabaseUnavailable(f"cannot connect to PostgreSQL ({err.sqlstate or 'no sqlstate'})") from err
-        self.pool = ConnectionPool(url, min_size=1, max_size=max_size, open=True, kwargs={"autocommit": False})
+        if pooled:
+            conn.close()
+            self._pooled()
+        else:
+            conn.autocommit = False
+            self._kept = conn
 
     @classmethod
-    def open(cls, settings: Settings, *, start: bool = True) -> Database:
+    def open(cls, settings: Settings, *, start: bool = True, pooled: bool = True) -> Database:
         backups = settings.data_dir / "backups" if settings.upgrade_backup else None
-        return cls(app_url(settings, start=start), backup_dir=backups)
+        if settings.database_url:
+            return cls(settings.database_url, backup_dir=backups, pooled=pooled)
+        admin = server_url(settings, start=start)
+        return cls(with_database(admin, settings.db_name), backup_dir=backups, pooled=pooled,
+                   create=lambda: ensure_database(admin, settings.db_name))  # fmt: skip
+
+    def _pooled(self) -> ConnectionPool:
+        with self._pool_lock:
+            if self._pool is None:
+                from psycopg_pool import ConnectionPool
+
+                self._pool = ConnectionPool(self.url, min_size=1, max_size=self._max_size, open=True,
+                                            kwargs={"autocommit": False})  # fmt: skip
+            return self._pool
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
-        with self.pool.connection() as conn:
-            yield conn
+        """A connection for one unit of work, committed at the end of the block and rolled back
+        when it raises (as a pool's connection is)."""
+        kept = self._kept
+        if kept is None or not self._kept_lock.acquire(blocking=False):
+            with self._pooled().connection() as conn:
+                yield conn
+            return
+        try:
+            try:
+                yield kept
+            except BaseException:
+                if not kept.closed:
+                    with contextlib.suppress(psycopg.Error):
+                        kept.rollback()
+                raise
+            if not kept.closed:
+                kept.commit()
+        finally:
+            if kept.closed or kept.broken:
+                self._kept = None
+            self._kept_lock.release()
 
     def close(self) -> None:
-        self.pool.close()
+        if self._kept is not None:
+            self._kept.close()
+            self._kept = None
+        if self._pool is not None:
+            self._pool.close()
 
     def __enter__(self) -> Database:
         return self

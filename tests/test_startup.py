@@ -15,10 +15,11 @@ from tests.conftest import PROJECT
 # packages (or modules) a search has no use for: the flows' orchestrator, the terminal renderer,
 # pydantic-settings' sources, the write side of the store, the other command modules; the secret
 # scanner's library (its plugins run only on a text their patterns could match) and the stop
-# lists' package (its data file is read directly)
+# lists' package (its data file is read directly); the connection pool (one connection answers);
+# SudachiPy (the embedder's second process analyses the Japanese question)
 HEAVY = ("prefect", "flows", "rich", "typer.rich_utils", "markdown_it", "pygments", "pydantic_settings",
          "store.records", "state.budget", "store.budget", "memory_api", "detect_secrets",
-         "stopwordsiso")  # fmt: skip
+         "stopwordsiso", "psycopg_pool", "sudachipy")  # fmt: skip
 
 
 def _loaded(names: list[str], heavy: tuple[str, ...]) -> list[str]:
@@ -63,7 +64,8 @@ def test_a_search_process_imports_nothing_heavy(pmem_env: dict[str, str]):
         "    main()\n"
         "except SystemExit as exit:\n"
         "    assert not exit.code, exit.code\n"
-        "print(json.dumps(sorted(sys.modules)))\n"
+        "import gc\n"
+        "print(json.dumps(sorted(sys.modules) + (['gc enabled'] if gc.isenabled() else [])))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], env=pmem_env, capture_output=True, text=True, cwd=PROJECT)
     assert out.returncode == 0, out.stderr
@@ -71,6 +73,7 @@ def test_a_search_process_imports_nothing_heavy(pmem_env: dict[str, str]):
     assert json.loads(lines[0])["hits"] == []  # the search answered (an empty memory)
     modules = json.loads(lines[-1])
     assert _loaded(modules, HEAVY) == []
+    assert "gc enabled" not in modules  # a one-question process does without the cyclic collector
     others = [m for m in COMMAND_MODULES if m not in set(FAST_COMMANDS.values())]
     assert _loaded(modules, tuple(f"cli.{m}" for m in others)) == []
     # the check can fail: the whole app loads them

@@ -178,6 +178,47 @@ def test_migrations_apply_once(db_url):
         assert conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
 
 
+def test_an_unpooled_database_keeps_one_connection_and_creates_a_missing_database(db_url, pg_admin_url):
+    """A one-shot command (`pmem search`) opens one connection, not a pool; each unit of work is
+    committed or rolled back as a pool's connection is; a second connection wanted at the same
+    time comes from a pool made then; a missing database is created when the first connection
+    fails (ADR 0027)."""
+    from store.db import Database, ensure_database, with_database
+
+    db = Database(db_url, pooled=False)
+    try:
+        with db.connection() as conn:
+            backend = conn.info.backend_pid
+            conn.execute("CREATE TABLE t_oneshot (x int)")
+            conn.execute("INSERT INTO t_oneshot VALUES (1)")
+        with pytest.raises(ZeroDivisionError), db.connection() as conn:
+            conn.execute("INSERT INTO t_oneshot VALUES (2)")
+            raise ZeroDivisionError
+        with db.connection() as conn:
+            assert conn.info.backend_pid == backend  # the same connection, no pool
+            assert conn.execute("SELECT array_agg(x) FROM t_oneshot").fetchone()[0] == [1]
+            with db.connection() as other:  # nested: another connection, from a pool
+                assert other.info.backend_pid != backend
+                other.execute("INSERT INTO t_oneshot VALUES (3)")
+        assert db._pool is not None
+        with psycopg.connect(db_url) as check:  # both units of work were committed
+            assert check.execute("SELECT array_agg(x ORDER BY x) FROM t_oneshot").fetchone()[0] == [1, 3]
+    finally:
+        db.close()
+    name = f"{psycopg.conninfo.conninfo_to_dict(db_url)['dbname']}_made"
+    created: list[str] = []
+    fresh = Database(with_database(pg_admin_url, name), pooled=False,
+                     create=lambda: created.append(name) or ensure_database(pg_admin_url, name))  # fmt: skip
+    try:
+        with fresh.connection() as conn:  # made and migrated
+            assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] >= 1
+    finally:
+        fresh.close()
+        with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+            admin.execute(psycopg.sql.SQL("DROP DATABASE {} WITH (FORCE)").format(psycopg.sql.Identifier(name)))
+    assert created == [name]
+
+
 def test_append_adds_only_what_is_new_and_keeps_its_heading(store):
     first = store.commit(req("g1", canonical_summary="## 決定\n- PostgreSQL にした\n- 理由: JSON が扱いやすい"))
     redraft = "## 背景\n- 家計簿アプリを作っている\n\n## 決定\n- PostgreSQL  にした\n- バックアップは毎晩"
