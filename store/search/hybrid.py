@@ -186,7 +186,7 @@ class HybridSearch(SearchBase):
                     JOIN memories m ON m.id = p.memory_id
                     WHERE p.tokens @@ {q}::tsquery AND {filters} LIMIT %(cap)s)"""
             )
-            tiers = sql.SQL(" UNION ").join(
+            tiers = sql.SQL(" UNION ALL ").join(
                 tier.format(q=sql.Placeholder(name), filters=filters) for name in ("tsq_all", "tsq")
             )
             ctes["lexical"] = sql.SQL(
@@ -196,7 +196,10 @@ class HybridSearch(SearchBase):
                          FROM (SELECT t.memory_id, t.tokens,
                                       (SELECT coalesce(sum(q.w), 0) FROM unnest(%(tsqs)s::tsquery[], %(ws)s::float8[]) q(t, w)
                                        WHERE t.tokens @@ q.t) / %(wsum)s AS cov
-                               FROM ({tiers}) t) c
+                               -- a memory in both tiers once, told apart by its id alone (not by
+                               -- comparing tsvectors); OFFSET 0: each share computed once
+                               FROM (SELECT DISTINCT ON (u.memory_id) u.memory_id, u.tokens
+                                     FROM ({tiers}) u ORDER BY u.memory_id) t OFFSET 0) c
                          WHERE c.cov >= %(min_cov)s
                          ORDER BY c.cov DESC, tr DESC, c.memory_id
                          LIMIT %(lex_limit)s) x"""
