@@ -465,3 +465,12 @@ def test_inside_a_range_a_weaker_match_is_enough(db, store):
     assert [h.title for h in hits] == ["heater"]
     assert RANGE_FLOOR * MIN_COVERAGE < MIN_COVERAGE
     assert search.search(understand("quantum error correction codes"), embedder=None, **october) == []
+
+
+def test_a_range_still_returns_nothing_for_a_question_about_nothing_there(loaded):
+    """The range relaxes the lexical floor only: with vectors, a question about nothing in the
+    memory finds nothing inside a range that holds every memory either."""
+    search, _ = loaded
+    everything = {"since": datetime(2024, 1, 1, tzinfo=UTC), "until": datetime(2026, 1, 1, tzinfo=UTC)}
+    assert search.search("What did I say about the volcano eruption in Iceland?", **everything) == []
+    assert search.search("量子コンピュータの誤り訂正符号", **everything) == []

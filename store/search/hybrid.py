@@ -43,7 +43,8 @@ from store.search.rank import idf
 from store.search.recall import plain_query
 
 MIN_COVERAGE = 0.3  # share of the query's idf mass a memory must hold (several terms)
-RANGE_FLOOR = 0.5  # inside a time range the range itself is evidence: the floors are halved
+RANGE_FLOOR = 0.5  # inside a time range the range is evidence too: the coverage floor is halved
+# (not the vector floor: in a range of few memories, unrelated ones pass a halved cosine floor)
 # A memory happened in a time range when its ``occurred_at`` (else when it was recorded) falls in
 # it, or when a message its evidence quotes was written in it: a decision revised later (the
 # correction joins the memory it corrects, which keeps its first ``occurred_at``) happened then too.
@@ -153,7 +154,7 @@ class HybridSearch(SearchBase):
         phrase = _norm(query)
         params: dict[str, Any] = {
             "kind": kind, "since": since, "until": until, "limit": limit, "k": cfg.k,
-            "min_sim": min_similarity * RANGE_FLOOR if ranged else min_similarity,
+            "min_sim": min_similarity,
         }  # fmt: skip
         for name in ("lexical", "trigram", "vector"):
             params[f"w_{name}"] = lists[name].weight if name in lists else 0.0
