@@ -158,7 +158,7 @@ class HybridSearch(SearchBase):
         }  # fmt: skip
         for name in ("lexical", "trigram", "vector"):
             params[f"w_{name}"] = lists[name].weight if name in lists else 0.0
-        filters = sql.SQL("m.status = 'active' AND (%(kind)s::text IS NULL OR m.kind = %(kind)s)")
+        filters: sql.Composable = sql.SQL("m.status = 'active' AND (%(kind)s::text IS NULL OR m.kind = %(kind)s)")
         in_range = 0
         if ranged:  # the range's memories once (a materialised set), read by every list
             filters = sql.SQL("{} AND m.id IN (SELECT id FROM in_range)").format(filters)
