@@ -271,6 +271,13 @@ class Database:
                                             kwargs={"autocommit": False})  # fmt: skip
             return self._pool
 
+    @property
+    def concurrent(self) -> bool:
+        """A pool of two or more connections: a unit of work may use a second one meanwhile
+        (a search's vector list beside its lexical list); a one-shot command's kept connection
+        does its work in turn instead."""
+        return self._kept is None and self._max_size >= 2
+
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
         """A connection for one unit of work, committed at the end of the block and rolled back

@@ -13,6 +13,7 @@ from core.errors import ConfigError
 from core.models import CommitRequest, EvidenceIn
 from providers.embeddings.usem3_embedder import Usem3Embedder
 from search.fusion import ListConfig, SearchConfig, rrf
+from store.db import Database
 from store.search import DEFAULT_FUSION, SearchStore, sanitize
 
 MEMORIES = [
@@ -136,6 +137,29 @@ def test_explain_ranks_reproduce_the_pure_rrf(loaded):
         for (_, score, ranks), h in zip(fused, hits, strict=True):
             assert h.score == pytest.approx(score, rel=1e-9)
             assert ranks == h.ranks
+
+
+def test_a_pool_and_a_kept_connection_find_the_same(loaded, db_url):
+    """A service's search (a pool: the vector list on a second connection, beside the lexical
+    one) and a one-shot command's (one kept connection, one statement) return the same hits,
+    ranks and scores, with and without a time range or a kind."""
+    search, _ = loaded
+    assert search.db.concurrent
+    kept = Database(db_url, pooled=False)
+    try:
+        assert not kept.concurrent
+        one = SearchStore(kept, search.embedder)
+        asked = [
+            ("household budget database", {}), ("ノートPC", {}), ("Moving to Fly.io", {}),
+            ("引っ越し", {"since": datetime(2024, 1, 1, tzinfo=UTC), "until": datetime(2024, 6, 1, tzinfo=UTC)}),
+            ("job change", {"kind": "decision"}), ("量子コンピュータ", {}),
+        ]  # fmt: skip
+        for query, filters in asked:
+            pooled, alone = search.search(query, **filters), one.search(query, **filters)
+            assert [h.model_dump() for h in pooled] == [h.model_dump() for h in alone], query
+        assert any(h.vector_rank for h in search.search("household budget database"))
+    finally:
+        kept.close()
 
 
 def test_lexical_outweighs_vector():

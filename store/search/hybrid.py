@@ -1,8 +1,7 @@
-"""Hybrid search over the memories in ONE SQL statement (after pgvector-python's
-``examples/hybrid_search/rrf.py``): three candidate CTEs, each ranked by ``row_number()``, fused
-by weighted Reciprocal Rank Fusion in SQL (``score = Σ weight / (k + rank)``), with every list's
-rank returned for ``--explain``. The pure reference of that fusion is ``search.fusion.rrf``; the
-tests hold the two together.
+"""Hybrid search over the memories: three candidate lists, each ranked in SQL by
+``row_number()``, fused by weighted Reciprocal Rank Fusion (``score = Σ weight / (k + rank)``,
+``rank.fuse``, the same arithmetic as the pure reference ``search.fusion.rrf``; the tests hold
+the two together), with every list's rank returned for ``--explain``.
 
     lexical  CJK bigrams + words (core.textsearch) in a tsvector, GIN; ranked by the share of
              the query's tokens a memory holds, then ts_rank. Proper nouns and the person's own
@@ -12,10 +11,18 @@ tests hold the two together.
              short (partial words, typos).
     vector   cosine distance over halfvec embeddings of one model and dimension, through that
              model's HNSW index (a partial expression index, ``ensure_vector_index``).
+
+The lists come from one statement on one connection (a one-shot command), or from two at once
+on two of a pool's connections (a service): the vector list (the query's embedding, then the
+HNSW walk) beside the lexical and trigram lists (ADR 0027).
 """
 
 from __future__ import annotations
 
+import functools
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Literal
 
@@ -39,7 +46,7 @@ from store.search.common import (
     _vector_literal,
     doc_frequencies,
 )
-from store.search.rank import idf
+from store.search.rank import fuse, idf
 from store.search.recall import plain_query
 
 MIN_COVERAGE = 0.3  # share of the query's idf mass a memory must hold (several terms)
@@ -89,7 +96,7 @@ class HybridSearch(SearchBase):
         (``occurred_at``, else when it was recorded).
         """
         q: QueryLike = plain_query(query) if isinstance(query, str) else query
-        with self.db.connection() as conn, conn.transaction():  # one connection, one round trip more at most
+        with self.db.connection() as conn, conn.transaction():
             hits = self._search(
                 conn, q, limit=limit, kind=kind, since=since, until=until, config=config,
                 emb=self.embedder if embedder == "default" else embedder, min_similarity=min_similarity,
@@ -153,11 +160,8 @@ class HybridSearch(SearchBase):
         query = q.vector_text
         phrase = _norm(query)
         params: dict[str, Any] = {
-            "kind": kind, "since": since, "until": until, "limit": limit, "k": cfg.k,
-            "min_sim": min_similarity,
+            "kind": kind, "since": since, "until": until, "limit": limit, "min_sim": min_similarity,
         }  # fmt: skip
-        for name in ("lexical", "trigram", "vector"):
-            params[f"w_{name}"] = lists[name].weight if name in lists else 0.0
         filters: sql.Composable = sql.SQL("m.status = 'active' AND (%(kind)s::text IS NULL OR m.kind = %(kind)s)")
         in_range = 0
         if ranged:  # the range's memories once (a materialised set), read by every list
@@ -166,6 +170,52 @@ class HybridSearch(SearchBase):
             in_range = int(row[0]) if row else 0
             if not in_range:
                 return []
+        vector: sql.Composable | None = None
+        if "vector" in lists and emb is not None and phrase:
+            params["vec_limit"] = lists["vector"].limit
+            expr = sql.SQL("e.embedding::halfvec({dim}) <=> %(qv)s::halfvec({dim})").format(
+                dim=sql.Literal(emb.dim)
+            )
+            exact = ranged and in_range <= EXACT_RANGE
+            vector = sql.SQL(
+                """SELECT id, row_number() OVER (ORDER BY dist, id) AS rank, 1 - dist AS similarity
+                   FROM (SELECT e.memory_id AS id, {expr} AS dist
+                         FROM {source}
+                         WHERE e.model = {model} AND e.dim = {dim} AND {filters}
+                         ORDER BY {order}
+                         LIMIT %(vec_limit)s) x
+                   WHERE 1 - dist >= %(min_sim)s"""
+            ).format(
+                expr=expr, model=sql.Literal(emb.model), dim=sql.Literal(emb.dim),
+                # a small range: its vectors compared exactly (+ 0: not the HNSW index's order,
+                # which would walk the graph past every memory outside the range); the range's
+                # set holds only active memories of the kind asked for
+                source=sql.SQL("in_range r JOIN memory_embeddings e ON e.memory_id = r.id") if exact
+                else sql.SQL("memory_embeddings e JOIN memories m ON m.id = e.memory_id"),
+                filters=sql.SQL("true") if exact else filters,
+                order=sql.SQL("({}) + 0").format(expr) if exact else expr,
+            )  # fmt: skip
+
+        def with_query_vector(c: Connection, base: dict[str, Any]) -> dict[str, Any] | None:
+            """``base`` and the query's vector, or None when no memory has a vector of this
+            embedder (then the query is not embedded)."""
+            assert emb is not None
+            if not self._has_vectors("memory_embeddings", emb, c):
+                return None
+            self._tune_vector_scan(c)
+            return base | {"qv": _vector_literal(emb.embed([query])[0])}
+
+        def vector_alone(c: Connection, base: dict[str, Any]) -> list[tuple[Any, ...]]:
+            assert vector is not None
+            p = with_query_vector(c, base)
+            return [] if p is None else c.execute(_candidates(ranged, {"vector": vector}), p).fetchall()
+
+        pending: Future[list[tuple[Any, ...]]] | None = None
+        if vector is not None and self.db.concurrent:
+            # the vector list on a second connection, at once: the query's embedding and the
+            # HNSW walk run while the lexical list is ranked (a search takes the slower one);
+            # if the lexical list fails, the vector list ends on its own and is not read
+            pending = _workers().submit(self._on_own_connection, functools.partial(vector_alone, base=dict(params)))
         ctes: dict[str, sql.Composable] = {}
 
         if "lexical" in lists and terms:
@@ -229,66 +279,71 @@ class HybridSearch(SearchBase):
                 gate=sql.SQL("(SELECT count(*) FROM lexical) < %(limit)s") if "lexical" in ctes else sql.SQL("true"),
             )
 
-        if "vector" in lists and emb is not None and phrase and self._has_vectors("memory_embeddings", emb, conn):
-            params |= {
-                "qv": _vector_literal(emb.embed([query])[0]), "vec_limit": lists["vector"].limit,
-            }  # fmt: skip
-            expr = sql.SQL("e.embedding::halfvec({dim}) <=> %(qv)s::halfvec({dim})").format(
-                dim=sql.Literal(emb.dim)
-            )
-            exact = ranged and in_range <= EXACT_RANGE
-            ctes["vector"] = sql.SQL(
-                """SELECT id, row_number() OVER (ORDER BY dist, id) AS rank, 1 - dist AS similarity
-                   FROM (SELECT e.memory_id AS id, {expr} AS dist
-                         FROM {source}
-                         WHERE e.model = {model} AND e.dim = {dim} AND {filters}
-                         ORDER BY {order}
-                         LIMIT %(vec_limit)s) x
-                   WHERE 1 - dist >= %(min_sim)s"""
-            ).format(
-                expr=expr, model=sql.Literal(emb.model), dim=sql.Literal(emb.dim),
-                # a small range: its vectors compared exactly (+ 0: not the HNSW index's order,
-                # which would walk the graph past every memory outside the range); the range's
-                # set holds only active memories of the kind asked for
-                source=sql.SQL("in_range r JOIN memory_embeddings e ON e.memory_id = r.id") if exact
-                else sql.SQL("memory_embeddings e JOIN memories m ON m.id = e.memory_id"),
-                filters=sql.SQL("true") if exact else filters,
-                order=sql.SQL("({}) + 0").format(expr) if exact else expr,
-            )  # fmt: skip
-
-        if not ctes:
+        rows: list[tuple[Any, ...]] = []
+        if pending is None and vector is not None and (with_vector := with_query_vector(conn, params)) is not None:
+            ctes["vector"], params = vector, with_vector
+        if ctes:
+            rows = conn.execute(_candidates(ranged, ctes), params).fetchall()
+        if pending is not None:
+            rows += pending.result()
+        if not rows:
             return []
-        empty = sql.SQL("SELECT NULL::text AS id, NULL::bigint AS rank, NULL::float8 AS similarity WHERE false")
-        statement = sql.SQL(
-            """WITH {range} lexical AS ({lexical}), trigram AS ({trigram}), vector AS ({vector}),
-            ranked AS (
-                SELECT id, 'lexical' AS list, rank, similarity FROM lexical
-                UNION ALL SELECT id, 'trigram', rank, similarity FROM trigram
-                UNION ALL SELECT id, 'vector', rank, similarity FROM vector
-            ),
-            fused AS (
-                SELECT id,
-                       sum((CASE list WHEN 'lexical' THEN %(w_lexical)s
-                                      WHEN 'trigram' THEN %(w_trigram)s
-                                      ELSE %(w_vector)s END)::numeric / (%(k)s + rank)) AS score,
-                       count(*) AS n_lists,
-                       min(rank) FILTER (WHERE list = 'lexical') AS lexical_rank,
-                       min(rank) FILTER (WHERE list = 'trigram') AS trigram_rank,
-                       min(rank) FILTER (WHERE list = 'vector') AS vector_rank,
-                       max(similarity) AS vector_similarity
-                FROM ranked GROUP BY id
+        return self._fused(conn, rows, {name: lists[name].weight for name in lists}, cfg.k, limit)
+
+    def _on_own_connection(self, work: Callable[[Connection], list[tuple[Any, ...]]]) -> list[tuple[Any, ...]]:
+        with self.db.connection() as conn, conn.transaction():
+            return work(conn)
+
+    @staticmethod
+    def _fused(
+        conn: Connection, rows: list[tuple[Any, ...]], weights: dict[str, float], k: int, limit: int
+    ) -> list[RankedHit]:
+        """Weighted RRF of the candidate lists (``rank.fuse``, best first), the best ``limit``
+        read with their memories' fields."""
+        lists: dict[str, list[str]] = {}
+        similarity: dict[str, float] = {}
+        for mid, name, _rank, sim in sorted(rows, key=lambda r: (r[1], r[2])):
+            lists.setdefault(name, []).append(mid)
+            if sim is not None:
+                similarity[mid] = max(sim, similarity.get(mid, sim))
+        top = fuse(lists, weights, k)[:limit]
+        if not top:
+            return []
+        found = {
+            r["id"]: r for r in conn.cursor(row_factory=dict_row).execute(
+                """SELECT id, title, kind, index_summary, current_revision, occurred_at
+                   FROM memories WHERE id = ANY(%s)""",
+                ([f.key for f in top],),
             )
-            SELECT m.id, m.title, m.kind, m.index_summary, m.current_revision, m.occurred_at,
-                   f.score::float8 AS score, f.lexical_rank, f.trigram_rank, f.vector_rank,
-                   f.vector_similarity
-            FROM fused f JOIN memories m ON m.id = f.id
-            ORDER BY f.score DESC, f.n_lists DESC, m.id
-            LIMIT %(limit)s"""
-        ).format(
-            range=sql.SQL("in_range AS MATERIALIZED ({}),").format(RANGE_IDS) if ranged else sql.SQL(""),
-            **{name: ctes.get(name, empty) for name in ("lexical", "trigram", "vector")},
-        )
-        if "vector" in ctes:
-            self._tune_vector_scan(conn)
-        rows = conn.cursor(row_factory=dict_row).execute(statement, params).fetchall()
-        return [RankedHit(**r) for r in rows]
+        }  # fmt: skip
+        return [
+            RankedHit(**found[f.key], score=f.score, lexical_rank=f.ranks.get("lexical"),
+                      trigram_rank=f.ranks.get("trigram"), vector_rank=f.ranks.get("vector"),
+                      vector_similarity=similarity.get(f.key))  # fmt: skip
+            for f in top if f.key in found  # (a memory removed between two statements is gone)
+        ]
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _workers() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pmem-search")
+        return _pool
+
+
+def _candidates(ranged: bool, ctes: dict[str, sql.Composable]) -> sql.Composed:
+    """One statement returning ``(id, list, rank, similarity)`` of the given candidate lists
+    (the trigram list reads the lexical one), after the range's memories when ``ranged``."""
+    return sql.SQL("WITH {range} {ctes} {union}").format(
+        range=sql.SQL("in_range AS MATERIALIZED ({}),").format(RANGE_IDS) if ranged else sql.SQL(""),
+        ctes=sql.SQL(", ").join(sql.SQL("{} AS ({})").format(sql.Identifier(n), c) for n, c in ctes.items()),
+        union=sql.SQL(" UNION ALL ").join(
+            sql.SQL("SELECT id, {}::text AS list, rank, similarity FROM {}").format(sql.Literal(n), sql.Identifier(n))
+            for n in ctes
+        ),
+    )

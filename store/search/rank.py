@@ -79,10 +79,9 @@ def fuse(rankings: Mapping[str, Sequence[str]], weights: Mapping[str, float], k:
     """``score = Σ weight / (k + rank)`` over the lists; best first, ties to more lists, then key."""
     out: dict[str, Fused] = {}
     for name, keys in rankings.items():
-        w = weights.get(name, 0.0)
         for rank, key in enumerate(keys, start=1):
             f = out.setdefault(key, Fused(key, 0.0, {}))
-            if name not in f.ranks:
-                f.ranks[name] = rank
-                f.score += w / (k + rank)
+            f.ranks.setdefault(name, rank)
+    for f in out.values():  # an exact sum: equal contributions tie exactly, whatever their order
+        f.score = math.fsum(weights.get(name, 0.0) / (k + rank) for name, rank in f.ranks.items())
     return sorted(out.values(), key=lambda f: (-f.score, -len(f.ranks), f.key))
