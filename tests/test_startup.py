@@ -57,18 +57,16 @@ def test_command_of_finds_the_command_after_root_flags_only():
 
 def test_a_search_process_imports_nothing_heavy(pmem_env: dict[str, str]):
     code = (
-        "import json, sys\n"
+        "import gc, json, os, sys\n"
         "sys.argv = ['pmem', 'search', 'データベースの移行で何を決めた？', '--json']\n"
+        "leave = os._exit\n"  # what was imported, told as the process leaves (without teardown)
+        "os._exit = lambda status: (print(json.dumps(sorted(sys.modules) + (['gc enabled'] if gc.isenabled()\n"
+        "                           else [])), flush=True), leave(status + 40))\n"
         "from cli.main import main\n"
-        "try:\n"
-        "    main()\n"
-        "except SystemExit as exit:\n"
-        "    assert not exit.code, exit.code\n"
-        "import gc\n"
-        "print(json.dumps(sorted(sys.modules) + (['gc enabled'] if gc.isenabled() else [])))\n"
+        "main()\n"
     )
     out = subprocess.run([sys.executable, "-c", code], env=pmem_env, capture_output=True, text=True, cwd=PROJECT)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 40, out.stderr  # exit status 0, through os._exit
     lines = out.stdout.strip().splitlines()
     assert json.loads(lines[0])["hits"] == []  # the search answered (an empty memory)
     modules = json.loads(lines[-1])
@@ -78,6 +76,23 @@ def test_a_search_process_imports_nothing_heavy(pmem_env: dict[str, str]):
     assert _loaded(modules, tuple(f"cli.{m}" for m in others)) == []
     # the check can fail: the whole app loads them
     assert "cli.backfill_cmds" in _loaded(modules + ["cli.backfill_cmds"], ("cli.backfill_cmds",))
+
+
+def test_a_read_command_leaves_without_teardown_and_keeps_its_exit_status(pmem_env: dict[str, str]):
+    """A fresh search ends through os._exit once it has answered (the interpreter's teardown
+    cost ~0.1-0.25 s): its whole answer is on stdout, and its exit status is the command's."""
+    def pmem(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "cli.main", *args], env=pmem_env, capture_output=True,
+                              text=True, cwd=PROJECT)  # fmt: skip
+
+    ok = pmem("search", "データベース", "--json")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout.strip().splitlines()[-1]) == {"hits": [], "range": None}
+    bad = pmem("search", "データベース", "--since", "not a time at all", "--json")
+    assert bad.returncode == 1 and "error:" in bad.stderr
+    assert json.loads(bad.stdout.strip().splitlines()[-1])["error"]
+    usage = pmem("recall", "x", "--no-such-option")
+    assert usage.returncode == 2 and "--no-such-option" in usage.stderr
 
 
 def test_help_screens_still_list_every_command_and_plain_placeholders():
