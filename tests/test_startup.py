@@ -9,6 +9,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from cli.main import COMMAND_MODULES, FAST_COMMANDS, command_of
 from tests.conftest import PROJECT
 
@@ -55,10 +57,13 @@ def test_command_of_finds_the_command_after_root_flags_only():
     assert command_of([]) is None
 
 
-def test_a_search_process_imports_nothing_heavy(pmem_env: dict[str, str]):
+@pytest.mark.parametrize("shape", [["--json"], []], ids=["json", "words"])
+def test_a_search_process_imports_nothing_heavy(pmem_env: dict[str, str], shape: list[str]):
+    """Neither the JSON answer nor the answer in words (its notes on stderr styled by Click, not
+    Rich) imports a heavy module."""
     code = (
         "import gc, json, os, sys\n"
-        "sys.argv = ['pmem', 'search', 'データベースの移行で何を決めた？', '--json']\n"
+        f"sys.argv = ['pmem', 'search', 'データベースの移行で何を決めた？', *{shape!r}]\n"
         "leave = os._exit\n"  # what was imported, told as the process leaves (without teardown)
         "os._exit = lambda status: (print(json.dumps(sorted(sys.modules) + (['gc enabled'] if gc.isenabled()\n"
         "                           else [])), flush=True), leave(status + 40))\n"
@@ -68,7 +73,10 @@ def test_a_search_process_imports_nothing_heavy(pmem_env: dict[str, str]):
     out = subprocess.run([sys.executable, "-c", code], env=pmem_env, capture_output=True, text=True, cwd=PROJECT)
     assert out.returncode == 40, out.stderr  # exit status 0, through os._exit
     lines = out.stdout.strip().splitlines()
-    assert json.loads(lines[0])["hits"] == []  # the search answered (an empty memory)
+    if shape:
+        assert json.loads(lines[0])["hits"] == []  # the search answered (an empty memory)
+    else:
+        assert "no memories found" in out.stderr
     modules = json.loads(lines[-1])
     assert _loaded(modules, HEAVY) == []
     assert "gc enabled" not in modules  # a one-question process does without the cyclic collector
