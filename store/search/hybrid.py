@@ -47,7 +47,7 @@ from store.search.common import (
     doc_frequencies,
 )
 from store.search.rank import fuse, idf
-from store.search.recall import plain_query
+from store.search.recall import MIN_SIMILARITY_IN_RANGE, plain_query
 
 MIN_COVERAGE = 0.3  # share of the query's idf mass a memory must hold (several terms)
 RANGE_FLOOR = 0.5  # inside a time range the range is evidence too: the coverage floor is halved
@@ -69,6 +69,7 @@ RANGE_IDS = sql.SQL(
          AND m.status = 'active' AND (%(kind)s::text IS NULL OR m.kind = %(kind)s)"""
 )  # the active memories (of the kind asked for) that happened in the range
 EXACT_RANGE = 20_000  # a range of at most this many memories: their vectors are compared exactly
+QUOTED_RANGE = 1000  # ... and at most this many: the vectors of the messages their evidence quotes too
 EVIDENCE_PER_HIT = 5
 QUOTE_CHARS = 300
 
@@ -172,29 +173,32 @@ class HybridSearch(SearchBase):
                 return []
         vector: sql.Composable | None = None
         if "vector" in lists and emb is not None and phrase:
-            params["vec_limit"] = lists["vector"].limit
+            params |= {"vec_limit": lists["vector"].limit, "quoted_min_sim": MIN_SIMILARITY_IN_RANGE}
             expr = sql.SQL("e.embedding::halfvec({dim}) <=> %(qv)s::halfvec({dim})").format(
                 dim=sql.Literal(emb.dim)
             )
             exact = ranged and in_range <= EXACT_RANGE
-            vector = sql.SQL(
-                """SELECT id, row_number() OVER (ORDER BY dist, id) AS rank, 1 - dist AS similarity
-                   FROM (SELECT e.memory_id AS id, {expr} AS dist
-                         FROM {source}
-                         WHERE e.model = {model} AND e.dim = {dim} AND {filters}
-                         ORDER BY {order}
-                         LIMIT %(vec_limit)s) x
-                   WHERE 1 - dist >= %(min_sim)s"""
-            ).format(
-                expr=expr, model=sql.Literal(emb.model), dim=sql.Literal(emb.dim),
-                # a small range: its vectors compared exactly (+ 0: not the HNSW index's order,
-                # which would walk the graph past every memory outside the range); the range's
-                # set holds only active memories of the kind asked for
-                source=sql.SQL("in_range r JOIN memory_embeddings e ON e.memory_id = r.id") if exact
-                else sql.SQL("memory_embeddings e JOIN memories m ON m.id = e.memory_id"),
-                filters=sql.SQL("true") if exact else filters,
-                order=sql.SQL("({}) + 0").format(expr) if exact else expr,
-            )  # fmt: skip
+            if ranged and in_range <= QUOTED_RANGE:
+                vector = _quoted_vector(expr, emb.model, emb.dim)
+            else:
+                vector = sql.SQL(
+                    """SELECT id, row_number() OVER (ORDER BY dist, id) AS rank, 1 - dist AS similarity
+                       FROM (SELECT e.memory_id AS id, {expr} AS dist
+                             FROM {source}
+                             WHERE e.model = {model} AND e.dim = {dim} AND {filters}
+                             ORDER BY {order}
+                             LIMIT %(vec_limit)s) x
+                       WHERE 1 - dist >= %(min_sim)s"""
+                ).format(
+                    expr=expr, model=sql.Literal(emb.model), dim=sql.Literal(emb.dim),
+                    # a small range: its vectors compared exactly (+ 0: not the HNSW index's order,
+                    # which would walk the graph past every memory outside the range); the range's
+                    # set holds only active memories of the kind asked for
+                    source=sql.SQL("in_range r JOIN memory_embeddings e ON e.memory_id = r.id") if exact
+                    else sql.SQL("memory_embeddings e JOIN memories m ON m.id = e.memory_id"),
+                    filters=sql.SQL("true") if exact else filters,
+                    order=sql.SQL("({}) + 0").format(expr) if exact else expr,
+                )  # fmt: skip
 
         def with_query_vector(c: Connection, base: dict[str, Any]) -> dict[str, Any] | None:
             """``base`` and the query's vector, or None when no memory has a vector of this
@@ -334,6 +338,29 @@ def _workers() -> ThreadPoolExecutor:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pmem-search")
         return _pool
+
+
+def _quoted_vector(expr: sql.Composable, model: str, dim: int) -> sql.Composed:
+    """The vector list of a small range: a memory is as near as its own vector or the nearest
+    message its evidence quotes, and is kept when its own cosine reaches the vector floor or a
+    quoted message's reaches recall's floor inside a range (the range is evidence too). A
+    memory's summary in one language is often far from a question in the other (cosine ~0.1
+    for "Hina's after-school care" and 学童 公設か民間か) where the person's own messages are
+    nearer; the range keeps the read small."""
+    quoted = sql.SQL("me.embedding::halfvec({dim}) <=> %(qv)s::halfvec({dim})").format(dim=sql.Literal(dim))
+    return sql.SQL(
+        """SELECT id, row_number() OVER (ORDER BY dist, id) AS rank, 1 - dist AS similarity
+           FROM (SELECT r.id, least(o.dist, q.dist) AS dist
+                 FROM in_range r
+                 LEFT JOIN LATERAL (SELECT ({expr}) + 0 AS dist FROM memory_embeddings e
+                                    WHERE e.memory_id = r.id AND e.model = {model} AND e.dim = {dim}) o ON true
+                 LEFT JOIN LATERAL (SELECT min(({quoted}) + 0) AS dist FROM evidence ev
+                                    JOIN message_embeddings me ON me.message_key = ev.source_key
+                                    WHERE ev.memory_id = r.id AND me.model = {model} AND me.dim = {dim}) q ON true
+                 WHERE 1 - o.dist >= %(min_sim)s OR 1 - q.dist >= %(quoted_min_sim)s
+                 ORDER BY 2, 1
+                 LIMIT %(vec_limit)s) x"""
+    ).format(expr=expr, quoted=quoted, model=sql.Literal(model), dim=sql.Literal(dim))
 
 
 def _candidates(ranged: bool, ctes: dict[str, sql.Composable]) -> sql.Composed:
