@@ -152,7 +152,8 @@ def content_terms(text: str) -> list[Term]:
 # who a question is about: grammatical markers only
 _EN_ASSISTANT = re.compile(
     r"\b(?:was i (?:told|advised|recommended)|were the (?:tips|suggestions)|advice|advised|tips?|"
-    r"recommend\w*|suggest\w*|(?:did|does) (?:it|the \w+|you) (?:say|tell|recommend|suggest))\b"
+    r"recommend\w*|suggest\w*|(?:did|does) (?:it|the \w+|you) (?:say|tell|recommend|suggest)|"
+    r"(?:the|a|any) (?:fix|fixes|solution|solutions|remedy|workaround|explanation))\b"
 )
 _EN_PERSON = re.compile(
     r"\b(?:did i|do i|have i|had i|was i|i (?!was told)\w+(?:ed)?|my (?:decision|plan|choice|reason))\b"
@@ -177,9 +178,21 @@ def focus_of(text: str, morphemes: list[Morpheme] | None = None) -> Focus:
             return "person"
     if _EN_ASSISTANT.search(norm):
         return "assistant"
-    if _EN_PERSON.search(norm):
+    if _EN_PERSON.search(_asking_clause(norm)):
         return "person"
     return None
+
+
+# where a sentence or a clause that asks begins: "When I was negotiating the offer, what was ..."
+_EN_CLAUSES = re.compile(r"[.?!;]\s+|,\s+(?=(?:what|which|how|why|when|where|who|did|do|does|was|were)\b)")
+_EN_ASKS = re.compile(r"^\W*(?:what|which|how|why|when|where|who|did|do|does|was|were|is|are|have|had)\b")
+
+
+def _asking_clause(text: str) -> str:
+    """The last sentence or clause of ``text`` that asks (begins with a question word or an
+    auxiliary): what the question is about, not the scene set before it; ``text`` when none."""
+    asking = [c for c in _EN_CLAUSES.split(text) if _EN_ASKS.match(c)]
+    return asking[-1] if asking else text
 
 
 # a question about a decision, its reasons, or what stayed open (grammar and a few verbs of

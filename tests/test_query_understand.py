@@ -61,6 +61,18 @@ def test_focus_tells_the_person_from_the_assistant():
     assert focus_of("how was the weather") is None
 
 
+def test_focus_reads_the_clause_that_asks():
+    """A fix or a solution is what the person was told; the scene set before the question ("When
+    I was ..., what was ...") does not make it a question about the person's own words, the
+    question's own clause does."""
+    assert focus_of("what was the fix for my bread that smelled of vinegar?") == "assistant"
+    assert focus_of("is there a workaround for the printer that jams?") == "assistant"
+    assert focus_of("when i was moving flats, what was the point about the deposit?") is None
+    assert focus_of("last week i picked a bank. which one did i go with, and why?") == "person"
+    assert focus_of("i was told about a rule. what did i decide?") == "person"
+    assert focus_of("yesterday i set up the router.") == "person"  # no clause asks: the whole text
+
+
 def test_decision_questions():
     assert asks_decision("結局どうするって決めたんだっけ")
     assert asks_decision("Why did I turn down the counteroffer?")
