@@ -278,6 +278,17 @@ class Database:
         does its work in turn instead."""
         return self._kept is None and self._max_size >= 2
 
+    def has_spare(self) -> bool:
+        """Whether a second connection can be had now without waiting: the pool holds an idle
+        one or may open another. A unit of work asks for a second connection only then, so
+        that units holding one connection each never all wait for a second one (a pool of 8
+        and 8 searches at once would wait until the pool's timeout); otherwise it does its
+        work on the one it holds, in turn."""
+        if not self.concurrent:
+            return False
+        stats = self._pooled().get_stats()
+        return stats.get("pool_available", 0) > 0 or stats.get("pool_size", 0) < self._max_size
+
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
         """A connection for one unit of work, committed at the end of the block and rolled back

@@ -4,6 +4,7 @@ model, HNSW indexes, load_context's size bound, the remote-embedder rule."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 
 import psycopg
@@ -160,6 +161,28 @@ def test_a_pool_and_a_kept_connection_find_the_same(loaded, db_url):
         assert any(h.vector_rank for h in search.search("household budget database"))
     finally:
         kept.close()
+
+
+def test_a_search_on_a_pool_with_no_connection_to_spare_asks_in_turn(loaded, db_url):
+    """A search that holds the last connection of its pool does not wait for a second one (a
+    pool of 8 and 8 searches at once would all wait until the pool's timeout): it asks its
+    vector list on the connection it holds, with the same answer."""
+    search, _ = loaded
+    small = Database(db_url, max_size=2)
+    try:
+        one = SearchStore(small, search.embedder)
+        assert small.has_spare()
+        with small.connection() as held:  # another unit of work holds one of the two
+            held.execute("SELECT 1")
+            with small.connection():  # and the search the other: none to spare
+                assert not small.has_spare()
+            t = time.monotonic()
+            hits = one.search("household budget database")
+            assert time.monotonic() - t < 10  # (waiting for a third connection: 30 s, then an error)
+        assert [h.model_dump() for h in hits] == [h.model_dump() for h in search.search("household budget database")]
+        assert any(h.vector_rank for h in hits)
+    finally:
+        small.close()
 
 
 def test_lexical_outweighs_vector():

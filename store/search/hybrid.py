@@ -215,7 +215,7 @@ class HybridSearch(SearchBase):
             return [] if p is None else c.execute(_candidates(ranged, {"vector": vector}), p).fetchall()
 
         pending: Future[list[tuple[Any, ...]]] | None = None
-        if vector is not None and self.db.concurrent:
+        if vector is not None and self.db.has_spare():
             # the vector list on a second connection, at once: the query's embedding and the
             # HNSW walk run while the lexical list is ranked (a search takes the slower one);
             # if the lexical list fails, the vector list ends on its own and is not read
