@@ -328,16 +328,16 @@ class HybridSearch(SearchBase):
         ]
 
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
+_executor: ThreadPoolExecutor | None = None  # the threads that ask the vector lists (made on first use)
+_executor_lock = threading.Lock()
 
 
 def _workers() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pmem-search")
-        return _pool
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="pmem-search")
+        return _executor
 
 
 def _quoted_vector(expr: sql.Composable, model: str, dim: int) -> sql.Composed:
