@@ -152,9 +152,10 @@ def content_terms(text: str) -> list[Term]:
 # who a question is about: grammatical markers only
 _EN_ASSISTANT = re.compile(
     r"\b(?:was i (?:told|advised|recommended)|were the (?:tips|suggestions)|advice|advised|tips?|"
-    r"recommend\w*|suggest\w*|(?:did|does) (?:it|the \w+|you) (?:say|tell|recommend|suggest)|"
-    r"(?:the|a|any) (?:fix|fixes|solution|solutions|remedy|workaround|explanation))\b"
+    r"recommend\w*|suggest\w*|(?:did|does) (?:it|the \w+|you) (?:say|tell|recommend|suggest))\b"
 )
+# what an answer holds: told, unless the question asks what the person did ("did I find a fix")
+_EN_ANSWER = re.compile(r"\b(?:the|a|any) (?:fix|fixes|solution|solutions|remedy|workaround|explanation)\b")
 _EN_PERSON = re.compile(
     r"\b(?:did i|do i|have i|had i|was i|i (?!was told)\w+(?:ed)?|my (?:decision|plan|choice|reason))\b"
 )
@@ -178,8 +179,11 @@ def focus_of(text: str, morphemes: list[Morpheme] | None = None) -> Focus:
             return "person"
     if _EN_ASSISTANT.search(norm):
         return "assistant"
-    if _EN_PERSON.search(_asking_clause(norm)):
+    asking = _asking_clause(norm)
+    if _EN_PERSON.search(asking):
         return "person"
+    if _EN_ANSWER.search(asking):
+        return "assistant"
     return None
 
 

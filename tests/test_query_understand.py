@@ -67,6 +67,7 @@ def test_focus_reads_the_clause_that_asks():
     question's own clause does."""
     assert focus_of("what was the fix for my bread that smelled of vinegar?") == "assistant"
     assert focus_of("is there a workaround for the printer that jams?") == "assistant"
+    assert focus_of("did i ever find a fix for the leaking tap?") == "person"  # what the person did
     assert focus_of("when i was moving flats, what was the point about the deposit?") is None
     assert focus_of("last week i picked a bank. which one did i go with, and why?") == "person"
     assert focus_of("i was told about a rule. what did i decide?") == "person"
