@@ -47,8 +47,9 @@ TEST_WORKERS ?= 2
 test: ## run the whole test suite on TEST_WORKERS processes (default 2; TEST_WORKERS=0 runs it serially)
 	$(BIN)/python -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
-lint: ## ruff + mypy
+lint: ## ruff (lint and the formatter's check) + mypy
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy core stages state importers prompts providers search store flows cli memory_api mcp_server
 
 eval: ## recall, search and drafting on ../shared/eval/: R@5, MRR per kind, time ranges, the drafting table (own data dir .pmem-eval/; REBUILD=1 builds again)

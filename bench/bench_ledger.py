@@ -59,7 +59,9 @@ def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
         child(sys.argv[2], sys.argv[3])
         return
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--mb", type=int, default=50)
     args = ap.parse_args()
     from import_bench import write_export
@@ -75,16 +77,29 @@ def main() -> None:
         st = embedded.start(base / "pgdata")
         admin = st.uri() or ""
         ensure_database(admin, "bench")
-        env = dict(os.environ, DATABASE_URL=admin.replace("/postgres?", "/bench?"), PMEM_DATA_DIR=str(base / "data"))
+        env = dict(
+            os.environ,
+            DATABASE_URL=admin.replace("/postgres?", "/bench?"),
+            PMEM_DATA_DIR=str(base / "data"),
+        )
         print(f"synthetic ChatGPT export: {size:.0f} MB")
-        print(f"{'run':12} {'seconds':>8} {'MB/s':>7} {'conv/s':>8} {'msg/s':>9} {'peak RSS MB':>12}")
+        print(
+            f"{'run':12} {'seconds':>8} {'MB/s':>7} {'conv/s':>8} {'msg/s':>9} {'peak RSS MB':>12}"
+        )
         for label, mode in (("parse only", "parse"), ("import", "import"), ("re-import", "import")):
-            out = subprocess.run([sys.executable, __file__, "--child", mode, str(export)], env=env,
-                                 capture_output=True, text=True, check=True)  # fmt: skip
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", mode, str(export)],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             r = json.loads(out.stdout.strip().splitlines()[-1])
             s = r["seconds"]
-            print(f"{label:12} {s:8.1f} {size / s:7.1f} {r['conversations'] / s:8.0f} "
-                  f"{(r['messages'] / s) if mode == 'parse' or label == 'import' else 0:9.0f} {r['rss_mb']:12.0f}")  # fmt: skip
+            print(
+                f"{label:12} {s:8.1f} {size / s:7.1f} {r['conversations'] / s:8.0f} "
+                f"{(r['messages'] / s) if mode == 'parse' or label == 'import' else 0:9.0f} {r['rss_mb']:12.0f}"
+            )
     finally:
         embedded.stop(base / "pgdata")
         shutil.rmtree(base, ignore_errors=True)

@@ -43,12 +43,21 @@ def synthetic_export(n: int, out: Path) -> None:
 
 
 def pmem(env: dict[str, str], *args: str, **kw) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "cli.main", *args], env=env, cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "-m", "cli.main", *args],
+        env=env,
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kw,
+    )
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--conversations", type=int, default=40)
     ap.add_argument("--max-delay", type=float, default=8.0)
@@ -60,8 +69,12 @@ def main() -> None:
         urls = {name: pg.database(name) for name in ("interrupted", "clean")}
         export = base / "export.json"
         synthetic_export(args.conversations, export)
-        common = dict(os.environ, PMEM_BATCH_MAX_CONVERSATIONS="2", PREFECT_SERVER_ANALYTICS_ENABLED="false",
-                      DO_NOT_TRACK="1")  # fmt: skip
+        common = dict(
+            os.environ,
+            PMEM_BATCH_MAX_CONVERSATIONS="2",
+            PREFECT_SERVER_ANALYTICS_ENABLED="false",
+            DO_NOT_TRACK="1",
+        )
         env = dict(common, DATABASE_URL=urls["interrupted"], PMEM_DATA_DIR=str(base / "data-i"))
         kills = 0
         start = time.monotonic()
@@ -91,10 +104,19 @@ def main() -> None:
             exports[name] = out
         same = exports["interrupted"] == exports["clean"]
         memories = exports["clean"].count('"type":"memory"')
-        print(f"{kills} random kills over {interrupted_time:.0f}s; {memories} memories; "
-              f"exports identical: {same}")  # fmt: skip
-        for name in ("i", "c", "interrupted", "clean"):  # the managed Prefect servers of our data dirs
-            pmem(dict(common, PMEM_DATA_DIR=str(base / f"data-{name}")), "prefect", "stop").communicate()
+        print(
+            f"{kills} random kills over {interrupted_time:.0f}s; {memories} memories; "
+            f"exports identical: {same}"
+        )
+        for name in (
+            "i",
+            "c",
+            "interrupted",
+            "clean",
+        ):  # the managed Prefect servers of our data dirs
+            pmem(
+                dict(common, PMEM_DATA_DIR=str(base / f"data-{name}")), "prefect", "stop"
+            ).communicate()
     sys.exit(0 if same else 1)
 
 

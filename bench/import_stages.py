@@ -40,9 +40,15 @@ def cpu(fn):  # noqa: ANN001, ANN201 - a tiny timing helper
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("export", type=Path, help="an export file (a ChatGPT or Claude.ai conversations.json)")
+    ap.add_argument(
+        "export", type=Path, help="an export file (a ChatGPT or Claude.ai conversations.json)"
+    )
     ap.add_argument("--source", default="chatgpt", help="its importer (default chatgpt)")
-    ap.add_argument("--limit", type=int, help="only the first N conversations (json.load still reads the whole file)")
+    ap.add_argument(
+        "--limit",
+        type=int,
+        help="only the first N conversations (json.load still reads the whole file)",
+    )
     args = ap.parse_args(argv)
 
     from core.models import Conversation
@@ -56,15 +62,39 @@ def main(argv: list[str] | None = None) -> int:
     with args.export.open("rb") as f:
         rows.append(("json.load", cpu(lambda: json.load(f))[0]))
     with args.export.open("rb") as f:
-        rows.append(("scan + decode", cpu(lambda: sum(1 for _ in itertools.islice(
-            iter_array_items(f, args.export.name), args.limit)))[0]))  # fmt: skip
-    seconds, convs = cpu(lambda: [c for c in itertools.islice(
-        iter_source(args.source, args.export, ReadReport()), args.limit) if isinstance(c, Conversation)])  # fmt: skip
+        rows.append(
+            (
+                "scan + decode",
+                cpu(
+                    lambda: sum(
+                        1
+                        for _ in itertools.islice(iter_array_items(f, args.export.name), args.limit)
+                    )
+                )[0],
+            )
+        )
+    seconds, convs = cpu(
+        lambda: [
+            c
+            for c in itertools.islice(
+                iter_source(args.source, args.export, ReadReport()), args.limit
+            )
+            if isinstance(c, Conversation)
+        ]
+    )
     rows.append(("parse + build", seconds))
     seconds, digests = cpu(lambda: [digest(c) for c in convs])
     rows.append(("digest", seconds))
-    rows.append(("prefilter", cpu(lambda: [prefilter(c, {}, content_hash=d[0])
-                                           for c, d in zip(convs, digests, strict=True)])[0]))  # fmt: skip
+    rows.append(
+        (
+            "prefilter",
+            cpu(
+                lambda: [
+                    prefilter(c, {}, content_hash=d[0]) for c, d in zip(convs, digests, strict=True)
+                ]
+            )[0],
+        )
+    )
     texts = [_clean(m.text) for c in convs for m in c.messages if m.channel in INDEXED]
     rows.append(("index tokens", cpu(lambda: _index_rows(texts))[0]))
     base = rows[0][1]

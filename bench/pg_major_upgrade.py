@@ -34,23 +34,36 @@ def main() -> int:
     cfg = Settings(data_dir=base / "data", database_url=None)
     try:
         db = Database.open(cfg)
-        made = MemoryStore(db).commit(CommitRequest(kind="note", title="引っ越し先", canonical_summary="蒲田にする。",
-                                                    index_summary="蒲田", idempotency_key="bench-upgrade"))  # fmt: skip
+        made = MemoryStore(db).commit(
+            CommitRequest(
+                kind="note",
+                title="引っ越し先",
+                canonical_summary="蒲田にする。",
+                index_summary="蒲田",
+                idempotency_key="bench-upgrade",
+            )
+        )
         db.close()
         new = embedded.binary_version()
         old = str(int(new) - 1)
-        (cfg.pgdata_dir / "PG_VERSION").write_text(old + "\n")  # the running server "is" the old version
+        (cfg.pgdata_dir / "PG_VERSION").write_text(
+            old + "\n"
+        )  # the running server "is" the old version
         t0 = time.monotonic()
         db = Database.open(cfg)  # takes the upgrade path
         elapsed = time.monotonic() - t0
         view = MemoryStore(db).get(made.memory_id)
         db.close()
         backups = sorted(p.name for p in (cfg.data_dir / "backups").iterdir())
-        assert embedded.data_version(cfg.pgdata_dir) == new, "the data folder was not re-initialised"
+        assert embedded.data_version(cfg.pgdata_dir) == new, (
+            "the data folder was not re-initialised"
+        )
         assert view.title == "引っ越し先", "the memory did not survive the upgrade"
         assert any(n.startswith(f"pg{old}-pmem-") and n.endswith(".dump") for n in backups), backups
         assert any(n.startswith(f"pgdata-pg{old}-") for n in backups), backups
-        print(f"upgraded {old} -> {new} in {elapsed:.1f}s; backups: {', '.join(backups)}; memory kept")
+        print(
+            f"upgraded {old} -> {new} in {elapsed:.1f}s; backups: {', '.join(backups)}; memory kept"
+        )
         return 0
     finally:
         embedded.stop(cfg.pgdata_dir)

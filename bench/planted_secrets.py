@@ -49,10 +49,14 @@ def catch_rate(seeds: int) -> dict:
             else:
                 caught += 1
     return {
-        "planted": total, "caught": caught, "rate": round(caught / total, 4),
-        "formats": len(formats), "missed_by_format": dict(missed), "seeds": seeds,
+        "planted": total,
+        "caught": caught,
+        "rate": round(caught / total, 4),
+        "formats": len(formats),
+        "missed_by_format": dict(missed),
+        "seeds": seeds,
         "seconds": round(time.perf_counter() - started, 2),
-    }  # fmt: skip
+    }
 
 
 def false_positives() -> dict:
@@ -68,8 +72,12 @@ def places() -> dict:
         env = dict(os.environ, PMEM_PLANTED_TABLE=str(out))
         proc = subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "tests/security/test_planted_places.py"],
-            cwd=ROOT, env=env, capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if not out.exists():
             sys.stderr.write(proc.stdout[-3000:] + proc.stderr[-3000:])
             raise SystemExit("the end-to-end test wrote no table")
@@ -79,7 +87,9 @@ def places() -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--places", action="store_true", help="also run the end-to-end scan (~3 min)")
     ap.add_argument("--json", action="store_true")
@@ -91,21 +101,29 @@ def main() -> None:
         print(json.dumps(result, ensure_ascii=False))
         return
     c = result["catch"]
-    print(f"catch rate: {c['caught']}/{c['planted']} = {c['rate']:.2%} "
-          f"({c['formats']} formats, {c['seeds']} seeds, {c['seconds']} s)")  # fmt: skip
+    print(
+        f"catch rate: {c['caught']}/{c['planted']} = {c['rate']:.2%} "
+        f"({c['formats']} formats, {c['seeds']} seeds, {c['seconds']} s)"
+    )
     for fmt, n in sorted(c["missed_by_format"].items()):
         print(f"  missed {n}x {fmt}")
     for name, fp in result["false_positives"].items():
-        print(f"false positives on {name}: {fp['non_secret_redactions']} in {fp['words']} words "
-              f"= {fp['per_10k_words']} per 10k words")  # fmt: skip
+        print(
+            f"false positives on {name}: {fp['non_secret_redactions']} in {fp['words']} words "
+            f"= {fp['per_10k_words']} per 10k words"
+        )
     if "places" in result:
         pl = result["places"]
         facts = pl["facts"]
-        print(f"\nplanted-secret table ({facts['secrets']} secrets, {facts['formats']} formats; "
-              f"{facts['llm_requests']} LLM and {facts['embedding_requests']} embedding requests; "
-              f"test passed: {pl['test_passed']})")  # fmt: skip
+        print(
+            f"\nplanted-secret table ({facts['secrets']} secrets, {facts['formats']} formats; "
+            f"{facts['llm_requests']} LLM and {facts['embedding_requests']} embedding requests; "
+            f"test passed: {pl['test_passed']})"
+        )
         width = max(len(k) for k in pl["table"])
-        for place, n in sorted(pl["table"].items(), key=lambda kv: (kv[0].startswith("table "), kv[0])):
+        for place, n in sorted(
+            pl["table"].items(), key=lambda kv: (kv[0].startswith("table "), kv[0])
+        ):
             print(f"  {place:<{width}}  {n}")
 
 

@@ -35,28 +35,48 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from core.settings import Settings  # noqa: E402
 from flows import prefect_server as ps  # noqa: E402
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def _api(port: int, auth: str, path: str, body: dict) -> list[dict]:
     import base64
 
     req = urllib.request.Request(
-        ps.api_url(port) + path, data=json.dumps(body).encode(), method="POST",
-        headers={"Content-Type": "application/json",
-                 "Authorization": "Basic " + base64.b64encode(auth.encode()).decode()},
-    )  # fmt: skip
+        ps.api_url(port) + path,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "Authorization": "Basic " + base64.b64encode(auth.encode()).decode(),
+        },
+    )
     with urllib.request.urlopen(req, timeout=30) as r:  # noqa: S310 (loopback)
         return json.loads(r.read())
 
 
 def newest_run(port: int, auth: str, settings: Settings) -> dict:
-    runs = _api(port, auth, "/flow_runs/filter", {
-        "flow_runs": {"tags": {"all_": [ps.data_tag(settings)]}}, "sort": "START_TIME_DESC", "limit": 20})  # fmt: skip
+    runs = _api(
+        port,
+        auth,
+        "/flow_runs/filter",
+        {
+            "flow_runs": {"tags": {"all_": [ps.data_tag(settings)]}},
+            "sort": "START_TIME_DESC",
+            "limit": 20,
+        },
+    )
     named = [r for r in runs if any(t.startswith("source:") for t in r["tags"])]
     if not named:
-        raise SystemExit("no backfill flow run of this data dir on its Prefect server: run a backfill first")
+        raise SystemExit(
+            "no backfill flow run of this data dir on its Prefect server: run a backfill first"
+        )
     return named[0]
 
 
@@ -73,7 +93,12 @@ def main() -> int:
         raise SystemExit("the managed Prefect server is not running: `pmem prefect start`")
     auth = ps.auth_string(settings)
     if args.run:
-        runs = _api(info.port, auth, "/flow_runs/filter", {"flow_runs": {"name": {"any_": [args.run]}}, "limit": 5})
+        runs = _api(
+            info.port,
+            auth,
+            "/flow_runs/filter",
+            {"flow_runs": {"name": {"any_": [args.run]}}, "limit": 5},
+        )
         if not runs:
             raise SystemExit(f"no flow run named {args.run} on {info.ui_url}")
         run = runs[0]
@@ -87,8 +112,9 @@ def main() -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     ms = int(args.timeout * 1000)
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=os.environ.get("PMEM_CHROMIUM", "/usr/bin/chromium"),
-                                     args=CHROMIUM_ARGS)  # fmt: skip
+        browser = pw.chromium.launch(
+            executable_path=os.environ.get("PMEM_CHROMIUM", "/usr/bin/chromium"), args=CHROMIUM_ARGS
+        )
         try:
             page = browser.new_page(viewport={"width": 1440, "height": 900})
             t0 = time.monotonic()
@@ -103,11 +129,17 @@ def main() -> int:
             page.get_by_text(run["name"]).first.wait_for(timeout=ms)
             time.sleep(1.0)  # let the list finish drawing
             page.screenshot(path=str(out))
-            print(f"runs list shows {run['name']} after {time.monotonic() - t0:.1f}s; screenshot {out}")
-            page.goto(f"{base}/runs/flow-run/{run['id']}", wait_until="domcontentloaded", timeout=ms)
+            print(
+                f"runs list shows {run['name']} after {time.monotonic() - t0:.1f}s; screenshot {out}"
+            )
+            page.goto(
+                f"{base}/runs/flow-run/{run['id']}", wait_until="domcontentloaded", timeout=ms
+            )
             page.get_by_text(run["name"]).first.wait_for(timeout=ms)
             page.screenshot(path=str(out.with_name(out.stem + "-run" + out.suffix)))
-            print(f"flow run page shows {run['name']}; screenshot {out.with_name(out.stem + '-run' + out.suffix)}")
+            print(
+                f"flow run page shows {run['name']}; screenshot {out.with_name(out.stem + '-run' + out.suffix)}"
+            )
         finally:
             browser.close()
     return 0

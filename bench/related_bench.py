@@ -54,12 +54,18 @@ def pct(xs: list[float], q: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--data-dir", type=Path, default=ROOT / ".pmem-eval")
     ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--rebuild", action="store_true", help="import and back-fill the eval exports again")
+    ap.add_argument(
+        "--rebuild", action="store_true", help="import and back-fill the eval exports again"
+    )
     ap.add_argument("--show", action="store_true", help="print each utterance's hits")
-    ap.add_argument("--rebuild-concepts", action="store_true", help="extract every experience's concepts again")
+    ap.add_argument(
+        "--rebuild-concepts", action="store_true", help="extract every experience's concepts again"
+    )
     a = ap.parse_args(argv)
 
     import eval as ev  # bench/eval.py
@@ -73,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr, flush=True)
 
     settings = ev._settings(a.data_dir, os.environ.get("DATABASE_URL"))
-    url = ev.ensure_built(settings, ev.EVAL_DIR, rebuild=a.rebuild, log=log, embed=False)  # no vectors needed
+    url = ev.ensure_built(
+        settings, ev.EVAL_DIR, rebuild=a.rebuild, log=log, embed=False
+    )  # no vectors needed
     db = Database(url)
     from providers.embeddings import embedder_from_env
 
@@ -85,9 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     # a name of the other language first needs them)
     stale = not cs.embeddings(emb.model)
     t0 = time.perf_counter()
-    counts = extract_concepts(db, a.data_dir / "runs", embedder=emb, rebuild=a.rebuild_concepts or stale)
-    log(f"concepts: {counts.get('experiences_read', 0)} experiences read in {time.perf_counter() - t0:.1f}s; "
-        f"store: {cs.counts()}, {len(cs.embeddings(emb.model))} names embedded")  # fmt: skip
+    counts = extract_concepts(
+        db, a.data_dir / "runs", embedder=emb, rebuild=a.rebuild_concepts or stale
+    )
+    log(
+        f"concepts: {counts.get('experiences_read', 0)} experiences read in {time.perf_counter() - t0:.1f}s; "
+        f"store: {cs.counts()}, {len(cs.embeddings(emb.model))} names embedded"
+    )
 
     svc = MemoryService(db, embedder=emb, tz="Asia/Tokyo")
     now = svc.now(NOW)
@@ -104,23 +116,35 @@ def main(argv: list[str] | None = None) -> int:
     for u in UTTERANCES:
         r = svc.related(u, now=now)
         xs = times[u]
-        print(f"{u:<34} {len(r.hits):>4}  {statistics.median(xs):7.1f} {pct(xs, 0.95):7.1f} {max(xs):7.1f}  "
-              f"{', '.join(r.attention)}")  # fmt: skip
+        print(
+            f"{u:<34} {len(r.hits):>4}  {statistics.median(xs):7.1f} {pct(xs, 0.95):7.1f} {max(xs):7.1f}  "
+            f"{', '.join(r.attention)}"
+        )
         if a.show:
             for h in r.hits:
                 print(f"    {h.rank}. {h.memory_id} {' → '.join(h.path)} [{h.why}] {h.title}")
-    print(f"all {len(allms)} calls: p50 {statistics.median(allms):.1f} ms, p95 {pct(allms, 0.95):.1f} ms, "
-          f"max {max(allms):.1f} ms (goal: < 200 ms)")  # fmt: skip
+    print(
+        f"all {len(allms)} calls: p50 {statistics.median(allms):.1f} ms, p95 {pct(allms, 0.95):.1f} ms, "
+        f"max {max(allms):.1f} ms (goal: < 200 ms)"
+    )
     db.close()
 
     env = dict(os.environ, PMEM_DATA_DIR=str(a.data_dir), DATABASE_URL=url, PMEM_TZ="Asia/Tokyo")
     t = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "cli.main", "related", UTTERANCES[0], "--now", NOW, "--json"],
-                          env=env, cwd=ROOT, capture_output=True, text=True, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "cli.main", "related", UTTERANCES[0], "--now", NOW, "--json"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     wall = time.perf_counter() - t
     hits = json.loads(proc.stdout.splitlines()[-1])["hits"] if proc.returncode == 0 else []
-    print(f"`pmem related {UTTERANCES[0]} --json` in a fresh process: {wall * 1000:.0f} ms wall "
-          f"(exit {proc.returncode}, {len(hits)} hits) at {datetime.now().isoformat(timespec='seconds')}")  # fmt: skip
+    print(
+        f"`pmem related {UTTERANCES[0]} --json` in a fresh process: {wall * 1000:.0f} ms wall "
+        f"(exit {proc.returncode}, {len(hits)} hits) at {datetime.now().isoformat(timespec='seconds')}"
+    )
     return 0
 
 

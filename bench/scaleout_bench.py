@@ -55,8 +55,14 @@ def _export_text(url: str) -> str:
 
 
 def _pmem(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], env=env, cwd=PROJECT, capture_output=True,
-                          text=True, timeout=3600)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        env=env,
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
 
 
 def _last_json(out: subprocess.CompletedProcess[str]) -> dict:
@@ -71,9 +77,13 @@ def _api(env: dict[str, str], budget: str) -> tuple[subprocess.Popen[bytes], str
     from tests.conftest import free_port
 
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "cli.main", "api", "--port", str(port)],
-                            env=env | {"PMEM_COMMIT_BUDGET": budget}, cwd=PROJECT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "api", "--port", str(port)],
+        env=env | {"PMEM_COMMIT_BUDGET": budget},
+        cwd=PROJECT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:
@@ -85,10 +95,16 @@ def _api(env: dict[str, str], budget: str) -> tuple[subprocess.Popen[bytes], str
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--conversations", type=int, default=40)
-    ap.add_argument("--latency", type=float, default=1.0, help="seconds the model takes per request")
-    ap.add_argument("--budget", default=None, help="commit through `pmem api` under this budget, e.g. 30/1s")
+    ap.add_argument(
+        "--latency", type=float, default=1.0, help="seconds the model takes per request"
+    )
+    ap.add_argument(
+        "--budget", default=None, help="commit through `pmem api` under this budget, e.g. 30/1s"
+    )
     ap.add_argument("--batch", type=int, default=2, help="conversations per batch")
     args = ap.parse_args()
 
@@ -97,14 +113,25 @@ def main() -> None:
 
     with scratch("pmem-scaleout-bench-") as s, CountingModel(delay=args.latency) as model:
         export = s.base / "conversations.json"
-        things = [(f"{t}{i // len(THINGS) or ''}", a, b) for i, (t, a, b) in
-                  ((i, THINGS[i % len(THINGS)]) for i in range(args.conversations))]  # fmt: skip
-        export.write_text(json.dumps([_conversation(i, *t) for i, t in enumerate(things)], ensure_ascii=False))
-        base = dict(os.environ, PMEM_DATA_DIR=str(s.base / "data"), PMEM_EMBEDDER="none",
-                    PMEM_LLM="openai:gpt-scripted", PMEM_OPENAI_BASE_URL=model.url + "/v1",
-                    PMEM_BATCH_MAX_CONVERSATIONS=str(args.batch), PMEM_MAX_CONCURRENCY="1",
-                    PREFECT_WORKER_QUERY_SECONDS="1", PREFECT_WORKER_PREFETCH_SECONDS="2",
-                    PMEM_RUNS_URL=str(s.base / "runs"))  # fmt: skip
+        things = [
+            (f"{t}{i // len(THINGS) or ''}", a, b)
+            for i, (t, a, b) in ((i, THINGS[i % len(THINGS)]) for i in range(args.conversations))
+        ]
+        export.write_text(
+            json.dumps([_conversation(i, *t) for i, t in enumerate(things)], ensure_ascii=False)
+        )
+        base = dict(
+            os.environ,
+            PMEM_DATA_DIR=str(s.base / "data"),
+            PMEM_EMBEDDER="none",
+            PMEM_LLM="openai:gpt-scripted",
+            PMEM_OPENAI_BASE_URL=model.url + "/v1",
+            PMEM_BATCH_MAX_CONVERSATIONS=str(args.batch),
+            PMEM_MAX_CONCURRENCY="1",
+            PREFECT_WORKER_QUERY_SECONDS="1",
+            PREFECT_WORKER_PREFETCH_SECONDS="2",
+            PMEM_RUNS_URL=str(s.base / "runs"),
+        )
         os.environ["PMEM_DATA_DIR"] = base["PMEM_DATA_DIR"]
         from core.settings import Settings
 
@@ -116,11 +143,23 @@ def main() -> None:
         finally:
             stop_server(settings)
         same = results["single"].pop("export") == results["pool"].pop("export")
-        print(json.dumps({"conversations": args.conversations, "latency": args.latency, "budget": args.budget,
-                          "exports_equal": same, **results}, indent=1))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "conversations": args.conversations,
+                    "latency": args.latency,
+                    "budget": args.budget,
+                    "exports_equal": same,
+                    **results,
+                },
+                indent=1,
+            )
+        )
 
 
-def _runs(args: argparse.Namespace, base: dict[str, str], export: Path, model: Any, s: Any) -> dict[str, dict]:
+def _runs(
+    args: argparse.Namespace, base: dict[str, str], export: Path, model: Any, s: Any
+) -> dict[str, dict]:
     from tests.test_scaleout import Worker
 
     results: dict[str, dict] = {}
@@ -139,7 +178,9 @@ def _runs(args: argparse.Namespace, base: dict[str, str], export: Path, model: A
             if mode == "pool":
                 pool = f"bench-{uuid.uuid4().hex[:6]}"
                 _last_json(_pmem(env, "deploy", "--pool", pool, "--json"))
-                workers = [Worker(env | {"OPENAI_API_KEY": f"key-{n}"}, pool, n) for n in ("a", "b")]
+                workers = [
+                    Worker(env | {"OPENAI_API_KEY": f"key-{n}"}, pool, n) for n in ("a", "b")
+                ]
                 for w in workers:
                     w.wait_for("started", timeout=120)
                 cmd += ["--pool", pool, "--wait"]
@@ -154,12 +195,17 @@ def _runs(args: argparse.Namespace, base: dict[str, str], export: Path, model: A
                 api.wait(10)
         seen = model.seen[before:]
         results[mode] = {
-            "wall_seconds": round(wall, 1), "drafter_calls": summary["drafter_calls"],
-            "fake_server_requests": len(seen), "by_key": dict(Counter(k for k, _, _ in seen)),
-            "rate_limited": summary["rate_limited"], "memory_api_requests": summary["memory_api_requests"],
-            "batches_total": summary["batches_total"], "commits": summary["commits"],
-            "status": summary["status"], "export": _export_text(env["DATABASE_URL"]),
-        }  # fmt: skip
+            "wall_seconds": round(wall, 1),
+            "drafter_calls": summary["drafter_calls"],
+            "fake_server_requests": len(seen),
+            "by_key": dict(Counter(k for k, _, _ in seen)),
+            "rate_limited": summary["rate_limited"],
+            "memory_api_requests": summary["memory_api_requests"],
+            "batches_total": summary["batches_total"],
+            "commits": summary["commits"],
+            "status": summary["status"],
+            "export": _export_text(env["DATABASE_URL"]),
+        }
     return results
 
 

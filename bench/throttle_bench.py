@@ -38,12 +38,27 @@ from store.budget import PgWindow, client_window  # noqa: E402
 from store.db import Database  # noqa: E402
 
 
-def run(url: str, db: Database, *, name: str, commits: int, limit: int, window: float, workers: int,
-        use_window: bool) -> dict[str, float]:  # fmt: skip
+def run(
+    url: str,
+    db: Database,
+    *,
+    name: str,
+    commits: int,
+    limit: int,
+    window: float,
+    workers: int,
+    use_window: bool,
+) -> dict[str, float]:
     from store.tokens import TokenStore
 
     api = HttpMemoryAPI(url, client_name=name, token=TokenStore(db).create(name).token)
-    limiter = SlidingWindowLimiter(max_wait=3600, backend=PgWindow(db, f"client:{name}", limit, client_window(window))) if use_window else None
+    limiter = (
+        SlidingWindowLimiter(
+            max_wait=3600, backend=PgWindow(db, f"client:{name}", limit, client_window(window))
+        )
+        if use_window
+        else None
+    )
     cc = AdaptiveConcurrency(start=3, maximum=workers, quiet=window, max_wait=3600)
     lock = threading.Lock()
     todo = list(range(commits))
@@ -56,9 +71,13 @@ def run(url: str, db: Database, *, name: str, commits: int, limit: int, window: 
                 if not todo:
                     return
                 i = todo.pop()
-            req = CommitRequest(kind="episode", title=f"bench {name} {i}", canonical_summary="throttle bench",
-                                index_summary="bench",  # no evidence: the API takes only ledger excerpts
-                                idempotency_key=f"bench:{name}:{i}")  # fmt: skip
+            req = CommitRequest(
+                kind="episode",
+                title=f"bench {name} {i}",
+                canonical_summary="throttle bench",
+                index_summary="bench",  # no evidence: the API takes only ledger excerpts
+                idempotency_key=f"bench:{name}:{i}",
+            )
             while True:
                 with cc.slot():
                     if limiter is not None:
@@ -92,7 +111,9 @@ def run(url: str, db: Database, *, name: str, commits: int, limit: int, window: 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--commits", type=int, default=1000)
     ap.add_argument("--budget", default="100/10s", help="scaled budget (300/600s in production)")
     ap.add_argument("--workers", type=int, default=3)
@@ -102,15 +123,29 @@ def main() -> None:
     with scratch("pmem-bench-") as pg:
         db = Database(pg.database("bench"))
         server = serve_in_thread(db, budget=(limit, window))
-        print(f"{args.commits} commits, budget {limit}/{window:g}s, {args.workers} workers, API {server.url}")
+        print(
+            f"{args.commits} commits, budget {limit}/{window:g}s, {args.workers} workers, API {server.url}"
+        )
         rows = {}
         for name, use_window in (("ours", True), ("baseline", False)):
-            rows[name] = run(server.url, db, name=f"{name}-{os.getpid()}", commits=args.commits, limit=limit,
-                             window=window, workers=args.workers, use_window=use_window)  # fmt: skip
-        print(f"{'run':10} {'elapsed s':>10} {'utilisation':>12} {'429s':>6} {'429s after 1st window':>22} {'min conc.':>9}")
+            rows[name] = run(
+                server.url,
+                db,
+                name=f"{name}-{os.getpid()}",
+                commits=args.commits,
+                limit=limit,
+                window=window,
+                workers=args.workers,
+                use_window=use_window,
+            )
+        print(
+            f"{'run':10} {'elapsed s':>10} {'utilisation':>12} {'429s':>6} {'429s after 1st window':>22} {'min conc.':>9}"
+        )
         for name, r in rows.items():
-            print(f"{name:10} {r['elapsed_s']:10.1f} {r['utilisation']:11.1%} {r['429_total']:6d} "
-                  f"{r['429_after_first_window']:22d} {r['min_concurrency']:9d}")  # fmt: skip
+            print(
+                f"{name:10} {r['elapsed_s']:10.1f} {r['utilisation']:11.1%} {r['429_total']:6d} "
+                f"{r['429_after_first_window']:22d} {r['min_concurrency']:9d}"
+            )
         server.stop()
         db.close()
 

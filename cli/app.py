@@ -32,7 +32,13 @@ EXIT_ERROR = 1
 EXIT_TEMPFAIL = 75  # rate-limit stop: run the same command again later
 EXIT_NO_CONSENT = 77  # text would leave the machine without the owner's consent: nothing sent
 
-_PLAIN_TYPES = {"str": "TEXT", "int": "INTEGER", "float": "NUMBER", "path": "PATH", "datetime": "TIME"}
+_PLAIN_TYPES = {
+    "str": "TEXT",
+    "int": "INTEGER",
+    "float": "NUMBER",
+    "path": "PATH",
+    "datetime": "TIME",
+}
 
 
 def _plain_type(label: str | None) -> str | None:
@@ -118,7 +124,9 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-db_app = typer.Typer(help="The embedded PostgreSQL (or the server DATABASE_URL points at).", no_args_is_help=True)
+db_app = typer.Typer(
+    help="The embedded PostgreSQL (or the server DATABASE_URL points at).", no_args_is_help=True
+)
 app.add_typer(db_app, name="db")
 
 _err_console: Console | None = None
@@ -170,8 +178,14 @@ def _error_json(err: PmemError, exit_code: int) -> dict[str, Any]:
     """What `--json` prints when a command fails: one object, last on stdout, as on success.
     A rate-limit stop carries the run's summary so far (``status: stopped``)."""
     if isinstance(err, RateLimitStop):
-        return {**(getattr(err, "summary", None) or {}), "status": "stopped", "run_id": err.run_id,
-                "stop_reason": str(err), "retry_after": err.retry_after, "exit_code": exit_code}  # fmt: skip
+        return {
+            **(getattr(err, "summary", None) or {}),
+            "status": "stopped",
+            "run_id": err.run_id,
+            "stop_reason": str(err),
+            "retry_after": err.retry_after,
+            "exit_code": exit_code,
+        }
     code = "consent-required" if isinstance(err, ConsentRequired) else "error"
     body: dict[str, Any] = {"error": code, "message": str(err), "exit_code": exit_code}
     if err.hint:
@@ -218,8 +232,16 @@ def step_bars() -> Any:
     )
 
     console = stderr_console()
-    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console, transient=True, disable=not console.is_terminal)  # fmt: skip
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
 
 
 def settings() -> Settings:
@@ -245,8 +267,13 @@ def version_info() -> dict[str, str]:
         number = "unknown (not installed)"
     zone, origin = time_zone()
     cfg = get_settings()
-    return {"version": number, "data_dir": str(cfg.data_dir), "time_zone": zone, "time_zone_from": origin,
-            "python": sys.version.split()[0]}  # fmt: skip
+    return {
+        "version": number,
+        "data_dir": str(cfg.data_dir),
+        "time_zone": zone,
+        "time_zone_from": origin,
+        "python": sys.version.split()[0],
+    }
 
 
 def _version(value: bool) -> None:
@@ -257,10 +284,17 @@ def _version(value: bool) -> None:
     except PmemError as err:
         stderr_console().print(f"[red]error:[/] {escape(for_terminal(str(err)))}")
         raise typer.Exit(EXIT_ERROR) from None
-    origin = {"PMEM_TZ": "from PMEM_TZ", "TZ": "from $TZ", "system": "the system's", "default": "no zone set"}
+    origin = {
+        "PMEM_TZ": "from PMEM_TZ",
+        "TZ": "from $TZ",
+        "system": "the system's",
+        "default": "no zone set",
+    }
     typer.echo(f"pmem {info['version']} (Python {info['python']})")
     typer.echo(f"data dir: {for_terminal(info['data_dir'])}")
-    typer.echo(f"time zone: {info['time_zone']} ({origin[info['time_zone_from']]}; PMEM_TZ sets it)")
+    typer.echo(
+        f"time zone: {info['time_zone']} ({origin[info['time_zone_from']]}; PMEM_TZ sets it)"
+    )
     raise typer.Exit(0)
 
 
@@ -281,15 +315,27 @@ def _install_notices() -> None:
 
 
 def _announce_database(st: Any) -> None:
-    stderr_console().print(f"started the embedded PostgreSQL (pid {st.pid}) in {escape(for_terminal(st.pgdata))}; "
-                      "it keeps running for the next commands: `pmem stop` stops it", highlight=False)  # fmt: skip
+    stderr_console().print(
+        f"started the embedded PostgreSQL (pid {st.pid}) in {escape(for_terminal(st.pgdata))}; "
+        "it keeps running for the next commands: `pmem stop` stops it",
+        highlight=False,
+    )
 
 
 @app.callback()
 def _root(
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Log progress details to stderr.")] = False,
-    version: Annotated[bool, typer.Option("--version", help="Print the version, the data dir and the time zone in use.",
-                                          callback=_version, is_eager=True)] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Log progress details to stderr.")
+    ] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the version, the data dir and the time zone in use.",
+            callback=_version,
+            is_eager=True,
+        ),
+    ] = False,
 ) -> None:
     from store import embedded
 

@@ -22,10 +22,14 @@ import typer
 from cli.app import EXIT_ERROR, app, err_console, handle_errors, print_json, settings
 from core.display import for_terminal as tty
 
-owner_app = typer.Typer(help="The owner of the remote server (the consent page's passphrase).", no_args_is_help=True)
+owner_app = typer.Typer(
+    help="The owner of the remote server (the consent page's passphrase).", no_args_is_help=True
+)
 app.add_typer(owner_app, name="owner")
-auth_app = typer.Typer(help="OAuth clients and tokens of the remote server (`pmem serve --http`).",
-                       no_args_is_help=True)  # fmt: skip
+auth_app = typer.Typer(
+    help="OAuth clients and tokens of the remote server (`pmem serve --http`).",
+    no_args_is_help=True,
+)
 app.add_typer(auth_app, name="auth")
 
 PASSWORD_ENV = "PMEM_OWNER_PASSWORD"
@@ -55,8 +59,12 @@ def set_password(as_json: Annotated[bool, typer.Option("--json")] = False) -> No
         import sys
 
         if not sys.stdin.isatty():
-            raise ConfigError("no passphrase given", hint=f"run it in a terminal, or set {PASSWORD_ENV}")
-        password = typer.prompt("owner passphrase", hide_input=True, confirmation_prompt=True, err=True)
+            raise ConfigError(
+                "no passphrase given", hint=f"run it in a terminal, or set {PASSWORD_ENV}"
+            )
+        password = typer.prompt(
+            "owner passphrase", hide_input=True, confirmation_prompt=True, err=True
+        )
     _oauth().set_owner_password(password)
     if as_json:
         print_json({"owner_password": "set"})
@@ -78,7 +86,11 @@ def auth_clients(
     for c in items:
         state = f"revoked {c.revoked_at:%Y-%m-%d}" if c.revoked_at else "active"
         uris = ", ".join(c.metadata.get("redirect_uris") or [])
-        typer.echo(tty(f"{c.client_id}  {c.name}  {c.client_name or '-'}  {uris}  created {c.created_at:%Y-%m-%d}  {state}"))
+        typer.echo(
+            tty(
+                f"{c.client_id}  {c.name}  {c.client_name or '-'}  {uris}  created {c.created_at:%Y-%m-%d}  {state}"
+            )
+        )
     if not items:
         err_console.print("no clients (a client registers itself when you connect it)")
 
@@ -86,7 +98,9 @@ def auth_clients(
 @auth_app.command("tokens")
 @handle_errors
 def auth_tokens(
-    all_: Annotated[bool, typer.Option("--all", help="Include revoked and expired tokens.")] = False,
+    all_: Annotated[
+        bool, typer.Option("--all", help="Include revoked and expired tokens.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """OAuth access and refresh tokens (ids, clients, scopes, dates; never the tokens)."""
@@ -97,9 +111,16 @@ def auth_tokens(
         print_json({"tokens": [t.as_json() for t in items]})
         return
     for t in items:
-        state = f"revoked {t.revoked_at:%Y-%m-%d %H:%M}" if t.revoked_at else (
-            f"expires {t.expires_at:%Y-%m-%d %H:%M}" if t.expires_at else "no expiry")  # fmt: skip
-        typer.echo(tty(f"{t.token_id}  {t.kind:<7}  {t.name}  {','.join(t.scopes)}  family {t.family_id or '-'}  {state}"))
+        state = (
+            f"revoked {t.revoked_at:%Y-%m-%d %H:%M}"
+            if t.revoked_at
+            else (f"expires {t.expires_at:%Y-%m-%d %H:%M}" if t.expires_at else "no expiry")
+        )
+        typer.echo(
+            tty(
+                f"{t.token_id}  {t.kind:<7}  {t.name}  {','.join(t.scopes)}  family {t.family_id or '-'}  {state}"
+            )
+        )
     if not items:
         err_console.print("no OAuth tokens")
 
@@ -107,7 +128,12 @@ def auth_tokens(
 @auth_app.command("revoke")
 @handle_errors
 def auth_revoke(
-    target: Annotated[str, typer.Argument(help="A client id or name (revokes the client and all its tokens), or a token id tok_… (revokes its whole grant).")],
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="A client id or name (revokes the client and all its tokens), or a token id tok_… (revokes its whole grant)."
+        ),
+    ],
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Revoke at once: the server refuses the client's tokens from the next request on."""
@@ -115,7 +141,9 @@ def auth_revoke(
     clients, tokens = store.revoke_client(target)
     if not clients and target.startswith("tok_"):
         with store.db.connection() as conn:
-            row = conn.execute("SELECT family_id FROM auth_tokens WHERE token_id = %s", (target,)).fetchone()
+            row = conn.execute(
+                "SELECT family_id FROM auth_tokens WHERE token_id = %s", (target,)
+            ).fetchone()
             if row is not None:
                 tokens = conn.execute(
                     """UPDATE auth_tokens SET revoked_at = now() WHERE revoked_at IS NULL
@@ -136,8 +164,20 @@ def auth_revoke(
 @auth_app.command("token")
 @handle_errors
 def auth_token(
-    client: Annotated[str, typer.Option("--client", help="The owner's own client, e.g. backfill (its name on revisions and budget).")],
-    scope: Annotated[list[str] | None, typer.Option("--scope", help="Repeatable: memory.read, memory.propose, memory.write, memory.delete, memory.publish (default memory.read memory.write).")] = None,
+    client: Annotated[
+        str,
+        typer.Option(
+            "--client",
+            help="The owner's own client, e.g. backfill (its name on revisions and budget).",
+        ),
+    ],
+    scope: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--scope",
+            help="Repeatable: memory.read, memory.propose, memory.write, memory.delete, memory.publish (default memory.read memory.write).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Issue a refresh token for one of your own clients, without the consent page (you are the
@@ -152,23 +192,44 @@ def auth_token(
     _, refresh = store.issue(c, scopes, None)
     assert refresh is not None
     if as_json:
-        print_json({"client_id": c.client_id, "name": c.name, "scopes": list(scopes),
-                    "refresh_token": refresh.token, "token_id": refresh.info.token_id})  # fmt: skip
+        print_json(
+            {
+                "client_id": c.client_id,
+                "name": c.name,
+                "scopes": list(scopes),
+                "refresh_token": refresh.token,
+                "token_id": refresh.info.token_id,
+            }
+        )
         return
-    err_console.print(f"refresh token {refresh.info.token_id} for client {c.client_id} ({', '.join(scopes)}); "
-                      f"shown once: set PMEM_MEMORY_REFRESH_TOKEN and PMEM_MEMORY_CLIENT_ID={c.client_id} "
-                      "where the committer runs")  # fmt: skip
+    err_console.print(
+        f"refresh token {refresh.info.token_id} for client {c.client_id} ({', '.join(scopes)}); "
+        f"shown once: set PMEM_MEMORY_REFRESH_TOKEN and PMEM_MEMORY_CLIENT_ID={c.client_id} "
+        "where the committer runs"
+    )
     typer.echo(refresh.token)
 
 
 @app.command("publish")
 @handle_errors
 def publish(
-    memory_id: Annotated[str, typer.Argument(help="The memory to put on the public page (GET /public).")],
-    title: Annotated[str | None, typer.Option("--title", help="The public title (default: the memory's, redacted).")] = None,
-    summary: Annotated[str | None, typer.Option("--summary", help="The public summary (default: the memory's index summary, redacted).")] = None,
+    memory_id: Annotated[
+        str, typer.Argument(help="The memory to put on the public page (GET /public).")
+    ],
+    title: Annotated[
+        str | None,
+        typer.Option("--title", help="The public title (default: the memory's, redacted)."),
+    ] = None,
+    summary: Annotated[
+        str | None,
+        typer.Option(
+            "--summary", help="The public summary (default: the memory's index summary, redacted)."
+        ),
+    ] = None,
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
-    unpublish: Annotated[bool, typer.Option("--unpublish", help="Take it off the public page.")] = False,
+    unpublish: Annotated[
+        bool, typer.Option("--unpublish", help="Take it off the public page.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Publish a memory's title and summary (after the secret guard) to the public projection,
@@ -182,13 +243,17 @@ def publish(
         if as_json:
             print_json({"memory_id": memory_id, "unpublished": done})
         else:
-            err_console.print(tty(f"{memory_id}: {'taken off' if done else 'was not on'} the public page"))
+            err_console.print(
+                tty(f"{memory_id}: {'taken off' if done else 'was not on'} the public page")
+            )
         return
     draft = store.draft(memory_id)
     from core.secrets import redact
 
-    shown = {"title": redact(title)[0] if title else draft["title"],
-             "summary": redact(summary)[0] if summary else draft["summary"]}  # fmt: skip
+    shown = {
+        "title": redact(title)[0] if title else draft["title"],
+        "summary": redact(summary)[0] if summary else draft["summary"],
+    }
     err_console.print(tty(f"public title:   {shown['title']}"))
     err_console.print(tty(f"public summary: {shown['summary']}", keep_newlines=True))
     if not yes and not typer.confirm("publish this on the public page?", err=True):

@@ -55,8 +55,10 @@ def _prefect_env(settings: Settings) -> None:
         from flows.prefect_server import ensure_server
 
         def started(url: str, pid: int) -> None:
-            err_console.print(f"started the local Prefect server {url.removesuffix('/api')} (pid {pid}); "
-                              "it keeps running for the next commands: `pmem prefect stop` stops it")  # fmt: skip
+            err_console.print(
+                f"started the local Prefect server {url.removesuffix('/api')} (pid {pid}); "
+                "it keeps running for the next commands: `pmem prefect stop` stops it"
+            )
 
         os.environ["PREFECT_API_URL"] = ensure_server(settings, on_start=started)
         from flows.prefect_server import client_env
@@ -70,14 +72,18 @@ def quiet_prefect_console() -> None:
     (ids and counts only); `pmem -v` keeps the console output."""
     if logging.getLogger().level <= logging.INFO:  # --verbose
         return
-    for name in [n for n in logging.root.manager.loggerDict if n == "prefect" or n.startswith("prefect.")]:
+    for name in [
+        n for n in logging.root.manager.loggerDict if n == "prefect" or n.startswith("prefect.")
+    ]:
         for handler in logging.getLogger(name).handlers:
             if isinstance(handler, logging.StreamHandler):
                 handler.setLevel(logging.CRITICAL)
     logging.getLogger("prefect").propagate = False  # nor through the CLI's own stderr handler
 
 
-def _run_backfill(source: str, export: str | None, dry_run: bool, llm: str | None, embed: bool = True) -> dict[str, Any]:
+def _run_backfill(
+    source: str, export: str | None, dry_run: bool, llm: str | None, embed: bool = True
+) -> dict[str, Any]:
     """The backfill flow over one export (a resolved path; None or "": --pending)."""
     from cli.foreground import foreground_run
 
@@ -91,7 +97,9 @@ def _run_backfill(source: str, export: str | None, dry_run: bool, llm: str | Non
         quiet_prefect_console()
         sweep_crashed_runs(cfg)  # runs a kill left RUNNING become Crashed
         with tracked_runs(cfg):  # tags: this data dir and this process, for the next sweep
-            return backfill_flow(source=source, export_path=export or "", dry_run=dry_run, llm=llm, embed=embed)
+            return backfill_flow(
+                source=source, export_path=export or "", dry_run=dry_run, llm=llm, embed=embed
+            )
 
 
 class _EstimateOnly:
@@ -148,11 +156,16 @@ def estimate_words(est: dict[str, Any]) -> str:
     n, b = est["conversations_to_draft"], est["batches_to_draft"]
     if not n:
         return f"estimate for {est['model']}: nothing to draft"
-    line = (f"estimate for {est['model']}: {plural(n, 'conversation')} in {plural(b, 'batch')} to draft, "
-            f"~{est['estimated_input_tokens']:,} input and ~{est['estimated_output_tokens']:,} output tokens, "
-            + ("no cost (offline), " if est["estimated_cost_usd"] == 0 else
-               f"cost ~{_usd(est['estimated_cost_usd'])} (prices of {est['price_as_of']}), ")
-            + f"~{plural(est['expected_commits'], 'commit')}")  # fmt: skip
+    line = (
+        f"estimate for {est['model']}: {plural(n, 'conversation')} in {plural(b, 'batch')} to draft, "
+        f"~{est['estimated_input_tokens']:,} input and ~{est['estimated_output_tokens']:,} output tokens, "
+        + (
+            "no cost (offline), "
+            if est["estimated_cost_usd"] == 0
+            else f"cost ~{_usd(est['estimated_cost_usd'])} (prices of {est['price_as_of']}), "
+        )
+        + f"~{plural(est['expected_commits'], 'commit')}"
+    )
     if est.get("memory_api_seconds"):
         line += f"; the memory API's budget makes the commits take at least {_duration(est['memory_api_seconds'])}"
     if est.get("max_cost") is not None:
@@ -164,8 +177,15 @@ def _interactive() -> bool:
     return sys.stdin.isatty()
 
 
-def _consent(source: str, export: str | None, llm: str | None, rules: list[str], yes: bool,
-             est: dict[str, Any] | None, include_others: bool = False) -> None:  # fmt: skip
+def _consent(
+    source: str,
+    export: str | None,
+    llm: str | None,
+    rules: list[str],
+    yes: bool,
+    est: dict[str, Any] | None,
+    include_others: bool = False,
+) -> None:
     """Before text leaves the machine: show what would be sent to each remote model that has no
     remembered consent for this data dir and scope, and ask (or take --yes). Without a terminal
     and without --yes: refuse (ConsentRequired, exit 77). Nothing has been sent at this point."""
@@ -173,7 +193,11 @@ def _consent(source: str, export: str | None, llm: str | None, rules: list[str],
 
     cfg = settings()
     scope = cs.drafting_scope(source, include_others)
-    targets = [t for t in (cs.drafting_target(llm or cfg.llm, scope), cs.embedding_target()) if t is not None]
+    targets = [
+        t
+        for t in (cs.drafting_target(llm or cfg.llm, scope), cs.embedding_target())
+        if t is not None
+    ]
     for target in targets:
         if target.kind == "drafting" and cs.find(cfg, target) is None:
             est = est or _estimate(source, export, llm)
@@ -193,8 +217,10 @@ def confirm_send(target: Target, est: dict[str, Any] | None, rules: list[str], y
         lines = cs.preview_lines(est, target, rules)
         preview = cs.preview_of(est)
     else:
-        lines = [f"would send to {target.describe()} for embedding: the text of the memories (titles, "
-                 "summaries, aliases, tags) and your search queries; never raw messages"]  # fmt: skip
+        lines = [
+            f"would send to {target.describe()} for embedding: the text of the memories (titles, "
+            "summaries, aliases, tags) and your search queries; never raw messages"
+        ]
         preview = {}
     for line in lines:
         err_console.print(escape(tty(line)))
@@ -203,28 +229,43 @@ def confirm_send(target: Target, est: dict[str, Any] | None, rules: list[str], y
             raise ConsentRequired(
                 f"consent to send to {target.describe()} is needed and there is no terminal to ask",
                 hint="run it in a terminal to answer, or add --yes to consent (it is remembered for this "
-                "data dir)" + ("; --estimate shows what would be sent" if target.kind == "drafting" else ""),
+                "data dir)"
+                + ("; --estimate shows what would be sent" if target.kind == "drafting" else ""),
             )
         what = "these conversations" if target.kind == "drafting" else "memory texts and queries"
-        if not typer.confirm(f"send {what} to {target.describe()}? (remembered for this data dir)",
-                             default=False, err=True):  # fmt: skip
+        if not typer.confirm(
+            f"send {what} to {target.describe()}? (remembered for this data dir)",
+            default=False,
+            err=True,
+        ):
             raise ConsentRequired(f"the owner declined sending to {target.describe()}")
     cs.grant(cfg, target, rules if target.kind == "drafting" else [], preview)
     err_console.print(f"consent recorded in {cfg.data_dir / 'consent.json'}")
 
 
 _STATUS_WORDS = {
-    "complete": "complete", "failed": "failed", "stopped": "stopped by a rate limit",
-    "cost_limit": "stopped at --max-cost", "interrupted": "interrupted", "open": "running",
-}  # fmt: skip
+    "complete": "complete",
+    "failed": "failed",
+    "stopped": "stopped by a rate limit",
+    "cost_limit": "stopped at --max-cost",
+    "interrupted": "interrupted",
+    "open": "running",
+}
 
 
 def summary_words(summary: dict[str, Any]) -> list[str]:
     """The run's summary in words (no Python reprs, plurals right)."""
     s = summary
     head = f"run {s['run_id']} {_STATUS_WORDS.get(s['status'], s['status'])}"
-    extras = [w for w, on in (("resumed", s.get("resumed")), ("dry run", s.get("dry_run")),
-                              ("redraft", s.get("redraft"))) if on]  # fmt: skip
+    extras = [
+        w
+        for w, on in (
+            ("resumed", s.get("resumed")),
+            ("dry run", s.get("dry_run")),
+            ("redraft", s.get("redraft")),
+        )
+        if on
+    ]
     if extras:
         head += f" ({', '.join(extras)})"
     conv = plural(s["conversations"], "conversation")
@@ -234,14 +275,19 @@ def summary_words(summary: dict[str, Any]) -> list[str]:
         conv += f", {s['excluded']} excluded by your rules"
     batches = plural(s["batches_total"], "batch")
     if s["batches_total"]:
-        parts = [f"{s['batches_drafted']} drafted now", f"{s['batches_skipped_complete']} drafted before"]
+        parts = [
+            f"{s['batches_drafted']} drafted now",
+            f"{s['batches_skipped_complete']} drafted before",
+        ]
         if s.get("batches_failed"):
             parts.append(f"{s['batches_failed']} failed")
         if s.get("batches_left"):
             parts.append(f"{s['batches_left']} left for the next run")
         batches += f" ({', '.join(parts)})"
-    work = (f"{plural(s['drafter_calls'], 'drafter call')}, {plural(s['commits'], 'commit')}, "
-            f"{plural(s['rejected_evidence'], 'evidence pointer')} rejected")  # fmt: skip
+    work = (
+        f"{plural(s['drafter_calls'], 'drafter call')}, {plural(s['commits'], 'commit')}, "
+        f"{plural(s['rejected_evidence'], 'evidence pointer')} rejected"
+    )
     if s.get("input_tokens") or s.get("output_tokens") or s.get("run_cost_usd"):
         work += f"; {s['input_tokens']:,} input and {s['output_tokens']:,} output tokens, cost {_usd(s.get('cost_usd'))}"
         if s.get("resumed") and s.get("run_cost_usd") is not None:
@@ -271,15 +317,22 @@ def _print_indexed(out: dict[str, Any] | None) -> None:
     else:
         line += f"; embedded {out['messages']} messages, {out['memories']} memories with {out['vectors']}"
     if out.get("messages_without_forms"):
-        line += (f"; Japanese normal forms pending for {out['messages_without_forms']} messages "
-                 "(`pmem reindex` adds them; recall matches on the characters meanwhile)")  # fmt: skip
+        line += (
+            f"; Japanese normal forms pending for {out['messages_without_forms']} messages "
+            "(`pmem reindex` adds them; recall matches on the characters meanwhile)"
+        )
     if out.get("error"):
         line += f"; [yellow]indexing failed ({out['error']}): run `pmem reindex`[/]"
     err_console.print(line)
 
 
-_STAGES = {"draft": "drafting batches", "commit": "committing batches", "embed": "embedding messages",
-           "forms": "Japanese normal forms", "guard": "scanning conversations for secrets"}
+_STAGES = {
+    "draft": "drafting batches",
+    "commit": "committing batches",
+    "embed": "embedding messages",
+    "forms": "Japanese normal forms",
+    "guard": "scanning conversations for secrets",
+}
 
 
 @contextmanager
@@ -310,11 +363,30 @@ def _progress_bars(first: str = "importing") -> Iterator[None]:
 
 
 EXIT_COST_LIMIT = 4  # `pmem backfill`: --max-cost reached; raise it and run the same command
-_SOURCE_NAMES = {"chatgpt": "ChatGPT", "claude": "Claude.ai", "codex": "Codex", "claude-code": "Claude Code",
-                 "jsonl-log": "JSONL log", "line": "LINE", "telegram": "Telegram"}
-_CONTRACT_KEYS = ("run_id", "status", "resume_command", "conversations", "batches_total",
-                  "batches_skipped_complete", "batches_drafted", "drafter_calls", "commits",
-                  "rejected_evidence", "input_tokens", "output_tokens", "cost_usd")  # fmt: skip
+_SOURCE_NAMES = {
+    "chatgpt": "ChatGPT",
+    "claude": "Claude.ai",
+    "codex": "Codex",
+    "claude-code": "Claude Code",
+    "jsonl-log": "JSONL log",
+    "line": "LINE",
+    "telegram": "Telegram",
+}
+_CONTRACT_KEYS = (
+    "run_id",
+    "status",
+    "resume_command",
+    "conversations",
+    "batches_total",
+    "batches_skipped_complete",
+    "batches_drafted",
+    "drafter_calls",
+    "commits",
+    "rejected_evidence",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+)
 
 
 def resume_commands(a: dict[str, Any]) -> tuple[str, str]:
@@ -336,8 +408,11 @@ def resume_commands(a: dict[str, Any]) -> tuple[str, str]:
     if a["dry_run"]:
         cli.append("--dry-run")
         mk.append("DRY_RUN=1")
-    for flag, var, value in (("--max-cost", "MAX_COST", a["max_cost"]), ("--price", "PRICE", a["price"]),
-                             ("--max-wait", "MAX_WAIT", a["max_wait"])):  # fmt: skip
+    for flag, var, value in (
+        ("--max-cost", "MAX_COST", a["max_cost"]),
+        ("--price", "PRICE", a["price"]),
+        ("--max-wait", "MAX_WAIT", a["max_wait"]),
+    ):
         if value is not None:
             text = f"{value:g}" if isinstance(value, float) else str(value)
             cli += [flag, q(text)]
@@ -365,24 +440,36 @@ def _check_source(path: Path, source: str | None) -> str:
     from importers import IMPORTERS, sniff
 
     if source is not None and source not in IMPORTERS:
-        raise ConfigError(f"unknown source {source!r}", hint=f"--source is one of {', '.join(sorted(IMPORTERS))}")
+        raise ConfigError(
+            f"unknown source {source!r}", hint=f"--source is one of {', '.join(sorted(IMPORTERS))}"
+        )
     found = sniff(path)
     if source is None:
         if found is None:
-            raise ConfigError(f"{path.name}: cannot tell the format of this export",
-                              hint="pass --source chatgpt, claude, codex or claude-code")  # fmt: skip
+            raise ConfigError(
+                f"{path.name}: cannot tell the format of this export",
+                hint="pass --source chatgpt, claude, codex or claude-code",
+            )
         return found
     if found is not None and found != source:
-        raise ConfigError(f"{path.name} looks like a {_SOURCE_NAMES.get(found, found)} export: use --source {found}",
-                          hint=f"--source {source} reads {_SOURCE_NAMES.get(source, source)} exports")  # fmt: skip
+        raise ConfigError(
+            f"{path.name} looks like a {_SOURCE_NAMES.get(found, found)} export: use --source {found}",
+            hint=f"--source {source} reads {_SOURCE_NAMES.get(source, source)} exports",
+        )
     return source
 
 
 def _failed_summary(err: BaseException, args: dict[str, Any] | None) -> dict[str, Any]:
     """The --json object of a backfill that ended before (or outside) a run."""
     out: dict[str, Any] = dict.fromkeys(_CONTRACT_KEYS, 0)
-    out.update(run_id=getattr(err, "run_id", None), status="failed", resume_command=None, cost_usd=0.0,
-               error=str(err), error_type=type(err).__name__)  # fmt: skip
+    out.update(
+        run_id=getattr(err, "run_id", None),
+        status="failed",
+        resume_command=None,
+        cost_usd=0.0,
+        error=str(err),
+        error_type=type(err).__name__,
+    )
     if args is not None and args.get("source"):
         out["resume_command"], out["make_command"] = resume_commands(args)
     return out
@@ -409,31 +496,159 @@ def _stopped_summary(err: RateLimitStop | CostLimitStop) -> dict[str, Any]:
 @app.command()
 @handle_errors
 def backfill(
-    keys: Annotated[list[str] | None, typer.Argument(metavar="[CONVERSATION_KEY…]", show_default=False, help="With --redraft: the conversations to draft again (default: every conversation of the export).")] = None,
-    source: Annotated[str | None, typer.Option("--source", "-s", show_default=False, help="chatgpt, claude, codex, claude-code, jsonl-log, line or telegram. Default: detected from the export (a --source that contradicts the file is refused); chatgpt for the inbox.")] = None,
-    export: Annotated[str | None, typer.Option("--export", "-e", metavar="PATH", help="The export (zip, folder or file); its new and changed conversations are drafted. Default: the newest file in <data dir>/exports/<source>/ (named when used).")] = None,
-    pending: Annotated[bool, typer.Option("--pending", help="Draft everything pending in the ledger for the source (no export read).")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Draft and verify, commit nothing (then `pmem review RUN`, `pmem apply RUN`).")] = False,
-    llm: Annotated[str | None, typer.Option("--llm", metavar="PROVIDER:MODEL", help="The drafter; default PMEM_LLM or the offline extractive drafter.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="End with one JSON object summarising the run (on every exit).")] = False,
-    estimate: Annotated[bool, typer.Option("--estimate", help="Only estimate: tokens, cost, batches, commits. Reads the export, writes nothing, needs no API key.")] = False,
-    max_cost: Annotated[float | None, typer.Option("--max-cost", metavar="USD", help="Stop (exit 4) before the run's model spending, over all its resumes, would pass this; raise it and run the same command to go on.")] = None,
-    price: Annotated[str | None, typer.Option("--price", metavar="IN/OUT", help="USD per million input / output tokens, for a model the price table does not list (`pmem prices`).")] = None,
-    max_wait: Annotated[float | None, typer.Option("--max-wait", metavar="SECONDS", help="Wait at most this long for a rate limit (Retry-After), then stop with exit 75 (default PMEM_MAX_WAIT_SECONDS, 600).")] = None,
-    redraft: Annotated[bool, typer.Option("--redraft", help="Start a new run that drafts the given conversations (or the export's) again under the current prompt and model; earlier drafts stay for review.")] = False,
-    no_embed: Annotated[bool, typer.Option("--no-embed", help="Index new messages for recall but do not embed them (`pmem reindex` does later).")] = False,
-    exclude: Annotated[list[str] | None, typer.Option("--exclude", "-x", metavar="RULE", help=(
-        "Leave conversations out: never drafted, never sent (repeatable). RULE is key:KEY "
-        "(or a glob: key:'claude:*'), title:GLOB (case-insensitive: title:'*病院*'), "
-        "before:YYYY-MM-DD, after:YYYY-MM-DD or range:YYYY-MM-DD..YYYY-MM-DD (inclusive; one "
-        "side may be empty), by creation date (UTC days; an ISO time with offset is exact). "
-        "With a remote model the rules are remembered with the consent and apply to later runs "
-        "(the monthly re-import too)."))] = None,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Consent to sending to the remote model without being asked (remembered for this data dir).")] = False,
-    me: Annotated[str | None, typer.Option("--me", metavar="NAMES", help="Your names in a chat history or log, comma-separated (default PMEM_ME); other speakers are kept as `other`.")] = None,
-    include_others: Annotated[bool, typer.Option("--include-others", help="Also give other speakers' messages of your chat histories (LINE, Telegram, JSONL logs) to the drafter; a remote model needs its own consent for them. Default: only your words and the assistant's.")] = False,
-    pool: Annotated[str | None, typer.Option("--pool", metavar="POOL", help="Import and plan here, then submit the run to this Prefect work pool (`pmem deploy`, `pmem worker`): its workers draft and commit. Prints the flow run's URL.")] = None,
-    wait: Annotated[bool, typer.Option("--wait", help="With --pool: follow the run to its end with the progress bars; --json then prints the run's summary over all workers.")] = False,
+    keys: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[CONVERSATION_KEY…]",
+            show_default=False,
+            help="With --redraft: the conversations to draft again (default: every conversation of the export).",
+        ),
+    ] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--source",
+            "-s",
+            show_default=False,
+            help="chatgpt, claude, codex, claude-code, jsonl-log, line or telegram. Default: detected from the export (a --source that contradicts the file is refused); chatgpt for the inbox.",
+        ),
+    ] = None,
+    export: Annotated[
+        str | None,
+        typer.Option(
+            "--export",
+            "-e",
+            metavar="PATH",
+            help="The export (zip, folder or file); its new and changed conversations are drafted. Default: the newest file in <data dir>/exports/<source>/ (named when used).",
+        ),
+    ] = None,
+    pending: Annotated[
+        bool,
+        typer.Option(
+            "--pending",
+            help="Draft everything pending in the ledger for the source (no export read).",
+        ),
+    ] = False,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Draft and verify, commit nothing (then `pmem review RUN`, `pmem apply RUN`).",
+        ),
+    ] = False,
+    llm: Annotated[
+        str | None,
+        typer.Option(
+            "--llm",
+            metavar="PROVIDER:MODEL",
+            help="The drafter; default PMEM_LLM or the offline extractive drafter.",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="End with one JSON object summarising the run (on every exit)."
+        ),
+    ] = False,
+    estimate: Annotated[
+        bool,
+        typer.Option(
+            "--estimate",
+            help="Only estimate: tokens, cost, batches, commits. Reads the export, writes nothing, needs no API key.",
+        ),
+    ] = False,
+    max_cost: Annotated[
+        float | None,
+        typer.Option(
+            "--max-cost",
+            metavar="USD",
+            help="Stop (exit 4) before the run's model spending, over all its resumes, would pass this; raise it and run the same command to go on.",
+        ),
+    ] = None,
+    price: Annotated[
+        str | None,
+        typer.Option(
+            "--price",
+            metavar="IN/OUT",
+            help="USD per million input / output tokens, for a model the price table does not list (`pmem prices`).",
+        ),
+    ] = None,
+    max_wait: Annotated[
+        float | None,
+        typer.Option(
+            "--max-wait",
+            metavar="SECONDS",
+            help="Wait at most this long for a rate limit (Retry-After), then stop with exit 75 (default PMEM_MAX_WAIT_SECONDS, 600).",
+        ),
+    ] = None,
+    redraft: Annotated[
+        bool,
+        typer.Option(
+            "--redraft",
+            help="Start a new run that drafts the given conversations (or the export's) again under the current prompt and model; earlier drafts stay for review.",
+        ),
+    ] = False,
+    no_embed: Annotated[
+        bool,
+        typer.Option(
+            "--no-embed",
+            help="Index new messages for recall but do not embed them (`pmem reindex` does later).",
+        ),
+    ] = False,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--exclude",
+            "-x",
+            metavar="RULE",
+            help=(
+                "Leave conversations out: never drafted, never sent (repeatable). RULE is key:KEY "
+                "(or a glob: key:'claude:*'), title:GLOB (case-insensitive: title:'*病院*'), "
+                "before:YYYY-MM-DD, after:YYYY-MM-DD or range:YYYY-MM-DD..YYYY-MM-DD (inclusive; one "
+                "side may be empty), by creation date (UTC days; an ISO time with offset is exact). "
+                "With a remote model the rules are remembered with the consent and apply to later runs "
+                "(the monthly re-import too)."
+            ),
+        ),
+    ] = None,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes",
+            "-y",
+            help="Consent to sending to the remote model without being asked (remembered for this data dir).",
+        ),
+    ] = False,
+    me: Annotated[
+        str | None,
+        typer.Option(
+            "--me",
+            metavar="NAMES",
+            help="Your names in a chat history or log, comma-separated (default PMEM_ME); other speakers are kept as `other`.",
+        ),
+    ] = None,
+    include_others: Annotated[
+        bool,
+        typer.Option(
+            "--include-others",
+            help="Also give other speakers' messages of your chat histories (LINE, Telegram, JSONL logs) to the drafter; a remote model needs its own consent for them. Default: only your words and the assistant's.",
+        ),
+    ] = False,
+    pool: Annotated[
+        str | None,
+        typer.Option(
+            "--pool",
+            metavar="POOL",
+            help="Import and plan here, then submit the run to this Prefect work pool (`pmem deploy`, `pmem worker`): its workers draft and commit. Prints the flow run's URL.",
+        ),
+    ] = None,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="With --pool: follow the run to its end with the progress bars; --json then prints the run's summary over all workers.",
+        ),
+    ] = False,
 ) -> None:
     """Import an export, draft case records of its new and changed conversations and commit
     them. A run is its export: the same command (source, export content or --pending, model,
@@ -460,12 +675,28 @@ def backfill(
         os.environ["PMEM_ME"] = me  # the settings of this process (the importer reads it)
     try:
         if wait and not pool:
-            raise ConfigError("--wait goes with --pool", hint="an in-process run always runs to its end")
+            raise ConfigError(
+                "--wait goes with --pool", hint="an in-process run always runs to its end"
+            )
         if pool and (max_cost is not None or include_others):
-            raise ConfigError(f"--pool does not take {'--max-cost' if max_cost is not None else '--include-others'} yet",
-                              hint="run it in process (without --pool); docs/scale-out.md")  # fmt: skip
-        args = _backfill_args(keys, source, export, pending, dry_run, llm, max_cost, price, max_wait,
-                              redraft, no_embed, exclude)  # fmt: skip
+            raise ConfigError(
+                f"--pool does not take {'--max-cost' if max_cost is not None else '--include-others'} yet",
+                hint="run it in process (without --pool); docs/scale-out.md",
+            )
+        args = _backfill_args(
+            keys,
+            source,
+            export,
+            pending,
+            dry_run,
+            llm,
+            max_cost,
+            price,
+            max_wait,
+            redraft,
+            no_embed,
+            exclude,
+        )
         args["include_others"] = include_others
         args["pool"], args["wait"] = pool, wait
         _backfill(args, as_json=as_json, estimate=estimate, yes=yes)
@@ -478,14 +709,20 @@ def backfill(
         what = "a rate limit" if isinstance(err, RateLimitStop) else "--max-cost"
         err_console.print(f"[yellow]stopped by {what}:[/] {escape(tty(str(err)))}")
         if isinstance(err, CostLimitStop):
-            err_console.print("  → finished work is kept; raise --max-cost and run the same command to resume:")
+            err_console.print(
+                "  → finished work is kept; raise --max-cost and run the same command to resume:"
+            )
         else:
-            err_console.print("  → finished work is kept; run the same command again after the wait to resume:")
+            err_console.print(
+                "  → finished work is kept; run the same command again after the wait to resume:"
+            )
         err_console.print(f"    {escape(summary.get('resume_command') or '')}", highlight=False)
         err_console.print(f"    (or: {escape(summary.get('make_command') or '')})", highlight=False)
         if as_json:
             print_json(summary)
-        raise typer.Exit(EXIT_COST_LIMIT if isinstance(err, CostLimitStop) else EXIT_TEMPFAIL) from None
+        raise typer.Exit(
+            EXIT_COST_LIMIT if isinstance(err, CostLimitStop) else EXIT_TEMPFAIL
+        ) from None
     except PmemError as err:
         if as_json:
             print_json(_failed_summary(err, args))
@@ -497,20 +734,33 @@ def backfill(
 
 
 def _backfill_args(
-    keys: list[str] | None, source: str | None, export: str | None, pending: bool, dry_run: bool,
-    llm: str | None, max_cost: float | None, price: str | None, max_wait: float | None, redraft: bool,
-    no_embed: bool, exclude: list[str] | None,
-) -> dict[str, Any]:  # fmt: skip
+    keys: list[str] | None,
+    source: str | None,
+    export: str | None,
+    pending: bool,
+    dry_run: bool,
+    llm: str | None,
+    max_cost: float | None,
+    price: str | None,
+    max_wait: float | None,
+    redraft: bool,
+    no_embed: bool,
+    exclude: list[str] | None,
+) -> dict[str, Any]:
     """Check the options and the input before anything starts (no database, no Prefect)."""
     from flows.pipeline import resolve_export
     from providers.pricing import parse_price, price_for
     from stages.exclude import parse_rules
 
     if keys and not redraft:
-        raise ConfigError(f"unexpected argument {keys[0]!r}", hint="conversation keys go with --redraft KEY…")
+        raise ConfigError(
+            f"unexpected argument {keys[0]!r}", hint="conversation keys go with --redraft KEY…"
+        )
     if pending and export:
-        raise ConfigError("--pending and --export exclude each other",
-                          hint="--export drafts one export's conversations, --pending everything pending")  # fmt: skip
+        raise ConfigError(
+            "--pending and --export exclude each other",
+            hint="--export drafts one export's conversations, --pending everything pending",
+        )
     if max_cost is not None and max_cost < 0:
         raise ConfigError("--max-cost must not be negative")
     if max_wait is not None:
@@ -531,17 +781,30 @@ def _backfill_args(
     if not pending:
         path = resolve_export(cfg, source or "chatgpt", export)
         if not export:
-            err_console.print(f"using the newest export in the inbox: {escape(tty(path.name))}", highlight=False)
+            err_console.print(
+                f"using the newest export in the inbox: {escape(tty(path.name))}", highlight=False
+            )
         source = _check_source(path, source)
     source = source or "chatgpt"
     if max_cost is not None and parsed_price is None and price_for(spec) is None:
-        raise ConfigError(f"no known price for {spec}: --max-cost cannot be held to",
-                          hint="give its price with --price IN/OUT (USD per million input / output tokens); "
-                               "`pmem prices` lists the known ones")  # fmt: skip
-    return {"source": source, "export": str(path) if path else None, "llm": spec, "dry_run": dry_run,
-            "max_cost": max_cost, "price": price, "parsed_price": parsed_price, "max_wait": max_wait,
-            "redraft": list(keys or []) if redraft else None, "no_embed": no_embed,
-            "exclude": list(exclude or [])}  # fmt: skip
+        raise ConfigError(
+            f"no known price for {spec}: --max-cost cannot be held to",
+            hint="give its price with --price IN/OUT (USD per million input / output tokens); "
+            "`pmem prices` lists the known ones",
+        )
+    return {
+        "source": source,
+        "export": str(path) if path else None,
+        "llm": spec,
+        "dry_run": dry_run,
+        "max_cost": max_cost,
+        "price": price,
+        "parsed_price": parsed_price,
+        "max_wait": max_wait,
+        "redraft": list(keys or []) if redraft else None,
+        "no_embed": no_embed,
+        "exclude": list(exclude or []),
+    }
 
 
 def _backfill(a: dict[str, Any], *, as_json: bool, estimate: bool, yes: bool) -> None:
@@ -550,9 +813,15 @@ def _backfill(a: dict[str, Any], *, as_json: bool, estimate: bool, yes: bool) ->
 
     rules = parse_rules(a["exclude"])
     set_excludes(rules)  # process-local: private text never becomes a Prefect parameter
-    set_run_options(RunOptions(pending=a["export"] is None, max_cost=a["max_cost"], price=a["parsed_price"],
-                               redraft=tuple(a["redraft"]) if a["redraft"] is not None else None,
-                               include_others=a.get("include_others", False)))  # fmt: skip
+    set_run_options(
+        RunOptions(
+            pending=a["export"] is None,
+            max_cost=a["max_cost"],
+            price=a["parsed_price"],
+            redraft=tuple(a["redraft"]) if a["redraft"] is not None else None,
+            include_others=a.get("include_others", False),
+        )
+    )
     source, export, llm = a["source"], a["export"], a["llm"]
     est: dict[str, Any] | None = None
     if estimate:
@@ -560,7 +829,9 @@ def _backfill(a: dict[str, Any], *, as_json: bool, estimate: bool, yes: bool) ->
         err_console.print(escape(estimate_words(est)), highlight=False)
         from flows.consent import drafting_scope, drafting_target, preview_lines
 
-        target = drafting_target(est["model"], drafting_scope(source, a.get("include_others", False)))
+        target = drafting_target(
+            est["model"], drafting_scope(source, a.get("include_others", False))
+        )
         if target is not None:
             for line in preview_lines(est, target, est["exclude_rules"]):
                 err_console.print(escape(tty(line)))
@@ -575,9 +846,14 @@ def _backfill(a: dict[str, Any], *, as_json: bool, estimate: bool, yes: bool) ->
     def said(kind: str, data: dict[str, Any]) -> None:
         if kind == "estimate":
             err_console.print(escape(estimate_words(data)), highlight=False)
-            if data.get("max_cost") is not None and data["estimated_cost_usd"] is not None \
-                    and data["estimated_cost_usd"] + (data.get("spent_usd") or 0) > data["max_cost"]:  # fmt: skip
-                err_console.print("  the estimate is above --max-cost: the run stops before it would pass it")
+            if (
+                data.get("max_cost") is not None
+                and data["estimated_cost_usd"] is not None
+                and data["estimated_cost_usd"] + (data.get("spent_usd") or 0) > data["max_cost"]
+            ):
+                err_console.print(
+                    "  the estimate is above --max-cost: the run stops before it would pass it"
+                )
 
     set_announce(said)
     try:
@@ -602,18 +878,30 @@ def _backfill(a: dict[str, Any], *, as_json: bool, estimate: bool, yes: bool) ->
         summary["error"] = f"no {source} conversations found in {Path(export).name}"
     _print_summary(summary)
     if empty:
-        err_console.print(f"[red]error:[/] no conversations in {escape(tty(Path(export).name))} matched the "
-                          f"{_SOURCE_NAMES.get(source, source)} importer", highlight=False)  # fmt: skip
+        err_console.print(
+            f"[red]error:[/] no conversations in {escape(tty(Path(export).name))} matched the "
+            f"{_SOURCE_NAMES.get(source, source)} importer",
+            highlight=False,
+        )
         err_console.print("  → check the file, or pass the --source it was exported from")
     elif summary.get("nothing_to_do"):
         err_console.print("nothing to do: every conversation of this run is drafted already")
     if summary["batches_failed"]:
-        err_console.print(f"  → {plural(summary['batches_failed'], 'batch')} failed; run the same command again "
-                          f"to retry: {escape(resume)}", highlight=False)  # fmt: skip
+        err_console.print(
+            f"  → {plural(summary['batches_failed'], 'batch')} failed; run the same command again "
+            f"to retry: {escape(resume)}",
+            highlight=False,
+        )
     if a["dry_run"] and summary["status"] == "complete" and not empty:
         run_id = summary["run_id"]
-        err_console.print(f"review the drafts: make review RUN={run_id}   (or: pmem review {run_id})", highlight=False)
-        err_console.print(f"then commit them:  make apply RUN={run_id}   (or: pmem apply {run_id})", highlight=False)
+        err_console.print(
+            f"review the drafts: make review RUN={run_id}   (or: pmem review {run_id})",
+            highlight=False,
+        )
+        err_console.print(
+            f"then commit them:  make apply RUN={run_id}   (or: pmem apply {run_id})",
+            highlight=False,
+        )
     if as_json:
         print_json(summary)
     if summary["status"] != "complete":
@@ -632,20 +920,31 @@ def _run_on_pool(a: dict[str, Any]) -> dict[str, Any]:
     p = Pipeline.open(cfg, a["llm"])
     try:
         with _progress_bars():
-            summary = submit_prepare(p, a["source"], a["export"], dry_run=a["dry_run"], pool=a["pool"])
+            summary = submit_prepare(
+                p, a["source"], a["export"], dry_run=a["dry_run"], pool=a["pool"]
+            )
         run_id = summary["run_id"]
-        flow_run_id, url, flow_runs = submit(a["pool"], run_id=run_id, source=a["source"],
-                                             export_name=Path(a["export"]).name if a["export"] else "",
-                                             embed=not a["no_embed"], settings=cfg)  # fmt: skip
-        err_console.print(f"run {run_id} submitted to the work pool {escape(a['pool'])}: "
-                          f"{plural(summary['batches_total'], 'batch')} for {plural(flow_runs, 'flow run')}",
-                          highlight=False)  # fmt: skip
+        flow_run_id, url, flow_runs = submit(
+            a["pool"],
+            run_id=run_id,
+            source=a["source"],
+            export_name=Path(a["export"]).name if a["export"] else "",
+            embed=not a["no_embed"],
+            settings=cfg,
+        )
+        err_console.print(
+            f"run {run_id} submitted to the work pool {escape(a['pool'])}: "
+            f"{plural(summary['batches_total'], 'batch')} for {plural(flow_runs, 'flow run')}",
+            highlight=False,
+        )
         err_console.print(f"Prefect flow run: {url}", highlight=False)
         summary.update(flow_run_id=flow_run_id, flow_run_url=url, flow_runs=flow_runs)
         if not a["wait"]:
             summary["status"] = "submitted"
-            err_console.print(f"follow it: pmem status   (or: pmem backfill … --pool {escape(a['pool'])} --wait)",
-                              highlight=False)  # fmt: skip
+            err_console.print(
+                f"follow it: pmem status   (or: pmem backfill … --pool {escape(a['pool'])} --wait)",
+                highlight=False,
+            )
             return summary
         with _progress_bars("waiting for the workers"):
             final = follow_pool_run(p, run_id)
@@ -666,17 +965,48 @@ def _pool_stopped(summary: dict[str, Any]) -> None:
 
 
 EXIT_QUARANTINED = 3  # `pmem import`: some records were quarantined, the rest imported
-_ERROR_LINES = 20  # error lines printed on the terminal; --json and `pmem ledger quarantine` have all
+_ERROR_LINES = (
+    20  # error lines printed on the terminal; --json and `pmem ledger quarantine` have all
+)
 
 
 @app.command(name="import")
 @handle_errors
 def import_(
-    path: Annotated[str, typer.Argument(help="An export: zip, folder or file (ChatGPT, Claude.ai, Codex, Claude Code, a JSONL log, LINE, Telegram).")],
-    source: Annotated[str | None, typer.Option("--source", help="chatgpt, claude, codex, claude-code, jsonl-log, line or telegram; detected when omitted.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="End with one JSON object: conversations, messages, skipped, errors.")] = False,
-    no_embed: Annotated[bool, typer.Option("--no-embed", help="Index new messages for recall but do not embed them (`pmem reindex` does later).")] = False,
-    me: Annotated[str | None, typer.Option("--me", metavar="NAMES", help="Your names in a chat history or log, comma-separated (default PMEM_ME); other speakers are kept as `other`.")] = None,
+    path: Annotated[
+        str,
+        typer.Argument(
+            help="An export: zip, folder or file (ChatGPT, Claude.ai, Codex, Claude Code, a JSONL log, LINE, Telegram)."
+        ),
+    ],
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--source",
+            help="chatgpt, claude, codex, claude-code, jsonl-log, line or telegram; detected when omitted.",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="End with one JSON object: conversations, messages, skipped, errors."
+        ),
+    ] = False,
+    no_embed: Annotated[
+        bool,
+        typer.Option(
+            "--no-embed",
+            help="Index new messages for recall but do not embed them (`pmem reindex` does later).",
+        ),
+    ] = False,
+    me: Annotated[
+        str | None,
+        typer.Option(
+            "--me",
+            metavar="NAMES",
+            help="Your names in a chat history or log, comma-separated (default PMEM_ME); other speakers are kept as `other`.",
+        ),
+    ] = None,
 ) -> None:
     """Import an export into the source ledger (no drafting), then index its new messages for
     `pmem recall` and embed them with the local embedder (`--no-embed` skips the vectors).
@@ -695,9 +1025,15 @@ def import_(
     if not target.exists():
         problem = ("file or folder not found", "not-found")
     elif src is None:
-        problem = ("cannot tell the format (pass --source chatgpt, claude, codex, claude-code, jsonl-log, line or telegram)", "unknown-format")
+        problem = (
+            "cannot tell the format (pass --source chatgpt, claude, codex, claude-code, jsonl-log, line or telegram)",
+            "unknown-format",
+        )
     elif src not in IMPORTERS:
-        problem = (f"unknown source {src!r} (known: {', '.join(sorted(IMPORTERS))})", "unknown-source")
+        problem = (
+            f"unknown source {src!r} (known: {', '.join(sorted(IMPORTERS))})",
+            "unknown-source",
+        )
     if problem is not None:
         stats = _empty_import_stats(problem[0])
         stats["errors"].append(error_entry(str(target), None, None, problem[1], "input"))
@@ -709,8 +1045,9 @@ def import_(
     p = Pipeline.open(settings(), "extractive")  # an import never drafts: no model key needed
     try:
         with _import_bar() as on_progress, using_me(me):
-            stats = run_import(p.ledger, src, str(target.resolve()), on_progress=on_progress,
-                               index_messages=True)  # the recall index is built alongside
+            stats = run_import(
+                p.ledger, src, str(target.resolve()), on_progress=on_progress, index_messages=True
+            )  # the recall index is built alongside
         with _progress_bars("indexing messages for recall"):
             # the Japanese normalised forms are the index's later stage: --no-embed leaves them
             # (like the vectors) to `pmem reindex`; recall matches on the bigrams meanwhile
@@ -723,45 +1060,74 @@ def import_(
 
 def _empty_import_stats(input_error: str) -> dict[str, Any]:
     return {
-        "conversations": 0, "conversations_new": 0, "conversations_changed": 0,
-        "conversations_unchanged": 0, "messages_new": 0, "quarantined": 0, "kept": 0, "dropped": 0,
-        "drop_reasons": {}, "unknown_types": {}, "skipped": {}, "errors": [], "errors_total": 1,
-        "input_error": input_error, "bytes_read": 0, "bytes_total": 0, "elapsed_seconds": 0.0,
-    }  # fmt: skip
+        "conversations": 0,
+        "conversations_new": 0,
+        "conversations_changed": 0,
+        "conversations_unchanged": 0,
+        "messages_new": 0,
+        "quarantined": 0,
+        "kept": 0,
+        "dropped": 0,
+        "drop_reasons": {},
+        "unknown_types": {},
+        "skipped": {},
+        "errors": [],
+        "errors_total": 1,
+        "input_error": input_error,
+        "bytes_read": 0,
+        "bytes_total": 0,
+        "elapsed_seconds": 0.0,
+    }
 
 
-def import_summary(src: str | None, stats: dict[str, Any], indexed: dict[str, Any] | None) -> dict[str, Any]:
+def import_summary(
+    src: str | None, stats: dict[str, Any], indexed: dict[str, Any] | None
+) -> dict[str, Any]:
     """The `pmem import --json` object: the contract's nested counts, then the flat keys."""
     flat = {k: v for k, v in stats.items() if k not in ("conversations", "errors", "skipped")}
     out: dict[str, Any] = {
         "source": src,
-        "conversations": {"new": stats["conversations_new"], "changed": stats["conversations_changed"],
-                          "unchanged": stats["conversations_unchanged"], "quarantined": stats["quarantined"]},
+        "conversations": {
+            "new": stats["conversations_new"],
+            "changed": stats["conversations_changed"],
+            "unchanged": stats["conversations_unchanged"],
+            "quarantined": stats["quarantined"],
+        },
         "messages": {"new": stats["messages_new"]},
         "skipped": stats["skipped"],
         "errors": stats["errors"],
         "conversations_total": stats["conversations"],
         **flat,
-    }  # fmt: skip
+    }
     if indexed is not None:
-        out.update({
-            "indexed_messages": indexed["indexed_messages"], "embedded_messages": indexed["messages"],
-            "messages_without_vectors": indexed["messages_without_vectors"], "vectors": indexed["vectors"],
-            "indexed": indexed,
-        })  # fmt: skip
+        out.update(
+            {
+                "indexed_messages": indexed["indexed_messages"],
+                "embedded_messages": indexed["messages"],
+                "messages_without_vectors": indexed["messages_without_vectors"],
+                "vectors": indexed["vectors"],
+                "indexed": indexed,
+            }
+        )
     return out
 
 
-def _finish_import(src: str | None, stats: dict[str, Any], indexed: dict[str, Any] | None, as_json: bool) -> None:
+def _finish_import(
+    src: str | None, stats: dict[str, Any], indexed: dict[str, Any] | None, as_json: bool
+) -> None:
     """Error lines, the summary in words, the JSON object, the exit code (0, 3 or 1)."""
     for e in stats["errors"][:_ERROR_LINES]:
         record = "" if e["record"] is None else f" record {e['record']}"
         message = e["reason"] if e["kind"] != "input" else (stats["input_error"] or e["reason"])
-        err_console.print(f"[red]error:[/] {escape(tty(_base_name(e['file'])))}{record}: {escape(tty(message))}",
-                          highlight=False)  # fmt: skip
+        err_console.print(
+            f"[red]error:[/] {escape(tty(_base_name(e['file'])))}{record}: {escape(tty(message))}",
+            highlight=False,
+        )
     hidden = stats["errors_total"] - min(len(stats["errors"]), _ERROR_LINES)
     if hidden > 0:
-        err_console.print(f"[red]error:[/] … and {hidden} more (`pmem ledger quarantine` lists every quarantined record)")
+        err_console.print(
+            f"[red]error:[/] … and {hidden} more (`pmem ledger quarantine` lists every quarantined record)"
+        )
     err_console.print(_import_words(stats), highlight=False)
     _print_indexed(indexed)
     if as_json:
@@ -781,16 +1147,20 @@ def _base_name(label: str) -> str:
 
 def _import_words(stats: dict[str, Any]) -> str:
     n = stats["conversations"]
-    words = (f"imported {n} conversation{'s' if n != 1 else ''}: {stats['conversations_new']} new, "
-             f"{stats['conversations_changed']} changed, {stats['conversations_unchanged']} unchanged; "
-             f"{stats['messages_new']} new messages; {stats['quarantined']} quarantined")  # fmt: skip
+    words = (
+        f"imported {n} conversation{'s' if n != 1 else ''}: {stats['conversations_new']} new, "
+        f"{stats['conversations_changed']} changed, {stats['conversations_unchanged']} unchanged; "
+        f"{stats['messages_new']} new messages; {stats['quarantined']} quarantined"
+    )
     if stats["skipped"]:
         parts = ", ".join(f"{count} {reason}" for reason, count in sorted(stats["skipped"].items()))
         words += f"; skipped {parts}"
     if stats["bytes_read"]:
         words += f"; {stats['bytes_read'] / 1e6:.1f} MB in {stats['elapsed_seconds']:.1f}s"
     if stats["input_error"]:
-        words += "; the input could not be read" + (" to the end (what was read before is kept)" if n else "")
+        words += "; the input could not be read" + (
+            " to the end (what was read before is kept)" if n else ""
+        )
     return words
 
 
@@ -810,10 +1180,18 @@ def _import_bar() -> Iterator[Any]:
         TransferSpeedColumn,
     )
 
-    bar = Progress(SpinnerColumn(), TextColumn("importing"), BarColumn(), DownloadColumn(),
-                   TransferSpeedColumn(), TextColumn("{task.fields[conversations]} conversations"),
-                   TimeElapsedColumn(), console=err_console, transient=True,
-                   disable=not err_console.is_terminal)  # fmt: skip
+    bar = Progress(
+        SpinnerColumn(),
+        TextColumn("importing"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TextColumn("{task.fields[conversations]} conversations"),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,
+    )
     task = bar.add_task("importing", total=None, conversations=0)
     last = [0.0]
 
@@ -822,8 +1200,12 @@ def _import_bar() -> Iterator[Any]:
         if now - last[0] < 0.1 and progress.bytes_read < progress.bytes_total:
             return
         last[0] = now
-        bar.update(task, completed=progress.bytes_read, total=progress.bytes_total or None,
-                   conversations=progress.conversations)  # fmt: skip
+        bar.update(
+            task,
+            completed=progress.bytes_read,
+            total=progress.bytes_total or None,
+            conversations=progress.conversations,
+        )
 
     with bar:
         yield update

@@ -22,7 +22,10 @@ app.add_typer(backup_app, name="backup")
 @backup_app.command("load")
 @handle_errors
 def backup_load(
-    file: Annotated[Path, typer.Argument(help="A file written by `pmem export --out`.", exists=True, dir_okay=False)],
+    file: Annotated[
+        Path,
+        typer.Argument(help="A file written by `pmem export --out`.", exists=True, dir_okay=False),
+    ],
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Load the memories, revisions, evidence and tombstones of an export (one transaction)."""

@@ -37,14 +37,24 @@ def show_body(store: Any, name: str) -> dict[str, Any]:
     timestamps or counters besides the weights, so a rebuild prints the same."""
     c = store.find(name)
     if c is None:
-        raise StoreError(f"no concept named {name!r}", hint="`pmem concepts list` shows the concepts")
+        raise StoreError(
+            f"no concept named {name!r}", hint="`pmem concepts list` shows the concepts"
+        )
     links = [
-        {"to": link.other.name, "relation": link.relation, "weight": round(link.weight, 6), "stated": link.stated,
-         "experiences": sorted(link.experiences), "direction": "out" if link.outgoing else "in",
-         "to_id": link.other.id}
+        {
+            "to": link.other.name,
+            "relation": link.relation,
+            "weight": round(link.weight, 6),
+            "stated": link.stated,
+            "experiences": sorted(link.experiences),
+            "direction": "out" if link.outgoing else "in",
+            "to_id": link.other.id,
+        }
         for link in store.links_of(c.id)
-    ]  # fmt: skip
-    links.sort(key=lambda x: (-x["weight"], x["to"], x["relation"], not x["stated"], x["direction"]))
+    ]
+    links.sort(
+        key=lambda x: (-x["weight"], x["to"], x["relation"], not x["stated"], x["direction"])
+    )
     return {
         "concept": {"id": c.id, "name": c.name, "aliases": list(c.aliases)},
         "links": links,
@@ -55,8 +65,15 @@ def show_body(store: Any, name: str) -> dict[str, Any]:
 @concepts_app.command("show")
 @handle_errors
 def show(
-    name: Annotated[str, typer.Argument(help="The concept's name or one of its aliases (any case, full or half width).")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last on stdout.")] = False,
+    name: Annotated[
+        str,
+        typer.Argument(
+            help="The concept's name or one of its aliases (any case, full or half width)."
+        ),
+    ],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object last on stdout.")
+    ] = False,
 ) -> None:
     """A concept: its aliases, its links (relation, weight, stated or inferred, the experiences
     that support each) and the experiences (memory ids) that show it."""
@@ -79,14 +96,20 @@ def show(
     for link in body["links"]:
         arrow = "→" if link["direction"] == "out" else "←"
         kind = "stated" if link["stated"] else "inferred"
-        typer.echo(for_terminal(f"  {arrow} {link['to']}  {link['relation']}  {link['weight']:.3f}  "
-                                f"({kind}; {', '.join(link['experiences'])})"))  # fmt: skip
+        typer.echo(
+            for_terminal(
+                f"  {arrow} {link['to']}  {link['relation']}  {link['weight']:.3f}  "
+                f"({kind}; {', '.join(link['experiences'])})"
+            )
+        )
 
 
 @concepts_app.command("list")
 @handle_errors
 def list_concepts(
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last on stdout.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object last on stdout.")
+    ] = False,
 ) -> None:
     """Every concept with how many experiences show it and how many links it has."""
     from store.concepts import ConceptStore
@@ -104,27 +127,52 @@ def list_concepts(
         counts = store.counts()
     finally:
         db.close()
-    items = [{"id": r[0], "name": r[1], "aliases": list(r[2]), "experiences": r[3], "links": r[4]} for r in rows]
+    items = [
+        {"id": r[0], "name": r[1], "aliases": list(r[2]), "experiences": r[3], "links": r[4]}
+        for r in rows
+    ]
     if as_json:
         print_json({"concepts": items, "counts": counts})
         return
     for it in items:
-        typer.echo(for_terminal(f"{it['name']}  {it['experiences']} experiences, {it['links']} links"))
-    err_console.print(f"{counts['concepts']} concepts, {counts['concept_links']} links, "
-                      f"{counts['experiences']} experiences read")  # fmt: skip
+        typer.echo(
+            for_terminal(f"{it['name']}  {it['experiences']} experiences, {it['links']} links")
+        )
+    err_console.print(
+        f"{counts['concepts']} concepts, {counts['concept_links']} links, "
+        f"{counts['experiences']} experiences read"
+    )
 
 
 @concepts_app.command("rebuild")
 @handle_errors
 def rebuild(
-    llm: Annotated[str | None, typer.Option("--llm", metavar="PROVIDER:MODEL",
-                   help="Who extracts the concepts: offline (the default: SudachiPy nouns, stated cues only) "
-                   "or e.g. openai:<model>.")] = None,
-    no_embed: Annotated[bool, typer.Option("--no-embed", help="Do not match Japanese and English names "
-                                           "by the local embedder.")] = False,
-    yes: Annotated[bool, typer.Option("--yes", help="Consent to sending the memories to a vendor model "
-                                      "without asking (remembered for this data dir).")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (counts) last on stdout.")] = False,
+    llm: Annotated[
+        str | None,
+        typer.Option(
+            "--llm",
+            metavar="PROVIDER:MODEL",
+            help="Who extracts the concepts: offline (the default: SudachiPy nouns, stated cues only) "
+            "or e.g. openai:<model>.",
+        ),
+    ] = None,
+    no_embed: Annotated[
+        bool,
+        typer.Option(
+            "--no-embed", help="Do not match Japanese and English names by the local embedder."
+        ),
+    ] = False,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes",
+            help="Consent to sending the memories to a vendor model "
+            "without asking (remembered for this data dir).",
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object (counts) last on stdout.")
+    ] = False,
 ) -> None:
     """Make the concept memory again from every memory, from empty tables: the same concepts,
     links and weights as the backfills made them one by one. What a model returned before for an
@@ -140,7 +188,10 @@ def rebuild(
 
         target = drafting_target(spec, "concepts")
         if target is None:
-            raise ConfigError(f"{spec} cannot extract concepts", hint="use offline or openai / anthropic / gemini:<model>")
+            raise ConfigError(
+                f"{spec} cannot extract concepts",
+                hint="use offline or openai / anthropic / gemini:<model>",
+            )
         if yes:
             from flows.consent import find, grant
 
@@ -156,11 +207,17 @@ def rebuild(
             embedder = embedder_from_env()
     db = _db()
     try:
-        counts = extract_concepts(db, cfg.runs_dir, extractor=extractor, embedder=embedder, rebuild=True)
+        counts = extract_concepts(
+            db, cfg.runs_dir, extractor=extractor, embedder=embedder, rebuild=True
+        )
         counts.update(ConceptStore(db).counts())
     finally:
         db.close()
-    err_console.print(escape(f"rebuilt: {counts['experiences']} experiences, {counts['concepts']} concepts, "
-                             f"{counts['concept_links']} links ({counts['results_reused']} extractions reused)"))  # fmt: skip
+    err_console.print(
+        escape(
+            f"rebuilt: {counts['experiences']} experiences, {counts['concepts']} concepts, "
+            f"{counts['concept_links']} links ({counts['results_reused']} extractions reused)"
+        )
+    )
     if as_json:
         print_json(counts)

@@ -34,22 +34,35 @@ def list_(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         err_console.print("no consent recorded: nothing is sent to a remote model")
     for c in items:
         rules = f"  excluding {', '.join(c.excludes)}" if c.excludes else ""
-        typer.echo(tty(f"{c.kind:9} {c.scope:12} → {c.provider} at {c.destination}  since {c.granted_at}{rules}"))
+        typer.echo(
+            tty(
+                f"{c.kind:9} {c.scope:12} → {c.provider} at {c.destination}  since {c.granted_at}{rules}"
+            )
+        )
 
 
 @consent_app.command()
 @handle_errors
 def revoke(
     provider: Annotated[str, typer.Argument(help="openai, anthropic or gemini.")],
-    source: Annotated[str | None, typer.Option("--source", "-s", help="Only this scope (a source, or 'memories' for the embedder).")] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--source", "-s", help="Only this scope (a source, or 'memories' for the embedder)."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Withdraw consent: the next run with this provider asks again (and the re-import sends
     nothing to it meanwhile). What was already sent cannot be called back."""
     from state.consent import ConsentStore
 
-    removed = ConsentStore(settings().data_dir).revoke(provider=provider.strip().lower(), scope=source)
+    removed = ConsentStore(settings().data_dir).revoke(
+        provider=provider.strip().lower(), scope=source
+    )
     if as_json:
         print_json({"revoked": removed})
         return
-    err_console.print(tty(f"revoked {removed} consent(s) for {provider}" + (f" ({source})" if source else "")))
+    err_console.print(
+        tty(f"revoked {removed} consent(s) for {provider}" + (f" ({source})" if source else ""))
+    )

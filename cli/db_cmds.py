@@ -65,16 +65,24 @@ def db_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     else:
         st = embedded.status(s.pgdata_dir)
         running = st.running
-        info = {"mode": "embedded", "running": st.running, "pid": st.pid, "pgdata": st.pgdata,
-                "socket_dir": st.socket_dir, "passfile": st.passfile,
-                "server_version": embedded.data_version(s.pgdata_dir)}  # fmt: skip
+        info = {
+            "mode": "embedded",
+            "running": st.running,
+            "pid": st.pid,
+            "pgdata": st.pgdata,
+            "socket_dir": st.socket_dir,
+            "passfile": st.passfile,
+            "server_version": embedded.data_version(s.pgdata_dir),
+        }
     migrations: list[dict[str, Any]] | None = None
     if running:
         from core.errors import DatabaseUnavailable
 
         try:
             db = Database.open(s, start=False)
-        except DatabaseUnavailable as err:  # a status reports an unreachable server, it does not fail
+        except (
+            DatabaseUnavailable
+        ) as err:  # a status reports an unreachable server, it does not fail
             info["reachable"], info["error"] = False, str(err)
         else:
             info["reachable"] = True
@@ -91,16 +99,26 @@ def db_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     if info["mode"] == "external":
         typer.echo(f"your own PostgreSQL (DATABASE_URL): {info['url']}")
     else:
-        state = f"running (pid {info['pid']})" if info["running"] else "not running (`pmem db start` starts it)"
+        state = (
+            f"running (pid {info['pid']})"
+            if info["running"]
+            else "not running (`pmem db start` starts it)"
+        )
         version = f"PostgreSQL {info['server_version']}, " if info.get("server_version") else ""
         typer.echo(f"embedded {version}{state}\n  data: {info['pgdata']}")
     if "disk" in info:
-        typer.echo(f"  disk: {human_bytes(info['disk']['database_bytes'])} "
-                   f"(vectors {human_bytes(info['disk']['vector_bytes'])})")  # fmt: skip
+        typer.echo(
+            f"  disk: {human_bytes(info['disk']['database_bytes'])} "
+            f"(vectors {human_bytes(info['disk']['vector_bytes'])})"
+        )
     if info.get("reachable") is False:
         typer.echo(f"  not reachable: {info['error']}")
     if migrations is None:
-        why = "the server is not reachable" if info.get("reachable") is False else "the server is stopped"
+        why = (
+            "the server is not reachable"
+            if info.get("reachable") is False
+            else "the server is stopped"
+        )
         typer.echo(f"migrations: not read while {why} ({info['migrations_known']} known)")
         return
     zone = local_zone()
@@ -112,8 +130,15 @@ def db_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
 @db_app.command("restore")
 @handle_errors
 def db_restore(
-    dump: Annotated[Path, typer.Argument(help="A backup written before an upgrade (<data dir>/backups/*.dump) or by `pg_dump -Fc`.")],
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Replace the database without asking.")] = False,
+    dump: Annotated[
+        Path,
+        typer.Argument(
+            help="A backup written before an upgrade (<data dir>/backups/*.dump) or by `pg_dump -Fc`."
+        ),
+    ],
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="Replace the database without asking.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Replace the database with a backup (the rollback of an upgrade).
@@ -128,18 +153,29 @@ def db_restore(
         raise ConfigError(f"{dump}: no such file")
     if not yes:
         try:
-            ok = typer.confirm(f"replace the database with {dump.name}? (what it holds now is lost)",
-                               default=False, err=True)  # fmt: skip
+            ok = typer.confirm(
+                f"replace the database with {dump.name}? (what it holds now is lost)",
+                default=False,
+                err=True,
+            )
         except click.exceptions.Abort:
             ok = False
         if not ok:
             if as_json:
-                print_json({"error": "not-confirmed", "message": "not confirmed: nothing changed", "file": str(dump)})
+                print_json(
+                    {
+                        "error": "not-confirmed",
+                        "message": "not confirmed: nothing changed",
+                        "file": str(dump),
+                    }
+                )
             err_console.print("not confirmed: nothing changed (add --yes to skip the question)")
             raise typer.Exit(EXIT_ERROR)
     name = restore_database(settings(), dump)
-    err_console.print(f"database {name} restored from {dump.name}; install the pmem version it was made "
-                      "with before the next command")  # fmt: skip
+    err_console.print(
+        f"database {name} restored from {dump.name}; install the pmem version it was made "
+        "with before the next command"
+    )
     if as_json:
         print_json({"database": name, "restored_from": str(dump)})
 
@@ -157,7 +193,9 @@ def db_url() -> None:
 
 @db_app.command("init")
 @handle_errors
-def db_init(keep_running: Annotated[bool, typer.Option(help="Leave the server running.")] = False) -> None:
+def db_init(
+    keep_running: Annotated[bool, typer.Option(help="Leave the server running.")] = False,
+) -> None:
     """Create the database and apply migrations (what `make setup` runs); make every file
     under the data dir private (0700 / 0600)."""
     from store import embedded

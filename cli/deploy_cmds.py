@@ -16,8 +16,13 @@ from cli.backfill_cmds import _prefect_env, quiet_prefect_console
 @app.command()
 @handle_errors
 def deploy(
-    pool: Annotated[str, typer.Option("--pool", help="The process work pool (created if missing).")] = "pmem",
-    as_json: Annotated[bool, typer.Option("--json", help="End with one JSON object: pool, pool_created, deployments.")] = False,
+    pool: Annotated[
+        str, typer.Option("--pool", help="The process work pool (created if missing).")
+    ] = "pmem",
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="End with one JSON object: pool, pool_created, deployments."),
+    ] = False,
 ) -> None:
     """Register the backfill, re-import and summary flows as deployments (`backfill-pool/POOL`,
     `reimport/POOL`, `summarize/POOL`) on a Prefect process work pool, created if missing. Then
@@ -30,7 +35,10 @@ def deploy(
 
     out = deploy_flows(pool)
     made = "created" if out["pool_created"] else "found"
-    err_console.print(f"work pool {escape(pool)} {made}; deployments: {', '.join(out['deployments'])}", highlight=False)
+    err_console.print(
+        f"work pool {escape(pool)} {made}; deployments: {', '.join(out['deployments'])}",
+        highlight=False,
+    )
     err_console.print(f"start workers with: pmem worker --pool {escape(pool)}", highlight=False)
     if as_json:
         print_json(out)
@@ -39,9 +47,22 @@ def deploy(
 @app.command()
 @handle_errors
 def worker(
-    pool: Annotated[str, typer.Option("--pool", help="The work pool to take flow runs from.")] = "pmem",
-    limit: Annotated[int | None, typer.Option("--limit", min=1, metavar="N", help="Run at most N flow runs at once (default: no limit).")] = None,
-    name: Annotated[str | None, typer.Option("--name", help="The worker's name in the Prefect UI (default: a random one).")] = None,
+    pool: Annotated[
+        str, typer.Option("--pool", help="The work pool to take flow runs from.")
+    ] = "pmem",
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            min=1,
+            metavar="N",
+            help="Run at most N flow runs at once (default: no limit).",
+        ),
+    ] = None,
+    name: Annotated[
+        str | None,
+        typer.Option("--name", help="The worker's name in the Prefect UI (default: a random one)."),
+    ] = None,
 ) -> None:
     """Start a Prefect process worker on the pool with this environment (DATABASE_URL,
     PMEM_RUNS_URL, PMEM_LLM and the provider's key, PMEM_MEMORY_URL): it prints a line when it

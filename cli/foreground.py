@@ -109,8 +109,10 @@ def foreground_run(settings: Settings) -> Iterator[runlock.RunLock]:
 
     with runlock.hold(settings.data_dir, command_line()) as lock:
         if lock.took_over is not None:
-            err_console.print(f"(pid {lock.took_over.pid} left this data dir's run lock behind when it "
-                              "ended; taken over)")  # fmt: skip
+            err_console.print(
+                f"(pid {lock.took_over.pid} left this data dir's run lock behind when it "
+                "ended; taken over)"
+            )
         set_wait_hook(_print_wait)
         main = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGINT, on_sigint) if main else None

@@ -31,7 +31,9 @@ def _read_secret(secret: str | None, secret_file: str | None) -> str | None:
         try:
             text = Path(secret_file).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
-            raise ConfigError(f"cannot read the secret from {secret_file} ({type(err).__name__})") from None
+            raise ConfigError(
+                f"cannot read the secret from {secret_file} ({type(err).__name__})"
+            ) from None
     text = text.rstrip("\r\n")
     if not text:
         raise ConfigError(f"{'stdin' if secret_file == '-' else secret_file} holds no secret")
@@ -59,14 +61,53 @@ def _files_holding(data_dir: Path, hit: Any, *, relative: bool = True) -> list[s
 @app.command()
 @handle_errors
 def forget(
-    secret: Annotated[str | None, typer.Option("--secret", help="The exact string to erase (any case). It stays in your shell history: prefer --secret-file.")] = None,
-    secret_file: Annotated[str | None, typer.Option("--secret-file", help="Read the string to erase from this file ('-': stdin); one trailing newline is dropped.")] = None,
-    memory: Annotated[str | None, typer.Option("--memory", help="Erase this memory with its revisions, evidence and index rows.")] = None,
-    conversation: Annotated[str | None, typer.Option("--conversation", help="Erase everything derived from this conversation (its key, see `pmem ledger list`).")] = None,
-    speaker: Annotated[str | None, typer.Option("--speaker", metavar="NAME", help="Erase another speaker's messages in your chat histories (LINE, Telegram, JSONL logs), the name as `pmem ledger show` lists it: from everything derived and from the ledger (implied --from-ledger); their messages in later imports arrive erased.")] = None,
-    from_ledger: Annotated[bool, typer.Option("--from-ledger", help="Erase it from the source ledger too; a re-import of the same export does not bring it back.")] = False,
+    secret: Annotated[
+        str | None,
+        typer.Option(
+            "--secret",
+            help="The exact string to erase (any case). It stays in your shell history: prefer --secret-file.",
+        ),
+    ] = None,
+    secret_file: Annotated[
+        str | None,
+        typer.Option(
+            "--secret-file",
+            help="Read the string to erase from this file ('-': stdin); one trailing newline is dropped.",
+        ),
+    ] = None,
+    memory: Annotated[
+        str | None,
+        typer.Option(
+            "--memory", help="Erase this memory with its revisions, evidence and index rows."
+        ),
+    ] = None,
+    conversation: Annotated[
+        str | None,
+        typer.Option(
+            "--conversation",
+            help="Erase everything derived from this conversation (its key, see `pmem ledger list`).",
+        ),
+    ] = None,
+    speaker: Annotated[
+        str | None,
+        typer.Option(
+            "--speaker",
+            metavar="NAME",
+            help="Erase another speaker's messages in your chat histories (LINE, Telegram, JSONL logs), the name as `pmem ledger show` lists it: from everything derived and from the ledger (implied --from-ledger); their messages in later imports arrive erased.",
+        ),
+    ] = None,
+    from_ledger: Annotated[
+        bool,
+        typer.Option(
+            "--from-ledger",
+            help="Erase it from the source ledger too; a re-import of the same export does not bring it back.",
+        ),
+    ] = False,
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="End with one JSON object (ids and counts, never the text).")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="End with one JSON object (ids and counts, never the text)."),
+    ] = False,
 ) -> None:
     """Irreversibly erase a secret string, a memory, a whole conversation or another speaker's
     messages (--speaker) from everything
@@ -93,10 +134,14 @@ def forget(
     text = _read_secret(secret, secret_file)
     targets = [t for t in (text, memory, conversation, speaker) if t is not None]
     if len(targets) != 1:
-        raise ConfigError("say what to forget: exactly one of --secret / --secret-file, --memory, --conversation, --speaker")
+        raise ConfigError(
+            "say what to forget: exactly one of --secret / --secret-file, --memory, --conversation, --speaker"
+        )
     if not yes and secret_file == "-":
-        raise ConfigError("the secret came from stdin, so the confirmation cannot be asked there",
-                          hint="add --yes (after checking what you piped in)")  # fmt: skip
+        raise ConfigError(
+            "the secret came from stdin, so the confirmation cannot be asked there",
+            hint="add --yes (after checking what you piped in)",
+        )
     if speaker is not None:
         from_ledger = True  # another person's words are not the owner's record to keep
     scrubber = Scrubber(text) if text is not None else None
@@ -104,23 +149,34 @@ def forget(
     db = Database.open(cfg)
     try:
         fg = Forgetter(db, load_key(cfg.data_dir, create=True) or b"")
-        where = "the ledger and everything derived" if from_ledger else "everything derived (the ledger keeps it)"
+        where = (
+            "the ledger and everything derived"
+            if from_ledger
+            else "everything derived (the ledger keeps it)"
+        )
         if scrubber is not None:
             found = fg.scan(scrubber.secret, ledger=from_ledger)
             question = f"erase the secret from {where}: {sum(found.values())} rows in {len(found)} columns hold it"
         elif memory is not None:
             plan = fg.memory_plan(memory)
-            question = (f"erase memory {memory} from {where}: " + ("already erased; check its files again" if plan["already_erased"]
-                        else f"{plan['revisions']} revisions, {plan['evidence']} evidence rows"))  # fmt: skip
+            question = f"erase memory {memory} from {where}: " + (
+                "already erased; check its files again"
+                if plan["already_erased"]
+                else f"{plan['revisions']} revisions, {plan['evidence']} evidence rows"
+            )
         elif speaker is not None:
             plan = fg.speaker_plan(speaker)
-            question = (f"erase a speaker's messages from {where}: {plan['messages']} messages in "
-                        f"{plan['conversations']} conversations")  # fmt: skip
+            question = (
+                f"erase a speaker's messages from {where}: {plan['messages']} messages in "
+                f"{plan['conversations']} conversations"
+            )
         else:
             assert conversation is not None
             plan = fg.conversation_plan(conversation)
-            question = (f"erase conversation {conversation} from {where}: {plan['messages']} messages, "
-                        f"{len(plan['memories'])} memories resting on it are erased whole")  # fmt: skip
+            question = (
+                f"erase conversation {conversation} from {where}: {plan['messages']} messages, "
+                f"{len(plan['memories'])} memories resting on it are erased whole"
+            )
         if not yes and not typer.confirm(question + ". This cannot be undone. Go on?", err=True):
             err_console.print("nothing erased")
             raise typer.Exit(EXIT_ERROR)
@@ -147,21 +203,29 @@ def forget(
             d = draft.get("draft", {})
             if commit.get("memory_id") in erased or d.get("target_memory_id") in erased:
                 return True
-            keys = [e.get("message_key", "") for e in (*draft.get("evidence", []), *d.get("evidence", []))]
+            keys = [
+                e.get("message_key", "")
+                for e in (*draft.get("evidence", []), *d.get("evidence", []))
+            ]
             if speaker_keys:
                 return any(k in speaker_keys for k in keys)
             if conversation is None:
                 return False
-            if any(k.rsplit(":", 1)[0] == conversation for k in keys) or conversation in d.get("source_conversation_keys", []):
+            if any(k.rsplit(":", 1)[0] == conversation for k in keys) or conversation in d.get(
+                "source_conversation_keys", []
+            ):
                 return True
             return folder in batch_folders and not keys
 
         def scrub_files(root: Path) -> RunFilesScrub:
             return scrub_run_files(
-                root, scrub=scrubber.value if scrubber else None, text_hit=hit if scrubber else None,
+                root,
+                scrub=scrubber.value if scrubber else None,
+                text_hit=hit if scrubber else None,
                 drop_draft=drop if (erased or conversation or speaker_keys) else None,
-                drop_chunks=batch_folders, hash_map=er.hash_map,
-            )  # fmt: skip
+                drop_chunks=batch_folders,
+                hash_map=er.hash_map,
+            )
 
         files = scrub_files(cfg.runs_dir)
         shared = runs_root(cfg)  # PMEM_RUNS_URL on an object store: the pool's run files
@@ -194,9 +258,15 @@ def forget(
         # the final check: through SQL over every registered column, and every file pmem wrote
         if scrubber is not None:
             remaining = fg.scan(scrubber.secret, ledger=from_ledger)
-            ledger_kept = {} if from_ledger else {
-                k: v for k, v in fg.scan(scrubber.secret, ledger=True).items() if k not in remaining
-            }  # fmt: skip
+            ledger_kept = (
+                {}
+                if from_ledger
+                else {
+                    k: v
+                    for k, v in fg.scan(scrubber.secret, ledger=True).items()
+                    if k not in remaining
+                }
+            )
             remaining_files = _files_holding(cfg.data_dir, hit)
             if not is_local(shared):
                 remaining_files += _files_holding(shared, hit, relative=False)
@@ -213,14 +283,22 @@ def forget(
         db.close()
 
     body = {
-        "erasure_id": er.erasure_id, "target": er.target, "from_ledger": from_ledger,
-        "memories_erased": er.memories_erased, "memories_redacted": er.memories_redacted,
+        "erasure_id": er.erasure_id,
+        "target": er.target,
+        "from_ledger": from_ledger,
+        "memories_erased": er.memories_erased,
+        "memories_redacted": er.memories_redacted,
         "counts": er.counts,
-        "files": {"rewritten": len(files.rewritten), "deleted": len(files.deleted),
-                  "drafts_removed": files.drafts_removed},
-        "vacuum": vacuum, "remaining": remaining, "remaining_files": remaining_files,
+        "files": {
+            "rewritten": len(files.rewritten),
+            "deleted": len(files.deleted),
+            "drafts_removed": files.drafts_removed,
+        },
+        "vacuum": vacuum,
+        "remaining": remaining,
+        "remaining_files": remaining_files,
         "ledger_kept": ledger_kept,
-    }  # fmt: skip
+    }
     err_console.print(
         f"erased ({er.erasure_id}): {len(er.memories_erased)} memories erased, "
         f"{len(er.memories_redacted)} redacted, {sum(er.counts.values())} rows changed, "
@@ -228,12 +306,16 @@ def forget(
         f"VACUUM FULL on {len(vacuum['tables'])} tables, checkpoint {'taken' if vacuum['checkpoint'] else 'NOT taken (no privilege)'}"
     )
     if ledger_kept:
-        err_console.print("the ledger still holds it (the raw record): add --from-ledger to erase it there too")
+        err_console.print(
+            "the ledger still holds it (the raw record): add --from-ledger to erase it there too"
+        )
     if remaining or remaining_files:
         err_console.print(f"[red]a copy remains:[/] {sorted(remaining)} {remaining_files}")
     if vacuum["skipped"]:
-        err_console.print(f"[red]not vacuumed[/] (another session holds them): {vacuum['skipped']}: stop "
-                          "`pmem serve` / `pmem api` and run the same forget again")  # fmt: skip
+        err_console.print(
+            f"[red]not vacuumed[/] (another session holds them): {vacuum['skipped']}: stop "
+            "`pmem serve` / `pmem api` and run the same forget again"
+        )
     if as_json:
         print_json(body)
     if remaining or remaining_files or vacuum["skipped"]:

@@ -29,6 +29,7 @@ app.add_typer(ledger_app, name="ledger")
 # shared/docs/formats.md): person, assistant, tool, machinery; `other` is another human speaker
 KINDS = ("person", "assistant", "tool", "machinery", "other")
 
+
 def _show(text: str | None, raw: bool) -> str | None:
     if text is None or raw:
         return text
@@ -84,9 +85,19 @@ def _kept_word(kept: bool | None) -> str:
 @ledger_app.command("list")
 @handle_errors
 def list_(
-    source: Annotated[str | None, typer.Option("--source", help="Only this source (chatgpt, claude, codex, claude-code, jsonl-log, line, telegram).")] = None,
-    raw: Annotated[bool, typer.Option("--raw", help="Show titles as stored (no secret redaction).")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help='One JSON object {"items": [...]}.')] = False,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--source",
+            help="Only this source (chatgpt, claude, codex, claude-code, jsonl-log, line, telegram).",
+        ),
+    ] = None,
+    raw: Annotated[
+        bool, typer.Option("--raw", help="Show titles as stored (no secret redaction).")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help='One JSON object {"items": [...]}.')
+    ] = False,
 ) -> None:
     """Every imported conversation: key, title, date, messages, and whether the prefilter kept it."""
     ledger = _open_ledger()
@@ -103,8 +114,10 @@ def list_(
     for it in items:
         when = (it["created_at"] or "?")[:16]
         title = for_terminal(it["title"] or "(untitled)")
-        typer.echo(f"{for_terminal(it['key'])}  {when}  {it['message_count']:>5} msgs  "
-                   f"{_kept_word(it['kept'])} ({it['prefilter_reason'] or '-'})  {title}")  # fmt: skip
+        typer.echo(
+            f"{for_terminal(it['key'])}  {when}  {it['message_count']:>5} msgs  "
+            f"{_kept_word(it['kept'])} ({it['prefilter_reason'] or '-'})  {title}"
+        )
     if items:
         kept = sum(1 for it in items if it["kept"])
         err_console.print(f"{len(items)} conversations, {kept} kept")
@@ -113,9 +126,16 @@ def list_(
 @ledger_app.command()
 @handle_errors
 def show(
-    conversation_key: Annotated[str, typer.Argument(help="A key from `pmem ledger list`, e.g. chatgpt:<conversation_id>.")],
-    raw: Annotated[bool, typer.Option("--raw", help="Show the text as stored (no secret redaction).")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help='One JSON object {"conversation": {...}, "messages": [...]}.')] = False,
+    conversation_key: Annotated[
+        str, typer.Argument(help="A key from `pmem ledger list`, e.g. chatgpt:<conversation_id>.")
+    ],
+    raw: Annotated[
+        bool, typer.Option("--raw", help="Show the text as stored (no secret redaction).")
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help='One JSON object {"conversation": {...}, "messages": [...]}.'),
+    ] = False,
 ) -> None:
     """One conversation's active path in order, each message with its kind (person, assistant,
     tool, machinery, other). Secrets are redacted unless --raw."""
@@ -123,8 +143,10 @@ def show(
     try:
         row = ledger.conversation_row(conversation_key, _rule_version())
         if row is None:
-            raise PmemError(f"no conversation {conversation_key} in the ledger",
-                            hint="`pmem ledger list` shows the keys")  # fmt: skip
+            raise PmemError(
+                f"no conversation {conversation_key} in the ledger",
+                hint="`pmem ledger list` shows the keys",
+            )
         rows = ledger.active_messages(conversation_key)
     finally:
         ledger.db.close()
@@ -139,16 +161,24 @@ def show(
     if row["title"] is not None:
         conversation["title"] = title  # a value its messages reveal as a secret goes from it too
     messages = [
-        {"key": m["key"], "role": m["role"], "kind": m["channel"], "content_type": m["content_type"],
-         "created_at": _when(m["created_at"]), "text": text or ""}
+        {
+            "key": m["key"],
+            "role": m["role"],
+            "kind": m["channel"],
+            "content_type": m["content_type"],
+            "created_at": _when(m["created_at"]),
+            "text": text or "",
+        }
         for m, text in zip(rows, texts, strict=True)
-    ]  # fmt: skip
+    ]
     if as_json:
         print_json({"conversation": conversation, "messages": messages})
         return
     title = for_terminal(conversation["title"] or "(untitled)")
-    typer.echo(f"{title}  ({for_terminal(conversation['key'])}, {conversation['message_count']} messages, "
-               f"{_kept_word(conversation['kept'])}: {conversation['prefilter_reason'] or '-'})")  # fmt: skip
+    typer.echo(
+        f"{title}  ({for_terminal(conversation['key'])}, {conversation['message_count']} messages, "
+        f"{_kept_word(conversation['kept'])}: {conversation['prefilter_reason'] or '-'})"
+    )
     for m in messages:
         when = (m["created_at"] or "?")[:19]
         typer.echo(f"\n[{m['kind']}] {for_terminal(m['role'])}  {when}  {for_terminal(m['key'])}")
@@ -159,7 +189,9 @@ def show(
 @handle_errors
 def quarantine(
     source: Annotated[str | None, typer.Option("--source", help="Only this source.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help='One JSON object {"items": [...]}.')] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help='One JSON object {"items": [...]}.')
+    ] = False,
 ) -> None:
     """Records the imports set aside: the file, the record (array index or line number) and why."""
     ledger = _open_ledger()
@@ -168,25 +200,34 @@ def quarantine(
     finally:
         ledger.db.close()
     items = [
-        {"file": r["file"], "record": r["position"], "reason": r["reason"], "source": r["source"],
-         "seen_at": _when(r["seen_at"])}
+        {
+            "file": r["file"],
+            "record": r["position"],
+            "reason": r["reason"],
+            "source": r["source"],
+            "seen_at": _when(r["seen_at"]),
+        }
         for r in rows
-    ]  # fmt: skip
+    ]
     if as_json:
         print_json({"items": items})
         return
     if not items:
         err_console.print("nothing quarantined")
     for it in items:
-        typer.echo(f"{for_terminal(it['file'])}  record {it['record']}  {for_terminal(it['reason'])}")
+        typer.echo(
+            f"{for_terminal(it['file'])}  record {it['record']}  {for_terminal(it['reason'])}"
+        )
 
 
 def _override(conversation_key: str, keep: bool, as_json: bool) -> None:
     ledger = _open_ledger()
     try:
         if not ledger.has_conversation(conversation_key):
-            raise PmemError(f"no conversation {conversation_key} in the ledger",
-                            hint="`pmem ledger list` shows the keys")  # fmt: skip
+            raise PmemError(
+                f"no conversation {conversation_key} in the ledger",
+                hint="`pmem ledger list` shows the keys",
+            )
         ledger.set_override(conversation_key, keep)
     finally:
         ledger.db.close()
@@ -194,7 +235,9 @@ def _override(conversation_key: str, keep: bool, as_json: bool) -> None:
         print_json({"key": conversation_key, "kept": keep, "override": "keep" if keep else "drop"})
         return
     word = "kept for drafting" if keep else "dropped from drafting"
-    err_console.print(f"{escape(for_terminal(conversation_key))} is {word} (your override; the next backfill follows it)")
+    err_console.print(
+        f"{escape(for_terminal(conversation_key))} is {word} (your override; the next backfill follows it)"
+    )
 
 
 @ledger_app.command()

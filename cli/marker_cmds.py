@@ -37,7 +37,9 @@ def _at(value: str | None) -> datetime | None:
     try:
         when = datetime.fromisoformat(value.strip())
     except ValueError:
-        raise ConfigError("--at must be an ISO 8601 time", hint="e.g. --at 2026-12-01T09:30+09:00") from None
+        raise ConfigError(
+            "--at must be an ISO 8601 time", hint="e.g. --at 2026-12-01T09:30+09:00"
+        ) from None
     return when if when.tzinfo else when.replace(tzinfo=local_zone())
 
 
@@ -47,18 +49,36 @@ def _line(m: Any) -> str:
 
     session = f"  [session {m.session}]" if m.session else ""
     by = "" if m.client == "cli" else f"  (by {m.client})"
-    return for_terminal(f"{human_time(m.at, local_zone())}  {m.id}  {' '.join(m.text.split())}{session}{by}")
+    return for_terminal(
+        f"{human_time(m.at, local_zone())}  {m.id}  {' '.join(m.text.split())}{session}{by}"
+    )
 
 
 @app.command()
 @handle_errors
 def mark(
-    text: Annotated[str, typer.Argument(help="One short line: what the topic is now (今日はゼミ発表の準備).")],
-    session: Annotated[str | None, typer.Option("--session", help="The session the marker belongs to.")] = None,
-    at: Annotated[str | None, typer.Option("--at", metavar="TIME",
-                  help="When the topic changed (ISO 8601; default: now; without a zone, PMEM_TZ's).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help='Print one JSON object {"id", "at", "text", "session", "client", "redacted", "created"} last on stdout.')] = False,
-) -> None:  # fmt: skip
+    text: Annotated[
+        str, typer.Argument(help="One short line: what the topic is now (今日はゼミ発表の準備).")
+    ],
+    session: Annotated[
+        str | None, typer.Option("--session", help="The session the marker belongs to.")
+    ] = None,
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            metavar="TIME",
+            help="When the topic changed (ISO 8601; default: now; without a zone, PMEM_TZ's).",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help='Print one JSON object {"id", "at", "text", "session", "client", "redacted", "created"} last on stdout.',
+        ),
+    ] = False,
+) -> None:
     """Record a topic marker: a short, timestamped line saying what the topic is now.
 
     load_context (what an AI client reads first) starts with the latest markers, so the thread
@@ -70,7 +90,10 @@ def mark(
     added = _store().add(text, session=session, at=when, client="cli")
     m = added.marker
     if m.redacted:
-        err_console.print(f"[yellow]the secret guard redacted {', '.join(m.redacted)} in the marker[/]", highlight=False)
+        err_console.print(
+            f"[yellow]the secret guard redacted {', '.join(m.redacted)} in the marker[/]",
+            highlight=False,
+        )
     if as_json:
         print_json({**m.as_json(), "created": added.created})
         return
@@ -82,11 +105,26 @@ def mark(
 @app.command()
 @handle_errors
 def marks(
-    since: Annotated[str | None, typer.Option("--since", help="From this date or period on: 2026-11, 先週, 'last month', an ISO time.")] = None,
-    session: Annotated[str | None, typer.Option("--session", help="Only the markers of this session.")] = None,
-    limit: Annotated[int | None, typer.Option("--limit", "-n", help="At most this many, newest first.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help='Print one JSON object {"markers": [{"id", "at", "text", "session", "client", "redacted"}, ...]} (newest first) last on stdout.')] = False,
-) -> None:  # fmt: skip
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since", help="From this date or period on: 2026-11, 先週, 'last month', an ISO time."
+        ),
+    ] = None,
+    session: Annotated[
+        str | None, typer.Option("--session", help="Only the markers of this session.")
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", "-n", help="At most this many, newest first.")
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help='Print one JSON object {"markers": [{"id", "at", "text", "session", "client", "redacted"}, ...]} (newest first) last on stdout.',
+        ),
+    ] = False,
+) -> None:
     """List the topic markers, newest first: time, id (for --since-marker), text."""
     if limit is not None and limit < 1:
         raise ConfigError("--limit must be at least 1")
@@ -102,8 +140,11 @@ def marks(
         print_json({"markers": [m.as_json() for m in found]})
         return
     if not found:
-        err_console.print('no markers yet: `pmem mark "what the topic is now"` records one'
-                          if since is None and session is None else "no markers match")  # fmt: skip
+        err_console.print(
+            'no markers yet: `pmem mark "what the topic is now"` records one'
+            if since is None and session is None
+            else "no markers match"
+        )
         return
     for m in found:
         sys.stdout.write(_line(m) + "\n")

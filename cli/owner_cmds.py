@@ -51,7 +51,13 @@ def _outcome(as_json: bool, **ids: Any) -> Iterator[None]:
         yield
     except PmemError as err:
         conflict = isinstance(err, StaleRevision | TombstonedMemory)
-        code = "conflict" if conflict else "not-confirmed" if isinstance(err, NotConfirmed) else "error"
+        code = (
+            "conflict"
+            if conflict
+            else "not-confirmed"
+            if isinstance(err, NotConfirmed)
+            else "error"
+        )
         if as_json:
             body: dict[str, Any] = {"error": code, "message": str(err), **ids}
             if isinstance(err, StaleRevision):
@@ -106,7 +112,9 @@ def record_text(view: Any) -> str:
     head = {k: getattr(view, k) for k in _EDITABLE}
     for k in ("occurred_at", "valid_from"):
         head[k] = head[k].isoformat() if head[k] else None
-    fields = yaml.safe_dump(head, allow_unicode=True, sort_keys=False, width=10_000, default_flow_style=False)
+    fields = yaml.safe_dump(
+        head, allow_unicode=True, sort_keys=False, width=10_000, default_flow_style=False
+    )
     intro = _EDIT_HEAD.format(id=view.id, rev=view.current_revision, next=view.current_revision + 1)
     return f"{intro}{fields}---\n{view.canonical_summary.rstrip()}\n"
 
@@ -119,7 +127,9 @@ def parse_record(text: str) -> dict[str, Any]:
     try:
         cut = lines.index("---")
     except ValueError:
-        raise ConfigError("the edited record has no line `---` between the fields and the summary") from None
+        raise ConfigError(
+            "the edited record has no line `---` between the fields and the summary"
+        ) from None
     try:
         head = yaml.safe_load("\n".join(lines[:cut])) or {}
     except yaml.YAMLError as err:
@@ -130,7 +140,9 @@ def parse_record(text: str) -> dict[str, Any]:
         raise ConfigError("the edited fields must be `name: value` lines")
     unknown = sorted(set(head) - set(_EDITABLE))
     if unknown:
-        raise ConfigError(f"the edited record has unknown fields {unknown} (known: {', '.join(_EDITABLE)})")
+        raise ConfigError(
+            f"the edited record has unknown fields {unknown} (known: {', '.join(_EDITABLE)})"
+        )
     out: dict[str, Any] = {}
     for k in ("title", "kind", "index_summary"):
         value = head.get(k)
@@ -155,7 +167,9 @@ def parse_record(text: str) -> dict[str, Any]:
             try:
                 out[k] = datetime.fromisoformat(str(value))
             except ValueError:
-                raise ConfigError(f"{k} must be an ISO 8601 time such as 2024-05-01T10:00:00+09:00") from None
+                raise ConfigError(
+                    f"{k} must be an ISO 8601 time such as 2024-05-01T10:00:00+09:00"
+                ) from None
     out["canonical_summary"] = "\n".join(lines[cut + 1 :]).strip()
     if not out["canonical_summary"]:
         raise ConfigError("the edited record needs a canonical summary below the --- line")
@@ -173,8 +187,12 @@ def _changes(view: Any, new: dict[str, Any]) -> list[str]:
         if old != new[k]:
             lines.append(f"{k}: {_shown(old)} → {_shown(new[k])}")
     if view.canonical_summary.strip() != new["canonical_summary"]:
-        diff = difflib.unified_diff(view.canonical_summary.strip().splitlines(),
-                                    new["canonical_summary"].splitlines(), lineterm="", n=1)  # fmt: skip
+        diff = difflib.unified_diff(
+            view.canonical_summary.strip().splitlines(),
+            new["canonical_summary"].splitlines(),
+            lineterm="",
+            n=1,
+        )
         lines.append("canonical_summary:")
         lines.extend(f"  {d}" for d in list(diff)[2:])
     return lines
@@ -203,32 +221,56 @@ def edit(
         if edited is None or edited == before:
             err_console.print(f"{memory_id}: nothing changed, nothing committed")
             if as_json:
-                print_json({"memory_id": memory_id, "changed": False, "revision": view.current_revision})
+                print_json(
+                    {"memory_id": memory_id, "changed": False, "revision": view.current_revision}
+                )
             return
         new = parse_record(edited)
         changes = _changes(view, new)
         if not changes:
             err_console.print(f"{memory_id}: nothing changed, nothing committed")
             if as_json:
-                print_json({"memory_id": memory_id, "changed": False, "revision": view.current_revision})
+                print_json(
+                    {"memory_id": memory_id, "changed": False, "revision": view.current_revision}
+                )
             return
         for line in changes:
             err_console.print(tty(line), highlight=False, markup=False)
-        _confirm(f"commit this correction to {memory_id} as revision {view.current_revision + 1}?", yes)
+        _confirm(
+            f"commit this correction to {memory_id} as revision {view.current_revision + 1}?", yes
+        )
         digest = sha256(repr(sorted(new.items())).encode()).hexdigest()[:16]
-        result = store.commit(CommitRequest(
-            memory_id=memory_id, expected_revision=view.current_revision, reason="correction",
-            stated_facts=view.stated_facts, client=f"owner:{OWNER_CLIENT}",
-            idempotency_key=f"edit:{memory_id}:{view.current_revision}:{digest}", **new,
-        ))  # fmt: skip
-        redacted = f" ({', '.join(result.redacted_fields)} redacted by the guard)" if result.redacted_fields else ""
-        err_console.print(f"{memory_id}: correction committed as revision {result.revision}{redacted}; "
-                          f"`pmem restore {memory_id} {view.current_revision}` undoes it")  # fmt: skip
+        result = store.commit(
+            CommitRequest(
+                memory_id=memory_id,
+                expected_revision=view.current_revision,
+                reason="correction",
+                stated_facts=view.stated_facts,
+                client=f"owner:{OWNER_CLIENT}",
+                idempotency_key=f"edit:{memory_id}:{view.current_revision}:{digest}",
+                **new,
+            )
+        )
+        redacted = (
+            f" ({', '.join(result.redacted_fields)} redacted by the guard)"
+            if result.redacted_fields
+            else ""
+        )
+        err_console.print(
+            f"{memory_id}: correction committed as revision {result.revision}{redacted}; "
+            f"`pmem restore {memory_id} {view.current_revision}` undoes it"
+        )
         if as_json:
-            print_json({"memory_id": memory_id, "changed": True, "revision": result.revision,
-                        "previous_revision": view.current_revision, "fields": [c.split(":")[0] for c in changes
-                                                                               if not c.startswith("  ")],
-                        "redacted_fields": result.redacted_fields})  # fmt: skip
+            print_json(
+                {
+                    "memory_id": memory_id,
+                    "changed": True,
+                    "revision": result.revision,
+                    "previous_revision": view.current_revision,
+                    "fields": [c.split(":")[0] for c in changes if not c.startswith("  ")],
+                    "redacted_fields": result.redacted_fields,
+                }
+            )
 
 
 # ---------------------------------------------------------------- delete and merge (the queue)
@@ -244,7 +286,9 @@ def _through_queue(store: Any, request: Any) -> dict[str, Any]:
 @app.command()
 def delete(
     memory_id: Annotated[str, typer.Argument(help="A memory id.")],
-    reason: Annotated[str | None, typer.Option("--reason", help="Why (kept with the tombstone).")] = None,
+    reason: Annotated[
+        str | None, typer.Option("--reason", help="Why (kept with the tombstone).")
+    ] = None,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking.")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -259,24 +303,44 @@ def delete(
     with _outcome(as_json, memory_id=memory_id):
         store = _store()
         view = _active(store, memory_id)
-        err_console.print(tty(f"{memory_id}: {view.title} ({view.kind}, revision {view.current_revision})"),
-                          highlight=False, markup=False)  # fmt: skip
+        err_console.print(
+            tty(f"{memory_id}: {view.title} ({view.kind}, revision {view.current_revision})"),
+            highlight=False,
+            markup=False,
+        )
         _confirm(f"delete {memory_id}? (reversible with `pmem restore`)", yes)
-        out = _through_queue(store, ActionRequest(
-            action="delete", memory_id=memory_id, expected_revision=view.current_revision,
-            note=reason, client=OWNER_CLIENT))  # fmt: skip
-        err_console.print(f"{memory_id} deleted (tombstone kept); undo with "
-                          f"`pmem restore {memory_id} {view.current_revision}`")  # fmt: skip
+        out = _through_queue(
+            store,
+            ActionRequest(
+                action="delete",
+                memory_id=memory_id,
+                expected_revision=view.current_revision,
+                note=reason,
+                client=OWNER_CLIENT,
+            ),
+        )
+        err_console.print(
+            f"{memory_id} deleted (tombstone kept); undo with "
+            f"`pmem restore {memory_id} {view.current_revision}`"
+        )
         if as_json:
-            print_json({"memory_id": memory_id, "deleted": True, "revision": view.current_revision,
-                        "proposal_id": out["proposal_id"],
-                        "restore_command": f"pmem restore {memory_id} {view.current_revision}"})  # fmt: skip
+            print_json(
+                {
+                    "memory_id": memory_id,
+                    "deleted": True,
+                    "revision": view.current_revision,
+                    "proposal_id": out["proposal_id"],
+                    "restore_command": f"pmem restore {memory_id} {view.current_revision}",
+                }
+            )
 
 
 @app.command()
 def merge(
     keep: Annotated[str, typer.Argument(help="The memory that stays and absorbs the other.")],
-    other: Annotated[str, typer.Argument(help="The memory folded into KEEP, then deleted (tombstone).")],
+    other: Annotated[
+        str, typer.Argument(help="The memory folded into KEEP, then deleted (tombstone).")
+    ],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Merge without asking.")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -293,21 +357,47 @@ def merge(
             raise ConfigError("merge needs two different memories")
         store = _store()
         a, b = _active(store, keep), _active(store, other)
-        err_console.print(tty(f"keep:  {keep}  {a.title} (revision {a.current_revision}, {len(a.evidence)} evidence)"),
-                          highlight=False, markup=False)  # fmt: skip
-        err_console.print(tty(f"merge: {other}  {b.title} (revision {b.current_revision}, {len(b.evidence)} evidence)"),
-                          highlight=False, markup=False)  # fmt: skip
+        err_console.print(
+            tty(
+                f"keep:  {keep}  {a.title} (revision {a.current_revision}, {len(a.evidence)} evidence)"
+            ),
+            highlight=False,
+            markup=False,
+        )
+        err_console.print(
+            tty(
+                f"merge: {other}  {b.title} (revision {b.current_revision}, {len(b.evidence)} evidence)"
+            ),
+            highlight=False,
+            markup=False,
+        )
         _confirm(f"fold {other} into {keep} and delete {other}?", yes)
-        out = _through_queue(store, ActionRequest(
-            action="merge", memory_id=other, expected_revision=b.current_revision, merge_into=keep,
-            client=OWNER_CLIENT))  # fmt: skip
-        err_console.print(f"merged {other} into {keep}: revision {out['revision']}, "
-                          f"{plural(out.get('evidence_added', 0), 'evidence excerpt')} added; {other} deleted "
-                          f"(`pmem restore {other} {b.current_revision}` brings it back)")  # fmt: skip
+        out = _through_queue(
+            store,
+            ActionRequest(
+                action="merge",
+                memory_id=other,
+                expected_revision=b.current_revision,
+                merge_into=keep,
+                client=OWNER_CLIENT,
+            ),
+        )
+        err_console.print(
+            f"merged {other} into {keep}: revision {out['revision']}, "
+            f"{plural(out.get('evidence_added', 0), 'evidence excerpt')} added; {other} deleted "
+            f"(`pmem restore {other} {b.current_revision}` brings it back)"
+        )
         if as_json:
-            print_json({"memory_id": keep, "merged_from": other, "revision": out["revision"],
-                        "evidence_added": out.get("evidence_added", 0), "proposal_id": out["proposal_id"],
-                        "redacted_fields": out.get("redacted_fields", [])})  # fmt: skip
+            print_json(
+                {
+                    "memory_id": keep,
+                    "merged_from": other,
+                    "revision": out["revision"],
+                    "evidence_added": out.get("evidence_added", 0),
+                    "proposal_id": out["proposal_id"],
+                    "redacted_fields": out.get("redacted_fields", []),
+                }
+            )
 
 
 # ---------------------------------------------------------------- import-backup
@@ -336,19 +426,29 @@ def import_backup(
             raise ConfigError(f"{file}: no such file")
         rows = list(read_export(file))
         n = sum(1 for r in rows if r.get("type") == "memory")
-        _confirm(f"restore {plural(n, 'memory', 'memories')} from {file.name} into the empty store?", yes)
+        _confirm(
+            f"restore {plural(n, 'memory', 'memories')} from {file.name} into the empty store?", yes
+        )
         counts = restore_rows(Database.open(settings()), rows)
-        words = (f"restored {plural(counts['memories'], 'memory', 'memories')} "
-                 f"({plural(counts['revisions'], 'revision')}, {plural(counts['evidence'], 'evidence excerpt')}, "
-                 f"{plural(counts['tombstones'], 'tombstone')}) from {file.name}")  # fmt: skip
+        words = (
+            f"restored {plural(counts['memories'], 'memory', 'memories')} "
+            f"({plural(counts['revisions'], 'revision')}, {plural(counts['evidence'], 'evidence excerpt')}, "
+            f"{plural(counts['tombstones'], 'tombstone')}) from {file.name}"
+        )
         notes = []
         if counts["erased_skipped"]:
-            notes.append(f"{plural(counts['erased_skipped'], 'memory', 'memories')} you erased left out")
+            notes.append(
+                f"{plural(counts['erased_skipped'], 'memory', 'memories')} you erased left out"
+            )
         if counts["evidence_refused"]:
-            notes.append(f"{plural(counts['evidence_refused'], 'evidence excerpt')} refused by the guard")
+            notes.append(
+                f"{plural(counts['evidence_refused'], 'evidence excerpt')} refused by the guard"
+            )
         if counts["redacted_fields"]:
             notes.append(f"{plural(counts['redacted_fields'], 'field')} redacted")
-        err_console.print(tty(words + ("; " + ", ".join(notes) if notes else "")), highlight=False, markup=False)
+        err_console.print(
+            tty(words + ("; " + ", ".join(notes) if notes else "")), highlight=False, markup=False
+        )
         if as_json:
             print_json({"file": str(file), **counts})
 
@@ -375,7 +475,13 @@ def _demo_database(cfg: Any) -> str:
 @app.command()
 @handle_errors
 def demo(
-    into_my_store: Annotated[bool, typer.Option("--into-my-store", help="Write the sample memories into your own store (they stay there).")] = False,
+    into_my_store: Annotated[
+        bool,
+        typer.Option(
+            "--into-my-store",
+            help="Write the sample memories into your own store (they stay there).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Run the whole pipeline offline on the bundled sample export, then search it.
@@ -394,7 +500,9 @@ def demo(
 
     cfg = settings()
     demo_db = None if into_my_store else _demo_database(cfg)
-    err_console.print(f"demo: the sample export goes into {f'the demo database {demo_db}' if demo_db else 'your own store'}")
+    err_console.print(
+        f"demo: the sample export goes into {f'the demo database {demo_db}' if demo_db else 'your own store'}"
+    )
     export = PROJECT_ROOT / "examples" / "demo" / "conversations.json"
     with err_console.status("running the demo backfill…"):
         summary = _run_backfill("chatgpt", str(export), False, "extractive")
@@ -425,11 +533,12 @@ def demo(
     if into_my_store:
         say("\nshow one with: pmem show MEMORY_ID --history")
     else:
-        say("\nthese memories are in the demo database only; your store is unchanged "
-                   "(`pmem demo --into-my-store` writes them into it)")  # fmt: skip
+        say(
+            "\nthese memories are in the demo database only; your store is unchanged "
+            "(`pmem demo --into-my-store` writes them into it)"
+        )
     if as_json:
-        print_json({"summary": summary, "searches": results,
-                    "database": demo_db or "your store"})  # fmt: skip
+        print_json({"summary": summary, "searches": results, "database": demo_db or "your store"})
 
 
 # ---------------------------------------------------------------- status
@@ -451,7 +560,9 @@ def _did_something(run: dict[str, Any]) -> bool:
     s = run.get("summary") or {}
     if run["status"] in ("open", "stopped", "failed", "cost_limit", "interrupted"):
         return True
-    return bool(run.get("drafts") or run.get("commits_done") or s.get("commits") or s.get("drafter_calls"))
+    return bool(
+        run.get("drafts") or run.get("commits_done") or s.get("commits") or s.get("drafter_calls")
+    )
 
 
 def _run_words(r: dict[str, Any], zone: Any) -> list[str]:
@@ -463,16 +574,26 @@ def _run_words(r: dict[str, Any], zone: Any) -> list[str]:
         when += f", finished {human_time(r['finished_at'], zone)}"
     batches = r["batches"]
     done = ", ".join(f"{n} {stage}" for stage, n in sorted(batches.items())) or "none"
-    body = (f"  {plural(sum(batches.values()), 'batch')} ({done}); {plural(r['drafts'], 'draft')}; "
-            f"{plural(r['commits_done'], 'commit')} done, {r['commits_left']} left"
-            + (f"; {plural(r['conflicts'], 'conflict')}" if r["conflicts"] else ""))  # fmt: skip
+    body = (
+        f"  {plural(sum(batches.values()), 'batch')} ({done}); {plural(r['drafts'], 'draft')}; "
+        f"{plural(r['commits_done'], 'commit')} done, {r['commits_left']} left"
+        + (f"; {plural(r['conflicts'], 'conflict')}" if r["conflicts"] else "")
+    )
     lines = [head, when, body]
     if s.get("conversations") is not None:
-        lines.append(f"  {plural(s['conversations'], 'conversation')} in the export; "
-                     f"{plural(s.get('drafter_calls', 0), 'drafter call')}")  # fmt: skip
-    if r["status"] in ("open", "stopped", "cost_limit", "interrupted") and r["commits_left"] and r.get("budget_applies", True):
-        lines.append(f"  budget: {r['budget_in_window']} of {r['budget_limit']} requests used in the current "
-                     f"{human_seconds(r['budget_window_s'])} window; about {human_seconds(r['eta_seconds'])} left")  # fmt: skip
+        lines.append(
+            f"  {plural(s['conversations'], 'conversation')} in the export; "
+            f"{plural(s.get('drafter_calls', 0), 'drafter call')}"
+        )
+    if (
+        r["status"] in ("open", "stopped", "cost_limit", "interrupted")
+        and r["commits_left"]
+        and r.get("budget_applies", True)
+    ):
+        lines.append(
+            f"  budget: {r['budget_in_window']} of {r['budget_limit']} requests used in the current "
+            f"{human_seconds(r['budget_window_s'])} window; about {human_seconds(r['eta_seconds'])} left"
+        )
     if r["dry_run"] and r["status"] == "complete":
         lines.append(f"  next: pmem review {r['run_id']}  then  pmem apply {r['run_id']}")
     return lines
@@ -480,8 +601,12 @@ def _run_words(r: dict[str, Any], zone: Any) -> list[str]:
 
 @app.command()
 def status(
-    run_id: Annotated[str | None, typer.Argument(help="A run id; default: the latest runs that did something.")] = None,
-    all_runs: Annotated[bool, typer.Option("--all", help="Also the runs that found nothing to do.")] = False,
+    run_id: Annotated[
+        str | None, typer.Argument(help="A run id; default: the latest runs that did something.")
+    ] = None,
+    all_runs: Annotated[
+        bool, typer.Option("--all", help="Also the runs that found nothing to do.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """What the runs did, the memories held, and the disk used.
@@ -505,8 +630,11 @@ def status(
             raise PmemError(f"no run {run_id}", hint="`pmem status` lists the runs")
         out = []
         for r in items:
-            p = run_progress(db, cfg, r) | {"export_path": r.get("export_path"), "finished_at": r.get("finished_at"),
-                                            "model": r.get("model")}  # fmt: skip
+            p = run_progress(db, cfg, r) | {
+                "export_path": r.get("export_path"),
+                "finished_at": r.get("finished_at"),
+                "model": r.get("model"),
+            }
             if run_id or all_runs or _did_something(p):
                 out.append(p)
         out = out[:10] if not run_id and not all_runs else out
@@ -514,26 +642,41 @@ def status(
         counts = MemoryStore(db).counts()
         db.close()
         if as_json:
-            print_json({"items": out, "hidden_runs": len(items) - len(out), "memories": counts, "disk": usage})
+            print_json(
+                {
+                    "items": out,
+                    "hidden_runs": len(items) - len(out),
+                    "memories": counts,
+                    "disk": usage,
+                }
+            )
             return
         zone = local_zone()
         if out:
             typer.echo(f"times in {zone} (PMEM_TZ sets the zone)")
         if not out:
-            err_console.print("no runs that did something yet: start one with "
-                              "`make backfill SOURCE=chatgpt EXPORT=path`")  # fmt: skip
+            err_console.print(
+                "no runs that did something yet: start one with "
+                "`make backfill SOURCE=chatgpt EXPORT=path`"
+            )
         for r in out:
             for line in _run_words(r, zone):
                 typer.echo(tty(line))
         hidden = len(items) - len(out)
         if hidden and not run_id:
-            typer.echo(f"({plural(hidden, 'run')} that found nothing to do not shown: --all shows them)")
-        typer.echo(f"memories: {plural(counts['memories'], 'memory', 'memories')}, "
-                   f"{plural(counts['revisions'], 'revision')}, {plural(counts['evidence'], 'evidence excerpt')}, "
-                   f"{plural(counts['tombstones'], 'tombstone')}")  # fmt: skip
-        typer.echo(f"disk: database {human_bytes(usage['database_bytes'])} (of it vectors "
-                   f"{human_bytes(usage['vector_bytes'])}), runs folder {human_bytes(usage['runs_bytes'])}"
-                   + ("  (`pmem gc` removes old run files)" if usage["runs_bytes"] > 50_000_000 else ""))  # fmt: skip
+            typer.echo(
+                f"({plural(hidden, 'run')} that found nothing to do not shown: --all shows them)"
+            )
+        typer.echo(
+            f"memories: {plural(counts['memories'], 'memory', 'memories')}, "
+            f"{plural(counts['revisions'], 'revision')}, {plural(counts['evidence'], 'evidence excerpt')}, "
+            f"{plural(counts['tombstones'], 'tombstone')}"
+        )
+        typer.echo(
+            f"disk: database {human_bytes(usage['database_bytes'])} (of it vectors "
+            f"{human_bytes(usage['vector_bytes'])}), runs folder {human_bytes(usage['runs_bytes'])}"
+            + ("  (`pmem gc` removes old run files)" if usage["runs_bytes"] > 50_000_000 else "")
+        )
 
 
 # ---------------------------------------------------------------- gc
@@ -562,15 +705,20 @@ def gc_candidates(cfg: Any, db: Any, older_than_days: float) -> list[dict[str, A
         if run is None:
             found.append({"path": folder, "why": "a run the database does not know"})
             continue
-        old_done = (run["status"] == "complete" and not run["dry_run"]
-                    and (run.get("finished_at") or run["started_at"]) < cutoff)  # fmt: skip
+        old_done = (
+            run["status"] == "complete"
+            and not run["dry_run"]
+            and (run.get("finished_at") or run["started_at"]) < cutoff
+        )
         bdir = folder / "batches"
         for b in sorted(p for p in bdir.iterdir() if p.is_dir()) if bdir.is_dir() else []:
             st = status_of.get((folder.name, b.name))
             if st == "superseded":
                 found.append({"path": b, "why": "superseded drafts"})
             elif old_done and st in ("committed", None):
-                found.append({"path": b, "why": f"committed, run finished over {older_than_days:g} days ago"})
+                found.append(
+                    {"path": b, "why": f"committed, run finished over {older_than_days:g} days ago"}
+                )
     for f in found:
         f["bytes"] = _size(f["path"])
     return found
@@ -578,7 +726,12 @@ def gc_candidates(cfg: Any, db: Any, older_than_days: float) -> list[dict[str, A
 
 @app.command()
 def gc(
-    older_than: Annotated[float, typer.Option("--older-than", help="Days after which a finished run's committed batch files go.")] = 30,
+    older_than: Annotated[
+        float,
+        typer.Option(
+            "--older-than", help="Days after which a finished run's committed batch files go."
+        ),
+    ] = 30,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Remove without asking.")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -602,15 +755,28 @@ def gc(
                 print_json({"removed": 0, "bytes": 0, "paths": []})
             return
         for f in found:
-            err_console.print(tty(f"{f['path'].relative_to(cfg.runs_dir)}  {human_bytes(f['bytes'])}  ({f['why']})"),
-                              highlight=False, markup=False)  # fmt: skip
-        _confirm(f"remove {plural(len(found), 'folder')} ({human_bytes(total)}) under {cfg.runs_dir}?", yes)
+            err_console.print(
+                tty(
+                    f"{f['path'].relative_to(cfg.runs_dir)}  {human_bytes(f['bytes'])}  ({f['why']})"
+                ),
+                highlight=False,
+                markup=False,
+            )
+        _confirm(
+            f"remove {plural(len(found), 'folder')} ({human_bytes(total)}) under {cfg.runs_dir}?",
+            yes,
+        )
         for f in found:
             shutil.rmtree(f["path"], ignore_errors=True)
         err_console.print(f"removed {plural(len(found), 'folder')}, {human_bytes(total)} freed")
         if as_json:
-            print_json({"removed": len(found), "bytes": total,
-                        "paths": [str(f["path"].relative_to(cfg.runs_dir)) for f in found]})  # fmt: skip
+            print_json(
+                {
+                    "removed": len(found),
+                    "bytes": total,
+                    "paths": [str(f["path"].relative_to(cfg.runs_dir)) for f in found],
+                }
+            )
 
 
 # ---------------------------------------------------------------- stop
@@ -630,8 +796,9 @@ def stop(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         cfg = settings()
         prefect = False if os.environ.get("PREFECT_API_URL") else stop_server(cfg)
         database = False if cfg.database_url else embedded.stop(cfg.pgdata_dir)
-        err_console.print(f"Prefect server: {'stopped' if prefect else 'not running'}; embedded PostgreSQL: "
-                          f"{'stopped' if database else 'not running' if not cfg.database_url else 'not managed (DATABASE_URL)'}")  # fmt: skip
+        err_console.print(
+            f"Prefect server: {'stopped' if prefect else 'not running'}; embedded PostgreSQL: "
+            f"{'stopped' if database else 'not running' if not cfg.database_url else 'not managed (DATABASE_URL)'}"
+        )
         if as_json:
             print_json({"prefect_stopped": prefect, "database_stopped": database})
-

@@ -22,7 +22,9 @@ app.add_typer(prefect_app, name="prefect")
 
 def _managed_only() -> None:
     if os.environ.get("PREFECT_API_URL"):
-        err_console.print(f"PREFECT_API_URL is set ({os.environ['PREFECT_API_URL']}): that server is used, nothing is managed.")
+        err_console.print(
+            f"PREFECT_API_URL is set ({os.environ['PREFECT_API_URL']}): that server is used, nothing is managed."
+        )
 
 
 @prefect_app.command("start")
@@ -40,7 +42,9 @@ def prefect_start(as_json: Annotated[bool, typer.Option("--json")] = False) -> N
         print_json(info.to_dict())
         return
     typer.echo(url)
-    err_console.print(f"Prefect UI at {info.ui_url or ui_base(url)} (pid {info.pid}); `pmem prefect stop` stops it")
+    err_console.print(
+        f"Prefect UI at {info.ui_url or ui_base(url)} (pid {info.pid}); `pmem prefect stop` stops it"
+    )
 
 
 @prefect_app.command("stop")
@@ -72,19 +76,33 @@ def prefect_status(as_json: Annotated[bool, typer.Option("--json")] = False) -> 
 def status_lines(info: Any) -> list[str]:
     """`pmem prefect status` in words."""
     if not info.managed:
-        return [f"Prefect UI: {info.ui_url}  (PREFECT_API_URL is set: that server is used, pmem manages none)",
-                f"API: {info.url}", f"data dir: {info.data_dir}"]  # fmt: skip
+        return [
+            f"Prefect UI: {info.ui_url}  (PREFECT_API_URL is set: that server is used, pmem manages none)",
+            f"API: {info.url}",
+            f"data dir: {info.data_dir}",
+        ]
     if not info.running:
         port = f" (port {info.port} is kept for it)" if info.port else ""
-        return [f"Prefect server not running{port}: `pmem prefect start` starts it, and so does the next backfill",
-                f"data dir: {info.data_dir}", f"log: {info.log}"]  # fmt: skip
-    lines = [f"Prefect UI: {info.ui_url}", f"  running, pid {info.pid}, since {info.started_at}; "
-             "`pmem prefect stop` stops it"]  # fmt: skip
+        return [
+            f"Prefect server not running{port}: `pmem prefect start` starts it, and so does the next backfill",
+            f"data dir: {info.data_dir}",
+            f"log: {info.log}",
+        ]
+    lines = [
+        f"Prefect UI: {info.ui_url}",
+        f"  running, pid {info.pid}, since {info.started_at}; `pmem prefect stop` stops it",
+    ]
     if info.auth_file:
-        lines.append(f"  log in: the UI asks for a password; it is the whole line in {info.auth_file} "
-                     f"(`cat {info.auth_file}`; only you can read that file)")  # fmt: skip
-    lines += ["  flow runs are named after pmem's run ids (`pmem status` lists them)",
-              f"data dir: {info.data_dir}", f"API: {info.url}", f"log: {info.log}"]  # fmt: skip
+        lines.append(
+            f"  log in: the UI asks for a password; it is the whole line in {info.auth_file} "
+            f"(`cat {info.auth_file}`; only you can read that file)"
+        )
+    lines += [
+        "  flow runs are named after pmem's run ids (`pmem status` lists them)",
+        f"data dir: {info.data_dir}",
+        f"API: {info.url}",
+        f"log: {info.log}",
+    ]
     return lines
 
 
@@ -117,20 +135,41 @@ def _consent_note(llm: str | None, sources: list[str] | None = None) -> None:
     granted = [s for s, t in targets.items() if t is not None and find(cfg, t) is not None]
     missing = [s for s in names if s not in granted]
     where = next(t for t in targets.values() if t is not None).describe()
-    err_console.print(f"sends to {escape(for_terminal(where))} only what you consented to: "
-                      f"{', '.join(granted) or 'no source yet'}")  # fmt: skip
+    err_console.print(
+        f"sends to {escape(for_terminal(where))} only what you consented to: "
+        f"{', '.join(granted) or 'no source yet'}"
+    )
     if missing:
-        err_console.print(f"  → not sent (the export fails with ConsentRequired): {', '.join(missing)}; consent once "
-                          f"with `pmem backfill --source SOURCE --llm {escape(for_terminal(spec))}`")  # fmt: skip
+        err_console.print(
+            f"  → not sent (the export fails with ConsentRequired): {', '.join(missing)}; consent once "
+            f"with `pmem backfill --source SOURCE --llm {escape(for_terminal(spec))}`"
+        )
 
 
 @app.command()
 @handle_errors
 def schedule(
-    cron: Annotated[str | None, typer.Option("--cron", help="Five-field cron. Default: PMEM_REIMPORT_CRON or '0 3 1 * *' (03:00 on the 1st).")] = None,
-    timezone: Annotated[str | None, typer.Option("--timezone", help="IANA zone of the cron. Default: PMEM_SCHEDULE_TIMEZONE, else PMEM_TZ, $TZ or the system zone.")] = None,
-    name: Annotated[str, typer.Option("--name", help="Deployment name (reimport/<name>).")] = "monthly",
-    llm: Annotated[str | None, typer.Option("--llm", help="provider:model for the scheduled runs; default PMEM_LLM.")] = None,
+    cron: Annotated[
+        str | None,
+        typer.Option(
+            "--cron",
+            help="Five-field cron. Default: PMEM_REIMPORT_CRON or '0 3 1 * *' (03:00 on the 1st).",
+        ),
+    ] = None,
+    timezone: Annotated[
+        str | None,
+        typer.Option(
+            "--timezone",
+            help="IANA zone of the cron. Default: PMEM_SCHEDULE_TIMEZONE, else PMEM_TZ, $TZ or the system zone.",
+        ),
+    ] = None,
+    name: Annotated[
+        str, typer.Option("--name", help="Deployment name (reimport/<name>).")
+    ] = "monthly",
+    llm: Annotated[
+        str | None,
+        typer.Option("--llm", help="provider:model for the scheduled runs; default PMEM_LLM."),
+    ] = None,
 ) -> None:
     """Serve the monthly re-import deployment: blocks, and runs each scheduled (or UI-triggered)
     re-import. Ctrl-C stops serving and pauses the schedule."""
@@ -153,11 +192,28 @@ def schedule(
 @app.command()
 @handle_errors
 def reimport(
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Draft and verify, commit nothing.")] = False,
-    llm: Annotated[str | None, typer.Option("--llm", help="provider:model; default PMEM_LLM or the offline extractive drafter.")] = None,
-    source: Annotated[list[str] | None, typer.Option("--source", "-s", help="Only these sources (repeatable).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="End with one JSON object summarising the re-import.")] = False,
-    no_embed: Annotated[bool, typer.Option("--no-embed", help="Index new messages for recall but do not embed them (`pmem reindex` does later).")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Draft and verify, commit nothing.")
+    ] = False,
+    llm: Annotated[
+        str | None,
+        typer.Option(
+            "--llm", help="provider:model; default PMEM_LLM or the offline extractive drafter."
+        ),
+    ] = None,
+    source: Annotated[
+        list[str] | None, typer.Option("--source", "-s", help="Only these sources (repeatable).")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="End with one JSON object summarising the re-import.")
+    ] = False,
+    no_embed: Annotated[
+        bool,
+        typer.Option(
+            "--no-embed",
+            help="Index new messages for recall but do not embed them (`pmem reindex` does later).",
+        ),
+    ] = False,
 ) -> None:
     """Run the re-import once now (what the schedule runs; use it from crontab)."""
     from cli.backfill_cmds import _prefect_env, quiet_prefect_console
@@ -171,22 +227,37 @@ def reimport(
         _consent_note(llm, source)
 
         with err_console.status("re-importing: inbox and local session folders…"):
-            summary = reimport_flow(llm=llm, dry_run=dry_run, sources=source or None, embed=not no_embed)
+            summary = reimport_flow(
+                llm=llm, dry_run=dry_run, sources=source or None, embed=not no_embed
+            )
     for e in summary["exports"]:
-        detail = (f"run {e['run_id']} {e['status']}: {e['conversations_new']} new, {e['conversations_changed']} changed, "
-                  f"{e['drafter_calls']} drafter calls, {e['commits']} commits") if "run_id" in e else e.get("status") or e["action"]  # fmt: skip
+        detail = (
+            (
+                f"run {e['run_id']} {e['status']}: {e['conversations_new']} new, {e['conversations_changed']} changed, "
+                f"{e['drafter_calls']} drafter calls, {e['commits']} commits"
+            )
+            if "run_id" in e
+            else e.get("status") or e["action"]
+        )
         err_console.print(f"{e['source']:12} {escape(for_terminal(e['export_path']))}  {detail}")
     if not summary["exports"]:
         err_console.print("nothing to re-import: the inbox and the local session folders are empty")
-    err_console.print(f"re-import {summary['status']}: {summary['drafter_calls']} drafter calls, {summary['commits']} commits")
+    err_console.print(
+        f"re-import {summary['status']}: {summary['drafter_calls']} drafter calls, {summary['commits']} commits"
+    )
     if no_embed and summary.get("messages_without_vectors"):
-        err_console.print(f"  vectors skipped (--no-embed): {summary['messages_without_vectors']} messages wait for `pmem reindex`")
+        err_console.print(
+            f"  vectors skipped (--no-embed): {summary['messages_without_vectors']} messages wait for `pmem reindex`"
+        )
     if as_json:
         print_json(summary)
     if summary["status"] == "stopped":
-        err_console.print("  → stopped by the rate limit; run `pmem reimport` again later to resume")
+        err_console.print(
+            "  → stopped by the rate limit; run `pmem reimport` again later to resume"
+        )
         raise typer.Exit(EXIT_TEMPFAIL)
     if summary["status"] != "complete":
-        err_console.print("  → some batches failed to draft; run `pmem reimport` again to retry them")
+        err_console.print(
+            "  → some batches failed to draft; run `pmem reimport` again to retry them"
+        )
         raise typer.Exit(EXIT_ERROR)
-

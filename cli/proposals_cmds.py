@@ -50,8 +50,11 @@ def _fail(err: PmemError, as_json: bool, proposal_id: str | None) -> typer.Exit:
             body |= {"memory_id": err.memory_id, "expected": err.expected, "current": err.current}
         print_json(body)
     err_console.print(f"[red]{code}:[/] {tty(str(err))}")
-    hint = err.hint or ("the request stays pending: `pmem proposals reject ID`, or ask for a new one"
-                        if conflict else None)  # fmt: skip
+    hint = err.hint or (
+        "the request stays pending: `pmem proposals reject ID`, or ask for a new one"
+        if conflict
+        else None
+    )
     if hint:
         err_console.print(f"  → {tty(hint)}")
     return typer.Exit(EXIT_CONFLICT if conflict else EXIT_ERROR)
@@ -69,7 +72,10 @@ def _line(p: dict[str, Any]) -> str:
 
 @proposals_app.command("list")
 def proposals_list(
-    all_: Annotated[bool, typer.Option("--all", help="Every row: decided requests and the backfill's drafts too.")] = False,
+    all_: Annotated[
+        bool,
+        typer.Option("--all", help="Every row: decided requests and the backfill's drafts too."),
+    ] = False,
     limit: Annotated[int, typer.Option(help="At most this many, oldest first.")] = 200,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -84,9 +90,13 @@ def proposals_list(
     for p in items:
         typer.echo(tty(_line(p)))
     if not items:
-        err_console.print("nothing is waiting for you" + ("" if all_ else " (--all shows decided requests)"))
+        err_console.print(
+            "nothing is waiting for you" + ("" if all_ else " (--all shows decided requests)")
+        )
     else:
-        err_console.print("see one with `pmem proposals show ID`; then accept (or `pmem confirm ID`) or reject it")
+        err_console.print(
+            "see one with `pmem proposals show ID`; then accept (or `pmem confirm ID`) or reject it"
+        )
 
 
 @proposals_app.command("show")
@@ -102,7 +112,11 @@ def proposals_show(
         if p.get("memory_id"):
             try:
                 view = store.get(p["memory_id"])
-                current = {"title": view.title, "current_revision": view.current_revision, "status": view.status}
+                current = {
+                    "title": view.title,
+                    "current_revision": view.current_revision,
+                    "status": view.status,
+                }
             except MemoryNotFound:
                 current = None
     except PmemError as err:
@@ -112,8 +126,16 @@ def proposals_show(
         return
     typer.echo(tty(_line(p)))
     if current is not None:
-        moved = "" if p.get("expected_revision") in (None, current["current_revision"]) else "  (moved on since the request)"
-        typer.echo(tty(f"memory: {current['title']} — revision {current['current_revision']}, {current['status']}{moved}"))
+        moved = (
+            ""
+            if p.get("expected_revision") in (None, current["current_revision"])
+            else "  (moved on since the request)"
+        )
+        typer.echo(
+            tty(
+                f"memory: {current['title']} — revision {current['current_revision']}, {current['status']}{moved}"
+            )
+        )
     payload = p.get("payload") or {}
     if payload.get("merge_into"):
         typer.echo(tty(f"merge into: {payload['merge_into']}"))
@@ -140,8 +162,11 @@ def _decide(proposal_id: str, accept: bool, as_json: bool) -> None:
     verb = "accepted" if accept else "rejected"
     again = " (already)" if out.get("already") else ""
     done = out.get("result") or {}
-    what = f": memory {done.get('memory_id')} at revision {done['revision']}" if "revision" in done else (
-        f": memory {done.get('memory_id')} deleted" if done.get("deleted") else "")  # fmt: skip
+    what = (
+        f": memory {done.get('memory_id')} at revision {done['revision']}"
+        if "revision" in done
+        else (f": memory {done.get('memory_id')} deleted" if done.get("deleted") else "")
+    )
     err_console.print(tty(f"{proposal_id} {verb}{again} ({out['action']}){what}"))
 
 
@@ -167,7 +192,9 @@ def proposals_reject(
 
 @app.command("confirm")
 def confirm(
-    proposal_id: Annotated[str, typer.Argument(help="A pending request id (`pmem proposals list`).")],
+    proposal_id: Annotated[
+        str, typer.Argument(help="A pending request id (`pmem proposals list`).")
+    ],
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """The same as `pmem proposals accept ID`."""

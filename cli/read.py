@@ -38,9 +38,13 @@ def _service_class() -> type[MemoryService]:
     return MemoryService
 
 
-def _service(vectors: bool = True, embedder: str | None = None, loaded: Any = None) -> MemoryService:
+def _service(
+    vectors: bool = True, embedder: str | None = None, loaded: Any = None
+) -> MemoryService:
     # one process, one question: the connection that checked the migrations answers it (no pool)
-    return _service_class().open(settings(), vectors=vectors, embedder=embedder, loaded=loaded, pooled=False)
+    return _service_class().open(
+        settings(), vectors=vectors, embedder=embedder, loaded=loaded, pooled=False
+    )
 
 
 def _note(text: str, **style: Any) -> None:
@@ -84,7 +88,9 @@ def _reference_time(now: str | None) -> datetime | None:
         return None
 
 
-def _analyzer(ahead: Any, query: str, ref: datetime | None) -> Callable[[str], list[Morpheme]] | None:
+def _analyzer(
+    ahead: Any, query: str, ref: datetime | None
+) -> Callable[[str], list[Morpheme]] | None:
     """``analyze``, answered by ``ahead``'s second process for the text the search will analyse
     (the question at ``ref`` without its time expression): the same morphemes. The question is
     sent now (that process waits for it before it loads the model); None without one."""
@@ -106,7 +112,10 @@ def _analyzer(ahead: Any, query: str, ref: datetime | None) -> Callable[[str], l
         got = ahead.first_answer() if norm == text else None
         if got is None:
             return analyze(norm)
-        return [Morpheme(surface, normalized, tuple(pos)) for surface, normalized, pos in json.loads(got)]
+        return [
+            Morpheme(surface, normalized, tuple(pos))
+            for surface, normalized, pos in json.loads(got)
+        ]
 
     return analyzer
 
@@ -114,15 +123,39 @@ def _analyzer(ahead: Any, query: str, ref: datetime | None) -> Callable[[str], l
 @app.command()
 @handle_errors
 def search(
-    query: Annotated[str, typer.Argument(help="Words, a phrase or a question, Japanese or English; a time expression in it (去年の夏, last month) filters on when the memory happened.")],
+    query: Annotated[
+        str,
+        typer.Argument(
+            help="Words, a phrase or a question, Japanese or English; a time expression in it (去年の夏, last month) filters on when the memory happened."
+        ),
+    ],
     limit: Annotated[int, typer.Option("--limit", "-n")] = 10,
-    kind: Annotated[str | None, typer.Option("--kind", help="Only memories of this kind (decision, ...).")] = None,
-    since: Annotated[str | None, typer.Option("--since", help="From this date or period on: 2024-03, 先月, 'last summer'.")] = None,
-    until: Annotated[str | None, typer.Option("--until", help="Up to the end of this date or period.")] = None,
-    now: Annotated[str | None, typer.Option("--now", help="Reference time of time expressions (ISO 8601); default: now.")] = None,
-    explain: Annotated[bool, typer.Option("--explain", help="Show each candidate list's rank.")] = False,
-    no_vectors: Annotated[bool, typer.Option("--no-vectors", help="Lexical and trigram only.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object {\"hits\": [...]}, each with sources and evidence.")] = False,
+    kind: Annotated[
+        str | None, typer.Option("--kind", help="Only memories of this kind (decision, ...).")
+    ] = None,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="From this date or period on: 2024-03, 先月, 'last summer'."),
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", help="Up to the end of this date or period.")
+    ] = None,
+    now: Annotated[
+        str | None,
+        typer.Option("--now", help="Reference time of time expressions (ISO 8601); default: now."),
+    ] = None,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Show each candidate list's rank.")
+    ] = False,
+    no_vectors: Annotated[
+        bool, typer.Option("--no-vectors", help="Lexical and trigram only.")
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json", help='One JSON object {"hits": [...]}, each with sources and evidence.'
+        ),
+    ] = False,
 ) -> None:
     """Search the memories: the question's content words (Japanese-aware, stemmed, OR-ed,
     rarer words weigh more), title trigram and vector candidates fused by weighted Reciprocal
@@ -132,8 +165,10 @@ def search(
 
     if not no_vectors and not embedding_allowed(settings().data_dir):
         no_vectors = True  # the query would go to a remote embedder the owner has not consented to
-        _note("vectors skipped: no consent recorded for the remote embedder (`pmem reindex --yes` records it)",
-              dim=True)  # fmt: skip
+        _note(
+            "vectors skipped: no consent recorded for the remote embedder (`pmem reindex --yes` records it)",
+            dim=True,
+        )
     ahead = _embedder_ahead(query) if not no_vectors else None
     try:
         from search.query import parse_bound
@@ -143,9 +178,13 @@ def search(
         svc = _service(vectors=not no_vectors, loaded=ahead)
         try:
             ref = early or svc.now(now)
-            lower, upper = parse_bound(since, "since", ref, svc.tz), parse_bound(until, "until", ref, svc.tz)
-            hits = svc.search(query, limit=limit, kind=kind, since=lower, until=upper, now=ref,
-                              analyzer=analyzer)  # fmt: skip
+            lower, upper = (
+                parse_bound(since, "since", ref, svc.tz),
+                parse_bound(until, "until", ref, svc.tz),
+            )
+            hits = svc.search(
+                query, limit=limit, kind=kind, since=lower, until=upper, now=ref, analyzer=analyzer
+            )
             span = svc.last_range
         finally:
             svc.close()
@@ -166,8 +205,10 @@ def _print_hits(hits: list[Any], span: dict[str, Any] | None, explain: bool) -> 
 
     zone = local_zone()
     if span:
-        _note(f"happened between {tty(span['start'])} and {tty(span['end'])} "
-              f"(what “{tty(span['matched'])}” stands for)")  # fmt: skip
+        _note(
+            f"happened between {tty(span['start'])} and {tty(span['end'])} "
+            f"(what “{tty(span['matched'])}” stands for)"
+        )
     if not hits:
         _note("no memories found")
     for h in hits:
@@ -177,7 +218,9 @@ def _print_hits(hits: list[Any], span: dict[str, Any] | None, explain: bool) -> 
         if h.index_summary and h.index_summary != h.title:
             typer.echo(f"    {tty(h.index_summary)}")
         if h.sources:
-            typer.echo(f"    from {plural(len(h.sources), 'conversation')}: {tty(', '.join(h.sources))}")
+            typer.echo(
+                f"    from {plural(len(h.sources), 'conversation')}: {tty(', '.join(h.sources))}"
+            )
         for e in h.evidence[:2]:
             typer.echo(f"    > {tty(e['quote'])}  [{tty(e['message_key'])}]")
         if explain:
@@ -188,21 +231,61 @@ def _print_hits(hits: list[Any], span: dict[str, Any] | None, explain: bool) -> 
             sim = f", cosine {h.vector_similarity:.3f}" if h.vector_similarity is not None else ""
             typer.echo(f"    score {h.score:.4f} (weighted RRF): {ranks}{sim}")
     if hits:
-        _note(f"{plural(len(hits), 'memory', 'memories')}; `pmem show ID` opens one"
-              + ("" if explain else ", --explain shows how each was ranked"))  # fmt: skip
+        _note(
+            f"{plural(len(hits), 'memory', 'memories')}; `pmem show ID` opens one"
+            + ("" if explain else ", --explain shows how each was ranked")
+        )
 
 
 @app.command()
 @handle_errors
 def recall(
-    query: Annotated[str, typer.Argument(help="A question, Japanese or English, with or without a time: 先週の火曜の夜に何を決めた？, 'what did I decide about the laptop?'.")],
-    now: Annotated[str | None, typer.Option("--now", help="Reference time (ISO 8601); default: now. PMEM_TZ sets the calendar.")] = None,
+    query: Annotated[
+        str,
+        typer.Argument(
+            help="A question, Japanese or English, with or without a time: 先週の火曜の夜に何を決めた？, 'what did I decide about the laptop?'."
+        ),
+    ],
+    now: Annotated[
+        str | None,
+        typer.Option(
+            "--now", help="Reference time (ISO 8601); default: now. PMEM_TZ sets the calendar."
+        ),
+    ] = None,
     limit: Annotated[int, typer.Option("--limit", "-n")] = 20,
-    max_chars: Annotated[int, typer.Option("--max-chars", help="Cut each message to this many characters (0: whole).")] = 800,
-    raw: Annotated[bool, typer.Option("--raw", help="Show secrets in the raw text as they are (the owner's own terminal only).")] = False,
-    include_branches: Annotated[bool, typer.Option("--include-branches", help="Also messages on ChatGPT branches that were not taken (edited or regenerated turns), marked as such.")] = False,
-    since_marker: Annotated[str | None, typer.Option("--since-marker", metavar="TEXT_OR_ID", help="Only what was said from this topic marker to the next (`pmem marks` lists them): its id, its text, or a piece of it only one marker holds.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help='One JSON object {"hits": [...] in relevance order, "range": ..., "without_vectors": N, "marker": ...}; each hit names its conversation and the memories drafted from it.')] = False,
+    max_chars: Annotated[
+        int,
+        typer.Option("--max-chars", help="Cut each message to this many characters (0: whole)."),
+    ] = 800,
+    raw: Annotated[
+        bool,
+        typer.Option(
+            "--raw",
+            help="Show secrets in the raw text as they are (the owner's own terminal only).",
+        ),
+    ] = False,
+    include_branches: Annotated[
+        bool,
+        typer.Option(
+            "--include-branches",
+            help="Also messages on ChatGPT branches that were not taken (edited or regenerated turns), marked as such.",
+        ),
+    ] = False,
+    since_marker: Annotated[
+        str | None,
+        typer.Option(
+            "--since-marker",
+            metavar="TEXT_OR_ID",
+            help="Only what was said from this topic marker to the next (`pmem marks` lists them): its id, its text, or a piece of it only one marker holds.",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help='One JSON object {"hits": [...] in relevance order, "range": ..., "without_vectors": N, "marker": ...}; each hit names its conversation and the memories drafted from it.',
+        ),
+    ] = False,
 ) -> None:
     """Recall what was said in the raw conversations: the question's time expression becomes a
     range that filters first; its content words (OR-ed, rarer words weigh more) and the local
@@ -219,8 +302,16 @@ def recall(
         analyzer = _analyzer(ahead, query, early)
         svc = _service(loaded=ahead)
         try:
-            result = svc.recall(query, now=early or svc.now(now), limit=limit, max_chars=max_chars, raw=raw,
-                                include_branches=include_branches, since_marker=since_marker, analyzer=analyzer)  # fmt: skip
+            result = svc.recall(
+                query,
+                now=early or svc.now(now),
+                limit=limit,
+                max_chars=max_chars,
+                raw=raw,
+                include_branches=include_branches,
+                since_marker=since_marker,
+                analyzer=analyzer,
+            )
         finally:
             svc.close()
     finally:
@@ -230,13 +321,20 @@ def recall(
         print_json(result.as_json())
         return
     if result.marker:
-        _note(f"since marker {result.marker['id']} ({result.marker['at']}) until "
-              f"{result.marker['next_at'] or 'now (the latest marker)'}")  # fmt: skip
+        _note(
+            f"since marker {result.marker['id']} ({result.marker['at']}) until "
+            f"{result.marker['next_at'] or 'now (the latest marker)'}"
+        )
     if result.range:
         source = f"from {tty(repr(result.range['matched']))}, " if result.range["matched"] else ""
-        _note(f"range {result.range['start']} – {result.range['end'] or 'now'} ({source}{result.in_range} messages)")
+        _note(
+            f"range {result.range['start']} – {result.range['end'] or 'now'} ({source}{result.in_range} messages)"
+        )
     if result.without_vectors:
-        _note(f"{result.without_vectors} messages have no vectors yet: `pmem reindex` embeds them", fg="yellow")
+        _note(
+            f"{result.without_vectors} messages have no vectors yet: `pmem reindex` embeds them",
+            fg="yellow",
+        )
     if not result.hits:
         _note("no messages found")
     hits = result.hits
@@ -245,15 +343,19 @@ def recall(
     for h in hits:
         when = h.created_at.isoformat(timespec="minutes") if h.created_at else "?"
         branch = "  [branch not taken]" if not h.on_active_path else ""
-        typer.echo(f"#{h.rank:<3} {when}  {tty(h.role):9}  {tty(h.conversation_title or h.conversation_key)}  ({h.match}){branch}")
+        typer.echo(
+            f"#{h.rank:<3} {when}  {tty(h.role):9}  {tty(h.conversation_title or h.conversation_key)}  ({h.match}){branch}"
+        )
         typer.echo(f"    {tty(h.text, keep_newlines=True)}")
         typer.echo(f"    [{tty(h.message_key)}]  in {tty(h.conversation_key)}")
         if h.memory:
             more = f" (+{len(h.memories) - 1} more)" if len(h.memories) > 1 else ""
             typer.echo(f"    → memory {tty(h.memory['id'])}  {tty(h.memory['title'])}{more}")
     if result.branches_skipped:
-        _note(f"{result.branches_skipped} messages on branches not taken left out (--include-branches shows them)",
-              dim=True)  # fmt: skip
+        _note(
+            f"{result.branches_skipped} messages on branches not taken left out (--include-branches shows them)",
+            dim=True,
+        )
 
 
 def _redacted_view(view: Any) -> Any:
@@ -263,12 +365,18 @@ def _redacted_view(view: Any) -> Any:
     def r(text: str) -> str:
         return redact(text)[0]
 
-    return view.model_copy(update={
-        "title": r(view.title), "aliases": [r(a) for a in view.aliases], "tags": [r(t) for t in view.tags],
-        "canonical_summary": r(view.canonical_summary), "index_summary": r(view.index_summary),
-        "evidence": [dict(e, text=r(e["text"])) for e in view.evidence],
-        "stated_facts": [r(f) for f in view.stated_facts], "inferences": [r(f) for f in view.inferences],
-    })  # fmt: skip
+    return view.model_copy(
+        update={
+            "title": r(view.title),
+            "aliases": [r(a) for a in view.aliases],
+            "tags": [r(t) for t in view.tags],
+            "canonical_summary": r(view.canonical_summary),
+            "index_summary": r(view.index_summary),
+            "evidence": [dict(e, text=r(e["text"])) for e in view.evidence],
+            "stated_facts": [r(f) for f in view.stated_facts],
+            "inferences": [r(f) for f in view.inferences],
+        }
+    )
 
 
 def now_min() -> Any:
@@ -280,11 +388,36 @@ def now_min() -> Any:
 @app.command()
 @handle_errors
 def reindex(
-    embedder: Annotated[str | None, typer.Option("--embedder", help="usem3 (default), openai:<model>, gemini:<model>, sentence-transformers:<path>; default PMEM_EMBEDDER.")] = None,
-    memories_only: Annotated[bool, typer.Option("--memories-only", help="Do not embed raw messages (a local embedder embeds them by default).")] = False,
+    embedder: Annotated[
+        str | None,
+        typer.Option(
+            "--embedder",
+            help="usem3 (default), openai:<model>, gemini:<model>, sentence-transformers:<path>; default PMEM_EMBEDDER.",
+        ),
+    ] = None,
+    memories_only: Annotated[
+        bool,
+        typer.Option(
+            "--memories-only",
+            help="Do not embed raw messages (a local embedder embeds them by default).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Consent to sending memory texts and search queries to a remote embedder without being asked (remembered for this data dir).")] = False,
-    changed: Annotated[bool, typer.Option("--changed", help="Only what changed: re-import the watched files whose size, mtime or hash changed since the last pass (a grown file from where it stopped), then index and embed their new messages (one `pmem watch` pass).")] = False,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes",
+            "-y",
+            help="Consent to sending memory texts and search queries to a remote embedder without being asked (remembered for this data dir).",
+        ),
+    ] = False,
+    changed: Annotated[
+        bool,
+        typer.Option(
+            "--changed",
+            help="Only what changed: re-import the watched files whose size, mtime or hash changed since the last pass (a grown file from where it stopped), then index and embed their new messages (one `pmem watch` pass).",
+        ),
+    ] = False,
 ) -> None:
     """Bring the search indexes up to date: the raw-message index for recall, then vectors for
     every memory (and, with a local embedder, every message) that has none for the model.
@@ -318,7 +451,9 @@ def reindex(
     if stats is None:
         typer.echo("vectors are switched off (PMEM_EMBEDDER=none): message index updated only")
         return
-    typer.echo(f"{stats.model} ({stats.dim} dimensions): embedded {stats.memories} memories, {stats.messages} messages")
+    typer.echo(
+        f"{stats.model} ({stats.dim} dimensions): embedded {stats.memories} memories, {stats.messages} messages"
+    )
     for name in stats.indexes_created:
         typer.echo(f"created index {name}")
 
@@ -326,7 +461,12 @@ def reindex(
 @app.command()
 @handle_errors
 def show(
-    memory_id: Annotated[str, typer.Argument(help="A memory id from `pmem search`, or a message or conversation key from `pmem recall` (chatgpt:<conversation>[:<message>]).")],
+    memory_id: Annotated[
+        str,
+        typer.Argument(
+            help="A memory id from `pmem search`, or a message or conversation key from `pmem recall` (chatgpt:<conversation>[:<message>])."
+        ),
+    ],
     history: Annotated[bool, typer.Option("--history", help="Also list every revision.")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
@@ -335,7 +475,9 @@ def show(
     conversation took, and the memories citing it or drafted from it. Secrets in the text are
     shown redacted (a second guard: the store's write boundary keeps them out already).
     Exit 1 when the id or key names nothing."""
-    if ":" in memory_id:  # ledger keys are <source>:<conversation>[:<message>]; memory ids have no ":"
+    if (
+        ":" in memory_id
+    ):  # ledger keys are <source>:<conversation>[:<message>]; memory ids have no ":"
         _show_source(memory_id, as_json)
         return
     store = open_store(settings())
@@ -343,13 +485,17 @@ def show(
     if as_json:
         print_json(view.model_dump(mode="json"))
         return
-    typer.echo(f"{tty(view.title)}  ({view.id}, {tty(view.kind)}, revision {view.current_revision}, {view.status})")
+    typer.echo(
+        f"{tty(view.title)}  ({view.id}, {tty(view.kind)}, revision {view.current_revision}, {view.status})"
+    )
     if view.occurred_at:
         typer.echo(f"occurred: {view.occurred_at.isoformat()}")
     typer.echo(f"aliases: {tty(', '.join(view.aliases))}\ntags: {tty(', '.join(view.tags))}\n")
     typer.echo(tty(view.canonical_summary, keep_newlines=True))
-    for label, items in (("stated facts (the person's own words)", view.stated_facts),
-                         ("inferences (concluded by the drafter, not said)", view.inferences)):  # fmt: skip
+    for label, items in (
+        ("stated facts (the person's own words)", view.stated_facts),
+        ("inferences (concluded by the drafter, not said)", view.inferences),
+    ):
         if items:
             typer.echo(f"\n{label}:")
             for item in items:
@@ -360,7 +506,9 @@ def show(
     if history:
         typer.echo("\nrevisions:")
         for r in view.revisions:
-            typer.echo(f"  {r['revision']}: {tty(r['reason'])} {r['created_at']} run={tty(r['run_id'])} model={tty(r['model'])}")
+            typer.echo(
+                f"  {r['revision']}: {tty(r['reason'])} {r['created_at']} run={tty(r['run_id'])} model={tty(r['model'])}"
+            )
 
 
 def _show_source(key: str, as_json: bool) -> None:
@@ -397,7 +545,9 @@ def _show_source(key: str, as_json: bool) -> None:
         print_json(found)
         return
     when = conv["created_at"].isoformat(timespec="minutes") if conv["created_at"] else "?"
-    typer.echo(f"conversation {tty(conv['key'])}  {tty(conv['title'] or '(untitled)')}  ({when}, {conv['messages']} messages)")
+    typer.echo(
+        f"conversation {tty(conv['key'])}  {tty(conv['title'] or '(untitled)')}  ({when}, {conv['messages']} messages)"
+    )
     if conv["prefilter"]:
         verdict = "kept for drafting" if conv["prefilter"]["keep"] else "not drafted"
         typer.echo(f"  prefilter: {verdict} ({tty(conv['prefilter']['reason'])})")

@@ -17,8 +17,13 @@ from core.display import for_terminal as tty
 @handle_errors
 def review(
     run_id: Annotated[str, typer.Argument(help="The run to review (from `pmem status`).")],
-    reject: Annotated[list[str] | None, typer.Option("--reject", help="Exclude this draft id from apply (repeatable).")] = None,
-    accept: Annotated[list[str] | None, typer.Option("--accept", help="Take a rejection back (repeatable).")] = None,
+    reject: Annotated[
+        list[str] | None,
+        typer.Option("--reject", help="Exclude this draft id from apply (repeatable)."),
+    ] = None,
+    accept: Annotated[
+        list[str] | None, typer.Option("--accept", help="Take a rejection back (repeatable).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show a run's drafts: new records, or diffs against the target memories; write
@@ -37,15 +42,19 @@ def review(
         runs.set_decision(run_id, draft_id, "accept")
     from state.files import runs_root
 
-    rv = build_review(runs, MemoryStore(db), runs_root(cfg), run_id)  # the drafts: PMEM_RUNS_URL too
+    rv = build_review(
+        runs, MemoryStore(db), runs_root(cfg), run_id
+    )  # the drafts: PMEM_RUNS_URL too
     md, page = write_review(rv, cfg.runs_dir)
     if as_json:
         print_json(rv.as_json() | {"markdown": str(md), "html": str(page)})
         return
     c = rv.counts
-    err_console.print(f"[bold]run {run_id}[/]: {c['drafts']} drafts, {c['new']} new, {c['appends']} appends, "
-                      f"{c['uncommittable']} not committable ({c['target_not_offered']} target-not-offered), "
-                      f"{c['rejected']} rejected; tokens {rv.tokens}")  # fmt: skip
+    err_console.print(
+        f"[bold]run {run_id}[/]: {c['drafts']} drafts, {c['new']} new, {c['appends']} appends, "
+        f"{c['uncommittable']} not committable ({c['target_not_offered']} target-not-offered), "
+        f"{c['rejected']} rejected; tokens {rv.tokens}"
+    )
     for d in rv.drafts:
         tag = "[red]rejected[/]" if d.rejected else f"[cyan]{d.action}[/]"
         err_console.print(f"\n{tag} [bold]{escape(tty(d.title))}[/]  ({escape(tty(d.draft_id))})")
@@ -63,7 +72,9 @@ def review(
 @handle_errors
 def apply(
     run_id: Annotated[str, typer.Argument(help="A reviewed (dry) run.")],
-    as_json: Annotated[bool, typer.Option("--json", help="The same keys as the backfill summary.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="The same keys as the backfill summary.")
+    ] = False,
 ) -> None:
     """Commit a reviewed run's accepted drafts without drafting again. Drafts whose target moved
     on meanwhile are listed as conflicts, never forced."""
@@ -74,10 +85,14 @@ def apply(
         summary = apply_run(p, run_id, p.runs.rejected_drafts(run_id))
     finally:
         p.close()
-    err_console.print(f"applied run {run_id}: {summary['commits']} commits, {summary['commits_replayed']} already "
-                      f"committed, {summary['conflicts']} conflicts, {summary.get('rejected_drafts', 0)} rejected drafts skipped")  # fmt: skip
+    err_console.print(
+        f"applied run {run_id}: {summary['commits']} commits, {summary['commits_replayed']} already "
+        f"committed, {summary['conflicts']} conflicts, {summary.get('rejected_drafts', 0)} rejected drafts skipped"
+    )
     for c in summary["conflict_drafts"]:
-        err_console.print(f"  conflict: draft {c['draft_id']} ({c['reason']}): review it again after `pmem show`")
+        err_console.print(
+            f"  conflict: draft {c['draft_id']} ({c['reason']}): review it again after `pmem show`"
+        )
     if as_json:
         print_json(summary)
     if summary["status"] != "complete":
@@ -87,7 +102,9 @@ def apply(
 @app.command(name="export")
 @handle_errors
 def export_(
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write to this file (default: stdout).")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write to this file (default: stdout).")
+    ] = None,
 ) -> None:
     """Write a canonical, deterministic JSONL dump of the memory (a backup you can diff)."""
     from store.db import Database
@@ -105,18 +122,39 @@ def export_(
         tmp.replace(out)
     from core.display import plural
 
-    words = ", ".join(plural(counts.get(kind, 0), word, many) for kind, word, many in (
-        ("memory", "memory", "memories"), ("revision", "revision", None), ("evidence", "evidence excerpt", None),
-        ("tombstone", "tombstone", None)))  # fmt: skip
-    err_console.print(f"exported {words}" + (f" to {out}" if out is not None else ""), highlight=False)
+    words = ", ".join(
+        plural(counts.get(kind, 0), word, many)
+        for kind, word, many in (
+            ("memory", "memory", "memories"),
+            ("revision", "revision", None),
+            ("evidence", "evidence excerpt", None),
+            ("tombstone", "tombstone", None),
+        )
+    )
+    err_console.print(
+        f"exported {words}" + (f" to {out}" if out is not None else ""), highlight=False
+    )
 
 
 @app.command(name="api")
 @handle_errors
 def api(
-    host: Annotated[str, typer.Option(help="Interface to listen on (loopback unless --public-url is given).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port (`pmem serve --http` takes 8765 and serves the API under /v1 too).")] = 8766,
-    public_url: Annotated[str | None, typer.Option("--public-url", help="The https address a TLS proxy serves the API at; required for a non-loopback --host, and its host is accepted in the Host header.")] = None,
+    host: Annotated[
+        str, typer.Option(help="Interface to listen on (loopback unless --public-url is given).")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int,
+        typer.Option(
+            help="TCP port (`pmem serve --http` takes 8765 and serves the API under /v1 too)."
+        ),
+    ] = 8766,
+    public_url: Annotated[
+        str | None,
+        typer.Option(
+            "--public-url",
+            help="The https address a TLS proxy serves the API at; required for a non-loopback --host, and its host is accepted in the Host header.",
+        ),
+    ] = None,
 ) -> None:
     """Serve the memory API over HTTP (point PMEM_MEMORY_URL at it). Every request but
     /v1/health needs a bearer token from `pmem token create NAME` (clients: PMEM_MEMORY_TOKEN);
@@ -128,13 +166,17 @@ def api(
 
     check_bind(host, public_url)  # before the database is opened
     cfg = settings()
-    serve_forever(Database.open(cfg), budget=cfg.budget, host=host, port=port, public_url=public_url)
+    serve_forever(
+        Database.open(cfg), budget=cfg.budget, host=host, port=port, public_url=public_url
+    )
 
 
 @app.command()
 @handle_errors
 def restore(
-    memory_id: Annotated[str, typer.Argument(help="The memory (see `pmem show MEMORY_ID --history`).")],
+    memory_id: Annotated[
+        str, typer.Argument(help="The memory (see `pmem show MEMORY_ID --history`).")
+    ],
     revision: Annotated[int, typer.Argument(help="The old revision to make current again.")],
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
@@ -147,13 +189,16 @@ def restore(
     store = MemoryStore(Database.open(settings()))
     current = store.get(memory_id)
     if not yes and not typer.confirm(
-        f"restore revision {revision} of {memory_id} (current revision {current.current_revision})?", err=True
+        f"restore revision {revision} of {memory_id} (current revision {current.current_revision})?",
+        err=True,
     ):
         raise typer.Exit(EXIT_ERROR)
     result = store.restore(
-        memory_id, revision, expected_revision=current.current_revision,
+        memory_id,
+        revision,
+        expected_revision=current.current_revision,
         idempotency_key=f"restore:{memory_id}:{revision}:{current.current_revision}",
-    )  # fmt: skip
+    )
     err_console.print(f"{memory_id}: revision {revision} restored as revision {result.revision}")
     if as_json:
         print_json(result.model_dump(mode="json"))
@@ -162,7 +207,13 @@ def restore(
 @app.command()
 @handle_errors
 def prices(
-    as_json: Annotated[bool, typer.Option("--json", help="One object: as_of, prices (model, USD per million input / output tokens), free.")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="One object: as_of, prices (model, USD per million input / output tokens), free.",
+        ),
+    ] = False,
 ) -> None:
     """The price table the cost estimate and --max-cost use, with its date: US dollars per
     million input / output tokens (standard tier, no cache discount). A model not listed needs
@@ -171,11 +222,22 @@ def prices(
 
     rows = price_rows()
     if as_json:
-        print_json({"as_of": PRICES_AS_OF, "currency": "USD", "unit": "per million tokens", "prices": rows,
-                    "free": sorted(FREE_PROVIDERS)})  # fmt: skip
+        print_json(
+            {
+                "as_of": PRICES_AS_OF,
+                "currency": "USD",
+                "unit": "per million tokens",
+                "prices": rows,
+                "free": sorted(FREE_PROVIDERS),
+            }
+        )
         return
-    typer.echo(f"prices as of {PRICES_AS_OF} (USD per million tokens: input / output; check the vendor's page)")
+    typer.echo(
+        f"prices as of {PRICES_AS_OF} (USD per million tokens: input / output; check the vendor's page)"
+    )
     width = max(len(str(r["model"])) for r in rows)
     for r in rows:
-        typer.echo(f"  {str(r['model']):<{width}}  {r['input_per_million']:>7.3f} / {r['output_per_million']:.3f}")
+        typer.echo(
+            f"  {str(r['model']):<{width}}  {r['input_per_million']:>7.3f} / {r['output_per_million']:.3f}"
+        )
     typer.echo(f"  free (offline): {', '.join(sorted(FREE_PROVIDERS))}")

@@ -14,12 +14,36 @@ from cli.app import app, handle_errors, settings
 @app.command()
 @handle_errors
 def serve(
-    client: Annotated[str, typer.Option("--client", help="Name recorded on every revision written through this server (stdio).")] = "mcp",
-    http: Annotated[bool, typer.Option("--http", help="Serve over streamable HTTP with OAuth (web and remote clients) instead of stdio.")] = False,
-    host: Annotated[str, typer.Option(help="--http: interface to listen on (loopback unless --public-url is given).")] = "127.0.0.1",
+    client: Annotated[
+        str,
+        typer.Option(
+            "--client", help="Name recorded on every revision written through this server (stdio)."
+        ),
+    ] = "mcp",
+    http: Annotated[
+        bool,
+        typer.Option(
+            "--http",
+            help="Serve over streamable HTTP with OAuth (web and remote clients) instead of stdio.",
+        ),
+    ] = False,
+    host: Annotated[
+        str,
+        typer.Option(
+            help="--http: interface to listen on (loopback unless --public-url is given)."
+        ),
+    ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="--http: TCP port.")] = 8765,
-    public_url: Annotated[str | None, typer.Option("--public-url", help="--http: the https address a TLS proxy serves this server at (the OAuth issuer); required for a non-loopback --host.")] = None,
-    log_level: Annotated[str, typer.Option("--log-level", help="--http: debug, info, warning or error.")] = "info",
+    public_url: Annotated[
+        str | None,
+        typer.Option(
+            "--public-url",
+            help="--http: the https address a TLS proxy serves this server at (the OAuth issuer); required for a non-loopback --host.",
+        ),
+    ] = None,
+    log_level: Annotated[
+        str, typer.Option("--log-level", help="--http: debug, info, warning or error.")
+    ] = "info",
 ) -> None:
     """Serve the memory to an AI client over MCP (stdio): load_context, search_memory,
     get_memory, recall, propose_memory, commit_memory, memory_history. stdout carries the
@@ -62,14 +86,26 @@ def _serve_http(host: str, port: int, public_url: str | None, log_level: str) ->
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ConfigError(f"--log-level must be debug, info, warning or error, not {log_level!r}")
     check_bind(host, public_url)  # before the database is opened
-    if public_url and not public_url.startswith("https://") and not public_url.startswith("http://127.0.0.1"):
-        raise ConfigError("--public-url must be an https:// address (the TLS proxy in front of this server)")
+    if (
+        public_url
+        and not public_url.startswith("https://")
+        and not public_url.startswith("http://127.0.0.1")
+    ):
+        raise ConfigError(
+            "--public-url must be an https:// address (the TLS proxy in front of this server)"
+        )
     quiet_logging(log_level)
     cfg = settings()
     db = Database.open(cfg)
     issuer = issuer_for(port, public_url)
-    app_ = create_app(db, issuer=issuer, public_url=public_url, budget=cfg.budget,
-                      public_reader=PublicReader.for_database(db))  # fmt: skip
-    logging.getLogger("pmem.remote").info("remote memory server: %s/mcp (issuer %s), listening on %s:%d",
-                                          issuer, issuer, host, port)  # fmt: skip
+    app_ = create_app(
+        db,
+        issuer=issuer,
+        public_url=public_url,
+        budget=cfg.budget,
+        public_reader=PublicReader.for_database(db),
+    )
+    logging.getLogger("pmem.remote").info(
+        "remote memory server: %s/mcp (issuer %s), listening on %s:%d", issuer, issuer, host, port
+    )
     run_app_forever(app_, host=host, port=port, log_level=log_level.lower())

@@ -49,13 +49,33 @@ def _check_months(months: list[str]) -> None:
 @app.command()
 @handle_errors
 def summarize(
-    llm: Annotated[str | None, typer.Option("--llm", metavar="PROVIDER:MODEL",
-                   help="Who writes the summaries: extractive (offline, the default) or e.g. openai:<model>.")] = None,
-    month: Annotated[list[str] | None, typer.Option("--month", metavar="YYYY-MM",
-                     help="Only these months (repeat the option); the profile is rebuilt from every month.")] = None,
-    yes: Annotated[bool, typer.Option("--yes", help="Consent to sending the months to a vendor model "
-                                      "without asking (remembered for this data dir).")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object (the run summary) last on stdout.")] = False,
+    llm: Annotated[
+        str | None,
+        typer.Option(
+            "--llm",
+            metavar="PROVIDER:MODEL",
+            help="Who writes the summaries: extractive (offline, the default) or e.g. openai:<model>.",
+        ),
+    ] = None,
+    month: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--month",
+            metavar="YYYY-MM",
+            help="Only these months (repeat the option); the profile is rebuilt from every month.",
+        ),
+    ] = None,
+    yes: Annotated[
+        bool,
+        typer.Option(
+            "--yes",
+            help="Consent to sending the months to a vendor model "
+            "without asking (remembered for this data dir).",
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object (the run summary) last on stdout.")
+    ] = False,
 ) -> None:
     """Summarize each month, then the whole: who you are and how that changed (seed 001).
 
@@ -71,7 +91,9 @@ def summarize(
     from flows.summarize import consent_target, preview
 
     target = consent_target(llm)
-    if target is not None:  # the months would leave the machine: show what, and ask (exit 77 if not)
+    if (
+        target is not None
+    ):  # the months would leave the machine: show what, and ask (exit 77 if not)
         from cli.backfill_cmds import confirm_send
 
         confirm_send(target, preview(cfg), [], yes)
@@ -91,19 +113,24 @@ def summarize(
         print_json(summary)
         return
     drafted, skipped = summary["months_drafted"], summary["months_skipped"]
-    line = (f"{plural(summary['months_total'], 'month')}: {drafted} summarized, {skipped} unchanged "
-            f"(skipped); {plural(summary['drafter_calls'], 'drafter call')}; "
-            f"profile {'updated (version ' + str(summary['profile_version']) + ')' if summary['profile_updated'] else 'unchanged'}")  # fmt: skip
+    line = (
+        f"{plural(summary['months_total'], 'month')}: {drafted} summarized, {skipped} unchanged "
+        f"(skipped); {plural(summary['drafter_calls'], 'drafter call')}; "
+        f"profile {'updated (version ' + str(summary['profile_version']) + ')' if summary['profile_updated'] else 'unchanged'}"
+    )
     err_console.print(line)
     if summary["unknown_months"]:
         err_console.print(f"[yellow]no material for:[/] {', '.join(summary['unknown_months'])}")
-    err_console.print("next: `pmem summary list`, `pmem profile`, `pmem timeline --out timeline.html`")
+    err_console.print(
+        "next: `pmem summary list`, `pmem profile`, `pmem timeline --out timeline.html`"
+    )
 
 
 @contextmanager
 def _month_bar() -> Iterator[Any]:
     """A bar over the months on a terminal; with stderr piped, one line per month redone."""
     if not err_console.is_terminal:
+
         def line(kind: str, data: dict[str, Any]) -> None:
             if kind == "month" and data["status"] != "skipped":
                 err_console.print(f"{data['month']}: {data['status']} (version {data['version']})")
@@ -112,8 +139,14 @@ def _month_bar() -> Iterator[Any]:
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-    with Progress(TextColumn("summarizing months"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                  console=err_console, transient=True) as bar:  # fmt: skip
+    with Progress(
+        TextColumn("summarizing months"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        console=err_console,
+        transient=True,
+    ) as bar:
         task = bar.add_task("", total=None)
 
         def update(kind: str, data: dict[str, Any]) -> None:
@@ -128,11 +161,18 @@ def _month_bar() -> Iterator[Any]:
 @summary_app.command("list")
 @handle_errors
 def summary_list(
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last on stdout.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object last on stdout.")
+    ] = False,
 ) -> None:
     """Every month with a summary: its sentiment (−1 … 1), keywords and newest version."""
     items = [
-        {"month": m.month, "sentiment": round(m.sentiment, 3), "keywords": list(m.keywords), "version": m.version}
+        {
+            "month": m.month,
+            "sentiment": round(m.sentiment, 3),
+            "keywords": list(m.keywords),
+            "version": m.version,
+        }
         for m in _store().latest_all()
     ]
     if as_json:
@@ -143,15 +183,23 @@ def summary_list(
         return
     for it in items:
         kw = ", ".join(it["keywords"][:6])
-        sys.stdout.write(for_terminal(f"{it['month']}  {it['sentiment']:+.2f}  v{it['version']}  {kw}") + "\n")
+        sys.stdout.write(
+            for_terminal(f"{it['month']}  {it['sentiment']:+.2f}  v{it['version']}  {kw}") + "\n"
+        )
 
 
 @summary_app.command("show")
 @handle_errors
 def summary_show(
-    month: Annotated[str, typer.Argument(metavar="YYYY-MM", help="The month, in your calendar (PMEM_TZ).")],
-    version: Annotated[int | None, typer.Option("--version", help="An older version (default: the newest).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last on stdout.")] = False,
+    month: Annotated[
+        str, typer.Argument(metavar="YYYY-MM", help="The month, in your calendar (PMEM_TZ).")
+    ],
+    version: Annotated[
+        int | None, typer.Option("--version", help="An older version (default: the newest).")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object last on stdout.")
+    ] = False,
 ) -> None:
     """One month's summary with the memories and messages it cites."""
     _check_months([month])
@@ -159,12 +207,18 @@ def summary_show(
     m = store.version(month, version) if version else store.latest(month)
     if m is None:
         what = f"version {version} of {month}" if version else month
-        raise PmemError(f"no summary for {what}", hint="`pmem summary list` shows the months; `pmem summarize` makes them")
+        raise PmemError(
+            f"no summary for {what}",
+            hint="`pmem summary list` shows the months; `pmem summarize` makes them",
+        )
     if as_json:
         print_json(m.to_json())
         return
     out = sys.stdout
-    out.write(for_terminal(f"{m.month} (version {m.version}, sentiment {m.sentiment:+.2f}, {m.model})") + "\n")
+    out.write(
+        for_terminal(f"{m.month} (version {m.version}, sentiment {m.sentiment:+.2f}, {m.model})")
+        + "\n"
+    )
     out.write(for_terminal("keywords: " + ", ".join(m.keywords)) + "\n\n")
     out.write("".join(for_terminal(line) + "\n" for line in m.summary.splitlines()) + "\n")
     if m.memory_ids:
@@ -176,14 +230,20 @@ def summary_show(
 @app.command()
 @handle_errors
 def profile(
-    version: Annotated[int | None, typer.Option("--version", help="An older version (default: the newest).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last on stdout.")] = False,
+    version: Annotated[
+        int | None, typer.Option("--version", help="An older version (default: the newest).")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object last on stdout.")
+    ] = False,
 ) -> None:
     """The global profile built from the monthly summaries (seed 001's level 3)."""
     p = _store().profile(version)
     if p is None:
-        raise PmemError("no profile yet" if version is None else f"no profile version {version}",
-                        hint="`pmem summarize` builds it from the monthly summaries")  # fmt: skip
+        raise PmemError(
+            "no profile yet" if version is None else f"no profile version {version}",
+            hint="`pmem summarize` builds it from the monthly summaries",
+        )
     if as_json:
         print_json(p.to_json())
         return
@@ -194,10 +254,12 @@ def profile(
 @app.command()
 @handle_errors
 def timeline(
-    out: Annotated[Path, typer.Option("--out", help="Where to write the page (one self-contained HTML file).")] = Path(
-        "timeline.html"
-    ),
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object last on stdout.")] = False,
+    out: Annotated[
+        Path, typer.Option("--out", help="Where to write the page (one self-contained HTML file).")
+    ] = Path("timeline.html"),
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object last on stdout.")
+    ] = False,
 ) -> None:
     """A page of your months: sentiment by month, each month's top keywords, and each month's
     summary with the memories it cites. No network needed to open it (the chart library is inside)."""
@@ -207,8 +269,10 @@ def timeline(
     try:
         n = write_timeline(store.latest_all(), store.profile(), out)
     except OSError as err:  # a folder that does not exist, a read-only place
-        raise ConfigError(f"cannot write {out}: {err.strerror or type(err).__name__}",
-                          hint="give --out a file in a folder that exists and that you can write") from None  # fmt: skip
+        raise ConfigError(
+            f"cannot write {out}: {err.strerror or type(err).__name__}",
+            hint="give --out a file in a folder that exists and that you can write",
+        ) from None
     if as_json:
         print_json({"out": str(out), "months": n, "bytes": out.stat().st_size})
         return

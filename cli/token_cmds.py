@@ -26,8 +26,16 @@ def _tokens():  # type: ignore[no-untyped-def]
 @token_app.command("create")
 @handle_errors
 def token_create(
-    name: Annotated[str, typer.Argument(help="The client's name (recorded on its revisions; keys its budget).")],
-    scope: Annotated[list[str] | None, typer.Option("--scope", help="Repeatable: memory.read, memory.propose, memory.write (default: those three), memory.delete, memory.publish.")] = None,
+    name: Annotated[
+        str, typer.Argument(help="The client's name (recorded on its revisions; keys its budget).")
+    ],
+    scope: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--scope",
+            help="Repeatable: memory.read, memory.propose, memory.write (default: those three), memory.delete, memory.publish.",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Create a token and print it once (it is stored only as a hash). Give it to the client as
@@ -38,8 +46,10 @@ def token_create(
     if as_json:
         print_json(issued.info.as_json() | {"token": issued.token})
         return
-    err_console.print(f"token {issued.info.token_id} for {name} ({', '.join(issued.info.scopes)}); "
-                      "shown once, keep it like a password:")  # fmt: skip
+    err_console.print(
+        f"token {issued.info.token_id} for {name} ({', '.join(issued.info.scopes)}); "
+        "shown once, keep it like a password:"
+    )
     typer.echo(issued.token)
 
 
@@ -55,9 +65,14 @@ def token_list(
         print_json({"tokens": [t.as_json() for t in items]})
         return
     for t in items:
-        state = f"revoked {t.revoked_at:%Y-%m-%d}" if t.revoked_at else (
-            f"last used {t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "never used")  # fmt: skip
-        typer.echo(f"{t.token_id}  {t.name}  {','.join(t.scopes)}  created {t.created_at:%Y-%m-%d}  {state}")
+        state = (
+            f"revoked {t.revoked_at:%Y-%m-%d}"
+            if t.revoked_at
+            else (f"last used {t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "never used")
+        )
+        typer.echo(
+            f"{t.token_id}  {t.name}  {','.join(t.scopes)}  created {t.created_at:%Y-%m-%d}  {state}"
+        )
     if not items:
         err_console.print("no tokens (create one with `pmem token create NAME`)")
 
@@ -65,7 +80,9 @@ def token_list(
 @token_app.command("revoke")
 @handle_errors
 def token_revoke(
-    token: Annotated[str, typer.Argument(help="A token id (tok_…) or a client name (revokes all its tokens).")],
+    token: Annotated[
+        str, typer.Argument(help="A token id (tok_…) or a client name (revokes all its tokens).")
+    ],
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Revoke a token at once: the API refuses it from the next request on."""
@@ -73,6 +90,8 @@ def token_revoke(
     if as_json:
         print_json({"revoked": revoked})
     else:
-        err_console.print(f"revoked {', '.join(revoked)}" if revoked else f"no live token {token!r}")
+        err_console.print(
+            f"revoked {', '.join(revoked)}" if revoked else f"no live token {token!r}"
+        )
     if not revoked:
         raise typer.Exit(EXIT_ERROR)

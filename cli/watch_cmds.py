@@ -48,10 +48,16 @@ def _pass_progress() -> Iterator[Callable[[str, dict[str, Any]], None]]:
 
     def on_event(kind: str, data: dict[str, Any]) -> None:
         if kind == "import":
-            bar.update(task, description=f"importing ({plural(data['checked'], 'file')} checked)",
-                       total=data["total"], completed=0)  # fmt: skip
+            bar.update(
+                task,
+                description=f"importing ({plural(data['checked'], 'file')} checked)",
+                total=data["total"],
+                completed=0,
+            )
         elif kind == "imported":
-            bar.update(task, completed=data["done"], description=f"importing {Path(data['path']).name}")
+            bar.update(
+                task, completed=data["done"], description=f"importing {Path(data['path']).name}"
+            )
         elif kind == "index":
             bar.update(task, description="indexing the new messages", total=None)
 
@@ -65,10 +71,16 @@ def pass_words(s: dict[str, Any]) -> str:
     if s.get("status") == "skipped":
         return "pass skipped: another run holds this data dir"
     parts = [f"{plural(s['files_checked'], 'file')} checked"]
-    changed = [f"{files[a]} {a}" for a in ("new", "grown", "changed", "touched", "gone", "failed") if files[a]]
+    changed = [
+        f"{files[a]} {a}"
+        for a in ("new", "grown", "changed", "touched", "gone", "failed")
+        if files[a]
+    ]
     parts.append(", ".join(changed) if changed else "nothing changed")
     if s["files_imported"]:
-        parts.append(f"{plural(s['messages_new'], 'new message')} ({s['bytes_read'] / 1e3:.1f} kB read)")
+        parts.append(
+            f"{plural(s['messages_new'], 'new message')} ({s['bytes_read'] / 1e3:.1f} kB read)"
+        )
     if s["indexed_messages"] or s["embedded_messages"]:
         parts.append(f"{s['indexed_messages']} indexed, {s['embedded_messages']} embedded")
     if s["quarantined"]:
@@ -79,25 +91,43 @@ def pass_words(s: dict[str, Any]) -> str:
 def _print_pass(s: dict[str, Any], *, stamp: bool) -> None:
     for item in s["imported"]:
         how = f"from byte {item['read_from']}" if item["read_from"] else "whole"
-        err_console.print(f"  {item['action']:7} {_tty(item['path'])}  ({how}: "
-                          f"{plural(item['messages_new'], 'new message')})", highlight=False)  # fmt: skip
+        err_console.print(
+            f"  {item['action']:7} {_tty(item['path'])}  ({how}: "
+            f"{plural(item['messages_new'], 'new message')})",
+            highlight=False,
+        )
     for e in s["errors"][:20]:
         record = "" if e.get("record") is None else f" record {e['record']}"
-        err_console.print(f"[red]error:[/] {_tty(str(e['file']))}{record}: {_tty(str(e['reason']))}", highlight=False)
+        err_console.print(
+            f"[red]error:[/] {_tty(str(e['file']))}{record}: {_tty(str(e['reason']))}",
+            highlight=False,
+        )
     for missing in s["paths_missing"]:
-        err_console.print(f"[yellow]not found (left as recorded):[/] {_tty(missing)}", highlight=False)
+        err_console.print(
+            f"[yellow]not found (left as recorded):[/] {_tty(missing)}", highlight=False
+        )
     prefix = f"{datetime.now().strftime('%H:%M:%S')} " if stamp else ""
     err_console.print(prefix + pass_words(s), highlight=False)
 
 
-def run_once(paths: list[str] | None, *, embed: bool, verify: bool = False, full: bool = False,
-             source: str | None = None, trigger: str = "watch", stamp: bool = False) -> dict[str, Any]:  # fmt: skip
+def run_once(
+    paths: list[str] | None,
+    *,
+    embed: bool,
+    verify: bool = False,
+    full: bool = False,
+    source: str | None = None,
+    trigger: str = "watch",
+    stamp: bool = False,
+) -> dict[str, Any]:
     """One pass with a progress bar and its lines on stderr; the summary."""
     from flows.watch import PassOptions, run_pass
 
     cfg = settings()
     with _pass_progress() as on_event:
-        opts = PassOptions(embed=embed, verify=verify, full=full, source=source, trigger=trigger, on_event=on_event)
+        opts = PassOptions(
+            embed=embed, verify=verify, full=full, source=source, trigger=trigger, on_event=on_event
+        )
         summary = run_pass(cfg, paths, opts, command=_command())
     _print_pass(summary, stamp=stamp)
     return summary
@@ -131,15 +161,66 @@ def _check_source(source: str | None) -> None:
 @app.command()
 @handle_errors
 def watch(
-    paths: Annotated[list[str] | None, typer.Argument(metavar="[PATH]...", help="Files or folders to watch (walked recursively). Default: PMEM_WATCH_PATHS, else the PATHs earlier passes watched.")] = None,
-    once: Annotated[bool, typer.Option("--once", help="Run one pass and stop (what `pmem reindex --changed` does).")] = False,
-    every: Annotated[float | None, typer.Option("--every", help="Seconds between passes. Default: PMEM_WATCH_INTERVAL, else 600 (every 10 minutes).")] = None,
-    serve: Annotated[bool, typer.Option("--serve", help="Serve the Prefect deployment watch/every-10-minutes (its runs show in the Prefect UI) instead of passing in this process.")] = False,
-    no_embed: Annotated[bool, typer.Option("--no-embed", help="Index the new messages for recall but do not embed them (`pmem reindex` does later).")] = False,
-    verify: Annotated[bool, typer.Option("--verify", help="Hash every file, also one whose size and mtime are unchanged (a rewrite that kept both).")] = False,
-    full: Annotated[bool, typer.Option("--full", help="Read every file whole, as a pass without state would (the ledger still writes only what is new).")] = False,
-    source: Annotated[str | None, typer.Option("--source", help="The importer for files whose format cannot be told (e.g. jsonl-log); detected per file when omitted.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="End with one JSON object: the pass (with --once), else the passes run until Ctrl-C.")] = False,
+    paths: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[PATH]...",
+            help="Files or folders to watch (walked recursively). Default: PMEM_WATCH_PATHS, else the PATHs earlier passes watched.",
+        ),
+    ] = None,
+    once: Annotated[
+        bool,
+        typer.Option("--once", help="Run one pass and stop (what `pmem reindex --changed` does)."),
+    ] = False,
+    every: Annotated[
+        float | None,
+        typer.Option(
+            "--every",
+            help="Seconds between passes. Default: PMEM_WATCH_INTERVAL, else 600 (every 10 minutes).",
+        ),
+    ] = None,
+    serve: Annotated[
+        bool,
+        typer.Option(
+            "--serve",
+            help="Serve the Prefect deployment watch/every-10-minutes (its runs show in the Prefect UI) instead of passing in this process.",
+        ),
+    ] = False,
+    no_embed: Annotated[
+        bool,
+        typer.Option(
+            "--no-embed",
+            help="Index the new messages for recall but do not embed them (`pmem reindex` does later).",
+        ),
+    ] = False,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Hash every file, also one whose size and mtime are unchanged (a rewrite that kept both).",
+        ),
+    ] = False,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help="Read every file whole, as a pass without state would (the ledger still writes only what is new).",
+        ),
+    ] = False,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--source",
+            help="The importer for files whose format cannot be told (e.g. jsonl-log); detected per file when omitted.",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="End with one JSON object: the pass (with --once), else the passes run until Ctrl-C.",
+        ),
+    ] = False,
 ) -> None:
     """Re-import only what changed since the last pass, then index and embed the new messages.
 
@@ -157,11 +238,21 @@ def watch(
         if as_json:
             print_json(summary)
         raise typer.Exit(exit_code(summary))
-    _loop(paths, every, embed=not no_embed, verify=verify, full=full, source=source, as_json=as_json)
+    _loop(
+        paths, every, embed=not no_embed, verify=verify, full=full, source=source, as_json=as_json
+    )
 
 
-def _loop(paths: list[str] | None, every: float | None, *, embed: bool, verify: bool, full: bool,
-          source: str | None, as_json: bool) -> None:  # fmt: skip
+def _loop(
+    paths: list[str] | None,
+    every: float | None,
+    *,
+    embed: bool,
+    verify: bool,
+    full: bool,
+    source: str | None,
+    as_json: bool,
+) -> None:
     """A pass every ``every`` seconds until Ctrl-C. A pass that finds the run lock held is
     skipped; an error in one pass (the database restarting) is printed and the next one runs."""
     from core.errors import PmemError
@@ -186,22 +277,35 @@ def _loop(paths: list[str] | None, every: float | None, *, embed: bool, verify: 
         while not stop.is_set():
             in_pass.set()
             try:
-                s = run_once(paths, embed=embed, verify=verify, full=full and first, source=source, stamp=True)
+                s = run_once(
+                    paths,
+                    embed=embed,
+                    verify=verify,
+                    full=full and first,
+                    source=source,
+                    stamp=True,
+                )
                 passes.append(s)
                 for k in totals:
                     totals[k] += s[k]
             except RunLocked as err:
-                err_console.print(f"{datetime.now().strftime('%H:%M:%S')} pass skipped: {_tty(str(err))}",
-                                  highlight=False)  # fmt: skip
+                err_console.print(
+                    f"{datetime.now().strftime('%H:%M:%S')} pass skipped: {_tty(str(err))}",
+                    highlight=False,
+                )
             except KeyboardInterrupt:
-                err_console.print("[yellow]stopped (Ctrl-C) during a pass: what it imported is kept; "
-                                  "the next pass goes on from there[/]")  # fmt: skip
+                err_console.print(
+                    "[yellow]stopped (Ctrl-C) during a pass: what it imported is kept; "
+                    "the next pass goes on from there[/]"
+                )
                 _finish(passes, totals, as_json, "interrupted")
                 raise typer.Exit(EXIT_INTERRUPTED) from None
             except PmemError as err:
                 if not passes:
                     raise  # the first pass: a PATH not found, nothing to watch
-                err_console.print(f"[red]pass failed:[/] {_tty(str(err))}; the next pass tries again")
+                err_console.print(
+                    f"[red]pass failed:[/] {_tty(str(err))}; the next pass tries again"
+                )
             finally:
                 in_pass.clear()
             first = False
@@ -210,22 +314,37 @@ def _loop(paths: list[str] | None, every: float | None, *, embed: bool, verify: 
                 stop.wait(min(1.0, deadline - time.monotonic()))
     finally:
         signal.signal(signal.SIGINT, previous)
-    err_console.print(f"stopped watching after {plural(len(passes), 'pass')}: "
-                      f"{plural(totals['messages_new'], 'new message')}")  # fmt: skip
+    err_console.print(
+        f"stopped watching after {plural(len(passes), 'pass')}: "
+        f"{plural(totals['messages_new'], 'new message')}"
+    )
     _finish(passes, totals, as_json, "stopped")
 
 
-def _finish(passes: list[dict[str, Any]], totals: dict[str, int], as_json: bool, status: str) -> None:
+def _finish(
+    passes: list[dict[str, Any]], totals: dict[str, int], as_json: bool, status: str
+) -> None:
     if as_json:
-        print_json({"status": status, "passes": len(passes), **totals, "last": passes[-1] if passes else None})
+        print_json(
+            {
+                "status": status,
+                "passes": len(passes),
+                **totals,
+                "last": passes[-1] if passes else None,
+            }
+        )
     sys.stdout.flush()
 
 
-def _serve(paths: list[str] | None, every: float | None, *, embed: bool, verify: bool = False) -> None:
+def _serve(
+    paths: list[str] | None, every: float | None, *, embed: bool, verify: bool = False
+) -> None:
     from cli.prefect_cmds import _connect
     from flows.watch import env_paths, interval_seconds, resolve_roots
 
-    roots = [str(p) for p in resolve_roots(paths, _known_roots())] if paths or not env_paths() else []
+    roots = (
+        [str(p) for p in resolve_roots(paths, _known_roots())] if paths or not env_paths() else []
+    )
     interval = interval_seconds(every)
     with err_console.status("starting the Prefect server…"):
         url = _connect()
@@ -234,9 +353,12 @@ def _serve(paths: list[str] | None, every: float | None, *, embed: bool, verify:
     cfg = settings()
     build_deployment(cfg, roots, interval, embed=embed, verify=verify)  # validates first
     where = ", ".join(_tty(r) for r in roots) or "PMEM_WATCH_PATHS"
-    err_console.print(f"serving watch/{deployment_name(interval)}: a pass over {where} every {interval:g}s "
-                      f"on {url.removesuffix('/api')}; Ctrl-C stops (the schedule is paused until the next "
-                      "`pmem watch --serve`)", highlight=False)  # fmt: skip
+    err_console.print(
+        f"serving watch/{deployment_name(interval)}: a pass over {where} every {interval:g}s "
+        f"on {url.removesuffix('/api')}; Ctrl-C stops (the schedule is paused until the next "
+        "`pmem watch --serve`)",
+        highlight=False,
+    )
     serve_watch(cfg, roots, interval, embed=embed, verify=verify)
 
 

@@ -149,7 +149,13 @@ class ExperienceInput:
     def inputs_hash(self) -> str:
         return tagged_hash(
             "exp-inputs",
-            [self.memory_id, self.title, self.summary, list(self.stated_facts), [list(e) for e in self.evidence]],
+            [
+                self.memory_id,
+                self.title,
+                self.summary,
+                list(self.stated_facts),
+                [list(e) for e in self.evidence],
+            ],
         )
 
 
@@ -203,7 +209,9 @@ class ResolvedExperience:
     inputs_hash: str
     extractor: str
     prompt_version: str
-    concepts: dict[str, FoundConcept] = field(default_factory=dict)  # concept id -> how it was found
+    concepts: dict[str, FoundConcept] = field(
+        default_factory=dict
+    )  # concept id -> how it was found
     # concept id -> the concept, stored or new: a missing one is created (id derived from its name)
     new_concepts: dict[str, Concept] = field(default_factory=dict)
     aliases: dict[str, list[str]] = field(default_factory=dict)  # concept id -> names to add

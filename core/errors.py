@@ -1,23 +1,23 @@
 """The error tree. Messages carry ids and counts, never private text.
 
-    PmemError
-    ├── ConfigError                 bad settings / missing extra (terminal, user fixable)
-    ├── InputError                  bad export: names the file and the record
-    ├── DatabaseUnavailable         cannot reach / start PostgreSQL
-    ├── StoreError
-    │   ├── MemoryNotFound
-    │   ├── StaleRevision           carries the current revision; never last-write-wins
-    │   ├── TombstonedMemory        a deleted lineage may not come back
-    │   ├── EvidenceRefused         evidence not verbatim in the ledger, or holding a secret
-    │   ├── ConfirmationRequired    correction / merge / delete / publish: queued for the owner
-    │   └── ProposalNotFound        no such pending request or proposal
-    ├── DraftError
-    │   ├── TransientDraftError     rate limited / unavailable / timeout: retry later
-    │   └── TerminalDraftError      invalid / truncated / refused output
-    ├── ResultFileError             result.json / run-state.json unreadable or checksum wrong
-    ├── RateLimited                 HTTP 429 from the memory API (transient, carries Retry-After)
-    ├── RateLimitStop               waiting would exceed --max-wait: stop cleanly, resume later
-    └── CostLimitStop               the next request would pass --max-cost: stop, raise it to resume
+PmemError
+├── ConfigError                 bad settings / missing extra (terminal, user fixable)
+├── InputError                  bad export: names the file and the record
+├── DatabaseUnavailable         cannot reach / start PostgreSQL
+├── StoreError
+│   ├── MemoryNotFound
+│   ├── StaleRevision           carries the current revision; never last-write-wins
+│   ├── TombstonedMemory        a deleted lineage may not come back
+│   ├── EvidenceRefused         evidence not verbatim in the ledger, or holding a secret
+│   ├── ConfirmationRequired    correction / merge / delete / publish: queued for the owner
+│   └── ProposalNotFound        no such pending request or proposal
+├── DraftError
+│   ├── TransientDraftError     rate limited / unavailable / timeout: retry later
+│   └── TerminalDraftError      invalid / truncated / refused output
+├── ResultFileError             result.json / run-state.json unreadable or checksum wrong
+├── RateLimited                 HTTP 429 from the memory API (transient, carries Retry-After)
+├── RateLimitStop               waiting would exceed --max-wait: stop cleanly, resume later
+└── CostLimitStop               the next request would pass --max-cost: stop, raise it to resume
 """
 
 from __future__ import annotations
@@ -109,7 +109,9 @@ class ConfirmationRequired(StoreError):
 
 class ProposalNotFound(StoreError):
     def __init__(self, proposal_id: str) -> None:
-        super().__init__(f"no proposal or request {proposal_id}", hint="`pmem proposals list` shows them")
+        super().__init__(
+            f"no proposal or request {proposal_id}", hint="`pmem proposals list` shows them"
+        )
         self.proposal_id = proposal_id
 
 

@@ -46,8 +46,10 @@ class Message(BaseModel):
 
     @property
     def for_drafting(self) -> bool:
-        return self.on_active_path and self.channel in (Channel.PERSON, Channel.ASSISTANT) and bool(
-            self.text.strip()
+        return (
+            self.on_active_path
+            and self.channel in (Channel.PERSON, Channel.ASSISTANT)
+            and bool(self.text.strip())
         )
 
 
@@ -78,8 +80,12 @@ class Conversation(BaseModel):
     @property
     def drafting_messages(self) -> list[Message]:
         if self.include_others:
-            return [m for m in self.active_messages if m.for_drafting or (
-                m.channel is Channel.OTHER and m.on_active_path and m.text.strip())]  # fmt: skip
+            return [
+                m
+                for m in self.active_messages
+                if m.for_drafting
+                or (m.channel is Channel.OTHER and m.on_active_path and m.text.strip())
+            ]
         return [m for m in self.active_messages if m.for_drafting]
 
     @property

@@ -60,8 +60,11 @@ def write_private(path: Path, data: str | bytes) -> Path:
     """Write a 0600 file atomically (temp file in the same folder, then rename)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open_private(tmp, "wb" if isinstance(data, bytes) else "w",
-                          **({} if isinstance(data, bytes) else {"encoding": "utf-8"})) as f:  # fmt: skip
+        with open_private(
+            tmp,
+            "wb" if isinstance(data, bytes) else "w",
+            **({} if isinstance(data, bytes) else {"encoding": "utf-8"}),
+        ) as f:
             f.write(data)
         os.replace(tmp, path)
     finally:

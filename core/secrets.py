@@ -125,6 +125,7 @@ def redaction_marker(kind: str) -> str:
 
 # ---------------------------------------------------------------- detect-secrets plugins
 
+
 # Plugins whose regexes are run over the whole text (see ``_library_spans``). detect-secrets
 # (and the HTTP client its verifiers import) is loaded on the first scan, not on import: a
 # command that never scans a text does not pay for it.
@@ -234,28 +235,36 @@ def _fmt(kind: str, body: str, anchors: tuple[str, ...] | None) -> _Rule:
 # Formats recognised by their prefix and shape alone (after gitleaks' rule list, written here;
 # lengths are lower bounds so that a key pasted with a character too many still counts).
 _FORMATS: tuple[_Rule, ...] = (
-    _fmt("anthropic-api-key", r"sk-ant-(?:api|admin|sid|oat)\d{2}-" + _T + "{20,}", ('sk-ant-',)),
-    _fmt("anthropic-api-key", r"sk-ant-" + _T + "{20,}", ('sk-ant-',)),
-    _fmt("openai-api-key", r"sk-(?!ant-)(?=" + _T + r"*\d)" + _T + "{20,}", ('sk-',)),
-    _fmt("google-api-key", r"AIza[0-9A-Za-z_\-]{35}", ('AIza',)),
-    _fmt("google-oauth-secret", r"GOCSPX-[A-Za-z0-9_\-]{20,}", ('GOCSPX-',)),
-    _fmt("google-oauth-token", r"ya29\.[A-Za-z0-9_\-.]{20,}", ('ya29.',)),
-    _fmt("google-refresh-token", r"1//0[A-Za-z0-9_\-]{30,}", ('1//0',)),
-    _fmt("docker-pat", r"dckr_(?:pat|oat)_[A-Za-z0-9_\-]{20,}", ('dckr_',)),
-    _fmt("github-token", r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})", ('gh', 'github_pat_')),
-    _fmt("gitlab-token", r"gl(?:pat|dt|rt|cbt|ptt|ft|soat|imt|agent|oas|ffct)-[A-Za-z0-9_\-.]{20,}", ('gl',)),
-    _fmt("gitlab-token", r"GR1348941[A-Za-z0-9_\-]{20,}", ('GR1348941',)),
-    _fmt("huggingface-token", r"(?:hf_|api_org_)[A-Za-z0-9]{30,}", ('hf_', 'api_org_')),
+    _fmt("anthropic-api-key", r"sk-ant-(?:api|admin|sid|oat)\d{2}-" + _T + "{20,}", ("sk-ant-",)),
+    _fmt("anthropic-api-key", r"sk-ant-" + _T + "{20,}", ("sk-ant-",)),
+    _fmt("openai-api-key", r"sk-(?!ant-)(?=" + _T + r"*\d)" + _T + "{20,}", ("sk-",)),
+    _fmt("google-api-key", r"AIza[0-9A-Za-z_\-]{35}", ("AIza",)),
+    _fmt("google-oauth-secret", r"GOCSPX-[A-Za-z0-9_\-]{20,}", ("GOCSPX-",)),
+    _fmt("google-oauth-token", r"ya29\.[A-Za-z0-9_\-.]{20,}", ("ya29.",)),
+    _fmt("google-refresh-token", r"1//0[A-Za-z0-9_\-]{30,}", ("1//0",)),
+    _fmt("docker-pat", r"dckr_(?:pat|oat)_[A-Za-z0-9_\-]{20,}", ("dckr_",)),
+    _fmt(
+        "github-token",
+        r"(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})",
+        ("gh", "github_pat_"),
+    ),
+    _fmt(
+        "gitlab-token",
+        r"gl(?:pat|dt|rt|cbt|ptt|ft|soat|imt|agent|oas|ffct)-[A-Za-z0-9_\-.]{20,}",
+        ("gl",),
+    ),
+    _fmt("gitlab-token", r"GR1348941[A-Za-z0-9_\-]{20,}", ("GR1348941",)),
+    _fmt("huggingface-token", r"(?:hf_|api_org_)[A-Za-z0-9]{30,}", ("hf_", "api_org_")),
     (
         "aws-access-key",
         _Lazy(r"\b(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
         0,
         ("A3T", "AKIA", "ASIA", "ABIA", "ACCA"),
     ),
-    _fmt("aws-bedrock-key", r"ABSK[A-Za-z0-9+/]{60,}={0,2}", ('ABSK',)),
-    _fmt("slack-token", r"xox[abposre]-[A-Za-z0-9\-]{10,}", ('xox',)),
-    _fmt("slack-token", r"xoxe\.xox[bp]-[A-Za-z0-9\-]{10,}", ('xoxe.',)),
-    _fmt("slack-token", r"xapp-\d-[A-Za-z0-9\-]{10,}", ('xapp-',)),
+    _fmt("aws-bedrock-key", r"ABSK[A-Za-z0-9+/]{60,}={0,2}", ("ABSK",)),
+    _fmt("slack-token", r"xox[abposre]-[A-Za-z0-9\-]{10,}", ("xox",)),
+    _fmt("slack-token", r"xoxe\.xox[bp]-[A-Za-z0-9\-]{10,}", ("xoxe.",)),
+    _fmt("slack-token", r"xapp-\d-[A-Za-z0-9\-]{10,}", ("xapp-",)),
     (
         "slack-webhook",
         _Lazy(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]+"),
@@ -271,52 +280,82 @@ _FORMATS: tuple[_Rule, ...] = (
         0,
         ("discord", "webhook.office.com"),
     ),
-    _fmt("stripe-key", r"(?:sk|rk)_(?:live|test|prod)_[0-9A-Za-z]{10,}", ('k_live_', 'k_test_', 'k_prod_')),
-    _fmt("stripe-webhook-secret", r"whsec_[A-Za-z0-9+/=]{24,}", ('whsec_',)),
-    _fmt("npm-token", r"npm_[A-Za-z0-9]{36}", ('npm_',)),
-    _fmt("pypi-token", r"pypi-[A-Za-z0-9_\-]{50,}", ('pypi-',)),
-    _fmt("sendgrid-key", r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}", ('SG.',)),
-    _fmt("sendinblue-key", r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}", ('xkeysib-',)),
+    _fmt(
+        "stripe-key",
+        r"(?:sk|rk)_(?:live|test|prod)_[0-9A-Za-z]{10,}",
+        ("k_live_", "k_test_", "k_prod_"),
+    ),
+    _fmt("stripe-webhook-secret", r"whsec_[A-Za-z0-9+/=]{24,}", ("whsec_",)),
+    _fmt("npm-token", r"npm_[A-Za-z0-9]{36}", ("npm_",)),
+    _fmt("pypi-token", r"pypi-[A-Za-z0-9_\-]{50,}", ("pypi-",)),
+    _fmt("sendgrid-key", r"SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}", ("SG.",)),
+    _fmt("sendinblue-key", r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}", ("xkeysib-",)),
     ("twilio-key", _Lazy(r"\b(?:SK|AC)[0-9a-fA-F]{32}\b"), 0, ("SK", "AC")),
-    _fmt("jwt", r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", ('eyJ',)),
-    _fmt("digitalocean-token", r"do[opr]_v1_[a-f0-9]{64}", ('_v1_',)),
-    _fmt("grafana-token", r"(?:glc_[A-Za-z0-9+/]{32,}={0,3}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})", ('glc_', 'glsa_')),
-    _fmt("grafana-token", r"eyJrIjoi[A-Za-z0-9]{40,}={0,3}", ('eyJrIjoi',)),
-    _fmt("vault-token", r"hv[sb]\.[A-Za-z0-9_\-]{80,}", ('hvs.', 'hvb.')),
-    _fmt("shopify-token", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}", ('shp',)),
-    _fmt("sentry-token", r"sntry[us]_[A-Za-z0-9+/=_]{40,}", ('sntry',)),
-    _fmt("linear-api-key", r"lin_(?:api|oauth)_[A-Za-z0-9]{40}", ('lin_',)),
-    _fmt("notion-token", r"(?:ntn_[0-9]{11}[A-Za-z0-9]{35}|secret_[A-Za-z0-9]{43})", ('ntn_', 'secret_')),
-    _fmt("perplexity-api-key", r"pplx-[A-Za-z0-9]{40,}", ('pplx-',)),
-    _fmt("groq-api-key", r"gsk_[A-Za-z0-9]{40,}", ('gsk_',)),
-    _fmt("xai-api-key", r"xai-[A-Za-z0-9]{60,}", ('xai-',)),
-    _fmt("replicate-token", r"r8_[A-Za-z0-9]{30,}", ('r8_',)),
-    _fmt("supabase-token", r"sbp_[a-f0-9]{40}", ('sbp_',)),
-    _fmt("prefect-api-key", r"pnu_[A-Za-z0-9]{36}", ('pnu_',)),
-    _fmt("pulumi-token", r"pul-[a-f0-9]{40}", ('pul-',)),
-    _fmt("rubygems-token", r"rubygems_[a-f0-9]{48}", ('rubygems_',)),
-    _fmt("databricks-token", r"dapi[a-f0-9]{32}(?:-\d)?", ('dapi',)),
-    _fmt("doppler-token", r"dp\.(?:pt|st|sa|ct)\.[A-Za-z0-9]{40,}", ('dp.',)),
-    _fmt("dynatrace-token", r"dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}", ('dt0c01.',)),
-    _fmt("postman-key", r"PMAK-[a-fA-F0-9]{24}-[a-fA-F0-9]{34}", ('PMAK-',)),
-    _fmt("age-secret-key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", ('AGE-SECRET-KEY-1',)),
-    _fmt("1password-secret-key", r"A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})"
-         r"-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}", ("A3-",)),
-    _fmt("1password-token", r"ops_eyJ[A-Za-z0-9+/]{100,}={0,3}", ('ops_eyJ',)),
-    _fmt("atlassian-token", r"ATATT3[A-Za-z0-9_\-=]{100,}", ('ATATT3',)),
-    _fmt("azure-ad-client-secret", r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}", ('Q~',)),
-    _fmt("alibaba-access-key", r"LTAI[A-Za-z0-9]{20}", ('LTAI',)),
-    _fmt("heroku-api-key", r"HRKU-AA[0-9A-Za-z_\-]{58}", ('HRKU-AA',)),
-    _fmt("flyio-token", r"(?:fo1_[\w\-]{43}|fm[12][ar]?_[A-Za-z0-9+/]{100,}={0,3})", ('fo1_', 'fm1', 'fm2')),
-    _fmt("planetscale-token", r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_=.\-]{32,64}", ('pscale_',)),
-    _fmt("new-relic-key", r"NR(?:AK|II|JS)-[A-Za-z0-9\-]{19,32}", ('NRAK-', 'NRII-', 'NRJS-')),
-    _fmt("square-token", r"(?:EAAA|sq0atp-|sq0csp-)[A-Za-z0-9_\-]{22,60}", ('EAAA', 'sq0atp-', 'sq0csp-')),
-    _fmt("mapbox-secret-token", r"sk\.eyJ[A-Za-z0-9_\-]{50,}\.[A-Za-z0-9_\-]{20,}", ('sk.eyJ',)),
-    _fmt("figma-token", r"figd_[A-Za-z0-9_\-]{36,}", ('figd_',)),
-    _fmt("openshift-token", r"sha256~[\w\-]{43}", ('sha256~',)),
-    _fmt("readme-token", r"rdme_[a-z0-9]{70}", ('rdme_',)),
-    _fmt("telegram-token", r"\d{8,10}:AA[A-Za-z0-9_\-]{33}", (':AA',)),
-    _fmt("discord-token", r"[MNO][A-Za-z\d_\-]{23,25}\.[A-Za-z\d_\-]{6}\.[A-Za-z\d_\-]{27,38}", None),
+    _fmt("jwt", r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", ("eyJ",)),
+    _fmt("digitalocean-token", r"do[opr]_v1_[a-f0-9]{64}", ("_v1_",)),
+    _fmt(
+        "grafana-token",
+        r"(?:glc_[A-Za-z0-9+/]{32,}={0,3}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})",
+        ("glc_", "glsa_"),
+    ),
+    _fmt("grafana-token", r"eyJrIjoi[A-Za-z0-9]{40,}={0,3}", ("eyJrIjoi",)),
+    _fmt("vault-token", r"hv[sb]\.[A-Za-z0-9_\-]{80,}", ("hvs.", "hvb.")),
+    _fmt("shopify-token", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}", ("shp",)),
+    _fmt("sentry-token", r"sntry[us]_[A-Za-z0-9+/=_]{40,}", ("sntry",)),
+    _fmt("linear-api-key", r"lin_(?:api|oauth)_[A-Za-z0-9]{40}", ("lin_",)),
+    _fmt(
+        "notion-token",
+        r"(?:ntn_[0-9]{11}[A-Za-z0-9]{35}|secret_[A-Za-z0-9]{43})",
+        ("ntn_", "secret_"),
+    ),
+    _fmt("perplexity-api-key", r"pplx-[A-Za-z0-9]{40,}", ("pplx-",)),
+    _fmt("groq-api-key", r"gsk_[A-Za-z0-9]{40,}", ("gsk_",)),
+    _fmt("xai-api-key", r"xai-[A-Za-z0-9]{60,}", ("xai-",)),
+    _fmt("replicate-token", r"r8_[A-Za-z0-9]{30,}", ("r8_",)),
+    _fmt("supabase-token", r"sbp_[a-f0-9]{40}", ("sbp_",)),
+    _fmt("prefect-api-key", r"pnu_[A-Za-z0-9]{36}", ("pnu_",)),
+    _fmt("pulumi-token", r"pul-[a-f0-9]{40}", ("pul-",)),
+    _fmt("rubygems-token", r"rubygems_[a-f0-9]{48}", ("rubygems_",)),
+    _fmt("databricks-token", r"dapi[a-f0-9]{32}(?:-\d)?", ("dapi",)),
+    _fmt("doppler-token", r"dp\.(?:pt|st|sa|ct)\.[A-Za-z0-9]{40,}", ("dp.",)),
+    _fmt("dynatrace-token", r"dt0c01\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{64}", ("dt0c01.",)),
+    _fmt("postman-key", r"PMAK-[a-fA-F0-9]{24}-[a-fA-F0-9]{34}", ("PMAK-",)),
+    _fmt(
+        "age-secret-key",
+        r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
+        ("AGE-SECRET-KEY-1",),
+    ),
+    _fmt(
+        "1password-secret-key",
+        r"A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})"
+        r"-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}",
+        ("A3-",),
+    ),
+    _fmt("1password-token", r"ops_eyJ[A-Za-z0-9+/]{100,}={0,3}", ("ops_eyJ",)),
+    _fmt("atlassian-token", r"ATATT3[A-Za-z0-9_\-=]{100,}", ("ATATT3",)),
+    _fmt("azure-ad-client-secret", r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}", ("Q~",)),
+    _fmt("alibaba-access-key", r"LTAI[A-Za-z0-9]{20}", ("LTAI",)),
+    _fmt("heroku-api-key", r"HRKU-AA[0-9A-Za-z_\-]{58}", ("HRKU-AA",)),
+    _fmt(
+        "flyio-token",
+        r"(?:fo1_[\w\-]{43}|fm[12][ar]?_[A-Za-z0-9+/]{100,}={0,3})",
+        ("fo1_", "fm1", "fm2"),
+    ),
+    _fmt("planetscale-token", r"pscale_(?:tkn|pw|oauth)_[A-Za-z0-9_=.\-]{32,64}", ("pscale_",)),
+    _fmt("new-relic-key", r"NR(?:AK|II|JS)-[A-Za-z0-9\-]{19,32}", ("NRAK-", "NRII-", "NRJS-")),
+    _fmt(
+        "square-token",
+        r"(?:EAAA|sq0atp-|sq0csp-)[A-Za-z0-9_\-]{22,60}",
+        ("EAAA", "sq0atp-", "sq0csp-"),
+    ),
+    _fmt("mapbox-secret-token", r"sk\.eyJ[A-Za-z0-9_\-]{50,}\.[A-Za-z0-9_\-]{20,}", ("sk.eyJ",)),
+    _fmt("figma-token", r"figd_[A-Za-z0-9_\-]{36,}", ("figd_",)),
+    _fmt("openshift-token", r"sha256~[\w\-]{43}", ("sha256~",)),
+    _fmt("readme-token", r"rdme_[a-z0-9]{70}", ("rdme_",)),
+    _fmt("telegram-token", r"\d{8,10}:AA[A-Za-z0-9_\-]{33}", (":AA",)),
+    _fmt(
+        "discord-token", r"[MNO][A-Za-z\d_\-]{23,25}\.[A-Za-z\d_\-]{6}\.[A-Za-z\d_\-]{27,38}", None
+    ),
     # the head of a key cut short (the rest wrapped away, or in the next message): a prefix
     # only keys have, then 6+ token characters with a digit
     _fmt(
@@ -325,9 +364,31 @@ _FORMATS: tuple[_Rule, ...] = (
         r"|xox[bpae]-|xapp-|dckr_pat_|GOCSPX-|pypi-AgE|whsec_|[sr]k_live_|[sr]k_test_|glsa_"
         r"|do[opr]_v1_|hvs\.|shpat_|sntryu_|lin_api_|pplx-|AGE-SECRET-KEY-1|PMAK-|AIza|ya29\.)"
         r"(?=[A-Za-z0-9_\-.]*\d)[A-Za-z0-9_\-.]{6,}",
-        ("gh", "glpat-", "glrt-", "sk-", "xox", "xapp-", "dckr_pat_", "GOCSPX-", "pypi-AgE",
-         "whsec_", "k_live_", "k_test_", "glsa_", "_v1_", "hvs.", "shpat_", "sntryu_", "lin_api_",
-         "pplx-", "AGE-SECRET-KEY-1", "PMAK-", "AIza", "ya29."),
+        (
+            "gh",
+            "glpat-",
+            "glrt-",
+            "sk-",
+            "xox",
+            "xapp-",
+            "dckr_pat_",
+            "GOCSPX-",
+            "pypi-AgE",
+            "whsec_",
+            "k_live_",
+            "k_test_",
+            "glsa_",
+            "_v1_",
+            "hvs.",
+            "shpat_",
+            "sntryu_",
+            "lin_api_",
+            "pplx-",
+            "AGE-SECRET-KEY-1",
+            "PMAK-",
+            "AIza",
+            "ya29.",
+        ),
     ),
 )
 
@@ -546,8 +607,8 @@ def _random_looking(value: str, *, long: int = 16) -> bool:
 def _machine_made(value: str) -> bool:
     """A value only a machine writes: long hex, or letters of both cases and digits."""
     if _HEX_RE.match(value):
-        return len(value) >= 32 and any(c.isdigit() for c in value) and any(
-            c.isalpha() for c in value
+        return (
+            len(value) >= 32 and any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
         )
     digits = sum(c.isdigit() for c in value)
     upper = sum(c.isupper() for c in value)
@@ -751,7 +812,9 @@ def _scan_context(view: _View, add) -> None:  # noqa: ANN001
             continue
         if all(_HEX_RE.match(g.removeprefix("0x")) for g in groups):
             continue  # addresses, hex dumps
-        mixed = sum(1 for g in groups if any(c.isdigit() for c in g) and any(c.isalpha() for c in g))
+        mixed = sum(
+            1 for g in groups if any(c.isdigit() for c in g) and any(c.isalpha() for c in g)
+        )
         if (mixed >= 3 and 2 * mixed >= len(groups)) or (len(groups) >= 5 and mixed >= 2):
             add(view, m.start("value"), m.end("value"), "grouped-key")
 
@@ -767,8 +830,11 @@ def _decodes_to_secret(run: str) -> bool:
     if len(core) < 16 or core.isalpha() or core.isdigit() or _HEX_RE.match(core):
         return False
     try:
-        raw = base64.b64decode(core + "=" * (-len(core) % 4), altchars=b"-_" if (
-            "-" in core or "_" in core) else None, validate=True)
+        raw = base64.b64decode(
+            core + "=" * (-len(core) % 4),
+            altchars=b"-_" if ("-" in core or "_" in core) else None,
+            validate=True,
+        )
     except (binascii.Error, ValueError):
         return False
     try:

@@ -38,8 +38,12 @@ ORDER = ("background", "decision", "reasons", "result", "topics", "open", "resol
 RESOLVED_ARROW = " → "
 
 _HEADING_RE = re.compile(r"^#{1,2}\s+(\S.*?)\s*$")
-_LOOKUP = {h.casefold(): (f, lang) for f, (ja, en) in HEADINGS.items()
-           for lang, names in (("ja", ja), ("en", en)) for h in names}  # fmt: skip
+_LOOKUP = {
+    h.casefold(): (f, lang)
+    for f, (ja, en) in HEADINGS.items()
+    for lang, names in (("ja", ja), ("en", en))
+    for h in names
+}
 
 
 def field_of(heading: str) -> str | None:
@@ -105,7 +109,7 @@ class Sections:
         ordered = sorted(
             (p for p in self.parts if p[1]),
             key=lambda p: (known.get(field_of(p[0]) or "", len(ORDER)),),
-        )  # fmt: skip
+        )
         blocks = ["\n".join(self.preamble)] if self.preamble else []
         blocks += ["\n".join([f"## {name}", *lines]) for name, lines in ordered]
         return "\n\n".join(blocks)
@@ -119,7 +123,9 @@ def _norm(line: str) -> str:
     return normalize_for_identity(re.sub(r"^\s*(?:[-*・]|\d+[.)])\s*", "", line))
 
 
-def merge_summaries(current: str, new: str, *, supersede: bool = False, since: str | None = None) -> str:
+def merge_summaries(
+    current: str, new: str, *, supersede: bool = False, since: str | None = None
+) -> str:
     """``new`` merged into ``current`` section by section (see the module docstring).
     ``since``: when the superseded decision was made (a date), for its history line."""
     if not new.strip() or new == current:
@@ -128,7 +134,11 @@ def merge_summaries(current: str, new: str, *, supersede: bool = False, since: s
     if not cur.structured or not add.structured:
         return _merge_free_text(current, new)
     lang = cur.lang() or add.lang() or "en"
-    new_decision = [ln for ln in add.lines("decision") if _norm(ln) not in {_norm(c) for c in cur.lines("decision")}]
+    new_decision = [
+        ln
+        for ln in add.lines("decision")
+        if _norm(ln) not in {_norm(c) for c in cur.lines("decision")}
+    ]
     superseded = bool(supersede and cur.lines("decision") and new_decision)
     if superseded:
         _supersede(cur, add, lang, since)
@@ -136,7 +146,11 @@ def merge_summaries(current: str, new: str, *, supersede: bool = False, since: s
         field = field_of(name)
         if superseded and field in ("decision", "reasons"):
             continue  # just replaced
-        have = cur.lines(field) if field else next((ls for n, ls in cur.parts if _key(n) == _key(name)), [])
+        have = (
+            cur.lines(field)
+            if field
+            else next((ls for n, ls in cur.parts if _key(n) == _key(name)), [])
+        )
         seen = {_norm(ln) for ln in have}
         grown = list(have)
         for ln in lines:
@@ -164,7 +178,11 @@ def _supersede(cur: Sections, add: Sections, lang: str, since: str | None) -> No
 
 def _settle_open_points(cur: Sections) -> None:
     """An open point listed as resolved (``<point> → <how>``) leaves the open points."""
-    settled = {_norm(ln.split(RESOLVED_ARROW, 1)[0]) for ln in cur.lines("resolved") if RESOLVED_ARROW in ln}
+    settled = {
+        _norm(ln.split(RESOLVED_ARROW, 1)[0])
+        for ln in cur.lines("resolved")
+        if RESOLVED_ARROW in ln
+    }
     if not settled:
         return
     still = [ln for ln in cur.lines("open") if _norm(ln) not in settled]

@@ -130,7 +130,9 @@ class Settings(BaseModel):
         local = local_runs_url(self.runs_url)
         if local is not None:
             return local
-        return self.runs_folder.expanduser().resolve() if self.runs_folder else self.data_dir / "runs"
+        return (
+            self.runs_folder.expanduser().resolve() if self.runs_folder else self.data_dir / "runs"
+        )
 
     @property
     def pgdata_dir(self) -> Path:
@@ -188,7 +190,13 @@ def _from_sources(cls: type[BaseModel], given: dict[str, Any]) -> dict[str, Any]
         from dotenv import dotenv_values
 
         for f in files:
-            layers.append({k.lower(): v for k, v in dotenv_values(f, encoding="utf-8").items() if v is not None})
+            layers.append(
+                {
+                    k.lower(): v
+                    for k, v in dotenv_values(f, encoding="utf-8").items()
+                    if v is not None
+                }
+            )
     layers.append({k.lower(): v for k, v in os.environ.items()})
     out: dict[str, Any] = {}
     for name, field in cls.model_fields.items():
@@ -233,7 +241,10 @@ def time_zone() -> tuple[str, str]:
         if name and env == TZ_ENV:
             from core.errors import ConfigError
 
-            raise ConfigError(f"unknown time zone {name!r} in {TZ_ENV}", hint="use an IANA name such as Asia/Tokyo")
+            raise ConfigError(
+                f"unknown time zone {name!r} in {TZ_ENV}",
+                hint="use an IANA name such as Asia/Tokyo",
+            )
     try:
         target = str(Path("/etc/localtime").resolve())
     except OSError:

@@ -107,12 +107,18 @@ class MonthSummary:
 
     def to_json(self) -> dict:
         return {
-            "month": self.month, "summary": self.summary, "sentiment": round(self.sentiment, 3),
-            "keywords": list(self.keywords), "memory_ids": list(self.memory_ids),
-            "message_keys": list(self.message_keys), "version": self.version,
-            "model": self.model, "prompt_version": self.prompt_version, "time_zone": self.time_zone,
+            "month": self.month,
+            "summary": self.summary,
+            "sentiment": round(self.sentiment, 3),
+            "keywords": list(self.keywords),
+            "memory_ids": list(self.memory_ids),
+            "message_keys": list(self.message_keys),
+            "version": self.version,
+            "model": self.model,
+            "prompt_version": self.prompt_version,
+            "time_zone": self.time_zone,
             "created_at": self.created_at.isoformat() if self.created_at else None,
-        }  # fmt: skip
+        }
 
 
 @dataclass(frozen=True)
@@ -129,11 +135,14 @@ class Profile:
 
     def to_json(self) -> dict:
         return {
-            "profile": self.profile, "months": list(self.months), "version": self.version,
-            "memory_ids": list(self.memory_ids), "model": self.model,
+            "profile": self.profile,
+            "months": list(self.months),
+            "version": self.version,
+            "memory_ids": list(self.memory_ids),
+            "model": self.model,
             "prompt_version": self.prompt_version,
             "created_at": self.created_at.isoformat() if self.created_at else None,
-        }  # fmt: skip
+        }
 
 
 def profile_inputs_hash(months: list[MonthSummary]) -> str:

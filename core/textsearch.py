@@ -168,7 +168,9 @@ class _Seen:
 MAX_ANALYZED_PER_TEXT = 200_000  # characters of Japanese given to Sudachi per message
 
 
-def _index_tokens(text: str, out: dict[str, None], seen: _Seen | None, forms: bool = True) -> dict[str, None]:
+def _index_tokens(
+    text: str, out: dict[str, None], seen: _Seen | None, forms: bool = True
+) -> dict[str, None]:
     norm = unicodedata.normalize("NFKC", text).lower()
     runs = dict.fromkeys(_RUN_KIND.findall(norm))  # a repeated run adds nothing
     if seen is not None:  # nor one an earlier passage had
@@ -228,7 +230,13 @@ def _pos_kinds() -> tuple[int, ...]:
         if pos is None:
             break
         m = Morpheme("", "", tuple(pos))
-        kinds.append(0 if not is_content(m) else _VERB_ADJ if pos[0] in ("動詞", "形容詞") else _OTHER_CONTENT)
+        kinds.append(
+            0
+            if not is_content(m)
+            else _VERB_ADJ
+            if pos[0] in ("動詞", "形容詞")
+            else _OTHER_CONTENT
+        )
     return tuple(kinds)
 
 
@@ -379,7 +387,9 @@ def tsquery_literal(tokens: list[str], op: str = "|") -> str:
     return f" {op} ".join(quoted)
 
 
-def index_tokens_many(texts: list[str], max_chars: int = 200, forms: bool = True) -> list[list[str]]:
+def index_tokens_many(
+    texts: list[str], max_chars: int = 200, forms: bool = True
+) -> list[list[str]]:
     """``index_tokens_long`` of each text, without tokens longer than ``max_chars`` (what the
     message index stores); a module-level function, so that worker processes can run it."""
     out = []
@@ -410,8 +420,9 @@ def index_tsvectors_many(texts: list[str], max_chars: int = 200, forms: bool = T
 def has_japanese(text: str) -> bool:
     """Whether ``text`` holds Japanese (kana or kanji, after NFKC): only such a text has
     normalised forms for ``index_forms`` to add."""
-    return bool(_JA_CHARS.search(text)) or (not text.isascii() and bool(
-        _JA_CHARS.search(unicodedata.normalize("NFKC", text))))  # fmt: skip
+    return bool(_JA_CHARS.search(text)) or (
+        not text.isascii() and bool(_JA_CHARS.search(unicodedata.normalize("NFKC", text)))
+    )
 
 
 def index_forms(text: str, size: int = 20_000) -> list[str]:
@@ -453,7 +464,9 @@ def index_forms_many(texts: list[str], max_chars: int = 200) -> list[str]:
     return out
 
 
-def index_rows_many(texts: list[str], max_chars: int = 200, forms: bool = True) -> list[tuple[str, bool]]:
+def index_rows_many(
+    texts: list[str], max_chars: int = 200, forms: bool = True
+) -> list[tuple[str, bool]]:
     """Each text's tsvector literal (``index_tsvectors_many``) and whether it holds Japanese
     (without ``forms``, such a message waits for ``index_forms``)."""
     vectors = index_tsvectors_many(texts, max_chars, forms)

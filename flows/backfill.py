@@ -64,7 +64,9 @@ def name_flow_run(run_id: str, source: str, export_path: str) -> str | None:
     run = ctx.flow_run
     try:
         with get_client(sync_client=True) as client:
-            client.update_flow_run(run.id, name=run_id, tags=sorted(set(run.tags) | set(run_tags(source, export_path))))
+            client.update_flow_run(
+                run.id, name=run_id, tags=sorted(set(run.tags) | set(run_tags(source, export_path)))
+            )
     except Exception as err:  # noqa: BLE001 - naming is for the UI only
         get_run_logger().warning("could not name the flow run (%s)", type(err).__name__)
     return flow_run_url(str(run.id))
@@ -87,11 +89,19 @@ def _mapped(t: Any) -> Any:
 
 
 PREFECT_STEPS = pl.Steps(
-    import_export=import_task, plan=plan_task, draft_all=_mapped(draft_task), commit_all=_mapped(commit_task)
+    import_export=import_task,
+    plan=plan_task,
+    draft_all=_mapped(draft_task),
+    commit_all=_mapped(commit_task),
 )
 
 
-@flow(name="backfill", log_prints=False, validate_parameters=True, task_runner=ThreadPoolTaskRunner(max_workers=8))  # type: ignore[arg-type]
+@flow(
+    name="backfill",
+    log_prints=False,
+    validate_parameters=True,
+    task_runner=ThreadPoolTaskRunner(max_workers=8),  # type: ignore[arg-type]
+)
 def backfill(
     source: str, export_path: str, dry_run: bool = False, llm: str | None = None, embed: bool = True
 ) -> dict[str, Any]:
@@ -109,17 +119,33 @@ def backfill(
 
     try:
         summary = pl.run_backfill(
-            p, source, export_path, dry_run=dry_run, steps=PREFECT_STEPS, on_event=on_event, embed=embed,
-        )  # fmt: skip
+            p,
+            source,
+            export_path,
+            dry_run=dry_run,
+            steps=PREFECT_STEPS,
+            on_event=on_event,
+            embed=embed,
+        )
         summary["flow_run_url"] = link[0]
-        logger.info("run %s %s: %d drafter calls, %d commits", summary["run_id"], summary["status"],
-                    summary["drafter_calls"], summary["commits"])  # fmt: skip
+        logger.info(
+            "run %s %s: %d drafter calls, %d commits",
+            summary["run_id"],
+            summary["status"],
+            summary["drafter_calls"],
+            summary["commits"],
+        )
         return summary
     finally:
         p.close()
 
 
-@flow(name="backfill-pool", log_prints=False, validate_parameters=True, task_runner=ThreadPoolTaskRunner(max_workers=8))  # type: ignore[arg-type]
+@flow(
+    name="backfill-pool",
+    log_prints=False,
+    validate_parameters=True,
+    task_runner=ThreadPoolTaskRunner(max_workers=8),  # type: ignore[arg-type]
+)
 def backfill_pool(run_id: str, source: str, embed: bool = True) -> dict[str, Any]:
     """One worker's part of a pool run (`pmem backfill --pool`: the submitter imported the export
     and planned the batches of ``run_id``): take the run's batches through the claims in
@@ -132,7 +158,13 @@ def backfill_pool(run_id: str, source: str, embed: bool = True) -> dict[str, Any
         summary = pl.work_pool_run(p, run_id, steps=PREFECT_STEPS, embed=embed)
     finally:
         p.close()
-    logger.info("run %s (%s): this worker drafted %d batches (%d drafter calls, %d commits)%s", run_id, source,
-                summary["batches_drafted"], summary["drafter_calls"], summary["commits"],
-                "" if summary.get("part") else f"; the run is {summary['status']}")  # fmt: skip
+    logger.info(
+        "run %s (%s): this worker drafted %d batches (%d drafter calls, %d commits)%s",
+        run_id,
+        source,
+        summary["batches_drafted"],
+        summary["drafter_calls"],
+        summary["commits"],
+        "" if summary.get("part") else f"; the run is {summary['status']}",
+    )
     return summary

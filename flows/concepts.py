@@ -72,7 +72,9 @@ class Resolver:
         self.key_owner: dict[str, str] = {}
         self.vectors: dict[str, Any] = {}  # concept id -> unit vector (numpy)
         self._vec_cache: dict[str, Any] = {}
-        self._matrix: dict[str, tuple[list[str], Any]] = {}  # language -> (ids, their vectors stacked)
+        self._matrix: dict[
+            str, tuple[list[str], Any]
+        ] = {}  # language -> (ids, their vectors stacked)
         self.reload()
 
     def reload(self) -> None:
@@ -80,7 +82,9 @@ class Resolver:
         self.concepts.clear()
         self.key_owner.clear()
         with self.store.db.connection() as conn:
-            rows = conn.execute("SELECT id, name, aliases, language, kind, first_memory_id, keys FROM concepts").fetchall()
+            rows = conn.execute(
+                "SELECT id, name, aliases, language, kind, first_memory_id, keys FROM concepts"
+            ).fetchall()
         for cid, name, aliases, lang, kind, first, keys in rows:
             c = Concept(cid, name, tuple(aliases), lang, kind, first)
             self._index(c, keys)
@@ -156,8 +160,9 @@ class Resolver:
             self.embed([self.concepts[cid].name for cid in missing])
             for cid in missing:
                 self.vectors[cid] = self._vec_cache[self.concepts[cid].name]
-            self.store.set_embeddings(self.embedder.model, {cid: [float(x) for x in self.vectors[cid]]
-                                                            for cid in missing})  # fmt: skip
+            self.store.set_embeddings(
+                self.embedder.model, {cid: [float(x) for x in self.vectors[cid]] for cid in missing}
+            )
         return ids
 
     def prefetch(self, found: Sequence[FoundConcept]) -> None:
@@ -166,16 +171,25 @@ class Resolver:
         if self.embedder is None:
             return
         langs = {c.language for c in self.concepts.values()}
-        self.embed([f.surface for f in found
-                    if not any(k in self.by_key for k in lookup_keys(f))
-                    and {"ja": "en", "en": "ja"}.get(f.language or language_of(f.surface)) in langs])  # fmt: skip
+        self.embed(
+            [
+                f.surface
+                for f in found
+                if not any(k in self.by_key for k in lookup_keys(f))
+                and {"ja": "en", "en": "ja"}.get(f.language or language_of(f.surface)) in langs
+            ]
+        )
 
     def _by_vector(self, found: FoundConcept) -> Concept | None:
         """Japanese ↔ English only: a name of one is compared with the concepts of the other
         (the embedder is not loaded while the store has none of the other language)."""
         lang = found.language or language_of(found.surface)
         other = {"ja": "en", "en": "ja"}.get(lang)
-        if self.embedder is None or other is None or not any(c.language == other for c in self.concepts.values()):
+        if (
+            self.embedder is None
+            or other is None
+            or not any(c.language == other for c in self.concepts.values())
+        ):
             return None
         ids = self._vectors_of(other)
         import numpy as np
@@ -198,12 +212,23 @@ def _unit(v: Any) -> Any:
 # ---------------------------------------------------------------- one experience
 
 
-def resolve(exp: ExperienceInput, extraction: Extraction, resolver: Resolver, *, extractor: str,
-            prompt_version: str) -> ResolvedExperience:  # fmt: skip
+def resolve(
+    exp: ExperienceInput,
+    extraction: Extraction,
+    resolver: Resolver,
+    *,
+    extractor: str,
+    prompt_version: str,
+) -> ResolvedExperience:
     """Every found concept to a stored or a new concept id; relations to link ids. A flagged
     name (the secret guard) is dropped here already, with its relations."""
-    out = ResolvedExperience(memory_id=exp.memory_id, revision=exp.revision, inputs_hash=exp.inputs_hash,
-                             extractor=extractor, prompt_version=prompt_version)  # fmt: skip
+    out = ResolvedExperience(
+        memory_id=exp.memory_id,
+        revision=exp.revision,
+        inputs_hash=exp.inputs_hash,
+        extractor=extractor,
+        prompt_version=prompt_version,
+    )
     by_surface: dict[str, str] = {}
     resolver.prefetch(extraction.concepts)
     for f in extraction.concepts:
@@ -212,8 +237,9 @@ def resolve(exp: ExperienceInput, extraction: Extraction, resolver: Resolver, *,
         c = resolver.resolve(f)
         if c is None:
             cid = concept_id(f.surface)
-            c = out.new_concepts.get(cid) or Concept(cid, f.surface, (), f.language or language_of(f.surface), f.kind,
-                                                     exp.memory_id)  # fmt: skip
+            c = out.new_concepts.get(cid) or Concept(
+                cid, f.surface, (), f.language or language_of(f.surface), f.kind, exp.memory_id
+            )
         # every concept the record shows is made sure of (a stored one may have gone since the
         # resolver read it: its last experience taken back earlier in this run)
         out.new_concepts[c.id] = c
@@ -239,14 +265,19 @@ def result_path(runs_dir: Path, memory_id: str) -> Path:
     return runs_dir / "concepts" / (memory_id.replace(":", "-").replace("/", "-") + ".json")
 
 
-def _read_result(path: Path, exp: ExperienceInput, extractor: ConceptExtractor) -> Extraction | None:
+def _read_result(
+    path: Path, exp: ExperienceInput, extractor: ConceptExtractor
+) -> Extraction | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if (data.get("version"), data.get("inputs_hash"), data.get("extractor"), data.get("prompt_version")) != (
-        RESULT_VERSION, exp.inputs_hash, extractor.model, extractor.prompt_version
-    ):
+    if (
+        data.get("version"),
+        data.get("inputs_hash"),
+        data.get("extractor"),
+        data.get("prompt_version"),
+    ) != (RESULT_VERSION, exp.inputs_hash, extractor.model, extractor.prompt_version):
         return None
     try:
         return Extraction(
@@ -257,15 +288,21 @@ def _read_result(path: Path, exp: ExperienceInput, extractor: ConceptExtractor) 
         return None
 
 
-def _write_result(path: Path, exp: ExperienceInput, extractor: ConceptExtractor, ex: Extraction) -> None:
+def _write_result(
+    path: Path, exp: ExperienceInput, extractor: ConceptExtractor, ex: Extraction
+) -> None:
     private_dir(path.parent)
     concepts = [c for c in ex.concepts if safe_name(c.surface)]
     body = {
-        "version": RESULT_VERSION, "memory_id": exp.memory_id, "revision": exp.revision,
-        "inputs_hash": exp.inputs_hash, "extractor": extractor.model, "prompt_version": extractor.prompt_version,
+        "version": RESULT_VERSION,
+        "memory_id": exp.memory_id,
+        "revision": exp.revision,
+        "inputs_hash": exp.inputs_hash,
+        "extractor": extractor.model,
+        "prompt_version": extractor.prompt_version,
         "concepts": [c.__dict__ for c in concepts],
         "relations": [r.__dict__ for r in ex.relations],
-    }  # fmt: skip
+    }
     write_private(path, json.dumps(body, ensure_ascii=False, sort_keys=True, indent=1))
 
 
@@ -273,18 +310,30 @@ def _write_result(path: Path, exp: ExperienceInput, extractor: ConceptExtractor,
 
 
 def extract_concepts(
-    db: Database, runs_dir: Path, *, extractor: ConceptExtractor | None = None, embedder: Any = None,
-    run_id: str | None = None, rebuild: bool = False, progress: Callable[[int], None] | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    db: Database,
+    runs_dir: Path,
+    *,
+    extractor: ConceptExtractor | None = None,
+    embedder: Any = None,
+    run_id: str | None = None,
+    rebuild: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
     """Bring the concept memory up to date with the memories (see the module doc). ``rebuild``
     empties the concept tables first and reads every memory again. Returns counts."""
     store = ConceptStore(db)
     extractor = extractor or get_concept_extractor(os.environ.get(ENV))
     if embedder is not None and not getattr(embedder, "local", False):
         embedder = None  # concept names go to a local embedder only
-    counts: dict[str, Any] = {"extractor": extractor.model, "experiences_read": 0, "results_reused": 0,
-                              "experiences_withdrawn": 0, "concepts_added": 0, "links_strengthened": 0,
-                              "links_withdrawn": 0}  # fmt: skip
+    counts: dict[str, Any] = {
+        "extractor": extractor.model,
+        "experiences_read": 0,
+        "results_reused": 0,
+        "experiences_withdrawn": 0,
+        "concepts_added": 0,
+        "links_strengthened": 0,
+        "links_withdrawn": 0,
+    }
     if rebuild:
         store.reset()
     for mid in store.withdrawn_candidates():
@@ -292,9 +341,12 @@ def extract_concepts(
         counts["experiences_withdrawn"] += n["experiences_withdrawn"]
         counts["links_withdrawn"] += n["links_withdrawn"]
     state = store.experience_state()
-    todo = [mid for mid, rev in store.active_memories()
-            if state.get(mid, (None, None, None, None))[0::2] != (rev, extractor.model)
-            or state[mid][3] != extractor.prompt_version]  # fmt: skip
+    todo = [
+        mid
+        for mid, rev in store.active_memories()
+        if state.get(mid, (None, None, None, None))[0::2] != (rev, extractor.model)
+        or state[mid][3] != extractor.prompt_version
+    ]
     if not todo:
         return counts
     resolver = Resolver(store, embedder)
@@ -309,7 +361,13 @@ def extract_concepts(
                 _write_result(path, exp, extractor, ex)
             else:
                 counts["results_reused"] += 1
-            resolved = resolve(exp, ex, resolver, extractor=extractor.model, prompt_version=extractor.prompt_version)
+            resolved = resolve(
+                exp,
+                ex,
+                resolver,
+                extractor=extractor.model,
+                prompt_version=extractor.prompt_version,
+            )
             for c in resolved.new_concepts.values():  # the next record of the chunk finds them
                 f = resolved.concepts.get(c.id)
                 resolver.add(c, [norm(c.name), *([norm(f.reading)] if f and f.reading else [])])
@@ -320,9 +378,13 @@ def extract_concepts(
         counts["experiences_read"] += len(batch)
         if progress is not None:
             progress(len(batch))
-    _log.info("concepts: %d experiences read (%d reused), %d concepts added, %d links strengthened",
-              counts["experiences_read"], counts["results_reused"], counts["concepts_added"],
-              counts["links_strengthened"])  # fmt: skip
+    _log.info(
+        "concepts: %d experiences read (%d reused), %d concepts added, %d links strengthened",
+        counts["experiences_read"],
+        counts["results_reused"],
+        counts["concepts_added"],
+        counts["links_strengthened"],
+    )
     return counts
 
 
@@ -339,7 +401,9 @@ def _candidates(exp: ExperienceInput, resolver: Resolver) -> list[Concept]:
     return list(out.values())
 
 
-def backfill_stage(db: Database, runs_dir: Path, *, run_id: str | None, embed: bool) -> dict[str, Any]:
+def backfill_stage(
+    db: Database, runs_dir: Path, *, run_id: str | None, embed: bool
+) -> dict[str, Any]:
     """The backfill's call after its commit and index steps: never fails the run (derived data;
     reported in the counts, `pmem concepts rebuild` catches up). A vendor model
     (``PMEM_CONCEPTS_LLM``) is used only under the owner's remembered consent (scope
@@ -361,5 +425,7 @@ def backfill_stage(db: Database, runs_dir: Path, *, run_id: str | None, embed: b
                 embedder = embedder_from_env()
         return extract_concepts(db, runs_dir, embedder=embedder, run_id=run_id)
     except Exception as err:  # noqa: BLE001 - derived data only; reported, never fatal
-        _log.warning("concept extraction failed (%s); run `pmem concepts rebuild`", type(err).__name__)
+        _log.warning(
+            "concept extraction failed (%s); run `pmem concepts rebuild`", type(err).__name__
+        )
         return {"error": type(err).__name__}

@@ -27,9 +27,21 @@ from state.consent import (
     embedding_target,
 )
 
-__all__ = ["EMBEDDING_SCOPE", "OTHERS_SUFFIX", "Target", "drafting_scope", "drafting_target",
-           "embedding_allowed", "embedding_target", "find", "grant", "preview_lines", "preview_of",
-           "require", "store"]  # fmt: skip
+__all__ = [
+    "EMBEDDING_SCOPE",
+    "OTHERS_SUFFIX",
+    "Target",
+    "drafting_scope",
+    "drafting_target",
+    "embedding_allowed",
+    "embedding_target",
+    "find",
+    "grant",
+    "preview_lines",
+    "preview_of",
+    "require",
+    "store",
+]
 
 #: a drafting consent that covers other speakers' messages (`--include-others`) has its own scope
 #: (``line+others``): a consent given without them never covers a run that sends them
@@ -64,16 +76,32 @@ def require(settings: Settings, target: Target) -> Consent:
     return consent
 
 
-def grant(settings: Settings, target: Target, excludes: list[str], preview: dict[str, Any]) -> Consent:
+def grant(
+    settings: Settings, target: Target, excludes: list[str], preview: dict[str, Any]
+) -> Consent:
     return store(settings).grant(
-        Consent(kind=target.kind, provider=target.provider, destination=target.destination,
-                scope=target.scope, model=target.model, excludes=list(excludes), preview=preview)
-    )  # fmt: skip
+        Consent(
+            kind=target.kind,
+            provider=target.provider,
+            destination=target.destination,
+            scope=target.scope,
+            model=target.model,
+            excludes=list(excludes),
+            preview=preview,
+        )
+    )
 
 
 def preview_of(est: dict[str, Any]) -> dict[str, Any]:
     """The part of an estimate kept with a consent: counts and dates, no text."""
-    keys = ("conversations_to_draft", "characters", "sources", "first_date", "last_date", "excluded")
+    keys = (
+        "conversations_to_draft",
+        "characters",
+        "sources",
+        "first_date",
+        "last_date",
+        "excluded",
+    )
     return {k: est.get(k) for k in keys}
 
 
@@ -87,7 +115,11 @@ def preview_lines(est: dict[str, Any], target: Target, excludes: list[str]) -> l
         + (f" by {', '.join(excludes)}" if excludes else " (no --exclude rules)"),
     ]
     if est.get("include_others"):
-        lines.append("including other speakers' messages from your chat histories (--include-others)")
+        lines.append(
+            "including other speakers' messages from your chat histories (--include-others)"
+        )
     if est.get("already_drafted"):
-        lines.append(f"already drafted earlier (not sent again): {est['already_drafted']:,} conversations")
+        lines.append(
+            f"already drafted earlier (not sent again): {est['already_drafted']:,} conversations"
+        )
     return lines

@@ -25,8 +25,15 @@ from typing import Any
 
 from core.private import write_private
 
-__all__ = ["ConceptGraph", "GraphConcept", "GraphExperience", "GraphLink", "graph_from_rows",
-           "page_html", "write_graph"]  # fmt: skip
+__all__ = [
+    "ConceptGraph",
+    "GraphConcept",
+    "GraphExperience",
+    "GraphLink",
+    "graph_from_rows",
+    "page_html",
+    "write_graph",
+]
 
 LABELLED = 80  # names written on the drawing for the most connected concepts (all on hover)
 DRAWN = 400  # concepts drawn at most: those with links, the most connected first (every concept
@@ -66,27 +73,39 @@ class ConceptGraph:
     experiences: dict[str, GraphExperience] = field(default_factory=dict)
 
 
-def graph_from_rows(concepts: list[dict[str, Any]], links: list[dict[str, Any]],
-                    experiences: list[dict[str, Any]]) -> ConceptGraph:  # fmt: skip
+def graph_from_rows(
+    concepts: list[dict[str, Any]], links: list[dict[str, Any]], experiences: list[dict[str, Any]]
+) -> ConceptGraph:
     """The graph from plain rows (as the store reads them): concepts ``{id, name, aliases,
     experiences}``, links ``{source, target, weight, relation, stated, experiences}``,
     experiences ``{memory_id, title, occurred_at}``."""
     return ConceptGraph(
         concepts=tuple(
-            GraphConcept(str(c["id"]), str(c["name"]), tuple(c.get("aliases") or ()),
-                         tuple(c.get("experiences") or ()))  # fmt: skip
+            GraphConcept(
+                str(c["id"]),
+                str(c["name"]),
+                tuple(c.get("aliases") or ()),
+                tuple(c.get("experiences") or ()),
+            )
             for c in concepts
         ),
         links=tuple(
-            GraphLink(str(k["source"]), str(k["target"]), float(k["weight"]), str(k.get("relation") or ""),
-                      bool(k.get("stated", True)), tuple(k.get("experiences") or ()))  # fmt: skip
+            GraphLink(
+                str(k["source"]),
+                str(k["target"]),
+                float(k["weight"]),
+                str(k.get("relation") or ""),
+                bool(k.get("stated", True)),
+                tuple(k.get("experiences") or ()),
+            )
             for k in links
         ),
         experiences={
             str(e["memory_id"]): GraphExperience(
-                str(e["memory_id"]), str(e.get("title") or ""),
+                str(e["memory_id"]),
+                str(e.get("title") or ""),
                 str(e["occurred_at"])[:10] if e.get("occurred_at") else None,
-            )  # fmt: skip
+            )
             for e in experiences
         },
     )
@@ -101,7 +120,9 @@ def drawn(graph: ConceptGraph, limit: int = DRAWN) -> set[str]:
     for k in graph.links:
         degree[k.source] = degree.get(k.source, 0) + 1
         degree[k.target] = degree.get(k.target, 0) + 1
-    ranked = sorted(graph.concepts, key=lambda c: (-degree.get(c.id, 0), -len(c.experiences), c.name, c.id))
+    ranked = sorted(
+        graph.concepts, key=lambda c: (-degree.get(c.id, 0), -len(c.experiences), c.name, c.id)
+    )
     linked = [c.id for c in ranked if degree.get(c.id, 0)]
     return set(linked[:limit]) if linked else {c.id for c in ranked[:UNLINKED_DRAWN]}
 
@@ -138,25 +159,33 @@ def _svg(graph: ConceptGraph, pos: dict[str, tuple[float, float]]) -> str:
 
     def at(cid: str) -> tuple[float, float]:
         x, y = pos[cid]
-        return (round(PAD + (x - min(xs)) / span_x * (WIDTH - 2 * PAD), 1),
-                round(PAD + (y - min(ys)) / span_y * (HEIGHT - 2 * PAD), 1))  # fmt: skip
+        return (
+            round(PAD + (x - min(xs)) / span_x * (WIDTH - 2 * PAD), 1),
+            round(PAD + (y - min(ys)) / span_y * (HEIGHT - 2 * PAD), 1),
+        )
 
     names = {c.id: c.name for c in graph.concepts}
     degree: dict[str, int] = {}
     for k in graph.links:
         degree[k.source] = degree.get(k.source, 0) + 1
         degree[k.target] = degree.get(k.target, 0) + 1
-    ranked = sorted(graph.concepts, key=lambda c: (-degree.get(c.id, 0), -len(c.experiences), c.name))
+    ranked = sorted(
+        graph.concepts, key=lambda c: (-degree.get(c.id, 0), -len(c.experiences), c.name)
+    )
     labelled = {c.id for c in ranked[:LABELLED]}
-    parts = [f"<svg id='graph' viewBox='0 0 {WIDTH:.0f} {HEIGHT:.0f}' role='img' "
-             "aria-label='concepts and their links'><g id='links'>"]  # fmt: skip
+    parts = [
+        f"<svg id='graph' viewBox='0 0 {WIDTH:.0f} {HEIGHT:.0f}' role='img' "
+        "aria-label='concepts and their links'><g id='links'>"
+    ]
     for k in sorted(graph.links, key=lambda k: k.weight):
         if k.source not in pos or k.target not in pos:
             continue
         (x1, y1), (x2, y2) = at(k.source), at(k.target)
         n = len(k.experiences)
-        tip = (f"{names[k.source]} —{k.relation or 'related'}→ {names[k.target]} · weight {k.weight:.2f} · "
-               f"{'stated' if k.stated else 'inferred'} · {n} experience{'s' if n != 1 else ''}")  # fmt: skip
+        tip = (
+            f"{names[k.source]} —{k.relation or 'related'}→ {names[k.target]} · weight {k.weight:.2f} · "
+            f"{'stated' if k.stated else 'inferred'} · {n} experience{'s' if n != 1 else ''}"
+        )
         dash = "" if k.stated else " stroke-dasharray='4 4'"
         parts.append(
             f"<line class='link' data-source='{e(k.source)}' data-target='{e(k.target)}' "
@@ -188,18 +217,32 @@ def _data(graph: ConceptGraph) -> dict[str, Any]:
     for k in sorted(graph.links, key=lambda k: -k.weight):
         for a, b in ((k.source, k.target), (k.target, k.source)):
             if a in links and b in by_id:
-                links[a].append({"to": by_id[b].name, "to_id": b, "relation": k.relation, "out": a == k.source,
-                                 "weight": round(k.weight, 4), "stated": k.stated,
-                                 "experiences": list(k.experiences)})  # fmt: skip
+                links[a].append(
+                    {
+                        "to": by_id[b].name,
+                        "to_id": b,
+                        "relation": k.relation,
+                        "out": a == k.source,
+                        "weight": round(k.weight, 4),
+                        "stated": k.stated,
+                        "experiences": list(k.experiences),
+                    }
+                )
     used = {m for c in graph.concepts for m in c.experiences}
     return {
         "concepts": {
-            c.id: {"name": c.name, "aliases": list(c.aliases), "experiences": list(c.experiences),
-                   "links": links[c.id]}  # fmt: skip
+            c.id: {
+                "name": c.name,
+                "aliases": list(c.aliases),
+                "experiences": list(c.experiences),
+                "links": links[c.id],
+            }
             for c in graph.concepts
         },
         "experiences": {
-            m: {"title": e.title, "date": e.occurred_at} for m, e in graph.experiences.items() if m in used
+            m: {"title": e.title, "date": e.occurred_at}
+            for m, e in graph.experiences.items()
+            if m in used
         },
     }
 
@@ -207,8 +250,13 @@ def _data(graph: ConceptGraph) -> dict[str, Any]:
 def _json_for_script(obj: Any) -> str:
     """JSON safe inside a <script> element (no ``</``, no ``<!--``, no line separators)."""
     text = json.dumps(obj, ensure_ascii=False, sort_keys=True)
-    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))  # fmt: skip
+    return (
+        text.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 _SCRIPT = """<script>
@@ -321,26 +369,35 @@ def page_html(graph: ConceptGraph) -> str:
     n_c, n_l = len(graph.concepts), len(graph.links)
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>personal-memory concepts</title>",
-        _STYLE, "</head><body><h1>Concepts</h1>",
+        _STYLE,
+        "</head><body><h1>Concepts</h1>",
         f"<p class='hint'>{n_c} concept{'s' if n_c != 1 else ''}, {n_l} link{'s' if n_l != 1 else ''}: "
         "thicker, darker links weigh more; dotted ones are inferred, not stated. Click a concept "
         "for its experiences (<code>pmem show ID</code> opens one); the wheel zooms, a drag pans.</p>",
-    ]  # fmt: skip
+    ]
     if not graph.concepts:
-        parts.append("<p id='empty'>No concepts yet: the backfill extracts them from the memories "
-                     "(<code>pmem concepts rebuild</code>).</p>")  # fmt: skip
+        parts.append(
+            "<p id='empty'>No concepts yet: the backfill extracts them from the memories "
+            "(<code>pmem concepts rebuild</code>).</p>"
+        )
     else:
         shown = drawn(graph)
         if len(shown) < n_c:
-            parts.append(f"<p class='hint' id='partial'>Drawn: {len(shown)} concepts, those with links "
-                         "(the most connected first); every concept is in the list.</p>")  # fmt: skip
+            parts.append(
+                f"<p class='hint' id='partial'>Drawn: {len(shown)} concepts, those with links "
+                "(the most connected first); every concept is in the list.</p>"
+            )
         parts.append("<main>" + _svg(graph, _layout(graph, shown)))
-        parts.append("<aside><div id='concept'><p class='hint'>Click a concept.</p></div>"
-                     "<h3>All concepts</h3><div id='names'>")  # fmt: skip
+        parts.append(
+            "<aside><div id='concept'><p class='hint'>Click a concept.</p></div>"
+            "<h3>All concepts</h3><div id='names'>"
+        )
         for c in sorted(graph.concepts, key=lambda c: (-len(c.experiences), c.name)):
             parts.append(f"<a href='#' data-concept='{e(c.id)}'>{e(c.name)}</a>")
         parts.append("</div></aside></main>")
-    parts.append(f"<script type='application/json' id='graph-data'>{_json_for_script(_data(graph))}</script>")
+    parts.append(
+        f"<script type='application/json' id='graph-data'>{_json_for_script(_data(graph))}</script>"
+    )
     parts.append(_SCRIPT + "</body></html>")
     return "\n".join(parts)
 

@@ -64,13 +64,19 @@ class _Batch:
     index: BatchIndex | None = None  # the message index rows of its new conversations
 
 
-def error_entry(file: str, member: str | None, record: Any, reason: str, kind: str) -> dict[str, Any]:
+def error_entry(
+    file: str, member: str | None, record: Any, reason: str, kind: str
+) -> dict[str, Any]:
     """One entry of ``errors``: the file (``zip!member``), the record (array index or line
     number, or an id; None for the whole file), a machine reason, and what was set aside."""
     if isinstance(record, str) and record.isdigit():
         record = int(record)
-    return {"file": f"{file}!{member}" if member else file, "record": record, "reason": reason,
-            "kind": kind}  # fmt: skip
+    return {
+        "file": f"{file}!{member}" if member else file,
+        "record": record,
+        "reason": reason,
+        "kind": kind,
+    }
 
 
 def _bare_message(err: InputError) -> str:
@@ -110,8 +116,18 @@ def run_import(
     tokens = _Tokens() if index_messages else None
     indexer = _Indexer(ledger, tokens) if tokens is not None else None
     try:
-        stats, input_exc = _run_import(ledger, source, export_path, on_progress,
-                                       batch_conversations, batch_bytes, indexer, seen, items, tokens)  # fmt: skip
+        stats, input_exc = _run_import(
+            ledger,
+            source,
+            export_path,
+            on_progress,
+            batch_conversations,
+            batch_bytes,
+            indexer,
+            seen,
+            items,
+            tokens,
+        )
     finally:
         try:
             indexed = indexer.close() if indexer is not None else None
@@ -141,12 +157,24 @@ def _run_import(
     overrides = ledger.overrides()
     report = ReadReport()
     stats: dict[str, Any] = {
-        "conversations": 0, "conversations_new": 0, "conversations_changed": 0,
-        "conversations_unchanged": 0, "messages_new": 0, "quarantined": 0, "kept": 0,
-        "dropped": 0, "drop_reasons": {}, "unknown_types": {}, "skipped": {}, "errors": [],
-        "errors_total": 0, "input_error": None, "bytes_read": 0, "bytes_total": 0,
+        "conversations": 0,
+        "conversations_new": 0,
+        "conversations_changed": 0,
+        "conversations_unchanged": 0,
+        "messages_new": 0,
+        "quarantined": 0,
+        "kept": 0,
+        "dropped": 0,
+        "drop_reasons": {},
+        "unknown_types": {},
+        "skipped": {},
+        "errors": [],
+        "errors_total": 0,
+        "input_error": None,
+        "bytes_read": 0,
+        "bytes_total": 0,
         "elapsed_seconds": 0.0,
-    }  # fmt: skip
+    }
     started = time.monotonic()
     progress = ImportProgress()
     lock = threading.Lock()
@@ -184,8 +212,9 @@ def _run_import(
         def decided(conv: Conversation) -> PrefilterDecision:
             return cached.get(id(conv)) or decide(conv)
 
-        results = ledger.write_batch(batch.convs, import_id, decided, RULE_VERSION, rows, batch.digests,
-                                     index=batch.index)  # fmt: skip
+        results = ledger.write_batch(
+            batch.convs, import_id, decided, RULE_VERSION, rows, batch.digests, index=batch.index
+        )
         if batch.index is not None and tokens is not None:
             tokens.written += batch.index.written
         if indexer is not None and any(
@@ -204,7 +233,9 @@ def _run_import(
                 if seen is not None:
                     seen.add(storable(conv.key))
                 for t, n in conv.unknown_types.items():
-                    (skipped if t.startswith(SKIP_PREFIX) else unknown)[t.removeprefix(SKIP_PREFIX)] += n
+                    (skipped if t.startswith(SKIP_PREFIX) else unknown)[
+                        t.removeprefix(SKIP_PREFIX)
+                    ] += n
                 if keep:
                     stats["kept"] += 1
                 else:
@@ -219,7 +250,9 @@ def _run_import(
     batch = _Batch()
     input_exc: InputError | None = None
     try:
-        read = items(report) if items is not None else iter_source(source, Path(export_path), report)
+        read = (
+            items(report) if items is not None else iter_source(source, Path(export_path), report)
+        )
         for item in read:
             if isinstance(item, Conversation):
                 batch.convs.append(item)
@@ -237,8 +270,11 @@ def _run_import(
         input_exc = err
         stats["input_error"] = _bare_message(err)
         with lock:
-            add_error(error_entry(err.file, None, err.record, getattr(err, "reason", "unreadable-input"),
-                                  "input"))  # fmt: skip
+            add_error(
+                error_entry(
+                    err.file, None, err.record, getattr(err, "reason", "unreadable-input"), "input"
+                )
+            )
     finally:
         try:
             if batch.convs or batch.quarantined:
@@ -323,8 +359,11 @@ class _Indexer:
                 stopping = self._stop.is_set()
                 if self._pool is None and self._tokens.workers and self._store.has_pending():
                     self._pool = self._tokens.pool()
-                n = self._store.sync_messages(pool=self._pool, forms=False) if self._pool is not None else (
-                    self._store.sync_messages(workers=0, forms=False))  # fmt: skip
+                n = (
+                    self._store.sync_messages(pool=self._pool, forms=False)
+                    if self._pool is not None
+                    else (self._store.sync_messages(workers=0, forms=False))
+                )
                 self.indexed += n
                 if stopping:
                     return  # a whole pass after the last commit: everything stored is indexed
@@ -332,7 +371,10 @@ class _Indexer:
                     self._wake.wait(5.0)
                     self._wake.clear()
         except Exception as err:  # noqa: BLE001 - derived data; the index step after catches up
-            _log.warning("indexing beside the import stopped (%s); the index step catches up", type(err).__name__)
+            _log.warning(
+                "indexing beside the import stopped (%s); the index step catches up",
+                type(err).__name__,
+            )
 
     def poke(self) -> None:
         self._wake.set()
@@ -393,19 +435,30 @@ class _Tokens:
                     texts.append(_clean(m.text))
         chunks: list[list[str]] = []
         for i, text in enumerate(texts):  # a huge text is a chunk of its own
-            if not chunks or len(chunks[-1]) >= _CHUNK or len(text) > _IN_PLACE or len(texts[i - 1]) > _IN_PLACE:
+            if (
+                not chunks
+                or len(chunks[-1]) >= _CHUNK
+                or len(text) > _IN_PLACE
+                or len(texts[i - 1]) > _IN_PLACE
+            ):
                 chunks.append([])
             chunks[-1].append(text)
         pool = self.pool() if any(len(c[0]) <= _IN_PLACE for c in chunks) else None
         try:  # a huge text is tokenised here: no copy of it through a pipe (memory stays bounded)
-            parts: list[Any] = [pool.submit(_index_rows, c) if pool is not None and len(c[0]) <= _IN_PLACE
-                                else _index_rows(c) for c in chunks]  # fmt: skip
+            parts: list[Any] = [
+                pool.submit(_index_rows, c)
+                if pool is not None and len(c[0]) <= _IN_PLACE
+                else _index_rows(c)
+                for c in chunks
+            ]
         except Exception as err:  # noqa: BLE001 - derived data; the queue keeps the messages
             return BatchIndex(_failed(err))
 
         def gather() -> dict[str, tuple[str, bool]]:
             try:
-                rows = [r for part in parts for r in (part if isinstance(part, list) else part.result())]
+                rows = [
+                    r for part in parts for r in (part if isinstance(part, list) else part.result())
+                ]
             except Exception as err:  # noqa: BLE001 - derived data; the queue keeps the messages
                 return _failed(err)()
             return dict(zip(keys, rows, strict=True))
@@ -435,7 +488,9 @@ def _clean(text: str) -> str:
 
 
 def _failed(err: BaseException) -> Callable[[], dict[str, tuple[str, bool]]]:
-    _log.warning("indexing beside the import failed (%s); the index step catches up", type(err).__name__)
+    _log.warning(
+        "indexing beside the import failed (%s); the index step catches up", type(err).__name__
+    )
     return dict
 
 

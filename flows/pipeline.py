@@ -114,24 +114,37 @@ class Pipeline:
         # to it; commits in process are never throttled by it (docs/invariants.md, 6)
         window_backend: Window = (
             PgWindow(db, f"client:{settings.client_name}", limit, client_window(window))
-            if settings.memory_url else Unlimited()
-        )  # fmt: skip
+            if settings.memory_url
+            else Unlimited()
+        )
 
         def cc(name: str = "a rate limit") -> AdaptiveConcurrency:
             return AdaptiveConcurrency(
-                start=min(3, settings.max_concurrency), maximum=settings.max_concurrency,
-                quiet=settings.quiet_seconds, max_wait=settings.max_wait_seconds, name=name,
-            )  # fmt: skip
+                start=min(3, settings.max_concurrency),
+                maximum=settings.max_concurrency,
+                quiet=settings.quiet_seconds,
+                max_wait=settings.max_wait_seconds,
+                name=name,
+            )
 
         return cls(
-            settings=settings, db=db, ledger=Ledger(db), runs=RunStore(db), store=store,
+            settings=settings,
+            db=db,
+            ledger=Ledger(db),
+            runs=RunStore(db),
+            store=store,
             drafter=get_drafter(llm or settings.llm),
-            limiter=SlidingWindowLimiter(max_wait=settings.max_wait_seconds, backend=window_backend,
-                                         what=f"the memory API budget ({limit} requests per {window:g} s)"),
-            target=target, commit_cc=cc("the memory API's rate limit"),
-            draft_cc=cc("the model provider's rate limit"), excludes=list(_excludes),
+            limiter=SlidingWindowLimiter(
+                max_wait=settings.max_wait_seconds,
+                backend=window_backend,
+                what=f"the memory API budget ({limit} requests per {window:g} s)",
+            ),
+            target=target,
+            commit_cc=cc("the memory API's rate limit"),
+            draft_cc=cc("the model provider's rate limit"),
+            excludes=list(_excludes),
             options=_options[0],
-        )  # fmt: skip
+        )
 
     def close(self) -> None:
         close = getattr(self.target, "close", None)
@@ -201,7 +214,9 @@ class CostMeter:
     in flight and this estimate would pass the cap. After the request the reservation is
     replaced by the actual cost of the tokens the model reported, counted on the run's row."""
 
-    def __init__(self, runs: RunStore, run_id: str, model: str, price: Price | None, max_cost: float | None) -> None:
+    def __init__(
+        self, runs: RunStore, run_id: str, model: str, price: Price | None, max_cost: float | None
+    ) -> None:
         self.runs, self.run_id, self.max_cost = runs, run_id, max_cost
         self.price = price if price is not None else price_for(model)
         self.spent = runs.spent(run_id)
@@ -213,7 +228,9 @@ class CostMeter:
     def estimate(self, conversations: list[Conversation]) -> float:
         if self.price is None:
             return 0.0
-        tokens = _static_tokens() + sum(estimate_tokens(m.text) for c in conversations for m in c.drafting_messages)
+        tokens = _static_tokens() + sum(
+            estimate_tokens(m.text) for c in conversations for m in c.drafting_messages
+        )
         return cost_at(self.price, tokens, OUTPUT_TOKENS_PER_CONVERSATION * len(conversations))
 
     def reserve(self, conversations: list[Conversation]) -> float:
@@ -224,8 +241,9 @@ class CostMeter:
             if self.spent[2] + self.reserved + est > self.max_cost + 1e-9:
                 raise CostLimitStop(
                     f"run {self.run_id} has spent ${self.spent[2]:.4f}; its next request (~${est:.4f}) "
-                    f"would pass --max-cost ${self.max_cost:.2f}", run_id=self.run_id,
-                )  # fmt: skip
+                    f"would pass --max-cost ${self.max_cost:.2f}",
+                    run_id=self.run_id,
+                )
             self.reserved += est
         return est
 
@@ -269,7 +287,9 @@ def announce(kind: str, data: dict[str, Any]) -> None:
         hook(kind, data)
 
 
-ProgressHook = Callable[[str, int], None]  # (stage, total) to start a stage; (stage, -n) per n items
+ProgressHook = Callable[
+    [str, int], None
+]  # (stage, total) to start a stage; (stage, -n) per n items
 _progress: list[ProgressHook] = []
 
 
@@ -367,22 +387,32 @@ def _plan(p: Pipeline, source: str) -> tuple[list[str], list[Batch], list[str]]:
         keys = {m["conversation_key"] for m in b["members"]}
         if scope is not None and not keys & scope:
             continue  # another export's batch: its own run drafts it
-        if keys & p.excluded.keys() or (scope is not None and not keys <= scope and b["status"] != "drafted"):
+        if keys & p.excluded.keys() or (
+            scope is not None and not keys <= scope and b["status"] != "drafted"
+        ):
             blocked.append(b)
         else:
             pending.append(b["batch_id"])
-    done = p.runs.batched_keys([(c["conversation_key"], c["content_hash"]) for c in kept], model, pv)
+    done = p.runs.batched_keys(
+        [(c["conversation_key"], c["content_hash"]) for c in kept], model, pv
+    )
     done -= {m["conversation_key"] for b in blocked for m in b["members"]}  # packed again
     members = [
-        BatchMember(conversation_key=c["conversation_key"], content_hash=c["content_hash"],
-                    chars=c["drafting_chars"])  # fmt: skip
+        BatchMember(
+            conversation_key=c["conversation_key"],
+            content_hash=c["content_hash"],
+            chars=c["drafting_chars"],
+        )
         for c in kept
         if c["conversation_key"] not in done and c["conversation_key"] not in p.excluded
     ]
     new = pack(
-        members, max_conversations=p.settings.batch_max_conversations,
-        max_chars=p.settings.batch_max_chars, prompt_version=pv, model=model,
-    )  # fmt: skip
+        members,
+        max_conversations=p.settings.batch_max_conversations,
+        max_chars=p.settings.batch_max_chars,
+        prompt_version=pv,
+        model=model,
+    )
     return pending, [b for b in new if b.batch_id not in pending], [b["batch_id"] for b in blocked]
 
 
@@ -405,17 +435,27 @@ def _plan_redraft(p: Pipeline, source: str) -> list[Batch]:
     rows = [kept[k] for k in dict.fromkeys(keys)]
     p.excluded = _excluded(p, rows)
     members = [
-        BatchMember(conversation_key=c["conversation_key"], content_hash=c["content_hash"],
-                    chars=c["drafting_chars"])  # fmt: skip
+        BatchMember(
+            conversation_key=c["conversation_key"],
+            content_hash=c["content_hash"],
+            chars=c["drafting_chars"],
+        )
         for c in rows
         if c["conversation_key"] not in p.excluded
     ]
     packed = pack(
-        members, max_conversations=p.settings.batch_max_conversations,
-        max_chars=p.settings.batch_max_chars, prompt_version=pv, model=model,
-    )  # fmt: skip
+        members,
+        max_conversations=p.settings.batch_max_conversations,
+        max_chars=p.settings.batch_max_chars,
+        prompt_version=pv,
+        model=model,
+    )
     return [
-        b.model_copy(update={"batch_id": tagged_hash("batch", {"redraft": p.run_id, "of": b.batch_id}, length=24)})
+        b.model_copy(
+            update={
+                "batch_id": tagged_hash("batch", {"redraft": p.run_id, "of": b.batch_id}, length=24)
+            }
+        )
         for b in packed
     ]
 
@@ -425,7 +465,9 @@ def _excluded(p: Pipeline, kept: list[dict[str, Any]]) -> dict[str, str]:
         return {}
     out: dict[str, str] = {}
     for c in kept:
-        rule = excluded_by(p.excludes, c["conversation_key"], c["title"], c["created_at"] or c["updated_at"])
+        rule = excluded_by(
+            p.excludes, c["conversation_key"], c["title"], c["created_at"] or c["updated_at"]
+        )
         if rule is not None:
             out[c["conversation_key"]] = rule
     return out
@@ -437,7 +479,9 @@ def apply_consent(p: Pipeline, source: str, *, required: bool = True) -> None:
     run's rules are remembered with it (they only ever narrow what is sent)."""
     from flows import consent as cs
 
-    target = cs.drafting_target(p.drafter.model, cs.drafting_scope(source, p.options.include_others))
+    target = cs.drafting_target(
+        p.drafter.model, cs.drafting_scope(source, p.options.include_others)
+    )
     if target is None:
         return
     consent = cs.require(p.settings, target) if required else cs.find(p.settings, target)
@@ -494,7 +538,9 @@ class _Candidate:
     created: datetime | None
 
 
-def _scan_export(p: Pipeline, source: str, export_path: str) -> tuple[list[_Candidate], dict[str, int]]:
+def _scan_export(
+    p: Pipeline, source: str, export_path: str
+) -> tuple[list[_Candidate], dict[str, int]]:
     """Read the export without storing anything: each conversation's content hash, its
     prefilter decision (the stored one when the ledger has this content, else the prefilter's
     answer now), and for a kept one its size in tokens."""
@@ -520,8 +566,16 @@ def _scan_export(p: Pipeline, source: str, export_path: str) -> tuple[list[_Cand
             if keep:
                 stats["kept"] += 1
                 texts = [m.text for m in drafted(p, conv).drafting_messages]
-                out.append(_Candidate(key, chash, sum(len(t) for t in texts), sum(estimate_tokens(t) for t in texts),
-                                      conv.title, conv.created_at or conv.updated_at))  # fmt: skip
+                out.append(
+                    _Candidate(
+                        key,
+                        chash,
+                        sum(len(t) for t in texts),
+                        sum(estimate_tokens(t) for t in texts),
+                        conv.title,
+                        conv.created_at or conv.updated_at,
+                    )
+                )
         chunk.clear()
 
     for item in iter_source(source, Path(export_path), ReadReport()):
@@ -539,9 +593,16 @@ def _ledger_candidates(p: Pipeline, source: str) -> list[_Candidate]:
         conv = drafted(p, p.ledger.load(c["conversation_key"]))
         texts = [m.text for m in conv.drafting_messages]
         chars = sum(len(t) for t in texts) if p.options.include_others else c["drafting_chars"]
-        out.append(_Candidate(c["conversation_key"], c["content_hash"], chars,
-                              sum(estimate_tokens(t) for t in texts), c["title"],
-                              c["created_at"] or c["updated_at"]))  # fmt: skip
+        out.append(
+            _Candidate(
+                c["conversation_key"],
+                c["content_hash"],
+                chars,
+                sum(estimate_tokens(t) for t in texts),
+                c["title"],
+                c["created_at"] or c["updated_at"],
+            )
+        )
     return out
 
 
@@ -566,25 +627,39 @@ def estimate_run(p: Pipeline, source: str, export_path: str | None) -> dict[str,
     if p.options.redraft:
         wanted = set(p.options.redraft)
         candidates = [c for c in candidates if c.key in wanted]
-    status = {} if p.options.redraft is not None else p.runs.member_status(
-        [(c.key, c.content_hash) for c in candidates], model, pv)  # fmt: skip
+    status = (
+        {}
+        if p.options.redraft is not None
+        else p.runs.member_status([(c.key, c.content_hash) for c in candidates], model, pv)
+    )
     already = sum(status.get(c.key) in ("drafted", "committed") for c in candidates)
     todo = [c for c in candidates if status.get(c.key) not in ("drafted", "committed")]
     batches = pack(
-        [BatchMember(conversation_key=c.key, content_hash=c.content_hash, chars=c.chars) for c in todo],
-        max_conversations=p.settings.batch_max_conversations, max_chars=p.settings.batch_max_chars,
-        prompt_version=pv, model=model,
-    )  # fmt: skip
+        [
+            BatchMember(conversation_key=c.key, content_hash=c.content_hash, chars=c.chars)
+            for c in todo
+        ],
+        max_conversations=p.settings.batch_max_conversations,
+        max_chars=p.settings.batch_max_chars,
+        prompt_version=pv,
+        model=model,
+    )
     by_key = {c.key: c for c in todo}
     out = _estimate_of(p, [[by_key[m.conversation_key] for m in b.members] for b in batches])
     if out["conversations_to_draft"]:
         out["sources"] = [source]
     return {
-        "estimate": True, "model": model, "conversations": stats["conversations"], "kept": stats["kept"],
-        **out, "already_drafted": already, "excluded": len(p.excluded),
+        "estimate": True,
+        "model": model,
+        "conversations": stats["conversations"],
+        "kept": stats["kept"],
+        **out,
+        "already_drafted": already,
+        "excluded": len(p.excluded),
         "include_others": p.options.include_others,
-        "excluded_by_rule": _count_rules(p.excluded), "exclude_rules": [r.text for r in p.excludes],
-    }  # fmt: skip
+        "excluded_by_rule": _count_rules(p.excluded),
+        "exclude_rules": [r.text for r in p.excludes],
+    }
 
 
 def _estimate_of(p: Pipeline, batches: list[list[_Candidate]]) -> dict[str, Any]:
@@ -605,24 +680,34 @@ def _estimate_of(p: Pipeline, batches: list[list[_Candidate]]) -> dict[str, Any]
     cost = None if price is None else cost_at(price, input_tokens, output_tokens)
     commits = conversations  # about one case record per conversation
     out: dict[str, Any] = {
-        "batches_to_draft": len(batches), "conversations_to_draft": conversations,
-        "estimated_input_tokens": input_tokens, "estimated_output_tokens": output_tokens,
-        "estimated_cost_usd": cost, "expected_commits": commits,
-        "input_tokens": input_tokens, "output_tokens": output_tokens, "cost_usd": cost,
-        "static_prompt_tokens": static, "price_as_of": PRICES_AS_OF,
-        "price_usd_per_million": None if price is None else {"input": price.input_per_million,
-                                                             "output": price.output_per_million},
+        "batches_to_draft": len(batches),
+        "conversations_to_draft": conversations,
+        "estimated_input_tokens": input_tokens,
+        "estimated_output_tokens": output_tokens,
+        "estimated_cost_usd": cost,
+        "expected_commits": commits,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cost_usd": cost,
+        "static_prompt_tokens": static,
+        "price_as_of": PRICES_AS_OF,
+        "price_usd_per_million": None
+        if price is None
+        else {"input": price.input_per_million, "output": price.output_per_million},
         # what would leave the machine with a remote drafter (shown before consent)
-        "characters": characters, "sources": [],
+        "characters": characters,
+        "sources": [],
         "first_date": min(dates).date().isoformat() if dates else None,
         "last_date": max(dates).date().isoformat() if dates else None,
         "memory_api_seconds": None,
-    }  # fmt: skip
+    }
     if p.settings.memory_url:  # over HTTP the memory API's budget paces the commits
         limit, window = p.settings.budget
         requests = REQUESTS_PER_BATCH * len(batches) + REQUESTS_PER_COMMIT * commits
         out["memory_api_requests"] = requests
-        out["memory_api_seconds"] = 0.0 if requests <= limit else float(-(-requests // limit) - 1) * window
+        out["memory_api_seconds"] = (
+            0.0 if requests <= limit else float(-(-requests // limit) - 1) * window
+        )
     return out
 
 
@@ -638,9 +723,16 @@ def planned_estimate(p: Pipeline, source: str, batch_ids: list[str]) -> dict[str
         for m in row["members"]:
             conv = drafted(p, p.ledger.load(m["conversation_key"]))
             texts = [msg.text for msg in conv.drafting_messages]
-            group.append(_Candidate(m["conversation_key"], m["content_hash"], sum(len(t) for t in texts),
-                                    sum(estimate_tokens(t) for t in texts), None,
-                                    conv.created_at or conv.updated_at))  # fmt: skip
+            group.append(
+                _Candidate(
+                    m["conversation_key"],
+                    m["content_hash"],
+                    sum(len(t) for t in texts),
+                    sum(estimate_tokens(t) for t in texts),
+                    None,
+                    conv.created_at or conv.updated_at,
+                )
+            )
         groups.append(group)
     out = _estimate_of(p, groups)
     if out["conversations_to_draft"]:
@@ -679,14 +771,25 @@ def _load_state(path: Path, batch_id: str, run_id: str) -> dict[str, Any]:
     try:
         return read_checked(path, STATE_SCHEMA)
     except Exception:  # missing or damaged: start a fresh state; result.json is the truth
-        return {"batch_id": batch_id, "run_id": run_id, "stage": "pending", "attempts": 0,
-                "last_error": None, "times": {}, "commits": {}}  # fmt: skip
+        return {
+            "batch_id": batch_id,
+            "run_id": run_id,
+            "stage": "pending",
+            "attempts": 0,
+            "last_error": None,
+            "times": {},
+            "commits": {},
+        }
 
 
 def _save_state(path: Path, state: dict[str, Any], stage: str, **changes: Any) -> None:
     state.update(changes, stage=stage)
     state.setdefault("times", {})[stage] = datetime.now(UTC).isoformat()
-    write_atomic(path, {k: v for k, v in state.items() if k not in ("checksum", "schema_version")}, STATE_SCHEMA)
+    write_atomic(
+        path,
+        {k: v for k, v in state.items() if k not in ("checksum", "schema_version")},
+        STATE_SCHEMA,
+    )
 
 
 def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
@@ -698,13 +801,21 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
         if row["status"] in ("planned", "failed"):
             p.runs.set_status(batch_id, "drafted", checksum=existing["checksum"])
         _tick("draft")
-        return {"skipped_complete": True, "drafter_calls": 0, "rejected_evidence": existing["rejected_evidence"],
-                "target_not_offered": existing.get("target_not_offered", 0)}  # fmt: skip
+        return {
+            "skipped_complete": True,
+            "drafter_calls": 0,
+            "rejected_evidence": existing["rejected_evidence"],
+            "target_not_offered": existing.get("target_not_offered", 0),
+        }
     batch = to_batch(row)
     state = _load_state(state_path, batch_id, row["run_id"])
     _save_state(state_path, state, "drafting", attempts=state.get("attempts", 0) + 1)
     conversations = [drafted(p, p.ledger.load(m.conversation_key)) for m in batch.members]
-    context = p.call(p.target.related, [c.key for c in conversations], [c.title for c in conversations if c.title])
+    context = p.call(
+        p.target.related,
+        [c.key for c in conversations],
+        [c.title for c in conversations if c.title],
+    )
     try:
         out, calls = _draft_in_chunks(p, batch_id, result_path.parent, conversations, context)
     except DraftError as err:
@@ -715,7 +826,9 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     verified: list[VerifiedDraft] = []
     redacted_fields = 0
     # one scan per conversation: for redact_draft here, and remembered for the store's guard
-    per_conversation = {c.key: secret_values(m.text for m in c.drafting_messages) for c in conversations}
+    per_conversation = {
+        c.key: secret_values(m.text for m in c.drafting_messages) for c in conversations
+    }
     for c in conversations:
         remember_secret_values(c.key, c.content_hash, per_conversation[c.key])
     known = set().union(*per_conversation.values())
@@ -728,26 +841,38 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     rejected = sum(len(v.rejected) for v in verified)
     not_offered = sum(v.reason == TARGET_NOT_OFFERED for v in verified)
     body = {
-        "batch_id": batch_id, "run_id": row["run_id"], "complete": True,
+        "batch_id": batch_id,
+        "run_id": row["run_id"],
+        "complete": True,
         "members": [m.model_dump() for m in batch.members],
-        "model": out.model, "prompt_version": out.prompt_version,
+        "model": out.model,
+        "prompt_version": out.prompt_version,
         "drafts": [v.model_dump(mode="json") for v in verified],
         "rejected_evidence": rejected,
         "redacted_fields": redacted_fields,
         "offered": offered,  # memory id → revision given to this batch as context
         "target_not_offered": not_offered,
-        "uncommittable": [{"draft_id": v.draft.draft_id, "reason": v.reason} for v in verified if not v.committable],
+        "uncommittable": [
+            {"draft_id": v.draft.draft_id, "reason": v.reason}
+            for v in verified
+            if not v.committable
+        ],
         "tokens": {"input": out.input_tokens, "output": out.output_tokens},
         "drafted_at": datetime.now(UTC).isoformat(),
-    }  # fmt: skip
+    }
     checksum = write_atomic(result_path, body, RESULT_SCHEMA)
     fault_point("draft:after-result")
     p.runs.set_status(batch_id, "drafted", checksum=checksum, attempt=True)
     _save_state(state_path, state, "verified", last_error=None, target_not_offered=not_offered)
     _tick("draft")
-    return {"skipped_complete": False, "drafter_calls": calls, "rejected_evidence": rejected,
-            "target_not_offered": not_offered,
-            "input_tokens": out.input_tokens, "output_tokens": out.output_tokens}  # fmt: skip
+    return {
+        "skipped_complete": False,
+        "drafter_calls": calls,
+        "rejected_evidence": rejected,
+        "target_not_offered": not_offered,
+        "input_tokens": out.input_tokens,
+        "output_tokens": out.output_tokens,
+    }
 
 
 def offered_targets(context: list[Any]) -> dict[str, int]:
@@ -767,7 +892,9 @@ def refuse_unoffered(v: VerifiedDraft, offered: dict[str, int]) -> VerifiedDraft
     return v.model_copy(update={"committable": False, "reason": TARGET_NOT_OFFERED})
 
 
-def _call_drafter(p: Pipeline, conversations: list[Conversation], context: list[Any]) -> DraftOutput:
+def _call_drafter(
+    p: Pipeline, conversations: list[Conversation], context: list[Any]
+) -> DraftOutput:
     """One model request, held to --max-cost (CostLimitStop before it would pass the cap). When
     the vendor answers "rate limited, retry after N s" beyond what its adapter retried, the run
     waits that long and asks again, as long as its waits for this request stay within
@@ -806,8 +933,9 @@ def _wait_for_vendor(p: Pipeline, retry_after: float, waited: float) -> float:
         raise RateLimitStop(
             f"{model} is rate limited for another {retry_after:.0f}s (Retry-After), past the "
             f"{limit:.0f}s --max-wait" + (f" ({waited:.0f}s waited already)" if waited else ""),
-            run_id=p.run_id, retry_after=retry_after,
-        )  # fmt: skip
+            run_id=p.run_id,
+            retry_after=retry_after,
+        )
     # this slot and the others pause that long; the wait is announced (core.waits) with its end
     p.draft_cc.on_rate_limited(retry_after, p.run_id)
     return waited + retry_after
@@ -823,8 +951,9 @@ def _draft_in_chunks(
     # messages at a chunk boundary is found whole (each chunk alone would miss it)
     parts = (
         chunk_conversation(redact_conversation(conversations[0])[0], p.settings.batch_max_chars)
-        if len(conversations) == 1 else []
-    )  # fmt: skip
+        if len(conversations) == 1
+        else []
+    )
     if len(parts) <= 1:
         return _call_drafter(p, conversations, context), 1
     outputs: list[DraftOutput] = []
@@ -841,48 +970,86 @@ def _draft_in_chunks(
             pass
         out = _call_drafter(p, [part], context)
         calls += 1
-        write_atomic(cache, {"batch_id": batch_id, "chunk": i, "chunks": len(parts),
-                             "output": out.model_dump(mode="json")}, CHUNK_SCHEMA)  # fmt: skip
+        write_atomic(
+            cache,
+            {
+                "batch_id": batch_id,
+                "chunk": i,
+                "chunks": len(parts),
+                "output": out.model_dump(mode="json"),
+            },
+            CHUNK_SCHEMA,
+        )
         outputs.append(out)
     merged = DraftOutput(
-        records=merge_chunk_drafts([o.records for o in outputs]), model=outputs[0].model,
+        records=merge_chunk_drafts([o.records for o in outputs]),
+        model=outputs[0].model,
         prompt_version=outputs[0].prompt_version,
-        input_tokens=sum(o.input_tokens for o in outputs), output_tokens=sum(o.output_tokens for o in outputs),
-    )  # fmt: skip
+        input_tokens=sum(o.input_tokens for o in outputs),
+        output_tokens=sum(o.output_tokens for o in outputs),
+    )
     return merged, calls
 
 
 # ---------------------------------------------------------------- 4. commit
 
 
-def commit_request(v: VerifiedDraft, *, batch_id: str, run_id: str, model: str, prompt_version: str,
-                   proposal_id: str | None) -> CommitRequest:  # fmt: skip
+def commit_request(
+    v: VerifiedDraft,
+    *,
+    batch_id: str,
+    run_id: str,
+    model: str,
+    prompt_version: str,
+    proposal_id: str | None,
+) -> CommitRequest:
     d: DraftRecord = v.draft
     return CommitRequest(
         memory_id=d.target_memory_id if d.action == "append" else None,
         expected_revision=d.expected_revision if d.action == "append" else None,
-        kind=d.memory_kind, title=d.title, canonical_summary=d.canonical_summary,
-        index_summary=d.index_summary, aliases=d.aliases, tags=d.tags,
-        occurred_at=d.occurred_at, valid_from=d.valid_from,
-        stated_facts=d.stated_facts, inferences=d.inferences,
+        kind=d.memory_kind,
+        title=d.title,
+        canonical_summary=d.canonical_summary,
+        index_summary=d.index_summary,
+        aliases=d.aliases,
+        tags=d.tags,
+        occurred_at=d.occurred_at,
+        valid_from=d.valid_from,
+        stated_facts=d.stated_facts,
+        inferences=d.inferences,
         evidence=[EvidenceIn(source_key=e.message_key, text=e.text) for e in v.evidence],
         reason="append" if d.action == "append" else "create",
         idempotency_key=tagged_hash("commit", [batch_id, d.draft_id, d.identity()], length=40),
-        run_id=run_id, client="pmem-backfill", model=model, prompt_version=prompt_version,
+        run_id=run_id,
+        client="pmem-backfill",
+        model=model,
+        prompt_version=prompt_version,
         proposal_id=proposal_id,
-    )  # fmt: skip
+    )
 
 
-def commit_batch(p: Pipeline, batch_id: str, rejected: frozenset[str] = frozenset()) -> dict[str, Any]:
+def commit_batch(
+    p: Pipeline, batch_id: str, rejected: frozenset[str] = frozenset()
+) -> dict[str, Any]:
     """Commit every committable, not rejected draft of a drafted batch, once. Safe to re-run."""
     result_path, state_path = batch_paths(p, batch_id)
     result = read_result(result_path, batch_id)
     if result is None:
-        raise ConfigError(f"batch {batch_id} has no complete result.json", hint="run the backfill again to draft it")
+        raise ConfigError(
+            f"batch {batch_id} has no complete result.json",
+            hint="run the backfill again to draft it",
+        )
     state = _load_state(state_path, batch_id, result["run_id"])
     commits: dict[str, Any] = state.setdefault("commits", {})
-    counts: dict[str, Any] = {"commits": 0, "replayed": 0, "noops": 0, "conflicts": 0,
-                              "memories_created": 0, "conflict_drafts": [], "target_not_offered": 0}  # fmt: skip
+    counts: dict[str, Any] = {
+        "commits": 0,
+        "replayed": 0,
+        "noops": 0,
+        "conflicts": 0,
+        "memories_created": 0,
+        "conflict_drafts": [],
+        "target_not_offered": 0,
+    }
     offered = result.get("offered", {})  # a result.json without it offered nothing
     _save_state(state_path, state, "committing")
     for raw in result["drafts"]:
@@ -895,15 +1062,25 @@ def commit_batch(p: Pipeline, batch_id: str, rejected: frozenset[str] = frozense
             commits[draft_id] = {"refused": TARGET_NOT_OFFERED}
             continue
         fault_point("commit:before-propose")
-        proposal_id = p.call(p.target.propose, p.run_id, batch_id, draft_id, {"result_checksum": result["checksum"]})
+        proposal_id = p.call(
+            p.target.propose, p.run_id, batch_id, draft_id, {"result_checksum": result["checksum"]}
+        )
         fault_point("commit:after-propose")
-        req = commit_request(v, batch_id=batch_id, run_id=p.run_id, model=result["model"],
-                             prompt_version=result["prompt_version"], proposal_id=proposal_id)  # fmt: skip
+        req = commit_request(
+            v,
+            batch_id=batch_id,
+            run_id=p.run_id,
+            model=result["model"],
+            prompt_version=result["prompt_version"],
+            proposal_id=proposal_id,
+        )
         try:
             res = p.call(p.target.commit, req)
         except (StaleRevision, TombstonedMemory, EvidenceRefused) as err:
             counts["conflicts"] += 1
-            counts["conflict_drafts"].append({"batch_id": batch_id, "draft_id": draft_id, "reason": type(err).__name__})
+            counts["conflict_drafts"].append(
+                {"batch_id": batch_id, "draft_id": draft_id, "reason": type(err).__name__}
+            )
             commits[draft_id] = {"conflict": type(err).__name__}
             _save_state(state_path, state, "committing")
             continue
@@ -944,7 +1121,9 @@ class Steps:
     commit_all: Callable[[str, list[str]], list[Outcome]]
 
 
-def _in_threads(fn: Callable[[str, str], dict[str, Any]]) -> Callable[[str, list[str]], list[Outcome]]:
+def _in_threads(
+    fn: Callable[[str, str], dict[str, Any]],
+) -> Callable[[str, list[str]], list[Outcome]]:
     def run_all(run_id: str, batch_ids: list[str]) -> list[Outcome]:
         def one(batch_id: str) -> Outcome:
             try:
@@ -973,35 +1152,62 @@ def run_identity(p: Pipeline, export_path: str | None) -> str:
     base = fingerprint(Path(export_path)) if export_path else "pending"
     if p.options.redraft is None:
         return base
-    return "redraft:" + tagged_hash("redraft", [base, sorted(p.options.redraft)], length=24).split(":")[1]
+    return (
+        "redraft:"
+        + tagged_hash("redraft", [base, sorted(p.options.redraft)], length=24).split(":")[1]
+    )
 
 
-def _open_run(p: Pipeline, source: str, export_path: str | None, dry_run: bool) -> tuple[dict[str, Any], bool]:
+def _open_run(
+    p: Pipeline, source: str, export_path: str | None, dry_run: bool
+) -> tuple[dict[str, Any], bool]:
     """Find or start the run of this identity; its summary so far, and whether it was complete."""
-    if p.options.max_cost is not None and p.options.price is None and price_for(p.drafter.model) is None:
-        raise ConfigError(f"no known price for {p.drafter.model}: --max-cost cannot be held",
-                          hint="give its price with --price IN/OUT (USD per million input / output tokens)")  # fmt: skip
+    if (
+        p.options.max_cost is not None
+        and p.options.price is None
+        and price_for(p.drafter.model) is None
+    ):
+        raise ConfigError(
+            f"no known price for {p.drafter.model}: --max-cost cannot be held",
+            hint="give its price with --price IN/OUT (USD per million input / output tokens)",
+        )
     apply_consent(p, source)  # a remote drafter without the owner's consent: refused here
     run_id, resumed = p.runs.open_or_create(
-        source=source, export_path=export_path, fingerprint=run_identity(p, export_path),
-        model=p.drafter.model, prompt_version=p.drafter.prompt_version, dry_run=dry_run,
+        source=source,
+        export_path=export_path,
+        fingerprint=run_identity(p, export_path),
+        model=p.drafter.model,
+        prompt_version=p.drafter.prompt_version,
+        dry_run=dry_run,
         redraft=p.options.redraft is not None,
-    )  # fmt: skip
+    )
     p.run_id = run_id
     p.meter = CostMeter(p.runs, run_id, p.drafter.model, p.options.price, p.options.max_cost)
     register(p)
     stored = p.runs.get_run(run_id)
-    was_complete = resumed and stored is not None and (stored.get("summary") or {}).get("status") == "complete"
+    was_complete = (
+        resumed and stored is not None and (stored.get("summary") or {}).get("status") == "complete"
+    )
     summary = new_summary(run_id, resumed, dry_run)
-    summary.update(source=source, export=export_path, pending=export_path is None, model=p.drafter.model,
-                   redraft=p.options.redraft is not None, max_cost=p.options.max_cost)  # fmt: skip
+    summary.update(
+        source=source,
+        export=export_path,
+        pending=export_path is None,
+        model=p.drafter.model,
+        redraft=p.options.redraft is not None,
+        max_cost=p.options.max_cost,
+    )
     return summary, was_complete
 
 
 def _import_and_plan(
-    p: Pipeline, summary: dict[str, Any], steps: Steps, source: str, export_path: str | None,
+    p: Pipeline,
+    summary: dict[str, Any],
+    steps: Steps,
+    source: str,
+    export_path: str | None,
     emit: Callable[[str, dict[str, Any]], None],
-) -> list[str]:  # fmt: skip
+) -> list[str]:
     """Steps 1 and 2: the export into the ledger, the run's batches planned and listed as its
     claims (in this order); the estimate announced."""
     run_id = p.run_id
@@ -1012,25 +1218,54 @@ def _import_and_plan(
     batch_ids = steps.plan(run_id, source)
     summary["batches_total"] = len(batch_ids)
     if export_path is None:
-        summary["conversations"] = len({m["conversation_key"] for b in batch_ids
-                                        for m in (p.runs.batch(b) or {"members": []})["members"]})  # fmt: skip
+        summary["conversations"] = len(
+            {
+                m["conversation_key"]
+                for b in batch_ids
+                for m in (p.runs.batch(b) or {"members": []})["members"]
+            }
+        )
     summary["excluded"] = len(p.excluded)  # never drafted, never sent
     summary["excluded_by_rule"] = _count_rules(p.excluded)
     emit("planned", {"batches": len(batch_ids)})
     est = planned_estimate(p, source, batch_ids)
-    summary["estimate"] = {k: est[k] for k in ("batches_to_draft", "conversations_to_draft",
-                           "estimated_input_tokens", "estimated_output_tokens", "estimated_cost_usd",
-                           "expected_commits", "memory_api_seconds", "price_as_of")}  # fmt: skip
-    announce("estimate", est | {"max_cost": p.options.max_cost, "spent_usd": p.meter.spent[2] if p.meter else 0.0,
-                                "run_id": run_id, "batches_total": len(batch_ids)})  # fmt: skip
+    summary["estimate"] = {
+        k: est[k]
+        for k in (
+            "batches_to_draft",
+            "conversations_to_draft",
+            "estimated_input_tokens",
+            "estimated_output_tokens",
+            "estimated_cost_usd",
+            "expected_commits",
+            "memory_api_seconds",
+            "price_as_of",
+        )
+    }
+    announce(
+        "estimate",
+        est
+        | {
+            "max_cost": p.options.max_cost,
+            "spent_usd": p.meter.spent[2] if p.meter else 0.0,
+            "run_id": run_id,
+            "batches_total": len(batch_ids),
+        },
+    )
     ClaimStore(p.db).enqueue(run_id, batch_ids)
     return batch_ids
 
 
 def run_backfill(
-    p: Pipeline, source: str, export_path: str | None, *, dry_run: bool = False, steps: Steps = PLAIN,
-    on_event: Callable[[str, dict[str, Any]], None] | None = None, embed: bool = True,
-) -> dict[str, Any]:  # fmt: skip
+    p: Pipeline,
+    source: str,
+    export_path: str | None,
+    *,
+    dry_run: bool = False,
+    steps: Steps = PLAIN,
+    on_event: Callable[[str, dict[str, Any]], None] | None = None,
+    embed: bool = True,
+) -> dict[str, Any]:
     """One backfill run of one export (``export_path``; empty or None: everything pending in
     the ledger, --pending). The same source, export content, model, prompt version and dry run
     find the same run again (resume). It ends with every new message in the recall index and
@@ -1056,18 +1291,28 @@ def run_backfill(
         # committed as context, so a later conversation that changes an earlier decision can
         # append to its memory (the offline drafter is local: one batch a wave costs nothing)
         stop = drain(p, steps, summary, dry_run=dry_run, worker=worker_name())
-        emit("drafted", {"batches": summary["batches_drafted"] + summary["batches_skipped_complete"]})
+        emit(
+            "drafted", {"batches": summary["batches_drafted"] + summary["batches_skipped_complete"]}
+        )
         if not dry_run:
-            emit("committed", {"batches": summary["batches_drafted"] + summary["batches_skipped_complete"]})
+            emit(
+                "committed",
+                {"batches": summary["batches_drafted"] + summary["batches_skipped_complete"]},
+            )
         if stop is not None:
             summary["batches_left"] = ClaimStore(p.db).counts(run_id).open
             raise stop
         _add_index(summary, index_for_search(p, embed=embed, memories=not dry_run))
-        emit("indexed", {k: summary[k] for k in ("indexed_messages", "embedded_messages", "embedded_memories")})
+        emit(
+            "indexed",
+            {k: summary[k] for k in ("indexed_messages", "embedded_messages", "embedded_memories")},
+        )
         if not dry_run:  # seed 003: the concepts of new and grown case records (never fatal)
             from flows.concepts import backfill_stage
 
-            summary["concepts"] = backfill_stage(p.db, p.settings.runs_dir, run_id=run_id, embed=embed)
+            summary["concepts"] = backfill_stage(
+                p.db, p.settings.runs_dir, run_id=run_id, embed=embed
+            )
         summary["status"] = "complete" if not summary["batches_failed"] else "failed"
     except RateLimitStop as err:
         summary["status"] = "stopped"
@@ -1089,10 +1334,19 @@ def run_backfill(
         summary["budget_in_window"] = p.limiter.in_window()
         summary["elapsed_seconds"] = round(time.monotonic() - start, 3)
         _add_spent(summary, p.meter)
-        idle = was_complete and summary["status"] == "complete" and not summary["batches_drafted"] \
-            and not summary["commits"]  # fmt: skip
-        summary["nothing_to_do"] = summary["status"] == "complete" and not summary["batches_drafted"] \
-            and not summary["commits"] and not summary["conversations_new"] and not summary["conversations_changed"]  # fmt: skip
+        idle = (
+            was_complete
+            and summary["status"] == "complete"
+            and not summary["batches_drafted"]
+            and not summary["commits"]
+        )
+        summary["nothing_to_do"] = (
+            summary["status"] == "complete"
+            and not summary["batches_drafted"]
+            and not summary["commits"]
+            and not summary["conversations_new"]
+            and not summary["conversations_changed"]
+        )
         p.runs.finish(run_id, summary["status"], None if idle else summary)
         unregister(run_id)
     return summary
@@ -1107,9 +1361,23 @@ def _wave_size(p: Pipeline) -> int:
 # ---------------------------------------------------------------- fan-out: claims with a lease
 
 # the counts a batch adds to its run's summary (stored with its claim, summed over every worker)
-_SUMMED = ("batches_skipped_complete", "batches_drafted", "batches_failed", "drafter_calls", "rejected_evidence",
-           "target_not_offered", "commits", "commits_replayed", "noops", "conflicts", "memories_created",
-           "memory_api_requests", "rate_limited", "input_tokens", "output_tokens")  # fmt: skip
+_SUMMED = (
+    "batches_skipped_complete",
+    "batches_drafted",
+    "batches_failed",
+    "drafter_calls",
+    "rejected_evidence",
+    "target_not_offered",
+    "commits",
+    "commits_replayed",
+    "noops",
+    "conflicts",
+    "memories_created",
+    "memory_api_requests",
+    "rate_limited",
+    "input_tokens",
+    "output_tokens",
+)
 
 
 def _part() -> dict[str, Any]:
@@ -1119,7 +1387,9 @@ def _part() -> dict[str, Any]:
 def _merge(summary: dict[str, Any], part: dict[str, Any]) -> None:
     for k in _SUMMED:
         summary[k] = summary.get(k, 0) + int(part.get(k, 0) or 0)
-    summary["conflict_drafts"] = list(summary.get("conflict_drafts", [])) + list(part.get("conflict_drafts", []))
+    summary["conflict_drafts"] = list(summary.get("conflict_drafts", [])) + list(
+        part.get("conflict_drafts", [])
+    )
 
 
 class _Lease:
@@ -1127,7 +1397,9 @@ class _Lease:
     thread renews them every third of the lease. A worker killed stops renewing, and the
     batches become another worker's once the lease runs out."""
 
-    def __init__(self, claims: ClaimStore, run_id: str, worker: str, batch_ids: list[str], seconds: float) -> None:
+    def __init__(
+        self, claims: ClaimStore, run_id: str, worker: str, batch_ids: list[str], seconds: float
+    ) -> None:
         self.claims, self.run_id, self.worker, self.seconds = claims, run_id, worker, seconds
         self.batch_ids = list(batch_ids)
         self.lost: set[str] = set()
@@ -1137,7 +1409,9 @@ class _Lease:
     def _renew(self) -> None:
         while not self._stop.wait(self.seconds / 3):
             try:
-                held = set(self.claims.renew(self.run_id, self.batch_ids, self.worker, self.seconds))
+                held = set(
+                    self.claims.renew(self.run_id, self.batch_ids, self.worker, self.seconds)
+                )
             except Exception as err:  # noqa: BLE001 - a missed renewal: the next one tries again
                 _log.warning("lease renewal failed (%s)", type(err).__name__)
                 continue
@@ -1156,7 +1430,13 @@ class _Lease:
 
 
 def drain(
-    p: Pipeline, steps: Steps, summary: dict[str, Any], *, dry_run: bool, worker: str, pool: bool = False
+    p: Pipeline,
+    steps: Steps,
+    summary: dict[str, Any],
+    *,
+    dry_run: bool,
+    worker: str,
+    pool: bool = False,
 ) -> RateLimitStop | CostLimitStop | None:
     """Take the run's open batches wave by wave (``ClaimStore.claim``: the oldest nobody holds),
     draft, verify and commit them, and record each one's counts with its claim; until none is
@@ -1181,9 +1461,13 @@ def drain(
                     claims.expire(p.run_id, w)
                 continue
             # another worker holds them: wait until it is done or its lease runs out
-            time.sleep(min(1.0, max(0.05, counts.next_free if counts.next_free is not None else 0.2)))
+            time.sleep(
+                min(1.0, max(0.05, counts.next_free if counts.next_free is not None else 0.2))
+            )
             continue
-        stop = _work_wave(p, steps, summary, claims, wave, dry_run=dry_run, worker=worker, lease=lease)
+        stop = _work_wave(
+            p, steps, summary, claims, wave, dry_run=dry_run, worker=worker, lease=lease
+        )
         if stop is not None:
             return stop
 
@@ -1194,9 +1478,16 @@ def _still_open(p: Pipeline) -> bool:
 
 
 def _work_wave(
-    p: Pipeline, steps: Steps, summary: dict[str, Any], claims: ClaimStore, wave: list[str], *,
-    dry_run: bool, worker: str, lease: float,
-) -> RateLimitStop | CostLimitStop | None:  # fmt: skip
+    p: Pipeline,
+    steps: Steps,
+    summary: dict[str, Any],
+    claims: ClaimStore,
+    wave: list[str],
+    *,
+    dry_run: bool,
+    worker: str,
+    lease: float,
+) -> RateLimitStop | CostLimitStop | None:
     parts = {b: _part() for b in wave}
     requests, limited = p.limiter.requests, p.commit_cc.rate_limited + p.draft_cc.rate_limited
     finished: list[str] = []
@@ -1253,8 +1544,15 @@ def _tick_claims(claims: ClaimStore, run_id: str, seen: dict[str, int]) -> Claim
 # ---------------------------------------------------------------- a run on a work pool
 
 
-def submit_prepare(p: Pipeline, source: str, export_path: str | None, *, dry_run: bool, pool: str,
-                   steps: Steps = PLAIN) -> dict[str, Any]:  # fmt: skip
+def submit_prepare(
+    p: Pipeline,
+    source: str,
+    export_path: str | None,
+    *,
+    dry_run: bool,
+    pool: str,
+    steps: Steps = PLAIN,
+) -> dict[str, Any]:
     """The submitter's half of a pool run (`pmem backfill --pool`): the export into the ledger,
     the batches planned and listed as the run's claims, the summary so far stored with the run.
     The workers read the conversations from PostgreSQL, never the file."""
@@ -1275,8 +1573,9 @@ def submit_prepare(p: Pipeline, source: str, export_path: str | None, *, dry_run
     return summary
 
 
-def work_pool_run(p: Pipeline, run_id: str, *, steps: Steps = PLAIN, embed: bool = True,
-                  worker: str | None = None) -> dict[str, Any]:  # fmt: skip
+def work_pool_run(
+    p: Pipeline, run_id: str, *, steps: Steps = PLAIN, embed: bool = True, worker: str | None = None
+) -> dict[str, Any]:
     """A worker's part of a pool run: take the run's batches until none is left (with every
     other worker of the run), then, if it is the first to find them all done, finish the run:
     index, total every worker's counts, store the summary. Returns the run's summary when this
@@ -1288,7 +1587,7 @@ def work_pool_run(p: Pipeline, run_id: str, *, steps: Steps = PLAIN, embed: bool
         raise ConfigError(
             f"this worker drafts with {p.drafter.model}; run {run_id} was planned for {run['model']}",
             hint=f"start the worker with PMEM_LLM={run['model']} and that provider's API key",
-        )  # fmt: skip
+        )
     worker = worker or worker_name()
     p.run_id = run_id
     p.meter = CostMeter(p.runs, run_id, p.drafter.model, p.options.price, p.options.max_cost)
@@ -1304,8 +1603,14 @@ def work_pool_run(p: Pipeline, run_id: str, *, steps: Steps = PLAIN, embed: bool
     return final if final is not None else part
 
 
-def finish_pool_run(p: Pipeline, run_id: str, worker: str, *, embed: bool = True,
-                    stop: RateLimitStop | CostLimitStop | None = None) -> dict[str, Any] | None:  # fmt: skip
+def finish_pool_run(
+    p: Pipeline,
+    run_id: str,
+    worker: str,
+    *,
+    embed: bool = True,
+    stop: RateLimitStop | CostLimitStop | None = None,
+) -> dict[str, Any] | None:
     """Finish a pool run once every batch is done (or stop it): only the first worker to ask
     does; the others get None. The summary is the submitter's plus every batch's counts,
     whichever worker did it."""
@@ -1330,20 +1635,33 @@ def finish_pool_run(p: Pipeline, run_id: str, worker: str, *, embed: bool = True
         _add_index(summary, index_for_search(p, embed=embed, memories=not run["dry_run"]))
         summary["status"] = "complete" if not summary["batches_failed"] else "failed"
     price = p.options.price if p.options.price is not None else price_for(run["model"])
-    summary["cost_usd"] = None if price is None else round(cost_at(price, summary["input_tokens"], summary["output_tokens"]), 6)
+    summary["cost_usd"] = (
+        None
+        if price is None
+        else round(cost_at(price, summary["input_tokens"], summary["output_tokens"]), 6)
+    )
     spent = p.runs.spent(run_id)
     summary["run_input_tokens"], summary["run_output_tokens"] = spent[0], spent[1]
     summary["run_cost_usd"] = None if price is None else round(spent[2], 6)
     summary["budget_in_window"] = p.limiter.in_window()
     started = run["started_at"]
-    summary["elapsed_seconds"] = round((datetime.now(UTC) - started).total_seconds(), 3) if started else 0.0
-    summary["nothing_to_do"] = summary["status"] == "complete" and not summary["batches_drafted"] \
-        and not summary["commits"] and not summary.get("conversations_new") and not summary.get("conversations_changed")  # fmt: skip
+    summary["elapsed_seconds"] = (
+        round((datetime.now(UTC) - started).total_seconds(), 3) if started else 0.0
+    )
+    summary["nothing_to_do"] = (
+        summary["status"] == "complete"
+        and not summary["batches_drafted"]
+        and not summary["commits"]
+        and not summary.get("conversations_new")
+        and not summary.get("conversations_changed")
+    )
     p.runs.finish(run_id, summary["status"], summary)
     return summary
 
 
-def follow_pool_run(p: Pipeline, run_id: str, *, poll: float = 0.5, timeout: float | None = None) -> dict[str, Any]:
+def follow_pool_run(
+    p: Pipeline, run_id: str, *, poll: float = 0.5, timeout: float | None = None
+) -> dict[str, Any]:
     """Wait for a pool run to end (`pmem backfill --pool … --wait`), advancing this process's
     progress bars by what every worker does; returns the run's summary as stored."""
     claims = ClaimStore(p.db)
@@ -1403,7 +1721,9 @@ class _CountingEmbedder:
         return vectors
 
 
-def index_for_search(p: Pipeline, *, embed: bool = True, memories: bool = True, forms: bool = True) -> dict[str, Any]:
+def index_for_search(
+    p: Pipeline, *, embed: bool = True, memories: bool = True, forms: bool = True
+) -> dict[str, Any]:
     """Bring the derived search indexes up to date after an import or a backfill, so that what
     was imported is answerable at once: every new ledger message into the recall index (lexical),
     then the vectors the configured embedder lacks: new or changed memories (``memories``) and,
@@ -1421,10 +1741,17 @@ def index_for_search(p: Pipeline, *, embed: bool = True, memories: bool = True, 
     from store.search import SearchStore
 
     out: dict[str, Any] = {
-        "indexed_messages": 0, "vectors": "skipped" if not embed else "off", "memories": 0,
-        "messages": 0, "messages_without_vectors": None, "embedder_used": False, "indexes_created": [],
-        "formed_messages": 0, "messages_without_forms": 0, "guarded_conversations": 0,
-    }  # fmt: skip
+        "indexed_messages": 0,
+        "vectors": "skipped" if not embed else "off",
+        "memories": 0,
+        "messages": 0,
+        "messages_without_vectors": None,
+        "embedder_used": False,
+        "indexes_created": [],
+        "formed_messages": 0,
+        "messages_without_forms": 0,
+        "guarded_conversations": 0,
+    }
     try:
         index = SearchStore(p.db)
         out["indexed_messages"] = index.sync_messages(forms=forms)
@@ -1466,13 +1793,20 @@ def index_for_search(p: Pipeline, *, embed: bool = True, memories: bool = True, 
             todo = backlog(p.db, emb.model).messages_without_vectors
             if todo:  # the bar counts messages (a long one is embedded in several passages)
                 _tick("embed", todo)
-                stats = index.embed_pending(emb, messages=True, progress=lambda n: _tick("embed", -n))
+                stats = index.embed_pending(
+                    emb, messages=True, progress=lambda n: _tick("embed", -n)
+                )
                 out["messages"] = stats.messages
                 out["indexes_created"] += stats.indexes_created
             out["messages_without_vectors"] = backlog(p.db, emb.model).messages_without_vectors
         out["embedder_used"] = emb.texts > 0
         if emb.texts:
-            _log.info("embedded %d messages and %d memories with %s", out["messages"], out["memories"], emb.model)
+            _log.info(
+                "embedded %d messages and %d memories with %s",
+                out["messages"],
+                out["memories"],
+                emb.model,
+            )
         return out
     except Exception as err:  # noqa: BLE001 - derived data only; reported, never fatal
         _log.warning("search indexing failed (%s); run `pmem reindex`", type(err).__name__)
@@ -1497,14 +1831,22 @@ def apply_run(p: Pipeline, run_id: str, rejected: frozenset[str]) -> dict[str, A
     register(p)
     summary = new_summary(run_id, True, False)
     try:
-        batch_ids = [b["batch_id"] for b in p.runs.batches_of_run(run_id) if b["status"] in ("drafted", "committed")]
+        batch_ids = [
+            b["batch_id"]
+            for b in p.runs.batches_of_run(run_id)
+            if b["status"] in ("drafted", "committed")
+        ]
         summary["batches_total"] = len(batch_ids)
         summary["batches_skipped_complete"] = len(batch_ids)
-        outcomes = _in_threads(lambda rid, bid: commit_batch(pipeline(rid), bid, rejected))(run_id, batch_ids)
+        outcomes = _in_threads(lambda rid, bid: commit_batch(pipeline(rid), bid, rejected))(
+            run_id, batch_ids
+        )
         _collect_commits(summary, outcomes)
         _add_index(summary, index_for_search(p))
         summary["rejected_drafts"] = len(rejected)
-        summary["status"] = "complete" if not summary["batches_failed"] else "failed"  # as a backfill says it
+        summary["status"] = (
+            "complete" if not summary["batches_failed"] else "failed"
+        )  # as a backfill says it
     finally:
         summary["memory_api_requests"] = p.limiter.requests
         summary["elapsed_seconds"] = round(time.monotonic() - start, 3)
@@ -1549,25 +1891,60 @@ def _collect_commits(summary: dict[str, Any], outcomes: list[Outcome]) -> None:
 
 def new_summary(run_id: str, resumed: bool, dry_run: bool) -> dict[str, Any]:
     return {
-        "run_id": run_id, "resumed": resumed, "dry_run": dry_run, "status": "open",
-        "conversations": 0, "conversations_new": 0, "conversations_changed": 0,
-        "kept": 0, "dropped": 0, "quarantined": 0, "drop_reasons": {}, "excluded": 0, "excluded_by_rule": {},
-        "batches_total": 0, "batches_skipped_complete": 0, "batches_drafted": 0, "batches_failed": 0,
+        "run_id": run_id,
+        "resumed": resumed,
+        "dry_run": dry_run,
+        "status": "open",
+        "conversations": 0,
+        "conversations_new": 0,
+        "conversations_changed": 0,
+        "kept": 0,
+        "dropped": 0,
+        "quarantined": 0,
+        "drop_reasons": {},
+        "excluded": 0,
+        "excluded_by_rule": {},
+        "batches_total": 0,
+        "batches_skipped_complete": 0,
+        "batches_drafted": 0,
+        "batches_failed": 0,
         "batches_left": 0,
-        "drafter_calls": 0, "rejected_evidence": 0, "target_not_offered": 0,
-        "commits": 0, "commits_replayed": 0,
-        "noops": 0, "conflicts": 0, "conflict_drafts": [], "memories_created": 0,
-        "memory_api_requests": 0, "rate_limited": 0, "budget_in_window": 0,
-        "input_tokens": 0, "output_tokens": 0, "cost_usd": 0.0,
-        "run_input_tokens": 0, "run_output_tokens": 0, "run_cost_usd": 0.0, "elapsed_seconds": 0.0,
-        "indexed_messages": 0, "embedded_messages": 0, "embedded_memories": 0,
+        "drafter_calls": 0,
+        "rejected_evidence": 0,
+        "target_not_offered": 0,
+        "commits": 0,
+        "commits_replayed": 0,
+        "noops": 0,
+        "conflicts": 0,
+        "conflict_drafts": [],
+        "memories_created": 0,
+        "memory_api_requests": 0,
+        "rate_limited": 0,
+        "budget_in_window": 0,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cost_usd": 0.0,
+        "run_input_tokens": 0,
+        "run_output_tokens": 0,
+        "run_cost_usd": 0.0,
+        "elapsed_seconds": 0.0,
+        "indexed_messages": 0,
+        "embedded_messages": 0,
+        "embedded_memories": 0,
         "messages_without_vectors": None,
-    }  # fmt: skip
+    }
 
 
 def _add_import(summary: dict[str, Any], s: dict[str, Any]) -> None:
-    for k in ("conversations", "conversations_new", "conversations_changed", "kept", "dropped",
-              "quarantined", "drop_reasons"):  # fmt: skip
+    for k in (
+        "conversations",
+        "conversations_new",
+        "conversations_changed",
+        "kept",
+        "dropped",
+        "quarantined",
+        "drop_reasons",
+    ):
         summary[k] = s[k]
 
 
@@ -1588,4 +1965,6 @@ def _add_commit(summary: dict[str, Any], s: dict[str, Any]) -> None:
     summary["conflicts"] += s["conflicts"]
     summary["conflict_drafts"].extend(s.get("conflict_drafts", []))
     summary["memories_created"] += s["memories_created"]
-    summary["target_not_offered"] = summary.get("target_not_offered", 0) + s.get("target_not_offered", 0)
+    summary["target_not_offered"] = summary.get("target_not_offered", 0) + s.get(
+        "target_not_offered", 0
+    )

@@ -56,15 +56,20 @@ def deploy(pool: str = DEFAULT_POOL) -> dict[str, Any]:
         except ObjectAlreadyExists:  # there already (or a worker made it just now)
             found = client.read_work_pool(pool)
             if found.type != "process":
-                raise ConfigError(f"work pool {pool!r} is of type {found.type!r}, not 'process'",
-                                  hint="choose another name with --pool") from None  # fmt: skip
+                raise ConfigError(
+                    f"work pool {pool!r} is of type {found.type!r}, not 'process'",
+                    hint="choose another name with --pool",
+                ) from None
     names = []
     for fl in _flows():
         d = RunnerDeployment.from_flow(
-            fl, name=pool, work_pool_name=pool, entrypoint_type=EntrypointType.MODULE_PATH,
+            fl,
+            name=pool,
+            work_pool_name=pool,
+            entrypoint_type=EntrypointType.MODULE_PATH,
             tags=["pmem"],
             description=f"pmem's {fl.name} flow on the work pool {pool}",
-        )  # fmt: skip
+        )
         d.apply()
         names.append(deployment_name(fl.name, pool))
     return {"pool": pool, "pool_created": created, "deployments": names}
@@ -82,7 +87,9 @@ def online_workers(pool: str) -> int:
     return sum(1 for w in workers if str(getattr(w.status, "value", w.status)).upper() == "ONLINE")
 
 
-def submit(pool: str, *, run_id: str, source: str, export_name: str, embed: bool, settings: Settings) -> tuple[str, str | None, int]:
+def submit(
+    pool: str, *, run_id: str, source: str, export_name: str, embed: bool, settings: Settings
+) -> tuple[str, str | None, int]:
     """Flow runs of ``backfill-pool/<pool>`` for the planned run ``run_id``: one per worker
     online in the pool (PMEM_POOL_FANOUT: that many), at least one; returns the first's id,
     the link to it in the Prefect UI and how many were submitted. ConfigError when the pool
@@ -98,18 +105,25 @@ def submit(pool: str, *, run_id: str, source: str, export_name: str, embed: bool
     for i in range(n):
         try:
             fr = run_deployment(
-                deployment_name("backfill-pool", pool), timeout=0, as_subflow=False,
-                parameters={"run_id": run_id, "source": source, "embed": embed}, tags=tags,
+                deployment_name("backfill-pool", pool),
+                timeout=0,
+                as_subflow=False,
+                parameters={"run_id": run_id, "source": source, "embed": embed},
+                tags=tags,
                 flow_run_name=run_id if i == 0 else f"{run_id}-{i + 1}",
-            )  # fmt: skip
+            )
         except ObjectNotFound:
-            raise ConfigError(f"no deployment backfill-pool/{pool} on the Prefect server",
-                              hint=f"run `pmem deploy --pool {pool}` first") from None  # fmt: skip
+            raise ConfigError(
+                f"no deployment backfill-pool/{pool} on the Prefect server",
+                hint=f"run `pmem deploy --pool {pool}` first",
+            ) from None
         ids.append(str(fr.id))  # type: ignore[union-attr]  # sync call: a FlowRun
     return ids[0], flow_run_url(ids[0]), n
 
 
-def run_worker(pool: str, *, limit: int | None, say: Callable[[str], None], name: str | None = None) -> None:
+def run_worker(
+    pool: str, *, limit: int | None, say: Callable[[str], None], name: str | None = None
+) -> None:
     """A Prefect process worker on ``pool`` until stopped (Ctrl-C, SIGTERM): one line when it
     starts, one per flow run it takes (the flow run's name: a run id, and its id)."""
     from prefect.workers.process import ProcessWorker

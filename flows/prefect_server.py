@@ -157,7 +157,9 @@ def process_alive(pid: int, start: int | None = None) -> bool:
 
 def _cmdline(pid: int) -> str | None:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
     except OSError:
         return None
 
@@ -301,28 +303,53 @@ _SECRET_ENV = re.compile(r"(API_KEY|TOKEN|SECRET|PASSWORD|DATABASE_URL)$", re.IG
 
 def _spawn(home: Path, port: int, auth: str) -> int:
     # the server needs none of the user's keys or database URLs: keep them out of its environment
-    env = {k: v for k, v in os.environ.items()
-           if not _SECRET_ENV.search(k) and k != "PREFECT_API_URL" and "AUTH_STRING" not in k
-           and "CORS" not in k}  # fmt: skip
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not _SECRET_ENV.search(k)
+        and k != "PREFECT_API_URL"
+        and "AUTH_STRING" not in k
+        and "CORS" not in k
+    }
     env.update(
-        PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false", DO_NOT_TRACK="1",
+        PREFECT_HOME=str(home),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        DO_NOT_TRACK="1",
         PREFECT_SERVER_LOGGING_LEVEL=env.get("PREFECT_SERVER_LOGGING_LEVEL", "WARNING"),
         # API authentication (Prefect 3's basic-auth string) and no cross-origin access: only
         # the UI's own origin
-        PREFECT_SERVER_API_AUTH_STRING=auth, PREFECT_API_AUTH_STRING=auth,
+        PREFECT_SERVER_API_AUTH_STRING=auth,
+        PREFECT_API_AUTH_STRING=auth,
         PREFECT_SERVER_API_CORS_ALLOWED_ORIGINS=f"http://{HOST}:{port}",
         # the UI's API is this server, not Prefect's default port 4200
-        PREFECT_UI_API_URL=api_url(port), PREFECT_UI_URL=ui_url(port),
-    )  # fmt: skip
+        PREFECT_UI_API_URL=api_url(port),
+        PREFECT_UI_URL=ui_url(port),
+    )
     log = home / LOG_FILE
     with open_private(log, "wb"):  # the log of the latest start only
         pass
-    cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", HOST, "--port", str(port),
-           "--analytics-off"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "prefect",
+        "server",
+        "start",
+        "--host",
+        HOST,
+        "--port",
+        str(port),
+        "--analytics-off",
+    ]
     out = subprocess.run(
-        [sys.executable, "-c", _LAUNCHER, str(log), *cmd], env=env, cwd=home,
-        capture_output=True, text=True, timeout=60, check=False, umask=0o077,
-    )  # fmt: skip
+        [sys.executable, "-c", _LAUNCHER, str(log), *cmd],
+        env=env,
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        umask=0o077,
+    )
     if out.returncode != 0 or not out.stdout.strip().isdigit():
         raise PrefectServerError(
             f"could not launch the Prefect server (exit {out.returncode})", hint=f"see {log}"
@@ -359,8 +386,12 @@ def _terminate(pid: int, start: int | None = None, timeout: float = 20.0) -> boo
     return not process_alive(pid, start)
 
 
-def ensure_server(settings: Settings, *, timeout: float | None = None,
-                  on_start: Callable[[str, int], None] | None = None) -> str:  # fmt: skip
+def ensure_server(
+    settings: Settings,
+    *,
+    timeout: float | None = None,
+    on_start: Callable[[str, int], None] | None = None,
+) -> str:
     """The API URL of a healthy Prefect server for this data dir: PREFECT_API_URL when set,
     else the managed server (reused when healthy, started when not: then ``on_start(url, pid)``)."""
     external = external_api_url()
@@ -372,8 +403,11 @@ def ensure_server(settings: Settings, *, timeout: float | None = None,
         state = _read_state(home)
         auth = auth_string(settings)
         if _our_server(state) and state.get("auth") != AUTH_VERSION:
-            _log.warning("Prefect server pid %s was started by an older pmem (no API authentication "
-                         "or a UI pointed elsewhere); restarting it", state["pid"])  # fmt: skip
+            _log.warning(
+                "Prefect server pid %s was started by an older pmem (no API authentication "
+                "or a UI pointed elsewhere); restarting it",
+                state["pid"],
+            )
             _terminate(state["pid"], state.get("start_ticks"))
         elif _our_server(state):
             port = int(state["port"])
@@ -398,8 +432,14 @@ def ensure_server(settings: Settings, *, timeout: float | None = None,
             port = wanted if attempt == 0 and port_free(wanted) else _any_free_port()
             pid = _spawn(home, port, auth)
             started = datetime.now(UTC).isoformat()
-            state = {"pid": pid, "port": port, "start_ticks": process_start(pid), "started_at": started,
-                     "host": HOST, "auth": AUTH_VERSION}  # fmt: skip
+            state = {
+                "pid": pid,
+                "port": port,
+                "start_ticks": process_start(pid),
+                "started_at": started,
+                "host": HOST,
+                "auth": AUTH_VERSION,
+            }
             _write_state(home, state)
             if _wait_healthy(pid, port, timeout):
                 make_private(home)  # what an older version or a loose umask left readable
@@ -442,9 +482,18 @@ def launch(settings: Settings) -> bool:
         wanted = remembered or preferred_port(settings)
         port = wanted if port_free(wanted) else _any_free_port()
         pid = _spawn(home, port, auth_string(settings))
-        _write_state(home, {"pid": pid, "port": port, "start_ticks": process_start(pid), "host": HOST,
-                            "started_at": datetime.now(UTC).isoformat(), "auth": AUTH_VERSION,
-                            "launched": True})  # fmt: skip
+        _write_state(
+            home,
+            {
+                "pid": pid,
+                "port": port,
+                "start_ticks": process_start(pid),
+                "host": HOST,
+                "started_at": datetime.now(UTC).isoformat(),
+                "auth": AUTH_VERSION,
+                "launched": True,
+            },
+        )
         return True
 
 
@@ -468,20 +517,34 @@ def server_status(settings: Settings) -> ServerInfo:
     log = str(home / LOG_FILE)
     external = external_api_url()
     if external:
-        return ServerInfo(managed=False, running=True, url=external, pid=None, port=None,
-                          home=str(home), log=log, ui_url=ui_base(external),
-                          data_dir=str(settings.data_dir))  # fmt: skip
+        return ServerInfo(
+            managed=False,
+            running=True,
+            url=external,
+            pid=None,
+            port=None,
+            home=str(home),
+            log=log,
+            ui_url=ui_base(external),
+            data_dir=str(settings.data_dir),
+        )
     state = _read_state(home)
     running = _our_server(state) and healthy(int(state["port"]))
     port = state.get("port") if isinstance(state.get("port"), int) else None
     auth = home / AUTH_FILE
     return ServerInfo(
-        managed=True, running=running, url=api_url(port) if running and port else None,
-        pid=state.get("pid") if running else None, port=port, home=str(home), log=log,
+        managed=True,
+        running=running,
+        url=api_url(port) if running and port else None,
+        pid=state.get("pid") if running else None,
+        port=port,
+        home=str(home),
+        log=log,
         started_at=state.get("started_at") if running else None,
-        ui_url=ui_url(port) if running and port else None, data_dir=str(settings.data_dir),
+        ui_url=ui_url(port) if running and port else None,
+        data_dir=str(settings.data_dir),
         auth_file=str(auth) if isinstance(state.get("auth"), int) and auth.exists() else None,
-    )  # fmt: skip
+    )
 
 
 # ---------------------------------------------------------------- run tags and the crash sweep
@@ -567,7 +630,7 @@ def mark_crashed_runs(settings: Settings, exclude: set[str] | None = None) -> li
                 tags=FlowRunFilterTags(all_=[data_tag(settings)]),
             ),
             limit=200,
-        )  # fmt: skip
+        )
         for run in runs:
             owner = _owner(run.tags)
             if str(run.id) in exclude or owner is None or owner[0] != host:
@@ -582,11 +645,13 @@ def mark_crashed_runs(settings: Settings, exclude: set[str] | None = None) -> li
                     flow_run_id=TaskRunFilterFlowRunId(any_=[run.id]),
                     state=TaskRunFilterState(type=TaskRunFilterStateType(any_=unfinished)),
                 )
-            )  # fmt: skip
+            )
             for t in tasks:
                 client.set_task_run_state(t.id, Crashed(message=message), force=True)
             crashed.append(str(run.id))
-            _log.warning("flow run %s (pid %s) was left unfinished by a kill: marked crashed", run.id, pid)
+            _log.warning(
+                "flow run %s (pid %s) was left unfinished by a kill: marked crashed", run.id, pid
+            )
     return crashed
 
 

@@ -45,12 +45,23 @@ def run_progress(db: Database, settings: Settings, run: dict[str, Any]) -> dict[
     applies = bool(settings.memory_url)  # the budget paces HTTP clients only
     eta = 0.0 if needed <= free or not applies else math.ceil((needed - free) / limit) * window
     return {
-        "run_id": run_id, "source": run["source"], "status": run["status"], "dry_run": run["dry_run"],
-        "started_at": run["started_at"], "batches": stages, "drafts": drafts,
-        "commits_done": commits_done, "commits_left": 0 if run["dry_run"] else left,
-        "conflicts": conflicts, "budget_in_window": used, "budget_limit": limit,
-        "budget_window_s": window, "budget_applies": applies, "eta_seconds": eta, "summary": run["summary"],
-    }  # fmt: skip
+        "run_id": run_id,
+        "source": run["source"],
+        "status": run["status"],
+        "dry_run": run["dry_run"],
+        "started_at": run["started_at"],
+        "batches": stages,
+        "drafts": drafts,
+        "commits_done": commits_done,
+        "commits_left": 0 if run["dry_run"] else left,
+        "conflicts": conflicts,
+        "budget_in_window": used,
+        "budget_limit": limit,
+        "budget_window_s": window,
+        "budget_applies": applies,
+        "eta_seconds": eta,
+        "summary": run["summary"],
+    }
 
 
 def kept_words(settings: Settings, run_id: str) -> str:

@@ -90,7 +90,9 @@ def discover(settings: Settings, sources: list[str] | None = None) -> list[Found
     names = sorted(IMPORTERS) if sources is None else list(sources)
     unknown = [s for s in names if s not in IMPORTERS]
     if unknown:
-        raise ConfigError(f"unknown source(s) {', '.join(unknown)}", hint=f"known: {', '.join(sorted(IMPORTERS))}")
+        raise ConfigError(
+            f"unknown source(s) {', '.join(unknown)}", hint=f"known: {', '.join(sorted(IMPORTERS))}"
+        )
     folders = local_folders()
     found: list[Found] = []
     for source in names:
@@ -120,7 +122,9 @@ def select(found: list[Found], complete: Callable[[Found], bool]) -> list[tuple[
     return out
 
 
-def completed_checker(settings: Settings, llm: str | None, dry_run: bool) -> Callable[[Found], bool]:
+def completed_checker(
+    settings: Settings, llm: str | None, dry_run: bool
+) -> Callable[[Found], bool]:
     """Has this exact export (by fingerprint) had a complete run with this model and prompt version?"""
     from providers import get_drafter
     from store.db import Database
@@ -135,19 +139,32 @@ def completed_checker(settings: Settings, llm: str | None, dry_run: bool) -> Cal
         finally:
             db.close()
         return {
-            (r["source"], r["export_fingerprint"]) for r in rows
-            if r["status"] == "complete" and bool(r["dry_run"]) == dry_run
-            and r["model"] == drafter.model and r["prompt_version"] == drafter.prompt_version
-        }  # fmt: skip
+            (r["source"], r["export_fingerprint"])
+            for r in rows
+            if r["status"] == "complete"
+            and bool(r["dry_run"]) == dry_run
+            and r["model"] == drafter.model
+            and r["prompt_version"] == drafter.prompt_version
+        }
 
     return lambda f: (f.source, pl.fingerprint(f.path)) in done()
 
 
 # ---------------------------------------------------------------- the flow
 
-_SUMMED = ("conversations", "conversations_new", "conversations_changed", "batches_total",
-           "drafter_calls", "commits", "memories_created", "rejected_evidence",
-           "indexed_messages", "embedded_messages", "embedded_memories")  # fmt: skip
+_SUMMED = (
+    "conversations",
+    "conversations_new",
+    "conversations_changed",
+    "batches_total",
+    "drafter_calls",
+    "commits",
+    "memories_created",
+    "rejected_evidence",
+    "indexed_messages",
+    "embedded_messages",
+    "embedded_memories",
+)
 
 
 class ReimportFailed(PmemError):
@@ -156,7 +173,10 @@ class ReimportFailed(PmemError):
 
 @flow(name="reimport", log_prints=False, validate_parameters=True)
 def reimport(
-    llm: str | None = None, dry_run: bool = False, sources: list[str] | None = None, embed: bool = True
+    llm: str | None = None,
+    dry_run: bool = False,
+    sources: list[str] | None = None,
+    embed: bool = True,
 ) -> dict[str, Any]:
     """Re-import every export in the inbox and the local session folders; draft and commit only
     what is new or changed. Each export's backfill ends with its new messages indexed for recall
@@ -171,24 +191,44 @@ def reimport(
     crashed = ps.sweep_crashed_runs(settings, exclude={own} if own else None)
     found = discover(settings, sources)
     plan = select(found, completed_checker(settings, llm, dry_run))
-    summary: dict[str, Any] = {"status": "complete", "dry_run": dry_run, "embed": embed, "exports": [],
-                               "crashed_runs_marked": len(crashed), **dict.fromkeys(_SUMMED, 0),
-                               "messages_without_vectors": None}  # fmt: skip
-    logger.info("reimport: %d export(s) found, %d to run", len(found), sum(a == "run" for _, a in plan))
+    summary: dict[str, Any] = {
+        "status": "complete",
+        "dry_run": dry_run,
+        "embed": embed,
+        "exports": [],
+        "crashed_runs_marked": len(crashed),
+        **dict.fromkeys(_SUMMED, 0),
+        "messages_without_vectors": None,
+    }
+    logger.info(
+        "reimport: %d export(s) found, %d to run", len(found), sum(a == "run" for _, a in plan)
+    )
     with ps.tracked_runs(settings):
         for item, action in plan:
-            entry: dict[str, Any] = {"source": item.source, "export_path": str(item.path), "origin": item.origin,
-                                     "action": action}  # fmt: skip
+            entry: dict[str, Any] = {
+                "source": item.source,
+                "export_path": str(item.path),
+                "origin": item.origin,
+                "action": action,
+            }
             summary["exports"].append(entry)
             if action != "run":
                 logger.info("%s %s: %s", item.source, item.path, action)
                 continue
             try:
-                s = backfill(source=item.source, export_path=str(item.path), dry_run=dry_run, llm=llm, embed=embed)
+                s = backfill(
+                    source=item.source,
+                    export_path=str(item.path),
+                    dry_run=dry_run,
+                    llm=llm,
+                    embed=embed,
+                )
             except RateLimitStop as err:
                 entry.update(status="stopped", error=type(err).__name__)
                 summary["status"] = "stopped"
-                logger.warning("%s %s: rate-limit stop; the next run resumes", item.source, item.path)
+                logger.warning(
+                    "%s %s: rate-limit stop; the next run resumes", item.source, item.path
+                )
                 break
             except Exception as err:  # noqa: BLE001 (one bad export must not block the others)
                 entry.update(status="failed", error=type(err).__name__)
@@ -202,23 +242,46 @@ def reimport(
                 summary["messages_without_vectors"] = s["messages_without_vectors"]
             if s["status"] != "complete" and summary["status"] == "complete":
                 summary["status"] = "incomplete"  # failed batches: the next re-import retries them
-            logger.info("%s %s: run %s %s, %d new, %d changed, %d drafter calls, %d commits, %d messages embedded",
-                        item.source, item.path, s["run_id"], s["status"], s["conversations_new"],
-                        s["conversations_changed"], s["drafter_calls"], s["commits"], s["embedded_messages"])  # fmt: skip
+            logger.info(
+                "%s %s: run %s %s, %d new, %d changed, %d drafter calls, %d commits, %d messages embedded",
+                item.source,
+                item.path,
+                s["run_id"],
+                s["status"],
+                s["conversations_new"],
+                s["conversations_changed"],
+                s["drafter_calls"],
+                s["commits"],
+                s["embedded_messages"],
+            )
     summary["summaries"] = _refresh_summaries(summary, dry_run, logger)
-    logger.info("reimport %s: %d drafter calls, %d commits", summary["status"], summary["drafter_calls"],
-                summary["commits"])  # fmt: skip
+    logger.info(
+        "reimport %s: %d drafter calls, %d commits",
+        summary["status"],
+        summary["drafter_calls"],
+        summary["commits"],
+    )
     if summary["status"] == "failed":
-        failed = [f"{e['source']}:{e['export_path']}" for e in summary["exports"] if e.get("status") == "failed"]
-        raise ReimportFailed(f"{len(failed)} export(s) failed: {', '.join(failed)}",
-                             hint="run `pmem backfill --source S --export PATH` on one to see why")  # fmt: skip
+        failed = [
+            f"{e['source']}:{e['export_path']}"
+            for e in summary["exports"]
+            if e.get("status") == "failed"
+        ]
+        raise ReimportFailed(
+            f"{len(failed)} export(s) failed: {', '.join(failed)}",
+            hint="run `pmem backfill --source S --export PATH` on one to see why",
+        )
     return summary
 
 
-SUMMARY_LLM_ENV = "PMEM_SUMMARY_LLM"  # who writes the monthly summaries on the schedule (default: offline)
+SUMMARY_LLM_ENV = (
+    "PMEM_SUMMARY_LLM"  # who writes the monthly summaries on the schedule (default: offline)
+)
 
 
-def _refresh_summaries(summary: dict[str, Any], dry_run: bool, logger: Any) -> dict[str, Any] | None:
+def _refresh_summaries(
+    summary: dict[str, Any], dry_run: bool, logger: Any
+) -> dict[str, Any] | None:
     """After the exports: the months that received new material get a new summary, then the
     profile (`pmem summarize`; unchanged months are skipped without a model call). Not after a
     dry run or a rate-limit stop; a failure here is reported, never fails the re-import."""
@@ -231,7 +294,14 @@ def _refresh_summaries(summary: dict[str, Any], dry_run: bool, logger: Any) -> d
     except Exception as err:  # noqa: BLE001 (the summaries are derived; the next run redoes them)
         logger.warning("summaries not refreshed (%s)", type(err).__name__)
         return {"status": "failed", "error": type(err).__name__}
-    keys = ("status", "months_total", "months_drafted", "months_skipped", "drafter_calls", "profile_updated")
+    keys = (
+        "status",
+        "months_total",
+        "months_drafted",
+        "months_skipped",
+        "drafter_calls",
+        "profile_updated",
+    )
     return {k: out[k] for k in keys}
 
 
@@ -251,8 +321,14 @@ def local_timezone() -> str:
     return time_zone()[0]
 
 
-def build_deployment(settings: Settings, cron: str | None = None, *, name: str = DEPLOYMENT_NAME,
-                     timezone: str | None = None, parameters: dict[str, Any] | None = None) -> Any:  # fmt: skip
+def build_deployment(
+    settings: Settings,
+    cron: str | None = None,
+    *,
+    name: str = DEPLOYMENT_NAME,
+    timezone: str | None = None,
+    parameters: dict[str, Any] | None = None,
+) -> Any:
     """The `reimport/<name>` deployment with its cron schedule (a RunnerDeployment)."""
     from prefect.client.schemas.schedules import CronSchedule
     from prefect.schedules import Cron
@@ -265,20 +341,33 @@ def build_deployment(settings: Settings, cron: str | None = None, *, name: str =
         CronSchedule(cron=cron, timezone=tz)  # validates both (the Cron factory does not)
         schedule = Cron(cron, timezone=tz)
     except (ValidationError, ValueError) as err:
-        raise ConfigError(f"invalid schedule: cron {cron!r}, timezone {tz!r}",
-                          hint="a cron has five fields, e.g. '0 3 1 * *'; a timezone is IANA, e.g. Asia/Tokyo") from err  # fmt: skip
+        raise ConfigError(
+            f"invalid schedule: cron {cron!r}, timezone {tz!r}",
+            hint="a cron has five fields, e.g. '0 3 1 * *'; a timezone is IANA, e.g. Asia/Tokyo",
+        ) from err
     return reimport.to_deployment(
-        name=name, schedule=schedule, parameters=parameters or {}, tags=[ps.data_tag(settings)],
+        name=name,
+        schedule=schedule,
+        parameters=parameters or {},
+        tags=[ps.data_tag(settings)],
         description="Monthly re-import: new exports in the inbox and the local Codex / Claude Code sessions.",
         entrypoint_type=EntrypointType.MODULE_PATH,  # runs from any working directory
-    )  # fmt: skip
+    )
 
 
-def serve_schedule(settings: Settings, cron: str | None = None, *, name: str = DEPLOYMENT_NAME,
-                   timezone: str | None = None, parameters: dict[str, Any] | None = None) -> None:  # fmt: skip
+def serve_schedule(
+    settings: Settings,
+    cron: str | None = None,
+    *,
+    name: str = DEPLOYMENT_NAME,
+    timezone: str | None = None,
+    parameters: dict[str, Any] | None = None,
+) -> None:
     """Register the deployment and execute its runs until interrupted (blocks). The schedule is
     paused when the serve process stops, so no late runs pile up while nothing serves them."""
     from prefect import serve
 
-    deployment = build_deployment(settings, cron, name=name, timezone=timezone, parameters=parameters)
+    deployment = build_deployment(
+        settings, cron, name=name, timezone=timezone, parameters=parameters
+    )
     serve(deployment, pause_on_shutdown=True, print_starting_message=False)

@@ -30,7 +30,9 @@ class DraftReview:
     summary: str = ""  # the new record's summary (create)
     aliases_added: list[str] = field(default_factory=list)
     evidence_added: list[tuple[str, str]] = field(default_factory=list)  # (source key, text)
-    refusal: str | None = None  # machine-readable: "target-not-offered", "no-verified-evidence", ...
+    refusal: str | None = (
+        None  # machine-readable: "target-not-offered", "no-verified-evidence", ...
+    )
     target_memory_id: str | None = None  # what an append named (also when refused)
 
 
@@ -45,15 +47,24 @@ class Review:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "run_id": self.run_id, "counts": self.counts, "tokens": self.tokens,
-            "cost_usd": self.cost_usd, "model": self.model,
+            "run_id": self.run_id,
+            "counts": self.counts,
+            "tokens": self.tokens,
+            "cost_usd": self.cost_usd,
+            "model": self.model,
             "items": [d.__dict__ for d in self.drafts],
-        }  # fmt: skip
+        }
 
 
 def _record_lines(rec: dict[str, Any]) -> list[str]:
-    lines = [f"title: {rec['title']}", f"kind: {rec['kind']}", f"aliases: {', '.join(rec['aliases'])}",
-             f"tags: {', '.join(rec['tags'])}", f"index summary: {rec['index_summary']}", ""]  # fmt: skip
+    lines = [
+        f"title: {rec['title']}",
+        f"kind: {rec['kind']}",
+        f"aliases: {', '.join(rec['aliases'])}",
+        f"tags: {', '.join(rec['tags'])}",
+        f"index summary: {rec['index_summary']}",
+        "",
+    ]
     return lines + rec["canonical_summary"].splitlines()
 
 
@@ -66,13 +77,17 @@ def build_review(runs: RunStore, store: MemoryStore, runs_dir: Path, run_id: str
     tokens = {"input": 0, "output": 0}
     model = run["model"]
     for b in runs.batches_of_run(run_id):
-        result = read_result(batch_dir(runs_dir, run_id, b["batch_id"]) / "result.json", b["batch_id"])
+        result = read_result(
+            batch_dir(runs_dir, run_id, b["batch_id"]) / "result.json", b["batch_id"]
+        )
         if result is None:
             continue
         tokens["input"] += result["tokens"]["input"]
         tokens["output"] += result["tokens"]["output"]
         for raw in result["drafts"]:
-            items.append(_review_draft(store, b["batch_id"], VerifiedDraft.model_validate(raw), rejected))
+            items.append(
+                _review_draft(store, b["batch_id"], VerifiedDraft.model_validate(raw), rejected)
+            )
     counts = {
         "drafts": len(items),
         "new": sum(d.action == "create" for d in items),
@@ -86,20 +101,36 @@ def build_review(runs: RunStore, store: MemoryStore, runs_dir: Path, run_id: str
     return Review(run_id, items, counts, tokens, cost, model)
 
 
-def _review_draft(store: MemoryStore, batch_id: str, v: VerifiedDraft, rejected: frozenset[str]) -> DraftReview:
+def _review_draft(
+    store: MemoryStore, batch_id: str, v: VerifiedDraft, rejected: frozenset[str]
+) -> DraftReview:
     d = v.draft
-    r = DraftReview(batch_id=batch_id, draft_id=d.draft_id, title=d.title, action=d.action,
-                    rejected=d.draft_id in rejected,
-                    evidence_added=[(e.message_key, e.text) for e in v.evidence])  # fmt: skip
-    new = {"kind": d.memory_kind, "title": d.title, "canonical_summary": d.canonical_summary,
-           "index_summary": d.index_summary, "aliases": d.aliases, "tags": d.tags,
-           "occurred_at": None, "valid_from": None}  # fmt: skip
+    r = DraftReview(
+        batch_id=batch_id,
+        draft_id=d.draft_id,
+        title=d.title,
+        action=d.action,
+        rejected=d.draft_id in rejected,
+        evidence_added=[(e.message_key, e.text) for e in v.evidence],
+    )
+    new = {
+        "kind": d.memory_kind,
+        "title": d.title,
+        "canonical_summary": d.canonical_summary,
+        "index_summary": d.index_summary,
+        "aliases": d.aliases,
+        "tags": d.tags,
+        "occurred_at": None,
+        "valid_from": None,
+    }
     r.target_memory_id = d.target_memory_id if d.action == "append" else None
     if not v.committable:
         r.action, r.reason, r.refusal = "uncommittable", v.reason, v.reason
         if v.reason == TARGET_NOT_OFFERED:
-            r.reason = (f"{TARGET_NOT_OFFERED}: refused, this draft named memory {d.target_memory_id} "
-                        f"(revision {d.expected_revision}), which was not given to its batch at that revision")  # fmt: skip
+            r.reason = (
+                f"{TARGET_NOT_OFFERED}: refused, this draft named memory {d.target_memory_id} "
+                f"(revision {d.expected_revision}), which was not given to its batch at that revision"
+            )
         return r
     if d.action != "append" or not d.target_memory_id:
         r.action, r.summary, r.aliases_added = "create", d.canonical_summary, list(d.aliases)
@@ -109,19 +140,33 @@ def _review_draft(store: MemoryStore, batch_id: str, v: VerifiedDraft, rejected:
     except MemoryNotFound:
         r.action, r.reason = "uncommittable", "target-missing"
         return r
-    current = {"kind": cur.kind, "title": cur.title, "canonical_summary": cur.canonical_summary,
-               "index_summary": cur.index_summary, "aliases": cur.aliases, "tags": cur.tags,
-               "occurred_at": None, "valid_from": None}  # fmt: skip
+    current = {
+        "kind": cur.kind,
+        "title": cur.title,
+        "canonical_summary": cur.canonical_summary,
+        "index_summary": cur.index_summary,
+        "aliases": cur.aliases,
+        "tags": cur.tags,
+        "occurred_at": None,
+        "valid_from": None,
+    }
     merged = merge_append(current, new)
-    r.diff = list(difflib.unified_diff(
-        _record_lines(current), _record_lines(merged),
-        fromfile=f"{cur.id} r{cur.current_revision}", tofile=f"{cur.id} (proposed)", lineterm="",
-    ))  # fmt: skip
+    r.diff = list(
+        difflib.unified_diff(
+            _record_lines(current),
+            _record_lines(merged),
+            fromfile=f"{cur.id} r{cur.current_revision}",
+            tofile=f"{cur.id} (proposed)",
+            lineterm="",
+        )
+    )
     r.aliases_added = [a for a in merged["aliases"] if a not in cur.aliases]
     have = {(e["source_key"], e["text"]) for e in cur.evidence}
     r.evidence_added = [e for e in r.evidence_added if e not in have]
     if cur.current_revision != d.expected_revision:
-        r.reason = f"target moved on: revision {cur.current_revision}, draft expects {d.expected_revision}"
+        r.reason = (
+            f"target moved on: revision {cur.current_revision}, draft expects {d.expected_revision}"
+        )
     return r
 
 
@@ -148,7 +193,11 @@ def to_markdown(rv: Review) -> str:
     out = _header(rv)
     for d in rv.drafts:
         flag = " (rejected)" if d.rejected else ""
-        out += ["", f"## {d.title} [{d.action}{flag}]", f"draft `{d.draft_id}` in batch `{d.batch_id}`"]
+        out += [
+            "",
+            f"## {d.title} [{d.action}{flag}]",
+            f"draft `{d.draft_id}` in batch `{d.batch_id}`",
+        ]
         if d.reason:
             out.append(f"> {d.reason}")
         if d.action == "create":
@@ -169,14 +218,23 @@ pre{background:#f6f8fa;padding:.75rem;overflow:auto}.add{color:#116329;backgroun
 
 def to_html(rv: Review) -> str:
     e = html.escape
-    parts = [f"<!doctype html><html lang=\"und\"><meta charset=\"utf-8\"><title>{e('Review ' + rv.run_id)}</title>",
-             f"<style>{_CSS}</style><body>"]  # fmt: skip
+    parts = [
+        f'<!doctype html><html lang="und"><meta charset="utf-8"><title>{e("Review " + rv.run_id)}</title>',
+        f"<style>{_CSS}</style><body>",
+    ]
     head = _header(rv)
-    parts.append(f"<h1>{e(head[0][2:])}</h1>" + "".join(f"<p class=meta>{e(line)}</p>" for line in head[2:] if line))
+    parts.append(
+        f"<h1>{e(head[0][2:])}</h1>"
+        + "".join(f"<p class=meta>{e(line)}</p>" for line in head[2:] if line)
+    )
     for d in rv.drafts:
         cls = " class=rej" if d.rejected else ""
-        parts.append(f"<section{cls}><h2>{e(d.title)} <small>[{e(d.action)}{' rejected' if d.rejected else ''}]</small></h2>")
-        parts.append(f"<p class=meta>draft <code>{e(d.draft_id)}</code> in batch <code>{e(d.batch_id)}</code></p>")
+        parts.append(
+            f"<section{cls}><h2>{e(d.title)} <small>[{e(d.action)}{' rejected' if d.rejected else ''}]</small></h2>"
+        )
+        parts.append(
+            f"<p class=meta>draft <code>{e(d.draft_id)}</code> in batch <code>{e(d.batch_id)}</code></p>"
+        )
         if d.reason:
             parts.append(f"<p><em>{e(d.reason)}</em></p>")
         if d.action == "create":
@@ -184,12 +242,19 @@ def to_html(rv: Review) -> str:
         if d.diff:
             rows = []
             for line in d.diff:
-                c = "add" if line.startswith("+") and not line.startswith("+++") else (
-                    "del" if line.startswith("-") and not line.startswith("---") else "")
+                c = (
+                    "add"
+                    if line.startswith("+") and not line.startswith("+++")
+                    else ("del" if line.startswith("-") and not line.startswith("---") else "")
+                )
                 rows.append(f"<span class={c}>{e(line)}</span>" if c else e(line))
             parts.append("<pre>" + "\n".join(rows) + "</pre>")
         if d.evidence_added:
-            parts.append("<ul>" + "".join(f"<li><code>{e(k)}</code> {e(t)}</li>" for k, t in d.evidence_added) + "</ul>")
+            parts.append(
+                "<ul>"
+                + "".join(f"<li><code>{e(k)}</code> {e(t)}</li>" for k, t in d.evidence_added)
+                + "</ul>"
+            )
         parts.append("</section>")
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -69,12 +69,16 @@ class SummarizeRun:
         """Keywords are weighed across every month: read them once, one month at a time, and
         only when some month is to be drafted."""
         if not self._corpus_ready:
-            self.summarizer.keyword_corpus(self.store.month_inputs(m, self.time_zone) for m in months)
+            self.summarizer.keyword_corpus(
+                self.store.month_inputs(m, self.time_zone) for m in months
+            )
             self._corpus_ready = True
 
 
 _RUNS: dict[str, SummarizeRun] = {}
-_progress: list[Event] = []  # this process's progress listeners (the CLI's bar); never a flow parameter
+_progress: list[
+    Event
+] = []  # this process's progress listeners (the CLI's bar); never a flow parameter
 
 
 def set_progress(listener: Event | None) -> None:
@@ -82,7 +86,14 @@ def set_progress(listener: Event | None) -> None:
 
 
 def run_identity(summarizer: Summarizer, time_zone: str) -> str:
-    key = "\0".join((summarizer.model, summarizer.month_prompt_version, summarizer.profile_prompt_version, time_zone))
+    key = "\0".join(
+        (
+            summarizer.model,
+            summarizer.month_prompt_version,
+            summarizer.profile_prompt_version,
+            time_zone,
+        )
+    )
     return hashlib.sha256(key.encode()).hexdigest()[:10]
 
 
@@ -111,10 +122,14 @@ def preview(settings: Settings) -> dict[str, Any]:
             chars += sum(len(msg.text) for msg in inputs.messages)
     finally:
         db.close()
-    return {"conversations_to_draft": len(convs), "characters": chars,
-            "sources": [f"{len(months)} months of your messages and case records"],
-            "first_date": months[0] if months else None, "last_date": months[-1] if months else None,
-            "excluded": 0}  # fmt: skip
+    return {
+        "conversations_to_draft": len(convs),
+        "characters": chars,
+        "sources": [f"{len(months)} months of your messages and case records"],
+        "first_date": months[0] if months else None,
+        "last_date": months[-1] if months else None,
+        "excluded": 0,
+    }
 
 
 def open_run(settings: Settings, llm: str | None) -> SummarizeRun:
@@ -128,7 +143,9 @@ def open_run(settings: Settings, llm: str | None) -> SummarizeRun:
     tz = time_zone()[0]
     ident = run_identity(summarizer, tz)
     run_id = None
-    for state in sorted(settings.runs_dir.glob(f"summarize-{ident}-*/run-state.json"), reverse=True):
+    for state in sorted(
+        settings.runs_dir.glob(f"summarize-{ident}-*/run-state.json"), reverse=True
+    ):
         try:
             doc = read_checked(state, STATE_SCHEMA)
         except ResultFileError:
@@ -156,12 +173,19 @@ def close_run(run: SummarizeRun) -> None:
 def _write_state(run: SummarizeRun, status: str, extra: dict[str, Any] | None = None) -> None:
     write_atomic(
         run.folder / "run-state.json",
-        {"run_id": run.run_id, "kind": "summarize", "status": status, "model": run.summarizer.model,
-         "month_prompt_version": run.summarizer.month_prompt_version,
-         "profile_prompt_version": run.summarizer.profile_prompt_version, "time_zone": run.time_zone,
-         "updated_at": datetime.now(UTC).isoformat(), **(extra or {})},
+        {
+            "run_id": run.run_id,
+            "kind": "summarize",
+            "status": status,
+            "model": run.summarizer.model,
+            "month_prompt_version": run.summarizer.month_prompt_version,
+            "profile_prompt_version": run.summarizer.profile_prompt_version,
+            "time_zone": run.time_zone,
+            "updated_at": datetime.now(UTC).isoformat(),
+            **(extra or {}),
+        },
         STATE_SCHEMA,
-    )  # fmt: skip
+    )
 
 
 # ---------------------------------------------------------------- one month
@@ -173,7 +197,12 @@ def summarize_month(run: SummarizeRun, month: str, all_months: list[str]) -> dic
     inputs = run.inputs(month)
     h = inputs.inputs_hash
     latest = run.store.latest(month)
-    if latest and latest.inputs_hash == h and latest.model == s.model and latest.prompt_version == s.month_prompt_version:
+    if (
+        latest
+        and latest.inputs_hash == h
+        and latest.model == s.model
+        and latest.prompt_version == s.month_prompt_version
+    ):
         return {"month": month, "status": "skipped", "version": latest.version, "drafted": 0}
     path = run.month_file(month)
     draft: MonthDraft | None = None
@@ -189,15 +218,34 @@ def summarize_month(run: SummarizeRun, month: str, all_months: list[str]) -> dic
         draft = s.summarize_month(inputs)
         drafted = 1
         _keep_own_citations(draft, inputs)
-        write_atomic(path, {"month": month, "inputs_hash": h, "model": s.model,
-                            "prompt_version": s.month_prompt_version, "draft": draft.to_json()},
-                     MONTH_SCHEMA)  # fmt: skip
+        write_atomic(
+            path,
+            {
+                "month": month,
+                "inputs_hash": h,
+                "model": s.model,
+                "prompt_version": s.month_prompt_version,
+                "draft": draft.to_json(),
+            },
+            MONTH_SCHEMA,
+        )
     stored = run.store.add_month(
-        month, draft, inputs_hash=h, model=s.model, prompt_version=s.month_prompt_version,
-        time_zone=run.time_zone, run_id=run.run_id,
-    )  # fmt: skip
-    return {"month": month, "status": "drafted" if drafted else "stored", "version": stored.version,
-            "drafted": drafted, "input_tokens": draft.input_tokens, "output_tokens": draft.output_tokens}  # fmt: skip
+        month,
+        draft,
+        inputs_hash=h,
+        model=s.model,
+        prompt_version=s.month_prompt_version,
+        time_zone=run.time_zone,
+        run_id=run.run_id,
+    )
+    return {
+        "month": month,
+        "status": "drafted" if drafted else "stored",
+        "version": stored.version,
+        "drafted": drafted,
+        "input_tokens": draft.input_tokens,
+        "output_tokens": draft.output_tokens,
+    }
 
 
 def _keep_own_citations(draft: MonthDraft, inputs: MonthInputs) -> None:
@@ -215,16 +263,31 @@ def build_profile(run: SummarizeRun) -> dict[str, Any]:
         return {"updated": False, "version": None, "drafted": 0}
     h = profile_inputs_hash(months)
     latest = run.store.profile()
-    if latest and latest.inputs_hash == h and latest.model == s.model and latest.prompt_version == s.profile_prompt_version:
+    if (
+        latest
+        and latest.inputs_hash == h
+        and latest.model == s.model
+        and latest.prompt_version == s.profile_prompt_version
+    ):
         return {"updated": False, "version": latest.version, "drafted": 0}
     draft = s.summarize_profile(months)
     known = {m for mo in months for m in mo.memory_ids}
     draft.memory_ids = [m for m in draft.memory_ids if m in known]
     draft.months = [m for m in draft.months if m in {mo.month for mo in months}]
-    stored = run.store.add_profile(draft, inputs_hash=h, model=s.model, prompt_version=s.profile_prompt_version,
-                                   run_id=run.run_id)  # fmt: skip
-    return {"updated": True, "version": stored.version, "drafted": 1,
-            "input_tokens": draft.input_tokens, "output_tokens": draft.output_tokens}  # fmt: skip
+    stored = run.store.add_profile(
+        draft,
+        inputs_hash=h,
+        model=s.model,
+        prompt_version=s.profile_prompt_version,
+        run_id=run.run_id,
+    )
+    return {
+        "updated": True,
+        "version": stored.version,
+        "drafted": 1,
+        "input_tokens": draft.input_tokens,
+        "output_tokens": draft.output_tokens,
+    }
 
 
 # ---------------------------------------------------------------- the whole run
@@ -243,10 +306,14 @@ PLAIN_STEPS = Steps(
 
 
 def run_summarize(
-    run: SummarizeRun, months: list[str] | None = None, *, steps: Steps = PLAIN_STEPS,
+    run: SummarizeRun,
+    months: list[str] | None = None,
+    *,
+    steps: Steps = PLAIN_STEPS,
     on_event: Event | None = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> dict[str, Any]:
     """Every month (or the chosen ones) in order, then the profile. Returns the summary object."""
+
     def emit(kind: str, data: dict[str, Any]) -> None:
         for listener in [*([on_event] if on_event else []), *_progress]:
             listener(kind, data)
@@ -260,13 +327,20 @@ def run_summarize(
 
     def totals(status: str) -> dict[str, Any]:
         return {
-            "run_id": run.run_id, "status": status, "model": run.summarizer.model,
-            "time_zone": run.time_zone, "months_total": len(chosen),
-            "months_drafted": counts["drafted"] + counts["stored"], "months_skipped": counts["skipped"],
-            "drafter_calls": counts["drafted"] + prof["drafted"], "profile_updated": prof["updated"],
-            "profile_version": prof["version"], "input_tokens": tokens[0], "output_tokens": tokens[1],
+            "run_id": run.run_id,
+            "status": status,
+            "model": run.summarizer.model,
+            "time_zone": run.time_zone,
+            "months_total": len(chosen),
+            "months_drafted": counts["drafted"] + counts["stored"],
+            "months_skipped": counts["skipped"],
+            "drafter_calls": counts["drafted"] + prof["drafted"],
+            "profile_updated": prof["updated"],
+            "profile_version": prof["version"],
+            "input_tokens": tokens[0],
+            "output_tokens": tokens[1],
             "unknown_months": sorted(set(months or []) - set(all_months)),
-        }  # fmt: skip
+        }
 
     emit("months", {"total": len(chosen)})
     try:
@@ -288,8 +362,9 @@ def run_summarize(
         stop = RateLimitStop(
             f"{run.summarizer.model} is rate limited for another {err.retry_after:.0f}s (Retry-After); "
             "the months summarized so far are kept",
-            run_id=run.run_id, retry_after=err.retry_after,
-        )  # fmt: skip
+            run_id=run.run_id,
+            retry_after=err.retry_after,
+        )
         stop.hint = "run the same command again later: it resumes with the next month"
         stop.summary = totals("stopped")  # type: ignore[attr-defined]
         raise stop from None

@@ -39,11 +39,18 @@ def summarize(llm: str | None = None, months: list[str] | None = None) -> dict[s
     run = sm.open_run(get_settings(), llm)
     try:
         summary = sm.run_summarize(
-            run, months, steps=PREFECT_STEPS,
+            run,
+            months,
+            steps=PREFECT_STEPS,
             on_event=lambda kind, data: logger.info("%s %s", kind, data),
-        )  # fmt: skip
-        logger.info("run %s: %d months drafted, %d skipped, %d drafter calls", summary["run_id"],
-                    summary["months_drafted"], summary["months_skipped"], summary["drafter_calls"])  # fmt: skip
+        )
+        logger.info(
+            "run %s: %d months drafted, %d skipped, %d drafter calls",
+            summary["run_id"],
+            summary["months_drafted"],
+            summary["months_skipped"],
+            summary["drafter_calls"],
+        )
         return summary
     finally:
         sm.close_run(run)

@@ -20,18 +20,29 @@ def _figure_html(months: list[MonthSummary]) -> str:
 
     xs = [m.month for m in months]
     ys = [round(m.sentiment, 3) for m in months]
-    hover = ["<br>".join([m.month, f"sentiment {m.sentiment:+.2f}", ", ".join(m.keywords[:5])]) for m in months]
+    hover = [
+        "<br>".join([m.month, f"sentiment {m.sentiment:+.2f}", ", ".join(m.keywords[:5])])
+        for m in months
+    ]
     fig = go.Figure(
         go.Bar(
-            x=xs, y=ys, hovertext=hover, hoverinfo="text",
+            x=xs,
+            y=ys,
+            hovertext=hover,
+            hoverinfo="text",
             marker_color=["#c0392b" if y < 0 else "#2e86c1" for y in ys],
         )
-    )  # fmt: skip
+    )
     fig.update_layout(
-        title="Sentiment by month", yaxis={"range": [-1, 1], "title": "sentiment (−1 … 1)"},
-        xaxis={"type": "category", "title": "month"}, height=380, margin={"l": 60, "r": 20, "t": 50, "b": 60},
-    )  # fmt: skip
-    return fig.to_html(full_html=False, include_plotlyjs=True, div_id="sentiment", config={"displaylogo": False})
+        title="Sentiment by month",
+        yaxis={"range": [-1, 1], "title": "sentiment (−1 … 1)"},
+        xaxis={"type": "category", "title": "month"},
+        height=380,
+        margin={"l": 60, "r": 20, "t": 50, "b": 60},
+    )
+    return fig.to_html(
+        full_html=False, include_plotlyjs=True, div_id="sentiment", config={"displaylogo": False}
+    )
 
 
 _CLICK = """<script>
@@ -63,13 +74,18 @@ def write_timeline(months: list[MonthSummary], profile: Profile | None, out: Pat
     e = html.escape
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'><title>personal-memory timeline</title>",
-        _STYLE, "</head><body><h1>Timeline</h1>",
-    ]  # fmt: skip
+        _STYLE,
+        "</head><body><h1>Timeline</h1>",
+    ]
     if not months:
         parts.append("<p id='empty'>No monthly summaries yet: run <code>pmem summarize</code>.</p>")
     else:
         parts.append(_figure_html(months))
-        parts.append("<nav>" + "".join(f"<a href='#m-{e(m.month)}'>{e(m.month)}</a>" for m in months) + "</nav>")
+        parts.append(
+            "<nav>"
+            + "".join(f"<a href='#m-{e(m.month)}'>{e(m.month)}</a>" for m in months)
+            + "</nav>"
+        )
     if profile is not None:
         parts.append(f"<h2>Profile <small>(version {profile.version})</small></h2>")
         parts.append(f"<div class='summary' id='profile'>{e(profile.profile)}</div>")

@@ -84,11 +84,16 @@ class Change:
         """The row to record for this file (``changes`` from its import)."""
         prev = self.previous
         base = FileState(
-            path=str(self.path), root=self.root, source=self.source, size=self.size,
-            mtime_ns=self.mtime_ns, content_hash=self.content_hash,
-            read_to=prev.read_to if prev else 0, lines_read=prev.lines_read if prev else 0,
+            path=str(self.path),
+            root=self.root,
+            source=self.source,
+            size=self.size,
+            mtime_ns=self.mtime_ns,
+            content_hash=self.content_hash,
+            read_to=prev.read_to if prev else 0,
+            lines_read=prev.lines_read if prev else 0,
             imports=prev.imports if prev else 0,
-        )  # fmt: skip
+        )
         return replace(base, **changes)
 
 
@@ -137,8 +142,10 @@ def interval_seconds(value: float | None = None) -> float:
         try:
             value = float(raw) if raw else DEFAULT_INTERVAL
         except ValueError:
-            raise ConfigError(f"{INTERVAL_ENV}={raw!r} is not a number of seconds",
-                              hint="e.g. PMEM_WATCH_INTERVAL=600 (every 10 minutes)") from None  # fmt: skip
+            raise ConfigError(
+                f"{INTERVAL_ENV}={raw!r} is not a number of seconds",
+                hint="e.g. PMEM_WATCH_INTERVAL=600 (every 10 minutes)",
+            ) from None
     if value <= 0:
         raise ConfigError(f"the interval must be more than 0 seconds (got {value:g})")
     return float(value)
@@ -216,13 +223,33 @@ def scan(roots: list[Path], recorded: dict[str, FileState], opts: PassOptions) -
             try:
                 changes.append(_classify(path, str(root), recorded.get(key), opts))
             except OSError as err:  # unreadable now (permissions, removed meanwhile)
-                changes.append(Change(path, str(root), "failed", None, 0, 0, reason=f"unreadable:{type(err).__name__}"))
+                changes.append(
+                    Change(
+                        path,
+                        str(root),
+                        "failed",
+                        None,
+                        0,
+                        0,
+                        reason=f"unreadable:{type(err).__name__}",
+                    )
+                )
         root_key = storable(str(root))
         for key, prev in recorded.items():
             if prev.gone or key in seen or prev.root != root_key:
                 continue
-            changes.append(Change(Path(prev.path), prev.root, "gone", prev.source, prev.size, prev.mtime_ns,
-                                  prev.content_hash, prev))  # fmt: skip
+            changes.append(
+                Change(
+                    Path(prev.path),
+                    prev.root,
+                    "gone",
+                    prev.source,
+                    prev.size,
+                    prev.mtime_ns,
+                    prev.content_hash,
+                    prev,
+                )
+            )
     return changes
 
 
@@ -248,7 +275,9 @@ def _classify(path: Path, root: str, prev: FileState | None, opts: PassOptions) 
         return Change(path, root, "new", source, size, mtime, chash, None, hashed=True)
     if opts.full:
         chash, _ = fingerprint(path, size)
-        return Change(path, root, "changed", prev.source, size, mtime, chash, prev, reason="full", hashed=True)
+        return Change(
+            path, root, "changed", prev.source, size, mtime, chash, prev, reason="full", hashed=True
+        )
     if same_stat and not opts.verify:
         return Change(path, root, "unchanged", prev.source, size, mtime, prev.content_hash, prev)
     grew = size > prev.size
@@ -291,7 +320,9 @@ def import_change(ledger: Any, change: Change) -> tuple[dict[str, Any], FileStat
     if tail_of is None:
         stats = run_import(ledger, change.source, str(change.path))
         stats.update(read_from=0, read_to=change.size)
-        return stats, change.state(read_to=change.size, lines_read=0, imports=(prev.imports if prev else 0) + 1)
+        return stats, change.state(
+            read_to=change.size, lines_read=0, imports=(prev.imports if prev else 0) + 1
+        )
     read_tail, merge = tail_of
     grown = change.action == "grown" and prev is not None
     start = prev.read_to if grown and prev is not None else 0
@@ -314,25 +345,50 @@ def import_change(ledger: Any, change: Change) -> tuple[dict[str, Any], FileStat
     stats = run_import(ledger, change.source, str(change.path), items=items)
     end, last = ended.get("end", start), ended.get("last_line", first - 1)
     stats.update(read_from=start, read_to=end)
-    return stats, change.state(read_to=end, lines_read=last, imports=(prev.imports if prev else 0) + 1)
+    return stats, change.state(
+        read_to=end, lines_read=last, imports=(prev.imports if prev else 0) + 1
+    )
 
 
 # ---------------------------------------------------------------- the pass
 
-_SUMMED = ("conversations_new", "conversations_changed", "conversations_unchanged", "messages_new",
-           "quarantined", "bytes_read")  # fmt: skip
+_SUMMED = (
+    "conversations_new",
+    "conversations_changed",
+    "conversations_unchanged",
+    "messages_new",
+    "quarantined",
+    "bytes_read",
+)
 
 
 def new_summary(pass_id: str, roots: list[Path], opts: PassOptions) -> dict[str, Any]:
     return {
-        "pass_id": pass_id, "status": "complete", "trigger": opts.trigger, "paths": [str(r) for r in roots],
-        "paths_missing": [str(r) for r in roots if not r.exists()], "full": opts.full, "verify": opts.verify,
-        "files": dict.fromkeys(ACTIONS, 0), "files_checked": 0, "files_hashed": 0, "files_imported": 0,
-        **dict.fromkeys(_SUMMED, 0), "imported": [], "errors": [], "indexed_messages": 0,
-        "embedded_messages": 0, "messages_without_vectors": None, "messages_without_forms": 0, "vectors": None,
+        "pass_id": pass_id,
+        "status": "complete",
+        "trigger": opts.trigger,
+        "paths": [str(r) for r in roots],
+        "paths_missing": [str(r) for r in roots if not r.exists()],
+        "full": opts.full,
+        "verify": opts.verify,
+        "files": dict.fromkeys(ACTIONS, 0),
+        "files_checked": 0,
+        "files_hashed": 0,
+        "files_imported": 0,
+        **dict.fromkeys(_SUMMED, 0),
+        "imported": [],
+        "errors": [],
+        "indexed_messages": 0,
+        "embedded_messages": 0,
+        "messages_without_vectors": None,
+        "messages_without_forms": 0,
+        "vectors": None,
         "indexed": None,
-        "scan_seconds": 0.0, "import_seconds": 0.0, "index_seconds": 0.0, "elapsed_seconds": 0.0,
-    }  # fmt: skip
+        "scan_seconds": 0.0,
+        "import_seconds": 0.0,
+        "index_seconds": 0.0,
+        "elapsed_seconds": 0.0,
+    }
 
 
 @contextlib.contextmanager
@@ -345,8 +401,13 @@ def _pass_lock(settings: Settings, command: str) -> Iterator[None]:
         yield
 
 
-def run_pass(settings: Settings, paths: list[str] | None = None, opts: PassOptions | None = None,
-             *, command: str = "pmem watch") -> dict[str, Any]:  # fmt: skip
+def run_pass(
+    settings: Settings,
+    paths: list[str] | None = None,
+    opts: PassOptions | None = None,
+    *,
+    command: str = "pmem watch",
+) -> dict[str, Any]:
     """One pass: scan, import what changed, index the new messages. Holds the run lock
     (``RunLocked`` when another run holds it). Returns the summary (counts and paths only)."""
     opts = opts or PassOptions()
@@ -393,32 +454,55 @@ def _run_pass(p: Any, paths: list[str] | None, opts: PassOptions) -> dict[str, A
         t0 = time.monotonic()
         for i, change in enumerate(todo, 1):
             _import_one(p, state, change, summary)
-            _emit(opts, "imported", done=i, total=len(todo), path=str(change.path), action=change.action)
+            _emit(
+                opts,
+                "imported",
+                done=i,
+                total=len(todo),
+                path=str(change.path),
+                action=change.action,
+            )
         summary["import_seconds"] = round(time.monotonic() - t0, 3)
         for c in changes:
             if c.action == "failed" and c not in todo:
-                summary["errors"].append({"file": str(c.path), "record": None, "reason": c.reason, "kind": "file"})
+                summary["errors"].append(
+                    {"file": str(c.path), "record": None, "reason": c.reason, "kind": "file"}
+                )
         if summary["messages_new"] or _pending(p):
             t1 = time.monotonic()
             _emit(opts, "index", messages=summary["messages_new"])
             # the Japanese normal forms are the index's later stage: `--no-embed` leaves them, like
             # the vectors, to `pmem reindex` (as `pmem import --no-embed` does)
             out = index_for_search(p, embed=opts.embed, memories=False, forms=opts.embed)
-            summary.update(indexed=out, indexed_messages=out["indexed_messages"], embedded_messages=out["messages"],
-                           messages_without_vectors=out["messages_without_vectors"], vectors=out["vectors"],
-                           messages_without_forms=out.get("messages_without_forms", 0))  # fmt: skip
+            summary.update(
+                indexed=out,
+                indexed_messages=out["indexed_messages"],
+                embedded_messages=out["messages"],
+                messages_without_vectors=out["messages_without_vectors"],
+                vectors=out["vectors"],
+                messages_without_forms=out.get("messages_without_forms", 0),
+            )
             summary["index_seconds"] = round(time.monotonic() - t1, 3)
         status = "failed" if summary["files"]["failed"] else "complete"
         summary["status"] = status
         return summary
     finally:
         summary["elapsed_seconds"] = round(time.monotonic() - started, 3)
-        stats = {k: v for k, v in summary.items() if k not in ("imported", "errors", "indexed", "paths",
-                                                               "paths_missing")}  # fmt: skip
+        stats = {
+            k: v
+            for k, v in summary.items()
+            if k not in ("imported", "errors", "indexed", "paths", "paths_missing")
+        }
         with contextlib.suppress(Exception):
             state.finish_pass(pass_id, status, stats)
-        _log.info("watch pass %s %s: %d checked, %d imported, %d new messages", pass_id, status,
-                  summary["files_checked"], summary["files_imported"], summary["messages_new"])  # fmt: skip
+        _log.info(
+            "watch pass %s %s: %d checked, %d imported, %d new messages",
+            pass_id,
+            status,
+            summary["files_checked"],
+            summary["files_imported"],
+            summary["messages_new"],
+        )
 
 
 def _pending(p: Any) -> bool:
@@ -433,8 +517,14 @@ def _import_one(p: Any, state: WatchState, change: Change, summary: dict[str, An
         stats, row = import_change(p.ledger, change)
     except InputError as err:  # unknown source, a file that vanished: the next pass retries
         stats, row = {"errors": [], "input_error": str(err)}, None
-        stats["errors"].append({"file": str(change.path), "record": err.record,
-                                "reason": getattr(err, "reason", "unreadable-input"), "kind": "input"})  # fmt: skip
+        stats["errors"].append(
+            {
+                "file": str(change.path),
+                "record": err.record,
+                "reason": getattr(err, "reason", "unreadable-input"),
+                "kind": "input",
+            }
+        )
     if stats["input_error"] or row is None:
         # not recorded: the next pass sees the file as changed again and retries it whole or
         # from where the last good pass stopped (what was read before the damage is kept)
@@ -447,9 +537,17 @@ def _import_one(p: Any, state: WatchState, change: Change, summary: dict[str, An
     for k in _SUMMED:
         summary[k] += stats.get(k, 0)
     summary["errors"] += stats["errors"][: max(0, 1000 - len(summary["errors"]))]
-    summary["imported"].append({
-        "path": str(change.path), "action": change.action, "source": change.source,
-        "read_from": stats["read_from"], "read_to": stats["read_to"], "bytes_read": stats["bytes_read"],
-        "conversations_new": stats["conversations_new"], "conversations_changed": stats["conversations_changed"],
-        "messages_new": stats["messages_new"], "quarantined": stats["quarantined"],
-    })  # fmt: skip
+    summary["imported"].append(
+        {
+            "path": str(change.path),
+            "action": change.action,
+            "source": change.source,
+            "read_from": stats["read_from"],
+            "read_to": stats["read_to"],
+            "bytes_read": stats["bytes_read"],
+            "conversations_new": stats["conversations_new"],
+            "conversations_changed": stats["conversations_changed"],
+            "messages_new": stats["messages_new"],
+            "quarantined": stats["quarantined"],
+        }
+    )

@@ -32,7 +32,9 @@ def _run_name() -> str:
 
 
 @flow(name="watch", flow_run_name=_run_name, log_prints=False, validate_parameters=True)
-def watch(paths: list[str] | None = None, embed: bool = True, verify: bool = False) -> dict[str, Any]:
+def watch(
+    paths: list[str] | None = None, embed: bool = True, verify: bool = False
+) -> dict[str, Any]:
     """One pass over ``paths`` (default: PMEM_WATCH_PATHS, else the PATHs earlier passes
     watched): only changed files are re-imported, then the new messages are indexed."""
     logger = _logger()
@@ -49,12 +51,25 @@ def watch(paths: list[str] | None = None, embed: bool = True, verify: bool = Fal
         summary = w.run_pass(settings, paths, opts, command="pmem watch (Prefect deployment)")
     except RunLocked as err:
         holder = err.holder
-        logger.info("skipped: another run holds the data dir%s; the next pass tries again",
-                    f" (pid {holder.pid})" if holder else "")  # fmt: skip
-        return {"status": "skipped", "reason": "run-locked", "holder_pid": holder.pid if holder else None}
-    logger.info("pass %s %s: %d files checked, %d imported, %d new messages, %d indexed, %d embedded",
-                summary["pass_id"], summary["status"], summary["files_checked"], summary["files_imported"],
-                summary["messages_new"], summary["indexed_messages"], summary["embedded_messages"])  # fmt: skip
+        logger.info(
+            "skipped: another run holds the data dir%s; the next pass tries again",
+            f" (pid {holder.pid})" if holder else "",
+        )
+        return {
+            "status": "skipped",
+            "reason": "run-locked",
+            "holder_pid": holder.pid if holder else None,
+        }
+    logger.info(
+        "pass %s %s: %d files checked, %d imported, %d new messages, %d indexed, %d embedded",
+        summary["pass_id"],
+        summary["status"],
+        summary["files_checked"],
+        summary["files_imported"],
+        summary["messages_new"],
+        summary["indexed_messages"],
+        summary["embedded_messages"],
+    )
     return summary
 
 
@@ -77,25 +92,40 @@ def deployment_name(interval: float) -> str:
     return f"every-{seconds}-seconds"
 
 
-def build_deployment(settings: Settings, paths: list[str], interval: float | None = None, *,
-                     embed: bool = True, verify: bool = False, name: str | None = None) -> Any:  # fmt: skip
+def build_deployment(
+    settings: Settings,
+    paths: list[str],
+    interval: float | None = None,
+    *,
+    embed: bool = True,
+    verify: bool = False,
+    name: str | None = None,
+) -> Any:
     """The `watch/<name>` deployment: a pass over ``paths`` every ``interval`` seconds."""
     from prefect.schedules import Interval
     from prefect.types.entrypoint import EntrypointType
 
     seconds = w.interval_seconds(interval)
     return watch.to_deployment(
-        name=name or deployment_name(seconds), schedule=Interval(timedelta(seconds=seconds)),
+        name=name or deployment_name(seconds),
+        schedule=Interval(timedelta(seconds=seconds)),
         parameters={"paths": list(paths), "embed": embed, **({"verify": True} if verify else {})},
         tags=[ps.data_tag(settings)],
         description="Incremental re-index: re-import only the files that changed since the last pass, "
         "then index and embed their new messages.",
         entrypoint_type=EntrypointType.MODULE_PATH,  # runs from any working directory
-    )  # fmt: skip
+    )
 
 
-def serve_watch(settings: Settings, paths: list[str], interval: float | None = None, *,
-                embed: bool = True, verify: bool = False, name: str | None = None) -> None:  # fmt: skip
+def serve_watch(
+    settings: Settings,
+    paths: list[str],
+    interval: float | None = None,
+    *,
+    embed: bool = True,
+    verify: bool = False,
+    name: str | None = None,
+) -> None:
     """Register the deployment and execute its runs until interrupted (blocks). The schedule is
     paused when the serve process stops, so no late runs pile up while nothing serves them."""
     from prefect import serve

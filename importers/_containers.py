@@ -140,8 +140,9 @@ def open_regular(path: Path) -> IO[bytes]:
     except OSError as exc:
         raise ReadError(f"cannot open file ({type(exc).__name__})", file=label) from None
     if not stat.S_ISREG(mode):
-        raise ReadError("not a regular file (a pipe, socket or device)", file=label,
-                        reason="not-a-regular-file")  # fmt: skip
+        raise ReadError(
+            "not a regular file (a pipe, socket or device)", file=label, reason="not-a-regular-file"
+        )
     try:
         return path.open("rb")
     except OSError as exc:

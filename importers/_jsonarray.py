@@ -83,7 +83,9 @@ class _ArrayScanner:
         data = self.reader.read(max(at_least, _READ))
         if self.pos:
             done = self.buf[: self.pos]
-            self.base += len(done) if done.isascii() else len(done.encode("utf-8", "surrogateescape"))
+            self.base += (
+                len(done) if done.isascii() else len(done.encode("utf-8", "surrogateescape"))
+            )
             self.chars += self.pos
             self.buf = self.buf[self.pos :]
             self.pos = 0
@@ -101,7 +103,9 @@ class _ArrayScanner:
     def offset(self, index: int) -> int:
         """File byte offset of ``buf[index]``."""
         head = self.buf[:index]
-        return self.base + (len(head) if head.isascii() else len(head.encode("utf-8", "surrogateescape")))
+        return self.base + (
+            len(head) if head.isascii() else len(head.encode("utf-8", "surrogateescape"))
+        )
 
     def skip_ws(self) -> bool:
         """Move past white space; False when the input ends first."""
@@ -132,9 +136,13 @@ class _ArrayScanner:
             if sep == "]":
                 return
             if sep != ",":
-                raise ReadError(f"invalid JSON after array position {index}: expected ',' or ']' "
-                                f"at byte {self.offset(self.pos)}", file=self.label,
-                                record=str(index + 1), reason="invalid-json")  # fmt: skip
+                raise ReadError(
+                    f"invalid JSON after array position {index}: expected ',' or ']' "
+                    f"at byte {self.offset(self.pos)}",
+                    file=self.label,
+                    record=str(index + 1),
+                    reason="invalid-json",
+                )
             self.pos += 1
             index += 1
 
@@ -145,7 +153,9 @@ class _ArrayScanner:
             try:
                 value, end = _DECODER.raw_decode(self.buf, start)
             except json.JSONDecodeError as exc:
-                cut = exc.pos >= len(self.buf) - _NEAR_END or exc.msg.startswith("Unterminated string")
+                cut = exc.pos >= len(self.buf) - _NEAR_END or exc.msg.startswith(
+                    "Unterminated string"
+                )
                 if cut and not self.eof:
                     self.fill(3 * (len(self.buf) - start))  # the item goes on: grow 4x (linear)
                     continue
@@ -182,12 +192,20 @@ class _ArrayScanner:
                 self.pos = end
                 return BadItem(reason)
             if not self.fill(3 * (len(self.buf) - self.pos)):
-                raise ReadError(f"array position {index} never ends ({reason})", file=self.label,
-                                record=str(index), reason="truncated")  # fmt: skip
+                raise ReadError(
+                    f"array position {index} never ends ({reason})",
+                    file=self.label,
+                    record=str(index),
+                    reason="truncated",
+                )
 
     def truncated(self, index: int) -> ReadError:
-        return ReadError(f"the file ends inside array position {index} (truncated)",
-                         file=self.label, record=str(index), reason="truncated")  # fmt: skip
+        return ReadError(
+            f"the file ends inside array position {index} (truncated)",
+            file=self.label,
+            record=str(index),
+            reason="truncated",
+        )
 
 
 def _item_end(buf: str, start: int) -> int | None:

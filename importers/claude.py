@@ -112,8 +112,9 @@ def _read_part(part: Part) -> Iterator[Conversation | Quarantined]:
     with part.open() as fp:
         for position, item in iter_array_items(fp, part.label, part.member, use_float=True):
             if isinstance(item, BadItem):  # bad bytes in this record only: the rest goes on
-                yield Quarantined(file=part.label, position=position, reason=item.reason,
-                                  member=part.member)  # fmt: skip
+                yield Quarantined(
+                    file=part.label, position=position, reason=item.reason, member=part.member
+                )
             elif projects:
                 if isinstance(item, dict) and item.get("is_starter_project") is True:
                     continue

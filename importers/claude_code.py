@@ -266,8 +266,11 @@ def _read_part(part: Part, *, in_tree: bool) -> Iterator[Conversation | Quaranti
         if reader.blank:
             info.unknown["skipped:blank-line"] += reader.blank
         if reader.truncated is not None:  # what was read is kept; the cut-off rest is reported
-            bad.append(Quarantined(file=part.label, position=reader.truncated, reason="truncated",
-                                   kind="file"))  # fmt: skip
+            bad.append(
+                Quarantined(
+                    file=part.label, position=reader.truncated, reason="truncated", kind="file"
+                )
+            )
     yield from bad
     if not info.nodes:
         if in_tree:

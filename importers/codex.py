@@ -289,8 +289,9 @@ def _records(
             yield from _normalise(item)
         stats.blank = reader.blank
         if reader.truncated is not None:  # what was read is kept; the cut-off rest is reported
-            bad.append(Quarantined(file=label, position=reader.truncated, reason="truncated",
-                                   kind="file"))  # fmt: skip
+            bad.append(
+                Quarantined(file=label, position=reader.truncated, reason="truncated", kind="file")
+            )
 
 
 def _normalise(line: Line) -> Iterator[_Record]:

@@ -210,7 +210,13 @@ class _Result:
 
 
 def _read(
-    fp: IO[bytes], path: Path, me: frozenset[str], start: int, first_line: int, *, hold_partial: bool
+    fp: IO[bytes],
+    path: Path,
+    me: frozenset[str],
+    start: int,
+    first_line: int,
+    *,
+    hold_partial: bool,
 ) -> _Result:
     label = str(path)
     file_day = file_date(path.name)
@@ -241,8 +247,11 @@ def _read(
             if problem:
                 bad.append(Quarantined(file=label, position=number, reason=problem, kind="record"))
     except OSError as exc:
-        raise ReadError(f"cannot read file after line {number} ({type(exc).__name__})",
-                        file=label, record=str(number + 1)) from None  # fmt: skip
+        raise ReadError(
+            f"cannot read file after line {number} ({type(exc).__name__})",
+            file=label,
+            record=str(number + 1),
+        ) from None
     except EOFError:  # a compressed file cut off: keep what was read
         bad.append(Quarantined(file=label, position=number + 1, reason="truncated", kind="file"))
     convs = [_build(g, label) for g in groups.values()]
@@ -313,9 +322,16 @@ def _feed(
     group.keys.add(key)
     group.messages.append(
         Message(
-            key=key, node_id=node, role=role, channel=channel, content_type=content_type,
-            text=text, created_at=when, position=len(group.messages), raw_type=raw_type,
-        )  # fmt: skip
+            key=key,
+            node_id=node,
+            role=role,
+            channel=channel,
+            content_type=content_type,
+            text=text,
+            created_at=when,
+            position=len(group.messages),
+            raw_type=raw_type,
+        )
     )
     return None
 
@@ -361,8 +377,9 @@ def _build(group: _Group, label: str) -> Conversation:
             unknown_types=dict(group.unknown),
         )
     except ValidationError:
-        raise ReadError("conversation failed validation", file=label,
-                        reason="parse-error:ValidationError") from None  # fmt: skip
+        raise ReadError(
+            "conversation failed validation", file=label, reason="parse-error:ValidationError"
+        ) from None
 
 
 # ---------------------------------------------------------------- fields

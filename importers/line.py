@@ -58,15 +58,21 @@ from importers._people import is_me, me_names, norm_name
 SOURCE = "line"
 UNDATED = "undated"
 
-_HEADER = re.compile(r"^\[LINE\]\s*(?:(?P<en>Chat history (?P<prep>with|in) )(?P<name>.*)|(?P<ja>.*))$")
+_HEADER = re.compile(
+    r"^\[LINE\]\s*(?:(?P<en>Chat history (?P<prep>with|in) )(?P<name>.*)|(?P<ja>.*))$"
+)
 _SAVED = re.compile(r"^(?:Saved on:|保存日時[：:])")
 _WEEKDAY = r"[^\d\s()（）]{1,12}"
 _DATE_LINES = (
     # 2026/03/01(日)  2026/03/01(Sun)  2026.03.01 日曜日  2026/03/01 Sun  2026-03-01
-    re.compile(rf"^(?P<y>\d{{4}})[/.\-](?P<m>\d{{1,2}})[/.\-](?P<d>\d{{1,2}})"
-               rf"(?:\s*[（(]{_WEEKDAY}[)）]|\s+{_WEEKDAY})?\s*$"),  # fmt: skip
+    re.compile(
+        rf"^(?P<y>\d{{4}})[/.\-](?P<m>\d{{1,2}})[/.\-](?P<d>\d{{1,2}})"
+        rf"(?:\s*[（(]{_WEEKDAY}[)）]|\s+{_WEEKDAY})?\s*$"
+    ),
     # 2026年3月1日(日)
-    re.compile(rf"^(?P<y>\d{{4}})年(?P<m>\d{{1,2}})月(?P<d>\d{{1,2}})日\s*(?:[（(]{_WEEKDAY}[)）]|{_WEEKDAY})?\s*$"),
+    re.compile(
+        rf"^(?P<y>\d{{4}})年(?P<m>\d{{1,2}})月(?P<d>\d{{1,2}})日\s*(?:[（(]{_WEEKDAY}[)）]|{_WEEKDAY})?\s*$"
+    ),
     # Sun, 03/01/2026 (month first)
     re.compile(r"^[A-Za-z]{2,9}\.?,\s*(?P<m>\d{1,2})/(?P<d>\d{1,2})/(?P<y>\d{4})\s*$"),
 )
@@ -77,13 +83,30 @@ _TIME = re.compile(
 _AFTERNOON = {"午後", "下午", "PM", "pm", "p.m."}
 _MORNING = {"午前", "上午", "AM", "am", "a.m."}
 PLACEHOLDERS = {
-    "[スタンプ]": "sticker", "[Sticker]": "sticker", "[写真]": "photo", "[Photo]": "photo",
-    "[動画]": "video", "[Video]": "video", "[ファイル]": "file", "[File]": "file",
-    "[ボイスメッセージ]": "voice", "[Voice message]": "voice", "[アルバム]": "album",
-    "[Album]": "album", "[位置情報]": "location", "[Location]": "location", "[連絡先]": "contact",
-    "[Contact]": "contact", "[ノート]": "note", "[Note]": "note", "[GIF]": "gif",
-    "[イベント]": "event", "[Event]": "event", "[投票]": "poll", "[Poll]": "poll",
-}  # fmt: skip
+    "[スタンプ]": "sticker",
+    "[Sticker]": "sticker",
+    "[写真]": "photo",
+    "[Photo]": "photo",
+    "[動画]": "video",
+    "[Video]": "video",
+    "[ファイル]": "file",
+    "[File]": "file",
+    "[ボイスメッセージ]": "voice",
+    "[Voice message]": "voice",
+    "[アルバム]": "album",
+    "[Album]": "album",
+    "[位置情報]": "location",
+    "[Location]": "location",
+    "[連絡先]": "contact",
+    "[Contact]": "contact",
+    "[ノート]": "note",
+    "[Note]": "note",
+    "[GIF]": "gif",
+    "[イベント]": "event",
+    "[Event]": "event",
+    "[投票]": "poll",
+    "[Poll]": "poll",
+}
 
 
 def iter_conversations(
@@ -93,7 +116,11 @@ def iter_conversations(
     folder (the other files are counted in ``report.skipped``). ``me`` overrides ``PMEM_ME``."""
     path = Path(path)
     people = me_names(me)
-    parts = folder_parts(path, _chat_file, report, "not-a-chat-file") if path.is_dir() else [file_part(path)]
+    parts = (
+        folder_parts(path, _chat_file, report, "not-a-chat-file")
+        if path.is_dir()
+        else [file_part(path)]
+    )
 
     def read(part: Part) -> Iterator[Conversation | Quarantined]:
         with part.open() as fp:
@@ -187,7 +214,9 @@ class _Reader:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError:
-                yield Quarantined(file=self.label, position=number, reason="invalid-utf8", kind="record")
+                yield Quarantined(
+                    file=self.label, position=number, reason="invalid-utf8", kind="record"
+                )
                 continue
             line = line.rstrip("\n").removesuffix("\r")
             if number == 1:
@@ -293,38 +322,55 @@ class _Reader:
         for d in day.drafts:
             role, channel, content_type = self._speaker(d)
             minute = d.at.strftime("%H%M") if d.at else "----"
-            digest = hashlib.sha1(f"{d.speaker or ''}\t{d.text}".encode("utf-8", "surrogatepass"),
-                                  usedforsecurity=False).hexdigest()[:10]  # fmt: skip
+            digest = hashlib.sha1(
+                f"{d.speaker or ''}\t{d.text}".encode("utf-8", "surrogatepass"),
+                usedforsecurity=False,
+            ).hexdigest()[:10]
             node = f"{minute}-{digest}"
             used[node] += 1
             if used[node] > 1:
                 node += f"~{used[node]}"
             messages.append(
                 Message(
-                    key=f"{key}:{node}", node_id=node, role=role, channel=channel,
-                    content_type=content_type, text=d.text, created_at=self._when(day.day, d.at),
+                    key=f"{key}:{node}",
+                    node_id=node,
+                    role=role,
+                    channel=channel,
+                    content_type=content_type,
+                    text=d.text,
+                    created_at=self._when(day.day, d.at),
                     position=len(messages),
-                )  # fmt: skip
+                )
             )
         times = [m.created_at for m in messages if m.created_at]
         unknown, self.unknown = dict(self.unknown), Counter()
         try:
             yield Conversation(
-                key=key, source=SOURCE, external_id=f"{chat_id}:{day.day}",
-                title=f"{chat} {day.day}", created_at=min(times) if times else None,
-                updated_at=max(times) if times else None, messages=messages,
+                key=key,
+                source=SOURCE,
+                external_id=f"{chat_id}:{day.day}",
+                title=f"{chat} {day.day}",
+                created_at=min(times) if times else None,
+                updated_at=max(times) if times else None,
+                messages=messages,
                 provenance=Provenance(file=self.label, position=day.first_line),
                 unknown_types=unknown,
-            )  # fmt: skip
+            )
         except ValidationError:
-            yield Quarantined(file=self.label, position=day.first_line,
-                              reason="parse-error:ValidationError", kind="conversation")  # fmt: skip
+            yield Quarantined(
+                file=self.label,
+                position=day.first_line,
+                reason="parse-error:ValidationError",
+                kind="conversation",
+            )
 
     def _speaker(self, d: _Draft) -> tuple[str, Channel, str]:
         if d.speaker is None:
             return "system", Channel.MACHINERY, "system"
         person = is_me(d.speaker, self.me) or (
-            not self.me and self.partner is not None and norm_name(d.speaker) != norm_name(self.partner)
+            not self.me
+            and self.partner is not None
+            and norm_name(d.speaker) != norm_name(self.partner)
         )
         role = "user" if person else d.speaker
         kind = PLACEHOLDERS.get(unicodedata.normalize("NFKC", d.text.strip()))

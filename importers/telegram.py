@@ -176,8 +176,12 @@ class _Reader:
                 yield from self._flush(rest)
         if damage is not None:
             done = sum(c.index for c in chats)
-            raise ReadError(f"not readable as JSON after {done} messages ({damage})", file=self.label,
-                            record=str(done), reason="invalid-json")  # fmt: skip
+            raise ReadError(
+                f"not readable as JSON after {done} messages ({damage})",
+                file=self.label,
+                record=str(done),
+                reason="invalid-json",
+            )
 
     def _scan(self, fp: IO[bytes]) -> tuple[list[_Chat], str | None]:
         """The chats in document order with their metadata and message counts, and the name of
@@ -187,7 +191,9 @@ class _Reader:
         try:
             for prefix, event, value in ijson.parse(fp, use_float=True, buf_size=_SCAN_BUFFER):
                 if len(prefix) > MAX_PREFIX:  # nesting no export has: stop before it costs memory
-                    raise ReadError("nesting too deep", file=self.label, record="0", reason="too-deep")
+                    raise ReadError(
+                        "nesting too deep", file=self.label, record="0", reason="too-deep"
+                    )
                 if event == "map_key" or event == "end_array":
                     continue
                 owner = _message_owner(prefix)
@@ -224,12 +230,16 @@ class _Reader:
         index = chat.index
         chat.index += 1
         if not isinstance(msg, dict):
-            yield Quarantined(file=self.label, position=index, reason="not-an-object", kind="record")
+            yield Quarantined(
+                file=self.label, position=index, reason="not-an-object", kind="record"
+            )
             return
         try:
             mid = msg.get("id")
             if isinstance(mid, bool) or not isinstance(mid, int | str) or str(mid) == "":
-                yield Quarantined(file=self.label, position=index, reason="missing-id", kind="record")
+                yield Quarantined(
+                    file=self.label, position=index, reason="missing-id", kind="record"
+                )
                 return
             when = self._time(msg)
             day = when.astimezone(self.zone).date().isoformat() if when else UNDATED
@@ -243,19 +253,34 @@ class _Reader:
             node = str(mid)
             chat.messages.append(
                 Message(
-                    key=f"{self._conv_key(chat)}:{node}", node_id=node, role=role, channel=channel,
-                    content_type=content_type, text=text, created_at=when,
-                    position=len(chat.messages), raw_type=raw_type,
+                    key=f"{self._conv_key(chat)}:{node}",
+                    node_id=node,
+                    role=role,
+                    channel=channel,
+                    content_type=content_type,
+                    text=text,
+                    created_at=when,
+                    position=len(chat.messages),
+                    raw_type=raw_type,
                     parent_id=_reply(chat, self, msg),
-                )  # fmt: skip
+                )
             )
         except RECORD_ERRORS as exc:
-            yield Quarantined(file=self.label, position=index, reason=f"parse-error:{type(exc).__name__}",
-                              kind="record")  # fmt: skip
+            yield Quarantined(
+                file=self.label,
+                position=index,
+                reason=f"parse-error:{type(exc).__name__}",
+                kind="record",
+            )
 
     def _time(self, msg: dict[str, Any]) -> datetime | None:
         unix = msg.get("date_unixtime")
-        if isinstance(unix, str) and unix.strip().isdigit() or isinstance(unix, int | float) and not isinstance(unix, bool):
+        if (
+            isinstance(unix, str)
+            and unix.strip().isdigit()
+            or isinstance(unix, int | float)
+            and not isinstance(unix, bool)
+        ):
             try:
                 return datetime.fromtimestamp(float(unix), UTC)
             except (OverflowError, OSError, ValueError):
@@ -271,14 +296,20 @@ class _Reader:
             return parsed.astimezone(UTC)
         return None
 
-    def _classify(self, chat: _Chat, msg: dict[str, Any]) -> tuple[str, Channel, str, str, str | None]:
+    def _classify(
+        self, chat: _Chat, msg: dict[str, Any]
+    ) -> tuple[str, Channel, str, str, str | None]:
         """``(role, channel, content type, text, raw type)``."""
         kind = msg.get("type")
         text = flatten(msg["text"]) if "text" in msg else flatten(msg.get("text_entities"))
         if kind == "service":
             actor = _name(msg.get("actor"))
             action = _name(msg.get("action")) or "unknown"
-            role = "system" if actor is None else ("user" if self._is_person(chat, actor, msg.get("actor_id")) else actor)
+            role = (
+                "system"
+                if actor is None
+                else ("user" if self._is_person(chat, actor, msg.get("actor_id")) else actor)
+            )
             return role, Channel.MACHINERY, f"service:{action}", text or action, None
         sender = _name(msg.get("from"))
         person = self._is_person(chat, sender, msg.get("from_id"))
@@ -288,7 +319,11 @@ class _Reader:
             return role, Channel.MACHINERY, str(kind), text or raw_json(msg), f"type:{kind}"
         media = _media(msg)
         if media is not None and not text.strip():
-            label = msg.get("sticker_emoji") if media == "sticker" and isinstance(msg.get("sticker_emoji"), str) else None
+            label = (
+                msg.get("sticker_emoji")
+                if media == "sticker" and isinstance(msg.get("sticker_emoji"), str)
+                else None
+            )
             return role, Channel.MACHINERY, media, label or f"[{media}]", None
         if person:
             return role, Channel.PERSON, "text", text, None
@@ -326,18 +361,24 @@ class _Reader:
         key = self._conv_key(chat)
         try:
             conv = Conversation(
-                key=key, source=SOURCE, external_id=f"{self._chat_id(chat)}:{chat.day}",
-                title=f"{chat.name or _UNNAMED.get(chat.type or '', 'Telegram')} {chat.day}", created_at=min(times) if times else None,
-                updated_at=max(times) if times else None, messages=chat.messages,
+                key=key,
+                source=SOURCE,
+                external_id=f"{self._chat_id(chat)}:{chat.day}",
+                title=f"{chat.name or _UNNAMED.get(chat.type or '', 'Telegram')} {chat.day}",
+                created_at=min(times) if times else None,
+                updated_at=max(times) if times else None,
+                messages=chat.messages,
                 provenance=Provenance(file=self.label, position=chat.first),
                 unknown_types=dict(chat.unknown),
-            )  # fmt: skip
+            )
         except ValidationError:
             conv = None
         position = chat.first
         chat.messages, chat.unknown, chat.day = [], Counter(), None
         if conv is None:
-            yield Quarantined(file=self.label, position=position, reason="parse-error:ValidationError")
+            yield Quarantined(
+                file=self.label, position=position, reason="parse-error:ValidationError"
+            )
             return
         yield conv
 

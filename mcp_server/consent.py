@@ -40,18 +40,26 @@ MAX_DELAY = 300.0
 
 SCOPE_TEXT = {
     "memory.read": "Read your memories: the index, search, single memories and their history, and "
-                   "recall of what was said in your conversations.",
+    "recall of what was said in your conversations.",
     "memory.propose": "Suggest new memories and changes. Suggestions wait in your queue "
-                      "(pmem proposals) until you accept them.",
+    "(pmem proposals) until you accept them.",
     "memory.write": "Write memories: create new ones and add to existing ones, recorded under this "
-                    "client's name.",
+    "client's name.",
     "memory.delete": "Ask to delete memories. Each request waits for your confirmation.",
     "memory.publish": "Ask to publish memories to your public page. Each request waits for your "
-                      "confirmation.",
-}  # fmt: skip
+    "confirmation.",
+}
 
-FIELDS = ("client_id", "redirect_uri", "response_type", "code_challenge", "code_challenge_method", "state",
-          "scope", "resource")  # fmt: skip
+FIELDS = (
+    "client_id",
+    "redirect_uri",
+    "response_type",
+    "code_challenge",
+    "code_challenge_method",
+    "state",
+    "scope",
+    "resource",
+)
 
 
 def throttle_delay(failures: int) -> float:
@@ -111,13 +119,27 @@ class Authorize:
         registered = [str(u) for u in c.metadata.get("redirect_uris") or []]
         redirect = match_redirect(p.get("redirect_uri"), registered)
         if redirect is None:
-            raise ConsentError("invalid_request", "redirect_uri is not registered for this client", redirect=False)
-        pending = Pending(c, redirect, "redirect_uri" in p, p.get("state"), p.get("code_challenge", ""), [],
-                          p.get("resource"), p)  # fmt: skip
+            raise ConsentError(
+                "invalid_request", "redirect_uri is not registered for this client", redirect=False
+            )
+        pending = Pending(
+            c,
+            redirect,
+            "redirect_uri" in p,
+            p.get("state"),
+            p.get("code_challenge", ""),
+            [],
+            p.get("resource"),
+            p,
+        )
         if p.get("response_type") != "code":
-            raise ConsentError("unsupported_response_type", "response_type must be code", redirect=True)
+            raise ConsentError(
+                "unsupported_response_type", "response_type must be code", redirect=True
+            )
         if not pending.code_challenge or p.get("code_challenge_method") != "S256":
-            raise ConsentError("invalid_request", "PKCE with code_challenge_method=S256 is required", redirect=True)
+            raise ConsentError(
+                "invalid_request", "PKCE with code_challenge_method=S256 is required", redirect=True
+            )
         if not self.urls.resource_ok(pending.resource):
             raise ConsentError("invalid_target", "this server is not that resource", redirect=True)
         asked = [s for s in (p.get("scope") or "").split() if s in SCOPES]
@@ -129,37 +151,70 @@ class Authorize:
             try:
                 pending_redirect = match_redirect(
                     p.get("redirect_uri"),
-                    [str(u) for u in (self.store.get_client(p.get("client_id", "")) or _NO).metadata.get("redirect_uris") or []],
-                )  # fmt: skip
+                    [
+                        str(u)
+                        for u in (
+                            self.store.get_client(p.get("client_id", "")) or _NO
+                        ).metadata.get("redirect_uris")
+                        or []
+                    ],
+                )
             except Exception:  # noqa: BLE001 - fall back to the page
                 pending_redirect = None
             if pending_redirect:
-                return _redirect(with_params(pending_redirect, error=err.error, error_description=err.description,
-                                             state=p.get("state"), iss=self.urls.issuer))  # fmt: skip
-        return HTMLResponse(_shell("Cannot authorize", f"<p class=err>{html.escape(err.description)}</p>"),
-                            status_code=400, headers=_NO_STORE)  # fmt: skip
+                return _redirect(
+                    with_params(
+                        pending_redirect,
+                        error=err.error,
+                        error_description=err.description,
+                        state=p.get("state"),
+                        iss=self.urls.issuer,
+                    )
+                )
+        return HTMLResponse(
+            _shell("Cannot authorize", f"<p class=err>{html.escape(err.description)}</p>"),
+            status_code=400,
+            headers=_NO_STORE,
+        )
 
     # ---------------------------------------------------------------- the page
 
-    async def _page(self, pending: Pending, *, message: str = "", status: int = 200,
-                    ticked: list[str] | None = None, headers: dict[str, str] | None = None) -> Response:  # fmt: skip
+    async def _page(
+        self,
+        pending: Pending,
+        *,
+        message: str = "",
+        status: int = 200,
+        ticked: list[str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
         has_password = await run_in_threadpool(self.store.has_owner_password)
         target = urlsplit(pending.redirect_uri)
         # the form posts here and is answered with a redirect to the client: both allowed
-        csp = _NO_STORE["Content-Security-Policy"] + f"; form-action 'self' {target.scheme}://{target.netloc}"
-        return HTMLResponse(self._render(pending, message, has_password, ticked), status_code=status,
-                            headers={**_NO_STORE, "Content-Security-Policy": csp, **(headers or {})})  # fmt: skip
+        csp = (
+            _NO_STORE["Content-Security-Policy"]
+            + f"; form-action 'self' {target.scheme}://{target.netloc}"
+        )
+        return HTMLResponse(
+            self._render(pending, message, has_password, ticked),
+            status_code=status,
+            headers={**_NO_STORE, "Content-Security-Policy": csp, **(headers or {})},
+        )
 
-    def _render(self, pending: Pending, message: str, has_password: bool, ticked: list[str] | None) -> str:
+    def _render(
+        self, pending: Pending, message: str, has_password: bool, ticked: list[str] | None
+    ) -> str:
         c = pending.client
         name = html.escape(c.client_name or c.client_id)
         target = urlsplit(pending.redirect_uri)
         host = html.escape(target.netloc or pending.redirect_uri)
         warn = ""
         if is_loopback_redirect(pending.redirect_uri):
-            warn = ("<p class=warn role=alert><strong>Warning:</strong> this client receives the answer on "
-                    "this computer (a loopback address). Approve only if you just started it yourself, "
-                    "e.g. Claude Code or Codex.</p>")  # fmt: skip
+            warn = (
+                "<p class=warn role=alert><strong>Warning:</strong> this client receives the answer on "
+                "this computer (a loopback address). Approve only if you just started it yourself, "
+                "e.g. Claude Code or Codex.</p>"
+            )
         chosen = set(ticked if ticked is not None else pending.scopes)
         boxes = "\n".join(
             f'<li><label><input type=checkbox name=grant value="{s}"{" checked" if s in chosen else ""}> '
@@ -167,12 +222,15 @@ class Authorize:
             for s in pending.scopes
         )
         hidden = "\n".join(
-            f'<input type=hidden name="{k}" value="{html.escape(v, quote=True)}">' for k, v in pending.raw.items()
+            f'<input type=hidden name="{k}" value="{html.escape(v, quote=True)}">'
+            for k, v in pending.raw.items()
         )
         note = f"<p class=err role=alert>{html.escape(message)}</p>" if message else ""
         if not has_password:
-            note += ("<p class=err>No owner passphrase is set: run <code>pmem owner set-password</code> on the "
-                     "server first.</p>")  # fmt: skip
+            note += (
+                "<p class=err>No owner passphrase is set: run <code>pmem owner set-password</code> on the "
+                "server first.</p>"
+            )
         body = f"""
 <p><strong>{name}</strong> asks to use your personal memory.</p>
 <p>It will send the answer to <strong>{host}</strong>.</p>
@@ -195,31 +253,56 @@ class Authorize:
         decision = form.get("decision")
         if decision != "approve":
             log.info("consent denied for client %s", pending.client.client_id)
-            return _redirect(with_params(pending.redirect_uri, error="access_denied", state=pending.state,
-                                         iss=self.urls.issuer))  # fmt: skip
+            return _redirect(
+                with_params(
+                    pending.redirect_uri,
+                    error="access_denied",
+                    state=pending.state,
+                    iss=self.urls.issuer,
+                )
+            )
         ticked = [s for s in form.getlist("grant") if s in pending.scopes]
         failures, since_last = await run_in_threadpool(self.store.failures, FAILURE_WINDOW)
         delay = throttle_delay(failures)
         if delay and since_last is not None and since_last < delay:
             wait = int(delay - since_last) + 1
             log.warning("consent throttled: %d wrong passphrases in 15 minutes", failures)
-            return await self._page(pending, message=f"Too many wrong passphrases. Try again in {wait} seconds.",
-                                    status=429, ticked=ticked, headers={"Retry-After": str(wait)})  # fmt: skip
+            return await self._page(
+                pending,
+                message=f"Too many wrong passphrases. Try again in {wait} seconds.",
+                status=429,
+                ticked=ticked,
+                headers={"Retry-After": str(wait)},
+            )
         password = form.get("passphrase")
-        ok = isinstance(password, str) and await run_in_threadpool(self.store.check_owner_password, password)
+        ok = isinstance(password, str) and await run_in_threadpool(
+            self.store.check_owner_password, password
+        )
         if not ok:
             await run_in_threadpool(self.store.record_failure)
-            log.warning("consent: wrong owner passphrase for client %s (%d in 15 minutes)",
-                        pending.client.client_id, failures + 1)  # fmt: skip
+            log.warning(
+                "consent: wrong owner passphrase for client %s (%d in 15 minutes)",
+                pending.client.client_id,
+                failures + 1,
+            )
             return await self._page(pending, message="Wrong passphrase.", status=401, ticked=ticked)
         if not ticked:
-            return await self._page(pending, message="Tick at least one permission, or deny.", status=400, ticked=ticked)
+            return await self._page(
+                pending, message="Tick at least one permission, or deny.", status=400, ticked=ticked
+            )
         code, _ = await run_in_threadpool(
-            self.store.save_code, pending.client.client_id, ticked, pending.code_challenge, pending.redirect_uri,
-            pending.explicit, pending.resource,
-        )  # fmt: skip
+            self.store.save_code,
+            pending.client.client_id,
+            ticked,
+            pending.code_challenge,
+            pending.redirect_uri,
+            pending.explicit,
+            pending.resource,
+        )
         log.info("consent given to client %s (%s)", pending.client.client_id, " ".join(ticked))
-        return _redirect(with_params(pending.redirect_uri, code=code, state=pending.state, iss=self.urls.issuer))
+        return _redirect(
+            with_params(pending.redirect_uri, code=code, state=pending.state, iss=self.urls.issuer)
+        )
 
 
 class _NoClient:
@@ -227,12 +310,20 @@ class _NoClient:
 
 
 _NO = _NoClient()
-_NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY",
-             "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'"}
+_NO_STORE = {
+    "Cache-Control": "no-store",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'",
+}
 
 
 def _redirect(url: str) -> Response:
-    return RedirectResponse(url, status_code=302, headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"})
+    return RedirectResponse(
+        url,
+        status_code=302,
+        headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"},
+    )
 
 
 def _shell(title: str, body: str) -> str:

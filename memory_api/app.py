@@ -57,33 +57,52 @@ class ProposalBody(BaseModel):
 
 
 def _record_of(body: CommitRequest) -> dict[str, Any]:
-    return body.model_dump(mode="json", include={
-        "kind", "title", "canonical_summary", "index_summary", "aliases", "tags", "occurred_at",
-        "valid_from",
-    })  # fmt: skip
+    return body.model_dump(
+        mode="json",
+        include={
+            "kind",
+            "title",
+            "canonical_summary",
+            "index_summary",
+            "aliases",
+            "tags",
+            "occurred_at",
+            "valid_from",
+        },
+    )
 
 
 def queued(action: str, proposal_id: str) -> JSONResponse:
     return JSONResponse(
-        {"status": "pending", "action": action, "proposal_id": proposal_id,
-         "message": f"queued for the owner's confirmation (pmem proposals accept {proposal_id})"},
+        {
+            "status": "pending",
+            "action": action,
+            "proposal_id": proposal_id,
+            "message": f"queued for the owner's confirmation (pmem proposals accept {proposal_id})",
+        },
         status_code=202,
-    )  # fmt: skip
+    )
 
 
 def create_app(
-    db: Database, *, budget: tuple[int, float] = (300, 600.0), public_url: str | None = None,
+    db: Database,
+    *,
+    budget: tuple[int, float] = (300, 600.0),
+    public_url: str | None = None,
     token_kinds: tuple[str, ...] = ("api",),
-) -> FastAPI:  # fmt: skip
+) -> FastAPI:
     """The API behind its auth middleware (memory_api/auth.py): Host check, bearer token, scope;
     ``X-Pmem-Client`` as the routes see it is the token's name, never the caller's choice.
     ``token_kinds``: `pmem api` takes its own tokens; the remote server (`pmem serve --http`)
     also OAuth access tokens."""
     store = MemoryStore(db)
     limit, window = budget
-    app = FastAPI(title="personal-memory API", version="1", docs_url=None, redoc_url=None,
-                  openapi_url=None)  # fmt: skip
-    app.add_middleware(AuthMiddleware, tokens=TokenStore(db), hosts=allowed_hosts(public_url), kinds=token_kinds)
+    app = FastAPI(
+        title="personal-memory API", version="1", docs_url=None, redoc_url=None, openapi_url=None
+    )
+    app.add_middleware(
+        AuthMiddleware, tokens=TokenStore(db), hosts=allowed_hosts(public_url), kinds=token_kinds
+    )
     windows: dict[str, PgWindow] = {}
 
     def admit(client: str) -> JSONResponse | None:
@@ -103,20 +122,31 @@ def create_app(
     async def store_error(_request: Request, err: StoreError) -> JSONResponse:
         if isinstance(err, StaleRevision):
             return JSONResponse(
-                {"error": "stale_revision", "memory_id": err.memory_id, "expected": err.expected,
-                 "current": err.current},
+                {
+                    "error": "stale_revision",
+                    "memory_id": err.memory_id,
+                    "expected": err.expected,
+                    "current": err.current,
+                },
                 status_code=409,
-            )  # fmt: skip
+            )
         if isinstance(err, TombstonedMemory):
-            return JSONResponse({"error": "tombstoned", "memory_id": err.memory_id}, status_code=410)
+            return JSONResponse(
+                {"error": "tombstoned", "memory_id": err.memory_id}, status_code=410
+            )
         if isinstance(err, MemoryNotFound):
             return JSONResponse({"error": "not_found", "memory_id": err.memory_id}, status_code=404)
         if isinstance(err, EvidenceRefused):
             return JSONResponse(
-                {"error": "evidence_refused", "index": err.index, "source_key": err.source_key,
-                 "reason": err.reason, "message": str(err)},
+                {
+                    "error": "evidence_refused",
+                    "index": err.index,
+                    "source_key": err.source_key,
+                    "reason": err.reason,
+                    "message": str(err),
+                },
                 status_code=422,
-            )  # fmt: skip
+            )
         return JSONResponse({"error": "store_error", "message": str(err)}, status_code=422)
 
     @app.get("/v1/health")
@@ -125,12 +155,17 @@ def create_app(
 
     @app.post("/v1/search", response_model=None)
     def search(body: SearchBody, x_pmem_client: str = Header(DEFAULT_CLIENT)) -> Any:
-        return admit(x_pmem_client) or {"hits": [h.model_dump(mode="json") for h in store.search(body.query, body.limit)]}
+        return admit(x_pmem_client) or {
+            "hits": [h.model_dump(mode="json") for h in store.search(body.query, body.limit)]
+        }
 
     @app.post("/v1/related", response_model=None)
     def related(body: RelatedBody, x_pmem_client: str = Header(DEFAULT_CLIENT)) -> Any:
         return admit(x_pmem_client) or {
-            "items": [e.model_dump(mode="json") for e in store.related(body.conversation_keys, body.titles)]
+            "items": [
+                e.model_dump(mode="json")
+                for e in store.related(body.conversation_keys, body.titles)
+            ]
         }
 
     @app.post("/v1/proposals", response_model=None)
@@ -141,25 +176,40 @@ def create_app(
 
     @app.post("/v1/commits", response_model=None)
     def commit(
-        body: CommitRequest, x_pmem_client: str = Header(DEFAULT_CLIENT),
+        body: CommitRequest,
+        x_pmem_client: str = Header(DEFAULT_CLIENT),
         idempotency_key: str | None = Header(None),
-    ) -> Any:  # fmt: skip
+    ) -> Any:
         if idempotency_key is not None and idempotency_key != body.idempotency_key:
             return JSONResponse({"error": "idempotency_key_mismatch"}, status_code=422)
         body = body.model_copy(update={"client": x_pmem_client})  # the token's name (auth.py)
         if body.reason in CONFIRMED_ACTIONS:  # the owner's to confirm: queued, not performed
-            return admit(x_pmem_client) or queued(body.reason, store.queue(ActionRequest.model_validate({
-                "action": body.reason, "memory_id": body.memory_id,
-                "expected_revision": body.expected_revision, "record": _record_of(body),
-                "evidence": body.evidence, "stated_facts": body.stated_facts, "client": x_pmem_client,
-            })))  # fmt: skip
+            return admit(x_pmem_client) or queued(
+                body.reason,
+                store.queue(
+                    ActionRequest.model_validate(
+                        {
+                            "action": body.reason,
+                            "memory_id": body.memory_id,
+                            "expected_revision": body.expected_revision,
+                            "record": _record_of(body),
+                            "evidence": body.evidence,
+                            "stated_facts": body.stated_facts,
+                            "client": x_pmem_client,
+                        }
+                    )
+                ),
+            )
         if body.reason not in STANDING_ACTIONS:
             return JSONResponse(
-                {"error": "reason_refused", "reason": body.reason,
-                 "message": "the API creates and appends; corrections, merges, deletes and "
-                            "publishing are queued for the owner (POST /v1/requests)"},
+                {
+                    "error": "reason_refused",
+                    "reason": body.reason,
+                    "message": "the API creates and appends; corrections, merges, deletes and "
+                    "publishing are queued for the owner (POST /v1/requests)",
+                },
                 status_code=422,
-            )  # fmt: skip
+            )
         return admit(x_pmem_client) or store.commit(body).model_dump(mode="json")
 
     @app.post("/v1/requests", response_model=None)
@@ -181,12 +231,16 @@ def create_app(
         return {"marker": added.marker.as_json(), "created": added.created}
 
     @app.get("/v1/markers", response_model=None)
-    def markers(limit: int = 20, session: str | None = None, x_pmem_client: str = Header(DEFAULT_CLIENT)) -> Any:
+    def markers(
+        limit: int = 20, session: str | None = None, x_pmem_client: str = Header(DEFAULT_CLIENT)
+    ) -> Any:
         found = MarkerStore(db).find(session=session, limit=max(1, min(limit, 500)))
         return admit(x_pmem_client) or {"markers": [m.as_json() for m in found]}
 
     @app.get("/v1/memories/{memory_id}", response_model=None)
-    def get(memory_id: str, history: bool = False, x_pmem_client: str = Header(DEFAULT_CLIENT)) -> Any:
+    def get(
+        memory_id: str, history: bool = False, x_pmem_client: str = Header(DEFAULT_CLIENT)
+    ) -> Any:
         return admit(x_pmem_client) or store.get(memory_id, history=history).model_dump(mode="json")
 
     return app

@@ -87,7 +87,9 @@ def host_name(header: str) -> str:
 
 
 def required_scope(method: str, path: str) -> str:
-    if path.startswith("/v1/commits") or (path.startswith("/v1/markers") and method.upper() != "GET"):
+    if path.startswith("/v1/commits") or (
+        path.startswith("/v1/markers") and method.upper() != "GET"
+    ):
         return "memory.write"
     if path.startswith(("/v1/proposals", "/v1/requests")):
         return "memory.propose"
@@ -95,8 +97,14 @@ def required_scope(method: str, path: str) -> str:
 
 
 class AuthMiddleware:
-    def __init__(self, app: ASGIApp, *, tokens: TokenStore, hosts: set[str],
-                 kinds: tuple[str, ...] = ("api",)) -> None:  # fmt: skip
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        tokens: TokenStore,
+        hosts: set[str],
+        kinds: tuple[str, ...] = ("api",),
+    ) -> None:
         self.app = app
         self.tokens = tokens
         self.hosts = hosts
@@ -117,13 +125,26 @@ class AuthMiddleware:
             return
         info = await self._identify(headers.get(b"authorization", b"").decode("latin-1"))
         if info is None:
-            await _answer(send, 401, {"error": "unauthorized"},
-                          [(b"www-authenticate", b'Bearer realm="pmem"')])  # fmt: skip
+            await _answer(
+                send,
+                401,
+                {"error": "unauthorized"},
+                [(b"www-authenticate", b'Bearer realm="pmem"')],
+            )
             return
         needed = required_scope(method, path)
         if needed not in info.scopes:
-            await _answer(send, 403, {"error": "insufficient_scope", "scope": needed},
-                          [(b"www-authenticate", f'Bearer error="insufficient_scope", scope="{needed}"'.encode())])  # fmt: skip
+            await _answer(
+                send,
+                403,
+                {"error": "insufficient_scope", "scope": needed},
+                [
+                    (
+                        b"www-authenticate",
+                        f'Bearer error="insufficient_scope", scope="{needed}"'.encode(),
+                    )
+                ],
+            )
             return
         scope["headers"] = [(k, v) for k, v in scope["headers"] if k.lower() != CLIENT_HEADER]
         scope["headers"].append((CLIENT_HEADER, info.name.encode()))
@@ -137,12 +158,19 @@ class AuthMiddleware:
         return await run_in_threadpool(lambda: self.tokens.verify(token.strip(), kind=self.kinds))
 
 
-async def _answer(send: Send, status: int, body: dict[str, Any],
-                  extra: list[tuple[bytes, bytes]] | None = None) -> None:  # fmt: skip
+async def _answer(
+    send: Send, status: int, body: dict[str, Any], extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
     payload = json.dumps(body).encode()
-    await send({
-        "type": "http.response.start", "status": status,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode()),
-                    *(extra or [])],
-    })  # fmt: skip
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(payload)).encode()),
+                *(extra or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": payload})

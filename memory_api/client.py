@@ -47,8 +47,14 @@ class RefreshingAuth(httpx.Auth):
 
     requires_response_body = True
 
-    def __init__(self, base_url: str, refresh_token: str, *, client_id: str = "backfill",
-                 state_file: Path | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        base_url: str,
+        refresh_token: str,
+        *,
+        client_id: str = "backfill",
+        state_file: Path | None = None,
+    ) -> None:
         self.token_url = base_url.rstrip("/") + "/token"
         self.client_id = client_id
         self.origin = hashlib.sha256(refresh_token.encode()).hexdigest()[:16]
@@ -62,7 +68,11 @@ class RefreshingAuth(httpx.Auth):
                 saved = json.loads(state_file.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 saved = {}
-            if saved.get("origin") == self.origin and saved.get("client_id") == client_id and saved.get("refresh_token"):
+            if (
+                saved.get("origin") == self.origin
+                and saved.get("client_id") == client_id
+                and saved.get("refresh_token")
+            ):
                 self.refresh_token = str(saved["refresh_token"])
 
     def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
@@ -78,14 +88,21 @@ class RefreshingAuth(httpx.Auth):
             yield request
 
     def _refresh(self) -> Generator[httpx.Request, httpx.Response, None]:
-        resp = yield httpx.Request("POST", self.token_url, data={
-            "grant_type": "refresh_token", "refresh_token": self.refresh_token, "client_id": self.client_id})  # fmt: skip
+        resp = yield httpx.Request(
+            "POST",
+            self.token_url,
+            data={
+                "grant_type": "refresh_token",
+                "refresh_token": self.refresh_token,
+                "client_id": self.client_id,
+            },
+        )
         if resp.status_code != 200:
             raise ConfigError(
                 f"the memory server at {self.token_url} refused the refresh token ({resp.status_code})",
                 hint=f"issue a new one on the server: pmem auth token --client {self.client_id} "
-                     f"--scope memory.write, and set {REFRESH_ENV}",
-            )  # fmt: skip
+                f"--scope memory.write, and set {REFRESH_ENV}",
+            )
         body = resp.json()
         self.access = str(body["access_token"])
         self.expires = time.time() + float(body.get("expires_in") or 900)
@@ -96,7 +113,14 @@ class RefreshingAuth(httpx.Auth):
             self.state_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             tmp = self.state_file.with_suffix(".tmp")
             with open_private(tmp, "w", encoding="utf-8") as f:
-                json.dump({"origin": self.origin, "client_id": self.client_id, "refresh_token": self.refresh_token}, f)
+                json.dump(
+                    {
+                        "origin": self.origin,
+                        "client_id": self.client_id,
+                        "refresh_token": self.refresh_token,
+                    },
+                    f,
+                )
             tmp.replace(self.state_file)
 
 
@@ -107,9 +131,16 @@ class HttpMemoryAPI:
     see ``RefreshingAuth``. The server names the client after its token; ``client_name`` is only
     a hint."""
 
-    def __init__(self, base_url: str, *, client_name: str = "pmem", timeout: float = 30.0,
-                 token: str | None = None, refresh_token: str | None = None,
-                 client_id: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        client_name: str = "pmem",
+        timeout: float = 30.0,
+        token: str | None = None,
+        refresh_token: str | None = None,
+        client_id: str | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         auth: httpx.Auth | None = None
         if token is None:
@@ -120,13 +151,17 @@ class HttpMemoryAPI:
             refresh_token = refresh_token or os.environ.get(REFRESH_ENV) or None
             if not token and refresh_token:
                 auth = RefreshingAuth(
-                    self.base_url, refresh_token, client_id=client_id or os.environ.get(CLIENT_ID_ENV) or "backfill",
+                    self.base_url,
+                    refresh_token,
+                    client_id=client_id or os.environ.get(CLIENT_ID_ENV) or "backfill",
                     state_file=settings.data_dir / CREDENTIAL_FILE,
-                )  # fmt: skip
+                )
         headers = {"X-Pmem-Client": client_name}
         if token:
             headers["Authorization"] = f"Bearer {token}"
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout, headers=headers, auth=auth)
+        self._http = httpx.Client(
+            base_url=self.base_url, timeout=timeout, headers=headers, auth=auth
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -135,14 +170,18 @@ class HttpMemoryAPI:
         try:
             resp = self._http.request(method, path, **kw)
         except httpx.TransportError as err:
-            raise TransientDraftError(f"memory API at {self.base_url} unreachable ({type(err).__name__})") from None
+            raise TransientDraftError(
+                f"memory API at {self.base_url} unreachable ({type(err).__name__})"
+            ) from None
         if resp.status_code == 429:
             # the body carries the exact wait; the header (whole seconds) is for other clients
             try:
                 retry = float(resp.json()["retry_after"])
             except (ValueError, KeyError, TypeError):
                 retry = float(resp.headers.get("Retry-After", "1"))
-            raise RateLimited(f"memory API rate limited (retry after {retry:g}s)", retry_after=retry)
+            raise RateLimited(
+                f"memory API rate limited (retry after {retry:g}s)", retry_after=retry
+            )
         if resp.status_code in (401, 403):
             raise ConfigError(
                 f"the memory API at {self.base_url} refused the request ({resp.status_code}"
@@ -150,7 +189,11 @@ class HttpMemoryAPI:
                 hint="set PMEM_MEMORY_TOKEN to a token from `pmem token create NAME` on that server",
             )
         if resp.status_code >= 400:
-            body = resp.json() if resp.headers.get("content-type", "").startswith("application/json") else {}
+            body = (
+                resp.json()
+                if resp.headers.get("content-type", "").startswith("application/json")
+                else {}
+            )
             code = body.get("error")
             mid = body.get("memory_id", "")
             if code == "stale_revision":
@@ -162,12 +205,17 @@ class HttpMemoryAPI:
             if code == "invalid_marker":
                 raise ConfigError(str(body.get("message") or "the marker was refused"))
             if code == "evidence_refused":
-                raise EvidenceRefused(int(body.get("index", 0)), str(body.get("source_key", "")),
-                                      str(body.get("reason", "")))  # fmt: skip
+                raise EvidenceRefused(
+                    int(body.get("index", 0)),
+                    str(body.get("source_key", "")),
+                    str(body.get("reason", "")),
+                )
             raise StoreError(f"memory API answered {resp.status_code} ({code or 'no error code'})")
         if resp.status_code == 202:  # queued for the owner, not performed
             body = resp.json()
-            raise ConfirmationRequired(str(body.get("action", "")), str(body.get("proposal_id", "")))
+            raise ConfirmationRequired(
+                str(body.get("action", "")), str(body.get("proposal_id", ""))
+            )
         return resp.json()
 
     def search(self, query: str, limit: int = 10) -> list[SearchHit]:
@@ -175,19 +223,29 @@ class HttpMemoryAPI:
         return [SearchHit(**h) for h in data["hits"]]
 
     def related(self, conversation_keys: list[str], titles: list[str]) -> list[MemoryIndexEntry]:
-        data = self._call("POST", "/v1/related", json={"conversation_keys": conversation_keys, "titles": titles})
+        data = self._call(
+            "POST", "/v1/related", json={"conversation_keys": conversation_keys, "titles": titles}
+        )
         return [MemoryIndexEntry(**e) for e in data["items"]]
 
     def propose(self, run_id: str, batch_id: str, draft_id: str, payload: dict) -> str:
-        data = self._call("POST", "/v1/proposals", json={
-            "run_id": run_id, "batch_id": batch_id, "draft_id": draft_id, "payload": payload})  # fmt: skip
+        data = self._call(
+            "POST",
+            "/v1/proposals",
+            json={"run_id": run_id, "batch_id": batch_id, "draft_id": draft_id, "payload": payload},
+        )
         return str(data["proposal_id"])
 
     def commit(self, request: CommitRequest) -> CommitResult:
         data = self._call(
-            "POST", "/v1/commits", content=request.model_dump_json(),
-            headers={"Content-Type": "application/json", "Idempotency-Key": request.idempotency_key},
-        )  # fmt: skip
+            "POST",
+            "/v1/commits",
+            content=request.model_dump_json(),
+            headers={
+                "Content-Type": "application/json",
+                "Idempotency-Key": request.idempotency_key,
+            },
+        )
         return CommitResult(**data)
 
     def add_marker(self, text: str, session: str | None = None) -> dict[str, Any]:
@@ -197,8 +255,12 @@ class HttpMemoryAPI:
     def request_action(self, request: ActionRequest) -> str:
         """Queue a request for the owner (``ConfirmationRequired`` carries its id)."""
         try:
-            self._call("POST", "/v1/requests", content=request.model_dump_json(),
-                       headers={"Content-Type": "application/json"})  # fmt: skip
+            self._call(
+                "POST",
+                "/v1/requests",
+                content=request.model_dump_json(),
+                headers={"Content-Type": "application/json"},
+            )
         except ConfirmationRequired as queued:
             return queued.proposal_id
         raise StoreError("memory API did not queue the request")

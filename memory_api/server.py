@@ -26,11 +26,23 @@ class RunningServer:
         self.thread.join(10)
 
 
-def serve_in_thread(db: Database, *, budget: tuple[int, float], host: str = "127.0.0.1", port: int = 0,
-                    public_url: str | None = None) -> RunningServer:  # fmt: skip
+def serve_in_thread(
+    db: Database,
+    *,
+    budget: tuple[int, float],
+    host: str = "127.0.0.1",
+    port: int = 0,
+    public_url: str | None = None,
+) -> RunningServer:
     check_bind(host, public_url)
-    config = uvicorn.Config(create_app(db, budget=budget, public_url=public_url), host=host, port=port, log_level="warning",
-                            access_log=False, lifespan="off")  # fmt: skip
+    config = uvicorn.Config(
+        create_app(db, budget=budget, public_url=public_url),
+        host=host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="memory-api", daemon=True)
     thread.start()
@@ -44,20 +56,42 @@ def serve_in_thread(db: Database, *, budget: tuple[int, float], host: str = "127
     return RunningServer(f"http://{bound_host}:{bound_port}", server, thread)
 
 
-def serve_forever(db: Database, *, budget: tuple[int, float], host: str, port: int,
-                  public_url: str | None = None) -> None:  # fmt: skip
+def serve_forever(
+    db: Database, *, budget: tuple[int, float], host: str, port: int, public_url: str | None = None
+) -> None:
     """Loopback only, unless ``public_url`` names the TLS proxy in front (memory_api/auth.py)."""
     check_bind(host, public_url)
-    uvicorn.run(create_app(db, budget=budget, public_url=public_url), host=host, port=port,
-                log_level="info", access_log=False, server_header=False)  # fmt: skip
+    uvicorn.run(
+        create_app(db, budget=budget, public_url=public_url),
+        host=host,
+        port=port,
+        log_level="info",
+        access_log=False,
+        server_header=False,
+    )
 
 
-def run_app_in_thread(app: object, *, host: str = "127.0.0.1", port: int = 0, name: str = "pmem-http",
-                      lifespan: Literal["auto", "on", "off"] = "on", log_level: str = "warning") -> RunningServer:  # fmt: skip
+def run_app_in_thread(
+    app: object,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    name: str = "pmem-http",
+    lifespan: Literal["auto", "on", "off"] = "on",
+    log_level: str = "warning",
+) -> RunningServer:
     """Any of our ASGI apps (the remote server, `pmem serve --http`) under uvicorn in a thread;
     no access log (it would record query strings); uvicorn's records go to the root logger."""
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,  # type: ignore[arg-type]
-                            lifespan=lifespan, server_header=False, log_config=None)  # fmt: skip
+    config = uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        lifespan=lifespan,
+        server_header=False,
+        log_config=None,
+    )
     server = uvicorn.Server(config)
     _no_access_log()
     thread = threading.Thread(target=server.run, name=name, daemon=True)
@@ -74,8 +108,15 @@ def run_app_in_thread(app: object, *, host: str = "127.0.0.1", port: int = 0, na
 
 def run_app_forever(app: object, *, host: str, port: int, log_level: str = "info") -> None:
     """Any of our ASGI apps in the foreground; no access log, no server header."""
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, access_log=False,  # type: ignore[arg-type]
-                            server_header=False, log_config=None)  # fmt: skip
+    config = uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        server_header=False,
+        log_config=None,
+    )
     server = uvicorn.Server(config)
     _no_access_log()
     server.run()

@@ -22,7 +22,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from core.models import Conversation, DraftRecord, EvidencePointer, MemoryIndexEntry, Message
 from core.secrets import redact_conversation, redact_messages
 
-PROMPT_VERSION = "case-record-v2"  # v2: fixed section headings, changes of mind, facts vs inferences
+PROMPT_VERSION = (
+    "case-record-v2"  # v2: fixed section headings, changes of mind, facts vs inferences
+)
 
 MemoryKind = Literal["episode", "decision", "project", "preference", "lesson", "profile", "other"]
 

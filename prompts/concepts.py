@@ -74,10 +74,15 @@ target), part_of, related. Use the concepts' names in `source` and `target`. Ans
 
 def build_prompt(exp: ExperienceInput, candidates: Sequence[Concept]) -> tuple[str, str]:
     texts = redact_messages(
-        [exp.title, exp.summary, *exp.stated_facts, *(t[:MAX_EXCERPT_CHARS] for _, t in exp.evidence)]
+        [
+            exp.title,
+            exp.summary,
+            *exp.stated_facts,
+            *(t[:MAX_EXCERPT_CHARS] for _, t in exp.evidence),
+        ]
     )
     title, summary, rest = texts[0], texts[1], texts[2:]
-    facts, excerpts = rest[: len(exp.stated_facts)], rest[len(exp.stated_facts):]
+    facts, excerpts = rest[: len(exp.stated_facts)], rest[len(exp.stated_facts) :]
     lines = [f"Experience {exp.memory_id}", f"Title: {title}", f"Summary: {summary}"]
     if facts:
         lines += ["Stated facts:", *(f"- {f}" for f in facts)]

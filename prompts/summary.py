@@ -68,7 +68,11 @@ you rest on in `memoryIds` (only ids given below)."""
 
 
 def build_month_prompt(inputs: MonthInputs) -> tuple[str, str]:
-    lines = [f"Month: {inputs.month} (time zone {inputs.time_zone})", "", "Case records of the month:"]
+    lines = [
+        f"Month: {inputs.month} (time zone {inputs.time_zone})",
+        "",
+        "Case records of the month:",
+    ]
     if not inputs.memories:
         lines.append("(none)")
     for m in inputs.memories:

@@ -101,8 +101,11 @@ def call_with_retry(
         exc = state.outcome.exception() if state.outcome is not None else None
         wait_s = state.next_action.sleep if state.next_action is not None else 0.0
         # the terminal says what the run waits for and until when (core.waits)
-        announce(f"{label} to answer again (after {type(exc).__name__}; attempt "
-                 f"{state.attempt_number + 1} of {policy.max_attempts})", wait_s)  # fmt: skip
+        announce(
+            f"{label} to answer again (after {type(exc).__name__}; attempt "
+            f"{state.attempt_number + 1} of {policy.max_attempts})",
+            wait_s,
+        )
         log.warning(
             "%s: transient error (%s), attempt %d of %d, retrying in %.1f s",
             label,

@@ -33,17 +33,27 @@ class SdkAdapter(Protocol):
         ...
 
 
-def draft_via(adapter: SdkAdapter, conversations: list[Conversation], context: list[MemoryIndexEntry]) -> DraftOutput:
+def draft_via(
+    adapter: SdkAdapter, conversations: list[Conversation], context: list[MemoryIndexEntry]
+) -> DraftOutput:
     static, dynamic, redacted = build_prompt_guarded(conversations, context)
     if redacted:
-        log.info("%s: secret guard redacted %d value(s) before the request", adapter.model, redacted)
+        log.info(
+            "%s: secret guard redacted %d value(s) before the request", adapter.model, redacted
+        )
     records, usage = call_with_retry(
-        adapter.prepare(static, dynamic), policy=adapter.retry, sleep=adapter._sleep, label=adapter.model
+        adapter.prepare(static, dynamic),
+        policy=adapter.retry,
+        sleep=adapter._sleep,
+        label=adapter.model,
     )
     return DraftOutput(
-        records=records, model=adapter.model, prompt_version=adapter.prompt_version,
-        input_tokens=usage[0], output_tokens=usage[1],
-    )  # fmt: skip
+        records=records,
+        model=adapter.model,
+        prompt_version=adapter.prompt_version,
+        input_tokens=usage[0],
+        output_tokens=usage[1],
+    )
 
 
 LOCAL_KEY = "not-needed"  # OpenAI-compatible local servers want some key, and ignore it
@@ -55,9 +65,16 @@ def first_env(names: Sequence[str]) -> str | None:
 
 
 def credentials(
-    what: str, *, api_key: str | None, base_url: str | None, key_envs: Sequence[str],
-    base_url_envs: Sequence[str], offline: str, hint: str, keyless_with_base_url: bool = False,
-) -> tuple[str, str | None]:  # fmt: skip
+    what: str,
+    *,
+    api_key: str | None,
+    base_url: str | None,
+    key_envs: Sequence[str],
+    base_url_envs: Sequence[str],
+    offline: str,
+    hint: str,
+    keyless_with_base_url: bool = False,
+) -> tuple[str, str | None]:
     """(API key, base URL) for an adapter: explicit values first, then the environment. A local
     OpenAI-compatible server (a base URL and no key) may go without a key when allowed."""
     base_url = base_url if base_url is not None else first_env(base_url_envs)
@@ -114,15 +131,22 @@ class SdkDrafter:
         self.model_name = model
         self.model = f"{p}:{model}"
         api_key, base_url = credentials(
-            f"{p} provider", api_key=api_key, base_url=base_url, key_envs=self.KEY_ENVS,
-            base_url_envs=self.BASE_URL_ENVS, offline="drafter 'extractive'",
-            keyless_with_base_url=self.KEYLESS_WITH_BASE_URL, hint=self.KEY_HINT,
-        )  # fmt: skip
+            f"{p} provider",
+            api_key=api_key,
+            base_url=base_url,
+            key_envs=self.KEY_ENVS,
+            base_url_envs=self.BASE_URL_ENVS,
+            offline="drafter 'extractive'",
+            keyless_with_base_url=self.KEYLESS_WITH_BASE_URL,
+            hint=self.KEY_HINT,
+        )
         self.base_url = base_url
         self.max_output_tokens = max_output_tokens or self.DEFAULT_MAX_OUTPUT_TOKENS
         self.retry = retry
         self._sleep = sleep
-        self._client = self.make_client(api_key, base_url, self.DEFAULT_TIMEOUT if timeout is None else timeout)
+        self._client = self.make_client(
+            api_key, base_url, self.DEFAULT_TIMEOUT if timeout is None else timeout
+        )
         self._schema = self.response_schema()
 
     def make_client(self, api_key: str, base_url: str | None, timeout: float) -> Any:
@@ -135,7 +159,9 @@ class SdkDrafter:
     def prepare(self, static: str, dynamic: str) -> Send:
         raise NotImplementedError
 
-    def draft(self, conversations: list[Conversation], context: list[MemoryIndexEntry]) -> DraftOutput:
+    def draft(
+        self, conversations: list[Conversation], context: list[MemoryIndexEntry]
+    ) -> DraftOutput:
         return draft_via(self, conversations, context)
 
     def with_retry(self, send: Callable[[], T]) -> T:

@@ -87,7 +87,9 @@ class AnthropicDrafter(SdkDrafter):
     DEFAULT_MAX_OUTPUT_TOKENS = DEFAULT_MAX_OUTPUT_TOKENS
 
     def make_client(self, api_key: str, base_url: str | None, timeout: float) -> Any:
-        return anthropic.Anthropic(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+        return anthropic.Anthropic(
+            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
+        )
 
     def prepare(self, static: str, dynamic: str) -> Send:
         body = self.request_body(static, dynamic)
@@ -116,7 +118,9 @@ class AnthropicDrafter(SdkDrafter):
         except anthropic.APIError as exc:
             raise _map_error(exc) from None
         except ValueError:  # a 200 whose body is not JSON
-            raise TerminalDraftError(f"{PROVIDER}: the response body could not be read as JSON") from None
+            raise TerminalDraftError(
+                f"{PROVIDER}: the response body could not be read as JSON"
+            ) from None
 
     def _call(self, body: dict[str, Any]) -> tuple[list[DraftRecord], tuple[int, int]]:
         resp = self._send(body)
@@ -128,13 +132,18 @@ class AnthropicDrafter(SdkDrafter):
         """One structured answer for another schema (the summaries' prompts): a forced tool
         call with that input schema, through the same client, errors and retry layer."""
         body = self.request_body(static, dynamic)
-        body["tools"] = [{"name": name, "description": f"Record the {name}.", "input_schema": schema}]
+        body["tools"] = [
+            {"name": name, "description": f"Record the {name}.", "input_schema": schema}
+        ]
         body["tool_choice"] = {"type": "tool", "name": name}
 
         def send() -> tuple[dict[str, Any], tuple[int, int]]:
             resp = self._send(body)
-            calls = [b for b in (getattr(resp, "content", None) or [])
-                     if getattr(b, "type", None) == "tool_use" and getattr(b, "name", None) == name]  # fmt: skip
+            calls = [
+                b
+                for b in (getattr(resp, "content", None) or [])
+                if getattr(b, "type", None) == "tool_use" and getattr(b, "name", None) == name
+            ]
             if not calls or not isinstance(calls[0].input, dict):
                 raise TerminalDraftError(f"{PROVIDER}: the answer has no {name} call")
             return dict(calls[0].input), _usage(resp)

@@ -37,7 +37,11 @@ class OfflineConceptExtractor:
 
 def get_concept_extractor(spec: str | None) -> ConceptExtractor:
     """``offline`` (also ``extractive``, the offline drafter's name, and None) or a model spec."""
-    if not spec or spec.strip().lower() in ("offline", "extractive") or spec.startswith("extractive:"):
+    if (
+        not spec
+        or spec.strip().lower() in ("offline", "extractive")
+        or spec.startswith("extractive:")
+    ):
         return OfflineConceptExtractor()
     from providers.concepts_llm import LlmConceptExtractor
 

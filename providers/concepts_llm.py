@@ -34,7 +34,9 @@ class LlmConceptExtractor:
 
             adapter = get_drafter(spec)
         if not hasattr(adapter, "complete_json"):
-            raise ConfigError(f"{spec} cannot extract concepts", hint="use offline or openai / anthropic / gemini")
+            raise ConfigError(
+                f"{spec} cannot extract concepts", hint="use offline or openai / anthropic / gemini"
+            )
         self.adapter = adapter
         self.model = adapter.model
         self.input_tokens = 0
@@ -42,7 +44,9 @@ class LlmConceptExtractor:
 
     def extract(self, exp: ExperienceInput, candidates: Sequence[Concept]) -> Extraction:
         static, dynamic = build_prompt(exp, candidates)
-        data, (tin, tout) = self.adapter.complete_json(static, dynamic, CONCEPTS_SCHEMA_NAME, concepts_schema())
+        data, (tin, tout) = self.adapter.complete_json(
+            static, dynamic, CONCEPTS_SCHEMA_NAME, concepts_schema()
+        )
         self.input_tokens += tin
         self.output_tokens += tout
         try:
@@ -59,14 +63,23 @@ class LlmConceptExtractor:
             if not name or norm(name) in found:
                 continue
             found[norm(name)] = FoundConcept(
-                surface=name, kind=c.kind, source_key=c.messageKey if c.messageKey in keys else None,
+                surface=name,
+                kind=c.kind,
+                source_key=c.messageKey if c.messageKey in keys else None,
                 concept_id=c.id if c.id in offered else None,
-            )  # fmt: skip
+            )
         rels: list[FoundRelation] = []
         for rel in r.relations:
             a, b = found.get(norm(rel.source)), found.get(norm(rel.target))
             if a is None or b is None or a is b:
                 continue
-            rels.append(FoundRelation(a.surface, b.surface, rel.relation, rel.stated,
-                                      rel.messageKey if rel.messageKey in keys else None))  # fmt: skip
+            rels.append(
+                FoundRelation(
+                    a.surface,
+                    b.surface,
+                    rel.relation,
+                    rel.stated,
+                    rel.messageKey if rel.messageKey in keys else None,
+                )
+            )
         return Extraction(concepts=tuple(found.values()), relations=tuple(rels))

@@ -51,7 +51,9 @@ _FENCE_RE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 _JA_CHAR_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff66-\uff9f]")
 _LATIN_RE = re.compile(r"[A-Za-z]")
 _KATAKANA_RE = re.compile(r"[ァ-ヺ][ァ-ヺー]+(?:・[ァ-ヺー]+)*[ァ-ヺー]")
-_LATIN_TERM_RE = re.compile(r"(?<![A-Za-z0-9_.])[A-Za-z][A-Za-z0-9_]*(?:[.+#&-][A-Za-z0-9_]+)*[+#]*")
+_LATIN_TERM_RE = re.compile(
+    r"(?<![A-Za-z0-9_.])[A-Za-z][A-Za-z0-9_]*(?:[.+#&-][A-Za-z0-9_]+)*[+#]*"
+)
 # words written in capitals that are keywords or plain English, not names (SQL, shouting, notes)
 _CAPS_TEXT = """
 not and or null select from where join insert update delete into values table create drop
@@ -166,7 +168,9 @@ class ExtractiveDrafter:
 _IN_BATCH = "batch:"
 
 
-def draft_records(conversations: list[Conversation], context: list[MemoryIndexEntry]) -> list[DraftRecord]:
+def draft_records(
+    conversations: list[Conversation], context: list[MemoryIndexEntry]
+) -> list[DraftRecord]:
     """One record per conversation, in order; a conversation that changes the decision of an
     earlier one of the same batch is merged into that one's record (the memory does not exist
     yet, so it cannot be appended to): one record, the later decision current, the earlier one
@@ -174,11 +178,18 @@ def draft_records(conversations: list[Conversation], context: list[MemoryIndexEn
     records: list[DraftRecord] = []
     for conv in conversations:
         pending = [
-            MemoryIndexEntry(id=f"{_IN_BATCH}{i}", title=r.title, index_summary=r.index_summary,
-                             kind=r.memory_kind, current_revision=0, aliases=r.aliases,
-                             source_conversation_keys=r.source_conversation_keys)
-            for i, r in enumerate(records) if r.action == "create"
-        ]  # fmt: skip
+            MemoryIndexEntry(
+                id=f"{_IN_BATCH}{i}",
+                title=r.title,
+                index_summary=r.index_summary,
+                kind=r.memory_kind,
+                current_revision=0,
+                aliases=r.aliases,
+                source_conversation_keys=r.source_conversation_keys,
+            )
+            for i, r in enumerate(records)
+            if r.action == "create"
+        ]
         record = draft_record(conv, [*context, *pending])
         if record is None:
             continue
@@ -192,18 +203,23 @@ def draft_records(conversations: list[Conversation], context: list[MemoryIndexEn
 
 def _merge_into(earlier: DraftRecord, later: DraftRecord) -> DraftRecord:
     since = earlier.valid_from.date().isoformat() if earlier.valid_from else None
-    return earlier.model_copy(update={
-        "canonical_summary": merge_summaries(earlier.canonical_summary, later.canonical_summary,
-                                             supersede=True, since=since),
-        "index_summary": later.index_summary or earlier.index_summary,
-        "aliases": _dedupe([*earlier.aliases, *later.aliases], casefold=True)[:_MAX_ALIASES],
-        "tags": _dedupe([*earlier.tags, *later.tags]),
-        "valid_from": later.valid_from or earlier.valid_from,
-        "stated_facts": _dedupe([*earlier.stated_facts, *later.stated_facts]),
-        "inferences": _dedupe([*earlier.inferences, *later.inferences]),
-        "evidence": [*earlier.evidence, *later.evidence],
-        "source_conversation_keys": _dedupe([*earlier.source_conversation_keys, *later.source_conversation_keys]),
-    })  # fmt: skip
+    return earlier.model_copy(
+        update={
+            "canonical_summary": merge_summaries(
+                earlier.canonical_summary, later.canonical_summary, supersede=True, since=since
+            ),
+            "index_summary": later.index_summary or earlier.index_summary,
+            "aliases": _dedupe([*earlier.aliases, *later.aliases], casefold=True)[:_MAX_ALIASES],
+            "tags": _dedupe([*earlier.tags, *later.tags]),
+            "valid_from": later.valid_from or earlier.valid_from,
+            "stated_facts": _dedupe([*earlier.stated_facts, *later.stated_facts]),
+            "inferences": _dedupe([*earlier.inferences, *later.inferences]),
+            "evidence": [*earlier.evidence, *later.evidence],
+            "source_conversation_keys": _dedupe(
+                [*earlier.source_conversation_keys, *later.source_conversation_keys]
+            ),
+        }
+    )
 
 
 def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRecord | None:
@@ -334,15 +350,22 @@ _EXTRA_DECISION_RE = re.compile(
     r"|って(?:ルール|こと)に(?:する|した)|\bI(?:'ll| will) (?:go|take|stick|stay|keep|buy|use)\b",
     re.IGNORECASE,
 )
-_INTENT_EN_RE = re.compile(r"\bI(?:'ll| will| am going to|'m going to)\b(?! (?:see|think|check))", re.IGNORECASE)
+_INTENT_EN_RE = re.compile(
+    r"\bI(?:'ll| will| am going to|'m going to)\b(?! (?:see|think|check))", re.IGNORECASE
+)
 _EXTRA_REASON_RE = re.compile(
     r"決め手|のと[、,]|(?:ない|たい|いい|だ|い)し[、,]|なので|だから|\bmain reason\b|\breasons?:"
     r"|, so\b|\bso (?:that|I)\b|\bmostly because\b"
     r"|\bhonestly\b|\bfrankly\b|正直",  # the person's own feeling about it: what moves them
     re.IGNORECASE,
 )
-_CONTINUE_RE = re.compile(r"^\W*(?:あと|それと|それに|また|さらに|加えて|Also|And|Plus|Besides)\b|^\W*(?:あと|それと|それに|また|さらに)", re.IGNORECASE)
-_ENUM_RE = re.compile(r"^\W*(?:まず|第一に|一つ目は|1つ目は|ひとつは|それと|二つ目は|2つ目は|First(?:ly)?,|Second(?:ly)?,)")
+_CONTINUE_RE = re.compile(
+    r"^\W*(?:あと|それと|それに|また|さらに|加えて|Also|And|Plus|Besides)\b|^\W*(?:あと|それと|それに|また|さらに)",
+    re.IGNORECASE,
+)
+_ENUM_RE = re.compile(
+    r"^\W*(?:まず|第一に|一つ目は|1つ目は|ひとつは|それと|二つ目は|2つ目は|First(?:ly)?,|Second(?:ly)?,)"
+)
 _OPENER_RE = re.compile(
     r"^\W*(?:結論|じゃあ|では|うん|よし|いろいろ考えて|考えたけど|悩んだけど|決めた|ok|okay|so|alright|in the end)\b"
     r"|^\W*(?:結論|じゃあ|うん|よし|いろいろ考えて|考えたけど|悩んだけど)",
@@ -357,7 +380,9 @@ _REASON_LEAD_RE = re.compile(
     r"^\W*(?:理由は|理由として|決め手は|なぜなら|というのも|because\b|the reason\b|main reason\b|reasons?:)",
     re.IGNORECASE,
 )
-_PAST_RE = re.compile(r"(?:た|だ|ました|かった)(?:[。!！]|$)|\b(?:went|did|was|turned out|worked)\b")
+_PAST_RE = re.compile(
+    r"(?:た|だ|ました|かった)(?:[。!！]|$)|\b(?:went|did|was|turned out|worked)\b"
+)
 _MAX_DECISIONS = 4
 _MAX_REASONS = 6
 _MAX_OPEN = 5
@@ -365,8 +390,10 @@ _MAX_OPEN = 5
 
 def _parts(person: list[Sentence]) -> _Parts:
     roles = _roles(person)
-    pick = {role: [s for s in person if roles.get(s.index) == role] for role in
-            ("decision", "reason", "open", "result", "background_open")}  # fmt: skip
+    pick = {
+        role: [s for s in person if roles.get(s.index) == role]
+        for role in ("decision", "reason", "open", "result", "background_open")
+    }
     decisions = _best_decisions(pick["decision"], person)
     # a decision past the cap is no decision here: it may still give its reason clause
     reasons = _rank_reasons(pick["reason"], decisions)
@@ -378,12 +405,16 @@ def _parts(person: list[Sentence]) -> _Parts:
     resolved = _resolutions(open_points, person, roles)
     open_now = [s for s in open_points if s.index not in {o.index for o, _ in resolved}][:_MAX_OPEN]
     used = set(roles) | {s.index for s in open_points}
-    background = [s for s in _first_message(person) if s.index not in used and not _is_filler(s.text)]
+    background = [
+        s for s in _first_message(person) if s.index not in used and not _is_filler(s.text)
+    ]
     background = (pick["background_open"] + background)[:2] if not decisions else background[:2]
     used |= {s.index for s in background}
     results = [s for s in pick["result"] if s.index not in {r.index for _, r in resolved}]
     topics = _topics(person, used | {r.index for _, r in resolved})
-    return _Parts(background, topics, decisions, reasons, results[-2:], open_now, resolved[:_MAX_OPEN])
+    return _Parts(
+        background, topics, decisions, reasons, results[-2:], open_now, resolved[:_MAX_OPEN]
+    )
 
 
 def _roles(person: list[Sentence]) -> dict[int, str]:
@@ -399,7 +430,11 @@ def _roles(person: list[Sentence]) -> dict[int, str]:
         elif scores[s.index] >= 3:
             roles[s.index] = "decision"
     if not any(r == "decision" for r in roles.values()):  # no clear decision: the best intent
-        intents = [s for s in person if s.index not in roles and (_plain_intent(s.text) or _INTENT_EN_RE.search(s.text))]
+        intents = [
+            s
+            for s in person
+            if s.index not in roles and (_plain_intent(s.text) or _INTENT_EN_RE.search(s.text))
+        ]
         best = max(intents, key=lambda s: (scores[s.index], -s.index), default=None)
         if best is not None and scores[best.index] >= 2:
             roles[best.index] = "decision"
@@ -412,7 +447,11 @@ def _roles(person: list[Sentence]) -> dict[int, str]:
             role = roles.get(s.index)
             if role is None:
                 if _is_question(s.text):
-                    if _SELF_QUESTION_RE.search(s.text) and first_decision is not None and s.index > first_decision:
+                    if (
+                        _SELF_QUESTION_RE.search(s.text)
+                        and first_decision is not None
+                        and s.index > first_decision
+                    ):
                         role = "open"
                 elif _reasons(s.text) or (prev == "reason" and _CONTINUE_RE.search(s.text)):
                     role = "reason"
@@ -422,8 +461,12 @@ def _roles(person: list[Sentence]) -> dict[int, str]:
                     role = "reason"
                 elif _RESULT_RE.search(s.text):
                     role = "result"
-                elif prev == "decision" and not _is_filler(s.text) and not any(
-                    _reasons(o.text) for o in msg_sentences if roles.get(o.index) != "decision"
+                elif (
+                    prev == "decision"
+                    and not _is_filler(s.text)
+                    and not any(
+                        _reasons(o.text) for o in msg_sentences if roles.get(o.index) != "decision"
+                    )
                 ):  # a decision its message gives no marked reason for: what follows it says why
                     role = "reason"
                 if role is not None:
@@ -446,7 +489,9 @@ def _own(text: str) -> str:
 
 def _opens(text: str) -> bool:
     own = _own(text)
-    return bool(_STRONG_OPEN_RE.search(own) or _OPEN_RE.search(own)) and not _EXTRA_DECISION_RE.search(own)
+    return bool(
+        _STRONG_OPEN_RE.search(own) or _OPEN_RE.search(own)
+    ) and not _EXTRA_DECISION_RE.search(own)
 
 
 def _reasons(text: str) -> bool:
@@ -470,7 +515,12 @@ def _decision_score(s: Sentence, message: list[Sentence]) -> float:
         intent += 1  # said after the assistant answered: a conclusion, not the opening request
     score += intent
     after = [n for n in message if n.index > s.index][:1]
-    if after and _reasons(after[0].text) and not _opens(after[0].text) and not _is_question(after[0].text):
+    if (
+        after
+        and _reasons(after[0].text)
+        and not _opens(after[0].text)
+        and not _is_question(after[0].text)
+    ):
         score += 2
     before = [n for n in message if n.index < s.index][-1:]
     if intent and before and _ANNOUNCES_RE.search(before[0].text):
@@ -516,9 +566,22 @@ def _plain_intent(text: str) -> bool:
     last = morphemes[-1]
     if last.pos[0] == "動詞" and len(last.pos) > 5 and last.pos[5].startswith("終止形"):
         return last.surface not in ("思う", "いる", "ある", "なる", "できる", "わかる", "言う")
-    if last.normalized == "ます" and len(morphemes) > 1 and len(last.pos) > 5 and last.pos[5].startswith("終止形"):
+    if (
+        last.normalized == "ます"
+        and len(morphemes) > 1
+        and len(last.pos) > 5
+        and last.pos[5].startswith("終止形")
+    ):
         verb = morphemes[-2]  # the polite form (使います, してもらいます): the same plain intent
-        return verb.pos[0] == "動詞" and verb.normalized not in ("思う", "居る", "有る", "成る", "出来る", "分かる", "言う")
+        return verb.pos[0] == "動詞" and verb.normalized not in (
+            "思う",
+            "居る",
+            "有る",
+            "成る",
+            "出来る",
+            "分かる",
+            "言う",
+        )
     return False
 
 
@@ -529,7 +592,9 @@ def _best_decisions(decisions: list[Sentence], person: list[Sentence]) -> list[S
     by_message: dict[str, list[Sentence]] = {}
     for s in person:
         by_message.setdefault(s.message.key, []).append(s)
-    ranked = sorted(decisions, key=lambda s: (-_decision_score(s, by_message[s.message.key]), s.index))
+    ranked = sorted(
+        decisions, key=lambda s: (-_decision_score(s, by_message[s.message.key]), s.index)
+    )
     keep = {s.index for s in ranked[:_MAX_DECISIONS]}
     return [s for s in decisions if s.index in keep]
 
@@ -570,7 +635,11 @@ def _resolutions(
                 continue
             if roles.get(s.index) == "open" or _is_question(s.text):
                 continue
-            settles = roles.get(s.index) in ("decision", "result") or _plain_intent(s.text) or _PAST_RE.search(s.text)
+            settles = (
+                roles.get(s.index) in ("decision", "result")
+                or _plain_intent(s.text)
+                or _PAST_RE.search(s.text)
+            )
             if settles and terms & _content_terms(s.text):
                 out.append((o, s))
                 taken.add(s.index)
@@ -578,16 +647,44 @@ def _resolutions(
     return out
 
 
-_TERM_STOP = frozenset(["こと", "もの", "とき", "ところ", "ため", "よう", "感じ", "自分", "今日", "今回", "一番", "最初", "あと", "それ", "これ", "時間", "方"])
+_TERM_STOP = frozenset(
+    [
+        "こと",
+        "もの",
+        "とき",
+        "ところ",
+        "ため",
+        "よう",
+        "感じ",
+        "自分",
+        "今日",
+        "今回",
+        "一番",
+        "最初",
+        "あと",
+        "それ",
+        "これ",
+        "時間",
+        "方",
+    ]
+)
 
 
 def _content_terms(text: str) -> set[str]:
     """The nouns and names in ``text`` (two characters or more): what a sentence is about."""
-    terms = {m.normalized for m in analyze(text)
-             if m.pos[0] == "名詞" and m.pos[1] in ("普通名詞", "固有名詞") and len(m.surface) >= 2
-             and m.normalized not in _TERM_STOP}  # fmt: skip
-    terms |= {w.casefold() for w in re.findall(r"[A-Za-z][A-Za-z0-9]{2,}", text)
-              if w.casefold() not in _STOP_TERMS}  # fmt: skip
+    terms = {
+        m.normalized
+        for m in analyze(text)
+        if m.pos[0] == "名詞"
+        and m.pos[1] in ("普通名詞", "固有名詞")
+        and len(m.surface) >= 2
+        and m.normalized not in _TERM_STOP
+    }
+    terms |= {
+        w.casefold()
+        for w in re.findall(r"[A-Za-z][A-Za-z0-9]{2,}", text)
+        if w.casefold() not in _STOP_TERMS
+    }
     return terms
 
 
@@ -623,7 +720,10 @@ def _inferences(parts: _Parts, lang: str) -> list[str]:
     """What the drafter concludes and the person did not say in these words: which open points
     a later statement settled (the pairing is the drafter's reading, the sentences are quoted)."""
     word = "→ 解決: " if lang == "ja" else "→ settled by: "
-    return [f"{_cap(_one_line(o.text), 120)} {word}{_cap(_one_line(r.text), 120)}" for o, r in parts.resolved]
+    return [
+        f"{_cap(_one_line(o.text), 120)} {word}{_cap(_one_line(r.text), 120)}"
+        for o, r in parts.resolved
+    ]
 
 
 def _first_message(person: list[Sentence]) -> list[Sentence]:
@@ -688,8 +788,10 @@ def _summary(parts: _Parts, lang: str) -> str:
     ]
     blocks = [_section(head, items) for head, items in sections if items]
     if parts.resolved:
-        lines = [f"- {_one_line(_cap(o.text, _SECTION_ITEM_MAX))} → {_one_line(_cap(r.text, _SECTION_ITEM_MAX))}"
-                 for o, r in parts.resolved]  # fmt: skip
+        lines = [
+            f"- {_one_line(_cap(o.text, _SECTION_ITEM_MAX))} → {_one_line(_cap(r.text, _SECTION_ITEM_MAX))}"
+            for o, r in parts.resolved
+        ]
         blocks.append("\n".join([f"## {heads['resolved']}", *_dedupe(lines)]))
     return _cap("\n\n".join(blocks), _SUMMARY_MAX)
 
@@ -705,17 +807,34 @@ def _index_summary(parts: _Parts, title: str) -> str:
     # the current decision: the first one, unless the person later changed their mind (then the
     # first decision of the message that says so); details decided after it are not the gist
     changed = [s for s in parts.decisions[1:] if _CHANGE_RE.search(s.text)]
-    start = changed[-1].message.key if changed else parts.decisions[0].message.key if parts.decisions else None
-    last = [s for s in parts.decisions if s.message.key == start and not _ANNOUNCES_RE.search(s.text)][:1]
+    start = (
+        changed[-1].message.key
+        if changed
+        else parts.decisions[0].message.key
+        if parts.decisions
+        else None
+    )
+    last = [
+        s for s in parts.decisions if s.message.key == start and not _ANNOUNCES_RE.search(s.text)
+    ][:1]
     gist = _comparable(title.split(": ", 1)[-1])
-    for s in [*last, *parts.results[-1:], *parts.background, *parts.topics, *parts.reasons, *parts.open_points]:
+    for s in [
+        *last,
+        *parts.results[-1:],
+        *parts.background,
+        *parts.topics,
+        *parts.reasons,
+        *parts.open_points,
+    ]:
         line = _one_line(s.text)
         said = _comparable(_LEAD_FILLER_RE.sub("", line))
         same = said.startswith(gist) or gist.startswith(said)
         if not same and not _is_marker(line):
             return _cap(line, _INDEX_MAX)
     people = {s.message.key for s in [*parts.background, *parts.topics]}
-    return f"{_one_line(title)} ({len(people) or 1} message{'s' if len(people) > 1 else ''})"[:_INDEX_MAX]
+    return f"{_one_line(title)} ({len(people) or 1} message{'s' if len(people) > 1 else ''})"[
+        :_INDEX_MAX
+    ]
 
 
 def _title(conv: Conversation, messages: list[Message], parts: _Parts, terms: list[str]) -> str:
@@ -724,10 +843,14 @@ def _title(conv: Conversation, messages: list[Message], parts: _Parts, terms: li
     else the first request), cut at a clause end, never mid-word with an ellipsis."""
     if conv.title and conv.title.strip() and not _is_marker(conv.title.strip()):
         return _cap(_one_line(conv.title), _TITLE_MAX)
-    first_person = [s for s in person_sentences(messages) if s.message.key == _first_person_key(messages)]
+    first_person = [
+        s for s in person_sentences(messages) if s.message.key == _first_person_key(messages)
+    ]
     session = conv.source in _SESSION_SOURCES
     # a coding session is named by what it did; a chat by what it asked
-    candidates = [*parts.decisions[:1], *parts.results[:1], *first_person] if session else first_person
+    candidates = (
+        [*parts.decisions[:1], *parts.results[:1], *first_person] if session else first_person
+    )
     gist = next((g for s in candidates if (g := _gist(s.text))), "")
     subject = " / ".join(t for t in terms[:2] if t.casefold() not in gist.casefold())
     if not gist:
@@ -763,7 +886,9 @@ def _gist(sentence: str, limit: int = _GIST_MAX) -> str:
         return ""
     limit = max(limit, 16)
     if len(text) > limit:
-        cut = next((m.start() for m in _CLAUSE_END_RE.finditer(text) if 12 <= m.start() <= limit), None)
+        cut = next(
+            (m.start() for m in _CLAUSE_END_RE.finditer(text) if 12 <= m.start() <= limit), None
+        )
         if cut is None:
             space = text.rfind(" ", 12, limit)
             cut = space if space > 0 else limit
@@ -780,7 +905,10 @@ def _comparable(text: str) -> str:
 
 
 def _first_person_key(messages: list[Message]) -> str:
-    return next((m.key for m in messages if m.channel == Channel.PERSON and _gist(split_prose(m.text)[0])), "")
+    return next(
+        (m.key for m in messages if m.channel == Channel.PERSON and _gist(split_prose(m.text)[0])),
+        "",
+    )
 
 
 # ---------------------------------------------------------------- terms, aliases, tags
@@ -794,7 +922,9 @@ def salient_terms(conv: Conversation, messages: list[Message]) -> list[str]:
     first_seen: dict[str, int] = {}
     canonical: dict[str, str] = {}
     for text, strong_only in sources:
-        prose = _URL_RE.sub(" ", _PLACEHOLDER_RE.sub(" ", _REDACTED_RE.sub(" ", split_prose(text)[0])))
+        prose = _URL_RE.sub(
+            " ", _PLACEHOLDER_RE.sub(" ", _REDACTED_RE.sub(" ", split_prose(text)[0]))
+        )
         for term in _terms_in(prose, strong_only=strong_only):
             folded = term.casefold()
             canonical.setdefault(folded, term)
@@ -802,8 +932,13 @@ def salient_terms(conv: Conversation, messages: list[Message]) -> list[str]:
             counts[folded] += 1
     title = (conv.title or "").casefold()
     ranked = sorted(counts, key=lambda k: (-counts[k], first_seen[k]))
-    return [canonical[k] for k in ranked if _KATAKANA_FULL_RE.match(k) is None
-            or k in title or _katakana_name(canonical[k], counts[k])]  # fmt: skip
+    return [
+        canonical[k]
+        for k in ranked
+        if _KATAKANA_FULL_RE.match(k) is None
+        or k in title
+        or _katakana_name(canonical[k], counts[k])
+    ]
 
 
 _KATAKANA_FULL_RE = re.compile(r"^[ァ-ヺー・]+$")
@@ -880,7 +1015,9 @@ def _is_salient_latin(word: str, *, sentence_start: bool) -> bool:
 
 def _aliases(title: str, terms: list[str]) -> list[str]:
     """Names and phrases someone would search for (the title is searched anyway)."""
-    return _dedupe([t for t in terms if t.casefold() != title.casefold()], casefold=True)[:_MAX_ALIASES]
+    return _dedupe([t for t in terms if t.casefold() != title.casefold()], casefold=True)[
+        :_MAX_ALIASES
+    ]
 
 
 def _tags(source: str, kind: str, terms: list[str]) -> list[str]:
@@ -924,7 +1061,9 @@ def _action(
     return "create", None, None
 
 
-def changed_memory(person: list[Sentence], context: list[MemoryIndexEntry]) -> MemoryIndexEntry | None:
+def changed_memory(
+    person: list[Sentence], context: list[MemoryIndexEntry]
+) -> MemoryIndexEntry | None:
     """The context memory whose decision these sentences change, if they change one: a change
     of mind is stated where the person sets out the case (their first message) or in the
     decision itself, and the memory it changes shares names with that sentence (two or more
@@ -932,8 +1071,13 @@ def changed_memory(person: list[Sentence], context: list[MemoryIndexEntry]) -> M
     if not person:
         return None
     first = person[0].message.key
-    cues = [s for s in person if _CHANGE_RE.search(s.text) and (s.message.key == first or _decision_cue(s.text))
-            and (_PAST_DECISION_RE.search(s.text) or _decision_cue(s.text) or _intends(s.text))]
+    cues = [
+        s
+        for s in person
+        if _CHANGE_RE.search(s.text)
+        and (s.message.key == first or _decision_cue(s.text))
+        and (_PAST_DECISION_RE.search(s.text) or _decision_cue(s.text) or _intends(s.text))
+    ]
     if not cues:
         return None
     names = set().union(*(_content_terms(s.text) for s in person))
@@ -954,7 +1098,10 @@ _PAST_DECISION_RE = re.compile(
     r"|\b(?:I|we) (?:had )?(?:decided|chose|picked|went with|bought)\b.*\b(?:but|now)\b",
     re.IGNORECASE,
 )
-_VOLITIONAL_RE = re.compile(r"[おこそとのほもよろごぞどぼぽ]うと(?:思|考え)|\bI(?:'m| am) (?:going|planning) to\b", re.IGNORECASE)
+_VOLITIONAL_RE = re.compile(
+    r"[おこそとのほもよろごぞどぼぽ]うと(?:思|考え)|\bI(?:'m| am) (?:going|planning) to\b",
+    re.IGNORECASE,
+)
 
 
 def _intends(text: str) -> bool:
@@ -970,8 +1117,14 @@ def _decision_cue(text: str) -> bool:
 
 
 def _evidence(parts: _Parts, messages: list[Message]) -> list[EvidencePointer]:
-    chosen = [*parts.decisions, *parts.reasons, *parts.open_points,
-              *(s for pair in parts.resolved for s in pair), *parts.results, *parts.background]  # fmt: skip
+    chosen = [
+        *parts.decisions,
+        *parts.reasons,
+        *parts.open_points,
+        *(s for pair in parts.resolved for s in pair),
+        *parts.results,
+        *parts.background,
+    ]
     pointers: list[EvidencePointer] = []
     seen: set[int] = set()
     for s in chosen:

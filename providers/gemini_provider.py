@@ -126,7 +126,9 @@ class GeminiDrafter(SdkDrafter):
     def _send(self, dynamic: str, config: Any) -> Any:
         """The one place the SDK is called: its errors become ours."""
         try:
-            return self._client.models.generate_content(model=self.model_name, contents=dynamic, config=config)
+            return self._client.models.generate_content(
+                model=self.model_name, contents=dynamic, config=config
+            )
         except genai_errors.APIError as exc:
             raise _map_api_error(exc) from None
         except _TIMEOUT_ERRORS:
@@ -134,7 +136,9 @@ class GeminiDrafter(SdkDrafter):
         except _CONNECTION_ERRORS:
             raise TransientDraftError(f"{PROVIDER}: could not connect") from None
         except ValueError:  # a 200 whose body is not JSON
-            raise TerminalDraftError(f"{PROVIDER}: the response body could not be read as JSON") from None
+            raise TerminalDraftError(
+                f"{PROVIDER}: the response body could not be read as JSON"
+            ) from None
 
     def _call(self, dynamic: str, config: Any) -> tuple[list[DraftRecord], tuple[int, int]]:
         resp = self._send(dynamic, config)
@@ -146,15 +150,25 @@ class GeminiDrafter(SdkDrafter):
         """One structured answer for another schema (the summaries' prompts), through the same
         client, errors and retry layer."""
         config = genai_types.GenerateContentConfig(
-            system_instruction=static, response_mime_type="application/json",
-            response_json_schema=schema, max_output_tokens=self.max_output_tokens,
-        )  # fmt: skip
+            system_instruction=static,
+            response_mime_type="application/json",
+            response_json_schema=schema,
+            max_output_tokens=self.max_output_tokens,
+        )
 
         def send() -> tuple[dict[str, Any], tuple[int, int]]:
             resp = self._send(dynamic, config)
             candidates = getattr(resp, "candidates", None) or []
-            parts = getattr(getattr(candidates[0], "content", None), "parts", None) or [] if candidates else []
-            text = "".join(p.text for p in parts if getattr(p, "text", None) and not getattr(p, "thought", False))
+            parts = (
+                getattr(getattr(candidates[0], "content", None), "parts", None) or []
+                if candidates
+                else []
+            )
+            text = "".join(
+                p.text
+                for p in parts
+                if getattr(p, "text", None) and not getattr(p, "thought", False)
+            )
             if not text.strip():
                 raise TerminalDraftError(f"{PROVIDER}: the answer is empty")
             return _json_object(text), _usage(resp)

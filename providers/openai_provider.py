@@ -126,7 +126,9 @@ class OpenAIDrafter(SdkDrafter):
         except openai.APIError as exc:
             raise _map_error(exc) from None
         except ValueError:  # a 200 whose body is not JSON
-            raise TerminalDraftError(f"{PROVIDER}: the response body could not be read as JSON") from None
+            raise TerminalDraftError(
+                f"{PROVIDER}: the response body could not be read as JSON"
+            ) from None
 
     def _call(self, body: dict[str, Any]) -> tuple[list[DraftRecord], tuple[int, int]]:
         resp = self._send(body)
@@ -141,7 +143,8 @@ class OpenAIDrafter(SdkDrafter):
         _make_strict(strict)
         body = self.request_body(static, dynamic)
         body["response_format"] = {
-            "type": "json_schema", "json_schema": {"name": name, "schema": strict, "strict": True}
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": strict, "strict": True},
         }
 
         def send() -> tuple[dict[str, Any], tuple[int, int]]:

@@ -108,7 +108,9 @@ def estimate_cost(
 
 def cost_at(price: Price, input_tokens: int, output_tokens: int) -> float:
     """US dollars for these token counts at ``price``."""
-    return round((input_tokens * price.input_per_million + output_tokens * price.output_per_million) / 1e6, 6)
+    return round(
+        (input_tokens * price.input_per_million + output_tokens * price.output_per_million) / 1e6, 6
+    )
 
 
 def parse_price(text: str) -> Price:
@@ -119,15 +121,20 @@ def parse_price(text: str) -> Price:
     except ValueError:
         price = None
     if price is None or price.input_per_million < 0 or price.output_per_million < 0:
-        raise ValueError(f"--price must be IN/OUT in US dollars per million tokens (e.g. 0.4/1.6), not {text!r}")
+        raise ValueError(
+            f"--price must be IN/OUT in US dollars per million tokens (e.g. 0.4/1.6), not {text!r}"
+        )
     return price
 
 
 def price_rows() -> list[dict[str, object]]:
     """The table as rows (``pmem prices``): model, USD per million input and output tokens."""
     return [
-        {"model": f"{provider}:{model}", "input_per_million": p.input_per_million,
-         "output_per_million": p.output_per_million}  # fmt: skip
+        {
+            "model": f"{provider}:{model}",
+            "input_per_million": p.input_per_million,
+            "output_per_million": p.output_per_million,
+        }
         for provider, models in PRICES.items()
         for model, p in models.items()
     ]

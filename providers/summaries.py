@@ -82,7 +82,9 @@ def get_summarizer(spec: str | None) -> Summarizer:
 def sentences(text: str) -> list[str]:
     """The prose sentences of a message (code-looking lines left out), stripped."""
     out = []
-    for piece in split_sentences(text):  # the drafter's splitter: brackets and code fences kept whole
+    for piece in split_sentences(
+        text
+    ):  # the drafter's splitter: brackets and code fences kept whole
         s = " ".join(piece.split())
         if len(s) >= 4 and not _CODEISH.search(s):
             out.append(s)
@@ -128,8 +130,15 @@ def terms(text: str) -> list[str]:
             continue
         # in a Japanese sentence a Latin word is a name or a term (goroutine, Litestream); in an
         # English one only a name is: capitals past the sentence start, or digits (ES120, iOS)
-        if in_japanese or any(c.isdigit() for c in w) or any(c.isupper() for c in w[1:]) or (
-            w[0].isupper() and match.start() > 0 and not norm[: match.start()].rstrip().endswith((".", "!", "?", ":"))
+        if (
+            in_japanese
+            or any(c.isdigit() for c in w)
+            or any(c.isupper() for c in w[1:])
+            or (
+                w[0].isupper()
+                and match.start() > 0
+                and not norm[: match.start()].rstrip().endswith((".", "!", "?", ":"))
+            )
         ):
             out.append(w)
     return out
@@ -212,16 +221,24 @@ class ExtractiveSummarizer:
 
     def summarize_month(self, inputs: MonthInputs) -> MonthDraft:
         weights = self._weights(inputs)
-        keywords = [w for w, _ in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))][:MAX_KEYWORDS]
+        keywords = [w for w, _ in sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))][
+            :MAX_KEYWORDS
+        ]
         lines: list[str] = []
         memory_ids: list[str] = []
         message_keys: list[str] = []
         used = 0
         # case records first: decisions before episodes, each once, oldest first
-        order = sorted(inputs.memories, key=lambda m: (m.kind != "decision", m.occurred_at or 0, m.id))
+        order = sorted(
+            inputs.memories, key=lambda m: (m.kind != "decision", m.occurred_at or 0, m.id)
+        )
         for mem in order[:MAX_MEMORY_LINES]:
             index = mem.index_summary.strip()
-            line = mem.title.strip() if not index or index == mem.title.strip() else f"{mem.title.strip()} — {index}"
+            line = (
+                mem.title.strip()
+                if not index or index == mem.title.strip()
+                else f"{mem.title.strip()} — {index}"
+            )
             line = _clip(line, 140)
             if "・" + line in lines:
                 continue  # two records of one title and no index line (same-day conversations)
@@ -251,9 +268,12 @@ class ExtractiveSummarizer:
             used += len(line)
         sentiment = month_sentiment(m.text for m in inputs.messages)
         return MonthDraft(
-            summary="\n".join(lines), sentiment=sentiment, keywords=keywords,
-            memory_ids=memory_ids, message_keys=message_keys,
-        )  # fmt: skip
+            summary="\n".join(lines),
+            sentiment=sentiment,
+            keywords=keywords,
+            memory_ids=memory_ids,
+            message_keys=message_keys,
+        )
 
     def summarize_profile(self, months: Sequence[MonthSummary]) -> ProfileDraft:
         months = sorted(months, key=lambda m: m.month)
@@ -261,12 +281,16 @@ class ExtractiveSummarizer:
             return ProfileDraft(profile="", months=[])
         ja = sum(is_japanese(m.summary) for m in months) * 2 >= len(months)
         recurring = Counter(k for m in months for k in m.keywords)
-        topics = [w for w, c in sorted(recurring.items(), key=lambda kv: (-kv[1], kv[0])) if c >= 2][:12]
+        topics = [
+            w for w, c in sorted(recurring.items(), key=lambda kv: (-kv[1], kv[0])) if c >= 2
+        ][:12]
         span = f"{months[0].month} … {months[-1].month}"
-        head = (f"{span}（{len(months)}か月）" if ja else f"{span} ({len(months)} months)")
+        head = f"{span}（{len(months)}か月）" if ja else f"{span} ({len(months)} months)"
         parts = [head]
         if topics:
-            parts.append(("繰り返し出てくる話題: " if ja else "Recurring topics: ") + "、".join(topics))
+            parts.append(
+                ("繰り返し出てくる話題: " if ja else "Recurring topics: ") + "、".join(topics)
+            )
         parts.append("月ごとの流れ:" if ja else "Month by month:")
         cited: list[str] = []
         for m in months:
@@ -276,4 +300,6 @@ class ExtractiveSummarizer:
             parts.append(f"{m.month} {first.strip()}")
             if first.startswith("・") and m.memory_ids:
                 cited.append(m.memory_ids[0])
-        return ProfileDraft(profile="\n".join(parts), months=[m.month for m in months], memory_ids=cited)
+        return ProfileDraft(
+            profile="\n".join(parts), months=[m.month for m in months], memory_ids=cited
+        )

@@ -36,7 +36,10 @@ class LlmSummarizer:
 
         self.adapter = get_drafter(spec)
         if not hasattr(self.adapter, "complete_json"):
-            raise ConfigError(f"{spec} cannot write summaries", hint="use extractive or openai / anthropic / gemini")
+            raise ConfigError(
+                f"{spec} cannot write summaries",
+                hint="use extractive or openai / anthropic / gemini",
+            )
         self.model = self.adapter.model
 
     def keyword_corpus(self, months: Iterable[MonthInputs]) -> None:
@@ -44,7 +47,9 @@ class LlmSummarizer:
 
     def summarize_month(self, inputs: MonthInputs) -> MonthDraft:
         static, dynamic = build_month_prompt(inputs)
-        data, (tin, tout) = self.adapter.complete_json(static, dynamic, MONTH_SCHEMA_NAME, month_schema())  # type: ignore[attr-defined]
+        data, (tin, tout) = self.adapter.complete_json(  # type: ignore[attr-defined]
+            static, dynamic, MONTH_SCHEMA_NAME, month_schema()
+        )
         try:
             r = MonthSummaryResponse.model_validate(data)
         except ValidationError as exc:
@@ -52,18 +57,30 @@ class LlmSummarizer:
                 f"{self.model}: the answer does not match the month-summary schema ({exc.error_count()} error(s))"
             ) from None
         return MonthDraft(
-            summary=r.summary, sentiment=r.sentiment, keywords=r.keywords[:8], memory_ids=r.memoryIds,
-            message_keys=r.messageKeys, input_tokens=tin, output_tokens=tout,
-        )  # fmt: skip
+            summary=r.summary,
+            sentiment=r.sentiment,
+            keywords=r.keywords[:8],
+            memory_ids=r.memoryIds,
+            message_keys=r.messageKeys,
+            input_tokens=tin,
+            output_tokens=tout,
+        )
 
     def summarize_profile(self, months: Sequence[MonthSummary]) -> ProfileDraft:
         static, dynamic = build_profile_prompt(sorted(months, key=lambda m: m.month))
-        data, (tin, tout) = self.adapter.complete_json(static, dynamic, PROFILE_SCHEMA_NAME, profile_schema())  # type: ignore[attr-defined]
+        data, (tin, tout) = self.adapter.complete_json(  # type: ignore[attr-defined]
+            static, dynamic, PROFILE_SCHEMA_NAME, profile_schema()
+        )
         try:
             r = ProfileResponse.model_validate(data)
         except ValidationError as exc:
             raise TerminalDraftError(
                 f"{self.model}: the answer does not match the profile schema ({exc.error_count()} error(s))"
             ) from None
-        return ProfileDraft(profile=r.profile, months=r.months, memory_ids=r.memoryIds, input_tokens=tin,
-                            output_tokens=tout)  # fmt: skip
+        return ProfileDraft(
+            profile=r.profile,
+            months=r.months,
+            memory_ids=r.memoryIds,
+            input_tokens=tin,
+            output_tokens=tout,
+        )

@@ -81,7 +81,9 @@ def check_zone(name: str | None) -> tzinfo | None:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ConfigError(f"unknown time zone {name!r} in {TZ_ENV}", hint="use an IANA name such as Asia/Tokyo") from None
+        raise ConfigError(
+            f"unknown time zone {name!r} in {TZ_ENV}", hint="use an IANA name such as Asia/Tokyo"
+        ) from None
 
 
 def parse_now(value: str | None, tz: str | None = None) -> datetime:
@@ -93,13 +95,18 @@ def parse_now(value: str | None, tz: str | None = None) -> datetime:
     try:
         when = datetime.fromisoformat(value.strip())
     except ValueError:
-        raise ConfigError(f"--now must be an ISO 8601 time, got {value!r}", hint="e.g. --now 2025-01-24T12:00+09:00") from None
+        raise ConfigError(
+            f"--now must be an ISO 8601 time, got {value!r}",
+            hint="e.g. --now 2025-01-24T12:00+09:00",
+        ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=zone) if zone else when.astimezone()
     return when
 
 
-def parse_bound(value: str | None, side: Literal["since", "until"], now: datetime, tz: str | None = None) -> datetime | None:
+def parse_bound(
+    value: str | None, side: Literal["since", "until"], now: datetime, tz: str | None = None
+) -> datetime | None:
     """``--since`` / ``--until``: a full ISO time as given, else any time expression the recall
     parser knows (2024-03, 先月, last summer...): since = its start, until = its end."""
     if value is None or not value.strip():

@@ -150,30 +150,93 @@ _EN_WD = {
 _MONTHS = {
     n: i % 12 + 1
     for i, n in enumerate(
-        ("january", "february", "march", "april", "may", "june", "july", "august",
-         "september", "october", "november", "december",
-         "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+        (
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+            "jan",
+            "feb",
+            "mar",
+            "apr",
+            "may",
+            "jun",
+            "jul",
+            "aug",
+            "sep",
+            "oct",
+            "nov",
+            "dec",
+        )
     )
-} | {"sept": 9}  # fmt: skip
+} | {"sept": 9}
 _MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
-_SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12,
-            "春": 3, "夏": 6, "秋": 9, "冬": 12}  # fmt: skip
+_SEASONS = {
+    "spring": 3,
+    "summer": 6,
+    "autumn": 9,
+    "fall": 9,
+    "winter": 12,
+    "春": 3,
+    "夏": 6,
+    "秋": 9,
+    "冬": 12,
+}
 _EN_NUM = {
     w: i
     for i, w in enumerate(
-        ("zero", "one", "two", "three", "four", "five", "six",
-         "seven", "eight", "nine", "ten", "eleven", "twelve")
+        (
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+        )
     )
-} | {"a": 1, "an": 1}  # fmt: skip
+} | {"a": 1, "an": 1}
 _DAYS_BACK = {"一昨日": 2, "おととい": 2, "おとつい": 2, "昨日": 1, "きのう": 1, "yesterday": 1}
 _WEEKS_BACK = {"今週": 0, "先週": 1, "先々週": 2}
-_UNITS = {"日": "day", "day": "day", "週間": "week", "週": "week", "week": "week",
-          "年": "year", "year": "year", "month": "month"}  # fmt: skip
+_UNITS = {
+    "日": "day",
+    "day": "day",
+    "週間": "week",
+    "週": "week",
+    "week": "week",
+    "年": "year",
+    "year": "year",
+    "month": "month",
+}
 _PARTS = {
-    "朝": (5, 12), "morning": (5, 12), "午前": (0, 12), "午前中": (0, 12),
-    "昼": (11, 14), "お昼": (11, 14), "午後": (12, 18), "afternoon": (12, 18),
-    "夕方": (16, 19), "夜": (18, 24), "晩": (18, 24), "evening": (18, 24), "night": (18, 24),
-}  # fmt: skip
+    "朝": (5, 12),
+    "morning": (5, 12),
+    "午前": (0, 12),
+    "午前中": (0, 12),
+    "昼": (11, 14),
+    "お昼": (11, 14),
+    "午後": (12, 18),
+    "afternoon": (12, 18),
+    "夕方": (16, 19),
+    "夜": (18, 24),
+    "晩": (18, 24),
+    "evening": (18, 24),
+    "night": (18, 24),
+}
 _JP_PART = re.compile(r"\s*の?\s*(午前中|午前|午後|お昼|昼|朝|夕方|夜|晩)")
 _EN_PART = re.compile(r"\s+(?:in\s+the\s+)?(morning|afternoon|evening|night)" + _E, re.I)
 _ENDS_IN_PREP = re.compile(r"(?:^|(?<=\s))(?:in|on|at|during|of|from)\s*$", re.I)
@@ -269,16 +332,24 @@ def _rule(pattern: str) -> Callable[[_Handler], _Handler]:
     return register
 
 
-@_rule(r"一昨日|おととい|おとつい|昨日|きのう|今日|本日|"
-       + _B + r"(?:(?:the\s+)?day\s+before\s+yesterday|yesterday|today)" + _E)  # fmt: skip
+@_rule(
+    r"一昨日|おととい|おとつい|昨日|きのう|今日|本日|"
+    + _B
+    + r"(?:(?:the\s+)?day\s+before\s+yesterday|yesterday|today)"
+    + _E
+)
 def _jp_en_day(m: re.Match[str], c: _Ctx) -> _Hit:
     w = m[0].lower()
     back = 2 if "before" in w else _DAYS_BACK.get(w, 0)
     return _day(c.today - timedelta(days=back))
 
 
-@_rule(r"今朝|今夜|今晩|昨夜|昨晩|ゆうべ|" + _B
-       + r"(?:this\s+(?:morning|afternoon|evening)|tonight|last\s+night)" + _E)  # fmt: skip
+@_rule(
+    r"今朝|今夜|今晩|昨夜|昨晩|ゆうべ|"
+    + _B
+    + r"(?:this\s+(?:morning|afternoon|evening)|tonight|last\s+night)"
+    + _E
+)
 def _part_of_today(m: re.Match[str], c: _Ctx) -> _Hit:
     w = m[0].lower()
     if w in ("昨夜", "昨晩", "ゆうべ") or w.startswith("last"):
@@ -310,9 +381,12 @@ def _en_weekday(m: re.Match[str], c: _Ctx) -> _Hit:
     return _day(_latest_weekday(wd, c.today, strict=q == "last"))
 
 
-@_rule(r"(?P<n>\d+|[一二三四五六七八九十]+)\s*(?P<u>日|週間|週|[ヶかカケヵ箇]月|年)前|半年前|"
-       + _B + r"(?:(?P<en>\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
-       r"\s+(?P<eu>day|week|month|year)s?|half\s+a\s+year)\s+ago" + _E)  # fmt: skip
+@_rule(
+    r"(?P<n>\d+|[一二三四五六七八九十]+)\s*(?P<u>日|週間|週|[ヶかカケヵ箇]月|年)前|半年前|"
+    + _B
+    + r"(?:(?P<en>\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+    r"\s+(?P<eu>day|week|month|year)s?|half\s+a\s+year)\s+ago" + _E
+)
 def _ago(m: re.Match[str], c: _Ctx) -> _Hit:
     if m["n"] is None and m["en"] is None:  # 半年前, half a year ago
         return _months(*_shift(c.today.year, c.today.month, -6))
@@ -327,8 +401,10 @@ def _ago(m: re.Match[str], c: _Ctx) -> _Hit:
     return _year(c.today.year - n)
 
 
-@_rule(r"先々月|先月|今月|" + _B + r"(?:(?:the\s+)?week\s+before\s+last|"
-       r"(?P<q>this|last)\s+(?P<u>week|weekend|month|year))" + _E)  # fmt: skip
+@_rule(
+    r"先々月|先月|今月|" + _B + r"(?:(?:the\s+)?week\s+before\s+last|"
+    r"(?P<q>this|last)\s+(?P<u>week|weekend|month|year))" + _E
+)
 def _relative_unit(m: re.Match[str], c: _Ctx) -> _Hit:
     w = m[0].lower()
     if m["u"] is None and "week" in w:  # the week before last
@@ -345,12 +421,18 @@ def _relative_unit(m: re.Match[str], c: _Ctx) -> _Hit:
     return _year(c.today.year - back)
 
 
-@_rule(r"(?P<y>(?<!\d)\d{4}年|一昨年|おととし|去年|昨年|今年|本年)"
-       r"(?:の?(?P<s>春|夏|秋|冬)|の?(?P<m>\d{1,2})月(?:(?P<d>\d{1,2})日)?)?")  # fmt: skip
+@_rule(
+    r"(?P<y>(?<!\d)\d{4}年|一昨年|おととし|去年|昨年|今年|本年)"
+    r"(?:の?(?P<s>春|夏|秋|冬)|の?(?P<m>\d{1,2})月(?:(?P<d>\d{1,2})日)?)?"
+)
 def _jp_year(m: re.Match[str], c: _Ctx) -> _Hit | None:
     y = m["y"]
-    year = int(y[:-1]) if y[0].isdigit() else c.today.year - {
-        "今年": 0, "本年": 0, "去年": 1, "昨年": 1, "一昨年": 2, "おととし": 2}[y]  # fmt: skip
+    year = (
+        int(y[:-1])
+        if y[0].isdigit()
+        else c.today.year
+        - {"今年": 0, "本年": 0, "去年": 1, "昨年": 1, "一昨年": 2, "おととし": 2}[y]
+    )
     if m["s"]:
         if m["s"] == "冬" and y in ("今年", "本年") and c.today.month <= 2:
             year -= 1  # 今年の冬 in January: the winter in progress
@@ -389,9 +471,11 @@ def _date_or_month(y: int, month: int, day: str | None) -> _Hit | None:
         return None
 
 
-@_rule(_B + rf"(?:(?P<mon>{_MONTH_RE})\.?\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?"
-       rf"|(?:the\s+)?(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<mon2>{_MONTH_RE})\.?)"
-       r"(?:,?\s+(?P<y>\d{4}))?" + _E)  # fmt: skip
+@_rule(
+    _B + rf"(?:(?P<mon>{_MONTH_RE})\.?\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?"
+    rf"|(?:the\s+)?(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<mon2>{_MONTH_RE})\.?)"
+    r"(?:,?\s+(?P<y>\d{4}))?" + _E
+)
 def _en_month_day(m: re.Match[str], c: _Ctx) -> _Hit | None:
     mon, d = (m["mon"], m["d"]) if m["mon"] else (m["mon2"], m["d2"])
     if mon.lower() == "may" and mon != "May":  # the verb; the month is written "May"
@@ -402,8 +486,10 @@ def _en_month_day(m: re.Match[str], c: _Ctx) -> _Hit | None:
     return _day(found) if found else None
 
 
-@_rule(_B + rf"(?:(?P<q>in|during|last|this)\s+)?(?:the\s+month\s+of\s+)?(?P<mon>{_MONTH_RE})\.?"
-       r"(?:,?\s+(?:of\s+)?(?:(?P<y>\d{4})|(?P<ly>last|this)\s+year))?" + _E)  # fmt: skip
+@_rule(
+    _B + rf"(?:(?P<q>in|during|last|this)\s+)?(?:the\s+month\s+of\s+)?(?P<mon>{_MONTH_RE})\.?"
+    r"(?:,?\s+(?:of\s+)?(?:(?P<y>\d{4})|(?P<ly>last|this)\s+year))?" + _E
+)
 def _en_month(m: re.Match[str], c: _Ctx) -> _Hit | None:
     mon, q = m["mon"], (m["q"] or "").lower()
     if not (q or m["y"] or m["ly"]) or (mon.lower() == "may" and mon != "May"):
@@ -476,8 +562,9 @@ _TRIM = re.compile(
 # "2 of 3", "gpt-4 t", "march madness"), so a hit counts only on word edges and with a past
 # marker ("an hour ago", "30分前") or a spelled month beside a number ("June the 5th").
 _PAST_MARKER = re.compile(_B + "ago" + _E + "|前", re.I)
-_SPELLED_MONTH = re.compile(_B + "(?:" + "|".join(n for n in _MONTHS if len(n) > 3)
-                            + "|(?-i:May))" + _E, re.I)  # fmt: skip
+_SPELLED_MONTH = re.compile(
+    _B + "(?:" + "|".join(n for n in _MONTHS if len(n) > 3) + "|(?-i:May))" + _E, re.I
+)
 
 
 def could_fall_back(text: str) -> bool:

@@ -155,7 +155,9 @@ _EN_ASSISTANT = re.compile(
     r"recommend\w*|suggest\w*|(?:did|does) (?:it|the \w+|you) (?:say|tell|recommend|suggest))\b"
 )
 # what an answer holds: told, unless the question asks what the person did ("did I find a fix")
-_EN_ANSWER = re.compile(r"\b(?:the|a|any) (?:fix|fixes|solution|solutions|remedy|workaround|explanation)\b")
+_EN_ANSWER = re.compile(
+    r"\b(?:the|a|any) (?:fix|fixes|solution|solutions|remedy|workaround|explanation)\b"
+)
 _EN_PERSON = re.compile(
     r"\b(?:did i|do i|have i|had i|was i|i (?!was told)\w+(?:ed)?|my (?:decision|plan|choice|reason))\b"
 )
@@ -170,7 +172,9 @@ def focus_of(text: str, morphemes: list[Morpheme] | None = None) -> Focus:
         morphemes = analyze(norm)
     if morphemes:
         told = any(
-            m.normalized in _JA_ASSISTANT_AUX and i > 0 and morphemes[i - 1].pos[0] in ("動詞", "助動詞", "助詞")
+            m.normalized in _JA_ASSISTANT_AUX
+            and i > 0
+            and morphemes[i - 1].pos[0] in ("動詞", "助動詞", "助詞")
             for i, m in enumerate(morphemes)
         )
         if told:
@@ -188,8 +192,12 @@ def focus_of(text: str, morphemes: list[Morpheme] | None = None) -> Focus:
 
 
 # where a sentence or a clause that asks begins: "When I was negotiating the offer, what was ..."
-_EN_CLAUSES = re.compile(r"[.?!;]\s+|,\s+(?=(?:what|which|how|why|when|where|who|did|do|does|was|were)\b)")
-_EN_ASKS = re.compile(r"^\W*(?:what|which|how|why|when|where|who|did|do|does|was|were|is|are|have|had)\b")
+_EN_CLAUSES = re.compile(
+    r"[.?!;]\s+|,\s+(?=(?:what|which|how|why|when|where|who|did|do|does|was|were)\b)"
+)
+_EN_ASKS = re.compile(
+    r"^\W*(?:what|which|how|why|when|where|who|did|do|does|was|were|is|are|have|had)\b"
+)
 
 
 def _asking_clause(text: str) -> str:
@@ -201,7 +209,9 @@ def _asking_clause(text: str) -> str:
 
 # a question about a decision, its reasons, or what stayed open (grammar and a few verbs of
 # choosing, in both languages)
-_JA_DECISION_LEMMAS = frozenset({"決める", "決まる", "選ぶ", "結局", "最終的", "決め手", "理由", "残る", "課題"})
+_JA_DECISION_LEMMAS = frozenset(
+    {"決める", "決まる", "選ぶ", "結局", "最終的", "決め手", "理由", "残る", "課題"}
+)
 _EN_DECISION_STEMS = frozenset({"decid", "decis", "pick", "chose", "choos", "settl"})
 _JA_DECISION = re.compile(r"ことにし|にし(?:た|よう)|なんで|なぜ|どうして|まだ")
 _EN_DECISION = re.compile(
@@ -214,7 +224,9 @@ def asks_decision(text: str, morphemes: list[Morpheme] | None = None) -> bool:
     """Whether the question asks what was decided, why, or what stayed open."""
     norm = unicodedata.normalize("NFKC", text).lower()
     morphemes = analyze(norm) if morphemes is None else morphemes
-    if any(m.normalized in _JA_DECISION_LEMMAS or m.surface in _JA_DECISION_LEMMAS for m in morphemes):
+    if any(
+        m.normalized in _JA_DECISION_LEMMAS or m.surface in _JA_DECISION_LEMMAS for m in morphemes
+    ):
         return True
     return bool(_JA_DECISION.search(norm) or _EN_DECISION.search(norm))
 
@@ -227,14 +239,16 @@ def analysed_text(query: str, now: datetime | None = None, tz: str | None = None
 
 @lru_cache(maxsize=8)  # `pmem search` asks for the text first (``analysed_text``): parsed once
 def _split(query: str, now: datetime | None, tz: str | None) -> tuple[TimeRange | None, str, str]:
-    found, rest = (split_time_expression(query, now, tz) if now is not None else (None, query))
+    found, rest = split_time_expression(query, now, tz) if now is not None else (None, query)
     return found, rest, unicodedata.normalize("NFKC", rest).lower()
 
 
 def understand(
-    query: str, now: datetime | None = None, tz: str | None = None,
+    query: str,
+    now: datetime | None = None,
+    tz: str | None = None,
     analyzer: Callable[[str], list[Morpheme]] | None = None,
-) -> Query:  # fmt: skip
+) -> Query:
     """The query's time range (when ``now`` is given), content terms, focus and vector text.
     ``analyzer``: ``analyze`` done elsewhere (the same morphemes; `pmem search` has it done in
     a second process while this one starts)."""
@@ -246,7 +260,13 @@ def understand(
     terms = tuple(out.values())
     vector_text = " ".join(rest.split()) or " ".join(query.split())
     return Query(
-        text=query, rest=rest, time=found, terms=terms, focus=focus_of(rest, morphemes),
-        vector_text=vector_text, asks_decision=asks_decision(rest, morphemes), stop_only=not terms and bool(rest.strip()),
+        text=query,
+        rest=rest,
+        time=found,
+        terms=terms,
+        focus=focus_of(rest, morphemes),
+        vector_text=vector_text,
+        asks_decision=asks_decision(rest, morphemes),
+        stop_only=not terms and bool(rest.strip()),
         words=tuple(t.text for t in terms),
-    )  # fmt: skip
+    )

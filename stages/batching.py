@@ -11,9 +11,13 @@ from core.models import Batch, BatchMember
 
 
 def pack(
-    members: list[BatchMember], *, max_conversations: int, max_chars: int, prompt_version: str,
+    members: list[BatchMember],
+    *,
+    max_conversations: int,
+    max_chars: int,
+    prompt_version: str,
     model: str,
-) -> list[Batch]:  # fmt: skip
+) -> list[Batch]:
     batches: list[Batch] = []
     current: list[BatchMember] = []
     chars = 0
@@ -22,7 +26,9 @@ def pack(
         nonlocal current, chars
         if current:
             bid = Batch.make_id(current, prompt_version, model)
-            batches.append(Batch(batch_id=bid, members=current, prompt_version=prompt_version, model=model))
+            batches.append(
+                Batch(batch_id=bid, members=current, prompt_version=prompt_version, model=model)
+            )
         current, chars = [], 0
 
     for m in members:

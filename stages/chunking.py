@@ -40,7 +40,9 @@ def chunk_conversation(conv: Conversation, max_chars: int) -> list[Conversation]
     drafting = conv.drafting_messages
     if sum(len(m.text) for m in drafting) <= max_chars:
         return [conv]
-    return [conv.model_copy(update={"messages": part}) for part in split_messages(drafting, max_chars)]
+    return [
+        conv.model_copy(update={"messages": part}) for part in split_messages(drafting, max_chars)
+    ]
 
 
 def _topic(title: str) -> str:
@@ -54,24 +56,38 @@ def _union(*lists: Sequence[str]) -> list[str]:
 def _merge_two(a: DraftRecord, b: DraftRecord) -> DraftRecord:
     summary = a.canonical_summary
     if b.canonical_summary and b.canonical_summary not in summary:
-        summary = b.canonical_summary if summary in b.canonical_summary else summary + "\n\n" + b.canonical_summary
-    kinds = sorted({a.memory_kind, b.memory_kind}, key=lambda k: KIND_PRECEDENCE.index(k) if k in KIND_PRECEDENCE else 99)
+        summary = (
+            b.canonical_summary
+            if summary in b.canonical_summary
+            else summary + "\n\n" + b.canonical_summary
+        )
+    kinds = sorted(
+        {a.memory_kind, b.memory_kind},
+        key=lambda k: KIND_PRECEDENCE.index(k) if k in KIND_PRECEDENCE else 99,
+    )
     occurred = [t for t in (a.occurred_at, b.occurred_at) if t is not None]
     valid = [t for t in (a.valid_from, b.valid_from) if t is not None]
     seen = {(p.message_key, p.quote_hint) for p in a.evidence}
-    return a.model_copy(update={
-        "memory_kind": kinds[0],
-        "canonical_summary": summary,
-        "index_summary": a.index_summary or b.index_summary,
-        "aliases": _union(a.aliases, b.aliases),
-        "tags": _union(a.tags, b.tags),
-        "stated_facts": _union(a.stated_facts, b.stated_facts),
-        "inferences": _union(a.inferences, b.inferences),
-        "evidence": [*a.evidence, *(p for p in b.evidence if (p.message_key, p.quote_hint) not in seen)],
-        "source_conversation_keys": _union(a.source_conversation_keys, b.source_conversation_keys),
-        "occurred_at": min(occurred) if occurred else None,
-        "valid_from": max(valid) if valid else None,
-    })  # fmt: skip
+    return a.model_copy(
+        update={
+            "memory_kind": kinds[0],
+            "canonical_summary": summary,
+            "index_summary": a.index_summary or b.index_summary,
+            "aliases": _union(a.aliases, b.aliases),
+            "tags": _union(a.tags, b.tags),
+            "stated_facts": _union(a.stated_facts, b.stated_facts),
+            "inferences": _union(a.inferences, b.inferences),
+            "evidence": [
+                *a.evidence,
+                *(p for p in b.evidence if (p.message_key, p.quote_hint) not in seen),
+            ],
+            "source_conversation_keys": _union(
+                a.source_conversation_keys, b.source_conversation_keys
+            ),
+            "occurred_at": min(occurred) if occurred else None,
+            "valid_from": max(valid) if valid else None,
+        }
+    )
 
 
 def merge_chunk_drafts(per_chunk: Sequence[Sequence[DraftRecord]]) -> list[DraftRecord]:

@@ -81,7 +81,13 @@ def _tokenizer() -> Any:
 
 def tokens(sentence: str) -> list[Token]:
     return [
-        Token(m.surface(), m.dictionary_form(), m.normalized_form(), m.reading_form(), tuple(m.part_of_speech()))
+        Token(
+            m.surface(),
+            m.dictionary_form(),
+            m.normalized_form(),
+            m.reading_form(),
+            tuple(m.part_of_speech()),
+        )
         for m in _tokenizer().tokenize(sentence)
     ]
 
@@ -111,7 +117,12 @@ def concept_token(t: Token) -> bool:
     """A noun or proper noun worth being a concept."""
     if not t.noun or len(t.pos) < 2 or t.pos[1] not in ("普通名詞", "固有名詞"):
         return False
-    if "助数詞" in t.pos or "数詞" in t.pos or t.pos[2:3] == ("助数詞可能",) and not _JA.search(t.surface):
+    if (
+        "助数詞" in t.pos
+        or "数詞" in t.pos
+        or t.pos[2:3] == ("助数詞可能",)
+        and not _JA.search(t.surface)
+    ):
         return False
     s = t.surface
     if len(s) > MAX_SURFACE or not any(ch.isalpha() for ch in s):
@@ -168,18 +179,40 @@ def _ja_relations(ts: list[Token]) -> list[tuple[int, int | str, str]]:
             if j < n and concept_token(ts[j]):
                 nxt = ts[j + 1] if j + 1 < n else None
                 nxt2 = ts[j + 2] if j + 2 < n else None
-                if nxt is not None and nxt.is_("動詞", "する") and "サ変可能" in ts[j].pos or nxt is not None and nxt.surface in ("に", "へ", "を") and nxt2 is not None and nxt2.is_("動詞"):
+                if (
+                    nxt is not None
+                    and nxt.is_("動詞", "する")
+                    and "サ変可能" in ts[j].pos
+                    or nxt is not None
+                    and nxt.surface in ("に", "へ", "を")
+                    and nxt2 is not None
+                    and nxt2.is_("動詞")
+                ):
                     out.append((a, j, "with"))
         # AでBになる / AがBになる / AはBになる (B right before に + なる)
-        if t.is_("動詞", "なる") and i >= 2 and ts[i - 1].surface == "に" and concept_token(ts[i - 2]):
+        if (
+            t.is_("動詞", "なる")
+            and i >= 2
+            and ts[i - 1].surface == "に"
+            and concept_token(ts[i - 2])
+        ):
             b = i - 2
             for k in range(b - 1, 0, -1):
-                if ts[k].surface in ("で", "が", "は") and ts[k].is_("助詞") and concept_token(ts[k - 1]):
+                if (
+                    ts[k].surface in ("で", "が", "は")
+                    and ts[k].is_("助詞")
+                    and concept_token(ts[k - 1])
+                ):
                     out.append((k - 1, b, "led_to"))
                     break
         # AでBを得る / 感じる / 味わう
-        if (t.is_("動詞") and t.lemma in ("得る", "感じる", "味わう") and i >= 2 and ts[i - 1].surface == "を"
-                and concept_token(ts[i - 2])):  # fmt: skip
+        if (
+            t.is_("動詞")
+            and t.lemma in ("得る", "感じる", "味わう")
+            and i >= 2
+            and ts[i - 1].surface == "を"
+            and concept_token(ts[i - 2])
+        ):
             b = i - 2
             for k in range(b - 1, 0, -1):
                 if ts[k].surface == "で" and ts[k].is_("助詞") and concept_token(ts[k - 1]):
@@ -192,7 +225,9 @@ def _ja_relations(ts: list[Token]) -> list[tuple[int, int | str, str]]:
             if a2 is not None and tail:
                 b2 = next((k for k in range(i + 2, n) if concept_token(ts[k])), None)
                 if b2 is not None:
-                    out.append((a2, b2, "led_to") if t.surface in ("おかげ", "お陰") else (b2, a2, "for"))
+                    out.append(
+                        (a2, b2, "led_to") if t.surface in ("おかげ", "お陰") else (b2, a2, "for")
+                    )
         # Aは(とても)楽しかった / Aして、楽しかった: a feeling (adjective) about A
         nxt_aux = ts[i + 1].lemma if i + 1 < n and ts[i + 1].is_("助動詞") else None
         if (t.is_("形容詞") and not (len(t.pos) > 1 and t.pos[1] == "非自立可能")) or (
@@ -203,8 +238,13 @@ def _ja_relations(ts: list[Token]) -> list[tuple[int, int | str, str]]:
                 k -= 1
             if k >= 1 and ts[k].surface in ("は", "が") and concept_token(ts[k - 1]):
                 out.append((k - 1, t.lemma, "felt"))
-            elif (k >= 2 and ts[k].is_("助詞", "て") and ts[k - 1].is_("動詞", "する")
-                  and concept_token(ts[k - 2]) and "サ変可能" in ts[k - 2].pos):  # fmt: skip
+            elif (
+                k >= 2
+                and ts[k].is_("助詞", "て")
+                and ts[k - 1].is_("動詞", "する")
+                and concept_token(ts[k - 2])
+                and "サ変可能" in ts[k - 2].pos
+            ):
                 out.append((k - 2, t.lemma, "felt"))
     return out
 
@@ -214,13 +254,23 @@ def _ja_relations(ts: list[Token]) -> list[tuple[int, int | str, str]]:
 _EN_ART = r"(?:(?:the|a|an|my|our|some|this|that)\s+)?"
 _EN_CUES: tuple[tuple[re.Pattern[str], str, bool], ...] = (
     # (pattern with groups a, b; relation; b is a feeling)
-    (re.compile(rf"\b([a-z][a-z\-]+)\s+(?:really\s+)?helped\s+(?:me\s+|us\s+)?(?:with\s+|to\s+)?{_EN_ART}([a-z][a-z\-]+)"),
-     "led_to", False),
+    (
+        re.compile(
+            rf"\b([a-z][a-z\-]+)\s+(?:really\s+)?helped\s+(?:me\s+|us\s+)?(?:with\s+|to\s+)?{_EN_ART}([a-z][a-z\-]+)"
+        ),
+        "led_to",
+        False,
+    ),
     (re.compile(rf"\b([a-z][a-z\-]+)\s+led\s+to\s+{_EN_ART}([a-z][a-z\-]+)"), "led_to", False),
-    (re.compile(r"\b([a-z][a-z\-]+)\s+made\s+(?:me|us)\s+(?:feel\s+)?(?:so\s+|very\s+|really\s+)?([a-z]+)"),
-     "felt", True),
+    (
+        re.compile(
+            r"\b([a-z][a-z\-]+)\s+made\s+(?:me|us)\s+(?:feel\s+)?(?:so\s+|very\s+|really\s+)?([a-z]+)"
+        ),
+        "felt",
+        True,
+    ),
     (re.compile(rf"\b([a-z][a-z\-]+ing)\s+with\s+{_EN_ART}([a-z][a-z\-]+)"), "with", False),
-)  # fmt: skip
+)
 
 
 def _en_relations(sentence: str) -> list[tuple[str, str, str, bool]]:
@@ -240,10 +290,16 @@ def _en_names(sentence: str) -> list[str]:
     """Capitalised words inside an English sentence (names: Tanzawa, Lattice), not its first."""
     en_stop, _ = _stop_words()
     words = re.findall(r"[A-Za-z][A-Za-z\-]+", sentence)
-    return [w for w in words[1:] if w[0].isupper() and len(w) >= 3 and w.lower() not in en_stop and w != "I"]
+    return [
+        w
+        for w in words[1:]
+        if w[0].isupper() and len(w) >= 3 and w.lower() not in en_stop and w != "I"
+    ]
 
 
-_CODE_MARKS = re.compile(r"://|[{}\[\]<>;=$`|\\]|\w\(|\w_\w|\w\.\w+\(|^\s*(?:def|import|from|class|func|return)\b")
+_CODE_MARKS = re.compile(
+    r"://|[{}\[\]<>;=$`|\\]|\w\(|\w_\w|\w\.\w+\(|^\s*(?:def|import|from|class|func|return)\b"
+)
 
 
 def looks_like_code(sentence: str) -> bool:
@@ -270,9 +326,13 @@ def extract(exp: ExperienceInput) -> Extraction:
         k = norm(name)
         old = concepts.get(k)
         if old is None or (old.source_key is None and key is not None):
-            concepts[k] = FoundConcept(surface=name, kind=kind, source_key=key or (old.source_key if old else None),
-                                       reading=reading or (old.reading if old else None),
-                                       language=old.language if old else lang)  # fmt: skip
+            concepts[k] = FoundConcept(
+                surface=name,
+                kind=kind,
+                source_key=key or (old.source_key if old else None),
+                reading=reading or (old.reading if old else None),
+                language=old.language if old else lang,
+            )
         return concepts[k].surface
 
     def relate(a: str, b: str, rel: str, key: str | None) -> None:
@@ -306,13 +366,23 @@ def extract(exp: ExperienceInput) -> Extraction:
                 for w in _en_names(sent):
                     add(w, "proper", key)
                 for wa, wb, rel, feeling in _en_relations(sent):
-                    relate(add(wa, "noun", key), add(wb, "feeling" if feeling else "noun", key), rel, key)
+                    relate(
+                        add(wa, "noun", key),
+                        add(wb, "feeling" if feeling else "noun", key),
+                        rel,
+                        key,
+                    )
     # a concept found in the record's own text points at the first excerpt that shows it
     for k, f in list(concepts.items()):
         if f.source_key is None:
-            key = next((ek for ek, et in exp.evidence if f.surface in unicodedata.normalize("NFKC", et)), None)
+            key = next(
+                (ek for ek, et in exp.evidence if f.surface in unicodedata.normalize("NFKC", et)),
+                None,
+            )
             if key is not None:
-                concepts[k] = FoundConcept(f.surface, f.kind, key, f.reading, f.concept_id, f.language)
+                concepts[k] = FoundConcept(
+                    f.surface, f.kind, key, f.reading, f.concept_id, f.language
+                )
     return Extraction(concepts=tuple(concepts.values()), relations=tuple(relations.values()))
 
 
@@ -363,7 +433,10 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def best_vector(
-    vector: Sequence[float], language: str, pool: Iterable[tuple[Concept, Sequence[float]]], minimum: float = VECTOR_MIN
+    vector: Sequence[float],
+    language: str,
+    pool: Iterable[tuple[Concept, Sequence[float]]],
+    minimum: float = VECTOR_MIN,
 ) -> Concept | None:
     """The concept of the *other* language (ja ↔ en) whose name's vector is closest to
     ``vector``, when at least ``minimum`` (cosine): 登山 ↔ hiking. Within one language the

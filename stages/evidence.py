@@ -110,11 +110,15 @@ def verify_draft(draft: DraftRecord, messages: dict[str, Message]) -> VerifiedDr
             rejected.append(RejectedEvidence(message_key=p.message_key, reason="unknown-message"))
             continue
         if msg.channel not in (Channel.PERSON, Channel.ASSISTANT):
-            rejected.append(RejectedEvidence(message_key=p.message_key, reason="not-conversation-text"))
+            rejected.append(
+                RejectedEvidence(message_key=p.message_key, reason="not-conversation-text")
+            )
             continue
         found = locate(p.quote_hint, msg.text)
         if found is None:
-            rejected.append(RejectedEvidence(message_key=p.message_key, reason="not-found-in-source"))
+            rejected.append(
+                RejectedEvidence(message_key=p.message_key, reason="not-found-in-source")
+            )
             continue
         text, method, score = found
         if p.message_key not in secrets_in:
@@ -133,13 +137,21 @@ def verify_draft(draft: DraftRecord, messages: dict[str, Message]) -> VerifiedDr
         if (p.message_key, text) in seen:
             continue
         seen.add((p.message_key, text))
-        accepted.append(VerifiedEvidence(message_key=p.message_key, text=text, method=method, score=score))
+        accepted.append(
+            VerifiedEvidence(message_key=p.message_key, text=text, method=method, score=score)
+        )
     # the person's own words first
     accepted.sort(key=lambda e: messages[e.message_key].channel != Channel.PERSON)
     if draft.action == "noop":
-        return VerifiedDraft(draft=draft, evidence=accepted, rejected=rejected, committable=False, reason="noop")
+        return VerifiedDraft(
+            draft=draft, evidence=accepted, rejected=rejected, committable=False, reason="noop"
+        )
     if not accepted:
         return VerifiedDraft(
-            draft=draft, evidence=[], rejected=rejected, committable=False, reason="no-verified-evidence"
+            draft=draft,
+            evidence=[],
+            rejected=rejected,
+            committable=False,
+            reason="no-verified-evidence",
         )
     return VerifiedDraft(draft=draft, evidence=accepted, rejected=rejected, committable=True)

@@ -77,7 +77,9 @@ def _bound(value: str, rule: str, *, end_of_day: bool) -> tuple[datetime, bool]:
             hint="write dates as YYYY-MM-DD or an ISO time with an offset, e.g. 2024-05-01T09:00+09:00",
         ) from None
     if when.tzinfo is None:
-        raise ConfigError(f"--exclude {rule!r}: the time {value!r} needs an offset (e.g. +09:00 or Z)")
+        raise ConfigError(
+            f"--exclude {rule!r}: the time {value!r} needs an offset (e.g. +09:00 or Z)"
+        )
     return when, False
 
 
@@ -100,7 +102,9 @@ def parse_rule(text: str) -> ExcludeRule:
         return ExcludeRule("after", text, start=after)
     lo, dots, hi = value.partition("..")
     if not dots or not (lo.strip() or hi.strip()):
-        raise ConfigError(f"--exclude {text!r}: a range is DATE..DATE", hint="e.g. range:2023-04-01..2023-09-30")
+        raise ConfigError(
+            f"--exclude {text!r}: a range is DATE..DATE", hint="e.g. range:2023-04-01..2023-09-30"
+        )
     start = _bound(lo, text, end_of_day=False)[0] if lo.strip() else None
     end = _bound(hi, text, end_of_day=True)[0] if hi.strip() else None
     if start is not None and end is not None and start >= end:
@@ -117,8 +121,9 @@ def parse_rules(texts: Iterable[str]) -> list[ExcludeRule]:
     return list(seen.values())
 
 
-def excluded_by(rules: Iterable[ExcludeRule], key: str, title: str | None,
-                created_at: datetime | None) -> str | None:  # fmt: skip
+def excluded_by(
+    rules: Iterable[ExcludeRule], key: str, title: str | None, created_at: datetime | None
+) -> str | None:
     """The first rule (its text) that excludes this conversation, or None."""
     for rule in rules:
         if rule.matches(key, title, created_at):

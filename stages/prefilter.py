@@ -271,7 +271,9 @@ def _drop_reason(sig: _Signals) -> str | None:
 
 
 def _is_code_fix(sig: _Signals) -> bool:
-    technical = sig.person_has_code or sig.log_chars > 0 or sig.assistant_code_share >= _FIX_CODE_SHARE
+    technical = (
+        sig.person_has_code or sig.log_chars > 0 or sig.assistant_code_share >= _FIX_CODE_SHARE
+    )
     prose = sig.person_prose.strip()
     return (
         technical

@@ -46,7 +46,9 @@ class Window(Protocol):
 class MemoryWindow:
     """An in-process sliding window."""
 
-    def __init__(self, limit: int, window: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, limit: int, window: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         if limit < 1 or window <= 0:
             raise ValueError("budget must allow at least one request per positive window")
         self.limit, self.window, self._clock = limit, window, clock
@@ -93,10 +95,16 @@ class Unlimited:
 
 class SlidingWindowLimiter:
     def __init__(
-        self, limit: int = 300, window: float = 600.0, *, max_wait: float = 600.0,
-        clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-        backend: Window | None = None, what: str | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        limit: int = 300,
+        window: float = 600.0,
+        *,
+        max_wait: float = 600.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        backend: Window | None = None,
+        what: str | None = None,
+    ) -> None:
         self.backend: Window = backend or MemoryWindow(limit, window, clock)
         self.limit, self.window = self.backend.limit, self.backend.window
         self.max_wait = max_wait

@@ -15,10 +15,16 @@ from core.waits import announce
 
 class AdaptiveConcurrency:
     def __init__(
-        self, *, start: int = 3, maximum: int = 3, minimum: int = 1, quiet: float = 60.0,
-        max_wait: float = 600.0, clock: Callable[[], float] = time.monotonic,
+        self,
+        *,
+        start: int = 3,
+        maximum: int = 3,
+        minimum: int = 1,
+        quiet: float = 60.0,
+        max_wait: float = 600.0,
+        clock: Callable[[], float] = time.monotonic,
         name: str = "a rate limit",
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.name = name  # what a wait is announced as (core.waits)
         self.maximum = max(1, maximum)
         self.minimum = max(1, min(minimum, self.maximum))
@@ -56,8 +62,9 @@ class AdaptiveConcurrency:
         if retry_after > self.max_wait:
             raise RateLimitStop(
                 f"rate limited for {retry_after:.0f}s, longer than the {self.max_wait:.0f}s we wait",
-                run_id=run_id, retry_after=retry_after,
-            )  # fmt: skip
+                run_id=run_id,
+                retry_after=retry_after,
+            )
         announce(f"{self.name} (429, Retry-After {retry_after:g} s)", retry_after)
         with self._cond:
             self.rate_limited += 1

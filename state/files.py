@@ -52,7 +52,9 @@ def batch_dir(runs_dir: Path, run_id: str, batch_id: str) -> Path:
 
 
 def _checksum(body: dict[str, Any]) -> str:
-    return "sha256:" + sha256_hex(canonical_json({k: v for k, v in body.items() if k != "checksum"}))
+    return "sha256:" + sha256_hex(
+        canonical_json({k: v for k, v in body.items() if k != "checksum"})
+    )
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -200,7 +202,8 @@ def scrub_run_files(
                     run_changed = True
                     continue
                 schema = {"result.json": RESULT_SCHEMA, "run-state.json": STATE_SCHEMA}.get(
-                    name, CHUNK_SCHEMA if name.startswith("chunk-") and name.endswith(".json") else None
+                    name,
+                    CHUNK_SCHEMA if name.startswith("chunk-") and name.endswith(".json") else None,
                 )
                 try:
                     doc = read_checked(path, schema) if schema else None
@@ -215,13 +218,20 @@ def scrub_run_files(
                 body = {k: v for k, v in doc.items() if k not in ("checksum", "schema_version")}
                 new = dict(body)
                 if name == "result.json" and drop_draft is not None:
-                    kept = [d for d in body.get("drafts", [])
-                            if not drop_draft(folder.name, d, commits.get(d.get("draft", {}).get("draft_id", ""), {}))]  # fmt: skip
+                    kept = [
+                        d
+                        for d in body.get("drafts", [])
+                        if not drop_draft(
+                            folder.name, d, commits.get(d.get("draft", {}).get("draft_id", ""), {})
+                        )
+                    ]
                     if len(kept) != len(body.get("drafts", [])):
                         out.drafts_removed += len(body.get("drafts", [])) - len(kept)
                         ids = {d.get("draft", {}).get("draft_id") for d in kept}
                         new["drafts"] = kept
-                        new["uncommittable"] = [u for u in body.get("uncommittable", []) if u.get("draft_id") in ids]
+                        new["uncommittable"] = [
+                            u for u in body.get("uncommittable", []) if u.get("draft_id") in ids
+                        ]
                 new = edit(new)
                 if new != body:
                     checksum = write_atomic(path, new, schema)  # type: ignore[arg-type]

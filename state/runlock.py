@@ -50,15 +50,22 @@ class Holder:
     def from_text(cls, text: str) -> Holder | None:
         try:
             d = json.loads(text)
-            return cls(pid=int(d["pid"]), command=str(d.get("command", "")),
-                       started_at=str(d.get("started_at", "")), host=str(d.get("host", "")),
-                       start_ticks=d.get("start_ticks"), run_id=d.get("run_id"))  # fmt: skip
+            return cls(
+                pid=int(d["pid"]),
+                command=str(d.get("command", "")),
+                started_at=str(d.get("started_at", "")),
+                host=str(d.get("host", "")),
+                start_ticks=d.get("start_ticks"),
+                run_id=d.get("run_id"),
+            )
         except (ValueError, KeyError, TypeError):
             return None
 
     def since(self) -> str:
         try:
-            return datetime.fromisoformat(self.started_at).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+            return (
+                datetime.fromisoformat(self.started_at).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+            )
         except ValueError:
             return self.started_at or "?"
 
@@ -71,14 +78,20 @@ class RunLocked(PmemError):
             message = f"another pmem run holds this data dir ({path})"
         else:
             run = f", run {holder.run_id}" if holder.run_id else ""
-            message = (f"another pmem run is in progress in this data dir: pid {holder.pid} "
-                       f"`{holder.command}` since {holder.since()}{run}")  # fmt: skip
+            message = (
+                f"another pmem run is in progress in this data dir: pid {holder.pid} "
+                f"`{holder.command}` since {holder.since()}{run}"
+            )
         follow = f"`pmem status {holder.run_id}`" if holder and holder.run_id else "`pmem status`"
         super().__init__(
             message,
             hint=f"one run at a time per data dir: follow its progress with {follow} or in the Prefect UI "
             "(`pmem prefect status` prints its address); run this again when it has finished"
-            + (f", or stop it with Ctrl-C in its terminal (or `kill -INT {holder.pid}`)" if holder else ""),
+            + (
+                f", or stop it with Ctrl-C in its terminal (or `kill -INT {holder.pid}`)"
+                if holder
+                else ""
+            ),
         )
         self.holder = holder
 
@@ -144,9 +157,15 @@ class RunLock:
                 self.took_over = previous  # its process ended without releasing (killed)
                 _log.warning("took over the run lock of pid %s, which is gone", previous.pid)
             self._fd = fd
-            self._write(Holder(pid=os.getpid(), command=self.command,
-                               started_at=datetime.now(UTC).isoformat(timespec="seconds"),
-                               host=socket.gethostname(), start_ticks=_process_start(os.getpid())))  # fmt: skip
+            self._write(
+                Holder(
+                    pid=os.getpid(),
+                    command=self.command,
+                    started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                    host=socket.gethostname(),
+                    start_ticks=_process_start(os.getpid()),
+                )
+            )
             return self
         except BaseException:
             if self._fd is None:

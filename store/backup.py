@@ -42,7 +42,9 @@ def erased_memory_ids(db: Database) -> set[str]:
     return {r[0] for r in rows}
 
 
-def import_backup(db: Database, rows: Iterable[dict[str, Any]], *, ledger_evidence: bool = True) -> dict[str, int]:
+def import_backup(
+    db: Database, rows: Iterable[dict[str, Any]], *, ledger_evidence: bool = True
+) -> dict[str, int]:
     """Restore ``rows`` (``store.export.read_export``) into an empty store. Counts as
     ``MemoryStore.load_backup`` returns them, plus ``erased_skipped`` (memories this store
     erased or tombstoned, left out with their revisions and evidence). StoreError when the
@@ -70,7 +72,9 @@ def import_backup(db: Database, rows: Iterable[dict[str, Any]], *, ledger_eviden
         kept.append(row)
     counts = MemoryStore(db, ledger_evidence=ledger_evidence).load_backup(kept)
     counts["erased_skipped"] = len(skipped)
-    counts["proposals"] = _load_proposals(db, [r for r in kept if r.get("type") == "proposal"], erased)
+    counts["proposals"] = _load_proposals(
+        db, [r for r in kept if r.get("type") == "proposal"], erased
+    )
     return counts
 
 
@@ -90,8 +94,16 @@ def _load_proposals(db: Database, rows: list[dict[str, Any]], erased: set[str]) 
                 """INSERT INTO proposals (proposal_id, payload, status, action, memory_id,
                        expected_revision, client, result, decided_by)
                    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (proposal_id) DO NOTHING""",
-                (q["proposal_id"], Jsonb(guard_payload(q.get("payload") or {})), q["status"], q["action"],
-                 q.get("memory_id"), q.get("expected_revision"), q.get("client"),
-                 None if q.get("result") is None else Jsonb(guard_payload(q["result"])), q.get("decided_by")),
-            ).rowcount  # fmt: skip
+                (
+                    q["proposal_id"],
+                    Jsonb(guard_payload(q.get("payload") or {})),
+                    q["status"],
+                    q["action"],
+                    q.get("memory_id"),
+                    q.get("expected_revision"),
+                    q.get("client"),
+                    None if q.get("result") is None else Jsonb(guard_payload(q["result"])),
+                    q.get("decided_by"),
+                ),
+            ).rowcount
     return n

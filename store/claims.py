@@ -68,7 +68,8 @@ class ClaimStore:
         invocation's work."""
         with self.db.connection() as conn, conn.transaction():
             conn.execute(
-                "DELETE FROM batch_claims WHERE run_id = %s AND NOT (batch_id = ANY(%s))", (run_id, batch_ids)
+                "DELETE FROM batch_claims WHERE run_id = %s AND NOT (batch_id = ANY(%s))",
+                (run_id, batch_ids),
             )
             with conn.cursor() as cur:
                 cur.executemany(
@@ -95,7 +96,9 @@ class ClaimStore:
             ).fetchall()
         return [r[0] for r in sorted(rows, key=lambda r: r[1])]
 
-    def renew(self, run_id: str, batch_ids: list[str], worker: str, lease_seconds: float) -> list[str]:
+    def renew(
+        self, run_id: str, batch_ids: list[str], worker: str, lease_seconds: float
+    ) -> list[str]:
         """Extend this worker's leases; returns the batches it still holds (a lease that ran out
         and was taken over is lost)."""
         if not batch_ids:
@@ -116,7 +119,15 @@ class ClaimStore:
                 (run_id, batch_id),
             )
 
-    def done(self, run_id: str, batch_id: str, worker: str, outcome: dict[str, Any], *, failed: bool = False) -> bool:
+    def done(
+        self,
+        run_id: str,
+        batch_id: str,
+        worker: str,
+        outcome: dict[str, Any],
+        *,
+        failed: bool = False,
+    ) -> bool:
         """Record the batch as done (or failed) with its counts; False when this worker no longer
         held it (its lease ran out and another worker took it over: that one's counts stand)."""
         with self.db.connection() as conn, conn.transaction():
@@ -125,7 +136,14 @@ class ClaimStore:
                        lease_expires_at = NULL, updated_at = now()
                    WHERE run_id = %s AND batch_id = %s AND state = 'open' AND claimed_by = %s
                    RETURNING batch_id""",
-                ("failed" if failed else "done", Jsonb(outcome), not failed, run_id, batch_id, worker),
+                (
+                    "failed" if failed else "done",
+                    Jsonb(outcome),
+                    not failed,
+                    run_id,
+                    batch_id,
+                    worker,
+                ),
             ).fetchone()
         return row is not None
 
@@ -154,8 +172,14 @@ class ClaimStore:
                 (run_id,),
             ).fetchone()
         assert row is not None
-        return ClaimCounts(int(row[0]), int(row[1]), int(row[2]), int(row[3]), int(row[4]),
-                           None if row[5] is None else float(row[5]))  # fmt: skip
+        return ClaimCounts(
+            int(row[0]),
+            int(row[1]),
+            int(row[2]),
+            int(row[3]),
+            int(row[4]),
+            None if row[5] is None else float(row[5]),
+        )
 
     def live_holders(self, run_id: str) -> list[str]:
         """The workers holding open batches of the run under a live lease."""

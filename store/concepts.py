@@ -56,8 +56,14 @@ from core.concepts import (
 from store.db import Database
 
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('pmem-concepts'))"
-_TABLES = ("concept_link_updates", "concept_links", "experience_links", "experiences",
-           "concept_embeddings", "concepts")  # fmt: skip
+_TABLES = (
+    "concept_link_updates",
+    "concept_links",
+    "experience_links",
+    "experiences",
+    "concept_embeddings",
+    "concepts",
+)
 
 
 def _cur(conn: Connection) -> Any:
@@ -65,8 +71,14 @@ def _cur(conn: Connection) -> Any:
 
 
 def _concept(r: dict[str, Any]) -> Concept:
-    return Concept(id=r["id"], name=r["name"], aliases=tuple(r["aliases"]), language=r["language"],
-                   kind=r["kind"], first_memory_id=r["first_memory_id"])  # fmt: skip
+    return Concept(
+        id=r["id"],
+        name=r["name"],
+        aliases=tuple(r["aliases"]),
+        language=r["language"],
+        kind=r["kind"],
+        first_memory_id=r["first_memory_id"],
+    )
 
 
 class ConceptStore:
@@ -77,7 +89,9 @@ class ConceptStore:
 
     def get(self, concept_id: str) -> Concept | None:
         with self.db.connection() as conn:
-            row = _cur(conn).execute("SELECT * FROM concepts WHERE id = %s", (concept_id,)).fetchone()
+            row = (
+                _cur(conn).execute("SELECT * FROM concepts WHERE id = %s", (concept_id,)).fetchone()
+            )
         return _concept(row) if row else None
 
     def find(self, name: str) -> Concept | None:
@@ -87,11 +101,15 @@ class ConceptStore:
         if not key:
             return None
         with self.db.connection() as conn:
-            row = _cur(conn).execute(
-                """SELECT * FROM concepts WHERE norm = %(k)s OR keys @> ARRAY[%(k)s]
+            row = (
+                _cur(conn)
+                .execute(
+                    """SELECT * FROM concepts WHERE norm = %(k)s OR keys @> ARRAY[%(k)s]
                    ORDER BY (norm = %(k)s) DESC, id LIMIT 1""",
-                {"k": key},
-            ).fetchone()
+                    {"k": key},
+                )
+                .fetchone()
+            )
         return _concept(row) if row else None
 
     def find_many(self, names: Iterable[str]) -> dict[str, Concept]:
@@ -115,11 +133,15 @@ class ConceptStore:
         if not keys:
             return []
         with self.db.connection() as conn:
-            rows = _cur(conn).execute(
-                """SELECT c.*, k AS matched FROM concepts c, unnest(c.keys) k
+            rows = (
+                _cur(conn)
+                .execute(
+                    """SELECT c.*, k AS matched FROM concepts c, unnest(c.keys) k
                    WHERE c.keys && %(keys)s::text[] AND k = ANY(%(keys)s) ORDER BY c.id""",
-                {"keys": keys},
-            ).fetchall()
+                    {"keys": keys},
+                )
+                .fetchall()
+            )
         return [(_concept(r), r["matched"]) for r in rows]
 
     def concepts(self) -> list[Concept]:
@@ -131,18 +153,23 @@ class ConceptStore:
     def concepts_of(self, memory_id: str) -> list[Concept]:
         """The concepts an experience shows."""
         with self.db.connection() as conn:
-            rows = _cur(conn).execute(
-                """SELECT c.* FROM experience_links l JOIN concepts c ON c.id = l.concept_id
+            rows = (
+                _cur(conn)
+                .execute(
+                    """SELECT c.* FROM experience_links l JOIN concepts c ON c.id = l.concept_id
                    WHERE l.memory_id = %s ORDER BY c.norm""",
-                (memory_id,),
-            ).fetchall()
+                    (memory_id,),
+                )
+                .fetchall()
+            )
         return [_concept(r) for r in rows]
 
     def embeddings(self, model: str) -> dict[str, list[float]]:
         """concept id → the stored vector of its name for ``model``."""
         with self.db.connection() as conn:
             rows = conn.execute(
-                "SELECT concept_id, embedding::text FROM concept_embeddings WHERE model = %s", (model,)
+                "SELECT concept_id, embedding::text FROM concept_embeddings WHERE model = %s",
+                (model,),
             ).fetchall()
         return {r[0]: [float(x) for x in r[1].strip("[]").split(",") if x] for r in rows}
 
@@ -155,18 +182,24 @@ class ConceptStore:
                    SELECT %s, %s, %s, %s::halfvec WHERE EXISTS (SELECT 1 FROM concepts WHERE id = %s)
                    ON CONFLICT (concept_id, model) DO UPDATE
                    SET dim = EXCLUDED.dim, embedding = EXCLUDED.embedding""",
-                [(cid, model, len(v), "[" + ",".join(f"{float(x):.6g}" for x in v) + "]", cid)
-                 for cid, v in vectors.items()],
-            )  # fmt: skip
+                [
+                    (cid, model, len(v), "[" + ",".join(f"{float(x):.6g}" for x in v) + "]", cid)
+                    for cid, v in vectors.items()
+                ],
+            )
         return len(vectors)
 
     # ------------------------------------------------------------ links and experiences
 
-    def links_of(self, concept_id: str, *, min_weight: float = 0.0, stated_only: bool = False) -> list[ConceptLink]:
+    def links_of(
+        self, concept_id: str, *, min_weight: float = 0.0, stated_only: bool = False
+    ) -> list[ConceptLink]:
         """The links at ``concept_id`` in both directions, heaviest first (then by the other
         concept's name): ``other`` is the concept at the other end, ``outgoing`` whether the
         stated direction starts here, ``experiences`` the supporting memory ids (sorted)."""
-        return self.links_from([concept_id], min_weight=min_weight, stated_only=stated_only).get(concept_id, [])
+        return self.links_from([concept_id], min_weight=min_weight, stated_only=stated_only).get(
+            concept_id, []
+        )
 
     def links_from(
         self, concept_ids: Iterable[str], *, min_weight: float = 0.0, stated_only: bool = False
@@ -176,8 +209,10 @@ class ConceptStore:
         if not ids:
             return {}
         with self.db.connection() as conn:
-            rows = _cur(conn).execute(
-                """SELECT l.*, c0.id AS at_id, o.id AS o_id, o.name AS o_name, o.aliases AS o_aliases,
+            rows = (
+                _cur(conn)
+                .execute(
+                    """SELECT l.*, c0.id AS at_id, o.id AS o_id, o.name AS o_name, o.aliases AS o_aliases,
                           o.language AS o_language, o.kind AS o_kind,
                           o.first_memory_id AS o_first_memory_id, (l.source_id = c0.id) AS outgoing
                      FROM concept_links l
@@ -185,19 +220,31 @@ class ConceptStore:
                      JOIN concepts o ON o.id = CASE WHEN l.source_id = c0.id THEN l.target_id ELSE l.source_id END
                     WHERE c0.id = ANY(%(ids)s) AND l.weight >= %(w)s AND (l.stated OR NOT %(stated)s)
                     ORDER BY c0.id, l.weight DESC, o.norm, l.relation, l.stated DESC""",
-                {"ids": ids, "w": min_weight, "stated": stated_only},
-            ).fetchall()
+                    {"ids": ids, "w": min_weight, "stated": stated_only},
+                )
+                .fetchall()
+            )
         out: dict[str, list[ConceptLink]] = {}
         for r in rows:
-            other = Concept(id=r["o_id"], name=r["o_name"], aliases=tuple(r["o_aliases"]),
-                            language=r["o_language"], kind=r["o_kind"], first_memory_id=r["o_first_memory_id"])  # fmt: skip
+            other = Concept(
+                id=r["o_id"],
+                name=r["o_name"],
+                aliases=tuple(r["o_aliases"]),
+                language=r["o_language"],
+                kind=r["o_kind"],
+                first_memory_id=r["o_first_memory_id"],
+            )
             out.setdefault(r["at_id"], []).append(_link(r, other, r["outgoing"]))
         return out
 
     def links(self) -> list[ConceptLink]:
         """Every link (source → target as stored), heaviest first."""
         with self.db.connection() as conn:
-            rows = _cur(conn).execute("SELECT * FROM concept_links ORDER BY weight DESC, id").fetchall()
+            rows = (
+                _cur(conn)
+                .execute("SELECT * FROM concept_links ORDER BY weight DESC, id")
+                .fetchall()
+            )
         return [_link(r, None, True) for r in rows]
 
     def experiences_of(self, concept_id: str) -> list[str]:
@@ -232,18 +279,33 @@ class ConceptStore:
                 out[mid].append(key)
         return out
 
-    def updates(self, *, link_id: str | None = None, memory_id: str | None = None) -> list[WeightUpdate]:
+    def updates(
+        self, *, link_id: str | None = None, memory_id: str | None = None
+    ) -> list[WeightUpdate]:
         """The weight log, oldest first (all of it, or one link's, or one experience's)."""
         with self.db.connection() as conn:
-            rows = _cur(conn).execute(
-                """SELECT * FROM concept_link_updates
+            rows = (
+                _cur(conn)
+                .execute(
+                    """SELECT * FROM concept_link_updates
                    WHERE (%(l)s::text IS NULL OR link_id = %(l)s) AND (%(m)s::text IS NULL OR memory_id = %(m)s)
                    ORDER BY seq""",
-                {"l": link_id, "m": memory_id},
-            ).fetchall()
-        return [WeightUpdate(seq=r["seq"], link_id=r["link_id"], memory_id=r["memory_id"], revision=r["revision"],
-                             action=r["action"], weight_before=r["weight_before"], weight_after=r["weight_after"])
-                for r in rows]  # fmt: skip
+                    {"l": link_id, "m": memory_id},
+                )
+                .fetchall()
+            )
+        return [
+            WeightUpdate(
+                seq=r["seq"],
+                link_id=r["link_id"],
+                memory_id=r["memory_id"],
+                revision=r["revision"],
+                action=r["action"],
+                weight_before=r["weight_before"],
+                weight_after=r["weight_after"],
+            )
+            for r in rows
+        ]
 
     def replayed_weights(self) -> dict[str, float]:
         """Every link's weight recomputed from the log alone (its supporters are the memories
@@ -289,9 +351,16 @@ class ConceptStore:
         if not ids:
             return []
         with self.db.connection() as conn:
-            mems = {r["id"]: r for r in _cur(conn).execute(
-                """SELECT id, current_revision, title, canonical_summary, stated_facts FROM memories
-                    WHERE id = ANY(%s) AND status = 'active'""", (ids,)).fetchall()}  # fmt: skip
+            mems = {
+                r["id"]: r
+                for r in _cur(conn)
+                .execute(
+                    """SELECT id, current_revision, title, canonical_summary, stated_facts FROM memories
+                    WHERE id = ANY(%s) AND status = 'active'""",
+                    (ids,),
+                )
+                .fetchall()
+            }
             ev: dict[str, list[tuple[str, str]]] = {}
             for mid, key, text in conn.execute(
                 """SELECT e.memory_id, e.source_key, e.text FROM evidence e
@@ -308,11 +377,16 @@ class ConceptStore:
             r = mems.get(mid)
             if r is None:
                 continue
-            out.append(ExperienceInput(
-                memory_id=mid, revision=r["current_revision"], title=r["title"] or "",
-                summary=r["canonical_summary"] or "", stated_facts=tuple(r["stated_facts"] or ()),
-                evidence=tuple(ev.get(mid, [])),
-            ))  # fmt: skip
+            out.append(
+                ExperienceInput(
+                    memory_id=mid,
+                    revision=r["current_revision"],
+                    title=r["title"] or "",
+                    summary=r["canonical_summary"] or "",
+                    stated_facts=tuple(r["stated_facts"] or ()),
+                    evidence=tuple(ev.get(mid, [])),
+                )
+            )
         return out
 
     def withdrawn_candidates(self) -> list[str]:
@@ -332,7 +406,13 @@ class ConceptStore:
                           (SELECT count(*) FROM concept_link_updates)"""
             ).fetchone()
         assert row is not None
-        return dict(zip(("concepts", "experiences", "experience_links", "concept_links", "updates"), row, strict=True))
+        return dict(
+            zip(
+                ("concepts", "experiences", "experience_links", "concept_links", "updates"),
+                row,
+                strict=True,
+            )
+        )
 
     # ------------------------------------------------------------ writing
 
@@ -343,7 +423,9 @@ class ConceptStore:
             conn.execute(_LOCK)
             return self._apply(conn, exp, run_id)
 
-    def apply_many(self, exps: Sequence[ResolvedExperience], *, run_id: str | None = None) -> dict[str, int]:
+    def apply_many(
+        self, exps: Sequence[ResolvedExperience], *, run_id: str | None = None
+    ) -> dict[str, int]:
         """``apply`` for several experiences, in order, in one transaction (the stage's chunks)."""
         total = {"concepts_added": 0, "links_strengthened": 0, "links_withdrawn": 0}
         if not exps:
@@ -376,18 +458,26 @@ class ConceptStore:
             for t in _TABLES:
                 conn.execute(f"DELETE FROM {t}")  # noqa: S608 - fixed names
 
-    def _apply(self, conn: Connection, exp: ResolvedExperience, run_id: str | None) -> dict[str, int]:
+    def _apply(
+        self, conn: Connection, exp: ResolvedExperience, run_id: str | None
+    ) -> dict[str, int]:
         counts = {"concepts_added": 0, "links_strengthened": 0, "links_withdrawn": 0}
         # the guard: a flagged name never reaches a row; its links go with it
-        dropped = {cid for cid, f in exp.concepts.items()
-                   if not safe_name(f.surface) or (f.reading and not safe_name(f.reading))}  # fmt: skip
+        dropped = {
+            cid
+            for cid, f in exp.concepts.items()
+            if not safe_name(f.surface) or (f.reading and not safe_name(f.reading))
+        }
         dropped |= {cid for cid, c in exp.new_concepts.items() if not safe_name(c.name)}
         remap: dict[str, str] = {}
         new = [c for cid, c in sorted(exp.new_concepts.items()) if cid not in dropped]
         if new:
             norms = [norm(c.name) for c in new]
-            known: dict[str, str] = dict(conn.execute(
-                "SELECT norm, id FROM concepts WHERE norm = ANY(%s)", (norms,)).fetchall())  # fmt: skip
+            known: dict[str, str] = dict(
+                conn.execute(
+                    "SELECT norm, id FROM concepts WHERE norm = ANY(%s)", (norms,)
+                ).fetchall()
+            )
             fresh = [(c, n) for c, n in zip(new, norms, strict=True) if n not in known]
             with conn.cursor() as cur:
                 cur.executemany(
@@ -400,8 +490,12 @@ class ConceptStore:
                 if n in known and known[n] != c.id:
                     remap[c.id] = known[n]
         found = {remap.get(cid, cid): f for cid, f in exp.concepts.items() if cid not in dropped}
-        touched = set(found) | {r[0] for r in conn.execute(
-            "SELECT concept_id FROM experience_links WHERE memory_id = %s", (exp.memory_id,))}  # fmt: skip
+        touched = set(found) | {
+            r[0]
+            for r in conn.execute(
+                "SELECT concept_id FROM experience_links WHERE memory_id = %s", (exp.memory_id,)
+            )
+        }
 
         wanted: dict[str, tuple[str, str, str, bool, tuple[str, ...]]] = {}
         for s, t, rel, stated, keys in exp.links.values():
@@ -411,10 +505,16 @@ class ConceptStore:
             s, t = link_key(s, t, rel)
             wanted[link_id(s, t, rel, stated)] = (s, t, rel, stated, keys)
 
-        have = {r[0] for r in conn.execute(
-            "SELECT id FROM concept_links WHERE experiences @> ARRAY[%s]", (exp.memory_id,))}  # fmt: skip
+        have = {
+            r[0]
+            for r in conn.execute(
+                "SELECT id FROM concept_links WHERE experiences @> ARRAY[%s]", (exp.memory_id,)
+            )
+        }
         for lid in sorted(have - set(wanted)):
-            counts["links_withdrawn"] += self._unsupport(conn, lid, exp.memory_id, exp.revision, run_id, erase=False)
+            counts["links_withdrawn"] += self._unsupport(
+                conn, lid, exp.memory_id, exp.revision, run_id, erase=False
+            )
 
         conn.execute("DELETE FROM experience_links WHERE memory_id = %s", (exp.memory_id,))
         conn.execute(
@@ -423,18 +523,32 @@ class ConceptStore:
                ON CONFLICT (memory_id) DO UPDATE SET revision = EXCLUDED.revision,
                    inputs_hash = EXCLUDED.inputs_hash, extractor = EXCLUDED.extractor,
                    prompt_version = EXCLUDED.prompt_version, run_id = EXCLUDED.run_id, extracted_at = now()""",
-            (exp.memory_id, exp.revision, exp.inputs_hash, exp.extractor, exp.prompt_version, run_id),
+            (
+                exp.memory_id,
+                exp.revision,
+                exp.inputs_hash,
+                exp.extractor,
+                exp.prompt_version,
+                run_id,
+            ),
         )
         with conn.cursor() as cur:
             cur.executemany(
                 """INSERT INTO experience_links (memory_id, concept_id, surface, reading, source_key)
                    VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
-                [(exp.memory_id, cid, f.surface, f.reading, f.source_key) for cid, f in sorted(found.items())],
+                [
+                    (exp.memory_id, cid, f.surface, f.reading, f.source_key)
+                    for cid, f in sorted(found.items())
+                ],
             )
 
-        current = {r[0]: (float(r[1]), list(r[2]), list(r[3])) for r in conn.execute(
-            "SELECT id, weight, experiences, source_keys FROM concept_links WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
-            (sorted(wanted),))}  # fmt: skip
+        current = {
+            r[0]: (float(r[1]), list(r[2]), list(r[3]))
+            for r in conn.execute(
+                "SELECT id, weight, experiences, source_keys FROM concept_links WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
+                (sorted(wanted),),
+            )
+        }
         inserts, updates, log = [], [], []
         for lid, (s, t, rel, stated, keys) in sorted(wanted.items()):
             keys_in = {k for k in keys if k}
@@ -462,7 +576,8 @@ class ConceptStore:
                 )
             if updates:
                 cur.executemany(
-                    "UPDATE concept_links SET weight = %s, experiences = %s, source_keys = %s WHERE id = %s", updates
+                    "UPDATE concept_links SET weight = %s, experiences = %s, source_keys = %s WHERE id = %s",
+                    updates,
                 )
             if log:
                 cur.executemany(
@@ -474,37 +589,64 @@ class ConceptStore:
         self._tidy(conn, touched)
         return counts
 
-    def _withdraw(self, conn: Connection, memory_id: str, run_id: str | None, *, erase: bool) -> dict[str, int]:
+    def _withdraw(
+        self, conn: Connection, memory_id: str, run_id: str | None, *, erase: bool
+    ) -> dict[str, int]:
         counts = {"links_withdrawn": 0, "experiences_withdrawn": 0}
-        rev_row = conn.execute("SELECT revision FROM experiences WHERE memory_id = %s", (memory_id,)).fetchone()
+        rev_row = conn.execute(
+            "SELECT revision FROM experiences WHERE memory_id = %s", (memory_id,)
+        ).fetchone()
         revision = rev_row[0] if rev_row else 0
-        touched = {r[0] for r in conn.execute(
-            "SELECT concept_id FROM experience_links WHERE memory_id = %s", (memory_id,))}  # fmt: skip
+        touched = {
+            r[0]
+            for r in conn.execute(
+                "SELECT concept_id FROM experience_links WHERE memory_id = %s", (memory_id,)
+            )
+        }
         for (lid,) in conn.execute(
             "SELECT id FROM concept_links WHERE experiences @> ARRAY[%s] ORDER BY id", (memory_id,)
         ).fetchall():
-            counts["links_withdrawn"] += self._unsupport(conn, lid, memory_id, revision, run_id, erase=erase)
+            counts["links_withdrawn"] += self._unsupport(
+                conn, lid, memory_id, revision, run_id, erase=erase
+            )
         counts["experiences_withdrawn"] = conn.execute(
             "DELETE FROM experiences WHERE memory_id = %s", (memory_id,)
         ).rowcount
         if erase:
             conn.execute("DELETE FROM concept_link_updates WHERE memory_id = %s", (memory_id,))
-            conn.execute("UPDATE concepts SET first_memory_id = NULL WHERE first_memory_id = %s", (memory_id,))
+            conn.execute(
+                "UPDATE concepts SET first_memory_id = NULL WHERE first_memory_id = %s",
+                (memory_id,),
+            )
         self._tidy(conn, touched)
         return counts
 
-    def _unsupport(self, conn: Connection, lid: str, memory_id: str, revision: int, run_id: str | None,
-                   *, erase: bool) -> int:  # fmt: skip
+    def _unsupport(
+        self,
+        conn: Connection,
+        lid: str,
+        memory_id: str,
+        revision: int,
+        run_id: str | None,
+        *,
+        erase: bool,
+    ) -> int:
         row = conn.execute(
             "SELECT weight, experiences, stated FROM concept_links WHERE id = %s FOR UPDATE", (lid,)
         ).fetchone()
         if row is None or memory_id not in row[1]:
             return 0
-        before, supporters, stated = float(row[0]), [m for m in row[1] if m != memory_id], bool(row[2])
+        before, supporters, stated = (
+            float(row[0]),
+            [m for m in row[1] if m != memory_id],
+            bool(row[2]),
+        )
         after = weight_for(len(supporters), stated)
         if supporters:
-            conn.execute("UPDATE concept_links SET weight = %s, experiences = %s WHERE id = %s",
-                         (after, supporters, lid))  # fmt: skip
+            conn.execute(
+                "UPDATE concept_links SET weight = %s, experiences = %s WHERE id = %s",
+                (after, supporters, lid),
+            )
         else:
             conn.execute("DELETE FROM concept_links WHERE id = %s", (lid,))
         if not erase:
@@ -512,8 +654,16 @@ class ConceptStore:
         return 1
 
     @staticmethod
-    def _log(conn: Connection, lid: str, memory_id: str, revision: int, action: str, before: float, after: float,
-             run_id: str | None) -> None:  # fmt: skip
+    def _log(
+        conn: Connection,
+        lid: str,
+        memory_id: str,
+        revision: int,
+        action: str,
+        before: float,
+        after: float,
+        run_id: str | None,
+    ) -> None:
         conn.execute(
             """INSERT INTO concept_link_updates (link_id, memory_id, revision, action, weight_before,
                    weight_after, run_id) VALUES (%s, %s, %s, %s, %s, %s, %s)""",
@@ -546,8 +696,12 @@ class ConceptStore:
         changes = []
         for cid, name, first, surfaces, readings, mids in rows:
             own = norm(name)
-            aliases = sorted({s for s in surfaces or [] if norm(s) != own}, key=lambda s: (norm(s), s))
-            keys = sorted({own, *(norm(a) for a in aliases), *(norm(r) for r in readings or [] if r)})
+            aliases = sorted(
+                {s for s in surfaces or [] if norm(s) != own}, key=lambda s: (norm(s), s)
+            )
+            keys = sorted(
+                {own, *(norm(a) for a in aliases), *(norm(r) for r in readings or [] if r)}
+            )
             first = first if first in mids else (mids[0] if mids else None)
             changes.append((aliases, keys, first, cid))
         with conn.cursor() as cur:
@@ -561,7 +715,14 @@ class ConceptStore:
 
 def _link(r: dict[str, Any], other: Concept | None, outgoing: bool) -> ConceptLink:
     return ConceptLink(
-        id=r["id"], source_id=r["source_id"], target_id=r["target_id"], relation=r["relation"],
-        stated=r["stated"], weight=float(r["weight"]), experiences=tuple(sorted(r["experiences"])),
-        source_keys=tuple(r["source_keys"]), other=other, outgoing=outgoing,
-    )  # fmt: skip
+        id=r["id"],
+        source_id=r["source_id"],
+        target_id=r["target_id"],
+        relation=r["relation"],
+        stated=r["stated"],
+        weight=float(r["weight"]),
+        experiences=tuple(sorted(r["experiences"])),
+        source_keys=tuple(r["source_keys"]),
+        other=other,
+        outgoing=outgoing,
+    )

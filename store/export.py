@@ -75,7 +75,9 @@ def read_export(path: Path) -> Iterator[dict[str, Any]]:
                 row = json.loads(line)
             except json.JSONDecodeError:
                 raise InputError("not a JSON line", file=str(path), record=f"line {n}") from None
-            if n == 1 and (row.get("type") != "header" or row.get("schema_version") != EXPORT_SCHEMA):
+            if n == 1 and (
+                row.get("type") != "header" or row.get("schema_version") != EXPORT_SCHEMA
+            ):
                 raise InputError(f"not a {EXPORT_SCHEMA} export", file=str(path), record="line 1")
             if isinstance(row, dict) and row.get("type") != "header":
                 yield row

@@ -73,7 +73,14 @@ _NOT_SPEAKERS = frozenset({"user", "assistant", "system", "tool", "unknown", MAR
 _SPEAKER_CHANNELS = ("other", "machinery")
 
 # tables whose rows forget rewrites by their own rules (not the generic column rewrite)
-_SPECIAL = {"memories", "memory_revisions", "evidence", "message_search", "source_messages", "markers"}
+_SPECIAL = {
+    "memories",
+    "memory_revisions",
+    "evidence",
+    "message_search",
+    "source_messages",
+    "markers",
+}
 
 
 # ---------------------------------------------------------------- the key
@@ -120,7 +127,9 @@ class Scrubber:
 
     def __init__(self, secret: str) -> None:
         if len(secret) < MIN_SECRET_CHARS:
-            raise ConfigError(f"a secret to forget must have at least {MIN_SECRET_CHARS} characters")
+            raise ConfigError(
+                f"a secret to forget must have at least {MIN_SECRET_CHARS} characters"
+            )
         self.secret = secret
         self._full = re.compile(re.escape(secret), re.IGNORECASE)
         self._low = secret.lower()
@@ -134,7 +143,11 @@ class Scrubber:
 
     def _cut(self, m: re.Match[str]) -> str:
         t = m.group()
-        return MARKER if self._piece is not None and len(t) >= self._piece and t.lower() in self._low else t
+        return (
+            MARKER
+            if self._piece is not None and len(t) >= self._piece and t.lower() in self._low
+            else t
+        )
 
     def value(self, v: Any) -> Any:
         if isinstance(v, str):
@@ -163,7 +176,9 @@ class Scrubber:
         return sorted(out)
 
     def byte_forms(self) -> list[bytes]:
-        return sorted({text_bytes(self.secret), text_bytes(self._low), text_bytes(self.secret.upper())})
+        return sorted(
+            {text_bytes(self.secret), text_bytes(self._low), text_bytes(self.secret.upper())}
+        )
 
 
 def _like_escape(s: str) -> str:
@@ -184,7 +199,9 @@ class ErasedIndex:
     secrets: dict[int, dict[str, bool]] = field(default_factory=dict)  # length -> hmac -> ascii
 
     @classmethod
-    def load(cls, conn: Connection, key_source: Any, *, secrets_only: bool = False) -> ErasedIndex | None:
+    def load(
+        cls, conn: Connection, key_source: Any, *, secrets_only: bool = False
+    ) -> ErasedIndex | None:
         """None when nothing was ever erased (the fast path).
         ``key_source``: the key, or a callable returning it (read only when needed)."""
         rows = conn.execute(
@@ -285,7 +302,9 @@ class ErasedIndex:
                 text = m.text
             messages.append(m if text == m.text else m.model_copy(update={"text": text}))
         title = self.redact_text(conv.title) if conv.title else conv.title
-        if title == conv.title and all(a is b for a, b in zip(messages, conv.messages, strict=True)):
+        if title == conv.title and all(
+            a is b for a, b in zip(messages, conv.messages, strict=True)
+        ):
             return conv
         return conv.model_copy(update={"messages": messages, "title": title})
 
@@ -370,7 +389,9 @@ class Forgetter:
         if self._columns is None:
             live: dict[str, dict[str, str]] = {}
             for table, column, data_type, udt in conn.execute(SCHEMA_COLUMNS_SQL):
-                live.setdefault(table, {})[column] = udt if data_type in ("ARRAY", "USER-DEFINED") else data_type
+                live.setdefault(table, {})[column] = (
+                    udt if data_type in ("ARRAY", "USER-DEFINED") else data_type
+                )
             self._columns = {
                 s.table: {c: live[s.table][c] for c in (*s.scanned,) if c in live.get(s.table, {})}
                 for s in TABLE_STORES
@@ -382,7 +403,9 @@ class Forgetter:
     def _candidate(column: str, dtype: str) -> sql.Composable:
         col = sql.Identifier(column)
         if dtype == "bytea":
-            return sql.SQL("EXISTS (SELECT 1 FROM unnest(%(bytes)s::bytea[]) b WHERE position(b IN {}) > 0)").format(col)
+            return sql.SQL(
+                "EXISTS (SELECT 1 FROM unnest(%(bytes)s::bytea[]) b WHERE position(b IN {}) > 0)"
+            ).format(col)
         if dtype in ("text", "character varying", "character"):
             return sql.SQL("lower({}) LIKE ANY(%(pats)s)").format(col)
         return sql.SQL("lower({}::text) LIKE ANY(%(pats)s)").format(col)
@@ -395,9 +418,13 @@ class Forgetter:
     def scan(self, needle: str, *, ledger: bool = True) -> dict[str, int]:
         """Rows holding ``needle`` (any case), per ``table.column``, over every registered column."""
         scrub = Scrubber(needle)
-        params = {"pats": ["%" + _like_escape(needle.lower()) + "%",
-                           "%" + _like_escape(json.dumps(needle.lower(), ensure_ascii=False)[1:-1]) + "%"],
-                  "bytes": scrub.byte_forms()}  # fmt: skip
+        params = {
+            "pats": [
+                "%" + _like_escape(needle.lower()) + "%",
+                "%" + _like_escape(json.dumps(needle.lower(), ensure_ascii=False)[1:-1]) + "%",
+            ],
+            "bytes": scrub.byte_forms(),
+        }
         out: dict[str, int] = {}
         with self.db.connection() as conn:
             for table, cols in self.columns(conn).items():
@@ -426,23 +453,37 @@ class Forgetter:
                              FROM evidence WHERE memory_id = %(id)s)""",
                 {"id": memory_id},
             ).fetchone()  # type: ignore[misc]
-        return {"memory_id": memory_id, "status": row[0], "revisions": n_rev, "evidence": n_ev,
-                "source_conversations": n_conv, "already_erased": False}  # fmt: skip
+        return {
+            "memory_id": memory_id,
+            "status": row[0],
+            "revisions": n_rev,
+            "evidence": n_ev,
+            "source_conversations": n_conv,
+            "already_erased": False,
+        }
 
     def conversation_plan(self, conversation_key: str) -> dict[str, Any]:
         with self.db.connection() as conn:
             n_msg = conn.execute(
-                "SELECT count(*) FROM source_messages WHERE conversation_key = %s", (conversation_key,)
+                "SELECT count(*) FROM source_messages WHERE conversation_key = %s",
+                (conversation_key,),
             ).fetchone()[0]  # type: ignore[index]
             mems = self._memories_of(conn, conversation_key)
             forgotten = conn.execute(
-                "SELECT 1 FROM forgotten_conversations WHERE conversation_key = %s", (conversation_key,)
+                "SELECT 1 FROM forgotten_conversations WHERE conversation_key = %s",
+                (conversation_key,),
             ).fetchone() is not None or self._erased_hmac(conn, conversation_key)
         if not n_msg and not mems and not forgotten:
-            raise StoreError(f"no conversation {conversation_key} in the ledger or the memories",
-                             hint="`pmem ledger list` shows the conversation keys")  # fmt: skip
-        return {"conversation_key": conversation_key, "messages": n_msg, "memories": mems,
-                "already_forgotten": bool(forgotten)}  # fmt: skip
+            raise StoreError(
+                f"no conversation {conversation_key} in the ledger or the memories",
+                hint="`pmem ledger list` shows the conversation keys",
+            )
+        return {
+            "conversation_key": conversation_key,
+            "messages": n_msg,
+            "memories": mems,
+            "already_forgotten": bool(forgotten),
+        }
 
     # ------------------------------------------------------------ erasing
 
@@ -456,7 +497,9 @@ class Forgetter:
                 self._redact_ledger(conn, scrub, er, params)
             self._redact_memories(conn, scrub, er, params)
             self._redact_message_index(conn, scrub, er, params)
-            self._redact_markers(conn, scrub, er)  # shown to every client: with or without --from-ledger
+            self._redact_markers(
+                conn, scrub, er
+            )  # shown to every client: with or without --from-ledger
             for table, tcols in cols.items():
                 store = REGISTRY[table]
                 if table in _SPECIAL or (store.layer == "ledger" and not from_ledger):
@@ -466,8 +509,13 @@ class Forgetter:
                         self._rewrite_column(conn, table, col, tcols[col], scrub, er, params)
             # remembered by HMAC: the store's guard keeps it out of any later record drafted
             # from the ledger (store.records); from the ledger, the import redacts it as well
-            self._remember(conn, "secret", ("" if from_ledger else DERIVED_DOMAIN) + secret.lower(),
-                           length=len(secret), ascii_start=secret[0].isascii() and secret[0].isalnum())  # fmt: skip
+            self._remember(
+                conn,
+                "secret",
+                ("" if from_ledger else DERIVED_DOMAIN) + secret.lower(),
+                length=len(secret),
+                ascii_start=secret[0].isascii() and secret[0].isalnum(),
+            )
             self._audit(conn, er)
         from store import records
 
@@ -477,13 +525,22 @@ class Forgetter:
     def forget_memory(self, memory_id: str, *, from_ledger: bool = False) -> Erasure:
         er = self._new("memory", from_ledger)
         with self.db.connection() as conn, conn.transaction():
-            if conn.execute("SELECT 1 FROM memories WHERE id = %s FOR UPDATE", (memory_id,)).fetchone() is None:
+            if (
+                conn.execute(
+                    "SELECT 1 FROM memories WHERE id = %s FOR UPDATE", (memory_id,)
+                ).fetchone()
+                is None
+            ):
                 if not self._was_erased(conn, memory_id):
                     raise MemoryNotFound(memory_id)
             else:
-                keys = [r[0] for r in conn.execute(
-                    "SELECT DISTINCT source_key FROM evidence WHERE memory_id = %s ORDER BY 1", (memory_id,)
-                )]  # fmt: skip
+                keys = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT DISTINCT source_key FROM evidence WHERE memory_id = %s ORDER BY 1",
+                        (memory_id,),
+                    )
+                ]
                 self._erase_memory(conn, memory_id, er)
                 if from_ledger and keys:
                     self._erase_messages(conn, keys, er)
@@ -497,42 +554,73 @@ class Forgetter:
         with self.db.connection() as conn, conn.transaction():
             for mid in self._memories_of(conn, conversation_key):
                 self._erase_memory(conn, mid, er)
-            keys = [r[0] for r in conn.execute(
-                "SELECT message_key FROM source_messages WHERE conversation_key = %s", (conversation_key,)
-            )]  # fmt: skip
+            keys = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT message_key FROM source_messages WHERE conversation_key = %s",
+                    (conversation_key,),
+                )
+            ]
             self._drop_summaries(conn, er, message_keys=keys)
-            er.add("message_index_rows", conn.execute(
-                "DELETE FROM message_search WHERE conversation_key = %s", (conversation_key,)
-            ).rowcount)  # fmt: skip
+            er.add(
+                "message_index_rows",
+                conn.execute(
+                    "DELETE FROM message_search WHERE conversation_key = %s", (conversation_key,)
+                ).rowcount,
+            )
             conn.execute("DELETE FROM message_search_pending WHERE message_key = ANY(%s)", (keys,))
-            er.tables |= {"message_search", "message_search_pending", *_vector_tables("message_key")}
+            er.tables |= {
+                "message_search",
+                "message_search_pending",
+                *_vector_tables("message_key"),
+            }
             like = "%" + _like_escape(conversation_key.lower()) + "%"
-            n = conn.execute(
-                "DELETE FROM proposals WHERE lower(payload::text) LIKE %s OR lower(coalesce(result::text, '')) LIKE %s",
-                (like, like),
-            ).rowcount if "result" in self.columns(conn).get("proposals", {}) else conn.execute(
-                "DELETE FROM proposals WHERE lower(payload::text) LIKE %s", (like,)
-            ).rowcount  # fmt: skip
+            n = (
+                conn.execute(
+                    "DELETE FROM proposals WHERE lower(payload::text) LIKE %s OR lower(coalesce(result::text, '')) LIKE %s",
+                    (like, like),
+                ).rowcount
+                if "result" in self.columns(conn).get("proposals", {})
+                else conn.execute(
+                    "DELETE FROM proposals WHERE lower(payload::text) LIKE %s", (like,)
+                ).rowcount
+            )
             er.add("proposals", n)
             er.tables.add("proposals")
-            er.batches = [r[0] for r in conn.execute(
-                "SELECT DISTINCT batch_id FROM batch_members WHERE conversation_key = %s ORDER BY 1",
-                (conversation_key,),
-            )]  # fmt: skip
-            er.add("batches_superseded", conn.execute(
-                """UPDATE batches SET status = 'superseded', updated_at = now()
+            er.batches = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT DISTINCT batch_id FROM batch_members WHERE conversation_key = %s ORDER BY 1",
+                    (conversation_key,),
+                )
+            ]
+            er.add(
+                "batches_superseded",
+                conn.execute(
+                    """UPDATE batches SET status = 'superseded', updated_at = now()
                    WHERE batch_id = ANY(%s) AND status IN ('planned', 'drafted', 'failed')""",
-                (er.batches,),
-            ).rowcount)  # fmt: skip
+                    (er.batches,),
+                ).rowcount,
+            )
             if from_ledger:
                 er.tables |= self._drop_vectors(conn, "message_key", keys)
-                er.add("ledger_messages", conn.execute(
-                    "DELETE FROM source_messages WHERE conversation_key = %s", (conversation_key,)
-                ).rowcount)  # fmt: skip
-                for table in ("prefilter_decisions", "prefilter_overrides", "forgotten_conversations",
-                              "source_conversations"):  # fmt: skip
+                er.add(
+                    "ledger_messages",
                     conn.execute(
-                        sql.SQL("DELETE FROM {} WHERE conversation_key = %s").format(sql.Identifier(table)),
+                        "DELETE FROM source_messages WHERE conversation_key = %s",
+                        (conversation_key,),
+                    ).rowcount,
+                )
+                for table in (
+                    "prefilter_decisions",
+                    "prefilter_overrides",
+                    "forgotten_conversations",
+                    "source_conversations",
+                ):
+                    conn.execute(
+                        sql.SQL("DELETE FROM {} WHERE conversation_key = %s").format(
+                            sql.Identifier(table)
+                        ),
                         (conversation_key,),
                     )
                 er.tables |= {"source_messages", "source_conversations", "prefilter_decisions"}
@@ -549,14 +637,18 @@ class Forgetter:
         """The stored roles (as written in the exports) that name this speaker."""
         wanted = speaker_name(name)
         rows = conn.execute(
-            "SELECT DISTINCT role FROM source_messages WHERE channel = ANY(%s)", (list(_SPEAKER_CHANNELS),)
+            "SELECT DISTINCT role FROM source_messages WHERE channel = ANY(%s)",
+            (list(_SPEAKER_CHANNELS),),
         ).fetchall()
         return sorted(r for (r,) in rows if r not in _NOT_SPEAKERS and speaker_name(r) == wanted)
 
     def speaker_plan(self, name: str) -> dict[str, Any]:
         """How many messages and conversations hold this speaker's words (ids and counts)."""
         if not speaker_name(name) or speaker_name(name) in _NOT_SPEAKERS:
-            raise ConfigError(f"{name!r} is not a speaker's name", hint="give the name as `pmem ledger show` lists it")
+            raise ConfigError(
+                f"{name!r} is not a speaker's name",
+                hint="give the name as `pmem ledger show` lists it",
+            )
         with self.db.connection() as conn:
             roles = self.speaker_roles(conn, name)
             row = conn.execute(
@@ -565,10 +657,12 @@ class Forgetter:
                 (list(_SPEAKER_CHANNELS), roles),
             ).fetchone()
             forgotten = self._erased_hmac(conn, SPEAKER_DOMAIN + speaker_name(name))
-        n_msg, n_conv = (row or (0, 0))
+        n_msg, n_conv = row or (0, 0)
         if not n_msg and not forgotten:
-            raise StoreError("no other speaker by that name in the ledger",
-                             hint="`pmem ledger show KEY` lists each message's speaker (its role)")  # fmt: skip
+            raise StoreError(
+                "no other speaker by that name in the ledger",
+                hint="`pmem ledger show KEY` lists each message's speaker (its role)",
+            )
         return {"messages": n_msg, "conversations": n_conv, "already_forgotten": forgotten}
 
     def forget_speaker(self, name: str, *, from_ledger: bool = False) -> Erasure:
@@ -583,22 +677,36 @@ class Forgetter:
             ).fetchall()
             keys = [k for k, _ in rows]
             er.messages = keys
-            cited = [r[0] for r in conn.execute(
-                "SELECT DISTINCT memory_id FROM evidence WHERE source_key = ANY(%s) ORDER BY 1", (keys,)
-            )]  # fmt: skip
+            cited = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT DISTINCT memory_id FROM evidence WHERE source_key = ANY(%s) ORDER BY 1",
+                    (keys,),
+                )
+            ]
             for mid in cited:
                 self._erase_memory(conn, mid, er)
             er.memories_erased = cited
             self._drop_summaries(conn, er, message_keys=keys)
-            er.add("message_index_rows", conn.execute(
-                "DELETE FROM message_search WHERE message_key = ANY(%s)", (keys,)
-            ).rowcount)  # fmt: skip
+            er.add(
+                "message_index_rows",
+                conn.execute(
+                    "DELETE FROM message_search WHERE message_key = ANY(%s)", (keys,)
+                ).rowcount,
+            )
             conn.execute("DELETE FROM message_search_pending WHERE message_key = ANY(%s)", (keys,))
-            er.tables |= {"message_search", "message_search_pending", *_vector_tables("message_key")}
+            er.tables |= {
+                "message_search",
+                "message_search_pending",
+                *_vector_tables("message_key"),
+            }
             if from_ledger:
                 for key in keys:
                     self._set_body(conn, key, MARKER)
-                conn.execute("UPDATE source_messages SET role = %s WHERE message_key = ANY(%s)", (MARKER, keys))
+                conn.execute(
+                    "UPDATE source_messages SET role = %s WHERE message_key = ANY(%s)",
+                    (MARKER, keys),
+                )
                 er.add("ledger_messages", len(keys))
                 for conv in sorted({c for _, c in rows}):
                     self._rehash_conversation(conn, conv, er)
@@ -621,10 +729,13 @@ class Forgetter:
 
     def batches_of(self, conversation_keys: Iterable[str]) -> list[str]:
         with self.db.connection() as conn:
-            return [r[0] for r in conn.execute(
-                "SELECT DISTINCT batch_id FROM batch_members WHERE conversation_key = ANY(%s) ORDER BY 1",
-                (list(conversation_keys),),
-            )]  # fmt: skip
+            return [
+                r[0]
+                for r in conn.execute(
+                    "SELECT DISTINCT batch_id FROM batch_members WHERE conversation_key = ANY(%s) ORDER BY 1",
+                    (list(conversation_keys),),
+                )
+            ]
 
     # ------------------------------------------------------------ vacuum
 
@@ -634,13 +745,25 @@ class Forgetter:
         locked past ``lock_timeout`` seconds is listed in ``skipped``."""
         done: list[str] = []
         skipped: list[str] = []
-        out: dict[str, Any] = {"mode": "full", "tables": done, "skipped": skipped, "checkpoint": False}
+        out: dict[str, Any] = {
+            "mode": "full",
+            "tables": done,
+            "skipped": skipped,
+            "checkpoint": False,
+        }
         with psycopg.connect(self.db.url, autocommit=True) as conn:
             # another session holding a table would make VACUUM FULL wait for ever
-            conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(f"{int(lock_timeout * 1000)}ms")))
-            live = {r[0] for r in conn.execute(
-                "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
-            )}  # fmt: skip
+            conn.execute(
+                sql.SQL("SET lock_timeout = {}").format(
+                    sql.Literal(f"{int(lock_timeout * 1000)}ms")
+                )
+            )
+            live = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                )
+            }
             out["other_snapshots"] = conn.execute(
                 """SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
                    AND pid <> pg_backend_pid() AND backend_xmin IS NOT NULL"""
@@ -661,7 +784,9 @@ class Forgetter:
     # ------------------------------------------------------------ internals
 
     def _new(self, target: str, from_ledger: bool) -> Erasure:
-        return Erasure(erasure_id="erasure-" + uuid.uuid4().hex[:16], target=target, from_ledger=from_ledger)
+        return Erasure(
+            erasure_id="erasure-" + uuid.uuid4().hex[:16], target=target, from_ledger=from_ledger
+        )
 
     def _audit(self, conn: Connection, er: Erasure) -> None:
         conn.execute(
@@ -670,8 +795,15 @@ class Forgetter:
             (er.erasure_id, er.target, Jsonb({**er.counts, "from_ledger": er.from_ledger})),
         )
 
-    def _remember(self, conn: Connection, kind: str, value: str, *, length: int | None = None,
-                  ascii_start: bool | None = None) -> None:  # fmt: skip
+    def _remember(
+        self,
+        conn: Connection,
+        kind: str,
+        value: str,
+        *,
+        length: int | None = None,
+        ascii_start: bool | None = None,
+    ) -> None:
         conn.execute(
             """INSERT INTO erased_content (hmac, kind, length, ascii_start) VALUES (%s, %s, %s, %s)
                ON CONFLICT (hmac) DO NOTHING""",
@@ -679,26 +811,43 @@ class Forgetter:
         )
 
     def _erased_hmac(self, conn: Connection, value: str) -> bool:
-        return conn.execute(
-            "SELECT 1 FROM erased_content WHERE hmac = %s", (keyed_hash(self.key, value),)
-        ).fetchone() is not None
+        return (
+            conn.execute(
+                "SELECT 1 FROM erased_content WHERE hmac = %s", (keyed_hash(self.key, value),)
+            ).fetchone()
+            is not None
+        )
 
     @staticmethod
     def _was_erased(conn: Connection, memory_id: str) -> bool:
-        return conn.execute(
-            "SELECT 1 FROM tombstones WHERE memory_id = %s AND reason = 'erased'", (memory_id,)
-        ).fetchone() is not None
+        return (
+            conn.execute(
+                "SELECT 1 FROM tombstones WHERE memory_id = %s AND reason = 'erased'", (memory_id,)
+            ).fetchone()
+            is not None
+        )
 
     @staticmethod
     def _memories_of(conn: Connection, conversation_key: str) -> list[str]:
-        return [r[0] for r in conn.execute(
-            """SELECT DISTINCT e.memory_id FROM evidence e JOIN memories m ON m.id = e.memory_id
+        return [
+            r[0]
+            for r in conn.execute(
+                """SELECT DISTINCT e.memory_id FROM evidence e JOIN memories m ON m.id = e.memory_id
                WHERE regexp_replace(e.source_key, ':[^:]*$', '') = %s ORDER BY 1""",
-            (conversation_key,),
-        )]  # fmt: skip
+                (conversation_key,),
+            )
+        ]
 
-    def _rewrite_column(self, conn: Connection, table: str, col: str, dtype: str, scrub: Scrubber,
-                        er: Erasure, params: dict[str, Any]) -> int:  # fmt: skip
+    def _rewrite_column(
+        self,
+        conn: Connection,
+        table: str,
+        col: str,
+        dtype: str,
+        scrub: Scrubber,
+        er: Erasure,
+        params: dict[str, Any],
+    ) -> int:
         store = REGISTRY[table]
         q = sql.SQL("SELECT ctid::text, {c} FROM {t} WHERE {cond} FOR UPDATE").format(
             c=sql.Identifier(col), t=sql.Identifier(table), cond=self._candidate(col, dtype)
@@ -712,10 +861,14 @@ class Forgetter:
             args: list[Any] = [Jsonb(new) if dtype in ("jsonb", "json") else new]
             for ts, source in store.indexes.items():
                 if source == col and isinstance(new, str):
-                    sets.append(sql.SQL("{} = array_to_tsvector(%s::text[])").format(sql.Identifier(ts)))
+                    sets.append(
+                        sql.SQL("{} = array_to_tsvector(%s::text[])").format(sql.Identifier(ts))
+                    )
                     args.append(_tokens(new))
             conn.execute(
-                sql.SQL("UPDATE {} SET {} WHERE ctid = %s::tid").format(sql.Identifier(table), sql.SQL(", ").join(sets)),
+                sql.SQL("UPDATE {} SET {} WHERE ctid = %s::tid").format(
+                    sql.Identifier(table), sql.SQL(", ").join(sets)
+                ),
                 [*args, ctid],
             )
             n += 1
@@ -724,26 +877,42 @@ class Forgetter:
             er.tables.add(table)
         return n
 
-    def _redact_memories(self, conn: Connection, scrub: Scrubber, er: Erasure, params: dict[str, Any]) -> None:
+    def _redact_memories(
+        self, conn: Connection, scrub: Scrubber, er: Erasure, params: dict[str, Any]
+    ) -> None:
         cols = self.columns(conn)
         mem_cols = [c for c in REGISTRY["memories"].text if c in cols.get("memories", {})]
         conds = [self._candidate(c, cols["memories"][c]) for c in mem_cols]
-        ids = {r[0] for r in conn.execute(
-            sql.SQL("SELECT id FROM memories WHERE {}").format(sql.SQL(" OR ").join(conds)), params
-        )}  # fmt: skip
-        ids |= {r[0] for r in conn.execute(
-            "SELECT DISTINCT memory_id FROM memory_revisions WHERE lower(record::text) LIKE ANY(%(pats)s)", params
-        )}  # fmt: skip
-        ids |= {r[0] for r in conn.execute(
-            "SELECT DISTINCT memory_id FROM evidence WHERE lower(text) LIKE ANY(%(pats)s)", params
-        )}  # fmt: skip
+        ids = {
+            r[0]
+            for r in conn.execute(
+                sql.SQL("SELECT id FROM memories WHERE {}").format(sql.SQL(" OR ").join(conds)),
+                params,
+            )
+        }
+        ids |= {
+            r[0]
+            for r in conn.execute(
+                "SELECT DISTINCT memory_id FROM memory_revisions WHERE lower(record::text) LIKE ANY(%(pats)s)",
+                params,
+            )
+        }
+        ids |= {
+            r[0]
+            for r in conn.execute(
+                "SELECT DISTINCT memory_id FROM evidence WHERE lower(text) LIKE ANY(%(pats)s)",
+                params,
+            )
+        }
         from store.records import MemoryStore
 
         projector = MemoryStore(self.db)
         for mid in sorted(ids):
-            row = conn.cursor(row_factory=dict_row).execute(
-                "SELECT * FROM memories WHERE id = %s FOR UPDATE", (mid,)
-            ).fetchone()
+            row = (
+                conn.cursor(row_factory=dict_row)
+                .execute("SELECT * FROM memories WHERE id = %s FOR UPDATE", (mid,))
+                .fetchone()
+            )
             if row is None:
                 continue
             fields: set[str] = set()
@@ -752,7 +921,8 @@ class Forgetter:
             fields |= set(changed_cols)
             revs = 0
             for rev, record in conn.execute(
-                "SELECT revision, record FROM memory_revisions WHERE memory_id = %s ORDER BY revision", (mid,)
+                "SELECT revision, record FROM memory_revisions WHERE memory_id = %s ORDER BY revision",
+                (mid,),
             ).fetchall():
                 new = scrub.value(record)
                 if new == record:
@@ -779,7 +949,10 @@ class Forgetter:
                 if dup:
                     conn.execute("DELETE FROM evidence WHERE id = %s", (eid,))
                 else:
-                    conn.execute("UPDATE evidence SET text = %s, text_hash = %s WHERE id = %s", (new_text, h, eid))
+                    conn.execute(
+                        "UPDATE evidence SET text = %s, text_hash = %s WHERE id = %s",
+                        (new_text, h, eid),
+                    )
                 ev += 1
             if ev:
                 fields.add("evidence")
@@ -797,12 +970,18 @@ class Forgetter:
                    VALUES (%s, %s, %s, %s, 'redaction', 'pmem-forget', now(), %s)""",
                 (mid, new_rev, Jsonb(record), tagged_hash("rec", record), sorted(fields)),
             )
-            sets = sql.SQL(", ").join(sql.SQL("{} = %s").format(sql.Identifier(c)) for c in mem_cols)
+            sets = sql.SQL(", ").join(
+                sql.SQL("{} = %s").format(sql.Identifier(c)) for c in mem_cols
+            )
             conn.execute(
-                sql.SQL("UPDATE memories SET {}, current_revision = %s, updated_at = now() WHERE id = %s").format(sets),
+                sql.SQL(
+                    "UPDATE memories SET {}, current_revision = %s, updated_at = now() WHERE id = %s"
+                ).format(sets),
                 [*(updates[c] for c in mem_cols), new_rev, mid],
             )
-            if conn.execute("SELECT 1 FROM search_projections WHERE memory_id = %s", (mid,)).fetchone():
+            if conn.execute(
+                "SELECT 1 FROM search_projections WHERE memory_id = %s", (mid,)
+            ).fetchone():
                 projector._project(conn, mid, {**row, **updates})
             er.tables |= self._drop_vectors(conn, "memory_id", [mid])
             er.memories_redacted.append(mid)
@@ -810,11 +989,20 @@ class Forgetter:
             er.add("revisions_redacted", revs)
             er.add("evidence_redacted", ev)
         if er.memories_redacted:
-            er.tables |= {"memories", "memory_revisions", "evidence", "search_projections", "memory_embeddings"}
+            er.tables |= {
+                "memories",
+                "memory_revisions",
+                "evidence",
+                "search_projections",
+                "memory_embeddings",
+            }
 
-    def _redact_message_index(self, conn: Connection, scrub: Scrubber, er: Erasure, params: dict[str, Any]) -> None:
+    def _redact_message_index(
+        self, conn: Connection, scrub: Scrubber, er: Erasure, params: dict[str, Any]
+    ) -> None:
         rows = conn.execute(
-            "SELECT message_key, text FROM message_search WHERE lower(text) LIKE ANY(%(pats)s) FOR UPDATE", params
+            "SELECT message_key, text FROM message_search WHERE lower(text) LIKE ANY(%(pats)s) FOR UPDATE",
+            params,
         ).fetchall()
         n = 0
         for key, text in rows:
@@ -836,12 +1024,21 @@ class Forgetter:
             "SELECT marker_id, body, session FROM markers ORDER BY marker_id FOR UPDATE"
         ).fetchall():
             text = bytes_text(bytes(body))
-            new_text, new_session = scrub.text(text), scrub.text(session) if session is not None else None
+            new_text, new_session = (
+                scrub.text(text),
+                scrub.text(session) if session is not None else None,
+            )
             if new_text == text and new_session == session:
                 continue
             conn.execute(
                 "SELECT pmem_redact_marker(%s, %s, %s, %s, %s)",
-                (er.erasure_id, marker_id, text_bytes(new_text), content_hash(new_text), new_session),
+                (
+                    er.erasure_id,
+                    marker_id,
+                    text_bytes(new_text),
+                    content_hash(new_text),
+                    new_session,
+                ),
             )
             n += 1
         if n:
@@ -870,7 +1067,9 @@ class Forgetter:
                 tables.add(store.table)
         return tables
 
-    def _redact_ledger(self, conn: Connection, scrub: Scrubber, er: Erasure, params: dict[str, Any]) -> None:
+    def _redact_ledger(
+        self, conn: Connection, scrub: Scrubber, er: Erasure, params: dict[str, Any]
+    ) -> None:
         rows = conn.execute(
             """SELECT message_key, conversation_key, body FROM source_messages
                WHERE EXISTS (SELECT 1 FROM unnest(%(bytes)s::bytea[]) b WHERE position(b IN body) > 0)
@@ -894,16 +1093,24 @@ class Forgetter:
         """--memory --from-ledger: the cited messages keep their place in the tree, not their text."""
         convs: set[str] = set()
         for key, conv in conn.execute(
-            "SELECT message_key, conversation_key FROM source_messages WHERE message_key = ANY(%s) FOR UPDATE", (keys,)
+            "SELECT message_key, conversation_key FROM source_messages WHERE message_key = ANY(%s) FOR UPDATE",
+            (keys,),
         ).fetchall():
             self._set_body(conn, key, MARKER)
-            if conn.execute("SELECT 1 FROM message_search WHERE message_key = %s", (key,)).fetchone():
+            if conn.execute(
+                "SELECT 1 FROM message_search WHERE message_key = %s", (key,)
+            ).fetchone():
                 self._reindex_message(conn, key, MARKER)
             convs.add(conv)
         er.add("ledger_messages", len(keys))
         for conv in sorted(convs):
             self._rehash_conversation(conn, conv, er)
-        er.tables |= {"source_messages", "source_conversations", "message_search", *_vector_tables("message_key")}
+        er.tables |= {
+            "source_messages",
+            "source_conversations",
+            "message_search",
+            *_vector_tables("message_key"),
+        }
 
     def _set_body(self, conn: Connection, key: str, text: str) -> None:
         conn.execute(
@@ -916,17 +1123,24 @@ class Forgetter:
         """The conversation's hash over its redacted messages (as ``Conversation.content_hash``),
         carried into the prefilter decisions and batch membership so nothing is re-drafted."""
         rows = conn.execute(
-            "SELECT message_key, body, on_active_path FROM source_messages WHERE conversation_key = %s", (conv,)
+            "SELECT message_key, body, on_active_path FROM source_messages WHERE conversation_key = %s",
+            (conv,),
         ).fetchall()
-        new = tagged_hash("conv", sorted((k, content_hash(bytes_text(bytes(b))), a) for k, b, a in rows))
+        new = tagged_hash(
+            "conv", sorted((k, content_hash(bytes_text(bytes(b))), a) for k, b, a in rows)
+        )
         old_row = conn.execute(
-            "SELECT content_hash FROM source_conversations WHERE conversation_key = %s FOR UPDATE", (conv,)
+            "SELECT content_hash FROM source_conversations WHERE conversation_key = %s FOR UPDATE",
+            (conv,),
         ).fetchone()
         if old_row is None or old_row[0] == new:
             return
         old = old_row[0]
         er.hash_map[old] = new
-        conn.execute("UPDATE source_conversations SET content_hash = %s WHERE conversation_key = %s", (new, conv))
+        conn.execute(
+            "UPDATE source_conversations SET content_hash = %s WHERE conversation_key = %s",
+            (new, conv),
+        )
         conn.execute(
             "UPDATE prefilter_decisions SET content_hash = %s WHERE conversation_key = %s AND content_hash = %s",
             (new, conv, old),
@@ -936,10 +1150,15 @@ class Forgetter:
             (new, conv, old),
         )
         for batch_id, members in conn.execute(
-            "SELECT batch_id, members FROM batches WHERE members::text LIKE %s FOR UPDATE", ("%" + old + "%",)
+            "SELECT batch_id, members FROM batches WHERE members::text LIKE %s FOR UPDATE",
+            ("%" + old + "%",),
         ).fetchall():
-            fixed = [{**m, "content_hash": new} if m.get("content_hash") == old else m for m in members]
-            conn.execute("UPDATE batches SET members = %s WHERE batch_id = %s", (Jsonb(fixed), batch_id))
+            fixed = [
+                {**m, "content_hash": new} if m.get("content_hash") == old else m for m in members
+            ]
+            conn.execute(
+                "UPDATE batches SET members = %s WHERE batch_id = %s", (Jsonb(fixed), batch_id)
+            )
         er.conversations.append(conv)
         er.tables |= {"prefilter_decisions", "batch_members", "batches"}
 
@@ -949,9 +1168,13 @@ class Forgetter:
         ).fetchone()
         if row is None:
             return
-        keys = [r[0] for r in conn.execute(
-            "SELECT DISTINCT source_key FROM evidence WHERE memory_id = %s ORDER BY 1", (memory_id,)
-        )]  # fmt: skip
+        keys = [
+            r[0]
+            for r in conn.execute(
+                "SELECT DISTINCT source_key FROM evidence WHERE memory_id = %s ORDER BY 1",
+                (memory_id,),
+            )
+        ]
         convs = sorted({k.rsplit(":", 1)[0] for k in keys})
         conn.execute(
             """INSERT INTO tombstones (memory_id, source_keys, conversation_keys, last_revision, reason)
@@ -964,10 +1187,16 @@ class Forgetter:
         )
         er.tables |= self._drop_vectors(conn, "memory_id", [memory_id])
         conn.execute("DELETE FROM search_projections WHERE memory_id = %s", (memory_id,))
-        er.add("evidence_erased", conn.execute("DELETE FROM evidence WHERE memory_id = %s", (memory_id,)).rowcount)
-        er.add("revisions_erased", conn.execute(
-            "SELECT pmem_erase_revisions(%s, %s)", (er.erasure_id, memory_id)
-        ).fetchone()[0])  # type: ignore[index]  # fmt: skip
+        er.add(
+            "evidence_erased",
+            conn.execute("DELETE FROM evidence WHERE memory_id = %s", (memory_id,)).rowcount,
+        )
+        er.add(
+            "revisions_erased",
+            conn.execute(
+                "SELECT pmem_erase_revisions(%s, %s)", (er.erasure_id, memory_id)
+            ).fetchone()[0],  # type: ignore[index]
+        )
         pcols = self.columns(conn).get("proposals", {})
         like = "%" + _like_escape(memory_id.lower()) + "%"
         cond = "lower(payload::text) LIKE %(like)s"
@@ -975,34 +1204,57 @@ class Forgetter:
             cond += " OR memory_id = %(id)s"
         if "result" in pcols:
             cond += " OR lower(coalesce(result::text, '')) LIKE %(like)s"
-        er.add("proposals", conn.execute(
-            f"DELETE FROM proposals WHERE {cond}", {"like": like, "id": memory_id}  # noqa: S608 - fixed fragments
-        ).rowcount)  # fmt: skip
+        er.add(
+            "proposals",
+            conn.execute(
+                f"DELETE FROM proposals WHERE {cond}",
+                {"like": like, "id": memory_id},  # noqa: S608 - fixed fragments
+            ).rowcount,
+        )
         self._drop_summaries(conn, er, memory_ids=[memory_id])
         self._drop_concepts(conn, er, memory_id)
         if "public_memories" in self.columns(conn):  # its published title and summary go too
-            er.add("public_memories", conn.execute(
-                "DELETE FROM public_memories WHERE memory_id = %s", (memory_id,)
-            ).rowcount)  # fmt: skip
+            er.add(
+                "public_memories",
+                conn.execute(
+                    "DELETE FROM public_memories WHERE memory_id = %s", (memory_id,)
+                ).rowcount,
+            )
             er.tables.add("public_memories")
         conn.execute("DELETE FROM memories WHERE id = %s", (memory_id,))
         er.memories_erased.append(memory_id)
         er.add("memories_erased")
-        er.tables |= {"memories", "memory_revisions", "evidence", "search_projections", "memory_embeddings",
-                      "proposals", "tombstones"}  # fmt: skip
+        er.tables |= {
+            "memories",
+            "memory_revisions",
+            "evidence",
+            "search_projections",
+            "memory_embeddings",
+            "proposals",
+            "tombstones",
+        }
 
-
-    def _drop_summaries(self, conn: Connection, er: Erasure, *, memory_ids: list[str] | None = None,
-                        message_keys: list[str] | None = None) -> None:  # fmt: skip
+    def _drop_summaries(
+        self,
+        conn: Connection,
+        er: Erasure,
+        *,
+        memory_ids: list[str] | None = None,
+        message_keys: list[str] | None = None,
+    ) -> None:
         """Monthly summaries are derived: every version citing an erased memory or message goes,
         and with them the profile versions built on those months (`pmem summarize` redoes them
         from what is left)."""
         if "month_summaries" not in self.columns(conn):
             return
-        months = [r[0] for r in conn.execute(
-            """DELETE FROM month_summaries WHERE memory_ids && %s::text[] OR message_keys && %s::text[]
-               RETURNING month""", (memory_ids or [], message_keys or []),
-        )]  # fmt: skip
+        months = [
+            r[0]
+            for r in conn.execute(
+                """DELETE FROM month_summaries WHERE memory_ids && %s::text[] OR message_keys && %s::text[]
+               RETURNING month""",
+                (memory_ids or [], message_keys or []),
+            )
+        ]
         n = conn.execute(
             "DELETE FROM profile_versions WHERE memory_ids && %s::text[] OR months && %s::text[]",
             (memory_ids or [], months),
@@ -1010,7 +1262,6 @@ class Forgetter:
         if months or n:
             er.add("summaries_erased", len(months) + n)
             er.tables |= {"month_summaries", "profile_versions"}
-
 
     def _drop_concepts(self, conn: Connection, er: Erasure, memory_id: str) -> None:
         """Concept memory is derived: the experience goes, its links are recomputed from the
@@ -1022,8 +1273,14 @@ class Forgetter:
         if any(n.values()):
             er.add("concept_links_recomputed", n["links_withdrawn"])
             er.add("experiences_erased", n["experiences_withdrawn"])
-            er.tables |= {"concepts", "concept_embeddings", "experiences", "experience_links", "concept_links",
-                          "concept_link_updates"}  # fmt: skip
+            er.tables |= {
+                "concepts",
+                "concept_embeddings",
+                "experiences",
+                "experience_links",
+                "concept_links",
+                "concept_link_updates",
+            }
 
 
 def _vector_tables(key_column: str) -> set[str]:
@@ -1041,10 +1298,18 @@ def remaining_of_memory(db: Database, memory_id: str) -> dict[str, int]:
     """Rows that still name an erased memory, outside its tombstone (ids only)."""
     out: dict[str, int] = {}
     with db.connection() as conn:
-        for table in ("memories", "memory_revisions", "evidence", "search_projections", "memory_embeddings"):
+        for table in (
+            "memories",
+            "memory_revisions",
+            "evidence",
+            "search_projections",
+            "memory_embeddings",
+        ):
             col = "id" if table == "memories" else "memory_id"
             n = conn.execute(
-                sql.SQL("SELECT count(*) FROM {} WHERE {} = %s").format(sql.Identifier(table), sql.Identifier(col)),
+                sql.SQL("SELECT count(*) FROM {} WHERE {} = %s").format(
+                    sql.Identifier(table), sql.Identifier(col)
+                ),
                 (memory_id,),
             ).fetchone()[0]  # type: ignore[index]
             if n:
@@ -1052,15 +1317,21 @@ def remaining_of_memory(db: Database, memory_id: str) -> dict[str, int]:
     return out
 
 
-def remaining_of_conversation(db: Database, conversation_key: str, *, ledger: bool) -> dict[str, int]:
+def remaining_of_conversation(
+    db: Database, conversation_key: str, *, ledger: bool
+) -> dict[str, int]:
     out: dict[str, int] = {}
     queries = {
         "message_search": "SELECT count(*) FROM message_search WHERE conversation_key = %s",
         "evidence": "SELECT count(*) FROM evidence WHERE regexp_replace(source_key, ':[^:]*$', '') = %s",
     }
     if ledger:
-        queries["source_messages"] = "SELECT count(*) FROM source_messages WHERE conversation_key = %s"
-        queries["source_conversations"] = "SELECT count(*) FROM source_conversations WHERE conversation_key = %s"
+        queries["source_messages"] = (
+            "SELECT count(*) FROM source_messages WHERE conversation_key = %s"
+        )
+        queries["source_conversations"] = (
+            "SELECT count(*) FROM source_conversations WHERE conversation_key = %s"
+        )
     with db.connection() as conn:
         for name, q in queries.items():
             n = conn.execute(q, (conversation_key,)).fetchone()[0]  # type: ignore[index]
@@ -1079,7 +1350,10 @@ def remaining_of_speaker(db: Database, keys: list[str], *, ledger: bool) -> dict
     """Rows that still hold an erased speaker's messages (by key; ids and counts only)."""
     out: dict[str, int] = {}
     queries: dict[str, tuple[str, tuple[Any, ...]]] = {
-        "message_search": ("SELECT count(*) FROM message_search WHERE message_key = ANY(%s)", (keys,)),
+        "message_search": (
+            "SELECT count(*) FROM message_search WHERE message_key = ANY(%s)",
+            (keys,),
+        ),
         "evidence": ("SELECT count(*) FROM evidence WHERE source_key = ANY(%s)", (keys,)),
     }
     if ledger:

@@ -58,7 +58,8 @@ def _encode(findings: Findings) -> dict[str, list[list[Any]]]:
     # a kind is stored as the marker that replaces it ("[REDACTED:age-secret-key]"), the form
     # every other store and the leak scans know, never as a bare name that reads like a key
     return {
-        str(i): [[f.start, f.end, redaction_marker(f.type)] for f in fs] for i, fs in findings.items()
+        str(i): [[f.start, f.end, redaction_marker(f.type)] for f in fs]
+        for i, fs in findings.items()
     }
 
 

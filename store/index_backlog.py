@@ -37,5 +37,9 @@ def backlog(db: Database, model: str | None = None) -> Backlog:
             (model,),
         ).fetchone()
     assert row is not None
-    return Backlog(unindexed_messages=row[0], messages=row[1], messages_with_vectors=row[2],
-                   messages_without_forms=row[3])
+    return Backlog(
+        unindexed_messages=row[0],
+        messages=row[1],
+        messages_with_vectors=row[2],
+        messages_without_forms=row[3],
+    )

@@ -126,8 +126,16 @@ class Ledger:
                 # which a re-run imports again (the import's resume): commits need not wait on fsync
                 conn.execute("SET LOCAL synchronous_commit = off")
                 indexed: list[int] = []
-                done = self._write_batch(conn, convs, import_id, decide, rule_version, quarantined, digests,
-                                         (index, indexed) if index is not None else None)  # fmt: skip
+                done = self._write_batch(
+                    conn,
+                    convs,
+                    import_id,
+                    decide,
+                    rule_version,
+                    quarantined,
+                    digests,
+                    (index, indexed) if index is not None else None,
+                )
             if index is not None:
                 index.written += sum(indexed)
             return done
@@ -142,7 +150,9 @@ class Ledger:
                 self.quarantine(*q, import_id)
             return out
 
-    def stored_state(self, convs: list[Conversation], rule_version: str) -> dict[str, tuple[str, bool | None]]:
+    def stored_state(
+        self, convs: list[Conversation], rule_version: str
+    ) -> dict[str, tuple[str, bool | None]]:
         """Stored content hash and decision (of ``rule_version``) per conversation key, read
         without a lock: a hint for preparing a batch (``write_batch`` checks again, locked)."""
         keys = [storable(c.key) for c in convs]
@@ -179,15 +189,20 @@ class Ledger:
                 else:
                     kept_convs.append(redacted)
             if gone:
-                inner = self._write_batch_plain(conn, kept_convs, import_id, decide, rule_version, quarantined)
+                inner = self._write_batch_plain(
+                    conn, kept_convs, import_id, decide, rule_version, quarantined
+                )
                 it = iter(inner)
-                return [("unchanged", 0, False, "drop:erased") if i in gone else next(it)
-                        for i in range(len(convs))]  # fmt: skip
+                return [
+                    ("unchanged", 0, False, "drop:erased") if i in gone else next(it)
+                    for i in range(len(convs))
+                ]
             convs = kept_convs
             digests = None  # redaction may have changed texts: hash them again
             index = None  # the tokens were computed from the texts before redaction: the queue
-        return self._write_batch_plain(conn, convs, import_id, decide, rule_version, quarantined, digests,
-                                       index)  # fmt: skip
+        return self._write_batch_plain(
+            conn, convs, import_id, decide, rule_version, quarantined, digests, index
+        )
 
     def _write_batch_plain(
         self,
@@ -248,19 +263,27 @@ class Ledger:
             if decisions:
                 cur.executemany(_INSERT_DECISION, [_decision_row(d) for d in decisions])
             if quarantined:
-                cur.executemany(_INSERT_QUARANTINE, [(q[0], storable(q[1]), q[2], storable(q[3]), import_id)
-                                                     for q in quarantined])  # fmt: skip
+                cur.executemany(
+                    _INSERT_QUARANTINE,
+                    [(q[0], storable(q[1]), q[2], storable(q[3]), import_id) for q in quarantined],
+                )
         return out
 
-    def quarantine(self, source: str, file: str, position: int, reason: str, import_id: str) -> None:
+    def quarantine(
+        self, source: str, file: str, position: int, reason: str, import_id: str
+    ) -> None:
         with self.db.connection() as conn, conn.transaction():
-            conn.execute(_INSERT_QUARANTINE, (source, storable(file), position, storable(reason), import_id))
+            conn.execute(
+                _INSERT_QUARANTINE, (source, storable(file), position, storable(reason), import_id)
+            )
 
     # ---------------------------------------------------------------- prefilter
 
     def overrides(self) -> dict[str, bool]:
         with self.db.connection() as conn:
-            return dict(conn.execute("SELECT conversation_key, keep FROM prefilter_overrides").fetchall())
+            return dict(
+                conn.execute("SELECT conversation_key, keep FROM prefilter_overrides").fetchall()
+            )
 
     def set_override(self, conversation_key: str, keep: bool) -> None:
         with self.db.connection() as conn, conn.transaction():
@@ -274,25 +297,33 @@ class Ledger:
         """Current conversations of a source that the prefilter kept: key, hash, chars (and
         title and dates, for the owner's exclusion rules)."""
         with self.db.connection() as conn:
-            return conn.cursor(row_factory=dict_row).execute(
-                f"""SELECT c.conversation_key, c.content_hash, c.drafting_chars, c.title,
+            return (
+                conn.cursor(row_factory=dict_row)
+                .execute(
+                    f"""SELECT c.conversation_key, c.content_hash, c.drafting_chars, c.title,
                           c.created_at, c.updated_at
                    FROM source_conversations c {DECISION_JOINS}
                    WHERE c.source = %(source)s AND d.rule_version = %(rule)s
                      AND coalesce(o.keep, d.keep) AND {NOT_FORGOTTEN}
                    ORDER BY c.created_at NULLS LAST, c.conversation_key""",
-                {"rule": rule_version, "source": source},
-            ).fetchall()
+                    {"rule": rule_version, "source": source},
+                )
+                .fetchall()
+            )
 
     def decisions(self, source: str) -> list[dict]:
         with self.db.connection() as conn:
-            return conn.cursor(row_factory=dict_row).execute(
-                """SELECT d.conversation_key, d.keep, d.reason FROM prefilter_decisions d
+            return (
+                conn.cursor(row_factory=dict_row)
+                .execute(
+                    """SELECT d.conversation_key, d.keep, d.reason FROM prefilter_decisions d
                    JOIN source_conversations c ON c.conversation_key = d.conversation_key
                         AND c.content_hash = d.content_hash
                    WHERE c.source = %s ORDER BY d.conversation_key""",
-                (source,),
-            ).fetchall()
+                    (source,),
+                )
+                .fetchall()
+            )
 
     # ---------------------------------------------------------------- reading back
 
@@ -301,20 +332,28 @@ class Ledger:
         it: ``kept`` is the person's override when there is one, else the decision of
         ``rule_version`` (or the newest decision) for the current content; None when undecided."""
         with self.db.connection() as conn:
-            rows = conn.cursor(row_factory=dict_row).execute(
-                _LIST_SQL + " WHERE (%(source)s::text IS NULL OR c.source = %(source)s)"
-                " ORDER BY c.created_at NULLS LAST, c.conversation_key",
-                {"rule": rule_version, "source": source},
-            ).fetchall()
+            rows = (
+                conn.cursor(row_factory=dict_row)
+                .execute(
+                    _LIST_SQL + " WHERE (%(source)s::text IS NULL OR c.source = %(source)s)"
+                    " ORDER BY c.created_at NULLS LAST, c.conversation_key",
+                    {"rule": rule_version, "source": source},
+                )
+                .fetchall()
+            )
         return [_exact_title(r) for r in rows]
 
     def conversation_row(self, conversation_key: str, rule_version: str) -> dict | None:
         """One conversation as ``list_conversations`` shows it, plus its provenance; None if absent."""
         with self.db.connection() as conn:
-            row = conn.cursor(row_factory=dict_row).execute(
-                _LIST_SQL + " WHERE c.conversation_key = %(key)s",
-                {"rule": rule_version, "key": conversation_key},
-            ).fetchone()
+            row = (
+                conn.cursor(row_factory=dict_row)
+                .execute(
+                    _LIST_SQL + " WHERE c.conversation_key = %(key)s",
+                    {"rule": rule_version, "key": conversation_key},
+                )
+                .fetchone()
+            )
         return None if row is None else _exact_title(row)
 
     def active_messages(self, conversation_key: str) -> list[dict]:
@@ -328,10 +367,16 @@ class Ledger:
                 (conversation_key,),
             ).fetchall()
         return [
-            {"key": k, "role": role, "channel": ch, "content_type": ct, "created_at": at,
-             "text": bytes_text(bytes(body))}
+            {
+                "key": k,
+                "role": role,
+                "channel": ch,
+                "content_type": ct,
+                "created_at": at,
+                "text": bytes_text(bytes(body)),
+            }
             for k, role, ch, ct, at, body in rows
-        ]  # fmt: skip
+        ]
 
     def active_messages_of(self, conversation_keys: list[str]) -> dict[str, list[dict]]:
         """``active_messages`` of several conversations in one query (a conversation with no
@@ -345,28 +390,40 @@ class Ledger:
             ).fetchall()
         out: dict[str, list[dict]] = {}
         for conv, k, role, ch, ct, at, body in rows:
-            out.setdefault(conv, []).append({"key": k, "role": role, "channel": ch, "content_type": ct,
-                                             "created_at": at, "text": bytes_text(bytes(body))})  # fmt: skip
+            out.setdefault(conv, []).append(
+                {
+                    "key": k,
+                    "role": role,
+                    "channel": ch,
+                    "content_type": ct,
+                    "created_at": at,
+                    "text": bytes_text(bytes(body)),
+                }
+            )
         return out
 
     def quarantined(self, source: str | None = None) -> list[dict]:
         """What the imports set aside, oldest first: file (``zip!member`` for a zip member),
         record position, machine-readable reason."""
         with self.db.connection() as conn:
-            return conn.cursor(row_factory=dict_row).execute(
-                """SELECT source, file, position, reason, import_id, seen_at FROM quarantine
+            return (
+                conn.cursor(row_factory=dict_row)
+                .execute(
+                    """SELECT source, file, position, reason, import_id, seen_at FROM quarantine
                    WHERE (%(source)s::text IS NULL OR source = %(source)s)
                    ORDER BY seen_at, source, file, position, reason""",
-                {"source": source},
-            ).fetchall()
+                    {"source": source},
+                )
+                .fetchall()
+            )
 
     def has_conversation(self, conversation_key: str) -> bool:
         with self.db.connection() as conn:
             row = conn.execute(
-                "SELECT 1 FROM source_conversations WHERE conversation_key = %s", (conversation_key,)
+                "SELECT 1 FROM source_conversations WHERE conversation_key = %s",
+                (conversation_key,),
             ).fetchone()
         return row is not None
-
 
     def load(self, conversation_key: str, *, raw: bool = False) -> Conversation:
         """A conversation as drafting sees it: byte-exact, except that a secret `pmem forget`
@@ -376,7 +433,8 @@ class Ledger:
             erased = None if raw else ErasedIndex.load(conn, self._key, secrets_only=True)
             cur = conn.cursor(row_factory=dict_row)
             c = cur.execute(
-                "SELECT * FROM source_conversations WHERE conversation_key = %s", (conversation_key,)
+                "SELECT * FROM source_conversations WHERE conversation_key = %s",
+                (conversation_key,),
             ).fetchone()
             if c is None:
                 raise KeyError(conversation_key)
@@ -387,24 +445,39 @@ class Ledger:
             ).fetchall()
         messages = [
             Message(
-                key=r["message_key"], node_id=r["node_id"], parent_id=r["parent_id"],
-                role=r["role"], channel=Channel(r["channel"]), content_type=r["content_type"],
-                raw_type=r["raw_type"], text=bytes_text(bytes(r["body"])),
-                created_at=r["created_at"], position=r["position"],
-                on_active_path=r["on_active_path"], branch_index=r["branch_index"],
-            )  # fmt: skip
+                key=r["message_key"],
+                node_id=r["node_id"],
+                parent_id=r["parent_id"],
+                role=r["role"],
+                channel=Channel(r["channel"]),
+                content_type=r["content_type"],
+                raw_type=r["raw_type"],
+                text=bytes_text(bytes(r["body"])),
+                created_at=r["created_at"],
+                position=r["position"],
+                on_active_path=r["on_active_path"],
+                branch_index=r["branch_index"],
+            )
             for r in rows
         ]
         title = c["title"]
         if erased is not None:
-            messages = [m.model_copy(update={"text": erased.redact_text(m.text, derived=True)}) for m in messages]
+            messages = [
+                m.model_copy(update={"text": erased.redact_text(m.text, derived=True)})
+                for m in messages
+            ]
             title = erased.redact_text(title, derived=True) if title else title
         return Conversation(
-            key=c["conversation_key"], source=c["source"], external_id=c["external_id"],
-            title=title, created_at=c["created_at"], updated_at=c["updated_at"],
-            messages=messages, provenance=Provenance(**c["provenance"]),
+            key=c["conversation_key"],
+            source=c["source"],
+            external_id=c["external_id"],
+            title=title,
+            created_at=c["created_at"],
+            updated_at=c["updated_at"],
+            messages=messages,
+            provenance=Provenance(**c["provenance"]),
             unknown_types=c["unknown_types"],
-        )  # fmt: skip
+        )
 
     def raw_title(self, conversation_key: str) -> str | None:
         """The conversation's title exactly as the export had it (NUL and lone surrogates
@@ -442,12 +515,15 @@ DECISION_JOINS = """
 NOT_FORGOTTEN = """NOT EXISTS (SELECT 1 FROM forgotten_conversations f
                      WHERE f.conversation_key = c.conversation_key)"""
 
-_LIST_SQL = """SELECT c.conversation_key AS key, c.source, c.external_id, c.title, c.title_raw, c.created_at,
+_LIST_SQL = (
+    """SELECT c.conversation_key AS key, c.source, c.external_id, c.title, c.title_raw, c.created_at,
        c.updated_at, c.message_count, c.provenance, c.unknown_types, o.keep AS override,
        coalesce(o.keep, d.keep) AS kept,
        CASE WHEN o.keep IS NULL THEN d.reason
             WHEN o.keep THEN 'keep:override' ELSE 'drop:override' END AS prefilter_reason
-  FROM source_conversations c""" + DECISION_JOINS
+  FROM source_conversations c"""
+    + DECISION_JOINS
+)
 
 
 def _exact_title(row: dict) -> dict:
@@ -466,13 +542,42 @@ _INSERT_QUARANTINE = """INSERT INTO quarantine (source, file, position, reason, 
 _COPY_CONVERSATIONS = """COPY source_conversations (conversation_key, source, external_id, title,
     title_raw, created_at, updated_at, content_hash, message_count, drafting_chars, provenance,
     unknown_types, first_import_id, last_import_id) FROM STDIN (FORMAT BINARY)"""
-_CONVERSATION_TYPES = ["text", "text", "text", "text", "bytea", "timestamptz", "timestamptz", "text",
-                       "int4", "int4", "jsonb", "jsonb", "text", "text"]  # fmt: skip
+_CONVERSATION_TYPES = [
+    "text",
+    "text",
+    "text",
+    "text",
+    "bytea",
+    "timestamptz",
+    "timestamptz",
+    "text",
+    "int4",
+    "int4",
+    "jsonb",
+    "jsonb",
+    "text",
+    "text",
+]
 _COPY_MESSAGES = """COPY source_messages (message_key, conversation_key, node_id, parent_id, role,
     channel, content_type, raw_type, body, content_hash, created_at, position, on_active_path,
     branch_index, import_id) FROM STDIN (FORMAT BINARY)"""
-_MESSAGE_TYPES = ["text", "text", "text", "text", "text", "text", "text", "text", "bytea", "text",
-                  "timestamptz", "int4", "bool", "int4", "text"]  # fmt: skip
+_MESSAGE_TYPES = [
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "text",
+    "bytea",
+    "text",
+    "timestamptz",
+    "int4",
+    "bool",
+    "int4",
+    "text",
+]
 # what PostgreSQL `text` refuses: NUL and lone surrogates
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
@@ -490,7 +595,9 @@ def _storable_json(value: Any) -> Any:
     """Every string of a JSON value (keys too: an export's content type names a counter) as
     ``jsonb`` can hold it."""
     if isinstance(value, dict):
-        return {storable(k) if isinstance(k, str) else k: _storable_json(v) for k, v in value.items()}
+        return {
+            storable(k) if isinstance(k, str) else k: _storable_json(v) for k, v in value.items()
+        }
     if isinstance(value, list | tuple):
         return [_storable_json(v) for v in value]
     return storable(value) if isinstance(value, str) else value
@@ -512,13 +619,25 @@ def _title(title: str | None) -> tuple[str | None, bytes | None]:
 def _conversation_params(conv: Conversation, chash: str, import_id: str) -> dict:
     title, title_raw = _title(conv.title)
     return {
-        "key": storable(conv.key), "source": conv.source, "ext": storable(conv.external_id),
-        "title": title, "title_raw": title_raw, "created": conv.created_at,
-        "updated": conv.updated_at, "hash": chash, "n": len(conv.messages),
-        "chars": conv.drafting_chars, "prov": Jsonb({k: _opt(v) if isinstance(v, str) else v
-                                                        for k, v in conv.provenance.model_dump().items()}),
-        "unknown": Jsonb({storable(k): v for k, v in conv.unknown_types.items()}), "imp": import_id,
-    }  # fmt: skip
+        "key": storable(conv.key),
+        "source": conv.source,
+        "ext": storable(conv.external_id),
+        "title": title,
+        "title_raw": title_raw,
+        "created": conv.created_at,
+        "updated": conv.updated_at,
+        "hash": chash,
+        "n": len(conv.messages),
+        "chars": conv.drafting_chars,
+        "prov": Jsonb(
+            {
+                k: _opt(v) if isinstance(v, str) else v
+                for k, v in conv.provenance.model_dump().items()
+            }
+        ),
+        "unknown": Jsonb({storable(k): v for k, v in conv.unknown_types.items()}),
+        "imp": import_id,
+    }
 
 
 Digest = tuple[str, list[tuple[bytes, str]]]  # conversation hash, (body, hash) per message
@@ -531,8 +650,12 @@ def digest(conv: Conversation) -> Digest:
     for m in conv.messages:
         body = text_bytes(m.text)
         bodies.append((body, "sha256:" + sha256_hex(body)))
-    chash = tagged_hash("conv", sorted((m.key, h, m.on_active_path)
-                                       for m, (_, h) in zip(conv.messages, bodies, strict=True)))  # fmt: skip
+    chash = tagged_hash(
+        "conv",
+        sorted(
+            (m.key, h, m.on_active_path) for m, (_, h) in zip(conv.messages, bodies, strict=True)
+        ),
+    )
     return chash, bodies
 
 
@@ -540,11 +663,25 @@ def _message_rows(conv: Conversation, import_id: str, dig: Digest | None = None)
     key = storable(conv.key)
     bodies = (dig or digest(conv))[1]
     return [
-        (storable(m.key), key, storable(m.node_id), _opt(m.parent_id), storable(m.role),
-         m.channel.value, storable(m.content_type), _opt(m.raw_type), body, mhash, m.created_at,
-         m.position, m.on_active_path, m.branch_index, import_id)
+        (
+            storable(m.key),
+            key,
+            storable(m.node_id),
+            _opt(m.parent_id),
+            storable(m.role),
+            m.channel.value,
+            storable(m.content_type),
+            _opt(m.raw_type),
+            body,
+            mhash,
+            m.created_at,
+            m.position,
+            m.on_active_path,
+            m.branch_index,
+            import_id,
+        )
         for m, (body, mhash) in zip(conv.messages, bodies, strict=True)
-    ]  # fmt: skip
+    ]
 
 
 def _copy_new(conn: Connection, convs: list[tuple[Conversation, Digest]], import_id: str) -> None:
@@ -554,9 +691,24 @@ def _copy_new(conn: Connection, convs: list[tuple[Conversation, Digest]], import
             copy.set_types(_CONVERSATION_TYPES)
             for conv, dig in convs:
                 p = _conversation_params(conv, dig[0], import_id)
-                copy.write_row((p["key"], p["source"], p["ext"], p["title"], p["title_raw"],
-                                p["created"], p["updated"], p["hash"], p["n"], p["chars"],
-                                p["prov"], p["unknown"], import_id, import_id))  # fmt: skip
+                copy.write_row(
+                    (
+                        p["key"],
+                        p["source"],
+                        p["ext"],
+                        p["title"],
+                        p["title_raw"],
+                        p["created"],
+                        p["updated"],
+                        p["hash"],
+                        p["n"],
+                        p["chars"],
+                        p["prov"],
+                        p["unknown"],
+                        import_id,
+                        import_id,
+                    )
+                )
         with cur.copy(_COPY_MESSAGES) as copy:
             copy.set_types(_MESSAGE_TYPES)
             for conv, dig in convs:
@@ -574,7 +726,9 @@ class BatchIndex:
 
     tokens: Callable[[], dict[str, tuple[str, bool]]]
     written: int = 0
-    texts: dict[str, str] = field(default_factory=dict)  # the index's text by key (else sanitized here)
+    texts: dict[str, str] = field(
+        default_factory=dict
+    )  # the index's text by key (else sanitized here)
 
 
 INDEXED = (Channel.PERSON, Channel.ASSISTANT)  # the messages the import's pass indexes
@@ -602,8 +756,12 @@ def _copy_index(conn: Connection, convs: list[Conversation], index: BatchIndex) 
     forms, ``SearchStore.sync_forms``)."""
     done = _copy_index_rows(conn, convs, index)
     indexed = set(done)
-    rest = [k for conv in convs for m in conv.messages
-            if m.channel in QUEUED and (k := storable(m.key)) not in indexed]  # fmt: skip
+    rest = [
+        k
+        for conv in convs
+        for m in conv.messages
+        if m.channel in QUEUED and (k := storable(m.key)) not in indexed
+    ]
     if rest:
         conn.execute(
             "INSERT INTO message_search_pending (message_key) SELECT unnest(%s::text[]) ON CONFLICT DO NOTHING",
@@ -634,8 +792,16 @@ def _copy_index_rows(conn: Connection, convs: list[Conversation], index: BatchIn
                 if text is m.text and len(text) > _SERVER_COPY:  # clean and huge: see below
                     huge.append((key, got[0]))
                 else:
-                    copy.write_row((key, ckey, storable(m.role), m.created_at,
-                                    sanitize(m.text) if text is None else text, got[0]))  # fmt: skip
+                    copy.write_row(
+                        (
+                            key,
+                            ckey,
+                            storable(m.role),
+                            m.created_at,
+                            sanitize(m.text) if text is None else text,
+                            got[0],
+                        )
+                    )
                 done.append(key)
                 if got[1]:
                     ja.append(key)

@@ -51,9 +51,13 @@ class Marker:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "id": self.id, "at": self.shown_at(), "text": self.text, "session": self.session,
-            "client": self.client, "redacted": list(self.redacted),
-        }  # fmt: skip
+            "id": self.id,
+            "at": self.shown_at(),
+            "text": self.text,
+            "session": self.session,
+            "client": self.client,
+            "redacted": list(self.redacted),
+        }
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,9 @@ class Added:
 
 def _marker(row: tuple[Any, ...]) -> Marker:
     mid, at, body, session, client, redacted, created_at, redacted_at = row
-    return Marker(mid, at, bytes_text(bytes(body)), session, client, tuple(redacted), created_at, redacted_at)
+    return Marker(
+        mid, at, bytes_text(bytes(body)), session, client, tuple(redacted), created_at, redacted_at
+    )
 
 
 def guard_text(conn: Connection, text: str) -> tuple[str, list[str]]:
@@ -94,9 +100,15 @@ def check_text(text: str) -> None:
 def check_session(session: str | None) -> str | None:
     if session is None:
         return None
-    if not session.strip() or len(session) > MAX_SESSION_CHARS or any(c in session for c in "\n\r\t\x00"):
-        raise ConfigError(f"a session id is one line of at most {MAX_SESSION_CHARS} characters",
-                          hint="e.g. --session seminar")  # fmt: skip
+    if (
+        not session.strip()
+        or len(session) > MAX_SESSION_CHARS
+        or any(c in session for c in "\n\r\t\x00")
+    ):
+        raise ConfigError(
+            f"a session id is one line of at most {MAX_SESSION_CHARS} characters",
+            hint="e.g. --session seminar",
+        )
     return session
 
 
@@ -118,8 +130,14 @@ class MarkerStore:
 
     # ------------------------------------------------------------ writing (insert-only)
 
-    def add(self, text: str, *, session: str | None = None, at: datetime | None = None,
-            client: str = "cli") -> Added:  # fmt: skip
+    def add(
+        self,
+        text: str,
+        *,
+        session: str | None = None,
+        at: datetime | None = None,
+        client: str = "cli",
+    ) -> Added:
         """Record a marker: the text guarded, then stored byte-exact. ``at`` (default: now) is
         when the topic changed. The same text (and session) as the latest marker is not written
         twice: its first record comes back with ``created=False``."""
@@ -144,7 +162,12 @@ class MarkerStore:
             ).fetchone()
             if same is not None and bytes(same[2]) == text_bytes(stored):
                 return Added(_marker(same), created=False)
-            mid = "mk_" + tagged_hash("marker", [when.astimezone(UTC).isoformat(), digest, session], 12).split(":")[1]
+            mid = (
+                "mk_"
+                + tagged_hash(
+                    "marker", [when.astimezone(UTC).isoformat(), digest, session], 12
+                ).split(":")[1]
+            )
             row = conn.execute(
                 f"""INSERT INTO markers (marker_id, at, body, content_hash, session, client, redacted)
                     VALUES (%s, %s, %s, %s, %s, %s, %s)
@@ -162,8 +185,14 @@ class MarkerStore:
         with self.db.connection() as conn:
             return latest(conn, limit, session=session)
 
-    def find(self, *, since: datetime | None = None, until: datetime | None = None,
-             session: str | None = None, limit: int | None = None) -> list[Marker]:  # fmt: skip
+    def find(
+        self,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        session: str | None = None,
+        limit: int | None = None,
+    ) -> list[Marker]:
         """Markers in ``[since, until)``, newest first."""
         with self.db.connection() as conn:
             rows = conn.execute(
@@ -182,9 +211,13 @@ class MarkerStore:
 
     @staticmethod
     def _get(conn: Connection, marker_id: str) -> Marker:
-        row = conn.execute(f"SELECT {_COLUMNS} FROM markers WHERE marker_id = %s", (marker_id,)).fetchone()
+        row = conn.execute(
+            f"SELECT {_COLUMNS} FROM markers WHERE marker_id = %s", (marker_id,)
+        ).fetchone()
         if row is None:
-            raise StoreError(f"no marker {marker_id}", hint="`pmem marks` lists the markers and their ids")
+            raise StoreError(
+                f"no marker {marker_id}", hint="`pmem marks` lists the markers and their ids"
+            )
         return _marker(row)
 
     def resolve(self, text_or_id: str) -> Marker:
@@ -194,7 +227,9 @@ class MarkerStore:
             return self.get(text_or_id)
         needle = text_or_id.strip()
         if not needle:
-            raise ConfigError("--since-marker needs a marker's id or text", hint="`pmem marks` lists them")
+            raise ConfigError(
+                "--since-marker needs a marker's id or text", hint="`pmem marks` lists them"
+            )
         with self.db.connection() as conn:
             exact = conn.execute(
                 f"SELECT {_COLUMNS} FROM markers WHERE body = %s ORDER BY at DESC, marker_id DESC LIMIT 1",
@@ -205,15 +240,23 @@ class MarkerStore:
             # a piece of the text: read in Python (a body may hold NUL or a lone surrogate,
             # which PostgreSQL's text functions refuse); markers are few short lines
             low = needle.lower()
-            rows = [_marker(r) for r in conn.execute(
-                f"SELECT {_COLUMNS} FROM markers ORDER BY at DESC, marker_id DESC"
-            ) if low in bytes_text(bytes(r[2])).lower()]  # fmt: skip
+            rows = [
+                _marker(r)
+                for r in conn.execute(
+                    f"SELECT {_COLUMNS} FROM markers ORDER BY at DESC, marker_id DESC"
+                )
+                if low in bytes_text(bytes(r[2])).lower()
+            ]
         if not rows:
-            raise StoreError("no marker has that id or text", hint="`pmem marks` lists the markers and their ids")
+            raise StoreError(
+                "no marker has that id or text", hint="`pmem marks` lists the markers and their ids"
+            )
         if len(rows) > 1:
             ids = ", ".join(m.id for m in rows[:5])
-            raise StoreError(f"{len(rows)} markers hold that text ({ids}{', …' if len(rows) > 5 else ''})",
-                             hint="pass the id of the one you mean")  # fmt: skip
+            raise StoreError(
+                f"{len(rows)} markers hold that text ({ids}{', …' if len(rows) > 5 else ''})",
+                hint="pass the id of the one you mean",
+            )
         return rows[0]
 
     def span(self, marker: Marker) -> tuple[datetime, datetime | None]:
@@ -228,4 +271,13 @@ class MarkerStore:
         return marker.at, (row[0] if row else None)
 
 
-__all__ = ["Added", "MAX_CHARS", "Marker", "MarkerStore", "check_session", "check_text", "guard_text", "latest"]
+__all__ = [
+    "Added",
+    "MAX_CHARS",
+    "Marker",
+    "MarkerStore",
+    "check_session",
+    "check_text",
+    "guard_text",
+    "latest",
+]

@@ -73,18 +73,27 @@ class Client:
 
     def as_json(self) -> dict[str, Any]:
         return {
-            "client_id": self.client_id, "name": self.name, "client_name": self.client_name,
-            "redirect_uris": self.metadata.get("redirect_uris") or [], "first_party": self.first_party,
-            "created_at": self.created_at, "revoked_at": self.revoked_at,
-        }  # fmt: skip
+            "client_id": self.client_id,
+            "name": self.name,
+            "client_name": self.client_name,
+            "redirect_uris": self.metadata.get("redirect_uris") or [],
+            "first_party": self.first_party,
+            "created_at": self.created_at,
+            "revoked_at": self.revoked_at,
+        }
 
 
 def _client(row: dict[str, Any]) -> Client:
     return Client(
-        row["client_id"], row["name"], row["client_name"], row["metadata"],
-        bytes(row["secret_hash"]) if row["secret_hash"] is not None else None, row["first_party"],
-        row["created_at"], row["revoked_at"],
-    )  # fmt: skip
+        row["client_id"],
+        row["name"],
+        row["client_name"],
+        row["metadata"],
+        bytes(row["secret_hash"]) if row["secret_hash"] is not None else None,
+        row["first_party"],
+        row["created_at"],
+        row["revoked_at"],
+    )
 
 
 def client_label(client_name: str | None, client_id: str) -> str:
@@ -101,9 +110,14 @@ class OAuthStore:
     # ---------------------------------------------------------------- clients
 
     def register_client(
-        self, client_id: str, metadata: dict[str, Any], *, secret: str | None = None,
-        name: str | None = None, first_party: bool = False,
-    ) -> Client:  # fmt: skip
+        self,
+        client_id: str,
+        metadata: dict[str, Any],
+        *,
+        secret: str | None = None,
+        name: str | None = None,
+        first_party: bool = False,
+    ) -> Client:
         client_name = metadata.get("client_name")
         label = name or client_label(client_name, client_id)
         meta = {k: v for k, v in metadata.items() if k not in ("client_secret",)}
@@ -111,8 +125,15 @@ class OAuthStore:
             cur.execute(
                 """INSERT INTO oauth_clients (client_id, name, client_name, metadata, secret_hash, first_party)
                    VALUES (%s, %s, %s, %s, %s, %s) RETURNING *""",
-                (client_id, label, client_name, Jsonb(meta), sha256(secret) if secret else None, first_party),
-            )  # fmt: skip
+                (
+                    client_id,
+                    label,
+                    client_name,
+                    Jsonb(meta),
+                    sha256(secret) if secret else None,
+                    first_party,
+                ),
+            )
             row = cur.fetchone()
             conn.commit()
         assert row is not None
@@ -126,18 +147,23 @@ class OAuthStore:
 
     def clients(self, *, include_revoked: bool = False) -> list[Client]:
         with self.db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            cur.execute("SELECT * FROM oauth_clients WHERE %s OR revoked_at IS NULL ORDER BY created_at, client_id",
-                        (include_revoked,))  # fmt: skip
+            cur.execute(
+                "SELECT * FROM oauth_clients WHERE %s OR revoked_at IS NULL ORDER BY created_at, client_id",
+                (include_revoked,),
+            )
             return [_client(r) for r in cur.fetchall()]
 
     def revoke_client(self, client_id_or_name: str) -> tuple[list[str], int]:
         """Revoke a client (by id or name) and every token it holds: (client ids, tokens revoked)."""
         with self.db.connection() as conn:
-            ids = [r[0] for r in conn.execute(
-                """UPDATE oauth_clients SET revoked_at = now()
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    """UPDATE oauth_clients SET revoked_at = now()
                    WHERE revoked_at IS NULL AND (client_id = %s OR name = %s) RETURNING client_id""",
-                (client_id_or_name, client_id_or_name),
-            ).fetchall()]  # fmt: skip
+                    (client_id_or_name, client_id_or_name),
+                ).fetchall()
+            ]
             n = 0
             if ids:
                 n = conn.execute(
@@ -150,9 +176,14 @@ class OAuthStore:
     # ---------------------------------------------------------------- authorization codes
 
     def save_code(
-        self, client_id: str, scopes: list[str], code_challenge: str, redirect_uri: str,
-        redirect_explicit: bool, resource: str | None,
-    ) -> tuple[str, float]:  # fmt: skip
+        self,
+        client_id: str,
+        scopes: list[str],
+        code_challenge: str,
+        redirect_uri: str,
+        redirect_explicit: bool,
+        resource: str | None,
+    ) -> tuple[str, float]:
         """A new single-use code (shown once): (code, expires_at as a Unix time)."""
         code = secrets.token_urlsafe(32)
         expires = datetime.now(UTC) + timedelta(seconds=CODE_SECONDS)
@@ -161,9 +192,17 @@ class OAuthStore:
                 """INSERT INTO oauth_codes (code_hash, client_id, scopes, code_challenge, redirect_uri,
                                             redirect_explicit, resource, expires_at)
                    VALUES (%s, %s, %s, %s, %s, %s, %s, %s)""",
-                (sha256(code), client_id, list(check_scopes(scopes)), code_challenge, redirect_uri,
-                 redirect_explicit, resource, expires),
-            )  # fmt: skip
+                (
+                    sha256(code),
+                    client_id,
+                    list(check_scopes(scopes)),
+                    code_challenge,
+                    redirect_uri,
+                    redirect_explicit,
+                    resource,
+                    expires,
+                ),
+            )
             conn.execute("DELETE FROM oauth_codes WHERE expires_at < now() - interval '1 day'")
             conn.commit()
         return code, expires.timestamp()
@@ -176,8 +215,10 @@ class OAuthStore:
     def take_code(self, code: str, client_id: str) -> dict[str, Any]:
         """Consume a code (single use, unexpired, the client's); InvalidGrant otherwise."""
         with self.db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-            cur.execute("DELETE FROM oauth_codes WHERE code_hash = %s RETURNING *, expires_at > now() AS live",
-                        (sha256(code),))  # fmt: skip
+            cur.execute(
+                "DELETE FROM oauth_codes WHERE code_hash = %s RETURNING *, expires_at > now() AS live",
+                (sha256(code),),
+            )
             row = cur.fetchone()
             conn.commit()
         if row is None or not row["live"] or row["client_id"] != client_id:
@@ -187,10 +228,17 @@ class OAuthStore:
     # ---------------------------------------------------------------- tokens
 
     def issue(
-        self, client: Client, scopes: list[str] | tuple[str, ...], resource: str | None, *,
-        refresh: bool = True, family_id: str | None = None, generation: int = 0, conn: Any = None,
+        self,
+        client: Client,
+        scopes: list[str] | tuple[str, ...],
+        resource: str | None,
+        *,
+        refresh: bool = True,
+        family_id: str | None = None,
+        generation: int = 0,
+        conn: Any = None,
         refresh_scopes: list[str] | tuple[str, ...] | None = None,
-    ) -> tuple[IssuedToken, IssuedToken | None]:  # fmt: skip
+    ) -> tuple[IssuedToken, IssuedToken | None]:
         """An access token (15 minutes) and, with ``refresh``, the next refresh token of the
         family (a new family when ``family_id`` is None)."""
         family = family_id or "fam_" + secrets.token_hex(8)
@@ -200,16 +248,28 @@ class OAuthStore:
         c = ctx.__enter__() if ctx is not None else conn
         try:
             access = self.tokens.create(
-                client.name, tuple(scopes), kind="access", expires_at=now + timedelta(seconds=ACCESS_SECONDS),
-                client_id=client.client_id, family_id=family, resource=resource, conn=c,
-            )  # fmt: skip
+                client.name,
+                tuple(scopes),
+                kind="access",
+                expires_at=now + timedelta(seconds=ACCESS_SECONDS),
+                client_id=client.client_id,
+                family_id=family,
+                resource=resource,
+                conn=c,
+            )
             ref = None
             if refresh:
                 ref = self.tokens.create(
-                    client.name, tuple(refresh_scopes or scopes), kind="refresh",
-                    expires_at=now + timedelta(days=REFRESH_UNUSED_DAYS), client_id=client.client_id,
-                    family_id=family, resource=resource, generation=generation, conn=c,
-                )  # fmt: skip
+                    client.name,
+                    tuple(refresh_scopes or scopes),
+                    kind="refresh",
+                    expires_at=now + timedelta(days=REFRESH_UNUSED_DAYS),
+                    client_id=client.client_id,
+                    family_id=family,
+                    resource=resource,
+                    generation=generation,
+                    conn=c,
+                )
             if own:
                 c.commit()
         finally:
@@ -229,7 +289,12 @@ class OAuthStore:
             return cur.fetchone()
 
     def rotate(
-        self, token: str, client: Client, scopes: list[str] | None, *, grace_seconds: float,
+        self,
+        token: str,
+        client: Client,
+        scopes: list[str] | None,
+        *,
+        grace_seconds: float,
     ) -> tuple[IssuedToken, IssuedToken]:
         """Exchange a refresh token for a new access token and the next refresh token.
 
@@ -258,8 +323,10 @@ class OAuthStore:
                 raise InvalidGrant("no granted scope requested")
             family = row["family_id"]
             if row["rotated_at"] is None:
-                cur.execute("UPDATE auth_tokens SET rotated_at = now(), last_used_at = now() WHERE token_id = %s",
-                            (row["token_id"],))  # fmt: skip
+                cur.execute(
+                    "UPDATE auth_tokens SET rotated_at = now(), last_used_at = now() WHERE token_id = %s",
+                    (row["token_id"],),
+                )
             else:
                 cur.execute(
                     "SELECT max(generation) AS g FROM auth_tokens WHERE family_id = %s AND kind = 'refresh'",
@@ -275,9 +342,14 @@ class OAuthStore:
                     conn.commit()
                     raise RefreshReuse(family, n)
             access, refresh = self.issue(
-                client, wanted, row["resource"], family_id=family, generation=row["generation"] + 1,
-                conn=conn, refresh_scopes=granted,
-            )  # fmt: skip
+                client,
+                wanted,
+                row["resource"],
+                family_id=family,
+                generation=row["generation"] + 1,
+                conn=conn,
+                refresh_scopes=granted,
+            )
             conn.commit()
         assert refresh is not None
         return access, refresh
@@ -286,7 +358,8 @@ class OAuthStore:
         """Revoke a token and its whole family (RFC 7009); the number of tokens revoked."""
         with self.db.connection() as conn:
             row = conn.execute(
-                "SELECT token_id, family_id FROM auth_tokens WHERE token_hash = %s", (sha256(token),)
+                "SELECT token_id, family_id FROM auth_tokens WHERE token_hash = %s",
+                (sha256(token),),
             ).fetchone()
             if row is None:
                 return 0

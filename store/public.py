@@ -66,7 +66,9 @@ class PublicStore:
         if row is None:
             raise MemoryNotFound(memory_id)
         if row[0] != "active":
-            raise ConfigError(f"memory {memory_id} is {row[0]}: only an active memory can be published")
+            raise ConfigError(
+                f"memory {memory_id} is {row[0]}: only an active memory can be published"
+            )
         return {"title": redact(row[1] or "")[0], "summary": redact(row[2] or row[3] or "")[0]}
 
     def publish(self, memory_id: str, title: str, summary: str) -> dict[str, Any]:
@@ -87,7 +89,9 @@ class PublicStore:
 
     def unpublish(self, memory_id: str) -> bool:
         with self.db.connection() as conn:
-            n = conn.execute("DELETE FROM public_memories WHERE memory_id = %s", (memory_id,)).rowcount
+            n = conn.execute(
+                "DELETE FROM public_memories WHERE memory_id = %s", (memory_id,)
+            ).rowcount
             conn.execute("UPDATE memories SET visibility = 'private' WHERE id = %s", (memory_id,))
             conn.commit()
         return n > 0

@@ -63,9 +63,17 @@ from store.db import Database
 from store.forget import forgotten_in_record, forgotten_redactor, forgotten_values
 
 RECORD_FIELDS = (
-    "kind", "title", "canonical_summary", "index_summary", "aliases", "tags",
-    "occurred_at", "valid_from", "stated_facts", "inferences",
-)  # fmt: skip
+    "kind",
+    "title",
+    "canonical_summary",
+    "index_summary",
+    "aliases",
+    "tags",
+    "occurred_at",
+    "valid_from",
+    "stated_facts",
+    "inferences",
+)
 _TEXT_FIELDS = ("title", "canonical_summary", "index_summary")
 _LABEL_FIELDS = ("aliases", "tags")  # a label holding a secret (or a piece of one) is dropped
 _SENTENCE_FIELDS = ("stated_facts", "inferences")  # sentences are kept, redacted
@@ -76,7 +84,46 @@ RELATED_SCAN_CHARS = 4000
 RELATED_NAMES_MAX = 60  # the names a batch's conversations use most
 # words too common to tie two conversations together
 _COMMON_NAMES = frozenset(
-    ["the", "and", "for", "you", "that", "this", "with", "have", "what", "can", "not", "but", "are", "was", "just", "like", "about", "http", "https", "www", "自分", "今日", "今回", "こと", "もの", "感じ", "時間", "予定", "理由", "候補", "最初", "一番", "今年", "去年", "来年", "毎日", "毎月", "正直"]
+    [
+        "the",
+        "and",
+        "for",
+        "you",
+        "that",
+        "this",
+        "with",
+        "have",
+        "what",
+        "can",
+        "not",
+        "but",
+        "are",
+        "was",
+        "just",
+        "like",
+        "about",
+        "http",
+        "https",
+        "www",
+        "自分",
+        "今日",
+        "今回",
+        "こと",
+        "もの",
+        "感じ",
+        "時間",
+        "予定",
+        "理由",
+        "候補",
+        "最初",
+        "一番",
+        "今年",
+        "去年",
+        "来年",
+        "毎日",
+        "毎月",
+        "正直",
+    ]
 )
 
 
@@ -121,11 +168,16 @@ def _record_from_row(row: dict[str, Any]) -> dict[str, Any]:
 
 def _complete(record: dict[str, Any]) -> dict[str, Any]:
     """A record of any age with every field (revisions written before stated facts existed)."""
-    return {**record, "stated_facts": list(record.get("stated_facts") or []),
-            "inferences": list(record.get("inferences") or [])}  # fmt: skip
+    return {
+        **record,
+        "stated_facts": list(record.get("stated_facts") or []),
+        "inferences": list(record.get("inferences") or []),
+    }
 
 
-def guard_record(record: dict[str, Any], known: Iterable[str] = ()) -> tuple[dict[str, Any], list[str]]:
+def guard_record(
+    record: dict[str, Any], known: Iterable[str] = ()
+) -> tuple[dict[str, Any], list[str]]:
     """The record with every secret redacted, and the names of the fields that changed.
 
     The guard runs on the final text of each field. ``known`` are secret values found in the
@@ -187,7 +239,9 @@ def _overlaps_secret(excerpt: str, source: str) -> bool:
     return False
 
 
-def merge_append(current: dict[str, Any], new: dict[str, Any], *, supersede: bool = False) -> dict[str, Any]:
+def merge_append(
+    current: dict[str, Any], new: dict[str, Any], *, supersede: bool = False
+) -> dict[str, Any]:
     """An append never loses what the record said: the summary is merged section by section
     (``core.sections``: one section per heading, updated in place; with ``supersede`` a new
     decision becomes the current one and the old one moves, with its reasons, to the history),
@@ -197,8 +251,10 @@ def merge_append(current: dict[str, Any], new: dict[str, Any], *, supersede: boo
     if add and add not in cur:
         since = (current.get("valid_from") or current.get("occurred_at") or "")[:10] or None
         merged["canonical_summary"] = (
-            add if cur in add and not supersede else merge_summaries(cur, add, supersede=supersede, since=since)
-        )  # fmt: skip
+            add
+            if cur in add and not supersede
+            else merge_summaries(cur, add, supersede=supersede, since=since)
+        )
     if new["index_summary"]:
         merged["index_summary"] = new["index_summary"]
     merged["aliases"] = list(dict.fromkeys([*current["aliases"], *new["aliases"]]))
@@ -225,7 +281,6 @@ def _request_hash(req: CommitRequest) -> str:
 _SECRET_CACHE: dict[tuple[str, str], frozenset[str]] = {}
 
 
-
 def remember_secret_values(conversation_key: str, content_hash: str, values: Iterable[str]) -> None:
     """Secret values a caller in this process already found in a conversation's drafted text
     (the backfill's draft step): the store's guard reuses them instead of scanning it again.
@@ -237,9 +292,17 @@ def remember_secret_values(conversation_key: str, content_hash: str, values: Ite
 
 
 _EMPTY_RECORD: dict[str, Any] = {
-    "kind": "", "title": "", "canonical_summary": "", "index_summary": "", "aliases": [],
-    "tags": [], "occurred_at": None, "valid_from": None, "stated_facts": [], "inferences": [],
-}  # fmt: skip
+    "kind": "",
+    "title": "",
+    "canonical_summary": "",
+    "index_summary": "",
+    "aliases": [],
+    "tags": [],
+    "occurred_at": None,
+    "valid_from": None,
+    "stated_facts": [],
+    "inferences": [],
+}
 
 
 def _as_request(action: str, memory_id: str | None, fields: dict[str, Any]) -> CommitRequest:
@@ -247,13 +310,19 @@ def _as_request(action: str, memory_id: str | None, fields: dict[str, Any]) -> C
     try:
         return CommitRequest(
             memory_id=None if action == "create" else memory_id,
-            kind=fields["kind"] or "note", title=fields["title"] or "(untitled)",
-            canonical_summary=fields["canonical_summary"], index_summary=fields["index_summary"],
-            aliases=fields["aliases"], tags=fields["tags"], occurred_at=fields["occurred_at"],
-            valid_from=fields["valid_from"], stated_facts=fields["stated_facts"],
+            kind=fields["kind"] or "note",
+            title=fields["title"] or "(untitled)",
+            canonical_summary=fields["canonical_summary"],
+            index_summary=fields["index_summary"],
+            aliases=fields["aliases"],
+            tags=fields["tags"],
+            occurred_at=fields["occurred_at"],
+            valid_from=fields["valid_from"],
+            stated_facts=fields["stated_facts"],
             inferences=fields.get("inferences") or [],
-            reason=action, idempotency_key="pending",
-        )  # fmt: skip
+            reason=action,
+            idempotency_key="pending",
+        )
     except ValidationError as err:
         names = sorted({str(e["loc"][0]) for e in err.errors() if e.get("loc")})
         raise StoreError(f"a {action} request has invalid fields {names}") from None
@@ -261,9 +330,22 @@ def _as_request(action: str, memory_id: str | None, fields: dict[str, Any]) -> C
 
 def _queue_view(row: dict[str, Any]) -> dict[str, Any]:
     """A queue row as the CLI shows it (``--json``)."""
-    keys = ("proposal_id", "action", "status", "memory_id", "expected_revision", "client",
-            "run_id", "batch_id", "draft_id", "payload", "result", "created_at", "decided_at",
-            "decided_by")  # fmt: skip
+    keys = (
+        "proposal_id",
+        "action",
+        "status",
+        "memory_id",
+        "expected_revision",
+        "client",
+        "run_id",
+        "batch_id",
+        "draft_id",
+        "payload",
+        "result",
+        "created_at",
+        "decided_at",
+        "decided_by",
+    )
     return {k: (_iso(row.get(k)) if k.endswith("_at") else row.get(k)) for k in keys}
 
 
@@ -304,9 +386,14 @@ class MemoryStore:
         return result
 
     def restore(
-        self, memory_id: str, revision: int, *, expected_revision: int, idempotency_key: str,
+        self,
+        memory_id: str,
+        revision: int,
+        *,
+        expected_revision: int,
+        idempotency_key: str,
         client: str = "pmem-cli",
-    ) -> CommitResult:  # fmt: skip
+    ) -> CommitResult:
         """Make an old revision current again, as a new revision (history is never rewritten).
 
         The owner's command: it also brings a deleted memory back (its tombstone goes, so
@@ -328,9 +415,17 @@ class MemoryStore:
             record, redacted = guard_record(old[0], known)
             new_rev = row["current_revision"] + 1
             self._write_revision(
-                conn, memory_id, new_rev, record, reason="restore", restored_from=revision,
-                run_id=None, client=client, model=None, prompt_version=None,
-            )  # fmt: skip
+                conn,
+                memory_id,
+                new_rev,
+                record,
+                reason="restore",
+                restored_from=revision,
+                run_id=None,
+                client=client,
+                model=None,
+                prompt_version=None,
+            )
             if row["status"] == "deleted":
                 conn.execute("DELETE FROM tombstones WHERE memory_id = %s", (memory_id,))
                 conn.execute("UPDATE memories SET status = 'active' WHERE id = %s", (memory_id,))
@@ -352,13 +447,15 @@ class MemoryStore:
             """INSERT INTO tombstones (memory_id, source_keys, conversation_keys, last_revision, reason)
                VALUES (%s, %s, %s, %s, %s)""",
             (memory_id, keys, self._conversations_of(conn, keys), row["current_revision"], reason),
-        )  # fmt: skip
+        )
         conn.execute(
             "UPDATE memories SET status = 'deleted', updated_at = now() WHERE id = %s",
             (memory_id,),
         )
         conn.execute("DELETE FROM search_projections WHERE memory_id = %s", (memory_id,))
-        conn.execute("DELETE FROM public_memories WHERE memory_id = %s", (memory_id,))  # off /public too
+        conn.execute(
+            "DELETE FROM public_memories WHERE memory_id = %s", (memory_id,)
+        )  # off /public too
 
     def propose(self, run_id: str, batch_id: str, draft_id: str, payload: dict[str, Any]) -> str:
         """The backfill's bookkeeping row for a draft about to be committed under standing
@@ -397,11 +494,15 @@ class MemoryStore:
                 raise StoreError(f"a {req.action} request has unknown record fields {unknown}")
             known = self._check_evidence(conn, req.evidence)
             known |= forgotten_in_record(conn, [req.record, req.stated_facts])  # `pmem forget`
-            record, _ = guard_record({**_EMPTY_RECORD, **req.record, "stated_facts": req.stated_facts}, known)
+            record, _ = guard_record(
+                {**_EMPTY_RECORD, **req.record, "stated_facts": req.stated_facts}, known
+            )
             _as_request(req.action, req.memory_id, record)  # the fields must make a valid commit
             body = req.model_dump(mode="json", exclude={"record", "stated_facts", "note"})
             body |= {
-                "record": {k: v for k, v in record.items() if k in req.record or k == "stated_facts"},
+                "record": {
+                    k: v for k, v in record.items() if k in req.record or k == "stated_facts"
+                },
                 "note": _guard_sentence(req.note, known) if req.note else None,
             }
             proposal_id = tagged_hash("req", body, length=24)
@@ -409,8 +510,15 @@ class MemoryStore:
                 """INSERT INTO proposals (proposal_id, payload, status, action, memory_id,
                        expected_revision, client)
                    VALUES (%s, %s, 'pending', %s, %s, %s, %s) ON CONFLICT (proposal_id) DO NOTHING""",
-                (proposal_id, Jsonb(body), req.action, req.memory_id, req.expected_revision, req.client),
-            )  # fmt: skip
+                (
+                    proposal_id,
+                    Jsonb(body),
+                    req.action,
+                    req.memory_id,
+                    req.expected_revision,
+                    req.client,
+                ),
+            )
         return proposal_id
 
     def request_action(self, request: ActionRequest) -> str:
@@ -421,19 +529,25 @@ class MemoryStore:
         """The queue, oldest first: pending requests (or, with ``everything``, every row)."""
         where = "" if everything else "WHERE status = 'pending'"
         with self.db.connection() as conn:
-            rows = conn.cursor(row_factory=dict_row).execute(
-                f"""SELECT proposal_id, action, status, memory_id, expected_revision, client,
+            rows = (
+                conn.cursor(row_factory=dict_row)
+                .execute(
+                    f"""SELECT proposal_id, action, status, memory_id, expected_revision, client,
                            run_id, created_at, decided_at, decided_by
                     FROM proposals {where} ORDER BY created_at, proposal_id LIMIT %s""",  # noqa: S608
-                (limit,),
-            ).fetchall()
+                    (limit,),
+                )
+                .fetchall()
+            )
         return [dict(r) for r in rows]
 
     def proposal(self, proposal_id: str) -> dict[str, Any]:
         with self.db.connection() as conn:
-            row = conn.cursor(row_factory=dict_row).execute(
-                "SELECT * FROM proposals WHERE proposal_id = %s", (proposal_id,)
-            ).fetchone()
+            row = (
+                conn.cursor(row_factory=dict_row)
+                .execute("SELECT * FROM proposals WHERE proposal_id = %s", (proposal_id,))
+                .fetchone()
+            )
         if row is None:
             raise ProposalNotFound(proposal_id)
         return dict(row)
@@ -444,9 +558,13 @@ class MemoryStore:
         error. A stale or deleted target raises (the request stays pending: reject it, or
         queue a new one against the current revision)."""
         with self.db.connection() as conn, conn.transaction():
-            row = conn.cursor(row_factory=dict_row).execute(
-                "SELECT * FROM proposals WHERE proposal_id = %s FOR UPDATE", (proposal_id,)
-            ).fetchone()
+            row = (
+                conn.cursor(row_factory=dict_row)
+                .execute(
+                    "SELECT * FROM proposals WHERE proposal_id = %s FOR UPDATE", (proposal_id,)
+                )
+                .fetchone()
+            )
             if row is None:
                 raise ProposalNotFound(proposal_id)
             want = "accepted" if accept else "rejected"
@@ -465,7 +583,12 @@ class MemoryStore:
                    WHERE proposal_id = %s RETURNING decided_at""",
                 (want, by, Jsonb(result), proposal_id),
             ).fetchone()
-            row.update(status=want, decided_by=by, result=result, decided_at=decided[0] if decided else None)
+            row.update(
+                status=want,
+                decided_by=by,
+                result=result,
+                decided_at=decided[0] if decided else None,
+            )
             return {**_queue_view(row), "already": False}
 
     def _perform(self, conn: Connection, row: dict[str, Any], by: str) -> dict[str, Any]:
@@ -474,13 +597,20 @@ class MemoryStore:
         client = f"{by}:{row['client'] or 'unknown'}"
         if action in ("create", "append", "correction"):
             # an append or a correction keeps what the request does not name
-            base = _EMPTY_RECORD if action == "create" else _record_from_row(self._existing(conn, memory_id))
+            base = (
+                _EMPTY_RECORD
+                if action == "create"
+                else _record_from_row(self._existing(conn, memory_id))
+            )
             given = {k: v for k, v in body.get("record", {}).items() if v not in (None, "", [])}
-            req = _as_request(action, memory_id, {**base, **given}).model_copy(update={
-                "expected_revision": expected,
-                "evidence": [EvidenceIn(**e) for e in body.get("evidence", [])],
-                "idempotency_key": f"proposal:{row['proposal_id']}", "client": client,
-            })  # fmt: skip
+            req = _as_request(action, memory_id, {**base, **given}).model_copy(
+                update={
+                    "expected_revision": expected,
+                    "evidence": [EvidenceIn(**e) for e in body.get("evidence", [])],
+                    "idempotency_key": f"proposal:{row['proposal_id']}",
+                    "client": client,
+                }
+            )
             return self._commit_in(conn, req).model_dump(mode="json")
         if action == "delete":
             self._delete(conn, memory_id, expected, body.get("note"))
@@ -496,11 +626,16 @@ class MemoryStore:
             return {"memory_id": memory_id, "visibility": "public"}
         raise StoreError(f"unknown action {action!r} in request {row['proposal_id']}")
 
-    def _merge(self, conn: Connection, source_id: str, expected: int | None, into_id: str, client: str) -> dict[str, Any]:
+    def _merge(
+        self, conn: Connection, source_id: str, expected: int | None, into_id: str, client: str
+    ) -> dict[str, Any]:
         """``source_id`` folds into ``into_id``: one new revision (reason ``merge``) with the
         union of both records and the source's evidence; the source is deleted (tombstone)."""
         first, second = sorted([source_id, into_id])  # one lock order: no deadlock
-        rows = {first: self._lock(conn, first, None, check=False), second: self._lock(conn, second, None, check=False)}
+        rows = {
+            first: self._lock(conn, first, None, check=False),
+            second: self._lock(conn, second, None, check=False),
+        }
         src, dst = rows[source_id], rows[into_id]
         if expected is not None and src["current_revision"] != expected:
             raise StaleRevision(source_id, expected, src["current_revision"])
@@ -509,9 +644,17 @@ class MemoryStore:
         record, redacted = guard_record(merged, self._known_secrets(conn, keys))
         rev = dst["current_revision"] + 1
         self._write_revision(
-            conn, into_id, rev, record, reason="merge", restored_from=None, run_id=None,
-            client=client, model=None, prompt_version=None,
-        )  # fmt: skip
+            conn,
+            into_id,
+            rev,
+            record,
+            reason="merge",
+            restored_from=None,
+            run_id=None,
+            client=client,
+            model=None,
+            prompt_version=None,
+        )
         self._update_memory(conn, into_id, record, rev)
         moved = conn.execute(
             """INSERT INTO evidence (memory_id, source_key, text, text_hash, language, revision_added)
@@ -520,8 +663,13 @@ class MemoryStore:
             (into_id, rev, source_id),
         ).rowcount
         self._delete(conn, source_id, src["current_revision"], f"merged into {into_id}")
-        return {"memory_id": into_id, "revision": rev, "merged_from": source_id,
-                "evidence_added": moved, "redacted_fields": redacted}  # fmt: skip
+        return {
+            "memory_id": into_id,
+            "revision": rev,
+            "merged_from": source_id,
+            "evidence_added": moved,
+            "redacted_fields": redacted,
+        }
 
     # ---------------------------------------------------------------- a backup brought back
 
@@ -546,62 +694,108 @@ class MemoryStore:
                 evidence.setdefault(row["memory_id"], []).append(row)
             elif kind == "tombstone":
                 tombstones.append(row)
-        counts = dict.fromkeys(("memories", "skipped_existing", "revisions", "evidence",
-                                "evidence_refused", "tombstones", "redacted_fields"), 0)  # fmt: skip
+        counts = dict.fromkeys(
+            (
+                "memories",
+                "skipped_existing",
+                "revisions",
+                "evidence",
+                "evidence_refused",
+                "tombstones",
+                "redacted_fields",
+            ),
+            0,
+        )
         with self.db.connection() as conn, conn.transaction():
             for memory_id in sorted(memories):
                 if conn.execute("SELECT 1 FROM memories WHERE id = %s", (memory_id,)).fetchone():
                     counts["skipped_existing"] += 1
                     continue
-                self._load_memory(conn, memories[memory_id], revisions.get(memory_id, []),
-                                  evidence.get(memory_id, []), counts)  # fmt: skip
+                self._load_memory(
+                    conn,
+                    memories[memory_id],
+                    revisions.get(memory_id, []),
+                    evidence.get(memory_id, []),
+                    counts,
+                )
             for t in tombstones:
                 keys = list(t.get("source_keys") or [])
                 counts["tombstones"] += conn.execute(
                     """INSERT INTO tombstones (memory_id, source_keys, conversation_keys, last_revision, reason)
                        VALUES (%s, %s, %s, %s, %s) ON CONFLICT (memory_id) DO NOTHING""",
-                    (t["memory_id"], keys, self._conversations_of(conn, keys), t["last_revision"],
-                     _guard_sentence(t["reason"], ()) if t.get("reason") else None),
-                ).rowcount  # fmt: skip
+                    (
+                        t["memory_id"],
+                        keys,
+                        self._conversations_of(conn, keys),
+                        t["last_revision"],
+                        _guard_sentence(t["reason"], ()) if t.get("reason") else None,
+                    ),
+                ).rowcount
         return counts
 
     def _load_memory(
-        self, conn: Connection, m: dict[str, Any], revs: list[dict[str, Any]],
-        evs: list[dict[str, Any]], counts: dict[str, int],
-    ) -> None:  # fmt: skip
+        self,
+        conn: Connection,
+        m: dict[str, Any],
+        revs: list[dict[str, Any]],
+        evs: list[dict[str, Any]],
+        counts: dict[str, int],
+    ) -> None:
         memory_id = m["id"]
         known = self._known_secrets(conn, sorted({e["source_key"] for e in evs}))
         known |= forgotten_in_record(conn, [m, [r["record"] for r in revs]])  # `pmem forget`
         revs = sorted(revs, key=lambda r: r["revision"])
         last = revs[-1]["record"] if revs else {}
         fields = {k: m.get(k, last.get(k)) for k in RECORD_FIELDS}
-        record, redacted = guard_record({**_EMPTY_RECORD, **{k: v for k, v in fields.items() if v is not None}}, known)
+        record, redacted = guard_record(
+            {**_EMPTY_RECORD, **{k: v for k, v in fields.items() if v is not None}}, known
+        )
         counts["redacted_fields"] += len(redacted)
         conn.execute(
             """INSERT INTO memories (id, kind, title, canonical_summary, index_summary, aliases, tags,
                    occurred_at, valid_from, stated_facts, inferences, visibility, status, current_revision)
                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
-            (memory_id, record["kind"], record["title"], record["canonical_summary"],
-             record["index_summary"], record["aliases"], record["tags"], record["occurred_at"],
-             record["valid_from"], record["stated_facts"], record["inferences"],
-             m.get("visibility") or "private",
-             m.get("status") or "active", m["current_revision"]),
-        )  # fmt: skip
+            (
+                memory_id,
+                record["kind"],
+                record["title"],
+                record["canonical_summary"],
+                record["index_summary"],
+                record["aliases"],
+                record["tags"],
+                record["occurred_at"],
+                record["valid_from"],
+                record["stated_facts"],
+                record["inferences"],
+                m.get("visibility") or "private",
+                m.get("status") or "active",
+                m["current_revision"],
+            ),
+        )
         for r in revs:
             rec, changed = guard_record(r["record"], known)
             conn.execute(
                 """INSERT INTO memory_revisions (memory_id, revision, record, record_hash, reason,
                        restored_from, client, model, prompt_version)
                    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)""",
-                (memory_id, r["revision"], Jsonb(rec),
-                 tagged_hash("rec", rec) if changed else r["record_hash"], r["reason"],
-                 r.get("restored_from"), r.get("client") or "backup", r.get("model"),
-                 r.get("prompt_version")),
-            )  # fmt: skip
+                (
+                    memory_id,
+                    r["revision"],
+                    Jsonb(rec),
+                    tagged_hash("rec", rec) if changed else r["record_hash"],
+                    r["reason"],
+                    r.get("restored_from"),
+                    r.get("client") or "backup",
+                    r.get("model"),
+                    r.get("prompt_version"),
+                ),
+            )
             counts["revisions"] += 1
             counts["redacted_fields"] += len(changed)
         for e in evs:
-            item = EvidenceIn(source_key=e["source_key"], text=e["text"], language=e.get("language"))
+            item = EvidenceIn(
+                source_key=e["source_key"], text=e["text"], language=e.get("language")
+            )
             try:
                 self._check_evidence(conn, [item], missing_ok=True)
             except EvidenceRefused:
@@ -610,9 +804,15 @@ class MemoryStore:
             counts["evidence"] += conn.execute(
                 """INSERT INTO evidence (memory_id, source_key, text, text_hash, language, revision_added)
                    VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (memory_id, source_key, text_hash) DO NOTHING""",
-                (memory_id, item.source_key, item.text, evidence_hash(item.text), item.language,
-                 e["revision_added"]),
-            ).rowcount  # fmt: skip
+                (
+                    memory_id,
+                    item.source_key,
+                    item.text,
+                    evidence_hash(item.text),
+                    item.language,
+                    e["revision_added"],
+                ),
+            ).rowcount
         if (m.get("status") or "active") == "active":
             self._project(conn, memory_id, record)
         counts["memories"] += 1
@@ -636,7 +836,10 @@ class MemoryStore:
 
     def history(self, memory_id: str) -> list[dict[str, Any]]:
         with self.db.connection() as conn:
-            if conn.execute("SELECT 1 FROM memories WHERE id = %s", (memory_id,)).fetchone() is None:
+            if (
+                conn.execute("SELECT 1 FROM memories WHERE id = %s", (memory_id,)).fetchone()
+                is None
+            ):
                 raise MemoryNotFound(memory_id)
             return self._history(conn, memory_id)
 
@@ -654,17 +857,26 @@ class MemoryStore:
         conversation that changes an earlier decision must be offered the memory it changes)."""
         with self.db.connection() as conn:
             names = self._names_in(conn, conversation_keys)
-            by_names = [r[0] for r in conn.execute(
-                """SELECT m.id FROM memories m JOIN search_projections p ON p.memory_id = m.id,
+            by_names = (
+                [
+                    r[0]
+                    for r in conn.execute(
+                        """SELECT m.id FROM memories m JOIN search_projections p ON p.memory_id = m.id,
                           unnest(%(names)s::text[]) AS n(name)
                    WHERE m.status = 'active' AND m.kind = 'decision'
                      AND strpos(lower(p.head || ' ' || m.index_summary), n.name) > 0
                    GROUP BY m.id HAVING count(*) >= 2
                    ORDER BY count(*) DESC, max(m.updated_at) DESC, m.id LIMIT %(limit)s""",
-                {"names": names, "limit": RELATED_BY_NAMES},
-            )] if names else []  # fmt: skip
-            rows = conn.cursor(row_factory=dict_row).execute(
-                """
+                        {"names": names, "limit": RELATED_BY_NAMES},
+                    )
+                ]
+                if names
+                else []
+            )
+            rows = (
+                conn.cursor(row_factory=dict_row)
+                .execute(
+                    """
                 SELECT m.id, m.title, m.index_summary, m.kind, m.current_revision, m.aliases,
                        coalesce(array_agg(DISTINCT e.conv) FILTER (WHERE e.conv IS NOT NULL),
                                 '{}') AS source_conversation_keys
@@ -678,8 +890,10 @@ class MemoryStore:
                     WHERE regexp_replace(source_key, ':[^:]*$', '') = ANY(%(convs)s)))
                 GROUP BY m.id ORDER BY m.id
                 """,
-                {"titles": titles, "convs": conversation_keys, "ids": by_names},
-            ).fetchall()
+                    {"titles": titles, "convs": conversation_keys, "ids": by_names},
+                )
+                .fetchall()
+            )
         return [MemoryIndexEntry(**r) for r in rows]
 
     def _names_in(self, conn: Connection, conversation_keys: list[str]) -> list[str]:
@@ -696,14 +910,21 @@ class MemoryStore:
         texts: dict[str, str] = {}
         for key, body in rows:
             if len(texts.get(key, "")) < RELATED_SCAN_CHARS:
-                texts[key] = texts.get(key, "") + "\n" + bytes_text(bytes(body))[:RELATED_SCAN_CHARS]
+                texts[key] = (
+                    texts.get(key, "") + "\n" + bytes_text(bytes(body))[:RELATED_SCAN_CHARS]
+                )
         names: Counter[str] = Counter()
         for text in texts.values():
             text = redact(text)[0]
             names.update(w.lower() for w in re.findall(r"[A-Za-z][A-Za-z0-9.+#-]{2,}", text))
-            names.update(m.surface for m in analyze(text)
-                         if m.pos[0] == "名詞" and m.pos[1] in ("普通名詞", "固有名詞") and len(m.surface) >= 2
-                         and m.pos[2:3] not in (("副詞可能",), ("助数詞可能",)))  # fmt: skip
+            names.update(
+                m.surface
+                for m in analyze(text)
+                if m.pos[0] == "名詞"
+                and m.pos[1] in ("普通名詞", "固有名詞")
+                and len(m.surface) >= 2
+                and m.pos[2:3] not in (("副詞可能",), ("助数詞可能",))
+            )
         return [n for n, _ in names.most_common() if n not in _COMMON_NAMES][:RELATED_NAMES_MAX]
 
     def counts(self) -> dict[str, int]:
@@ -721,7 +942,9 @@ class MemoryStore:
 
     def _replay(self, conn: Connection, key: str, request_hash: str) -> CommitResult | None:
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
-        row = conn.execute("SELECT response FROM idempotency_keys WHERE key = %s", (key,)).fetchone()
+        row = conn.execute(
+            "SELECT response FROM idempotency_keys WHERE key = %s", (key,)
+        ).fetchone()
         if row is None:
             return None
         stored = dict(row[0])
@@ -739,14 +962,23 @@ class MemoryStore:
         )
 
     def _lock(
-        self, conn: Connection, memory_id: str, expected: int | None, *,
-        allow_deleted: bool = False, check: bool = True,
-    ) -> dict[str, Any]:  # fmt: skip
-        row = conn.cursor(row_factory=dict_row).execute(
-            "SELECT * FROM memories WHERE id = %s FOR UPDATE", (memory_id,)
-        ).fetchone()
+        self,
+        conn: Connection,
+        memory_id: str,
+        expected: int | None,
+        *,
+        allow_deleted: bool = False,
+        check: bool = True,
+    ) -> dict[str, Any]:
+        row = (
+            conn.cursor(row_factory=dict_row)
+            .execute("SELECT * FROM memories WHERE id = %s FOR UPDATE", (memory_id,))
+            .fetchone()
+        )
         if row is None:
-            tomb = conn.execute("SELECT 1 FROM tombstones WHERE memory_id = %s", (memory_id,)).fetchone()
+            tomb = conn.execute(
+                "SELECT 1 FROM tombstones WHERE memory_id = %s", (memory_id,)
+            ).fetchone()
             if tomb:
                 raise TombstonedMemory(memory_id)
             raise MemoryNotFound(memory_id)
@@ -758,9 +990,11 @@ class MemoryStore:
 
     def _existing(self, conn: Connection, memory_id: str) -> dict[str, Any]:
         """An active memory's row (no lock): MemoryNotFound / TombstonedMemory otherwise."""
-        row = conn.cursor(row_factory=dict_row).execute(
-            "SELECT * FROM memories WHERE id = %s", (memory_id,)
-        ).fetchone()
+        row = (
+            conn.cursor(row_factory=dict_row)
+            .execute("SELECT * FROM memories WHERE id = %s", (memory_id,))
+            .fetchone()
+        )
         if row is None:
             raise MemoryNotFound(memory_id)
         if row["status"] == "deleted":
@@ -788,18 +1022,40 @@ class MemoryStore:
             """INSERT INTO memories (id, kind, title, canonical_summary, index_summary, aliases,
                    tags, occurred_at, valid_from, stated_facts, inferences, current_revision)
                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, 1)""",
-            (memory_id, record["kind"], record["title"], record["canonical_summary"],
-             record["index_summary"], record["aliases"], record["tags"], req.occurred_at,
-             req.valid_from, record["stated_facts"], record["inferences"]),
-        )  # fmt: skip
+            (
+                memory_id,
+                record["kind"],
+                record["title"],
+                record["canonical_summary"],
+                record["index_summary"],
+                record["aliases"],
+                record["tags"],
+                req.occurred_at,
+                req.valid_from,
+                record["stated_facts"],
+                record["inferences"],
+            ),
+        )
         self._write_revision(
-            conn, memory_id, 1, record, reason=req.reason, restored_from=None, run_id=req.run_id,
-            client=req.client, model=req.model, prompt_version=req.prompt_version,
-        )  # fmt: skip
+            conn,
+            memory_id,
+            1,
+            record,
+            reason=req.reason,
+            restored_from=None,
+            run_id=req.run_id,
+            client=req.client,
+            model=req.model,
+            prompt_version=req.prompt_version,
+        )
         added = self._add_evidence(conn, memory_id, req, 1)
         self._project(conn, memory_id, record)
         return CommitResult(
-            memory_id=memory_id, revision=1, created=True, evidence_added=added, redacted_fields=redacted
+            memory_id=memory_id,
+            revision=1,
+            created=True,
+            evidence_added=added,
+            redacted_fields=redacted,
         )
 
     def _append(self, conn: Connection, req: CommitRequest) -> CommitResult:
@@ -822,14 +1078,24 @@ class MemoryStore:
         if record == current and not fresh:
             return CommitResult(memory_id=req.memory_id, revision=rev, noop=True)
         self._write_revision(
-            conn, req.memory_id, rev + 1, record, reason=req.reason, restored_from=None,
-            run_id=req.run_id, client=req.client, model=req.model,
+            conn,
+            req.memory_id,
+            rev + 1,
+            record,
+            reason=req.reason,
+            restored_from=None,
+            run_id=req.run_id,
+            client=req.client,
+            model=req.model,
             prompt_version=req.prompt_version,
-        )  # fmt: skip
+        )
         self._update_memory(conn, req.memory_id, record, rev + 1)
         added = self._add_evidence(conn, req.memory_id, req, rev + 1)
         return CommitResult(
-            memory_id=req.memory_id, revision=rev + 1, evidence_added=added, redacted_fields=redacted
+            memory_id=req.memory_id,
+            revision=rev + 1,
+            evidence_added=added,
+            redacted_fields=redacted,
         )
 
     def _check_evidence(
@@ -864,11 +1130,15 @@ class MemoryStore:
 
     def _sources(self, conn: Connection, keys: list[str]) -> dict[str, tuple[str, str]]:
         rows = conn.execute(
-            "SELECT message_key, channel, body FROM source_messages WHERE message_key = ANY(%s)", (keys,)
+            "SELECT message_key, channel, body FROM source_messages WHERE message_key = ANY(%s)",
+            (keys,),
         ).fetchall()
         forgotten = forgotten_redactor(conn)  # a secret `pmem forget` erased is no evidence
-        return {k: (channel, forgotten(t) if forgotten else t)
-                for k, channel, body in rows for t in (bytes_text(bytes(body)),)}  # fmt: skip
+        return {
+            k: (channel, forgotten(t) if forgotten else t)
+            for k, channel, body in rows
+            for t in (bytes_text(bytes(body)),)
+        }
 
     def _known_secrets(self, conn: Connection, keys: list[str]) -> set[str]:
         """Secret values in the conversations these ledger messages belong to (to scrub them,
@@ -901,7 +1171,8 @@ class MemoryStore:
         return [
             r[0]
             for r in conn.execute(
-                "SELECT DISTINCT source_key FROM evidence WHERE memory_id = %s ORDER BY 1", (memory_id,)
+                "SELECT DISTINCT source_key FROM evidence WHERE memory_id = %s ORDER BY 1",
+                (memory_id,),
             )
         ]
 
@@ -939,28 +1210,60 @@ class MemoryStore:
         return added
 
     def _write_revision(
-        self, conn: Connection, memory_id: str, revision: int, record: dict[str, Any], *,
-        reason: str, restored_from: int | None, run_id: str | None, client: str,
-        model: str | None, prompt_version: str | None,
-    ) -> None:  # fmt: skip
+        self,
+        conn: Connection,
+        memory_id: str,
+        revision: int,
+        record: dict[str, Any],
+        *,
+        reason: str,
+        restored_from: int | None,
+        run_id: str | None,
+        client: str,
+        model: str | None,
+        prompt_version: str | None,
+    ) -> None:
         conn.execute(
             """INSERT INTO memory_revisions (memory_id, revision, record, record_hash, reason,
                    restored_from, run_id, client, model, prompt_version)
                VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
-            (memory_id, revision, Jsonb(record), tagged_hash("rec", record), reason,
-             restored_from, run_id, client, model, prompt_version),
-        )  # fmt: skip
+            (
+                memory_id,
+                revision,
+                Jsonb(record),
+                tagged_hash("rec", record),
+                reason,
+                restored_from,
+                run_id,
+                client,
+                model,
+                prompt_version,
+            ),
+        )
 
-    def _update_memory(self, conn: Connection, memory_id: str, record: dict[str, Any], rev: int) -> None:
+    def _update_memory(
+        self, conn: Connection, memory_id: str, record: dict[str, Any], rev: int
+    ) -> None:
         conn.execute(
             """UPDATE memories SET kind = %s, title = %s, canonical_summary = %s,
                    index_summary = %s, aliases = %s, tags = %s, occurred_at = %s, valid_from = %s,
                    stated_facts = %s, inferences = %s, current_revision = %s, updated_at = now()
                WHERE id = %s""",
-            (record["kind"], record["title"], record["canonical_summary"], record["index_summary"],
-             record["aliases"], record["tags"], record["occurred_at"], record["valid_from"],
-             record.get("stated_facts", []), record.get("inferences", []), rev, memory_id),
-        )  # fmt: skip
+            (
+                record["kind"],
+                record["title"],
+                record["canonical_summary"],
+                record["index_summary"],
+                record["aliases"],
+                record["tags"],
+                record["occurred_at"],
+                record["valid_from"],
+                record.get("stated_facts", []),
+                record.get("inferences", []),
+                rev,
+                memory_id,
+            ),
+        )
         self._project(conn, memory_id, record)
 
     def _project(self, conn: Connection, memory_id: str, record: dict[str, Any]) -> None:
@@ -976,17 +1279,24 @@ class MemoryStore:
                ON CONFLICT (memory_id) DO UPDATE
                SET index_text = EXCLUDED.index_text, tokens = EXCLUDED.tokens,
                    head = EXCLUDED.head, updated_at = now()""",
-            {"id": memory_id, "text": head + "\n" + body, "head_text": head,
-             "head": index_tokens(head), "body": index_tokens(body)},
-        )  # fmt: skip
+            {
+                "id": memory_id,
+                "text": head + "\n" + body,
+                "head_text": head,
+                "head": index_tokens(head),
+                "body": index_tokens(body),
+            },
+        )
 
     def _history(self, conn: Connection, memory_id: str) -> list[dict[str, Any]]:
-        rows = conn.cursor(row_factory=dict_row).execute(
-            """SELECT revision, reason, restored_from, run_id, client, model, prompt_version,
+        rows = (
+            conn.cursor(row_factory=dict_row)
+            .execute(
+                """SELECT revision, reason, restored_from, run_id, client, model, prompt_version,
                       record, record_hash, created_at
                FROM memory_revisions WHERE memory_id = %s ORDER BY revision""",
-            (memory_id,),
-        ).fetchall()
+                (memory_id,),
+            )
+            .fetchall()
+        )
         return [dict(r) for r in rows]
-
-

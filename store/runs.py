@@ -25,9 +25,16 @@ class RunStore:
         self.db = db
 
     def open_or_create(
-        self, *, source: str, export_path: str | None, fingerprint: str, model: str,
-        prompt_version: str, dry_run: bool, redraft: bool = False,
-    ) -> tuple[str, bool]:  # fmt: skip
+        self,
+        *,
+        source: str,
+        export_path: str | None,
+        fingerprint: str,
+        model: str,
+        prompt_version: str,
+        dry_run: bool,
+        redraft: bool = False,
+    ) -> tuple[str, bool]:
         """The run of this identity (source, the export's content or ``pending``, model, prompt
         version, dry run): the same command finds its run again, whatever it ended as (a
         complete run has nothing left to do; a stopped, cost-limited, interrupted or failed one
@@ -50,9 +57,11 @@ class RunStore:
                 )
                 return row[0], True
             now = datetime.now(UTC)
-            run_id = now.strftime("%Y%m%dT%H%M%S") + "-" + tagged_hash(
-                "run", [source, fingerprint, now.isoformat()], length=6
-            ).split(":")[1]
+            run_id = (
+                now.strftime("%Y%m%dT%H%M%S")
+                + "-"
+                + tagged_hash("run", [source, fingerprint, now.isoformat()], length=6).split(":")[1]
+            )
             conn.execute(
                 """INSERT INTO backfill_runs (run_id, source, export_path, export_fingerprint,
                        model, prompt_version, dry_run, redraft)
@@ -92,7 +101,9 @@ class RunStore:
             ).fetchone()
         return row is not None
 
-    def add_spent(self, run_id: str, input_tokens: int, output_tokens: int, cost_usd: float) -> tuple[int, int, float]:
+    def add_spent(
+        self, run_id: str, input_tokens: int, output_tokens: int, cost_usd: float
+    ) -> tuple[int, int, float]:
         """Count a model request's actual tokens and cost on the run (cumulative across
         resumes); returns the run's new totals."""
         with self.db.connection() as conn, conn.transaction():
@@ -119,23 +130,31 @@ class RunStore:
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         with self.db.connection() as conn:
-            return conn.cursor(row_factory=dict_row).execute(
-                "SELECT * FROM backfill_runs WHERE run_id = %s", (run_id,)
-            ).fetchone()
+            return (
+                conn.cursor(row_factory=dict_row)
+                .execute("SELECT * FROM backfill_runs WHERE run_id = %s", (run_id,))
+                .fetchone()
+            )
 
     def list_runs(self, limit: int = 20) -> list[dict[str, Any]]:
         with self.db.connection() as conn:
-            return conn.cursor(row_factory=dict_row).execute(
-                "SELECT * FROM backfill_runs ORDER BY started_at DESC LIMIT %s", (limit,)
-            ).fetchall()
+            return (
+                conn.cursor(row_factory=dict_row)
+                .execute("SELECT * FROM backfill_runs ORDER BY started_at DESC LIMIT %s", (limit,))
+                .fetchall()
+            )
 
     # ---------------------------------------------------------------- batches
 
-    def batched_keys(self, keys_hashes: list[tuple[str, str]], model: str, prompt_version: str) -> set[str]:
+    def batched_keys(
+        self, keys_hashes: list[tuple[str, str]], model: str, prompt_version: str
+    ) -> set[str]:
         """Conversation keys (at these content hashes) already in a live batch for this model."""
         return set(self.member_status(keys_hashes, model, prompt_version))
 
-    def member_status(self, keys_hashes: list[tuple[str, str]], model: str, prompt_version: str) -> dict[str, str]:
+    def member_status(
+        self, keys_hashes: list[tuple[str, str]], model: str, prompt_version: str
+    ) -> dict[str, str]:
         """Per conversation key (at this content hash): the furthest status of a live batch
         holding it for this model (committed, drafted, then planned / failed)."""
         if not keys_hashes:
@@ -156,37 +175,61 @@ class RunStore:
                 out[key] = status
         return out
 
-    def pending(self, source: str, model: str, prompt_version: str, run_id: str | None = None) -> list[dict[str, Any]]:
+    def pending(
+        self, source: str, model: str, prompt_version: str, run_id: str | None = None
+    ) -> list[dict[str, Any]]:
         """Batches not yet committed, oldest first, with the run that holds their files. A
         --redraft run's batches are its own: only that run (``run_id``) sees them."""
         with self.db.connection() as conn:
-            return conn.cursor(row_factory=dict_row).execute(
-                """SELECT b.* FROM batches b JOIN backfill_runs r ON r.run_id = b.run_id
+            return (
+                conn.cursor(row_factory=dict_row)
+                .execute(
+                    """SELECT b.* FROM batches b JOIN backfill_runs r ON r.run_id = b.run_id
                    WHERE b.source = %s AND b.model = %s AND b.prompt_version = %s
                      AND b.status = ANY(%s) AND (NOT r.redraft OR b.run_id = %s)
                    ORDER BY b.created_at, b.batch_id""",
-                (source, model, prompt_version, list(PENDING), run_id),
-            ).fetchall()
+                    (source, model, prompt_version, list(PENDING), run_id),
+                )
+                .fetchall()
+            )
 
     def add_batch(self, batch: Batch, source: str, run_id: str) -> None:
         with self.db.connection() as conn, conn.transaction():
             cur = conn.execute(
                 """INSERT INTO batches (batch_id, source, model, prompt_version, members, run_id)
                    VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (batch_id) DO NOTHING""",
-                (batch.batch_id, source, batch.model, batch.prompt_version,
-                 Jsonb([m.model_dump() for m in batch.members]), run_id),
-            )  # fmt: skip
+                (
+                    batch.batch_id,
+                    source,
+                    batch.model,
+                    batch.prompt_version,
+                    Jsonb([m.model_dump() for m in batch.members]),
+                    run_id,
+                ),
+            )
             if cur.rowcount:
                 for m in batch.members:
                     conn.execute(
                         """INSERT INTO batch_members (batch_id, conversation_key, content_hash,
                                prompt_version, model) VALUES (%s, %s, %s, %s, %s)""",
-                        (batch.batch_id, m.conversation_key, m.content_hash,
-                         batch.prompt_version, batch.model),
-                    )  # fmt: skip
+                        (
+                            batch.batch_id,
+                            m.conversation_key,
+                            m.content_hash,
+                            batch.prompt_version,
+                            batch.model,
+                        ),
+                    )
 
-    def set_status(self, batch_id: str, status: str, *, checksum: str | None = None,
-                   error: str | None = None, attempt: bool = False) -> None:  # fmt: skip
+    def set_status(
+        self,
+        batch_id: str,
+        status: str,
+        *,
+        checksum: str | None = None,
+        error: str | None = None,
+        attempt: bool = False,
+    ) -> None:
         with self.db.connection() as conn, conn.transaction():
             conn.execute(
                 """UPDATE batches SET status = %s, result_checksum = coalesce(%s, result_checksum),
@@ -214,16 +257,23 @@ class RunStore:
 
     def batch(self, batch_id: str) -> dict[str, Any] | None:
         with self.db.connection() as conn:
-            return conn.cursor(row_factory=dict_row).execute(
-                "SELECT * FROM batches WHERE batch_id = %s", (batch_id,)
-            ).fetchone()
+            return (
+                conn.cursor(row_factory=dict_row)
+                .execute("SELECT * FROM batches WHERE batch_id = %s", (batch_id,))
+                .fetchone()
+            )
 
     def batches_of_run(self, run_id: str) -> list[dict[str, Any]]:
         """Batches whose files live in this run's folder."""
         with self.db.connection() as conn:
-            return conn.cursor(row_factory=dict_row).execute(
-                "SELECT * FROM batches WHERE run_id = %s ORDER BY created_at, batch_id", (run_id,)
-            ).fetchall()
+            return (
+                conn.cursor(row_factory=dict_row)
+                .execute(
+                    "SELECT * FROM batches WHERE run_id = %s ORDER BY created_at, batch_id",
+                    (run_id,),
+                )
+                .fetchall()
+            )
 
     def set_decision(self, run_id: str, draft_id: str, decision: str) -> None:
         with self.db.connection() as conn, conn.transaction():
@@ -237,7 +287,8 @@ class RunStore:
     def rejected_drafts(self, run_id: str) -> frozenset[str]:
         with self.db.connection() as conn:
             rows = conn.execute(
-                "SELECT draft_id FROM draft_decisions WHERE run_id = %s AND decision = 'reject'", (run_id,)
+                "SELECT draft_id FROM draft_decisions WHERE run_id = %s AND decision = 'reject'",
+                (run_id,),
             ).fetchall()
         return frozenset(r[0] for r in rows)
 

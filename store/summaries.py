@@ -93,47 +93,75 @@ class SummaryStore:
                 {"tz": time_zone, "month": month, "rule": None},
             ).fetchall()
         return MonthInputs(
-            month=month, time_zone=time_zone,
+            month=month,
+            time_zone=time_zone,
             memories=tuple(MemoryInput(*r) for r in mems),
-            messages=tuple(MessageInput(k, ck, at, bytes_text(bytes(body)), h) for k, ck, at, body, h in msgs),
-        )  # fmt: skip
+            messages=tuple(
+                MessageInput(k, ck, at, bytes_text(bytes(body)), h) for k, ck, at, body, h in msgs
+            ),
+        )
 
     # ------------------------------------------------------------ months
 
     def latest(self, month: str) -> MonthSummary | None:
         with self.db.connection() as conn:
-            row = _cur(conn).execute(
-                "SELECT * FROM month_summaries WHERE month = %s ORDER BY version DESC LIMIT 1", (month,)
-            ).fetchone()
+            row = (
+                _cur(conn)
+                .execute(
+                    "SELECT * FROM month_summaries WHERE month = %s ORDER BY version DESC LIMIT 1",
+                    (month,),
+                )
+                .fetchone()
+            )
         return _month(row) if row else None
 
     def version(self, month: str, version: int) -> MonthSummary | None:
         with self.db.connection() as conn:
-            row = _cur(conn).execute(
-                "SELECT * FROM month_summaries WHERE month = %s AND version = %s", (month, version)
-            ).fetchone()
+            row = (
+                _cur(conn)
+                .execute(
+                    "SELECT * FROM month_summaries WHERE month = %s AND version = %s",
+                    (month, version),
+                )
+                .fetchone()
+            )
         return _month(row) if row else None
 
     def latest_all(self) -> list[MonthSummary]:
         """The newest version of every month, oldest month first."""
         with self.db.connection() as conn:
-            rows = _cur(conn).execute(
-                """SELECT DISTINCT ON (month) * FROM month_summaries
+            rows = (
+                _cur(conn)
+                .execute(
+                    """SELECT DISTINCT ON (month) * FROM month_summaries
                    ORDER BY month, version DESC"""
-            ).fetchall()
+                )
+                .fetchall()
+            )
         return [_month(r) for r in rows]
 
     def history(self, month: str) -> list[MonthSummary]:
         with self.db.connection() as conn:
-            rows = _cur(conn).execute(
-                "SELECT * FROM month_summaries WHERE month = %s ORDER BY version", (month,)
-            ).fetchall()
+            rows = (
+                _cur(conn)
+                .execute(
+                    "SELECT * FROM month_summaries WHERE month = %s ORDER BY version", (month,)
+                )
+                .fetchall()
+            )
         return [_month(r) for r in rows]
 
     def add_month(
-        self, month: str, draft: MonthDraft, *, inputs_hash: str, model: str, prompt_version: str,
-        time_zone: str, run_id: str | None,
-    ) -> MonthSummary:  # fmt: skip
+        self,
+        month: str,
+        draft: MonthDraft,
+        *,
+        inputs_hash: str,
+        model: str,
+        prompt_version: str,
+        time_zone: str,
+        run_id: str | None,
+    ) -> MonthSummary:
         """A new version of ``month``: the text guarded, the citations checked, nothing
         overwritten. Returns what was stored."""
         if not -1.0 <= draft.sentiment <= 1.0:
@@ -143,19 +171,32 @@ class SummaryStore:
         with self.db.connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('pmem-month-' || %s))", (month,))
             _check_cited(conn, draft.memory_ids, draft.message_keys, month)
-            row = _cur(conn).execute(
-                """INSERT INTO month_summaries (month, version, summary, sentiment, keywords,
+            row = (
+                _cur(conn)
+                .execute(
+                    """INSERT INTO month_summaries (month, version, summary, sentiment, keywords,
                        memory_ids, message_keys, inputs_hash, model, prompt_version, time_zone, run_id)
                    SELECT %(month)s, coalesce(max(version), 0) + 1, %(summary)s, %(sentiment)s,
                           %(keywords)s, %(memory_ids)s, %(message_keys)s, %(hash)s, %(model)s,
                           %(prompt)s, %(tz)s, %(run)s
                      FROM month_summaries WHERE month = %(month)s
                    RETURNING *""",
-                {"month": month, "summary": summary, "sentiment": float(draft.sentiment),
-                 "keywords": keywords, "memory_ids": _unique(draft.memory_ids),
-                 "message_keys": _unique(draft.message_keys), "hash": inputs_hash, "model": model,
-                 "prompt": prompt_version, "tz": time_zone, "run": run_id},
-            ).fetchone()  # fmt: skip
+                    {
+                        "month": month,
+                        "summary": summary,
+                        "sentiment": float(draft.sentiment),
+                        "keywords": keywords,
+                        "memory_ids": _unique(draft.memory_ids),
+                        "message_keys": _unique(draft.message_keys),
+                        "hash": inputs_hash,
+                        "model": model,
+                        "prompt": prompt_version,
+                        "tz": time_zone,
+                        "run": run_id,
+                    },
+                )
+                .fetchone()
+            )
         assert row is not None
         return _month(row)
 
@@ -164,13 +205,27 @@ class SummaryStore:
     def profile(self, version: int | None = None) -> Profile | None:
         with self.db.connection() as conn:
             if version is None:
-                row = _cur(conn).execute("SELECT * FROM profile_versions ORDER BY version DESC LIMIT 1").fetchone()
+                row = (
+                    _cur(conn)
+                    .execute("SELECT * FROM profile_versions ORDER BY version DESC LIMIT 1")
+                    .fetchone()
+                )
             else:
-                row = _cur(conn).execute("SELECT * FROM profile_versions WHERE version = %s", (version,)).fetchone()
+                row = (
+                    _cur(conn)
+                    .execute("SELECT * FROM profile_versions WHERE version = %s", (version,))
+                    .fetchone()
+                )
         return _profile(row) if row else None
 
     def add_profile(
-        self, draft: ProfileDraft, *, inputs_hash: str, model: str, prompt_version: str, run_id: str | None
+        self,
+        draft: ProfileDraft,
+        *,
+        inputs_hash: str,
+        model: str,
+        prompt_version: str,
+        run_id: str | None,
     ) -> Profile:
         text, _ = redact(draft.profile)
         with self.db.connection() as conn, conn.transaction():
@@ -180,22 +235,37 @@ class SummaryStore:
             unknown = [m for m in draft.months if m not in known]
             if unknown:
                 raise StoreError(f"the profile cites {len(unknown)} month(s) without a summary")
-            row = _cur(conn).execute(
-                """INSERT INTO profile_versions (version, profile, months, memory_ids, inputs_hash,
+            row = (
+                _cur(conn)
+                .execute(
+                    """INSERT INTO profile_versions (version, profile, months, memory_ids, inputs_hash,
                        model, prompt_version, run_id)
                    SELECT coalesce(max(version), 0) + 1, %s, %s, %s, %s, %s, %s, %s FROM profile_versions
                    RETURNING *""",
-                (text, sorted(set(draft.months)), _unique(draft.memory_ids), inputs_hash, model,
-                 prompt_version, run_id),
-            ).fetchone()  # fmt: skip
+                    (
+                        text,
+                        sorted(set(draft.months)),
+                        _unique(draft.memory_ids),
+                        inputs_hash,
+                        model,
+                        prompt_version,
+                        run_id,
+                    ),
+                )
+                .fetchone()
+            )
         assert row is not None
         return _profile(row)
 
     def drop_citing(self, conn: Connection, memory_ids: list[str]) -> int:
         """Erasure of memories: every summary version citing one goes (derived data; the next
         `pmem summarize` drafts the month again from what is left). Returns the rows removed."""
-        n = conn.execute("DELETE FROM month_summaries WHERE memory_ids && %s::text[]", (memory_ids,)).rowcount
-        n += conn.execute("DELETE FROM profile_versions WHERE memory_ids && %s::text[]", (memory_ids,)).rowcount
+        n = conn.execute(
+            "DELETE FROM month_summaries WHERE memory_ids && %s::text[]", (memory_ids,)
+        ).rowcount
+        n += conn.execute(
+            "DELETE FROM profile_versions WHERE memory_ids && %s::text[]", (memory_ids,)
+        ).rowcount
         return n
 
 
@@ -216,40 +286,64 @@ def _clean_keywords(words: list[str]) -> list[str]:
     return out[:20]
 
 
-def _check_cited(conn: Connection, memory_ids: list[str], message_keys: list[str], what: str) -> None:
+def _check_cited(
+    conn: Connection, memory_ids: list[str], message_keys: list[str], what: str
+) -> None:
     if memory_ids:
-        found = {r[0] for r in conn.execute("SELECT id FROM memories WHERE id = ANY(%s)", (list(memory_ids),))}
+        found = {
+            r[0]
+            for r in conn.execute("SELECT id FROM memories WHERE id = ANY(%s)", (list(memory_ids),))
+        }
         missing = [m for m in memory_ids if m not in found]
         if missing:
-            raise StoreError(f"the summary of {what} cites {len(missing)} memory id(s) that do not exist")
+            raise StoreError(
+                f"the summary of {what} cites {len(missing)} memory id(s) that do not exist"
+            )
     if message_keys:
         found = {
             r[0]
             for r in conn.execute(
-                "SELECT message_key FROM source_messages WHERE message_key = ANY(%s)", (list(message_keys),)
+                "SELECT message_key FROM source_messages WHERE message_key = ANY(%s)",
+                (list(message_keys),),
             )
         }
         missing = [k for k in message_keys if k not in found]
         if missing:
-            raise StoreError(f"the summary of {what} cites {len(missing)} message key(s) not in the ledger")
+            raise StoreError(
+                f"the summary of {what} cites {len(missing)} message key(s) not in the ledger"
+            )
 
 
 def _month(r: dict) -> MonthSummary:
     return MonthSummary(
-        month=r["month"], version=r["version"], summary=r["summary"], sentiment=r["sentiment"],
-        keywords=tuple(r["keywords"]), memory_ids=tuple(r["memory_ids"]),
-        message_keys=tuple(r["message_keys"]), inputs_hash=r["inputs_hash"], model=r["model"],
-        prompt_version=r["prompt_version"], time_zone=r["time_zone"], run_id=r["run_id"],
+        month=r["month"],
+        version=r["version"],
+        summary=r["summary"],
+        sentiment=r["sentiment"],
+        keywords=tuple(r["keywords"]),
+        memory_ids=tuple(r["memory_ids"]),
+        message_keys=tuple(r["message_keys"]),
+        inputs_hash=r["inputs_hash"],
+        model=r["model"],
+        prompt_version=r["prompt_version"],
+        time_zone=r["time_zone"],
+        run_id=r["run_id"],
         created_at=r["created_at"],
-    )  # fmt: skip
+    )
 
 
 def _profile(r: dict) -> Profile:
     return Profile(
-        version=r["version"], profile=r["profile"], months=tuple(r["months"]),
-        memory_ids=tuple(r["memory_ids"]), inputs_hash=r["inputs_hash"], model=r["model"],
-        prompt_version=r["prompt_version"], run_id=r["run_id"], created_at=r["created_at"],
-    )  # fmt: skip
+        version=r["version"],
+        profile=r["profile"],
+        months=tuple(r["months"]),
+        memory_ids=tuple(r["memory_ids"]),
+        inputs_hash=r["inputs_hash"],
+        model=r["model"],
+        prompt_version=r["prompt_version"],
+        run_id=r["run_id"],
+        created_at=r["created_at"],
+    )
 
 
 # ---------------------------------------------------------------- load_context's first parts
@@ -278,12 +372,20 @@ def context_prefix(db: Database, budget_bytes: int, *, conn: Connection | None =
     p_version, profile, month, sentiment, keywords, summary = row
     out = []
     if p_version is not None:
-        out.append(_clip_block(f"# profile (version {p_version}; get_profile() for all of it)\n{profile}",
-                               int(budget_bytes * PROFILE_SHARE)))  # fmt: skip
+        out.append(
+            _clip_block(
+                f"# profile (version {p_version}; get_profile() for all of it)\n{profile}",
+                int(budget_bytes * PROFILE_SHARE),
+            )
+        )
     if month is not None:
-        out.append(_clip_block(
-            f"# latest month: {month} (sentiment {sentiment:+.2f}; keywords: {', '.join(keywords)}; "
-            f"get_month_summary(month) for any month)\n{summary}", int(budget_bytes * MONTH_SHARE)))  # fmt: skip
+        out.append(
+            _clip_block(
+                f"# latest month: {month} (sentiment {sentiment:+.2f}; keywords: {', '.join(keywords)}; "
+                f"get_month_summary(month) for any month)\n{summary}",
+                int(budget_bytes * MONTH_SHARE),
+            )
+        )
     return "".join(out)
 
 

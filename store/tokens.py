@@ -47,11 +47,18 @@ class TokenInfo:
 
     def as_json(self) -> dict[str, object]:
         return {
-            "token_id": self.token_id, "name": self.name, "kind": self.kind, "scopes": list(self.scopes),
-            "created_at": self.created_at, "expires_at": self.expires_at,
-            "last_used_at": self.last_used_at, "revoked_at": self.revoked_at,
-            "client_id": self.client_id, "family_id": self.family_id, "resource": self.resource,
-        }  # fmt: skip
+            "token_id": self.token_id,
+            "name": self.name,
+            "kind": self.kind,
+            "scopes": list(self.scopes),
+            "created_at": self.created_at,
+            "expires_at": self.expires_at,
+            "last_used_at": self.last_used_at,
+            "revoked_at": self.revoked_at,
+            "client_id": self.client_id,
+            "family_id": self.family_id,
+            "resource": self.resource,
+        }
 
 
 @dataclass(frozen=True)
@@ -69,14 +76,24 @@ def check_scopes(scopes: list[str] | tuple[str, ...]) -> tuple[str, ...]:
 
 def _info(row: dict) -> TokenInfo:
     return TokenInfo(
-        row["token_id"], row["name"], row["kind"], tuple(row["scopes"]), row["created_at"],
-        row["expires_at"], row["last_used_at"], row["revoked_at"], row.get("client_id"),
-        row.get("family_id"), row.get("resource"),
-    )  # fmt: skip
+        row["token_id"],
+        row["name"],
+        row["kind"],
+        tuple(row["scopes"]),
+        row["created_at"],
+        row["expires_at"],
+        row["last_used_at"],
+        row["revoked_at"],
+        row.get("client_id"),
+        row.get("family_id"),
+        row.get("resource"),
+    )
 
 
-_COLS = ("token_id, name, kind, scopes, created_at, expires_at, last_used_at, revoked_at, client_id, "
-         "family_id, resource")  # fmt: skip
+_COLS = (
+    "token_id, name, kind, scopes, created_at, expires_at, last_used_at, revoked_at, client_id, "
+    "family_id, resource"
+)
 
 
 class TokenStore:
@@ -84,10 +101,18 @@ class TokenStore:
         self.db = db
 
     def create(
-        self, name: str, scopes: tuple[str, ...] | list[str] = DEFAULT_SCOPES, *, kind: str = "api",
-        expires_at: datetime | None = None, client_id: str | None = None, family_id: str | None = None,
-        resource: str | None = None, generation: int = 0, conn: Any = None,
-    ) -> IssuedToken:  # fmt: skip
+        self,
+        name: str,
+        scopes: tuple[str, ...] | list[str] = DEFAULT_SCOPES,
+        *,
+        kind: str = "api",
+        expires_at: datetime | None = None,
+        client_id: str | None = None,
+        family_id: str | None = None,
+        resource: str | None = None,
+        generation: int = 0,
+        conn: Any = None,
+    ) -> IssuedToken:
         """A new token (shown once). ``conn``: write in the caller's transaction (not committed
         here)."""
         if not _NAME.match(name):
@@ -101,8 +126,18 @@ class TokenStore:
         insert = f"""INSERT INTO auth_tokens (token_id, name, kind, token_hash, scopes, expires_at,
                                               client_id, family_id, resource, generation)
                      VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING {_COLS}"""
-        values = (token_id, name, kind, token_hash(token), list(scopes), expires_at, client_id,
-                  family_id, resource, generation)  # fmt: skip
+        values = (
+            token_id,
+            name,
+            kind,
+            token_hash(token),
+            list(scopes),
+            expires_at,
+            client_id,
+            family_id,
+            resource,
+            generation,
+        )
         if conn is not None:
             with conn.cursor(row_factory=dict_row) as cur:
                 cur.execute(insert, values)
@@ -129,14 +164,19 @@ class TokenStore:
                       AND (expires_at IS NULL OR expires_at > now())
                       AND (%s::text[] IS NULL OR kind = ANY(%s::text[]))""",
                 (token_hash(token), kinds, kinds),
-            )  # fmt: skip
+            )
             row = cur.fetchone()
             if row is not None and row["stale"]:  # last use, to the minute: not a write per request
-                cur.execute("UPDATE auth_tokens SET last_used_at = now() WHERE token_id = %s", (row["token_id"],))
+                cur.execute(
+                    "UPDATE auth_tokens SET last_used_at = now() WHERE token_id = %s",
+                    (row["token_id"],),
+                )
             conn.commit()
         return _info(row) if row else None
 
-    def list(self, *, include_revoked: bool = False, kinds: tuple[str, ...] | None = None) -> list[TokenInfo]:
+    def list(
+        self, *, include_revoked: bool = False, kinds: tuple[str, ...] | None = None
+    ) -> list[TokenInfo]:
         with self.db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             cur.execute(
                 f"SELECT {_COLS} FROM auth_tokens WHERE (%s OR revoked_at IS NULL)"

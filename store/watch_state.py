@@ -39,8 +39,17 @@ class FileState:
     gone: bool = False
 
 
-_COLUMNS = ("path", "root", "source", "size", "mtime_ns", "content_hash", "read_to", "lines_read",
-            "imports")  # fmt: skip
+_COLUMNS = (
+    "path",
+    "root",
+    "source",
+    "size",
+    "mtime_ns",
+    "content_hash",
+    "read_to",
+    "lines_read",
+    "imports",
+)
 
 
 class WatchState:
@@ -79,9 +88,21 @@ class WatchState:
                        lines_read = EXCLUDED.lines_read, imports = EXCLUDED.imports, gone_at = NULL,
                        changed_at = CASE WHEN watched_files.content_hash = EXCLUDED.content_hash
                                          THEN watched_files.changed_at ELSE now() END""",
-                [(storable(s.path), storable(s.root), s.source, s.size, s.mtime_ns, s.content_hash,
-                  s.read_to, s.lines_read, s.imports) for s in states],
-            )  # fmt: skip
+                [
+                    (
+                        storable(s.path),
+                        storable(s.root),
+                        s.source,
+                        s.size,
+                        s.mtime_ns,
+                        s.content_hash,
+                        s.read_to,
+                        s.lines_read,
+                        s.imports,
+                    )
+                    for s in states
+                ],
+            )
 
     def mark_gone(self, paths: Sequence[str]) -> None:
         """These files were not found by the pass (what they brought stays in the ledger)."""
@@ -105,7 +126,9 @@ class WatchState:
         now = datetime.now(UTC)
         pass_id = f"watch-{now:%Y%m%dT%H%M%S}-{sha256_hex(canonical_json([trigger, now.isoformat()]))[:8]}"
         with self.db.connection() as conn, conn.transaction():
-            conn.execute("INSERT INTO watch_passes (pass_id, trigger) VALUES (%s, %s)", (pass_id, trigger))
+            conn.execute(
+                "INSERT INTO watch_passes (pass_id, trigger) VALUES (%s, %s)", (pass_id, trigger)
+            )
         return pass_id
 
     def finish_pass(self, pass_id: str, status: str, stats: dict[str, Any]) -> None:
@@ -118,8 +141,12 @@ class WatchState:
     def passes(self, limit: int = 10) -> list[dict[str, Any]]:
         """The latest passes, newest first."""
         with self.db.connection() as conn:
-            return conn.cursor(row_factory=dict_row).execute(
-                """SELECT pass_id, trigger, started_at, finished_at, status, stats FROM watch_passes
+            return (
+                conn.cursor(row_factory=dict_row)
+                .execute(
+                    """SELECT pass_id, trigger, started_at, finished_at, status, stats FROM watch_passes
                    ORDER BY started_at DESC, pass_id DESC LIMIT %s""",
-                (limit,),
-            ).fetchall()
+                    (limit,),
+                )
+                .fetchall()
+            )

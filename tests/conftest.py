@@ -93,7 +93,9 @@ def db_factory(pg_admin_url: str, template_db: str) -> Iterator[Callable[[], str
     yield make
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
         for name in made:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
 
 
 @pytest.fixture
@@ -175,12 +177,20 @@ def api_token(db_url: str) -> Iterator[Callable[[str], str]]:
     from store.tokens import TokenStore
 
     database = Database(db_url)
-    yield lambda name, *scopes: TokenStore(database).create(name, scopes or ("memory.read", "memory.propose", "memory.write")).token
+    yield (
+        lambda name, *scopes: (
+            TokenStore(database)
+            .create(name, scopes or ("memory.read", "memory.propose", "memory.write"))
+            .token
+        )
+    )
     database.close()
 
 
 @pytest.fixture
-def api_server(cli_env: dict[str, str], api_token: Callable[[str], str]) -> Iterator[Callable[..., str]]:
+def api_server(
+    cli_env: dict[str, str], api_token: Callable[[str], str]
+) -> Iterator[Callable[..., str]]:
     """Starts `pmem api` subprocesses (the memory API over HTTP on loopback); returns their URL.
     ``cli_env`` gets a bearer token (PMEM_MEMORY_TOKEN, client name pmem-backfill) for them."""
     cli_env.setdefault("PMEM_MEMORY_TOKEN", api_token("pmem-backfill"))
@@ -196,9 +206,12 @@ def api_server(cli_env: dict[str, str], api_token: Callable[[str], str]) -> Iter
         port = free_port()
         env = dict(cli_env, PMEM_COMMIT_BUDGET=budget)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "api", "--port", str(port)], env=env, cwd=PROJECT,
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            [sys.executable, "-m", "cli.main", "api", "--port", str(port)],
+            env=env,
+            cwd=PROJECT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         procs.append(proc)
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 30

@@ -13,7 +13,14 @@ from typing import Any
 
 from tests.fakeservers import FakeServer, Recorded, Reply
 
-__all__ = ["FakeServer", "Recorded", "Reply", "gemini_embeddings", "openai_embeddings", "vector_for"]
+__all__ = [
+    "FakeServer",
+    "Recorded",
+    "Reply",
+    "gemini_embeddings",
+    "openai_embeddings",
+    "vector_for",
+]
 
 
 def vector_for(text: str, dim: int) -> list[float]:
@@ -22,10 +29,14 @@ def vector_for(text: str, dim: int) -> list[float]:
     return [((digest[i % len(digest)] + i) % 17 - 8) / 8.0 for i in range(dim)]
 
 
-def openai_embeddings(vectors: list[list[float]], model: str = "text-embedding-3-small") -> dict[str, Any]:
+def openai_embeddings(
+    vectors: list[list[float]], model: str = "text-embedding-3-small"
+) -> dict[str, Any]:
     return {
         "object": "list",
-        "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+        "data": [
+            {"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)
+        ],
         "model": model,
         "usage": {"prompt_tokens": 8 * len(vectors), "total_tokens": 8 * len(vectors)},
     }

@@ -35,7 +35,9 @@ _CONTEXT_RE = re.compile(
     r" \| current revision: (?P<rev>\d+) \| source conversations: (?P<sources>.*?)(?: \| aliases: (?P<aliases>.*))?$",
     re.MULTILINE,
 )
-_MESSAGE_RE = re.compile(r"^\[(\d+)\] key: (\S+) \| role: (person|assistant) \| time: (\S+)\n", re.MULTILINE)
+_MESSAGE_RE = re.compile(
+    r"^\[(\d+)\] key: (\S+) \| role: (person|assistant) \| time: (\S+)\n", re.MULTILINE
+)
 
 
 class ScriptedModel(FakeServer):
@@ -59,16 +61,30 @@ class ScriptedModel(FakeServer):
         out = []
         for r in records:
             if r.action == "append":
-                assert r.target_memory_id in offered, "the scripted model appends to offered memories only"
-            out.append({
-                "action": r.action, "targetMemoryId": r.target_memory_id, "expectedRevision": r.expected_revision,
-                "title": r.title, "memoryKind": r.memory_kind, "canonicalSummary": r.canonical_summary,
-                "indexSummary": r.index_summary, "aliases": r.aliases, "tags": r.tags,
-                "occurredAt": _iso(r.occurred_at), "validFrom": _iso(r.valid_from),
-                "statedFacts": r.stated_facts, "inferences": r.inferences,
-                "evidence": [{"messageKey": e.message_key, "quoteHint": e.quote_hint} for e in r.evidence],
-                "sourceConversationKeys": r.source_conversation_keys,
-            })  # fmt: skip
+                assert r.target_memory_id in offered, (
+                    "the scripted model appends to offered memories only"
+                )
+            out.append(
+                {
+                    "action": r.action,
+                    "targetMemoryId": r.target_memory_id,
+                    "expectedRevision": r.expected_revision,
+                    "title": r.title,
+                    "memoryKind": r.memory_kind,
+                    "canonicalSummary": r.canonical_summary,
+                    "indexSummary": r.index_summary,
+                    "aliases": r.aliases,
+                    "tags": r.tags,
+                    "occurredAt": _iso(r.occurred_at),
+                    "validFrom": _iso(r.valid_from),
+                    "statedFacts": r.stated_facts,
+                    "inferences": r.inferences,
+                    "evidence": [
+                        {"messageKey": e.message_key, "quoteHint": e.quote_hint} for e in r.evidence
+                    ],
+                    "sourceConversationKeys": r.source_conversation_keys,
+                }
+            )
         return out
 
 
@@ -94,11 +110,14 @@ def parse_context(prompt: str) -> list[MemoryIndexEntry]:
     section = prompt.split("## Existing memories", 1)[-1].split("## Conversation ", 1)[0]
     return [
         MemoryIndexEntry(
-            id=m["id"], title=m["title"], index_summary=m["index"], kind=m["kind"],
+            id=m["id"],
+            title=m["title"],
+            index_summary=m["index"],
+            kind=m["kind"],
             current_revision=int(m["rev"]),
             source_conversation_keys=[] if m["sources"] == "-" else m["sources"].split(", "),
             aliases=m["aliases"].split(", ") if m["aliases"] else [],
-        )  # fmt: skip
+        )
         for m in _CONTEXT_RE.finditer(section)
     ]
 
@@ -106,23 +125,38 @@ def parse_context(prompt: str) -> list[MemoryIndexEntry]:
 def parse_conversations(prompt: str) -> list[Conversation]:
     out: list[Conversation] = []
     for block in re.split(r"(?m)^## Conversation \d+\n", prompt)[1:]:
-        head = dict(re.findall(r"(?m)^(key|source|title|created): (.*)$", block.split("\n\n[1]", 1)[0]))
+        head = dict(
+            re.findall(r"(?m)^(key|source|title|created): (.*)$", block.split("\n\n[1]", 1)[0])
+        )
         marks = list(_MESSAGE_RE.finditer(block))
         messages = []
         for i, m in enumerate(marks):
             end = marks[i + 1].start() if i + 1 < len(marks) else len(block)
             text = block[m.end() : end].removesuffix("\n").removesuffix("\n")
             person = m.group(3) == "person"
-            messages.append(Message(
-                key=m.group(2), node_id=m.group(2).rsplit(":", 1)[1], role="user" if person else "assistant",
-                channel=Channel.PERSON if person else Channel.ASSISTANT, content_type="text", text=text,
-                created_at=_time(m.group(4)), position=int(m.group(1)) - 1,
-            ))  # fmt: skip
-        out.append(Conversation(
-            key=head["key"], source=head.get("source", "chatgpt"), external_id=head["key"].split(":", 1)[1],
-            title=head.get("title") or None, created_at=_time(head.get("created", "unknown")),
-            messages=messages, provenance=Provenance(file="prompt", position=0),
-        ))  # fmt: skip
+            messages.append(
+                Message(
+                    key=m.group(2),
+                    node_id=m.group(2).rsplit(":", 1)[1],
+                    role="user" if person else "assistant",
+                    channel=Channel.PERSON if person else Channel.ASSISTANT,
+                    content_type="text",
+                    text=text,
+                    created_at=_time(m.group(4)),
+                    position=int(m.group(1)) - 1,
+                )
+            )
+        out.append(
+            Conversation(
+                key=head["key"],
+                source=head.get("source", "chatgpt"),
+                external_id=head["key"].split(":", 1)[1],
+                title=head.get("title") or None,
+                created_at=_time(head.get("created", "unknown")),
+                messages=messages,
+                provenance=Provenance(file="prompt", position=0),
+            )
+        )
     return out
 
 

@@ -24,7 +24,9 @@ from tests.conftest import PROJECT
 
 PACKAGES: list[str] = [
     pattern.rstrip("*")
-    for pattern in tomllib.loads((PROJECT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    for pattern in tomllib.loads((PROJECT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "packages"
+    ]["find"]["include"]
     if (PROJECT / pattern.rstrip("*")).is_dir()
 ]
 
@@ -106,7 +108,9 @@ def test_import_edges(path: Path):
         if top in OWNED:
             assert rel.startswith(OWNED[top]), f"{rel} imports {name}: only {OWNED[top]} may"
         if top in PACKAGES and top != pkg:
-            assert top in ALLOWED[pkg], f"{rel} imports {name}: {pkg} may import only {sorted(ALLOWED[pkg])}"
+            assert top in ALLOWED[pkg], (
+                f"{rel} imports {name}: {pkg} may import only {sorted(ALLOWED[pkg])}"
+            )
 
 
 def test_forbidden_edge_is_detected(tmp_path: Path):
@@ -135,6 +139,8 @@ def test_search_path_never_imports_prefect(cli_env: dict[str, str]):
         "assert r.exit_code == 0, r.output\n"
         "print('PREFECT' if 'prefect' in sys.modules else 'CLEAN')\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], env=cli_env, capture_output=True, text=True, cwd=PROJECT)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=cli_env, capture_output=True, text=True, cwd=PROJECT
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "CLEAN"

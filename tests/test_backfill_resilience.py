@@ -24,9 +24,23 @@ DEMO = PROJECT / "examples" / "demo" / "conversations.json"
 
 def backfill(env: dict[str, str], **extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", "backfill", "--source", "chatgpt", "--export", str(DEMO), "--json"],
-        env=dict(env, **extra), cwd=PROJECT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "backfill",
+            "--source",
+            "chatgpt",
+            "--export",
+            str(DEMO),
+            "--json",
+        ],
+        env=dict(env, **extra),
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def export_of(url: str) -> str:
@@ -44,12 +58,19 @@ def attempts(url: str) -> list[int]:
         return [r[0] for r in conn.execute("SELECT attempts FROM batches ORDER BY batch_id")]
 
 
-def test_rate_limit_stop_exits_75_and_resume_finishes_without_repeats(cli_env, api_server, db_url, tmp_path):
+def test_rate_limit_stop_exits_75_and_resume_finishes_without_repeats(
+    cli_env, api_server, db_url, tmp_path
+):
     # the budget paces an HTTP committer (commits in process are never throttled by it); a long
     # window, so that the stop does not depend on how fast this machine is
     url = api_server()
-    env = dict(cli_env, PMEM_COMMIT_BUDGET="10/120s", PMEM_MAX_WAIT_SECONDS="1", PMEM_BATCH_MAX_CONVERSATIONS="2",
-               PMEM_MEMORY_URL=url)  # fmt: skip
+    env = dict(
+        cli_env,
+        PMEM_COMMIT_BUDGET="10/120s",
+        PMEM_MAX_WAIT_SECONDS="1",
+        PMEM_BATCH_MAX_CONVERSATIONS="2",
+        PMEM_MEMORY_URL=url,
+    )
     out = backfill(env)
     assert out.returncode == 75, out.stderr[-2000:]
     assert "make backfill SOURCE=chatgpt EXPORT=" in out.stderr and "resume" in out.stderr
@@ -60,9 +81,23 @@ def test_rate_limit_stop_exits_75_and_resume_finishes_without_repeats(cli_env, a
     log = tmp_path / "stderr.log"
     with log.open("w") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "backfill", "--source", "chatgpt", "--export", str(DEMO), "--json"],
-            env=dict(env, PMEM_MAX_WAIT_SECONDS="600"), cwd=PROJECT, stdout=subprocess.PIPE, stderr=err, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "cli.main",
+                "backfill",
+                "--source",
+                "chatgpt",
+                "--export",
+                str(DEMO),
+                "--json",
+            ],
+            env=dict(env, PMEM_MAX_WAIT_SECONDS="600"),
+            cwd=PROJECT,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
         deadline = time.monotonic() + 300
         while proc.poll() is None and time.monotonic() < deadline:
             if "waiting for" in log.read_text():
@@ -72,7 +107,11 @@ def test_rate_limit_stop_exits_75_and_resume_finishes_without_repeats(cli_env, a
         stdout, _ = proc.communicate(timeout=60)
     stderr = log.read_text()
     assert proc.returncode == 0, stderr[-2000:]
-    assert re.search(r"^waiting for the memory API budget \(10 requests per 120 s\) until \d\d:\d\d:\d\d \(", stderr, re.M), stderr
+    assert re.search(
+        r"^waiting for the memory API budget \(10 requests per 120 s\) until \d\d:\d\d:\d\d \(",
+        stderr,
+        re.M,
+    ), stderr
     summary = json.loads(stdout.strip().splitlines()[-1])
     assert summary["resumed"]
     assert attempts(db_url) == [1, 1, 1, 1]  # every batch drafted exactly once over all the runs
@@ -117,7 +156,9 @@ def test_kill_9_at_every_fault_point_then_resume_equals_uninterrupted_run(
         if not over_http:
             run_env.pop("PMEM_MEMORY_URL")
         out = backfill(run_env)
-        assert out.returncode == -9, f"{spec} was not reached (exit {out.returncode}): {out.stderr[-1500:]}"
+        assert out.returncode == -9, (
+            f"{spec} was not reached (exit {out.returncode}): {out.stderr[-1500:]}"
+        )
         killed.append(spec)
     final = backfill(env)
     assert final.returncode == 0, final.stderr[-2000:]
@@ -138,9 +179,12 @@ def test_kill_9_at_every_fault_point_then_resume_equals_uninterrupted_run(
     assert interrupted.count('"type":"memory"') == 7
     with psycopg.connect(db_url) as conn:
         assert conn.execute("SELECT count(*) FROM memory_revisions").fetchone()[0] == 7
-        assert conn.execute(
-            "SELECT count(*) FROM (SELECT memory_id, source_key, text_hash FROM evidence GROUP BY 1, 2, 3 HAVING count(*) > 1) d"
-        ).fetchone()[0] == 0
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM (SELECT memory_id, source_key, text_hash FROM evidence GROUP BY 1, 2, 3 HAVING count(*) > 1) d"
+            ).fetchone()[0]
+            == 0
+        )
 
 
 @pytest.mark.parametrize("spec", ["nothing@1"])

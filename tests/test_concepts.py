@@ -17,9 +17,21 @@ import pytest
 from core.models import CommitRequest, EvidenceIn
 
 SEED = {
-    "E101": ("友人と登山", "友人と登山して、とても楽しかった。", "友人と登山した。とても楽しかった!"),
-    "E102": ("仕事の疲れと山", "仕事で疲れたので山へ行き、登山で良い気分転換になった。", "仕事で疲れたので山へ行った。"),
-    "E103": ("友人と食事", "友人と食事した。食事で満腹感を得た。", "友人と食事した。お腹いっぱいになった。"),
+    "E101": (
+        "友人と登山",
+        "友人と登山して、とても楽しかった。",
+        "友人と登山した。とても楽しかった!",
+    ),
+    "E102": (
+        "仕事の疲れと山",
+        "仕事で疲れたので山へ行き、登山で良い気分転換になった。",
+        "仕事で疲れたので山へ行った。",
+    ),
+    "E103": (
+        "友人と食事",
+        "友人と食事した。食事で満腹感を得た。",
+        "友人と食事した。お腹いっぱいになった。",
+    ),
 }
 LINKS = {  # (source, target, relation) -> experiences
     ("友人", "登山", "with"): ["E101"],
@@ -31,10 +43,16 @@ LINKS = {  # (source, target, relation) -> experiences
 
 
 def commit(store: Any, label: str, title: str, summary: str, quote: str) -> str:
-    r = store.commit(CommitRequest(
-        kind="episode", title=title, canonical_summary=summary, index_summary=summary,
-        evidence=[EvidenceIn(source_key=f"diary:{label}:m1", text=quote)], idempotency_key=label,
-    ))  # fmt: skip
+    r = store.commit(
+        CommitRequest(
+            kind="episode",
+            title=title,
+            canonical_summary=summary,
+            index_summary=summary,
+            evidence=[EvidenceIn(source_key=f"diary:{label}:m1", text=quote)],
+            idempotency_key=label,
+        )
+    )
     return r.memory_id
 
 
@@ -68,7 +86,9 @@ def test_seed_example_offline(db, store, tmp_path: Path) -> None:
     cs = ConceptStore(db)
     first = offline(db, tmp_path)
     assert first["experiences_read"] == 3
-    assert link_table(cs, ids) == {tuple(sorted(k[:2])) + (k[2],) if k[2] == "with" else k: v for k, v in LINKS.items()}
+    assert link_table(cs, ids) == {
+        tuple(sorted(k[:2])) + (k[2],) if k[2] == "with" else k: v for k, v in LINKS.items()
+    }
     assert all(link.weight == 0.5 and link.stated for link in cs.links())
     # 仕事 and 山 are concepts of E102, yet nothing states a relation between them: no link
     e102 = {c.name for c in cs.concepts_of(ids["E102"])}
@@ -86,11 +106,23 @@ def test_seed_example_offline(db, store, tmp_path: Path) -> None:
     with db.connection() as conn:
         conn.execute("UPDATE experiences SET revision = 0")
     third = offline(db, tmp_path)
-    assert third["experiences_read"] == 3 and third["results_reused"] == 3 and third["links_strengthened"] == 0
-    assert cs.updates() == log and [(x.id, x.weight) for x in _CS(db).links()] == [(x.id, x.weight) for x in cs.links()]
+    assert (
+        third["experiences_read"] == 3
+        and third["results_reused"] == 3
+        and third["links_strengthened"] == 0
+    )
+    assert cs.updates() == log and [(x.id, x.weight) for x in _CS(db).links()] == [
+        (x.id, x.weight) for x in cs.links()
+    ]
 
     # a second, independent experience of 登山 → 気分転換: 0.5 → 0.55
-    ids["E104"] = commit(store, "E104", "週末の登山", "週末に登山で気分転換になった。", "週末に登山で気分転換になった。")
+    ids["E104"] = commit(
+        store,
+        "E104",
+        "週末の登山",
+        "週末に登山で気分転換になった。",
+        "週末に登山で気分転換になった。",
+    )
     # and a co-occurrence without a stated relation: no link between 登山 and 読書
     ids["E105"] = commit(store, "E105", "週末", "週末は登山と読書。", "週末は登山と読書。")
     offline(db, tmp_path)
@@ -102,12 +134,19 @@ def test_seed_example_offline(db, store, tmp_path: Path) -> None:
     assert cs.replayed_weights() == {x.id: pytest.approx(x.weight) for x in cs.links()}
 
     # a correction of E104 takes the relation back: 0.55 → 0.5 (E102 remains), logged
-    store.commit(CommitRequest(
-        memory_id=ids["E104"], expected_revision=1, kind="episode", title="週末の登山",
-        canonical_summary="週末に登山した。気分転換にはならなかった。", index_summary="週末に登山した",
-        evidence=[EvidenceIn(source_key="diary:E104:m2", text="気分転換にはならなかった。")],
-        reason="correction", idempotency_key="E104-fix",
-    ))  # fmt: skip
+    store.commit(
+        CommitRequest(
+            memory_id=ids["E104"],
+            expected_revision=1,
+            kind="episode",
+            title="週末の登山",
+            canonical_summary="週末に登山した。気分転換にはならなかった。",
+            index_summary="週末に登山した",
+            evidence=[EvidenceIn(source_key="diary:E104:m2", text="気分転換にはならなかった。")],
+            reason="correction",
+            idempotency_key="E104-fix",
+        )
+    )
     offline(db, tmp_path)
     link = cs.links_of(cs.find("気分転換").id)[0]
     assert link.weight == 0.5 and link.experiences == (ids["E102"],)
@@ -136,26 +175,47 @@ def _cli(*args: str, code: int = 0) -> Any:
 _COMMAND: Any = None
 
 
-def test_rebuild_equals_incremental_and_show(db, store, pmem_env: dict[str, str], tmp_path: Path) -> None:
+def test_rebuild_equals_incremental_and_show(
+    db, store, pmem_env: dict[str, str], tmp_path: Path
+) -> None:
     from cli.concept_cmds import show_body
     from store.concepts import ConceptStore
 
     ids = seed(store)
     offline(db, tmp_path / "runs")
-    ids["E104"] = commit(store, "E104", "週末の登山", "週末に登山で気分転換になった。", "週末に登山で気分転換になった。")
+    ids["E104"] = commit(
+        store,
+        "E104",
+        "週末の登山",
+        "週末に登山で気分転換になった。",
+        "週末に登山で気分転換になった。",
+    )
     offline(db, tmp_path / "runs")
     body = json.loads(_cli("concepts", "show", "登山", "--json").stdout.strip().splitlines()[-1])
-    assert set(body) == {"concept", "links", "experiences"} and set(body["concept"]) == {"id", "name", "aliases"}
-    assert body["concept"]["name"] == "登山" and body["experiences"] == sorted((ids["E101"], ids["E102"], ids["E104"]))
+    assert set(body) == {"concept", "links", "experiences"} and set(body["concept"]) == {
+        "id",
+        "name",
+        "aliases",
+    }
+    assert body["concept"]["name"] == "登山" and body["experiences"] == sorted(
+        (ids["E101"], ids["E102"], ids["E104"])
+    )
     top = body["links"][0]
     assert {"to", "relation", "weight", "stated", "experiences"} <= set(top)
     assert (top["to"], top["relation"], top["weight"], top["stated"], top["experiences"]) == (
-        "気分転換", "led_to", 0.55, True, sorted((ids["E102"], ids["E104"])))  # fmt: skip
+        "気分転換",
+        "led_to",
+        0.55,
+        True,
+        sorted((ids["E102"], ids["E104"])),
+    )
     cs = ConceptStore(db)
     everything = {c.name: show_body(cs, c.name) for c in cs.concepts()}
     assert everything["登山"] == body
 
-    out = json.loads(_cli("concepts", "rebuild", "--no-embed", "--json").stdout.strip().splitlines()[-1])
+    out = json.loads(
+        _cli("concepts", "rebuild", "--no-embed", "--json").stdout.strip().splitlines()[-1]
+    )
     assert out["experiences"] == 4 and out["concept_links"] == 5 and out["results_reused"] == 0
     assert {c.name: show_body(cs, c.name) for c in cs.concepts()} == everything
 
@@ -179,14 +239,19 @@ class FakeAdapter:
         self.answers = answers
         self.calls: list[str] = []
 
-    def complete_json(self, static: str, dynamic: str, name: str, schema: dict[str, Any]) -> tuple[dict, tuple[int, int]]:
+    def complete_json(
+        self, static: str, dynamic: str, name: str, schema: dict[str, Any]
+    ) -> tuple[dict, tuple[int, int]]:
         assert name == "concepts" and "relations" in schema["properties"]
         label = next(k for k in self.answers if f"diary:{k}:m1" in dynamic)
         self.calls.append(label)
         answer = json.loads(json.dumps(self.answers[label]))
         for c in answer["concepts"]:  # reuse the id of an offered concept of the same name
             for line in dynamic.splitlines():
-                if line.startswith("- concept:") and line.split(" ", 2)[2].split(" (")[0] == c["name"]:
+                if (
+                    line.startswith("- concept:")
+                    and line.split(" ", 2)[2].split(" (")[0] == c["name"]
+                ):
                     c["id"] = line.split(" ")[1]
         return answer, (10, 5)
 
@@ -197,16 +262,30 @@ def test_seed_example_through_a_model(db, store, tmp_path: Path) -> None:
     from store.concepts import ConceptStore
 
     def answer(concepts: list[str], rels: list[tuple[str, str, str, bool]]) -> dict[str, Any]:
-        return {"concepts": [{"name": c, "id": "", "kind": "noun", "messageKey": ""} for c in concepts],
-                "relations": [{"source": a, "target": b, "relation": r, "stated": s, "messageKey": ""}
-                              for a, b, r, s in rels]}  # fmt: skip
+        return {
+            "concepts": [{"name": c, "id": "", "kind": "noun", "messageKey": ""} for c in concepts],
+            "relations": [
+                {"source": a, "target": b, "relation": r, "stated": s, "messageKey": ""}
+                for a, b, r, s in rels
+            ],
+        }
 
-    fake = FakeAdapter({
-        "E101": answer(["登山", "友人", "楽しい"], [("登山", "友人", "with", True), ("登山", "楽しい", "felt", True)]),
-        "E102": answer(["仕事", "疲れ", "登山", "気分転換"], [("登山", "気分転換", "led_to", True),
-                                                     ("仕事", "疲れ", "led_to", False)]),
-        "E103": answer(["食事", "友人", "満腹感"], [("食事", "満腹感", "led_to", True), ("食事", "友人", "with", True)]),
-    })  # fmt: skip
+    fake = FakeAdapter(
+        {
+            "E101": answer(
+                ["登山", "友人", "楽しい"],
+                [("登山", "友人", "with", True), ("登山", "楽しい", "felt", True)],
+            ),
+            "E102": answer(
+                ["仕事", "疲れ", "登山", "気分転換"],
+                [("登山", "気分転換", "led_to", True), ("仕事", "疲れ", "led_to", False)],
+            ),
+            "E103": answer(
+                ["食事", "友人", "満腹感"],
+                [("食事", "満腹感", "led_to", True), ("食事", "友人", "with", True)],
+            ),
+        }
+    )
     ids = seed(store)
     ext = LlmConceptExtractor("fake:concepts", adapter=fake)
     extract_concepts(db, tmp_path, extractor=ext)
@@ -217,7 +296,9 @@ def test_seed_example_through_a_model(db, store, tmp_path: Path) -> None:
         assert table[key] == exps
     inferred = [x for x in cs.links() if not x.stated]
     assert len(inferred) == 1 and inferred[0].weight == 0.25  # a guess is kept apart, weaker
-    assert len(cs.find_many(["登山"])) == 1 and len(cs.concepts()) == 8  # 登山 and 友人 reused, not doubled
+    assert (
+        len(cs.find_many(["登山"])) == 1 and len(cs.concepts()) == 8
+    )  # 登山 and 友人 reused, not doubled
     # resumable: a second pass asks the model nothing (nothing new), a rebuild reuses the files
     calls = list(fake.calls)
     extract_concepts(db, tmp_path, extractor=ext)
@@ -225,8 +306,9 @@ def test_seed_example_through_a_model(db, store, tmp_path: Path) -> None:
     assert fake.calls == calls and link_table(cs, ids) == table
 
 
-def test_a_vendor_model_in_the_backfill_needs_consent(db, store, pmem_env: dict[str, str], tmp_path: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_vendor_model_in_the_backfill_needs_consent(
+    db, store, pmem_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """PMEM_CONCEPTS_LLM naming a vendor model without the owner's consent: nothing is read or
     sent, the backfill's counts say why (and the run goes on). With it, the OpenAI adapter behind
     the local fake server: the versioned prompt, the schema by name, a made-up id and message key
@@ -239,19 +321,55 @@ def test_a_vendor_model_in_the_backfill_needs_consent(db, store, pmem_env: dict[
 
     ids = seed(store)
     answers = [
-        {"concepts": [{"name": "登山", "id": "concept:made-up", "kind": "noun", "messageKey": "diary:E101:m1"},
-                      {"name": "友人", "id": "", "kind": "noun", "messageKey": "chatgpt:nope:nope"}],
-         "relations": [{"source": "友人", "target": "登山", "relation": "with", "stated": True, "messageKey": ""}]},
-        {"concepts": [{"name": "登山", "id": "", "kind": "noun", "messageKey": ""},
-                      {"name": "気分転換", "id": "", "kind": "noun", "messageKey": ""}],
-         "relations": [{"source": "登山", "target": "気分転換", "relation": "led_to", "stated": True, "messageKey": ""}]},
-        {"concepts": [{"name": "食事", "id": "", "kind": "noun", "messageKey": ""}], "relations": []},
-    ]  # fmt: skip
-    with FakeServer(*(Reply(200, openai_chat(json.dumps(a, ensure_ascii=False))) for a in answers)) as server:
+        {
+            "concepts": [
+                {
+                    "name": "登山",
+                    "id": "concept:made-up",
+                    "kind": "noun",
+                    "messageKey": "diary:E101:m1",
+                },
+                {"name": "友人", "id": "", "kind": "noun", "messageKey": "chatgpt:nope:nope"},
+            ],
+            "relations": [
+                {
+                    "source": "友人",
+                    "target": "登山",
+                    "relation": "with",
+                    "stated": True,
+                    "messageKey": "",
+                }
+            ],
+        },
+        {
+            "concepts": [
+                {"name": "登山", "id": "", "kind": "noun", "messageKey": ""},
+                {"name": "気分転換", "id": "", "kind": "noun", "messageKey": ""},
+            ],
+            "relations": [
+                {
+                    "source": "登山",
+                    "target": "気分転換",
+                    "relation": "led_to",
+                    "stated": True,
+                    "messageKey": "",
+                }
+            ],
+        },
+        {
+            "concepts": [{"name": "食事", "id": "", "kind": "noun", "messageKey": ""}],
+            "relations": [],
+        },
+    ]
+    with FakeServer(
+        *(Reply(200, openai_chat(json.dumps(a, ensure_ascii=False))) for a in answers)
+    ) as server:
         monkeypatch.setenv("PMEM_OPENAI_BASE_URL", server.url)
         monkeypatch.setenv("OPENAI_API_KEY", "test-key")
         monkeypatch.setenv("PMEM_CONCEPTS_LLM", "openai:gpt-test")
-        assert backfill_stage(db, tmp_path, run_id=None, embed=False) == {"error": "ConsentRequired"}
+        assert backfill_stage(db, tmp_path, run_id=None, embed=False) == {
+            "error": "ConsentRequired"
+        }
         assert server.requests == [] and ConceptStore(db).counts()["experiences"] == 0
         cs.grant(get_settings(), cs.drafting_target("openai:gpt-test", "concepts"), [], {})
         out = backfill_stage(db, tmp_path, run_id=None, embed=False)
@@ -265,19 +383,31 @@ def test_a_vendor_model_in_the_backfill_needs_consent(db, store, pmem_env: dict[
     store_ = ConceptStore(db)
     assert store_.get("concept:made-up") is None
     assert [k for k in store_.evidence_keys([ids["E101"]])[ids["E101"]] if "nope" in k] == []
-    assert link_table(store_, ids) == {("友人", "登山", "with"): ["E101"], ("登山", "気分転換", "led_to"): ["E102"]}
+    assert link_table(store_, ids) == {
+        ("友人", "登山", "with"): ["E101"],
+        ("登山", "気分転換", "led_to"): ["E102"],
+    }
 
 
-@pytest.mark.parametrize(("text", "relations"), [
-    ("友人と登山して、とても楽しかった。", {("友人", "登山", "with"), ("登山", "楽しい", "felt")}),
-    ("登山で良い気分転換になった。", {("登山", "気分転換", "led_to")}),
-    ("膝のためにストレッチを始めた。", {("ストレッチ", "膝", "for")}),
-    ("ポールのおかげで膝は大丈夫だった。", {("ポール", "膝", "led_to"), ("膝", "大丈夫", "felt")}),
-    ("引っ越しは大変だった。", {("引っ越し", "大変", "felt")}),
-    ("Hiking really helped with my stress.", {("hiking", "stress", "led_to")}),
-    ("週末は登山と読書。仕事と家族。", set()),  # side by side: no relation stated
-    ('Get "https://api.example.com/v1/routes?area=tanzawa": context deadline exceeded', set()),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "relations"),
+    [
+        (
+            "友人と登山して、とても楽しかった。",
+            {("友人", "登山", "with"), ("登山", "楽しい", "felt")},
+        ),
+        ("登山で良い気分転換になった。", {("登山", "気分転換", "led_to")}),
+        ("膝のためにストレッチを始めた。", {("ストレッチ", "膝", "for")}),
+        (
+            "ポールのおかげで膝は大丈夫だった。",
+            {("ポール", "膝", "led_to"), ("膝", "大丈夫", "felt")},
+        ),
+        ("引っ越しは大変だった。", {("引っ越し", "大変", "felt")}),
+        ("Hiking really helped with my stress.", {("hiking", "stress", "led_to")}),
+        ("週末は登山と読書。仕事と家族。", set()),  # side by side: no relation stated
+        ('Get "https://api.example.com/v1/routes?area=tanzawa": context deadline exceeded', set()),
+    ],
+)
 def test_offline_cues(text: str, relations: set[tuple[str, str, str]]) -> None:
     from core.concepts import ExperienceInput
     from stages.concepts import extract

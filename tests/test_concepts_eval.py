@@ -28,20 +28,33 @@ def _experiences(store: Any) -> dict[str, str]:
     out = {}
     for conv in data["conversations"]:
         # the planted fake credentials stay out (the store refuses them as evidence)
-        mine = [m for m in conv["messages"] if m["role"] == "user" and not contains_secret(m["text"])]
+        mine = [
+            m for m in conv["messages"] if m["role"] == "user" and not contains_secret(m["text"])
+        ]
         if not mine:
             continue
-        r = store.commit(CommitRequest(
-            kind=conv["kind"] if conv["kind"] in ("decision", "episode", "learning") else "episode",
-            title=conv["title"], canonical_summary=mine[0]["text"][:400], index_summary=conv["title"],
-            evidence=[EvidenceIn(source_key=f"eval:{conv['id']}:{m['index']}", text=m["text"]) for m in mine],
-            idempotency_key=conv["id"],
-        ))  # fmt: skip
+        r = store.commit(
+            CommitRequest(
+                kind=conv["kind"]
+                if conv["kind"] in ("decision", "episode", "learning")
+                else "episode",
+                title=conv["title"],
+                canonical_summary=mine[0]["text"][:400],
+                index_summary=conv["title"],
+                evidence=[
+                    EvidenceIn(source_key=f"eval:{conv['id']}:{m['index']}", text=m["text"])
+                    for m in mine
+                ],
+                idempotency_key=conv["id"],
+            )
+        )
         out[conv["id"]] = r.memory_id
     return out
 
 
-def test_concepts_are_one_per_name_and_reused_across_conversations(db, store, tmp_path: Path) -> None:
+def test_concepts_are_one_per_name_and_reused_across_conversations(
+    db, store, tmp_path: Path
+) -> None:
     from flows.concepts import Resolver, extract_concepts
     from providers.concepts import OfflineConceptExtractor
     from store.concepts import ConceptStore
@@ -61,11 +74,16 @@ def test_concepts_are_one_per_name_and_reused_across_conversations(db, store, tm
     assert cs.find("Tanzawa") == tanzawa and cs.find("ＴＡＮＺＡＷＡ") == tanzawa
 
     # written in English later, it is the same concept (no new one named Tanzawa)
-    r = store.commit(CommitRequest(
-        kind="episode", title="Hiking again", canonical_summary="Went back to Tanzawa with my colleagues.",
-        index_summary="Tanzawa again", evidence=[EvidenceIn(source_key="eval:en:1", text="Went back to Tanzawa.")],
-        idempotency_key="en-1",
-    ))  # fmt: skip
+    r = store.commit(
+        CommitRequest(
+            kind="episode",
+            title="Hiking again",
+            canonical_summary="Went back to Tanzawa with my colleagues.",
+            index_summary="Tanzawa again",
+            evidence=[EvidenceIn(source_key="eval:en:1", text="Went back to Tanzawa.")],
+            idempotency_key="en-1",
+        )
+    )
     extract_concepts(db, tmp_path, extractor=OfflineConceptExtractor())
     assert r.memory_id in cs.experiences_of(tanzawa.id)
     one = cs.get(tanzawa.id)
@@ -81,8 +99,14 @@ class TableEmbedder:
     model = "table:test"
     local = True
     dim = 3
-    TABLE = {"登山": (1.0, 0.1, 0.0), "hiking": (0.9, 0.2, 0.0), "下山": (0.95, 0.15, 0.0),
-             "piano": (0.0, 0.0, 1.0), "ピアノ": (0.05, 0.0, 1.0), "mountain": (0.3, 1.0, 0.0)}  # fmt: skip
+    TABLE = {
+        "登山": (1.0, 0.1, 0.0),
+        "hiking": (0.9, 0.2, 0.0),
+        "下山": (0.95, 0.15, 0.0),
+        "piano": (0.0, 0.0, 1.0),
+        "ピアノ": (0.05, 0.0, 1.0),
+        "mountain": (0.3, 1.0, 0.0),
+    }
 
     def __init__(self) -> None:
         self.calls: list[list[str]] = []
@@ -104,14 +128,22 @@ def test_japanese_and_english_names_meet_by_vector_only_across_languages(db) -> 
     assert r.resolve(FoundConcept("下山")) is None and emb.calls == []
     r.add(piano, [norm("ピアノ")])
     assert r.resolve(FoundConcept("hiking")) == tozan  # 登山 ↔ hiking
-    assert sorted(emb.calls[0]) == ["ピアノ", "登山"]  # the Japanese names embedded once, when needed
+    assert sorted(emb.calls[0]) == [
+        "ピアノ",
+        "登山",
+    ]  # the Japanese names embedded once, when needed
     assert r.resolve(FoundConcept("piano")) == piano and r.resolve(FoundConcept("mountain")) is None
     assert sum(len(c) for c in emb.calls) == 5  # each name once
     # a Latin name inside a Japanese sentence is a name as written, never matched by meaning
     from core.concepts import ExperienceInput
     from stages.concepts import extract
 
-    found = {c.surface: c.language for c in extract(ExperienceInput("m", 1, "", "ThinkPadで作業した。I like Hiking with Tanzawa.")).concepts}
+    found = {
+        c.surface: c.language
+        for c in extract(
+            ExperienceInput("m", 1, "", "ThinkPadで作業した。I like Hiking with Tanzawa.")
+        ).concepts
+    }
     assert found["ThinkPad"] == "ja" and found["Tanzawa"] == "en"
     with pytest.raises(KeyError):
         _ = r.by_key["mountain"]

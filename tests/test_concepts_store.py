@@ -15,17 +15,34 @@ SECRET = "sk-proj-" + "Zq8Lm2Nv5Xc7Bt1Rw4Ys" + "6Ud9Ae3Gh5Jk7Mp0Qs2T" + "_vW-4x"
 
 
 def memory(store, key: str, text: str) -> str:
-    r = store.commit(CommitRequest(
-        kind="episode", title=text[:20], canonical_summary=text, index_summary=text,
-        evidence=[EvidenceIn(source_key=f"chatgpt:c-{key}:n1", text=text)], idempotency_key=key,
-    ))  # fmt: skip
+    r = store.commit(
+        CommitRequest(
+            kind="episode",
+            title=text[:20],
+            canonical_summary=text,
+            index_summary=text,
+            evidence=[EvidenceIn(source_key=f"chatgpt:c-{key}:n1", text=text)],
+            idempotency_key=key,
+        )
+    )
     return r.memory_id
 
 
-def resolved(mid: str, names: list[str], links: list[tuple[str, str, str]], *, existing: set[str] = frozenset(),
-             revision: int = 1) -> ResolvedExperience:  # fmt: skip
-    exp = ResolvedExperience(memory_id=mid, revision=revision, inputs_hash=f"h-{mid}-{revision}",
-                             extractor="test", prompt_version="t1")  # fmt: skip
+def resolved(
+    mid: str,
+    names: list[str],
+    links: list[tuple[str, str, str]],
+    *,
+    existing: set[str] = frozenset(),
+    revision: int = 1,
+) -> ResolvedExperience:
+    exp = ResolvedExperience(
+        memory_id=mid,
+        revision=revision,
+        inputs_hash=f"h-{mid}-{revision}",
+        extractor="test",
+        prompt_version="t1",
+    )
     for n in names:
         cid = concept_id(n)
         exp.concepts[cid] = FoundConcept(surface=n, source_key=f"k:{mid}")
@@ -48,15 +65,20 @@ def test_learning_idempotent_withdraw_and_log(db, store) -> None:
     assert (link.id, link.weight, link.experiences, link.other.name) == (lid, 0.5, (e1,), "友人")
     before = cs.counts()
     cs.apply(resolved(e1, ["登山", "友人"], [("友人", "登山", "with")], existing={"登山", "友人"}))
-    assert cs.counts() == before and cs.links_of(concept_id("友人"))[0].weight == 0.5  # once per experience
+    assert (
+        cs.counts() == before and cs.links_of(concept_id("友人"))[0].weight == 0.5
+    )  # once per experience
 
     cs.apply(resolved(e2, ["登山", "友人"], [("登山", "友人", "with")], existing={"登山", "友人"}))
     [link] = cs.links_of(concept_id("友人"))
     assert link.weight == pytest.approx(0.55) and link.experiences == tuple(sorted((e1, e2)))
-    assert [(u.action, u.weight_before, round(u.weight_after, 4)) for u in cs.updates(link_id=lid)] == [
-        ("strengthen", 0.0, 0.5), ("strengthen", 0.5, 0.55)]  # fmt: skip
+    assert [
+        (u.action, u.weight_before, round(u.weight_after, 4)) for u in cs.updates(link_id=lid)
+    ] == [("strengthen", 0.0, 0.5), ("strengthen", 0.5, 0.55)]
     assert cs.replayed_weights() == {lid: pytest.approx(0.55)}
-    assert cs.find("登山").id == concept_id("登山") and cs.experiences_of(concept_id("登山")) == sorted((e1, e2))
+    assert cs.find("登山").id == concept_id("登山") and cs.experiences_of(
+        concept_id("登山")
+    ) == sorted((e1, e2))
     assert cs.evidence_keys([e1])[e1] == [f"k:{e1}", "chatgpt:c-e1:n1"]
 
     # a correction of e2 no longer states the relation: back to one supporter (0.5), logged
@@ -77,7 +99,9 @@ def test_alias_keys_guard_and_erasure(db, store) -> None:
     cs = ConceptStore(db)
     e1, e2 = memory(store, "e1", "丹沢に登った"), memory(store, "e2", "Tanzawa again")
     exp = resolved(e1, ["丹沢", "登山"], [("登山", "丹沢", "part_of")])
-    exp.concepts[concept_id("丹沢")] = FoundConcept(surface="丹沢", kind="proper", reading="tanzawa")
+    exp.concepts[concept_id("丹沢")] = FoundConcept(
+        surface="丹沢", kind="proper", reading="tanzawa"
+    )
     cs.apply(exp)
     assert cs.find("Ｔａｎｚａｗａ").name == "丹沢"  # the reading is a key, NFKC + case folded
     exp2 = resolved(e2, ["丹沢", "登山"], [("登山", "丹沢", "part_of")], existing={"丹沢", "登山"})
@@ -85,7 +109,13 @@ def test_alias_keys_guard_and_erasure(db, store) -> None:
     bad = concept_id(SECRET)
     exp2.concepts[bad] = FoundConcept(surface=SECRET)
     exp2.new_concepts[bad] = Concept(id=bad, name=SECRET)
-    exp2.links[link_id(bad, concept_id("登山"), "with", True)] = (bad, concept_id("登山"), "with", True, ())
+    exp2.links[link_id(bad, concept_id("登山"), "with", True)] = (
+        bad,
+        concept_id("登山"),
+        "with",
+        True,
+        (),
+    )
     cs.apply(exp2)
     assert cs.get(concept_id("丹沢")).aliases == ("Tanzawa",)
     assert cs.get(bad) is None and len(cs.links()) == 1  # the flagged name never reached a row
@@ -94,8 +124,19 @@ def test_alias_keys_guard_and_erasure(db, store) -> None:
     Forgetter(db, b"k" * 32).forget_memory(e2)
     assert cs.links()[0].weight == 0.5 and cs.get(concept_id("丹沢")).aliases == ()
     with psycopg.connect(db.url) as conn:
-        for table, col in (("concept_link_updates", "memory_id"), ("experience_links", "memory_id"),
-                           ("experiences", "memory_id")):  # fmt: skip
-            assert conn.execute(f"SELECT count(*) FROM {table} WHERE {col} = %s", (e2,)).fetchone()[0] == 0
-        assert conn.execute("SELECT count(*) FROM concept_links WHERE %s = ANY(experiences)", (e2,)).fetchone()[0] == 0
+        for table, col in (
+            ("concept_link_updates", "memory_id"),
+            ("experience_links", "memory_id"),
+            ("experiences", "memory_id"),
+        ):
+            assert (
+                conn.execute(f"SELECT count(*) FROM {table} WHERE {col} = %s", (e2,)).fetchone()[0]
+                == 0
+            )
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM concept_links WHERE %s = ANY(experiences)", (e2,)
+            ).fetchone()[0]
+            == 0
+        )
     assert weight_for(2) == pytest.approx(0.55) and weight_for(0) == 0.0

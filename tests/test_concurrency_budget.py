@@ -78,8 +78,13 @@ def test_ai_client_writes_count_against_their_own_budget(db):
     svc = MemoryService(db, budget=(2, 600))
 
     def req(i: int) -> CommitRequest:
-        return CommitRequest(kind="episode", title=f"mcp {i}", canonical_summary="s", index_summary="s",
-                             idempotency_key=f"mcp-{i}")  # fmt: skip
+        return CommitRequest(
+            kind="episode",
+            title=f"mcp {i}",
+            canonical_summary="s",
+            index_summary="s",
+            idempotency_key=f"mcp-{i}",
+        )
 
     svc.commit(req(1))
     svc.propose(ActionRequest(action="create", record={"title": "x"}, client="claude-desktop"))

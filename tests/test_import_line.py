@@ -34,7 +34,9 @@ def tokyo(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _read(path: Path, **kw: Any) -> tuple[list[Conversation], list[Quarantined]]:
     items = list(iter_conversations(path, **kw))
-    return [i for i in items if isinstance(i, Conversation)], [i for i in items if isinstance(i, Quarantined)]
+    return [i for i in items if isinstance(i, Conversation)], [
+        i for i in items if isinstance(i, Quarantined)
+    ]
 
 
 def _rows(conv: Conversation) -> list[tuple[str, str, str, str]]:
@@ -53,16 +55,25 @@ def test_phone_export_in_japanese_with_a_quoted_multi_line_message() -> None:
         ("person", "user", "text", '10時からだよ\nスライドはまだ半分\n\n"がんばる"って言っておく'),
         ("machinery", "花子", "sticker", "[スタンプ]"),
         ("machinery", "user", "photo", "[写真]"),
-        ("other", "花子", "text", '"引用"で始まる一行'),  # a quote that opens a one-line message stays
+        (
+            "other",
+            "花子",
+            "text",
+            '"引用"で始まる一行',
+        ),  # a quote that opens a one-line message stays
         ("other", "花子", "text", '"引用"で始まる一行'),
     ]
     keys = [m.key for m in first.active_messages]
     assert len(set(keys)) == len(keys) and keys[-1] == keys[-2] + "~2"
     times = [m.created_at.isoformat() for m in first.active_messages]  # local times, JST → UTC
     assert times[0] == "2026-03-01T00:15:00+00:00" and times[3] == "2026-03-01T04:05:00+00:00"
-    assert _rows(second) == [("machinery", "system", "system", "花子がメッセージの送信を取り消しました"),
-                             ("person", "user", "text", "おやすみ")]  # fmt: skip
-    assert second.active_messages[0].created_at.isoformat() == "2026-03-01T15:30:00+00:00"  # 午前0:30
+    assert _rows(second) == [
+        ("machinery", "system", "system", "花子がメッセージの送信を取り消しました"),
+        ("person", "user", "text", "おやすみ"),
+    ]
+    assert (
+        second.active_messages[0].created_at.isoformat() == "2026-03-01T15:30:00+00:00"
+    )  # 午前0:30
     assert [m.text for m in first.drafting_messages] == [first.active_messages[1].text]
     again, _ = _read(PHONE)
     assert [c.content_hash for c in again] == [c.content_hash for c in convs]
@@ -86,9 +97,10 @@ def test_pc_export_in_english_group_with_names_and_odd_dates(monkeypatch) -> Non
     assert impossible.unknown_types == {"date:unreadable": 1}
     late = by_day["2026-03-08"]  # "Sun, 03/08/2026": month first; 10:00 PM
     assert _rows(late) == [
-        ("machinery", "Hanako", "photo", "[Photo]"), ("machinery", "user", "sticker", "[Sticker]"),
+        ("machinery", "Hanako", "photo", "[Photo]"),
+        ("machinery", "user", "sticker", "[Sticker]"),
         ("person", "user", "text", "a plain line\nthat wraps without quotes"),
-    ]  # fmt: skip
+    ]
     assert late.active_messages[0].created_at.isoformat() == "2026-03-08T13:00:00+00:00"
     # in a group without names nobody is the person: everything is kept, nothing is drafted
     monkeypatch.delenv("PMEM_ME")
@@ -104,7 +116,9 @@ def test_no_header_lines_before_a_date_and_odd_times() -> None:
     [conv] = convs
     assert conv.title == "no-header 2026-03-10"
     assert [(m.text, m.created_at is None) for m in conv.active_messages] == [
-        ("after the date line", False), ("an odd time", True)]  # fmt: skip
+        ("after the date line", False),
+        ("an odd time", True),
+    ]
     assert conv.unknown_types == {"time:unreadable": 1}
 
 
@@ -116,8 +130,9 @@ def test_date_and_time_shapes() -> None:
     assert parse_date_line("Sun, 03/01/2026") == ("2026-03-01",)
     assert parse_date_line("2026/13/01(日)") == (None,)
     assert parse_date_line("9:15\t花子\tこんにちは") is None
-    assert [str(parse_time(t)) for t in ("9:15", "午後1:05", "午前12:10", "10:00 PM", "AM 7:05")] == [
-        "09:15:00", "13:05:00", "00:10:00", "22:00:00", "07:05:00"]  # fmt: skip
+    assert [
+        str(parse_time(t)) for t in ("9:15", "午後1:05", "午前12:10", "10:00 PM", "AM 7:05")
+    ] == ["09:15:00", "13:05:00", "00:10:00", "22:00:00", "07:05:00"]
     assert parse_time("25:99") is None
 
 
@@ -138,12 +153,21 @@ def test_import_ledger_show_and_forget_speaker(pmem_env, db, tmp_path: Path) -> 
     assert show.exit_code == 0, show.output
     assert "スライドはまだ半分" in show.stdout  # non-ASCII as it is
     messages = json.loads(show.stdout)["messages"]
-    assert [m["kind"] for m in messages] == ["other", "person", "machinery", "machinery", "other", "other"]
+    assert [m["kind"] for m in messages] == [
+        "other",
+        "person",
+        "machinery",
+        "machinery",
+        "other",
+        "other",
+    ]
     assert messages[1]["text"] == '10時からだよ\nスライドはまだ半分\n\n"がんばる"って言っておく'
     text = runner.invoke(app, ["ledger", "show", key])
     assert "[other] 花子" in text.stdout and "[person] user" in text.stdout
     with db.connection() as conn:
-        before = conn.execute("SELECT count(*) FROM message_search WHERE role = '花子'").fetchone()[0]
+        before = conn.execute("SELECT count(*) FROM message_search WHERE role = '花子'").fetchone()[
+            0
+        ]
     assert before == 3  # another speaker's words are searchable (stickers are not indexed)
 
     # pmem forget --speaker: their words and name leave the index and the ledger
@@ -153,28 +177,42 @@ def test_import_ledger_show_and_forget_speaker(pmem_env, db, tmp_path: Path) -> 
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["target"] == "speaker" and out["from_ledger"] is True and out["remaining"] == {}
-    assert out["counts"]["ledger_messages"] == 4 and "花子" not in result.stdout  # ids and counts only
+    assert (
+        out["counts"]["ledger_messages"] == 4 and "花子" not in result.stdout
+    )  # ids and counts only
     with db.connection() as conn:
         rows = conn.execute(
             """SELECT role, channel, convert_from(body, 'UTF8') FROM source_messages
                WHERE conversation_key LIKE %s ORDER BY conversation_key, position""",
-            (key.rsplit(":", 1)[0] + ":%",)).fetchall()  # fmt: skip
+            (key.rsplit(":", 1)[0] + ":%",),
+        ).fetchall()
         indexed = conn.execute(
             "SELECT count(*) FROM message_search WHERE role NOT IN ('user', 'Hanako', 'Notice Bot', 'Jiro')"
         ).fetchone()[0]
-    theirs = [(role, text) for role, ch, text in rows if ch == "other" or (ch == "machinery" and role != "system")
-              and role != "user"]  # fmt: skip
+    theirs = [
+        (role, text)
+        for role, ch, text in rows
+        if ch == "other" or (ch == "machinery" and role != "system") and role != "user"
+    ]
     assert theirs == [("[REDACTED:forgotten]", "[REDACTED:forgotten]")] * 4
     assert [(role, text) for role, ch, text in rows if ch == "person"][0] == (
-        "user", '10時からだよ\nスライドはまだ半分\n\n"がんばる"って言っておく')  # the person's words stay  # fmt: skip
+        "user",
+        '10時からだよ\nスライドはまだ半分\n\n"がんばる"って言っておく',
+    )  # the person's words stay
     assert indexed == 0
     # the same export again changes nothing; a later export's new message of theirs arrives erased
     again = runner.invoke(app, ["import", str(chats), "--me", "太郎,Taro", "--no-embed", "--json"])
     assert json.loads(again.stdout.strip().splitlines()[-1])["conversations"]["changed"] == 0
     later = tmp_path / "later.txt"
-    later.write_text("[LINE] 花子とのトーク履歴\n\n2026/04/01(水)\n9:00\t花子\tまた会おうね\n", encoding="utf-8")
+    later.write_text(
+        "[LINE] 花子とのトーク履歴\n\n2026/04/01(水)\n9:00\t花子\tまた会おうね\n", encoding="utf-8"
+    )
     assert runner.invoke(app, ["import", str(later), "--me", "太郎", "--no-embed"]).exit_code == 0
     with db.connection() as conn:
-        texts = [bytes(b).decode() for (b,) in conn.execute(
-            "SELECT body FROM source_messages WHERE conversation_key LIKE 'line:%%:2026-04-01'")]  # fmt: skip
+        texts = [
+            bytes(b).decode()
+            for (b,) in conn.execute(
+                "SELECT body FROM source_messages WHERE conversation_key LIKE 'line:%%:2026-04-01'"
+            )
+        ]
     assert texts == ["[REDACTED:forgotten]"]

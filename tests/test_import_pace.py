@@ -25,7 +25,8 @@ TEXTS = [
     "ｻｰﾊﾞの設定を変えた。 And the English part, with decisions.",
     "only ascii",
     "",
-    (JA + " Some English in between. " + "データベースの移行を見直しました。\n") * 800,  # > 20k chars
+    (JA + " Some English in between. " + "データベースの移行を見直しました。\n")
+    * 800,  # > 20k chars
 ]
 
 
@@ -45,15 +46,21 @@ def test_the_import_pass_and_the_later_forms_make_the_one_pass_tokens() -> None:
 def _export(tmp_path: Path) -> Path:
     convs = [
         one_conversation("c1", "移行", [("user", JA), ("assistant", "見積もりを比べました。")]),
-        one_conversation("c2", "english", [("user", "Which laptops did I compare?"), ("assistant", "Three.")]),
-        one_conversation("c3", "混在", [("user", "ｻｰﾊﾞを決めた"), ("assistant", "はい、決めました。")]),
+        one_conversation(
+            "c2", "english", [("user", "Which laptops did I compare?"), ("assistant", "Three.")]
+        ),
+        one_conversation(
+            "c3", "混在", [("user", "ｻｰﾊﾞを決めた"), ("assistant", "はい、決めました。")]
+        ),
     ]
     return chatgpt_export(tmp_path / "conversations.json", convs)
 
 
 def _tokens(db) -> dict[str, set[str]]:
     with db.connection() as conn:
-        rows = conn.execute("SELECT message_key, text, tsvector_to_array(tokens) FROM message_search").fetchall()
+        rows = conn.execute(
+            "SELECT message_key, text, tsvector_to_array(tokens) FROM message_search"
+        ).fetchall()
     return {k: set(toks) for k, _, toks in rows} | {f"text:{k}": {t} for k, t, _ in rows}
 
 
@@ -93,7 +100,9 @@ def test_forms_are_a_resumable_later_stage(db, tmp_path: Path) -> None:
     assert any("決める" in toks for toks in after.values())
 
 
-def test_no_embed_leaves_the_forms_and_the_default_import_adds_them(pmem_env, tmp_path: Path, monkeypatch) -> None:
+def test_no_embed_leaves_the_forms_and_the_default_import_adds_them(
+    pmem_env, tmp_path: Path, monkeypatch
+) -> None:
     from typer.testing import CliRunner
 
     from cli.main import app
@@ -148,14 +157,18 @@ def test_a_batch_stores_its_index_rows_in_its_own_transaction(db, monkeypatch) -
     convs, first, indexed, queued = counts()
     assert convs == 2 and indexed == first > 0 and queued == 0  # the first batch, whole
     monkeypatch.setattr(sl, "_copy_index", real)
-    stats = run_import(Ledger(db), "chatgpt", str(SUBSET), batch_conversations=2, index_messages=True)
+    stats = run_import(
+        Ledger(db), "chatgpt", str(SUBSET), batch_conversations=2, index_messages=True
+    )
     assert (stats["conversations_unchanged"], stats["conversations_new"]) == (2, 4)
     convs, messages, indexed, queued = counts()
     assert convs == 6 and indexed == messages > 50 and queued == 0
     assert stats["indexed_messages"] == messages - first  # all of them stored with their batches
 
 
-def test_a_huge_clean_text_is_copied_into_the_index_by_the_server(db, tmp_path: Path, monkeypatch) -> None:
+def test_a_huge_clean_text_is_copied_into_the_index_by_the_server(
+    db, tmp_path: Path, monkeypatch
+) -> None:
     """A huge message's text is not sent twice: the server copies it from the ledger's body when
     it is clean (valid UTF-8, no NUL); one with a NUL or a lone surrogate goes through the client,
     sanitized. Either way the index holds what recall shows."""
@@ -167,7 +180,9 @@ def test_a_huge_clean_text_is_copied_into_the_index_by_the_server(db, tmp_path: 
     monkeypatch.setenv("PMEM_INDEX_WORKERS", "0")
     clean, odd = "長い本文です。" * 5 + " and more", "NUL\x00 here and a lone \ud800 surrogate too"
     path = tmp_path / "conversations.json"
-    path.write_text(json.dumps([one_conversation("h1", "huge", [("user", clean), ("assistant", odd)])]))
+    path.write_text(
+        json.dumps([one_conversation("h1", "huge", [("user", clean), ("assistant", odd)])])
+    )
     stats = run_import(Ledger(db), "chatgpt", str(path), index_messages=True)
     assert stats["indexed_messages"] == 2
     with db.connection() as conn:
@@ -187,23 +202,40 @@ def test_the_batch_queues_only_what_it_did_not_index(db) -> None:
     from store.search import SearchStore
 
     def msg(conv: str, n: int, role: str, channel: Channel, text: str) -> Message:
-        return Message(key=f"line:{conv}:{n}", node_id=str(n), role=role, channel=channel,
-                       content_type="text", text=text, position=n)  # fmt: skip
+        return Message(
+            key=f"line:{conv}:{n}",
+            node_id=str(n),
+            role=role,
+            channel=channel,
+            content_type="text",
+            text=text,
+            position=n,
+        )
 
     conv = Conversation(
-        key="line:c1", source="line", external_id="c1", title="t",
-        messages=[msg("c1", 0, "user", Channel.PERSON, "tokens given"),
-                  msg("c1", 1, "assistant", Channel.ASSISTANT, "no tokens for this one"),
-                  msg("c1", 2, "friend", Channel.OTHER, "another speaker"),
-                  msg("c1", 3, "tool", Channel.TOOL, "never indexed")],
+        key="line:c1",
+        source="line",
+        external_id="c1",
+        title="t",
+        messages=[
+            msg("c1", 0, "user", Channel.PERSON, "tokens given"),
+            msg("c1", 1, "assistant", Channel.ASSISTANT, "no tokens for this one"),
+            msg("c1", 2, "friend", Channel.OTHER, "another speaker"),
+            msg("c1", 3, "tool", Channel.TOOL, "never indexed"),
+        ],
         provenance=Provenance(file="x", position=0),
-    )  # fmt: skip
+    )
     index = BatchIndex(lambda: {"line:c1:0": (tsvector_literal(["tokens", "given"]), False)})
     ledger = Ledger(db)
-    ledger.write_batch([conv], ledger.start_import("line", "x"),
-                       lambda c: PrefilterDecision(conversation_key=c.key, content_hash="h", keep=True,
-                                                   reason="keep", rule_version="r"),
-                       "r", index=index)  # fmt: skip
+    ledger.write_batch(
+        [conv],
+        ledger.start_import("line", "x"),
+        lambda c: PrefilterDecision(
+            conversation_key=c.key, content_hash="h", keep=True, reason="keep", rule_version="r"
+        ),
+        "r",
+        index=index,
+    )
     assert index.written == 1
     with db.connection() as conn:
         indexed = {r[0] for r in conn.execute("SELECT message_key FROM message_search")}
@@ -215,7 +247,9 @@ def test_the_batch_queues_only_what_it_did_not_index(db) -> None:
                SELECT 'line:c1:9', conversation_key, '9', 'user', 'person', 'text', 'late'::bytea,
                       'h9', 9, true, import_id FROM source_messages WHERE message_key = 'line:c1:0'"""
         )
-        late = conn.execute("SELECT count(*) FROM message_search_pending WHERE message_key = 'line:c1:9'").fetchone()
+        late = conn.execute(
+            "SELECT count(*) FROM message_search_pending WHERE message_key = 'line:c1:9'"
+        ).fetchone()
     assert indexed == {"line:c1:0"}
     assert queued == {"line:c1:1", "line:c1:2"}
     assert late == (1,)

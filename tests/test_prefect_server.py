@@ -34,15 +34,26 @@ def managed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 def _dead_pid() -> int:
-    out = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     pid = int(out.stdout)
     assert not ps.process_alive(pid)
     return pid
 
 
 def _pmem(env: dict[str, str], *args: str) -> dict:
-    out = subprocess.run([sys.executable, "-m", "cli.main", *args], env=env, cwd=PROJECT, capture_output=True,
-                         text=True, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        env=env,
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -84,17 +95,23 @@ def test_stale_pid_file_and_a_taken_port_start_a_fresh_server(managed: Settings)
         squatter.listen()
         taken = squatter.getsockname()[1]
         # a server that was killed: its pid is gone, and someone else now listens on its port
-        (home / ps.STATE_FILE).write_text(json.dumps({"pid": dead, "port": taken, "start_ticks": 1}))
+        (home / ps.STATE_FILE).write_text(
+            json.dumps({"pid": dead, "port": taken, "start_ticks": 1})
+        )
         assert not ps.server_status(managed).running
         assert not ps.port_free(taken)
         url = ps.ensure_server(managed)
     info = ps.server_status(managed)
     assert info.running and info.pid != dead and info.port != taken and url == ps.api_url(info.port)
-    assert json.loads((home / ps.STATE_FILE).read_text())["port"] == info.port  # the new port is remembered
+    assert (
+        json.loads((home / ps.STATE_FILE).read_text())["port"] == info.port
+    )  # the new port is remembered
     assert ps.stop_server(managed)
 
 
-def test_external_api_url_is_used_and_nothing_is_managed(managed: Settings, monkeypatch: pytest.MonkeyPatch):
+def test_external_api_url_is_used_and_nothing_is_managed(
+    managed: Settings, monkeypatch: pytest.MonkeyPatch
+):
     monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
     assert ps.ensure_server(managed) == "http://127.0.0.1:9/api"
     assert not (managed.prefect_home / ps.STATE_FILE).exists()
@@ -105,7 +122,10 @@ def test_external_api_url_is_used_and_nothing_is_managed(managed: Settings, monk
 @pytest.mark.parametrize(
     ("env", "expected"),
     [
-        ({"PREFECT_API_URL": "http://127.0.0.1:9/api"}, "http://127.0.0.1:9/api"),  # yours: used as is
+        (
+            {"PREFECT_API_URL": "http://127.0.0.1:9/api"},
+            "http://127.0.0.1:9/api",
+        ),  # yours: used as is
         ({"PMEM_PREFECT": "ephemeral"}, None),  # opt-out: Prefect's temporary server
         ({}, "http://managed.invalid/api"),  # default: the managed server
     ],
@@ -113,8 +133,13 @@ def test_external_api_url_is_used_and_nothing_is_managed(managed: Settings, monk
 def test_cli_points_prefect_at_the_managed_server(managed, monkeypatch, env, expected):
     from cli.backfill_cmds import _prefect_env
 
-    for k in ("PREFECT_API_URL", "PMEM_PREFECT", "PREFECT_HOME", "PREFECT_LOGGING_LEVEL",
-              "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"):  # fmt: skip
+    for k in (
+        "PREFECT_API_URL",
+        "PMEM_PREFECT",
+        "PREFECT_HOME",
+        "PREFECT_LOGGING_LEVEL",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS",
+    ):
         monkeypatch.delenv(k, raising=False)  # restored after the test
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -164,22 +189,31 @@ def test_runs_a_kill_left_running_are_marked_crashed(pmem_env, prefect_api):
     settings = Settings()
     env = {**os.environ, **pmem_env, "PREFECT_API_URL": prefect_api}
     env.pop("PREFECT_HOME", None)
-    out = subprocess.run([sys.executable, "-c", KILLED_RUN], env=env, cwd=PROJECT, capture_output=True, text=True,
-                         timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", KILLED_RUN],
+        env=env,
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == -9 and "RUNNING" in out.stdout, out.stderr[-2000:]
 
     with get_client(sync_client=True) as client:
         mine = FlowRunFilter(tags=FlowRunFilterTags(all_=[ps.data_tag(settings)]))
         [killed] = client.read_flow_runs(flow_run_filter=mine)
-        assert killed.state_type == StateType.RUNNING  # what Prefect does on its own: RUNNING forever
+        assert (
+            killed.state_type == StateType.RUNNING
+        )  # what Prefect does on its own: RUNNING forever
         # a run of a live process (this one) and an excluded run (the current one) stay as they are
         alive = client.create_flow_run(
             flow=_backfill_flow(), tags=[ps.data_tag(settings), ps.proc_tag()], state=Running()
-        )  # fmt: skip
+        )
         current = client.create_flow_run(
-            flow=_backfill_flow(), tags=[ps.data_tag(settings), f"{ps.PROC_TAG}{ps._host_id()}:{_dead_pid()}:1"],
+            flow=_backfill_flow(),
+            tags=[ps.data_tag(settings), f"{ps.PROC_TAG}{ps._host_id()}:{_dead_pid()}:1"],
             state=Running(),
-        )  # fmt: skip
+        )
 
     crashed = ps.mark_crashed_runs(settings, exclude={str(current.id)})
     assert crashed == [str(killed.id)]
@@ -187,7 +221,11 @@ def test_runs_a_kill_left_running_are_marked_crashed(pmem_env, prefect_api):
     with get_client(sync_client=True) as client:
         assert client.read_flow_run(killed.id).state_type == StateType.CRASHED
         # task states travel as events and a kill -9 may lose them; any that arrived are not RUNNING
-        assert all(t.state_type != StateType.RUNNING for t in client.read_task_runs() if t.flow_run_id == killed.id)
+        assert all(
+            t.state_type != StateType.RUNNING
+            for t in client.read_task_runs()
+            if t.flow_run_id == killed.id
+        )
         assert client.read_flow_run(alive.id).state_type == StateType.RUNNING
         assert client.read_flow_run(current.id).state_type == StateType.RUNNING
     assert ps.mark_crashed_runs(settings, exclude={str(current.id)}) == []  # idempotent

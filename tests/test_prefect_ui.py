@@ -21,9 +21,17 @@ from tests.conftest import PROJECT
 DEMO = PROJECT / "examples" / "demo" / "conversations.json"
 
 
-def _pmem(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], env=env, cwd=PROJECT, capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
+def _pmem(
+    env: dict[str, str], *args: str, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        env=env,
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_ui_is_pointed_at_itself_and_lists_the_run_under_its_pmem_run_id(pmem_env, monkeypatch):
@@ -31,7 +39,12 @@ def test_ui_is_pointed_at_itself_and_lists_the_run_under_its_pmem_run_id(pmem_en
     # module on this worker may have set PREFECT_API_URL through the prefect_api fixture)
     monkeypatch.delenv("PREFECT_API_URL", raising=False)
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "PREFECT_HOME")}
-    env.update(pmem_env, PMEM_COMMIT_BUDGET="1/600s", PMEM_MAX_WAIT_SECONDS="1", PMEM_PREFECT_STARTUP_TIMEOUT="600")
+    env.update(
+        pmem_env,
+        PMEM_COMMIT_BUDGET="1/600s",
+        PMEM_MAX_WAIT_SECONDS="1",
+        PMEM_PREFECT_STARTUP_TIMEOUT="600",
+    )
     settings = Settings()
     try:
         out = _pmem(env, "backfill", "--source", "chatgpt", "--export", str(DEMO), "--json")
@@ -51,7 +64,9 @@ def test_ui_is_pointed_at_itself_and_lists_the_run_under_its_pmem_run_id(pmem_en
         assert status.stdout.splitlines()[0] == f"Prefect UI: {ui}"
         assert f"data dir: {settings.data_dir}" in status.stdout
         assert str(settings.prefect_home / ps.AUTH_FILE) in status.stdout  # how to log in
-        as_json = json.loads(_pmem(env, "prefect", "status", "--json").stdout.strip().splitlines()[-1])
+        as_json = json.loads(
+            _pmem(env, "prefect", "status", "--json").stdout.strip().splitlines()[-1]
+        )
         assert as_json["ui_url"] == ui and as_json["data_dir"] == str(settings.data_dir)
 
         # the summary links the flow run; the run's page is on this server's UI
@@ -64,11 +79,22 @@ def test_ui_is_pointed_at_itself_and_lists_the_run_under_its_pmem_run_id(pmem_en
         assert ui_settings["auth"] == "BASIC"
         # then the runs list, with the password the UI asks for
         auth = base64.b64encode(ps.auth_string(settings).encode()).decode()
-        runs = httpx.post(f"{ui_settings['api_url']}/flow_runs/filter", json={"limit": 50}, timeout=30,
-                          headers={"Authorization": f"Basic {auth}"}).json()  # fmt: skip
+        runs = httpx.post(
+            f"{ui_settings['api_url']}/flow_runs/filter",
+            json={"limit": 50},
+            timeout=30,
+            headers={"Authorization": f"Basic {auth}"},
+        ).json()
         [run] = [r for r in runs if r["name"] == run_id]
-        assert {"source:chatgpt", "export:conversations.json", ps.data_tag(settings)} <= set(run["tags"])
+        assert {"source:chatgpt", "export:conversations.json", ps.data_tag(settings)} <= set(
+            run["tags"]
+        )
         assert summary["flow_run_url"].endswith(run["id"]) and run["state_type"] == "COMPLETED"
-        assert httpx.post(f"{ui_settings['api_url']}/flow_runs/filter", json={}, timeout=30).status_code == 401
+        assert (
+            httpx.post(
+                f"{ui_settings['api_url']}/flow_runs/filter", json={}, timeout=30
+            ).status_code
+            == 401
+        )
     finally:
         ps.stop_server(settings)

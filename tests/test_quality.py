@@ -24,8 +24,17 @@ from tests.conftest import PROJECT
 DEMO = PROJECT / "examples" / "demo" / "conversations.json"
 
 # titles of the demo memories (made by the extractive drafter from the conversation titles)
-MOVE, BUDGET, ENGLISH = "引っ越し先を決める", "家計簿アプリの選定: データベースに PostgreSQL を選んだ理由", "英語学習の方法"
-LAPTOP, JOB, FLY, BACKUP = "Choosing a new laptop", "転職の判断", "Moving side project from Heroku to Fly.io", "自宅のバックアップ方法を決める"
+MOVE, BUDGET, ENGLISH = (
+    "引っ越し先を決める",
+    "家計簿アプリの選定: データベースに PostgreSQL を選んだ理由",
+    "英語学習の方法",
+)
+LAPTOP, JOB, FLY, BACKUP = (
+    "Choosing a new laptop",
+    "転職の判断",
+    "Moving side project from Heroku to Fly.io",
+    "自宅のバックアップ方法を決める",
+)
 
 QUESTIONS: dict[str, list[tuple[str, str]]] = {
     "japanese": [
@@ -59,7 +68,12 @@ TIME_SCOPED: list[tuple[str, str, str | None, str]] = [
     ("先週の水曜の午後に何を決めた？", "2025-01-29T12:00:00+00:00", "UTC", JOB),
     ("what did I decide last Tuesday morning?", "2024-11-01T12:00:00+00:00", "UTC", LAPTOP),
     ("先週の土曜に何を決めた？", "2024-03-01T12:00:00+09:00", "Asia/Tokyo", MOVE),
-    ("去年の夏に英語の勉強について何を話した？", "2025-03-01T12:00:00+09:00", "Asia/Tokyo", ENGLISH),
+    (
+        "去年の夏に英語の勉強について何を話した？",
+        "2025-03-01T12:00:00+09:00",
+        "Asia/Tokyo",
+        ENGLISH,
+    ),
     ("2024年5月 バックアップ", "2025-01-01T00:00:00+09:00", "Asia/Tokyo", BUDGET),
     ("last April hosting costs", "2025-06-01T00:00:00+00:00", "UTC", FLY),
     ("半年前に何を決めた？", "2025-02-10T00:00:00+09:00", "Asia/Tokyo", ENGLISH),
@@ -69,14 +83,34 @@ TIME_SCOPED: list[tuple[str, str, str | None, str]] = [
 R_AT_5 = {"japanese": 1.0, "english": 1.0, "cross_lingual": 5 / 6, "time_scoped": 1.0}
 
 DISTRACTORS = [
-    ("decision", "データベースのインデックス設計", "検索が遅いテーブルに複合インデックスを追加することにした。"),
-    ("decision", "MySQL のレプリケーション設定", "本番の MySQL に読み取り専用のレプリカを追加した。"),
-    ("decision", "Choosing a laptop stand", "Bought an adjustable aluminium stand for the home office."),
+    (
+        "decision",
+        "データベースのインデックス設計",
+        "検索が遅いテーブルに複合インデックスを追加することにした。",
+    ),
+    (
+        "decision",
+        "MySQL のレプリケーション設定",
+        "本番の MySQL に読み取り専用のレプリカを追加した。",
+    ),
+    (
+        "decision",
+        "Choosing a laptop stand",
+        "Bought an adjustable aluminium stand for the home office.",
+    ),
     ("decision", "Moving the office plants", "Moved the plants to the south-facing window."),
-    ("decision", "英会話カフェに行った感想", "近所の英会話カフェは雰囲気がよかったが、毎週は通わない。"),
+    (
+        "decision",
+        "英会話カフェに行った感想",
+        "近所の英会話カフェは雰囲気がよかったが、毎週は通わない。",
+    ),
     ("decision", "沖縄旅行の計画", "6月に那覇と石垣島を回る4泊5日の旅行にした。"),
     ("decision", "Kubernetes クラスタの監視", "Prometheus と Grafana で監視することにした。"),
-    ("decision", "Terraform state backend", "Moved the Terraform state to an S3 bucket with locking."),
+    (
+        "decision",
+        "Terraform state backend",
+        "Moved the Terraform state to an S3 bucket with locking.",
+    ),
     ("decision", "ランニングシューズを選ぶ", "クッション性の高いシューズを買った。"),
     ("decision", "Choosing a road bike", "Went with an endurance frame and 32 mm tyres."),
     ("decision", "確定申告のやり方", "今年から e-Tax で申告することにした。"),
@@ -142,8 +176,15 @@ def test_question_set_recall_at_5(pmem_env, db, usem3):
     assert summary["indexed"]["memories"] == 7 and summary["indexed"]["messages"] > 30
     store = MemoryStore(db)
     for i, (kind, title, summary_text) in enumerate(DISTRACTORS):
-        store.commit(CommitRequest(kind=kind, title=title, canonical_summary=summary_text,
-                                   index_summary=summary_text, idempotency_key=f"distractor-{i}"))  # fmt: skip
+        store.commit(
+            CommitRequest(
+                kind=kind,
+                title=title,
+                canonical_summary=summary_text,
+                index_summary=summary_text,
+                idempotency_key=f"distractor-{i}",
+            )
+        )
     svc = MemoryService(db, embedder=usem3)
     stats = svc.reindex()
     assert stats is not None and stats.memories == len(DISTRACTORS) and stats.messages == 0
@@ -162,7 +203,9 @@ def test_question_set_recall_at_5(pmem_env, db, usem3):
         assert result.range is not None, q
         ranked_convs.append([h.conversation_title or "" for h in result.hits])
     scores["time_scoped"] = recall_at_5(ranked_convs, [e for *_, e in TIME_SCOPED])
-    misses["time_scoped"] = [q for (q, *_, e), r in zip(TIME_SCOPED, ranked_convs, strict=True) if e not in r[:5]]
+    misses["time_scoped"] = [
+        q for (q, *_, e), r in zip(TIME_SCOPED, ranked_convs, strict=True) if e not in r[:5]
+    ]
 
     report = {k: (round(v, 3), misses[k]) for k, v in scores.items()}
     for kind, floor in R_AT_5.items():

@@ -44,12 +44,20 @@ def test_english_stop_words_go_and_stems_match_as_prefixes():
     assert terms["deciding"].lexemes == ("decid",) and terms["deciding"].prefix == (True,)
     assert terms["laptops"].lexemes == ("laptop",)
     postgres = content_terms("Postgres")[0]
-    assert rank.matches(postgres.lexemes, postgres.prefix, set(index_tokens("We moved to PostgreSQL")))
+    assert rank.matches(
+        postgres.lexemes, postgres.prefix, set(index_tokens("We moved to PostgreSQL"))
+    )
     assert "decid" in index_tokens("I decided to stay")  # the stem is indexed beside the word
 
 
 def test_mixed_language_terms():
-    assert set(words("yamalogのDB、SQLiteからPostgresに移したのってなんでだっけ")) >= {"yamalog", "db", "sqlite", "postgres", "移し"}
+    assert set(words("yamalogのDB、SQLiteからPostgresに移したのってなんでだっけ")) >= {
+        "yamalog",
+        "db",
+        "sqlite",
+        "postgres",
+        "移し",
+    }
 
 
 def test_focus_tells_the_person_from_the_assistant():
@@ -84,7 +92,10 @@ def test_decision_questions():
 def test_understand_takes_the_time_expression_out():
     q = understand("What did I make for Sunday meal prep in February last year?", NOW)
     assert q.time is not None and q.time.matched == "in February last year"
-    assert (q.time.start.isoformat(), q.time.end.isoformat()) == ("2024-02-01T00:00:00+09:00", "2024-03-01T00:00:00+09:00")
+    assert (q.time.start.isoformat(), q.time.end.isoformat()) == (
+        "2024-02-01T00:00:00+09:00",
+        "2024-03-01T00:00:00+09:00",
+    )
     assert set(q.words) == {"sunday", "meal", "prep"} and "february" not in q.vector_text.lower()
     only_time = understand("先週", NOW)
     assert only_time.time is not None and only_time.terms == ()
@@ -95,8 +106,13 @@ def test_idf_bm25_and_fusion():
     assert rank.idf(1000, 1) > rank.idf(1000, 100) > rank.idf(1000, 900) > 0
     assert rank.bm25([2.0], 10, 20.0) > rank.bm25([2.0], 40, 20.0)  # shorter message, same terms
     assert rank.bm25([2.0, 1.0], 20, 20.0) > rank.bm25([2.0], 20, 20.0)  # more terms covered
-    fused = rank.fuse({"lexical": ["a", "b"], "vector": ["b", "c"]}, {"lexical": 1.0, "vector": 0.5})
-    assert [f.key for f in fused] == ["b", "a", "c"] and fused[0].ranks == {"lexical": 2, "vector": 1}
+    fused = rank.fuse(
+        {"lexical": ["a", "b"], "vector": ["b", "c"]}, {"lexical": 1.0, "vector": 0.5}
+    )
+    assert [f.key for f in fused] == ["b", "a", "c"] and fused[0].ranks == {
+        "lexical": 2,
+        "vector": 1,
+    }
     assert rank.matched_terms(content_terms("燕岳の山小屋"), "燕岳 小屋泊") == [0, 1]
 
 

@@ -57,7 +57,11 @@ def at(text: str) -> datetime:
 
 def test_japanese_time_expression_filters_first(service):
     r = service.recall("先週の水曜の午後に何を決めた？", now=at("2025-01-29T12:00+00:00"))
-    assert r.range == {"start": "2025-01-22T12:00:00+00:00", "end": "2025-01-22T18:00:00+00:00", "matched": "先週の水曜の午後"}
+    assert r.range == {
+        "start": "2025-01-22T12:00:00+00:00",
+        "end": "2025-01-22T18:00:00+00:00",
+        "matched": "先週の水曜の午後",
+    }
     assert r.terms == "決め" and r.in_range == 4 and r.focus == "person"
     assert "転職することに決めました" in r.hits[0].text  # the person's decision ranks first
     assert r.vectors and not r.vector_fallback  # vectors are fused, never a fallback
@@ -77,10 +81,14 @@ def test_english_expression_and_stemmed_words(service):
 def test_calendar_is_the_reference_offset_unless_pmem_tz(db, usem3):
     import_demo(db)
     # 2024-02-24 02:14 UTC is Saturday 11:14 in Tokyo: "this morning" only in the Tokyo calendar
-    tokyo = MemoryService(db, embedder=None, tz=None).recall("今朝 蒲田", now=at(f"2024-02-24T12:00{JST}"))
+    tokyo = MemoryService(db, embedder=None, tz=None).recall(
+        "今朝 蒲田", now=at(f"2024-02-24T12:00{JST}")
+    )
     assert any("蒲田にすることに決めました" in h.text for h in tokyo.hits)
     assert tokyo.range["start"] == f"2024-02-24T05:00:00{JST}"
-    utc = MemoryService(db, embedder=None, tz="UTC").recall("今朝 蒲田", now=at(f"2024-02-24T12:00{JST}"))
+    utc = MemoryService(db, embedder=None, tz="UTC").recall(
+        "今朝 蒲田", now=at(f"2024-02-24T12:00{JST}")
+    )
     assert utc.range["start"] == "2024-02-24T05:00:00+00:00" and utc.hits == []
 
 
@@ -95,18 +103,27 @@ def test_vectors_are_fused_and_the_lists_are_named(service):
     # "英語 勉強 話した" shares few bigrams with the summer-2024 messages: the vectors find them
     r = service.recall("去年の夏に英語の勉強について何を話した？", now=at("2025-03-01T12:00+00:00"))
     assert r.vectors and r.without_vectors == 0
-    assert all(at("2024-06-01T00:00+00:00") <= h.created_at < at("2024-09-01T00:00+00:00") for h in r.hits)
+    assert all(
+        at("2024-06-01T00:00+00:00") <= h.created_at < at("2024-09-01T00:00+00:00") for h in r.hits
+    )
     assert any("シャドーイング" in h.text and "vector" in h.lists for h in r.hits[:3])
     # terms are OR-ed and ranked, never all required: a question with extra words still finds
-    many = service.recall("Fly.io costs and why we moved away from Heroku, what was the plan", now=at("2025-06-01T00:00+00:00"))
+    many = service.recall(
+        "Fly.io costs and why we moved away from Heroku, what was the plan",
+        now=at("2025-06-01T00:00+00:00"),
+    )
     assert many.range is None and many.hits
     assert many.hits[0].conversation_title == "Moving side project from Heroku to Fly.io"
 
 
 def test_lexical_only_without_a_local_embedder(db, service):
     lexical_only = MemoryService(db, embedder=None, tz="UTC")
-    r = lexical_only.recall("去年の夏に英語の勉強について何を話した？", now=at("2025-03-01T12:00+00:00"))
-    assert not r.vectors and r.without_vectors is None and all("vector" not in h.lists for h in r.hits)
+    r = lexical_only.recall(
+        "去年の夏に英語の勉強について何を話した？", now=at("2025-03-01T12:00+00:00")
+    )
+    assert (
+        not r.vectors and r.without_vectors is None and all("vector" not in h.lists for h in r.hits)
+    )
 
 
 def test_messages_without_vectors_are_counted(db, usem3):
@@ -118,20 +135,34 @@ def test_messages_without_vectors_are_counted(db, usem3):
 
 
 def test_nothing_relevant_returns_no_padding(service):
-    for q in ("量子コンピュータの誤り訂正符号について何を話した？", "What did I say about the volcano eruption in Iceland?"):
+    for q in (
+        "量子コンピュータの誤り訂正符号について何を話した？",
+        "What did I say about the volcano eruption in Iceland?",
+    ):
         r = service.recall(q, now=at("2025-06-01T00:00+00:00"))
         assert r.hits == [], (q, [h.text[:40] for h in r.hits])
 
 
 def _conversation(key: str, text: str, when: datetime) -> Conversation:
     msg = Message(
-        key=f"chatgpt:{key}:n1", node_id="n1", role="user", channel=Channel.PERSON,
-        content_type="text", text=text, created_at=when, position=0,
-    )  # fmt: skip
+        key=f"chatgpt:{key}:n1",
+        node_id="n1",
+        role="user",
+        channel=Channel.PERSON,
+        content_type="text",
+        text=text,
+        created_at=when,
+        position=0,
+    )
     return Conversation(
-        key=f"chatgpt:{key}", source="chatgpt", external_id=key, title="secret test",
-        created_at=when, messages=[msg], provenance=Provenance(file="synthetic", position=0),
-    )  # fmt: skip
+        key=f"chatgpt:{key}",
+        source="chatgpt",
+        external_id=key,
+        title="secret test",
+        created_at=when,
+        messages=[msg],
+        provenance=Provenance(file="synthetic", position=0),
+    )
 
 
 def test_secrets_are_redacted_and_odd_bytes_sanitised(db):
@@ -170,16 +201,36 @@ def test_cli_recall_json(db_url, pmem_env, db, tmp_path: Path):
     import_demo(db)
     env = dict(pmem_env, PMEM_EMBEDDER="none", PMEM_TZ="Asia/Tokyo")
     out = subprocess.run(
-        [sys.executable, "-m", "cli.main", "recall", "先週の土曜に何を決めた？", "--json",
-         "--now", "2024-03-01T12:00"],
-        env=dict(__import__("os").environ, **env), cwd=PROJECT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "recall",
+            "先週の土曜に何を決めた？",
+            "--json",
+            "--now",
+            "2024-03-01T12:00",
+        ],
+        env=dict(__import__("os").environ, **env),
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     body = json.loads(out.stdout.strip().splitlines()[-1])
     assert set(body) >= {"hits", "range", "without_vectors"}
     assert body["range"]["start"] == "2024-02-24T00:00:00+09:00" and body["vectors"] is False
     hit = body["hits"][0]
-    assert set(hit) >= {"conversation_key", "message_key", "role", "created_at", "text", "rank", "lists"}
+    assert set(hit) >= {
+        "conversation_key",
+        "message_key",
+        "role",
+        "created_at",
+        "text",
+        "rank",
+        "lists",
+    }
     assert hit["rank"] == 1
     assert "蒲田にすることに決めました" in hit["text"] and hit["created_at"].endswith("+09:00")
 
@@ -197,7 +248,9 @@ def test_a_long_message_is_indexed_and_embedded_in_passages(db, db_url, usem3):
         passages = conn.execute("SELECT count(*) FROM message_passage_embeddings").fetchone()[0]
     assert passages > 50  # one vector per passage beyond the first
     r = svc.recall("引っ越し先は国立", now=at("2025-06-01T00:00+00:00"))
-    assert r.hits and r.hits[0].message_key == "chatgpt:long:n1"  # words past the first 60k characters
+    assert (
+        r.hits and r.hits[0].message_key == "chatgpt:long:n1"
+    )  # words past the first 60k characters
 
 
 def test_an_older_index_is_re_tokenised(db, db_url):
@@ -214,39 +267,72 @@ def test_an_older_index_is_re_tokenised(db, db_url):
 def _branched(when: datetime) -> Conversation:
     """A ChatGPT conversation whose second turn was regenerated: the first answer is a branch
     that was not taken."""
+
     def msg(node: str, role: str, text: str, pos: int, on_path: bool = True) -> Message:
         return Message(
-            key=f"chatgpt:br1:{node}", node_id=node, role=role,
-            channel=Channel.PERSON if role == "user" else Channel.ASSISTANT, content_type="text",
-            text=text, created_at=when, position=pos if on_path else -1, on_active_path=on_path,
-        )  # fmt: skip
+            key=f"chatgpt:br1:{node}",
+            node_id=node,
+            role=role,
+            channel=Channel.PERSON if role == "user" else Channel.ASSISTANT,
+            content_type="text",
+            text=text,
+            created_at=when,
+            position=pos if on_path else -1,
+            on_active_path=on_path,
+        )
 
     return Conversation(
-        key="chatgpt:br1", source="chatgpt", external_id="br1", title="週末の温泉旅行",
-        created_at=when, provenance=Provenance(file="synthetic", position=0),
+        key="chatgpt:br1",
+        source="chatgpt",
+        external_id="br1",
+        title="週末の温泉旅行",
+        created_at=when,
+        provenance=Provenance(file="synthetic", position=0),
         messages=[
             msg("n1", "user", "週末の温泉旅行、箱根と草津で迷ってる。", 0),
-            msg("n2", "assistant", "温泉旅行なら草津をおすすめします（湯畑が有名です）。", 1, on_path=False),
+            msg(
+                "n2",
+                "assistant",
+                "温泉旅行なら草津をおすすめします（湯畑が有名です）。",
+                1,
+                on_path=False,
+            ),
             msg("n3", "assistant", "温泉旅行なら箱根が近くて便利です。", 1),
         ],
-    )  # fmt: skip
+    )
 
 
 def test_cli_recall_skips_branches_names_where_a_hit_went_and_show_opens_keys(db, store, pmem_env):
     from core.models import CommitRequest, EvidenceIn
 
     ledger = Ledger(db)
-    ledger.upsert(_branched(datetime(2025, 5, 10, 9, 0, tzinfo=UTC)), ledger.start_import("chatgpt", "synthetic"))
-    mem = store.commit(CommitRequest(
-        kind="decision", title="温泉旅行は箱根", canonical_summary="箱根にした", index_summary="箱根にした",
-        evidence=[EvidenceIn(source_key="chatgpt:br1:n3", text="温泉旅行なら箱根が近くて便利です。")],
-        idempotency_key="branch-test",
-    ))  # fmt: skip
+    ledger.upsert(
+        _branched(datetime(2025, 5, 10, 9, 0, tzinfo=UTC)),
+        ledger.start_import("chatgpt", "synthetic"),
+    )
+    mem = store.commit(
+        CommitRequest(
+            kind="decision",
+            title="温泉旅行は箱根",
+            canonical_summary="箱根にした",
+            index_summary="箱根にした",
+            evidence=[
+                EvidenceIn(source_key="chatgpt:br1:n3", text="温泉旅行なら箱根が近くて便利です。")
+            ],
+            idempotency_key="branch-test",
+        )
+    )
     env = dict(__import__("os").environ, **pmem_env, PMEM_EMBEDDER="none", PMEM_TZ="UTC")
 
     def pmem(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "cli.main", *args], env=env, cwd=PROJECT,
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "cli.main", *args],
+            env=env,
+            cwd=PROJECT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
     out = pmem("recall", "温泉旅行", "--json", "--now", "2025-06-01T00:00")
     assert out.returncode == 0, out.stderr[-2000:]
@@ -255,10 +341,18 @@ def test_cli_recall_skips_branches_names_where_a_hit_went_and_show_opens_keys(db
     assert "chatgpt:br1:n3" in keys and "chatgpt:br1:n2" not in keys  # the branch not taken
     assert body["branches_skipped"] == 1
     hit = next(h for h in body["hits"] if h["message_key"] == "chatgpt:br1:n3")
-    assert hit["conversation_key"] == "chatgpt:br1" and hit["conversation_title"] == "週末の温泉旅行"
-    assert hit["memory"] == {"id": mem.memory_id, "title": "温泉旅行は箱根"} and hit["on_active_path"] is True
+    assert (
+        hit["conversation_key"] == "chatgpt:br1" and hit["conversation_title"] == "週末の温泉旅行"
+    )
+    assert (
+        hit["memory"] == {"id": mem.memory_id, "title": "温泉旅行は箱根"}
+        and hit["on_active_path"] is True
+    )
     first = next(h for h in body["hits"] if h["message_key"] == "chatgpt:br1:n1")
-    assert first["memory"] == {"id": mem.memory_id, "title": "温泉旅行は箱根"}  # drafted from its conversation
+    assert first["memory"] == {
+        "id": mem.memory_id,
+        "title": "温泉旅行は箱根",
+    }  # drafted from its conversation
 
     out = pmem("recall", "温泉旅行", "--include-branches", "--now", "2025-06-01T00:00")
     assert out.returncode == 0, out.stderr[-2000:]
@@ -271,7 +365,10 @@ def test_cli_recall_skips_branches_names_where_a_hit_went_and_show_opens_keys(db
     assert out.returncode == 0, out.stderr[-2000:]
     shown = json.loads(out.stdout.strip().splitlines()[-1])
     assert shown["kind"] == "message" and shown["conversation"]["key"] == "chatgpt:br1"
-    assert shown["message"]["text"] == "温泉旅行なら箱根が近くて便利です。" and shown["message"]["on_active_path"]
+    assert (
+        shown["message"]["text"] == "温泉旅行なら箱根が近くて便利です。"
+        and shown["message"]["on_active_path"]
+    )
     assert shown["cited_by"] == [{"id": mem.memory_id, "title": "温泉旅行は箱根"}]
 
     out = pmem("show", "chatgpt:br1")
@@ -311,24 +408,56 @@ def test_a_decision_in_the_conversation_asked_about_is_kept_whatever_its_words(d
     about nothing there still gets nothing."""
     when = datetime(2024, 6, 5, 12, tzinfo=UTC)
     texts = [
-        ("user", "健康診断の結果が返ってきた。LDLコレステロールが168で要再検査。去年は142だった。何から始めればいい？"),
-        ("assistant", "LDL cholesterol rose from 142 to 168. Start with diet and exercise, then retest."),
-        ("user", "祖母も父も心臓が弱いので正直こわい。揚げ物は週1まで、昼休みには15分歩くことにする。放置はしない。"),
-    ]  # fmt: skip
-    msgs = [Message(key=f"chatgpt:ldl:m{i}", node_id=f"m{i}", role=role,
-                    channel=Channel.PERSON if role == "user" else Channel.ASSISTANT, content_type="text",
-                    text=text, created_at=when.replace(minute=i), position=i)
-            for i, (role, text) in enumerate(texts)]  # fmt: skip
+        (
+            "user",
+            "健康診断の結果が返ってきた。LDLコレステロールが168で要再検査。去年は142だった。何から始めればいい？",
+        ),
+        (
+            "assistant",
+            "LDL cholesterol rose from 142 to 168. Start with diet and exercise, then retest.",
+        ),
+        (
+            "user",
+            "祖母も父も心臓が弱いので正直こわい。揚げ物は週1まで、昼休みには15分歩くことにする。放置はしない。",
+        ),
+    ]
+    msgs = [
+        Message(
+            key=f"chatgpt:ldl:m{i}",
+            node_id=f"m{i}",
+            role=role,
+            channel=Channel.PERSON if role == "user" else Channel.ASSISTANT,
+            content_type="text",
+            text=text,
+            created_at=when.replace(minute=i),
+            position=i,
+        )
+        for i, (role, text) in enumerate(texts)
+    ]
     ledger = Ledger(db)
-    ledger.upsert(Conversation(key="chatgpt:ldl", source="chatgpt", external_id="ldl", title="健康診断 LDL",
-                               created_at=when, messages=msgs, provenance=Provenance(file="t", position=0)),
-                  ledger.start_import("chatgpt", "t"))  # fmt: skip
+    ledger.upsert(
+        Conversation(
+            key="chatgpt:ldl",
+            source="chatgpt",
+            external_id="ldl",
+            title="健康診断 LDL",
+            created_at=when,
+            messages=msgs,
+            provenance=Provenance(file="t", position=0),
+        ),
+        ledger.start_import("chatgpt", "t"),
+    )
     svc = MemoryService(db, embedder=usem3, tz="UTC")
     svc.reindex()
-    r = svc.recall("In June last year, after the LDL result, what did I decide to change?",
-                   now=at("2025-02-01T00:00+00:00"))  # fmt: skip
+    r = svc.recall(
+        "In June last year, after the LDL result, what did I decide to change?",
+        now=at("2025-02-01T00:00+00:00"),
+    )
     assert r.range is not None and "chatgpt:ldl:m2" in [h.message_key for h in r.hits]
-    assert service_hits(svc, "In June last year, what did I decide about the volcano trip to Iceland?") == []
+    assert (
+        service_hits(svc, "In June last year, what did I decide about the volcano trip to Iceland?")
+        == []
+    )
 
 
 def service_hits(svc: MemoryService, q: str) -> list[str]:

@@ -24,11 +24,17 @@ SEED = {  # the seed article's three experiences, as a person would write them i
 
 
 def commit(store: Any, key: str, text: str, when: str) -> str:
-    return store.commit(CommitRequest(
-        kind="episode", title=text.split("。")[0], canonical_summary=text, index_summary=text.split("。")[0],
-        evidence=[EvidenceIn(source_key=f"chatgpt:seed-{key}:m1", text=text)], idempotency_key=f"seed-{key}",
-        occurred_at=when,
-    )).memory_id  # fmt: skip
+    return store.commit(
+        CommitRequest(
+            kind="episode",
+            title=text.split("。")[0],
+            canonical_summary=text,
+            index_summary=text.split("。")[0],
+            evidence=[EvidenceIn(source_key=f"chatgpt:seed-{key}:m1", text=text)],
+            idempotency_key=f"seed-{key}",
+            occurred_at=when,
+        )
+    ).memory_id
 
 
 def run(*args: str) -> Any:
@@ -42,15 +48,27 @@ def run(*args: str) -> Any:
 def test_seed_example_related(db, store, pmem_env, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from flows.concepts import extract_concepts
 
-    ids = {k: commit(store, k, t, f"2024-0{i + 4}-10T09:00:00+09:00") for i, (k, t) in enumerate(SEED.items())}
+    ids = {
+        k: commit(store, k, t, f"2024-0{i + 4}-10T09:00:00+09:00")
+        for i, (k, t) in enumerate(SEED.items())
+    }
     extract_concepts(db, tmp_path / "runs")
     names = {v: k for k, v in ids.items()}
 
-    out = json.loads(run("related", UTTERANCE, "--json", "--now", "2026-12-01T12:00:00+09:00").stdout.splitlines()[-1])
+    out = json.loads(
+        run(
+            "related", UTTERANCE, "--json", "--now", "2026-12-01T12:00:00+09:00"
+        ).stdout.splitlines()[-1]
+    )
     hits = out["hits"]
     assert out["attention"] == ["気分転換"]
     assert names[hits[0]["memory_id"]] == "E102" and hits[0]["path"] == ["気分転換", "登山"]
-    assert hits[0]["why"] == "states" and set(hits[0]) >= {"memory_id", "path", "concepts", "evidence"}
+    assert hits[0]["why"] == "states" and set(hits[0]) >= {
+        "memory_id",
+        "path",
+        "concepts",
+        "evidence",
+    }
     assert hits[0]["concepts"][:2] == ["気分転換", "登山"]
     assert hits[0]["evidence"][0]["message_key"] == "chatgpt:seed-E102:m1"
     assert "気分転換" in hits[0]["evidence"][0]["quote"]
@@ -80,8 +98,10 @@ def test_seed_example_related(db, store, pmem_env, tmp_path) -> None:  # type: i
     assert hint.splitlines()[1].startswith(f"{ids['E102']} | 気分転換 → 登山 |")
     # load_context with what the owner just said: the index first, the related experiences last
     ctx = call_tool(build_server(lambda: svc), "load_context", {"utterance": UTTERANCE})
-    tail = ctx[ctx.index("# related to what was just said"):].splitlines()
-    assert tail[1].startswith(f"{ids['E102']} | 気分転換 → 登山 |") and ctx.index("# memory index") < ctx.index(tail[0])
+    tail = ctx[ctx.index("# related to what was just said") :].splitlines()
+    assert tail[1].startswith(f"{ids['E102']} | 気分転換 → 登山 |") and ctx.index(
+        "# memory index"
+    ) < ctx.index(tail[0])
     assert "# related to what was just said" not in svc.load_context()
 
     # the graph page of the same store, through the CLI: the seed's concepts and links, 0600
@@ -91,8 +111,12 @@ def test_seed_example_related(db, store, pmem_env, tmp_path) -> None:  # type: i
     assert oct(page.stat().st_mode & 0o777) == "0o600" and "気分転換" in page.read_text()
     from cli.main import app
 
-    bad = CliRunner().invoke(app, ["graph", "--out", str(tmp_path / "missing" / "g.html"), "--json"])
-    assert bad.exit_code == 1 and json.loads(bad.stdout.splitlines()[-1])["message"].startswith("cannot write ")
+    bad = CliRunner().invoke(
+        app, ["graph", "--out", str(tmp_path / "missing" / "g.html"), "--json"]
+    )
+    assert bad.exit_code == 1 and json.loads(bad.stdout.splitlines()[-1])["message"].startswith(
+        "cannot write "
+    )
 
     # a memory deleted later never comes back, whatever the concept tables still say
     with db.connection() as conn:
@@ -115,28 +139,43 @@ def test_paths_threshold_hops_and_attention(db, store) -> None:  # type: ignore[
     e3 = commit(store, "x3", "気分転換に散歩した。", "2024-07-01T09:00:00+09:00")
     e4 = commit(store, "x4", "写真を整理した。", "2024-08-01T09:00:00+09:00")
 
-    def apply(mid: str, names: list[str], links: list[tuple[str, str, str, bool]], rounds: int = 1) -> None:
-        exp = ResolvedExperience(memory_id=mid, revision=1, inputs_hash=f"h-{mid}", extractor="test",
-                                 prompt_version="t1")  # fmt: skip
+    def apply(
+        mid: str, names: list[str], links: list[tuple[str, str, str, bool]], rounds: int = 1
+    ) -> None:
+        exp = ResolvedExperience(
+            memory_id=mid, revision=1, inputs_hash=f"h-{mid}", extractor="test", prompt_version="t1"
+        )
         for n in names:
-            exp.concepts[concept_id(n)] = FoundConcept(surface=n, source_key=f"chatgpt:seed-{mid}:m1")
+            exp.concepts[concept_id(n)] = FoundConcept(
+                surface=n, source_key=f"chatgpt:seed-{mid}:m1"
+            )
             exp.new_concepts[concept_id(n)] = Concept(id=concept_id(n), name=n, language="ja")
         for a, b, rel, stated in links:
             s, t = concept_id(a), concept_id(b)
             exp.links[link_id(s, t, rel, stated)] = (s, t, rel, stated, ())
         cs.apply(exp)
 
-    apply(e1, ["登山", "気分転換", "丹沢"], [("登山", "気分転換", "led_to", True), ("登山", "丹沢", "part_of", True)])
+    apply(
+        e1,
+        ["登山", "気分転換", "丹沢"],
+        [("登山", "気分転換", "led_to", True), ("登山", "丹沢", "part_of", True)],
+    )
     apply(e2, ["登山", "写真"], [("登山", "写真", "related", False)])
     apply(e3, ["気分転換", "散歩"], [])
     apply(e4, ["写真"], [])
     with db.connection() as conn:  # an English alias, as the cross-language match records it
-        conn.execute("UPDATE concepts SET aliases = aliases || '{hiking}', keys = keys || '{hiking}' WHERE name = '登山'")
+        conn.execute(
+            "UPDATE concepts SET aliases = aliases || '{hiking}', keys = keys || '{hiking}' WHERE name = '登山'"
+        )
     cr = ConceptRecall(db)
 
     r = cr.related(["気分転換"], "気分転換したい")
     got = {h.memory_id: h for h in r.hits}
-    assert r.hits[0].memory_id == e1 and r.hits[0].path == ["気分転換", "登山"] and r.hits[0].why == "states"
+    assert (
+        r.hits[0].memory_id == e1
+        and r.hits[0].path == ["気分転換", "登山"]
+        and r.hits[0].why == "states"
+    )
     assert got[e3].why == "mentions" and got[e3].path == ["気分転換"]
     assert got[e2].why == "through" and got[e2].path == ["気分転換", "登山"]  # it shows 登山
     assert e4 not in got  # 登山 — 写真 is an inference of weight 0.25: below the threshold
@@ -146,7 +185,11 @@ def test_paths_threshold_hops_and_attention(db, store) -> None:  # type: ignore[
 
     # two hops: from 丹沢 (written in the text, not a content word here) to 気分転換's experience
     r = cr.related([], "また丹沢に行きたい")
-    assert r.attention == ["丹沢"] and r.hits[0].memory_id == e1 and r.hits[0].why in ("states", "mentions")
+    assert (
+        r.attention == ["丹沢"]
+        and r.hits[0].memory_id == e1
+        and r.hits[0].why in ("states", "mentions")
+    )
     # an English alias names the concept; a word inside another name (山 in 登山) does not
     r = cr.related(["hiking"], "hiking again soon")
     assert r.attention == ["登山"] and {h.memory_id for h in r.hits} >= {e1}
@@ -164,6 +207,12 @@ def test_paths_threshold_hops_and_attention(db, store) -> None:  # type: ignore[
     cs.set_embeddings("fake-local", {concept_id("登山"): Fake.space["登山"]})
     vec = QueryVectors(Fake(), ("trekking", "taxes"))
     r = cr.related(["trekking", "taxes"], "trekking and taxes", vectors=vec)
-    assert r.attention == ["登山"] and r.hits[0].memory_id == e1 and r.across_languages == {"登山": "trekking"}
-    assert len(cs.embeddings("fake-local")) == 5  # the Japanese names lacking a vector got theirs, once
+    assert (
+        r.attention == ["登山"]
+        and r.hits[0].memory_id == e1
+        and r.across_languages == {"登山": "trekking"}
+    )
+    assert (
+        len(cs.embeddings("fake-local")) == 5
+    )  # the Japanese names lacking a vector got theirs, once
     assert cr.related(["taxes"], "taxes", vectors=QueryVectors(Fake(), ("taxes",))).attention == []

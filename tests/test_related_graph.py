@@ -13,32 +13,84 @@ from pathlib import Path
 from flows.graph import DRAWN, UNLINKED_DRAWN, graph_from_rows, page_html, write_graph
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]  # fmt: skip
+ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 
 
 def _seed_graph():  # type: ignore[no-untyped-def]
     """The seed's example by hand: E101 hiking with a friend, E102 the mountains as a change of
     pace, E103 dinner with a friend."""
     concepts = [
-        {"id": "c_hike", "name": "登山", "aliases": ["hiking"], "experiences": ["mem_e101", "mem_e102"]},
-        {"id": "c_friend", "name": "友人", "aliases": ["friend"], "experiences": ["mem_e101", "mem_e103"]},
+        {
+            "id": "c_hike",
+            "name": "登山",
+            "aliases": ["hiking"],
+            "experiences": ["mem_e101", "mem_e102"],
+        },
+        {
+            "id": "c_friend",
+            "name": "友人",
+            "aliases": ["friend"],
+            "experiences": ["mem_e101", "mem_e103"],
+        },
         {"id": "c_fun", "name": "楽しい", "experiences": ["mem_e101"]},
         {"id": "c_pace", "name": "気分転換", "experiences": ["mem_e102"]},
         {"id": "c_meal", "name": "食事", "experiences": ["mem_e103"]},
         {"id": "c_full", "name": "満腹感", "experiences": ["mem_e103"]},
-        {"id": "c_alone", "name": "</script><b>x</b>", "experiences": []},  # hostile name: stays text
+        {
+            "id": "c_alone",
+            "name": "</script><b>x</b>",
+            "experiences": [],
+        },  # hostile name: stays text
     ]
     links = [
-        {"source": "c_hike", "target": "c_friend", "weight": 0.5, "relation": "with", "experiences": ["mem_e101"]},
-        {"source": "c_hike", "target": "c_fun", "weight": 0.55, "relation": "felt", "experiences": ["mem_e101"]},
-        {"source": "c_hike", "target": "c_pace", "weight": 0.5, "relation": "helped", "experiences": ["mem_e102"]},
+        {
+            "source": "c_hike",
+            "target": "c_friend",
+            "weight": 0.5,
+            "relation": "with",
+            "experiences": ["mem_e101"],
+        },
+        {
+            "source": "c_hike",
+            "target": "c_fun",
+            "weight": 0.55,
+            "relation": "felt",
+            "experiences": ["mem_e101"],
+        },
+        {
+            "source": "c_hike",
+            "target": "c_pace",
+            "weight": 0.5,
+            "relation": "helped",
+            "experiences": ["mem_e102"],
+        },
         {"source": "c_meal", "target": "c_full", "weight": 0.5, "experiences": ["mem_e103"]},
-        {"source": "c_meal", "target": "c_friend", "weight": 0.2, "stated": False, "experiences": ["mem_e103"]},
+        {
+            "source": "c_meal",
+            "target": "c_friend",
+            "weight": 0.2,
+            "stated": False,
+            "experiences": ["mem_e103"],
+        },
     ]
     experiences = [
-        {"memory_id": "mem_e101", "title": "友人と登山した", "occurred_at": "2024-05-03T10:00:00+09:00"},
-        {"memory_id": "mem_e102", "title": "仕事で疲れたので山へ行った", "occurred_at": "2024-06-10"},
+        {
+            "memory_id": "mem_e101",
+            "title": "友人と登山した",
+            "occurred_at": "2024-05-03T10:00:00+09:00",
+        },
+        {
+            "memory_id": "mem_e102",
+            "title": "仕事で疲れたので山へ行った",
+            "occurred_at": "2024-06-10",
+        },
         {"memory_id": "mem_e103", "title": "友人と食事した", "occurred_at": None},
     ]
     return graph_from_rows(concepts, links, experiences)
@@ -53,10 +105,14 @@ def test_page_is_self_contained_and_escapes_names() -> None:
     many = [{"id": f"c{i}", "name": f"概念{i}", "experiences": [f"mem_{i}"]} for i in range(600)]
     ring = [{"source": f"c{i}", "target": f"c{i + 1}", "weight": 0.5} for i in range(0, 20)]
     big = page_html(graph_from_rows(many, ring, []))
-    assert big.count("<g class='node'") == 21 and big.count("data-concept='c599'") == 1  # listed only
+    assert (
+        big.count("<g class='node'") == 21 and big.count("data-concept='c599'") == 1
+    )  # listed only
     assert "data-concept='c3' transform" in big and "id='partial'" in big
     ring = [{"source": f"c{i}", "target": f"c{i + 1}", "weight": 0.5} for i in range(0, 599)]
-    assert page_html(graph_from_rows(many, ring, [])).count("<g class='node'") == DRAWN  # no SciPy needed
+    assert (
+        page_html(graph_from_rows(many, ring, [])).count("<g class='node'") == DRAWN
+    )  # no SciPy needed
     lone = page_html(graph_from_rows(many, [], []))  # no links yet: the most experienced, as dots
     assert lone.count("<g class='node'") == UNLINKED_DRAWN
     empty = page_html(graph_from_rows([], [], []))
@@ -77,8 +133,14 @@ def test_graph_page_in_headless_chromium(tmp_path: Path) -> None:
         try:
             page = browser.new_page(viewport={"width": 1200, "height": 800})
             # no network at all: anything but the file itself is recorded and refused
-            page.route("**/*", lambda route: route.continue_() if route.request.url.startswith("file://")
-                       else (requests.append(route.request.url), route.abort()))  # fmt: skip
+            page.route(
+                "**/*",
+                lambda route: (
+                    route.continue_()
+                    if route.request.url.startswith("file://")
+                    else (requests.append(route.request.url), route.abort())
+                ),
+            )
             errors: list[str] = []
             page.on("pageerror", lambda err: errors.append(str(err)))
             page.goto(out.as_uri())
@@ -90,22 +152,32 @@ def test_graph_page_in_headless_chromium(tmp_path: Path) -> None:
             assert len({(round(b["x"]), round(b["y"])) for b in boxes if b}) == 6  # laid out apart
             links = page.locator("#graph line.link")
             assert links.count() == 5
-            widths = {ln.get_attribute("data-weight"): float(ln.get_attribute("stroke-width") or 0)
-                      for ln in links.all()}  # fmt: skip
-            assert widths["0.5500"] > widths["0.5000"] > widths["0.2000"]  # the stronger, the thicker
+            widths = {
+                ln.get_attribute("data-weight"): float(ln.get_attribute("stroke-width") or 0)
+                for ln in links.all()
+            }
+            assert (
+                widths["0.5500"] > widths["0.5000"] > widths["0.2000"]
+            )  # the stronger, the thicker
             labels = page.locator("#graph g.node text").all_text_contents()
             assert "登山" in labels and "気分転換" in labels
             # a click on the node of 気分転換 shows its experience
             page.click("#graph g.node[data-concept='c_pace'] circle")
             page.wait_for_selector("#concept[data-concept='c_pace']", timeout=5000)
             panel = page.inner_text("#concept")
-            assert "気分転換" in panel and "mem_e102" in panel and "仕事で疲れたので山へ行った" in panel
+            assert (
+                "気分転換" in panel
+                and "mem_e102" in panel
+                and "仕事で疲れたので山へ行った" in panel
+            )
             assert "mem_e101" not in panel  # only its own experiences
             assert "登山" in panel and "0.50" in panel  # its link, with the weight
             # following the link in the panel opens 登山: both hiking experiences
             page.click("#concept ul.links a")
             page.wait_for_selector("#concept[data-concept='c_hike']")
-            hike = page.locator("#concept li.experience").evaluate_all("els => els.map(e => e.dataset.memory)")
+            hike = page.locator("#concept li.experience").evaluate_all(
+                "els => els.map(e => e.dataset.memory)"
+            )
             assert sorted(hike) == ["mem_e101", "mem_e102"]
             # the hostile name is shown as text
             page.click("#names a[data-concept='c_alone']")

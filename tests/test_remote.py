@@ -49,8 +49,17 @@ from tests.conftest import PROJECT, free_port
 DEMO = PROJECT / "examples" / "demo" / "conversations.json"
 DB_MESSAGE = "chatgpt:c9682f7b-30c1-5d1f-accf-43a21ad090da:aaa2fb37-abc8-55f5-8638-1cdd019722c1"
 PASSPHRASE = "correct horse battery staple 42"
-READ_TOOLS = {"load_context", "search_memory", "get_memory", "recall", "memory_history", "get_profile", "get_month_summary",
-              "current_state", "related_memories"}  # fmt: skip
+READ_TOOLS = {
+    "load_context",
+    "search_memory",
+    "get_memory",
+    "recall",
+    "memory_history",
+    "get_profile",
+    "get_month_summary",
+    "current_state",
+    "related_memories",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +70,11 @@ def cheap_argon2(monkeypatch: pytest.MonkeyPatch) -> None:
 
     import store.oauth
 
-    monkeypatch.setattr(store.oauth, "PASSWORD_HASHER", argon2.PasswordHasher.from_parameters(argon2.profiles.CHEAPEST))
+    monkeypatch.setattr(
+        store.oauth,
+        "PASSWORD_HASHER",
+        argon2.PasswordHasher.from_parameters(argon2.profiles.CHEAPEST),
+    )
 
 
 class FormParser(HTMLParser):
@@ -146,26 +159,39 @@ class Browser:
             assert page.headers["content-type"].startswith("text/html")
             self.pages.append(page.text)
             form = parse_form(page.text)
-            assert form.password and ("decision", "approve") in form.buttons and ("decision", "deny") in form.buttons
+            assert (
+                form.password
+                and ("decision", "approve") in form.buttons
+                and ("decision", "deny") in form.buttons
+            )
             data = [*form.hidden.items(), ("passphrase", self.passphrase), ("decision", "approve")]
             data += [("grant", s) for s in self.grant]
-            answer = await http.post(self.base + form.action, data=form_data(data), follow_redirects=False)
+            answer = await http.post(
+                self.base + form.action, data=form_data(data), follow_redirects=False
+            )
         assert answer.status_code == 302, answer.text
         q = parse_qs(urlsplit(answer.headers["location"]).query)
         self.secrets.append(q["code"][0])
-        self.result = AuthorizationCodeResult(code=q["code"][0], state=q["state"][0], iss=q["iss"][0])
+        self.result = AuthorizationCodeResult(
+            code=q["code"][0], state=q["state"][0], iss=q["iss"][0]
+        )
 
     async def callback(self) -> AuthorizationCodeResult:
         assert self.result is not None
         return self.result
 
 
-def provider(base: str, name: str, scope: str, browser: Browser, storage: Memory, port: int = 43111) -> OAuthClientProvider:
+def provider(
+    base: str, name: str, scope: str, browser: Browser, storage: Memory, port: int = 43111
+) -> OAuthClientProvider:
     meta = OAuthClientMetadata(
-        client_name=name, redirect_uris=[f"http://127.0.0.1:{port}/callback"],  # type: ignore[list-item]
-        grant_types=["authorization_code", "refresh_token"], response_types=["code"], scope=scope,
+        client_name=name,
+        redirect_uris=[f"http://127.0.0.1:{port}/callback"],  # type: ignore[list-item]
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        scope=scope,
         token_endpoint_auth_method="client_secret_post",
-    )  # fmt: skip
+    )
     return OAuthClientProvider(base + "/mcp", meta, storage, browser.redirect, browser.callback)
 
 
@@ -191,7 +217,9 @@ def pmem(*args: str) -> Any:
 
 def pkce() -> tuple[str, str]:
     verifier = secrets.token_urlsafe(48)
-    challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    challenge = (
+        base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
+    )
     return verifier, challenge
 
 
@@ -223,7 +251,11 @@ def remote(pmem_env: dict[str, str], db, monkeypatch: pytest.MonkeyPatch):  # ty
         assert isinstance(conv, Conversation)
         ledger.upsert(conv, imp)
     OAuthStore(db).set_owner_password(PASSPHRASE)
-    for k, v in {"PMEM_EMBEDDER": "none", "PMEM_TZ": "UTC", "PMEM_REFRESH_GRACE_SECONDS": "30"}.items():
+    for k, v in {
+        "PMEM_EMBEDDER": "none",
+        "PMEM_TZ": "UTC",
+        "PMEM_REFRESH_GRACE_SECONDS": "30",
+    }.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setattr(core.settings, "_working_dir_dotenv", True)
     running: list[Any] = []
@@ -239,10 +271,17 @@ def remote(pmem_env: dict[str, str], db, monkeypatch: pytest.MonkeyPatch):  # ty
     root.addHandler(lines)
     port = free_port()
     try:
-        result = CliRunner().invoke(app, ["serve", "--http", "--port", str(port), "--log-level", "debug"])
+        result = CliRunner().invoke(
+            app, ["serve", "--http", "--port", str(port), "--log-level", "debug"]
+        )
         assert result.exit_code == 0, result.output
         assert root.level == logging.DEBUG
-        yield {"base": f"http://127.0.0.1:{port}", "db": db, "lines": lines, "env": dict(os.environ)}
+        yield {
+            "base": f"http://127.0.0.1:{port}",
+            "db": db,
+            "lines": lines,
+            "env": dict(os.environ),
+        }
     finally:
         for server in running:
             server.stop()
@@ -257,7 +296,10 @@ def test_two_clients_share_one_memory_through_oauth(remote: dict[str, Any]) -> N
     # ---------------------------------------------------------------- discovery documents
     unauth = httpx.post(base + "/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
     assert unauth.status_code == 401
-    assert f'resource_metadata="{base}/.well-known/oauth-protected-resource"' in unauth.headers["www-authenticate"]
+    assert (
+        f'resource_metadata="{base}/.well-known/oauth-protected-resource"'
+        in unauth.headers["www-authenticate"]
+    )
     prm = httpx.get(base + "/.well-known/oauth-protected-resource").json()
     assert prm["resource"] == base + "/mcp" and prm["authorization_servers"] == [base]
     asm = httpx.get(base + "/.well-known/oauth-authorization-server").json()
@@ -267,7 +309,9 @@ def test_two_clients_share_one_memory_through_oauth(remote: dict[str, Any]) -> N
 
     # ---------------------------------------------------------------- client A: read, propose, write
     a_store, a_browser = Memory(), Browser(base, ["memory.read", "memory.propose", "memory.write"])
-    a_auth = provider(base, "Claude Test", "memory.read memory.propose memory.write", a_browser, a_store)
+    a_auth = provider(
+        base, "Claude Test", "memory.read memory.propose memory.write", a_browser, a_store
+    )
     title = "家計簿アプリのデータベース選定 TITLECANARY"
     stated = "ユーザーは毎晩 pg_dump でバックアップすると言った STATEDCANARY"
     canaries += ["TITLECANARY", "STATEDCANARY", "PROPOSECANARY", "QUERYCANARY"]
@@ -275,19 +319,37 @@ def test_two_clients_share_one_memory_through_oauth(remote: dict[str, Any]) -> N
     async def a_body(s: ClientSession) -> dict[str, Any]:
         out: dict[str, Any] = {"tools": {t.name for t in (await s.list_tools()).tools}}
         out["context"] = text_of(await s.call_tool("load_context", {}))
-        out["proposed"] = text_of(await s.call_tool("propose_memory", {
-            "title": "案 PROPOSECANARY", "canonical_summary": "提案だけ PROPOSECANARY"}))  # fmt: skip
-        out["commit"] = text_of(await s.call_tool("commit_memory", {
-            "title": title, "kind": "decision",
-            "canonical_summary": "PostgreSQL を選んだ。JSONB で明細を保存できるから。",
-            "index_summary": "家計簿アプリに PostgreSQL を採用",
-            "evidence": [{"source_key": DB_MESSAGE, "text": "データベースは PostgreSQL にします"}],
-            "stated_facts": [stated],
-        }))  # fmt: skip
-        out["bad_evidence"] = await s.call_tool("commit_memory", {
-            "title": "作り話", "kind": "other", "canonical_summary": "x", "index_summary": "x",
-            "evidence": [{"source_key": DB_MESSAGE, "text": "ledger にない文 EVIDENCECANARY"}],
-        })  # fmt: skip
+        out["proposed"] = text_of(
+            await s.call_tool(
+                "propose_memory",
+                {"title": "案 PROPOSECANARY", "canonical_summary": "提案だけ PROPOSECANARY"},
+            )
+        )
+        out["commit"] = text_of(
+            await s.call_tool(
+                "commit_memory",
+                {
+                    "title": title,
+                    "kind": "decision",
+                    "canonical_summary": "PostgreSQL を選んだ。JSONB で明細を保存できるから。",
+                    "index_summary": "家計簿アプリに PostgreSQL を採用",
+                    "evidence": [
+                        {"source_key": DB_MESSAGE, "text": "データベースは PostgreSQL にします"}
+                    ],
+                    "stated_facts": [stated],
+                },
+            )
+        )
+        out["bad_evidence"] = await s.call_tool(
+            "commit_memory",
+            {
+                "title": "作り話",
+                "kind": "other",
+                "canonical_summary": "x",
+                "index_summary": "x",
+                "evidence": [{"source_key": DB_MESSAGE, "text": "ledger にない文 EVIDENCECANARY"}],
+            },
+        )
         return out
 
     a = anyio.run(mcp_session, base, a_auth, a_body)
@@ -295,29 +357,54 @@ def test_two_clients_share_one_memory_through_oauth(remote: dict[str, Any]) -> N
     assert a["tools"] >= READ_TOOLS | {"propose_memory", "commit_memory"}
     assert "recorded for review" in a["proposed"]
     assert a["commit"].startswith("created: memory ")
-    assert a["bad_evidence"].is_error and "refused: not-verbatim" in a["bad_evidence"].content[0].text
+    assert (
+        a["bad_evidence"].is_error and "refused: not-verbatim" in a["bad_evidence"].content[0].text
+    )
     memory_id = a["commit"].split("memory ")[1].split(" ")[0]
     assert a_store.tokens is not None and a_store.client is not None
     a_client = a_store.client
     assert a_store.tokens.expires_in is not None and a_store.tokens.expires_in <= 900
-    assert set((a_store.tokens.scope or "").split()) == {"memory.read", "memory.propose", "memory.write"}
+    assert set((a_store.tokens.scope or "").split()) == {
+        "memory.read",
+        "memory.propose",
+        "memory.write",
+    }
     with db.connection() as conn:
-        rev = conn.execute("SELECT client FROM memory_revisions WHERE memory_id = %s", (memory_id,)).fetchone()
-        facts = conn.execute("SELECT stated_facts FROM memories WHERE id = %s", (memory_id,)).fetchone()
-        prop_client = conn.execute("SELECT client FROM proposals WHERE action = 'create' AND status = 'pending'").fetchone()
+        rev = conn.execute(
+            "SELECT client FROM memory_revisions WHERE memory_id = %s", (memory_id,)
+        ).fetchone()
+        facts = conn.execute(
+            "SELECT stated_facts FROM memories WHERE id = %s", (memory_id,)
+        ).fetchone()
+        prop_client = conn.execute(
+            "SELECT client FROM proposals WHERE action = 'create' AND status = 'pending'"
+        ).fetchone()
     label = f"claude-test:{a_client.client_id.replace('-', '')[:8]}"
     assert rev[0] == label and prop_client[0] == label  # the token's client, not "mcp"
     assert facts[0] == [stated]  # a web client's own statement: a stated fact, not evidence
 
     # ---------------------------------------------------------------- client B: read only, sees A's commit
-    b_store, b_browser = Memory(), Browser(base, ["memory.read"])  # asks for more, owner ticks read only
-    b_auth = provider(base, "ChatGPT Test", "memory.read memory.write", b_browser, b_store, port=43112)
-    b_auth.context.client_metadata.scope = None  # like Codex: the SDK then asks for scopes_supported
+    b_store, b_browser = (
+        Memory(),
+        Browser(base, ["memory.read"]),
+    )  # asks for more, owner ticks read only
+    b_auth = provider(
+        base, "ChatGPT Test", "memory.read memory.write", b_browser, b_store, port=43112
+    )
+    b_auth.context.client_metadata.scope = (
+        None  # like Codex: the SDK then asks for scopes_supported
+    )
 
     async def b_body(s: ClientSession) -> dict[str, Any]:
-        return {"tools": {t.name for t in (await s.list_tools()).tools},
-                "search": text_of(await s.call_tool("search_memory", {"query": "データベース選定 QUERYCANARY"})),
-                "search2": text_of(await s.call_tool("search_memory", {"query": "家計簿 データベース"}))}  # fmt: skip
+        return {
+            "tools": {t.name for t in (await s.list_tools()).tools},
+            "search": text_of(
+                await s.call_tool("search_memory", {"query": "データベース選定 QUERYCANARY"})
+            ),
+            "search2": text_of(
+                await s.call_tool("search_memory", {"query": "家計簿 データベース"})
+            ),
+        }
 
     b = anyio.run(mcp_session, base, b_auth, b_body)
     assert b["tools"] == READ_TOOLS  # tools/list filtered by the granted scope
@@ -330,26 +417,58 @@ def test_two_clients_share_one_memory_through_oauth(remote: dict[str, Any]) -> N
     b_access = b_store.tokens.access_token
 
     # a call beyond the grant: 403 insufficient_scope before it reaches a tool
-    mcp_headers = {"Authorization": f"Bearer {b_access}", "Accept": "application/json, text/event-stream",
-                   "MCP-Protocol-Version": "2025-11-25"}  # fmt: skip
-    beyond = httpx.post(base + "/mcp", headers=mcp_headers, json={
-        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
-        "params": {"name": "commit_memory", "arguments": {"title": "t", "kind": "k", "canonical_summary": "s",
-                                                          "index_summary": "s"}}})  # fmt: skip
+    mcp_headers = {
+        "Authorization": f"Bearer {b_access}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    beyond = httpx.post(
+        base + "/mcp",
+        headers=mcp_headers,
+        json={
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {
+                "name": "commit_memory",
+                "arguments": {
+                    "title": "t",
+                    "kind": "k",
+                    "canonical_summary": "s",
+                    "index_summary": "s",
+                },
+            },
+        },
+    )
     assert beyond.status_code == 403 and beyond.json()["error"] == "insufficient_scope"
     assert 'error="insufficient_scope"' in beyond.headers["www-authenticate"]
     assert 'scope="memory.write"' in beyond.headers["www-authenticate"]
     # the same token on the memory API under /v1: reads yes, commits no
-    v1 = httpx.post(base + "/v1/search", headers={"Authorization": f"Bearer {b_access}"}, json={"query": "家計簿"})
+    v1 = httpx.post(
+        base + "/v1/search",
+        headers={"Authorization": f"Bearer {b_access}"},
+        json={"query": "家計簿"},
+    )
     assert v1.status_code == 200 and any(h["id"] == memory_id for h in v1.json()["hits"])
-    assert httpx.post(base + "/v1/commits", headers={"Authorization": f"Bearer {b_access}"}, json={}).status_code == 403
+    assert (
+        httpx.post(
+            base + "/v1/commits", headers={"Authorization": f"Bearer {b_access}"}, json={}
+        ).status_code
+        == 403
+    )
 
     # ---------------------------------------------------------------- refresh rotation and replay
     def refresh(token: str, store: Memory) -> httpx.Response:
         assert store.client is not None
-        return httpx.post(base + "/token", data={
-            "grant_type": "refresh_token", "refresh_token": token, "client_id": store.client.client_id,
-            "client_secret": store.client.client_secret or ""})  # fmt: skip
+        return httpx.post(
+            base + "/token",
+            data={
+                "grant_type": "refresh_token",
+                "refresh_token": token,
+                "client_id": store.client.client_id,
+                "client_secret": store.client.client_secret or "",
+            },
+        )
 
     r0 = a_store.tokens.refresh_token
     assert r0 is not None
@@ -364,47 +483,103 @@ def test_two_clients_share_one_memory_through_oauth(remote: dict[str, Any]) -> N
     second = refresh(r1, a_store)
     assert second.status_code == 200
     r2, a2_access = second.json()["refresh_token"], second.json()["access_token"]
-    assert httpx.post(base + "/v1/search", headers={"Authorization": f"Bearer {a2_access}"},
-                      json={"query": "x"}).status_code == 200  # fmt: skip
+    assert (
+        httpx.post(
+            base + "/v1/search",
+            headers={"Authorization": f"Bearer {a2_access}"},
+            json={"query": "x"},
+        ).status_code
+        == 200
+    )
     with db.connection() as conn:  # r0 was rotated an hour ago: outside the window
-        conn.execute("UPDATE auth_tokens SET rotated_at = now() - interval '1 hour' WHERE token_hash = %s",
-                     (hashlib.sha256(r0.encode()).digest(),))  # fmt: skip
+        conn.execute(
+            "UPDATE auth_tokens SET rotated_at = now() - interval '1 hour' WHERE token_hash = %s",
+            (hashlib.sha256(r0.encode()).digest(),),
+        )
         conn.commit()
     stale = refresh(r0, a_store)
     assert stale.status_code == 400 and stale.json()["error"] == "invalid_grant"
     for later in (r1b, r2):  # the whole family is revoked
         assert refresh(later, a_store).status_code == 400
-    assert httpx.post(base + "/v1/search", headers={"Authorization": f"Bearer {a2_access}"},
-                      json={"query": "x"}).status_code == 401  # fmt: skip
+    assert (
+        httpx.post(
+            base + "/v1/search",
+            headers={"Authorization": f"Bearer {a2_access}"},
+            json={"query": "x"},
+        ).status_code
+        == 401
+    )
 
     # ---------------------------------------------------------------- manual flows: PKCE, redirects, expiry
-    reg = httpx.post(base + "/register", json={
-        "client_name": "Codex Test", "redirect_uris": ["http://127.0.0.1:1455/callback"],
-        "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
-        "token_endpoint_auth_method": "none"}).json()  # fmt: skip
+    reg = httpx.post(
+        base + "/register",
+        json={
+            "client_name": "Codex Test",
+            "redirect_uris": ["http://127.0.0.1:1455/callback"],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+        },
+    ).json()
     cid = reg["client_id"]
-    evil = httpx.post(base + "/register", json={"client_name": "x", "redirect_uris": ["https://evil.example/cb"]})
+    evil = httpx.post(
+        base + "/register", json={"client_name": "x", "redirect_uris": ["https://evil.example/cb"]}
+    )
     assert evil.status_code == 400 and evil.json()["error"] == "invalid_redirect_uri"
     verifier, challenge = pkce()
-    q = {"client_id": cid, "response_type": "code", "code_challenge": challenge,
-         "code_challenge_method": "S256", "state": "STATECANARY", "scope": "memory.read",
-         "resource": base + "/mcp"}  # fmt: skip
+    q = {
+        "client_id": cid,
+        "response_type": "code",
+        "code_challenge": challenge,
+        "code_challenge_method": "S256",
+        "state": "STATECANARY",
+        "scope": "memory.read",
+        "resource": base + "/mcp",
+    }
     canaries += ["STATECANARY", challenge, verifier]
-    unknown = httpx.get(base + "/authorize?" + urlencode(q | {"redirect_uri": "https://evil.example/cb"}))
+    unknown = httpx.get(
+        base + "/authorize?" + urlencode(q | {"redirect_uri": "https://evil.example/cb"})
+    )
     assert unknown.status_code == 400 and "location" not in unknown.headers
-    plain = httpx.get(base + "/authorize?" + urlencode(q | {"redirect_uri": "http://127.0.0.1:9/callback",
-                                                            "code_challenge_method": "plain"}))  # fmt: skip
+    plain = httpx.get(
+        base
+        + "/authorize?"
+        + urlencode(
+            q | {"redirect_uri": "http://127.0.0.1:9/callback", "code_challenge_method": "plain"}
+        )
+    )
     assert plain.status_code == 302 and "error=invalid_request" in plain.headers["location"]
     assert f"iss={base}".replace(":", "%3A").replace("/", "%2F") in plain.headers["location"]
-    wrong_target = httpx.get(base + "/authorize?" + urlencode(q | {"redirect_uri": "http://127.0.0.1:9/callback",
-                                                                   "resource": "https://other.example/mcp"}))  # fmt: skip
-    assert wrong_target.status_code == 302 and "error=invalid_target" in wrong_target.headers["location"]
+    wrong_target = httpx.get(
+        base
+        + "/authorize?"
+        + urlencode(
+            q
+            | {
+                "redirect_uri": "http://127.0.0.1:9/callback",
+                "resource": "https://other.example/mcp",
+            }
+        )
+    )
+    assert (
+        wrong_target.status_code == 302
+        and "error=invalid_target" in wrong_target.headers["location"]
+    )
     other_port = "http://127.0.0.1:50999/callback"  # loopback: any port (RFC 8252 §7.3)
     page = httpx.get(base + "/authorize?" + urlencode(q | {"redirect_uri": other_port}))
     assert page.status_code == 200
     form = parse_form(page.text)
-    post = httpx.post(base + "/authorize", data=form_data([*form.hidden.items(), ("passphrase", PASSPHRASE),
-                                                 ("decision", "approve"), ("grant", "memory.read")]))  # fmt: skip
+    post = httpx.post(
+        base + "/authorize",
+        data=form_data(
+            [
+                *form.hidden.items(),
+                ("passphrase", PASSPHRASE),
+                ("decision", "approve"),
+                ("grant", "memory.read"),
+            ]
+        ),
+    )
     assert post.status_code == 302
     loc = urlsplit(post.headers["location"])
     assert loc.netloc == "127.0.0.1:50999"
@@ -412,92 +587,186 @@ def test_two_clients_share_one_memory_through_oauth(remote: dict[str, Any]) -> N
     assert got["iss"] == [base] and got["state"] == ["STATECANARY"]
     code = got["code"][0]
     canaries.append(code)
-    token_form = {"grant_type": "authorization_code", "code": code, "client_id": cid, "redirect_uri": other_port}
+    token_form = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "client_id": cid,
+        "redirect_uri": other_port,
+    }
     mismatch = httpx.post(base + "/token", data=token_form | {"code_verifier": pkce()[0]})
     assert mismatch.status_code == 400 and mismatch.json()["error"] == "invalid_grant"
-    foreign = httpx.post(base + "/token", data=token_form | {"code_verifier": verifier,
-                                                             "resource": "https://other.example/mcp"})  # fmt: skip
+    foreign = httpx.post(
+        base + "/token",
+        data=token_form | {"code_verifier": verifier, "resource": "https://other.example/mcp"},
+    )
     assert foreign.status_code == 400 and foreign.json()["error"] == "invalid_target"  # RFC 8707
-    ok = httpx.post(base + "/token", data=token_form | {"code_verifier": verifier, "resource": base + "/mcp"})
+    ok = httpx.post(
+        base + "/token", data=token_form | {"code_verifier": verifier, "resource": base + "/mcp"}
+    )
     assert ok.status_code == 200, ok.text
     again = httpx.post(base + "/token", data=token_form | {"code_verifier": verifier})
     assert again.status_code == 400  # single use
     c_access, c_refresh = ok.json()["access_token"], ok.json()["refresh_token"]
     c_headers = mcp_headers | {"Authorization": f"Bearer {c_access}"}
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
     assert httpx.post(base + "/mcp", headers=c_headers, json=init).status_code == 200
     with db.connection() as conn:
-        conn.execute("UPDATE auth_tokens SET expires_at = now() - interval '1 second' WHERE token_hash = %s",
-                     (hashlib.sha256(c_access.encode()).digest(),))  # fmt: skip
+        conn.execute(
+            "UPDATE auth_tokens SET expires_at = now() - interval '1 second' WHERE token_hash = %s",
+            (hashlib.sha256(c_access.encode()).digest(),),
+        )
         conn.commit()
     expired = httpx.post(base + "/mcp", headers=c_headers, json=init)
-    assert expired.status_code == 401 and 'error="invalid_token"' in expired.headers["www-authenticate"]
+    assert (
+        expired.status_code == 401
+        and 'error="invalid_token"' in expired.headers["www-authenticate"]
+    )
     with db.connection() as conn:
-        lifetimes = dict(conn.execute(
-            """SELECT kind, extract(epoch FROM expires_at - created_at) FROM auth_tokens
+        lifetimes = dict(
+            conn.execute(
+                """SELECT kind, extract(epoch FROM expires_at - created_at) FROM auth_tokens
                WHERE token_hash = ANY(%s)""",
-            ([hashlib.sha256(t.encode()).digest() for t in (c_access, c_refresh)],),
-        ).fetchall())  # fmt: skip
+                ([hashlib.sha256(t.encode()).digest() for t in (c_access, c_refresh)],),
+            ).fetchall()
+        )
     assert lifetimes["access"] <= 900 and 364 * 86400 < lifetimes["refresh"] <= 365 * 86400 + 5
     with db.connection() as conn:  # a refresh token unused for a year has lapsed
-        conn.execute("UPDATE auth_tokens SET expires_at = now() - interval '1 second' WHERE token_hash = %s",
-                     (hashlib.sha256(c_refresh.encode()).digest(),))  # fmt: skip
+        conn.execute(
+            "UPDATE auth_tokens SET expires_at = now() - interval '1 second' WHERE token_hash = %s",
+            (hashlib.sha256(c_refresh.encode()).digest(),),
+        )
         conn.commit()
-    lapsed = httpx.post(base + "/token", data={"grant_type": "refresh_token", "refresh_token": c_refresh,
-                                               "client_id": cid})  # fmt: skip
+    lapsed = httpx.post(
+        base + "/token",
+        data={"grant_type": "refresh_token", "refresh_token": c_refresh, "client_id": cid},
+    )
     assert lapsed.status_code == 400 and lapsed.json()["error"] == "invalid_grant"
-    denied = httpx.post(base + "/authorize", data=form_data([*form.hidden.items(), ("decision", "deny")]))
+    denied = httpx.post(
+        base + "/authorize", data=form_data([*form.hidden.items(), ("decision", "deny")])
+    )
     assert denied.status_code == 302 and "error=access_denied" in denied.headers["location"]
 
     # ---------------------------------------------------------------- the owner revokes a client
     out = pmem("auth", "revoke", cid, "--json")
     assert out.exit_code == 0, out.output
     assert '"revoked_clients": ["' + cid in out.stdout
-    assert httpx.post(base + "/token", data={"grant_type": "refresh_token", "refresh_token": c_refresh,
-                                             "client_id": cid}).status_code == 401  # fmt: skip
-    assert httpx.get(base + "/authorize?" + urlencode(q | {"redirect_uri": other_port})).status_code == 400
+    assert (
+        httpx.post(
+            base + "/token",
+            data={"grant_type": "refresh_token", "refresh_token": c_refresh, "client_id": cid},
+        ).status_code
+        == 401
+    )
+    assert (
+        httpx.get(base + "/authorize?" + urlencode(q | {"redirect_uri": other_port})).status_code
+        == 400
+    )
     listed = pmem("auth", "clients", "--all", "--json")
     assert listed.exit_code == 0 and cid in listed.stdout and "Claude Test" in listed.stdout
 
     # ---------------------------------------------------------------- the public projection
     assert httpx.get(base + "/public").json() == {"items": []}
-    pub = pmem("publish", memory_id, "--title", "公開タイトル", "--summary", "公開してよい要約", "--yes", "--json")
+    pub = pmem(
+        "publish",
+        memory_id,
+        "--title",
+        "公開タイトル",
+        "--summary",
+        "公開してよい要約",
+        "--yes",
+        "--json",
+    )
     assert pub.exit_code == 0, pub.output
     items = httpx.get(base + "/public").json()["items"]
-    assert [(i["memory_id"], i["title"], i["summary"]) for i in items] == [(memory_id, "公開タイトル", "公開してよい要約")]
+    assert [(i["memory_id"], i["title"], i["summary"]) for i in items] == [
+        (memory_id, "公開タイトル", "公開してよい要約")
+    ]
     assert "TITLECANARY" not in httpx.get(base + "/public").text  # the private title never shows
 
     # ---------------------------------------------------------------- consent throttle
     t_verifier, t_challenge = pkce()
-    tq = {"client_id": b_store.client.client_id, "response_type": "code", "code_challenge": t_challenge,  # type: ignore[union-attr]
-          "code_challenge_method": "S256", "redirect_uri": "http://127.0.0.1:43112/callback"}  # fmt: skip
+    tq = {
+        "client_id": b_store.client.client_id,
+        "response_type": "code",
+        "code_challenge": t_challenge,  # type: ignore[union-attr]
+        "code_challenge_method": "S256",
+        "redirect_uri": "http://127.0.0.1:43112/callback",
+    }
     t_form = parse_form(httpx.get(base + "/authorize?" + urlencode(tq)).text)
     statuses = []
     for i in range(6):
         wrong = f"WRONGPASS{i}CANARY"
         canaries.append(wrong)
-        r = httpx.post(base + "/authorize", data=form_data([*t_form.hidden.items(), ("passphrase", wrong),
-                                                  ("decision", "approve"), ("grant", "memory.read")]))  # fmt: skip
+        r = httpx.post(
+            base + "/authorize",
+            data=form_data(
+                [
+                    *t_form.hidden.items(),
+                    ("passphrase", wrong),
+                    ("decision", "approve"),
+                    ("grant", "memory.read"),
+                ]
+            ),
+        )
         statuses.append(r.status_code)
     assert statuses == [401] * 5 + [429]
     assert int(r.headers["retry-after"]) >= 1
-    right = httpx.post(base + "/authorize", data=form_data([*t_form.hidden.items(), ("passphrase", PASSPHRASE),
-                                                  ("decision", "approve"), ("grant", "memory.read")]))  # fmt: skip
+    right = httpx.post(
+        base + "/authorize",
+        data=form_data(
+            [
+                *t_form.hidden.items(),
+                ("passphrase", PASSPHRASE),
+                ("decision", "approve"),
+                ("grant", "memory.read"),
+            ]
+        ),
+    )
     assert right.status_code == 429  # even the right passphrase waits out the delay
 
     # ---------------------------------------------------------------- the log sentinel
-    secrets_seen = [*a_browser.secrets, *b_browser.secrets, r0, r1, r1b, r2, a2_access, b_access, c_access, c_refresh,
-                    a_client.client_secret or "", b_store.client.client_secret or "",  # type: ignore[union-attr]
-                    first.json()["access_token"]]  # fmt: skip
+    secrets_seen = [
+        *a_browser.secrets,
+        *b_browser.secrets,
+        r0,
+        r1,
+        r1b,
+        r2,
+        a2_access,
+        b_access,
+        c_access,
+        c_refresh,
+        a_client.client_secret or "",
+        b_store.client.client_secret or "",  # type: ignore[union-attr]
+        first.json()["access_token"],
+    ]
     lines = remote["lines"].lines
-    assert any("consent given" in line for line in lines) and any("refresh token reuse" in line for line in lines)
+    assert any("consent given" in line for line in lines) and any(
+        "refresh token reuse" in line for line in lines
+    )
     assert any("wrong owner passphrase" in line for line in lines)
     for n, line in enumerate(lines, 1):
         low = line.lower()
         for needle in [*canaries, *(s for s in secrets_seen if s)]:
             assert needle not in line, f"log line {n} holds a secret or private text"
-        for word in ("authorization:", "bearer ", "referer", "code_challenge=", "state=", "pmem_", "?"):
+        for word in (
+            "authorization:",
+            "bearer ",
+            "referer",
+            "code_challenge=",
+            "state=",
+            "pmem_",
+            "?",
+        ):
             assert word not in low, f"log line {n} holds {word!r}: {line[:120]}"
 
 
@@ -506,11 +775,15 @@ def test_scope_table_covers_every_tool() -> None:
     from mcp_server.server import build_server
 
     names = {t.name for t in anyio.run(build_server().list_tools)}
-    assert names <= set(TOOL_SCOPES), f"give these tools a scope in mcp_server/http.py: {names - set(TOOL_SCOPES)}"
+    assert names <= set(TOOL_SCOPES), (
+        f"give these tools a scope in mcp_server/http.py: {names - set(TOOL_SCOPES)}"
+    )
     assert tool_scopes("propose_memory", {"action": "delete"}) == ("memory.delete",)
     assert tool_scopes("propose_memory", {"action": "publish"}) == ("memory.publish",)
     assert tool_scopes("some_new_tool") == ("memory.read", "memory.write")
-    assert tool_visible("propose_memory", ("memory.publish",)) and not tool_visible("commit_memory", ("memory.read",))
+    assert tool_visible("propose_memory", ("memory.publish",)) and not tool_visible(
+        "commit_memory", ("memory.read",)
+    )
 
 
 def test_redirect_matching() -> None:
@@ -518,7 +791,9 @@ def test_redirect_matching() -> None:
     assert match_redirect("http://127.0.0.1:6000/callback", reg) == "http://127.0.0.1:6000/callback"
     assert match_redirect("http://127.0.0.1:6000/other", reg) is None
     assert match_redirect("https://claude.ai/api/mcp/auth_callback", reg) == reg[1]
-    assert match_redirect("https://claude.ai:444/api/mcp/auth_callback", reg) is None  # exact for https
+    assert (
+        match_redirect("https://claude.ai:444/api/mcp/auth_callback", reg) is None
+    )  # exact for https
     assert match_redirect(None, reg) is None and match_redirect(None, reg[:1]) == reg[0]
 
 
@@ -532,8 +807,17 @@ def test_public_reader_reads_only_the_public_table(db) -> None:  # type: ignore[
     reader = PublicReader.for_database(db)
     assert reader.items() == []
     with reader.connect() as conn:
-        assert conn.execute("SELECT current_user").fetchone()["current_user"] == "pmem_public_reader"  # type: ignore[index]
-        for table in ("memories", "memory_revisions", "source_messages", "auth_tokens", "oauth_clients", "proposals"):
+        assert (
+            conn.execute("SELECT current_user").fetchone()["current_user"] == "pmem_public_reader"
+        )  # type: ignore[index]
+        for table in (
+            "memories",
+            "memory_revisions",
+            "source_messages",
+            "auth_tokens",
+            "oauth_clients",
+            "proposals",
+        ):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(f"SELECT 1 FROM {table} LIMIT 1")
 
@@ -544,15 +828,21 @@ def test_owner_set_password(pmem_env: dict[str, str], db, monkeypatch: pytest.Mo
     assert refused.exit_code == 1 and "PMEM_OWNER_PASSWORD" in refused.output
     monkeypatch.setenv("PMEM_OWNER_PASSWORD", "a long owner passphrase")
     done = pmem("owner", "set-password", "--json")
-    assert done.exit_code == 0 and done.stdout.strip().splitlines()[-1] == '{"owner_password": "set"}'
+    assert (
+        done.exit_code == 0 and done.stdout.strip().splitlines()[-1] == '{"owner_password": "set"}'
+    )
     store = OAuthStore(db)
-    assert store.check_owner_password("a long owner passphrase") and not store.check_owner_password("a long owner")
+    assert store.check_owner_password("a long owner passphrase") and not store.check_owner_password(
+        "a long owner"
+    )
     with db.connection() as conn:
         stored = conn.execute("SELECT password_hash FROM owner_credentials").fetchone()[0]
     assert stored.startswith("$argon2id$") and "a long owner passphrase" not in stored
 
 
-def test_the_backfill_commits_through_the_remote_server(pmem_env: dict[str, str], db, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_the_backfill_commits_through_the_remote_server(
+    pmem_env: dict[str, str], db, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
     """PMEM_MEMORY_URL + a refresh token from `pmem auth token --client backfill`: the committer
     renews its access tokens itself and keeps the rotated refresh token for its next run."""
     from core.models import CommitRequest
@@ -565,7 +855,17 @@ def test_the_backfill_commits_through_the_remote_server(pmem_env: dict[str, str]
     for conv in iter_source("chatgpt", DEMO):
         assert isinstance(conv, Conversation)
         ledger.upsert(conv, imp)
-    issued = pmem("auth", "token", "--client", "backfill", "--scope", "memory.read", "--scope", "memory.write", "--json")
+    issued = pmem(
+        "auth",
+        "token",
+        "--client",
+        "backfill",
+        "--scope",
+        "memory.read",
+        "--scope",
+        "memory.write",
+        "--json",
+    )
     assert issued.exit_code == 0, issued.output
     import json
 
@@ -578,11 +878,17 @@ def test_the_backfill_commits_through_the_remote_server(pmem_env: dict[str, str]
     server = run_app_in_thread(create_app(db, issuer=base), port=port)
     try:
         api = HttpMemoryAPI(base + "/")
-        result = api.commit(CommitRequest(
-            kind="decision", title="家計簿アプリのデータベース", canonical_summary="PostgreSQL にした。",
-            index_summary="PostgreSQL を採用", reason="create", idempotency_key="backfill-remote-1",
-            evidence=[{"source_key": DB_MESSAGE, "text": "データベースは PostgreSQL にします"}],
-        ))  # fmt: skip
+        result = api.commit(
+            CommitRequest(
+                kind="decision",
+                title="家計簿アプリのデータベース",
+                canonical_summary="PostgreSQL にした。",
+                index_summary="PostgreSQL を採用",
+                reason="create",
+                idempotency_key="backfill-remote-1",
+                evidence=[{"source_key": DB_MESSAGE, "text": "データベースは PostgreSQL にします"}],
+            )
+        )
         assert result.created
         state = Path(pmem_env["PMEM_DATA_DIR"]) / CREDENTIAL_FILE
         assert state.stat().st_mode & 0o777 == 0o600
@@ -592,10 +898,13 @@ def test_the_backfill_commits_through_the_remote_server(pmem_env: dict[str, str]
         assert any(h.id == result.memory_id for h in api.search("家計簿"))
         api.close()
         with db.connection() as conn:
-            client = conn.execute("SELECT client FROM memory_revisions WHERE memory_id = %s",
-                                  (result.memory_id,)).fetchone()[0]  # fmt: skip
+            client = conn.execute(
+                "SELECT client FROM memory_revisions WHERE memory_id = %s", (result.memory_id,)
+            ).fetchone()[0]
             # the environment's token is long rotated: a run that replayed it would revoke all
-            conn.execute("UPDATE auth_tokens SET rotated_at = now() - interval '1 hour' WHERE rotated_at IS NOT NULL")
+            conn.execute(
+                "UPDATE auth_tokens SET rotated_at = now() - interval '1 hour' WHERE rotated_at IS NOT NULL"
+            )
             conn.commit()
         assert client == "backfill"
         later = HttpMemoryAPI(base)  # the next run: picks up the kept refresh token
@@ -605,7 +914,9 @@ def test_the_backfill_commits_through_the_remote_server(pmem_env: dict[str, str]
         server.stop()
 
 
-def test_budget_per_client_and_bind_rule(pmem_env: dict[str, str], db, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_budget_per_client_and_bind_rule(
+    pmem_env: dict[str, str], db, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
     """300 requests / 600 s per client in production; here 2: the third request of a client is
     429 with Retry-After, on /mcp and /v1 alike (one bucket), while another client goes on."""
     import mcp_server.http
@@ -620,28 +931,64 @@ def test_budget_per_client_and_bind_rule(pmem_env: dict[str, str], db, monkeypat
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = run_app_in_thread(create_app(db, issuer=base, budget=(2, 600.0)), port=port)
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
     headers = {"Accept": "application/json, text/event-stream"}
     try:
-        codes = [httpx.post(base + "/mcp", json=init, headers=headers | {"Authorization": f"Bearer {one.token}"}).status_code
-                 for _ in range(2)]  # fmt: skip
+        codes = [
+            httpx.post(
+                base + "/mcp", json=init, headers=headers | {"Authorization": f"Bearer {one.token}"}
+            ).status_code
+            for _ in range(2)
+        ]
         assert codes == [200, 200]
-        over = httpx.post(base + "/v1/search", json={"query": "x"}, headers={"Authorization": f"Bearer {one.token}"})
+        over = httpx.post(
+            base + "/v1/search",
+            json={"query": "x"},
+            headers={"Authorization": f"Bearer {one.token}"},
+        )
         assert over.status_code == 429 and int(over.headers["retry-after"]) >= 1
-        over_mcp = httpx.post(base + "/mcp", json=init, headers=headers | {"Authorization": f"Bearer {one.token}"})
+        over_mcp = httpx.post(
+            base + "/mcp", json=init, headers=headers | {"Authorization": f"Bearer {one.token}"}
+        )
         assert over_mcp.status_code == 429 and int(over_mcp.headers["retry-after"]) >= 1
         # the other client goes on, here on the 2026-07-28 stateless wire: tools/list filtered too
-        stateless = {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
-            "io.modelcontextprotocol/clientCapabilities": {}}}}  # fmt: skip
-        other = httpx.post(base + "/mcp", json=stateless, headers=headers | {
-            "Authorization": f"Bearer {two.token}", "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"})  # fmt: skip
+        stateless = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/list",
+            "params": {
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                }
+            },
+        }
+        other = httpx.post(
+            base + "/mcp",
+            json=stateless,
+            headers=headers
+            | {
+                "Authorization": f"Bearer {two.token}",
+                "MCP-Protocol-Version": "2026-07-28",
+                "Mcp-Method": "tools/list",
+            },
+        )
         assert other.status_code == 200, other.text
         assert {t["name"] for t in other.json()["result"]["tools"]} == READ_TOOLS
         api_token = TokenStore(db).create("apiclient").token
-        plain = httpx.post(base + "/mcp", json=init, headers=headers | {"Authorization": f"Bearer {api_token}"})
+        plain = httpx.post(
+            base + "/mcp", json=init, headers=headers | {"Authorization": f"Bearer {api_token}"}
+        )
         assert plain.status_code == 401  # /mcp takes OAuth access tokens only
         assert httpx.get(base + "/public", headers={"Host": "evil.example"}).status_code == 400
         dcr = {"client_name": "x", "redirect_uris": ["http://127.0.0.1:9/cb"]}
@@ -653,4 +1000,8 @@ def test_budget_per_client_and_bind_rule(pmem_env: dict[str, str], db, monkeypat
     refused = pmem("serve", "--http", "--host", "0.0.0.0", "--port", str(free_port()))
     assert refused.exit_code == 1 and "--public-url" in refused.output
     listed = pmem("auth", "tokens", "--json")
-    assert listed.exit_code == 0 and one.info.token_id in listed.stdout and one.token not in listed.stdout
+    assert (
+        listed.exit_code == 0
+        and one.info.token_id in listed.stdout
+        and one.token not in listed.stdout
+    )

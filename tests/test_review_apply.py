@@ -55,11 +55,25 @@ def test_dry_run_review_then_apply_without_llm(pmem_env, db_url):
         md, page = write_review(rv, settings.runs_dir)
         assert "Review of run" in md.read_text() and "rejected" in md.read_text()
         html = page.read_text()
-        assert html.startswith("<!doctype html>") and "<script" not in html and "http" not in html.split("<body>")[0]
+        assert (
+            html.startswith("<!doctype html>")
+            and "<script" not in html
+            and "http" not in html.split("<body>")[0]
+        )
 
         summary = pl.apply_run(p, run_id, p.runs.rejected_drafts(run_id))
-        assert summary["commits"] == 6 and summary["conflicts"] == 0 and summary["drafter_calls"] == 0
-        for key in ("run_id", "conversations", "batches_total", "batches_skipped_complete", "drafter_calls", "commits", "rejected_evidence"):
+        assert (
+            summary["commits"] == 6 and summary["conflicts"] == 0 and summary["drafter_calls"] == 0
+        )
+        for key in (
+            "run_id",
+            "conversations",
+            "batches_total",
+            "batches_skipped_complete",
+            "drafter_calls",
+            "commits",
+            "rejected_evidence",
+        ):
             assert key in summary
         again = pl.apply_run(p, run_id, p.runs.rejected_drafts(run_id))
         assert again["commits"] == 0  # nothing twice
@@ -81,10 +95,22 @@ def test_apply_lists_conflicts_when_the_target_moved(pmem_env, db_url, tmp_path)
     leaf = conv["current_node"]
     new_id = "aaa20000-0000-4000-8000-000000000001"
     conv["mapping"][leaf]["children"].append(new_id)
-    conv["mapping"][new_id] = {"id": new_id, "parent": leaf, "children": [], "message": {
-        "id": new_id, "author": {"role": "user"}, "create_time": 1735000000.0,
-        "content": {"content_type": "text", "parts": ["結局、駅から徒歩五分の部屋に決めました。家賃は予算内に収まりました。"]},
-        "recipient": "all", "status": "finished_successfully"}}  # fmt: skip
+    conv["mapping"][new_id] = {
+        "id": new_id,
+        "parent": leaf,
+        "children": [],
+        "message": {
+            "id": new_id,
+            "author": {"role": "user"},
+            "create_time": 1735000000.0,
+            "content": {
+                "content_type": "text",
+                "parts": ["結局、駅から徒歩五分の部屋に決めました。家賃は予算内に収まりました。"],
+            },
+            "recipient": "all",
+            "status": "finished_successfully",
+        },
+    }
     conv["current_node"] = new_id
     grown = tmp_path / "grown.json"
     grown.write_text(json.dumps(data))
@@ -98,9 +124,18 @@ def test_apply_lists_conflicts_when_the_target_moved(pmem_env, db_url, tmp_path)
         assert any(line.startswith("+") and "徒歩五分" in line for line in append.diff)
         # meanwhile, someone else updates that memory
         target = next(m for m in MemoryStore(p.db).search("引っ越し"))
-        p.store.commit(CommitRequest(memory_id=target.id, expected_revision=1, kind="decision",
-                                     title=target.title, canonical_summary="手で直した", index_summary="",
-                                     reason="append", idempotency_key="manual-edit"))  # fmt: skip
+        p.store.commit(
+            CommitRequest(
+                memory_id=target.id,
+                expected_revision=1,
+                kind="decision",
+                title=target.title,
+                canonical_summary="手で直した",
+                index_summary="",
+                reason="append",
+                idempotency_key="manual-edit",
+            )
+        )
         summary = pl.apply_run(p, dry["run_id"], frozenset())
         assert summary["conflicts"] == 1 and summary["commits"] == 0
         assert summary["conflict_drafts"][0]["reason"] == "StaleRevision"
@@ -110,17 +145,46 @@ def test_apply_lists_conflicts_when_the_target_moved(pmem_env, db_url, tmp_path)
 
 
 def test_cli_review_writes_files_and_apply_json(cli_env):
-    run = subprocess.run([sys.executable, "-m", "cli.main", "backfill", "--export", str(DEMO), "--dry-run", "--json"],
-                         env=cli_env, cwd=PROJECT, capture_output=True, text=True, timeout=300)  # fmt: skip
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "backfill",
+            "--export",
+            str(DEMO),
+            "--dry-run",
+            "--json",
+        ],
+        env=cli_env,
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     run_id = json.loads(run.stdout.strip().splitlines()[-1])["run_id"]
-    rv = subprocess.run([sys.executable, "-m", "cli.main", "review", run_id, "--json"], env=cli_env, cwd=PROJECT,
-                        capture_output=True, text=True, timeout=120)  # fmt: skip
+    rv = subprocess.run(
+        [sys.executable, "-m", "cli.main", "review", run_id, "--json"],
+        env=cli_env,
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert rv.returncode == 0, rv.stderr[-2000:]
     out = json.loads(rv.stdout.strip().splitlines()[-1])
-    assert Path(out["markdown"]).exists() and Path(out["html"]).exists() and out["counts"]["new"] == 7
-    ap = subprocess.run([sys.executable, "-m", "cli.main", "apply", run_id, "--json"], env=cli_env, cwd=PROJECT,
-                        capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert (
+        Path(out["markdown"]).exists() and Path(out["html"]).exists() and out["counts"]["new"] == 7
+    )
+    ap = subprocess.run(
+        [sys.executable, "-m", "cli.main", "apply", run_id, "--json"],
+        env=cli_env,
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert ap.returncode == 0, ap.stderr[-2000:]
     assert json.loads(ap.stdout.strip().splitlines()[-1])["commits"] == 7
 
@@ -131,18 +195,47 @@ def test_cli_restore_is_confirmed_and_makes_a_new_revision(cli_env, db_url):
 
     db = Database(db_url)
     store = MemoryStore(db, ledger_evidence=False)  # made-up evidence key
-    first = store.commit(CommitRequest(kind="decision", title="t", canonical_summary="v1", index_summary="v1",
-                                       evidence=[EvidenceIn(source_key="chatgpt:c:n", text="v1 text")],
-                                       idempotency_key="r1"))  # fmt: skip
-    store.commit(CommitRequest(memory_id=first.memory_id, expected_revision=1, kind="decision", title="t",
-                               canonical_summary="v2", index_summary="v2", reason="correction",
-                               idempotency_key="r2"))  # fmt: skip
+    first = store.commit(
+        CommitRequest(
+            kind="decision",
+            title="t",
+            canonical_summary="v1",
+            index_summary="v1",
+            evidence=[EvidenceIn(source_key="chatgpt:c:n", text="v1 text")],
+            idempotency_key="r1",
+        )
+    )
+    store.commit(
+        CommitRequest(
+            memory_id=first.memory_id,
+            expected_revision=1,
+            kind="decision",
+            title="t",
+            canonical_summary="v2",
+            index_summary="v2",
+            reason="correction",
+            idempotency_key="r2",
+        )
+    )
     cmd = [sys.executable, "-m", "cli.main", "restore", first.memory_id, "1"]
-    refused = subprocess.run(cmd, env=cli_env, cwd=PROJECT, input="n\n", capture_output=True, text=True, timeout=60)
+    refused = subprocess.run(
+        cmd, env=cli_env, cwd=PROJECT, input="n\n", capture_output=True, text=True, timeout=60
+    )
     assert refused.returncode == 1 and store.get(first.memory_id).current_revision == 2
-    done = subprocess.run([*cmd, "--yes", "--json"], env=cli_env, cwd=PROJECT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [*cmd, "--yes", "--json"],
+        env=cli_env,
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1])["revision"] == 3
     view = store.get(first.memory_id, history=True)
-    assert view.canonical_summary == "v1" and [r["reason"] for r in view.revisions] == ["create", "correction", "restore"]
+    assert view.canonical_summary == "v1" and [r["reason"] for r in view.revisions] == [
+        "create",
+        "correction",
+        "restore",
+    ]
     db.close()

@@ -25,9 +25,21 @@ DEMO = PROJECT / "examples" / "demo" / "conversations.json"
 SUBSET = REAL / "chatgpt" / "my_chat_gpt-history_download-conversations.subset.json"
 CODEX = next((REAL / "codex").rglob("*.jsonl"))
 LLM = "openai:gpt-4.1-mini"  # priced: $0.40 / $1.60 per million tokens
-CONTRACT = ("run_id", "status", "resume_command", "conversations", "batches_total", "batches_skipped_complete",
-            "batches_drafted", "drafter_calls", "commits", "rejected_evidence", "input_tokens", "output_tokens",
-            "cost_usd")  # fmt: skip
+CONTRACT = (
+    "run_id",
+    "status",
+    "resume_command",
+    "conversations",
+    "batches_total",
+    "batches_skipped_complete",
+    "batches_drafted",
+    "drafter_calls",
+    "commits",
+    "rejected_evidence",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+)
 
 
 @pytest.fixture
@@ -55,7 +67,13 @@ def plain(monkeypatch: pytest.MonkeyPatch) -> None:
     from core.settings import get_settings
     from flows import pipeline as pl
 
-    def backfill(source: str, export_path: str, dry_run: bool = False, llm: str | None = None, embed: bool = True):
+    def backfill(
+        source: str,
+        export_path: str,
+        dry_run: bool = False,
+        llm: str | None = None,
+        embed: bool = True,
+    ):
         p = pl.Pipeline.open(get_settings(), llm)
         try:
             return pl.run_backfill(p, source, export_path, dry_run=dry_run, embed=embed)
@@ -79,14 +97,22 @@ def count(db_url: str, table: str) -> int:
 
 
 def answer(prompt_tokens: int = 120) -> Reply:
-    return Reply(200, openai_chat(json.dumps(records_payload(), ensure_ascii=False), prompt_tokens=prompt_tokens,
-                                  completion_tokens=0))  # fmt: skip
+    return Reply(
+        200,
+        openai_chat(
+            json.dumps(records_payload(), ensure_ascii=False),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=0,
+        ),
+    )
 
 
 # ---------------------------------------------------------------- input checked before anything
 
 
-def test_a_source_contradicting_the_file_is_refused_before_anything_starts(env, plain, db_url, tmp_path):
+def test_a_source_contradicting_the_file_is_refused_before_anything_starts(
+    env, plain, db_url, tmp_path
+):
     r = pmem("backfill", "--source", "claude", "--export", str(DEMO), "--json")
     assert r.exit_code == 1
     assert "conversations.json looks like a ChatGPT export: use --source chatgpt" in r.stderr
@@ -99,7 +125,10 @@ def test_a_source_contradicting_the_file_is_refused_before_anything_starts(env, 
     empty = tmp_path / "conversations.json"
     empty.write_text("[]", encoding="utf-8")
     r = pmem("backfill", "--source", "chatgpt", "--export", str(empty), "--json")
-    assert r.exit_code == 1 and "no conversations in conversations.json matched the ChatGPT importer" in r.stderr
+    assert (
+        r.exit_code == 1
+        and "no conversations in conversations.json matched the ChatGPT importer" in r.stderr
+    )
     assert last_json(r.stdout)["status"] == "failed"
 
 
@@ -112,19 +141,37 @@ def test_estimate_keys_no_key_needed_and_nothing_written(env, db_url):
     est = last_json(r.stdout)
     assert est["estimated_input_tokens"] > 0 and est["estimated_output_tokens"] == 700 * 7
     assert est["estimated_cost_usd"] == pytest.approx(
-        (est["estimated_input_tokens"] * 0.40 + est["estimated_output_tokens"] * 1.60) / 1e6, abs=1e-6)
+        (est["estimated_input_tokens"] * 0.40 + est["estimated_output_tokens"] * 1.60) / 1e6,
+        abs=1e-6,
+    )
     assert est["conversations"] == 8 and est["conversations_to_draft"] == 7 and est["price_as_of"]
     assert "estimate for openai:gpt-4.1-mini: 7 conversations in 2 batches to draft" in r.stderr
     for table in ("source_conversations", "backfill_runs", "batches", "import_runs"):
         assert count(db_url, table) == 0, table  # an estimate writes nothing
     # an unlisted model: --max-cost refused unless --price gives its price
     r = pmem("backfill", "--export", str(DEMO), "--llm", "openai:my-local-model", "--max-cost", "1")
-    assert r.exit_code == 1 and "no known price for openai:my-local-model" in r.stderr and "--price" in r.stderr
-    r = pmem("backfill", "--export", str(DEMO), "--llm", "openai:my-local-model", "--max-cost", "1",
-             "--price", "1/2", "--estimate", "--json")  # fmt: skip
+    assert (
+        r.exit_code == 1
+        and "no known price for openai:my-local-model" in r.stderr
+        and "--price" in r.stderr
+    )
+    r = pmem(
+        "backfill",
+        "--export",
+        str(DEMO),
+        "--llm",
+        "openai:my-local-model",
+        "--max-cost",
+        "1",
+        "--price",
+        "1/2",
+        "--estimate",
+        "--json",
+    )
     est2 = last_json(r.stdout)
     assert est2["estimated_cost_usd"] == pytest.approx(
-        (est2["estimated_input_tokens"] * 1 + est2["estimated_output_tokens"] * 2) / 1e6, abs=1e-6)
+        (est2["estimated_input_tokens"] * 1 + est2["estimated_output_tokens"] * 2) / 1e6, abs=1e-6
+    )
     r = pmem("prices", "--json")
     prices = last_json(r.stdout)
     assert prices["as_of"] == est["price_as_of"]
@@ -142,10 +189,17 @@ def test_dry_run_prints_estimate_words_next_commands_and_resumes_with_nothing_to
         assert key in s, key
     assert s["status"] == "complete" and s["batches_drafted"] == s["batches_total"] == 2
     assert s["cost_usd"] == 0.0
-    assert s["resume_command"] == f"pmem backfill --source chatgpt --export {DEMO} --llm extractive --dry-run"
-    assert s["make_command"] == f"make backfill SOURCE=chatgpt EXPORT={DEMO} LLM=extractive DRY_RUN=1"
+    assert (
+        s["resume_command"]
+        == f"pmem backfill --source chatgpt --export {DEMO} --llm extractive --dry-run"
+    )
+    assert (
+        s["make_command"] == f"make backfill SOURCE=chatgpt EXPORT={DEMO} LLM=extractive DRY_RUN=1"
+    )
     err = r.stderr
-    assert err.index("estimate for extractive:v1: 7 conversations in 2 batches to draft") < err.index(f"run {s['run_id']}")
+    assert err.index(
+        "estimate for extractive:v1: 7 conversations in 2 batches to draft"
+    ) < err.index(f"run {s['run_id']}")
     assert "8 conversations (7 kept, 1 dropped by the prefilter); 2 batches (2 drafted now" in err
     assert "{" not in err and "1 batches" not in err  # words, not reprs
     lines = err.strip().splitlines()
@@ -176,13 +230,17 @@ def test_a_run_drafts_only_its_export_and_pending_drafts_the_rest(env, plain, db
     assert p.exit_code == 0, p.stderr
     ps = last_json(p.stdout)
     assert ps["run_id"] != s["run_id"] and ps["batches_drafted"] == 2 and ps["commits"] == 7
-    assert ps["resume_command"].startswith("pmem backfill --source chatgpt --pending --llm extractive")
+    assert ps["resume_command"].startswith(
+        "pmem backfill --source chatgpt --pending --llm extractive"
+    )
 
 
 def test_redraft_starts_a_new_run_and_keeps_the_old_drafts(env, plain, db_url):
     first = last_json(pmem("backfill", "--export", str(DEMO), "--dry-run", "--json").stdout)
     with psycopg.connect(db_url) as conn:
-        key = conn.execute("SELECT conversation_key FROM batch_members ORDER BY 1 LIMIT 1").fetchone()[0]
+        key = conn.execute(
+            "SELECT conversation_key FROM batch_members ORDER BY 1 LIMIT 1"
+        ).fetchone()[0]
     runs = Path(env["PMEM_DATA_DIR"]) / "runs"
     old = sorted(p.name for p in (runs / first["run_id"]).rglob("result.json"))
     r = pmem("backfill", "--export", str(DEMO), "--dry-run", "--redraft", key, "--json")
@@ -191,7 +249,9 @@ def test_redraft_starts_a_new_run_and_keeps_the_old_drafts(env, plain, db_url):
     assert s["run_id"] != first["run_id"] and s["redraft"]
     assert s["batches_total"] == s["batches_drafted"] == s["drafter_calls"] == 1
     assert s["resume_command"].endswith(f"--dry-run --redraft {key}")
-    assert sorted(p.name for p in (runs / first["run_id"]).rglob("result.json")) == old  # kept for review
+    assert (
+        sorted(p.name for p in (runs / first["run_id"]).rglob("result.json")) == old
+    )  # kept for review
     assert len(list((runs / s["run_id"]).rglob("result.json"))) == 1
 
 
@@ -199,10 +259,17 @@ def test_redraft_starts_a_new_run_and_keeps_the_old_drafts(env, plain, db_url):
 
 
 def test_vendor_429_waits_per_retry_after_then_completes(server: FakeServer, plain, monkeypatch):
-    monkeypatch.setenv("PMEM_MAX_CONCURRENCY", "1")  # one batch at a time: its adapter gives up first
-    limited = Reply(429, {"error": {"message": "slow down", "type": "rate_limit_error", "code": None}},
-                    headers={"retry-after": "1"})  # fmt: skip
-    server.push(*[limited] * 4, *[answer()] * 2)  # the adapter's 4 attempts, then the run's own wait
+    monkeypatch.setenv(
+        "PMEM_MAX_CONCURRENCY", "1"
+    )  # one batch at a time: its adapter gives up first
+    limited = Reply(
+        429,
+        {"error": {"message": "slow down", "type": "rate_limit_error", "code": None}},
+        headers={"retry-after": "1"},
+    )
+    server.push(
+        *[limited] * 4, *[answer()] * 2
+    )  # the adapter's 4 attempts, then the run's own wait
     r = pmem("backfill", "--export", str(DEMO), "--llm", LLM, "--yes", "--dry-run", "--json")
     assert r.exit_code == 0, r.stderr
     s = last_json(r.stdout)
@@ -210,19 +277,38 @@ def test_vendor_429_waits_per_retry_after_then_completes(server: FakeServer, pla
     assert "waiting for the model provider's rate limit (429, Retry-After 1 s) until" in r.stderr
 
 
-def test_retry_after_past_max_wait_exits_75_with_json_and_the_full_resume_command(server: FakeServer):
-    limited = Reply(429, {"error": {"message": "slow down", "type": "rate_limit_error", "code": None}},
-                    headers={"retry-after": "120"})  # fmt: skip
+def test_retry_after_past_max_wait_exits_75_with_json_and_the_full_resume_command(
+    server: FakeServer,
+):
+    limited = Reply(
+        429,
+        {"error": {"message": "slow down", "type": "rate_limit_error", "code": None}},
+        headers={"retry-after": "120"},
+    )
     server.push(*[limited] * 4)
-    r = pmem("backfill", "--export", str(DEMO), "--llm", LLM, "--yes", "--dry-run", "--max-wait", "1",
-             "--max-cost", "5", "--json")  # fmt: skip
+    r = pmem(
+        "backfill",
+        "--export",
+        str(DEMO),
+        "--llm",
+        LLM,
+        "--yes",
+        "--dry-run",
+        "--max-wait",
+        "1",
+        "--max-cost",
+        "5",
+        "--json",
+    )
     assert r.exit_code == 75, r.stderr
     s = last_json(r.stdout)
     assert s["status"] == "stopped" and s["run_id"] and s["batches_drafted"] == 0
     for key in CONTRACT:
         assert key in s, key
-    assert s["resume_command"] == (f"pmem backfill --source chatgpt --export {DEMO} --llm {LLM} --dry-run "
-                                   "--max-cost 5 --max-wait 1")  # fmt: skip
+    assert s["resume_command"] == (
+        f"pmem backfill --source chatgpt --export {DEMO} --llm {LLM} --dry-run "
+        "--max-cost 5 --max-wait 1"
+    )
     assert f"LLM={LLM}" in s["make_command"] and "MAX_WAIT=1" in s["make_command"]
     assert s["resume_command"] in r.stderr
 
@@ -230,7 +316,9 @@ def test_retry_after_past_max_wait_exits_75_with_json_and_the_full_resume_comman
 # ---------------------------------------------------------------- --max-cost
 
 
-def test_max_cost_stops_on_actual_tokens_across_resumes_and_a_higher_cap_resumes(server: FakeServer, plain, monkeypatch):
+def test_max_cost_stops_on_actual_tokens_across_resumes_and_a_higher_cap_resumes(
+    server: FakeServer, plain, monkeypatch
+):
     monkeypatch.setenv("PMEM_BATCH_MAX_CONVERSATIONS", "2")  # 4 batches
     monkeypatch.setenv("PMEM_MAX_CONCURRENCY", "1")
     server.push(*[answer(prompt_tokens=200_000)] * 4)  # $0.08 each at $0.40 per million
@@ -241,13 +329,21 @@ def test_max_cost_stops_on_actual_tokens_across_resumes_and_a_higher_cap_resumes
     assert s["status"] == "cost_limit" and s["drafter_calls"] == 2
     assert s["cost_usd"] == pytest.approx(0.16) and s["input_tokens"] == 400_000
     assert "--max-cost 0.1" in s["resume_command"] and "raise --max-cost" in r.stderr
-    again = last_json(pmem(*args, "--max-cost", "0.1").stdout)  # what was spent counts across resumes
-    assert again["status"] == "cost_limit" and again["drafter_calls"] == 0 and again["run_id"] == s["run_id"]
+    again = last_json(
+        pmem(*args, "--max-cost", "0.1").stdout
+    )  # what was spent counts across resumes
+    assert (
+        again["status"] == "cost_limit"
+        and again["drafter_calls"] == 0
+        and again["run_id"] == s["run_id"]
+    )
     done = pmem(*args, "--max-cost", "1")
     assert done.exit_code == 0, done.stderr
     d = last_json(done.stdout)
     assert d["run_id"] == s["run_id"] and d["resumed"] and d["status"] == "complete"
-    assert d["drafter_calls"] == 2 and d["batches_total"] == 2  # the committed ones are not planned again
+    assert (
+        d["drafter_calls"] == 2 and d["batches_total"] == 2
+    )  # the committed ones are not planned again
     assert d["run_cost_usd"] == pytest.approx(0.32) and len(server.requests) == 4
 
 
@@ -258,16 +354,36 @@ def test_make_backfill_passes_every_option_and_prints_json_only_with_json_1():
     import subprocess
 
     def dry(*assignments: str) -> str:
-        return subprocess.run(["make", "-n", "backfill", *assignments], cwd=PROJECT, capture_output=True, text=True,
-                              check=True).stdout  # fmt: skip
+        return subprocess.run(
+            ["make", "-n", "backfill", *assignments],
+            cwd=PROJECT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
 
-    line = dry("EXPORT=x.zip", "LLM=openai:gpt-4.1-mini", "DRY_RUN=1", "MAX_COST=2", "PRICE=0.4/1.6", "MAX_WAIT=30")
-    for part in ('--export "x.zip"', "--llm openai:gpt-4.1-mini", "--dry-run", "--max-cost 2", "--price 0.4/1.6",
-                 "--max-wait 30"):  # fmt: skip
+    line = dry(
+        "EXPORT=x.zip",
+        "LLM=openai:gpt-4.1-mini",
+        "DRY_RUN=1",
+        "MAX_COST=2",
+        "PRICE=0.4/1.6",
+        "MAX_WAIT=30",
+    )
+    for part in (
+        '--export "x.zip"',
+        "--llm openai:gpt-4.1-mini",
+        "--dry-run",
+        "--max-cost 2",
+        "--price 0.4/1.6",
+        "--max-wait 30",
+    ):
         assert part in line, part
     assert "--json" not in line and "--source" not in line  # the format is detected
     assert "--json" in dry("EXPORT=x.zip", "JSON=1")
-    assert "--pending" in dry("PENDING=1") and "--redraft chatgpt:a chatgpt:b" in dry("REDRAFT=chatgpt:a chatgpt:b")
+    assert "--pending" in dry("PENDING=1") and "--redraft chatgpt:a chatgpt:b" in dry(
+        "REDRAFT=chatgpt:a chatgpt:b"
+    )
 
 
 def test_the_estimate_over_http_says_how_long_the_memory_api_budget_makes_the_commits():
@@ -278,8 +394,13 @@ def test_the_estimate_over_http_says_how_long_the_memory_api_budget_makes_the_co
     from flows import pipeline as pl
 
     settings = Settings(memory_url="http://127.0.0.1:1", commit_budget="300/600s")
-    p = SimpleNamespace(settings=settings, drafter=SimpleNamespace(model="extractive:v1"), options=pl.RunOptions())
-    batches = [[pl._Candidate(f"chatgpt:{i}", "h", 100, 25, None, None) for i in range(4)] for _ in range(100)]
+    p = SimpleNamespace(
+        settings=settings, drafter=SimpleNamespace(model="extractive:v1"), options=pl.RunOptions()
+    )
+    batches = [
+        [pl._Candidate(f"chatgpt:{i}", "h", 100, 25, None, None) for i in range(4)]
+        for _ in range(100)
+    ]
     est = pl._estimate_of(p, batches) | {"model": "extractive:v1"}  # type: ignore[arg-type]
     # 400 conversations: 100 look-ups + 2 requests per commit = 900 requests, 3 windows of 300
     assert est["memory_api_requests"] == 900 and est["memory_api_seconds"] == 1200.0

@@ -42,8 +42,9 @@ def lines() -> list[str]:
 
 
 def _holder(data_dir: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(data_dir)], cwd=PROJECT, stdout=subprocess.PIPE,
-                            text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(data_dir)], cwd=PROJECT, stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "HELD"
     return proc
 
@@ -57,7 +58,9 @@ def test_second_run_is_refused_naming_the_holder_and_a_dead_holder_is_taken_over
         with pytest.raises(runlock.RunLocked) as err:
             runlock.RunLock(tmp_path, "pmem demo").acquire()
         text = f"{err.value} {err.value.hint}"
-        assert f"pid {proc.pid}" in text and "pmem backfill --source chatgpt --export big.zip" in text
+        assert (
+            f"pid {proc.pid}" in text and "pmem backfill --source chatgpt --export big.zip" in text
+        )
         assert "run run-held-1" in text and "pmem status run-held-1" in text
         assert runlock.read_holder(tmp_path).pid == proc.pid
     finally:
@@ -77,9 +80,19 @@ def test_cli_backfill_refuses_a_second_run_before_anything_starts(tmp_path: Path
     data = Path(pmem_env["PMEM_DATA_DIR"])
     proc = _holder(data)
     try:
-        env = {**os.environ, **pmem_env, "PREFECT_API_URL": "http://127.0.0.1:9/api"}  # never reached
-        out = subprocess.run([sys.executable, "-m", "cli.main", "backfill", "--export", str(DEMO)], env=env,
-                             cwd=PROJECT, capture_output=True, text=True, timeout=60)  # fmt: skip
+        env = {
+            **os.environ,
+            **pmem_env,
+            "PREFECT_API_URL": "http://127.0.0.1:9/api",
+        }  # never reached
+        out = subprocess.run(
+            [sys.executable, "-m", "cli.main", "backfill", "--export", str(DEMO)],
+            env=env,
+            cwd=PROJECT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         proc.kill()
         proc.wait()
@@ -99,7 +112,9 @@ def test_a_budget_wait_says_what_it_waits_for_and_until_when(lines: list[str]):
         slept.append(s)
         now[0] += s
 
-    lim = SlidingWindowLimiter(max_wait=600, sleep=sleep, backend=MemoryWindow(2, 20, clock=lambda: now[0]))
+    lim = SlidingWindowLimiter(
+        max_wait=600, sleep=sleep, backend=MemoryWindow(2, 20, clock=lambda: now[0])
+    )
     for _ in range(6):
         lim.acquire("r1")
     assert sum(slept) >= 40 and lim.waited >= 40
@@ -114,7 +129,9 @@ def test_a_429_pause_and_a_long_wait_are_announced_and_short_ones_are_not(lines:
     cc.on_rate_limited(0.2)
     assert lines == []
     cc.on_rate_limited(42)
-    assert len(lines) == 1 and lines[0].startswith("waiting for the model provider's rate limit (429, Retry-After 42 s) until")
+    assert len(lines) == 1 and lines[0].startswith(
+        "waiting for the model provider's rate limit (429, Retry-After 42 s) until"
+    )
     with pytest.raises(RateLimitStop):
         cc.on_rate_limited(3600)
 
@@ -124,13 +141,17 @@ def test_wait_line_names_the_clock_time():
 
     now = datetime(2026, 12, 1, 12, 0, 0, tzinfo=UTC)
     assert waits.wait_line("x", 250, now) == "waiting for x until 12:04:10 (4 min 10 s)"
-    assert waits.wait_line("x", 86400, now) == "waiting for x until 2026-12-02 12:00:00 (24 h 00 min)"
+    assert (
+        waits.wait_line("x", 86400, now) == "waiting for x until 2026-12-02 12:00:00 (24 h 00 min)"
+    )
 
 
 # ---------------------------------------------------------------- the budget where it belongs
 
 
-def test_in_process_commits_are_not_throttled_and_an_http_committer_paces_itself(pmem_env, monkeypatch):
+def test_in_process_commits_are_not_throttled_and_an_http_committer_paces_itself(
+    pmem_env, monkeypatch
+):
     from flows.pipeline import Pipeline
     from store.budget import PgWindow
 
@@ -154,4 +175,7 @@ def test_in_process_commits_are_not_throttled_and_an_http_committer_paces_itself
 def test_resume_command_drops_redraft_and_quotes():
     from cli.foreground import resume_command
 
-    assert resume_command(["backfill", "--export", "my export.zip", "--redraft"]) == "pmem backfill --export 'my export.zip'"
+    assert (
+        resume_command(["backfill", "--export", "my export.zip", "--redraft"])
+        == "pmem backfill --export 'my export.zip'"
+    )

@@ -43,50 +43,91 @@ pytestmark = [pytest.mark.prefect, pytest.mark.timeout(600)]
 
 # 40 conversations on 40 unrelated things, each ending in a decision with its reason
 THINGS = [
-    ("自転車", "クロスバイク", "ママチャリ"), ("掃除機", "コードレス掃除機", "ロボット掃除機"),
-    ("炊飯器", "圧力IH炊飯器", "土鍋"), ("冷蔵庫", "四ドア冷蔵庫", "小型冷蔵庫"),
-    ("洗濯機", "ドラム式洗濯機", "縦型洗濯機"), ("腕時計", "ソーラー電波時計", "機械式時計"),
-    ("ランニングシューズ", "厚底シューズ", "薄底シューズ"), ("登山靴", "ミッドカット登山靴", "トレランシューズ"),
-    ("スーツケース", "ハードケース", "ソフトケース"), ("カメラ", "ミラーレス一眼", "コンパクトカメラ"),
-    ("保険", "掛け捨て保険", "積立保険"), ("証券口座", "ネット証券", "対面証券"),
-    ("英会話教室", "オンライン英会話", "駅前の英会話教室"), ("ピアノ", "電子ピアノ", "アップライトピアノ"),
-    ("ソファ", "二人掛けソファ", "ビーズクッション"), ("カーテン", "遮光カーテン", "レースカーテン"),
-    ("観葉植物", "モンステラ", "パキラ"), ("コーヒー豆", "浅煎りの豆", "深煎りの豆"),
-    ("紅茶", "アールグレイ", "ダージリン"), ("日本酒", "純米吟醸", "本醸造"),
-    ("自動車", "ハイブリッド車", "軽自動車"), ("タイヤ", "スタッドレスタイヤ", "オールシーズンタイヤ"),
-    ("引越し業者", "大手の引越し業者", "地元の引越し業者"), ("賃貸物件", "駅近の1K", "郊外の2DK"),
-    ("旅行先", "北海道", "沖縄"), ("ホテル", "温泉旅館", "ビジネスホテル"),
-    ("歯ブラシ", "電動歯ブラシ", "普通の歯ブラシ"), ("枕", "低反発枕", "そば殻枕"),
-    ("マットレス", "高反発マットレス", "ポケットコイル"), ("眼鏡", "軽いチタン眼鏡", "セルフレーム眼鏡"),
-    ("イヤホン", "ノイズキャンセリングイヤホン", "有線イヤホン"), ("キーボード", "静電容量無接点キーボード", "メンブレンキーボード"),
-    ("モニター", "四Kモニター", "ウルトラワイドモニター"), ("椅子", "オフィスチェア", "ダイニングチェア"),
-    ("傘", "折りたたみ傘", "ジャンプ傘"), ("財布", "長財布", "小銭入れ"),
-    ("手帳", "週間手帳", "月間手帳"), ("ペン", "ゲルインクのペン", "万年筆"),
-    ("鍋", "鋳物の鍋", "アルミの鍋"), ("包丁", "三徳包丁", "牛刀"),
-]  # fmt: skip
+    ("自転車", "クロスバイク", "ママチャリ"),
+    ("掃除機", "コードレス掃除機", "ロボット掃除機"),
+    ("炊飯器", "圧力IH炊飯器", "土鍋"),
+    ("冷蔵庫", "四ドア冷蔵庫", "小型冷蔵庫"),
+    ("洗濯機", "ドラム式洗濯機", "縦型洗濯機"),
+    ("腕時計", "ソーラー電波時計", "機械式時計"),
+    ("ランニングシューズ", "厚底シューズ", "薄底シューズ"),
+    ("登山靴", "ミッドカット登山靴", "トレランシューズ"),
+    ("スーツケース", "ハードケース", "ソフトケース"),
+    ("カメラ", "ミラーレス一眼", "コンパクトカメラ"),
+    ("保険", "掛け捨て保険", "積立保険"),
+    ("証券口座", "ネット証券", "対面証券"),
+    ("英会話教室", "オンライン英会話", "駅前の英会話教室"),
+    ("ピアノ", "電子ピアノ", "アップライトピアノ"),
+    ("ソファ", "二人掛けソファ", "ビーズクッション"),
+    ("カーテン", "遮光カーテン", "レースカーテン"),
+    ("観葉植物", "モンステラ", "パキラ"),
+    ("コーヒー豆", "浅煎りの豆", "深煎りの豆"),
+    ("紅茶", "アールグレイ", "ダージリン"),
+    ("日本酒", "純米吟醸", "本醸造"),
+    ("自動車", "ハイブリッド車", "軽自動車"),
+    ("タイヤ", "スタッドレスタイヤ", "オールシーズンタイヤ"),
+    ("引越し業者", "大手の引越し業者", "地元の引越し業者"),
+    ("賃貸物件", "駅近の1K", "郊外の2DK"),
+    ("旅行先", "北海道", "沖縄"),
+    ("ホテル", "温泉旅館", "ビジネスホテル"),
+    ("歯ブラシ", "電動歯ブラシ", "普通の歯ブラシ"),
+    ("枕", "低反発枕", "そば殻枕"),
+    ("マットレス", "高反発マットレス", "ポケットコイル"),
+    ("眼鏡", "軽いチタン眼鏡", "セルフレーム眼鏡"),
+    ("イヤホン", "ノイズキャンセリングイヤホン", "有線イヤホン"),
+    ("キーボード", "静電容量無接点キーボード", "メンブレンキーボード"),
+    ("モニター", "四Kモニター", "ウルトラワイドモニター"),
+    ("椅子", "オフィスチェア", "ダイニングチェア"),
+    ("傘", "折りたたみ傘", "ジャンプ傘"),
+    ("財布", "長財布", "小銭入れ"),
+    ("手帳", "週間手帳", "月間手帳"),
+    ("ペン", "ゲルインクのペン", "万年筆"),
+    ("鍋", "鋳物の鍋", "アルミの鍋"),
+    ("包丁", "三徳包丁", "牛刀"),
+]
 assert len(THINGS) == 40
 
 
 def _conversation(i: int, thing: str, a: str, b: str) -> dict[str, Any]:
-    texts = [("user", f"{thing}を探してる。{a}と{b}で迷ってる。"), ("assistant", "使い方で選ぶと良いです。"),
-             ("user", f"{a}にする。理由は、{thing}として長く使えそうだから。")]  # fmt: skip
-    mapping: dict[str, Any] = {"root": {"id": "root", "message": None, "parent": None, "children": []}}
+    texts = [
+        ("user", f"{thing}を探してる。{a}と{b}で迷ってる。"),
+        ("assistant", "使い方で選ぶと良いです。"),
+        ("user", f"{a}にする。理由は、{thing}として長く使えそうだから。"),
+    ]
+    mapping: dict[str, Any] = {
+        "root": {"id": "root", "message": None, "parent": None, "children": []}
+    }
     parent = "root"
     for n, (role, text) in enumerate(texts):
         node = f"n{n}"
         mapping[parent]["children"].append(node)
-        mapping[node] = {"id": node, "parent": parent, "children": [],
-                         "message": {"id": node, "author": {"role": role}, "create_time": 1_700_000_000 + 86_400 * i + n,
-                                     "content": {"content_type": "text", "parts": [text]}}}  # fmt: skip
+        mapping[node] = {
+            "id": node,
+            "parent": parent,
+            "children": [],
+            "message": {
+                "id": node,
+                "author": {"role": role},
+                "create_time": 1_700_000_000 + 86_400 * i + n,
+                "content": {"content_type": "text", "parts": [text]},
+            },
+        }
         parent = node
-    return {"id": f"scale-{i:02d}", "title": f"{thing}選び", "create_time": 1_700_000_000 + 86_400 * i,
-            "mapping": mapping, "current_node": parent}  # fmt: skip
+    return {
+        "id": f"scale-{i:02d}",
+        "title": f"{thing}選び",
+        "create_time": 1_700_000_000 + 86_400 * i,
+        "mapping": mapping,
+        "current_node": parent,
+    }
 
 
 @pytest.fixture(scope="module")
 def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("scaleout-export") / "conversations.json"
-    path.write_text(json.dumps([_conversation(i, *t) for i, t in enumerate(THINGS)], ensure_ascii=False), "utf-8")
+    path.write_text(
+        json.dumps([_conversation(i, *t) for i, t in enumerate(THINGS)], ensure_ascii=False),
+        "utf-8",
+    )
     return path
 
 
@@ -117,8 +158,14 @@ class CountingModel(ScriptedModel):
 
 
 def _model_env(url: str, key: str) -> dict[str, str]:
-    return {"PMEM_LLM": "openai:gpt-scripted", "PMEM_OPENAI_BASE_URL": url + "/v1", "OPENAI_API_KEY": key,
-            "PMEM_BATCH_MAX_CONVERSATIONS": "2", "PMEM_MAX_CONCURRENCY": "1", "PMEM_EMBEDDER": "none"}  # fmt: skip
+    return {
+        "PMEM_LLM": "openai:gpt-scripted",
+        "PMEM_OPENAI_BASE_URL": url + "/v1",
+        "OPENAI_API_KEY": key,
+        "PMEM_BATCH_MAX_CONVERSATIONS": "2",
+        "PMEM_MAX_CONCURRENCY": "1",
+        "PMEM_EMBEDDER": "none",
+    }
 
 
 def _export_text(db_url: str) -> str:
@@ -135,8 +182,9 @@ def _export_text(db_url: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def single_process(export: Path, pg_admin_url: str, template_db: str,
-                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:  # fmt: skip
+def single_process(
+    export: Path, pg_admin_url: str, template_db: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
     """The same export backfilled by one process (the default in-process run, one worker on the
     claims): its export, drafter calls, 429s and wall time."""
     from core.settings import Settings
@@ -145,12 +193,20 @@ def single_process(export: Path, pg_admin_url: str, template_db: str,
 
     name = f"pmem_scaleout_ref_{os.getpid()}"
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name), sql.Identifier(template_db)))
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+        conn.execute(
+            sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+                sql.Identifier(name), sql.Identifier(template_db)
+            )
+        )
     url = make_conninfo(pg_admin_url, dbname=name)
     with CountingModel() as model, pytest.MonkeyPatch.context() as mp:
-        env = _model_env(model.url, "key-single") | {"PMEM_DATA_DIR": str(tmp_path_factory.mktemp("ref-data")),
-                                                     "DATABASE_URL": url}  # fmt: skip
+        env = _model_env(model.url, "key-single") | {
+            "PMEM_DATA_DIR": str(tmp_path_factory.mktemp("ref-data")),
+            "DATABASE_URL": url,
+        }
         for k, v in env.items():
             mp.setenv(k, v)
         settings = Settings()
@@ -167,12 +223,20 @@ def single_process(export: Path, pg_admin_url: str, template_db: str,
         drafted = model.drafted()
     yield {"export": _export_text(url), "summary": summary, "wall": wall, "drafted": drafted}
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        conn.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
 
 
 def _pmem(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "cli.main", *args], env=env, cwd=PROJECT, capture_output=True,
-                          text=True, timeout=240)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        env=env,
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 class Worker:
@@ -182,10 +246,25 @@ class Worker:
         self.name = name
         self.lines: list[str] = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "worker", "--pool", pool, "--limit", "1", "--name", name],
-            env=env, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            [
+                sys.executable,
+                "-m",
+                "cli.main",
+                "worker",
+                "--pool",
+                pool,
+                "--limit",
+                "1",
+                "--name",
+                name,
+            ],
+            env=env,
+            cwd=PROJECT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
             start_new_session=True,
-        )  # fmt: skip
+        )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -239,16 +318,37 @@ def _descendants(root: int) -> list[int]:
 
 
 def _base_env(cli_env: dict[str, str], runs: str) -> dict[str, str]:
-    return dict(cli_env, PMEM_RUNS_URL=runs, PREFECT_WORKER_QUERY_SECONDS="1", PREFECT_WORKER_PREFETCH_SECONDS="2",
-                PMEM_LEASE_SECONDS="3")  # fmt: skip
+    return dict(
+        cli_env,
+        PMEM_RUNS_URL=runs,
+        PREFECT_WORKER_QUERY_SECONDS="1",
+        PREFECT_WORKER_PREFETCH_SECONDS="2",
+        PMEM_LEASE_SECONDS="3",
+    )
 
 
 def _backfill(env: dict[str, str], export: Path, pool: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "cli.main", "backfill", "--export", str(export), "--pool", pool, "--wait",
-         "--json", "--yes", "--no-embed"],
-        env=env, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "cli.main",
+            "backfill",
+            "--export",
+            str(export),
+            "--pool",
+            pool,
+            "--wait",
+            "--json",
+            "--yes",
+            "--no-embed",
+        ],
+        env=env,
+        cwd=PROJECT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _finish(proc: subprocess.Popen[str], timeout: float = 120) -> dict[str, Any]:
@@ -259,19 +359,28 @@ def _finish(proc: subprocess.Popen[str], timeout: float = 120) -> dict[str, Any]
 
 
 def test_two_workers_share_one_run_one_budget_one_runs_folder(
-    cli_env: dict[str, str], api_server: Any, export: Path, single_process: dict[str, Any], tmp_path: Path
+    cli_env: dict[str, str],
+    api_server: Any,
+    export: Path,
+    single_process: dict[str, Any],
+    tmp_path: Path,
 ) -> None:
     budget = "30/1s"  # low: ~100 memory-API requests must be paced across both workers
     url = api_server(budget)
     env = _base_env(cli_env, f"file://{tmp_path / 'runs'}") | {"PMEM_COMMIT_BUDGET": budget}
     pool = f"pmem-{uuid.uuid4().hex[:8]}"
     with CountingModel(delay=0.15) as model:
-        workers = [Worker(env | _model_env(model.url, f"key-{n}") | {"PMEM_MEMORY_URL": url}, pool, n)
-                   for n in ("a", "b")]  # fmt: skip
+        workers = [
+            Worker(env | _model_env(model.url, f"key-{n}") | {"PMEM_MEMORY_URL": url}, pool, n)
+            for n in ("a", "b")
+        ]
         try:
             deployed = _pmem(env, "deploy", "--pool", pool, "--json")
             assert deployed.returncode == 0, deployed.stderr[-2000:]
-            assert f"backfill-pool/{pool}" in json.loads(deployed.stdout.strip().splitlines()[-1])["deployments"]
+            assert (
+                f"backfill-pool/{pool}"
+                in json.loads(deployed.stdout.strip().splitlines()[-1])["deployments"]
+            )
             for w in workers:
                 assert f"started on the work pool {pool}" in w.wait_for("started")
             start = time.monotonic()
@@ -299,9 +408,11 @@ def test_two_workers_share_one_run_one_budget_one_runs_folder(
     results = sorted((tmp_path / "runs").glob("*/batches/*/result.json"))
     assert len(results) == 20
     assert _export_text(cli_env["DATABASE_URL"]) == single_process["export"]
-    print(f"\ntwo workers: {wall:.1f} s wall (submit to end), {summary['drafter_calls']} drafter calls, "
-          f"{summary['rate_limited']} 429s; single process: {single_process['wall']:.1f} s, "
-          f"{ref['drafter_calls']} drafter calls, {ref['rate_limited']} 429s")  # fmt: skip
+    print(
+        f"\ntwo workers: {wall:.1f} s wall (submit to end), {summary['drafter_calls']} drafter calls, "
+        f"{summary['rate_limited']} 429s; single process: {single_process['wall']:.1f} s, "
+        f"{ref['drafter_calls']} drafter calls, {ref['rate_limited']} 429s"
+    )
 
 
 def test_a_killed_worker_leaves_its_batch_to_the_other_after_the_lease(
@@ -311,7 +422,11 @@ def test_a_killed_worker_leaves_its_batch_to_the_other_after_the_lease(
     pool = f"pmem-{uuid.uuid4().hex[:8]}"
     with CountingModel(delay=0.05, hold_key="key-a") as model:
         # separate data dirs stand in for two machines
-        a = Worker(env | _model_env(model.url, "key-a") | {"PMEM_DATA_DIR": str(tmp_path / "machine-a")}, pool, "a")
+        a = Worker(
+            env | _model_env(model.url, "key-a") | {"PMEM_DATA_DIR": str(tmp_path / "machine-a")},
+            pool,
+            "a",
+        )
         b: Worker | None = None
         try:
             deployed = _pmem(env, "deploy", "--pool", pool)
@@ -321,7 +436,13 @@ def test_a_killed_worker_leaves_its_batch_to_the_other_after_the_lease(
             assert model.held.wait(90), "worker a never sent a drafting request"
             a.kill()  # mid-batch: its model request is in flight, its lease still running
             killed_at = time.monotonic()
-            b = Worker(env | _model_env(model.url, "key-b") | {"PMEM_DATA_DIR": str(tmp_path / "machine-b")}, pool, "b")
+            b = Worker(
+                env
+                | _model_env(model.url, "key-b")
+                | {"PMEM_DATA_DIR": str(tmp_path / "machine-b")},
+                pool,
+                "b",
+            )
             summary = _finish(proc)
         finally:
             a.stop()

@@ -17,12 +17,22 @@ def _run_with_batches(db, n: int) -> tuple[str, list[str]]:
     from store.runs import RunStore
 
     runs = RunStore(db)
-    run_id, _ = runs.open_or_create(source="chatgpt", export_path=None, fingerprint="sha256:x", model="m",
-                                    prompt_version="p", dry_run=False)  # fmt: skip
+    run_id, _ = runs.open_or_create(
+        source="chatgpt",
+        export_path=None,
+        fingerprint="sha256:x",
+        model="m",
+        prompt_version="p",
+        dry_run=False,
+    )
     ids = []
     for i in range(n):
-        b = Batch(batch_id=f"batch:{i:02d}", members=[BatchMember(conversation_key=f"chatgpt:c{i}", content_hash="h",
-                  chars=10)], prompt_version="p", model="m")  # fmt: skip
+        b = Batch(
+            batch_id=f"batch:{i:02d}",
+            members=[BatchMember(conversation_key=f"chatgpt:c{i}", content_hash="h", chars=10)],
+            prompt_version="p",
+            model="m",
+        )
         runs.add_batch(b, "chatgpt", run_id)
         ids.append(b.batch_id)
     return run_id, ids
@@ -57,7 +67,9 @@ def test_two_workers_never_claim_the_same_batch_and_a_lapsed_lease_is_taken_over
     time.sleep(0.5)
     assert claims.claim(run_id, "b", 30) == [dead]  # taken over once the lease ran out
     assert claims.renew(run_id, [dead], "a", 30) == []  # a lost it
-    assert not claims.done(run_id, dead, "a", {"drafter_calls": 1})  # a's late result does not count
+    assert not claims.done(
+        run_id, dead, "a", {"drafter_calls": 1}
+    )  # a's late result does not count
     for b in [dead, *got["b"]]:
         assert claims.done(run_id, b, "b", {"batches_drafted": 1, "drafter_calls": 1})
     counts = claims.counts(run_id)
@@ -87,7 +99,9 @@ def test_a_dead_process_of_this_machine_is_known_gone() -> None:
     assert not gone(f"another-host:{proc.pid}:abc")  # only its lease tells
 
 
-def test_run_files_at_an_fsspec_url_are_written_whole_and_checked(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+def test_run_files_at_an_fsspec_url_are_written_whole_and_checked(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
     from core.settings import Settings
     from state.files import (
         RESULT_SCHEMA,
@@ -104,7 +118,9 @@ def test_run_files_at_an_fsspec_url_are_written_whole_and_checked(monkeypatch: p
     root = runs_root(Settings())
     assert not is_local(root)
     path = batch_dir(root, "run1", "batch:1") / "result.json"
-    checksum = write_atomic(path, {"batch_id": "batch:1", "complete": True, "text": "日本語 \ud800"}, RESULT_SCHEMA)
+    checksum = write_atomic(
+        path, {"batch_id": "batch:1", "complete": True, "text": "日本語 \ud800"}, RESULT_SCHEMA
+    )
     doc = read_result(path, "batch:1")
     assert doc is not None and doc["checksum"] == checksum and doc["text"] == "日本語 \ud800"
     fs = path.fs  # type: ignore[attr-defined]

@@ -61,10 +61,15 @@ def grown_export() -> list[dict]:
     node_id = "0b5e3c1a-7d3e-4c1b-9a57-000000000001"
     node.update(id=node_id, parent=last, children=[])
     node["message"].update(
-        id=node_id, author={"role": "user", "name": None, "metadata": {}}, recipient="all",
+        id=node_id,
+        author={"role": "user", "name": None, "metadata": {}},
+        recipient="all",
         create_time=node["message"]["create_time"] + 86400,
-        content={"content_type": "text", "parts": ["結局、駅から徒歩5分の物件に決めました。家賃も予算内に収まりました。"]},
-    )  # fmt: skip
+        content={
+            "content_type": "text",
+            "parts": ["結局、駅から徒歩5分の物件に決めました。家賃も予算内に収まりました。"],
+        },
+    )
     conv["mapping"][last]["children"].append(node_id)
     conv["mapping"][node_id] = node
     conv["current_node"] = node_id
@@ -93,9 +98,11 @@ def test_discover_reads_the_inbox_and_the_local_session_folders(tmp_path, monkey
 
     found = ri.discover(settings)
     assert [(f.source, f.path, f.origin) for f in found] == [
-        ("chatgpt", old.resolve(), "inbox"), ("chatgpt", new.resolve(), "inbox"),
-        ("claude-code", claude.resolve(), "local"), ("codex", codex.resolve(), "local"),
-    ]  # fmt: skip
+        ("chatgpt", old.resolve(), "inbox"),
+        ("chatgpt", new.resolve(), "inbox"),
+        ("claude-code", claude.resolve(), "local"),
+        ("codex", codex.resolve(), "local"),
+    ]
     # the newest inbox export and the local folders always run; older exports until complete
     plan = ri.select(found, complete=lambda f: True)
     assert [a for _, a in plan] == ["skip:complete", "run", "run", "run"]
@@ -144,11 +151,19 @@ def test_reimport_twice_makes_no_drafter_call_the_second_time(inbox, prefect_api
 
     second = reimport()
     assert second["status"] == "complete"
-    assert [e["action"] for e in second["exports"]] == ["run"]  # the export went through the ledger again
+    assert [e["action"] for e in second["exports"]] == [
+        "run"
+    ]  # the export went through the ledger again
     assert second["drafter_calls"] == 0 and second["commits"] == 0
-    assert second["conversations"] == 8 and second["conversations_new"] == 0 and second["conversations_changed"] == 0
+    assert (
+        second["conversations"] == 8
+        and second["conversations_new"] == 0
+        and second["conversations_changed"] == 0
+    )
     # the months that received material were summarized after the first run, none after the second
-    assert first["summaries"]["months_drafted"] >= 1 and first["summaries"]["profile_updated"] is True
+    assert (
+        first["summaries"]["months_drafted"] >= 1 and first["summaries"]["profile_updated"] is True
+    )
     assert second["summaries"]["drafter_calls"] == 0 and second["summaries"]["months_drafted"] == 0
 
     # Prefect keeps parameters and names: ids and paths only, no message text
@@ -156,7 +171,9 @@ def test_reimport_twice_makes_no_drafter_call_the_second_time(inbox, prefect_api
         runs = client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["reimport"])))
     assert runs and all(set(r.parameters) <= {"llm", "dry_run", "sources", "embed"} for r in runs)
     with get_client(sync_client=True) as client:  # the summarize flow: months and no text either
-        runs += client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=["summarize"])))
+        runs += client.read_flow_runs(
+            flow_filter=FlowFilter(name=FlowFilterName(any_=["summarize"]))
+        )
     blob = json.dumps([[r.name, r.parameters, r.tags] for r in runs], ensure_ascii=False)
     assert not any(t in blob for t in PRIVATE)
 
@@ -171,12 +188,15 @@ def test_only_the_conversation_that_grew_is_drafted(inbox, prefect_api, pmem_env
     v2 = drop(inbox, "conversations-2025-07.json", grown_export())
     out = reimport()
     assert [(e["export_path"], e["action"]) for e in out["exports"]] == [
-        (str(v1.resolve()), "skip:complete"), (str(v2.resolve()), "run"),
-    ]  # fmt: skip
+        (str(v1.resolve()), "skip:complete"),
+        (str(v2.resolve()), "run"),
+    ]
     assert out["conversations_changed"] == 1 and out["conversations_new"] == 0
     assert out["drafter_calls"] == 1
     run_id = out["exports"][1]["run_id"]
-    results = sorted((Path(pmem_env["PMEM_DATA_DIR"]) / "runs" / run_id / "batches").glob("*/result.json"))
+    results = sorted(
+        (Path(pmem_env["PMEM_DATA_DIR"]) / "runs" / run_id / "batches").glob("*/result.json")
+    )
     drafted = [m["conversation_key"] for r in results for m in json.loads(r.read_text())["members"]]
     assert drafted == [f"chatgpt:{GROWN_ID}"]
 
@@ -187,7 +207,9 @@ def test_only_the_conversation_that_grew_is_drafted(inbox, prefect_api, pmem_env
 # ---------------------------------------------------------------- the served deployment
 
 
-def _wait_for_deployment(client, name: str, serve: subprocess.Popen, log: Path, timeout: float = 90):
+def _wait_for_deployment(
+    client, name: str, serve: subprocess.Popen, log: Path, timeout: float = 90
+):
     from prefect.exceptions import ObjectNotFound
 
     deadline = time.monotonic() + timeout
@@ -197,10 +219,14 @@ def _wait_for_deployment(client, name: str, serve: subprocess.Popen, log: Path, 
             return client.read_deployment_by_name(name)
         except ObjectNotFound:
             time.sleep(0.5)
-    raise AssertionError(f"deployment {name} not registered in {timeout}s: {log.read_text()[-3000:]}")
+    raise AssertionError(
+        f"deployment {name} not registered in {timeout}s: {log.read_text()[-3000:]}"
+    )
 
 
-def test_served_deployment_has_its_cron_and_runs_what_the_api_triggers(cli_env, inbox, db, tmp_path):
+def test_served_deployment_has_its_cron_and_runs_what_the_api_triggers(
+    cli_env, inbox, db, tmp_path
+):
     from prefect import get_client
     from prefect.client.schemas.objects import StateType
     from prefect.deployments import run_deployment
@@ -209,27 +235,51 @@ def test_served_deployment_has_its_cron_and_runs_what_the_api_triggers(cli_env, 
 
     drop(inbox, "conversations.json")
     name = f"test-{uuid.uuid4().hex[:8]}"
-    env = {**cli_env, "PMEM_CODEX_SESSIONS": "off", "PMEM_CLAUDE_CODE_PROJECTS": "off",
-           "PREFECT_RUNNER_POLL_FREQUENCY": "1"}  # fmt: skip
+    env = {
+        **cli_env,
+        "PMEM_CODEX_SESSIONS": "off",
+        "PMEM_CLAUDE_CODE_PROJECTS": "off",
+        "PREFECT_RUNNER_POLL_FREQUENCY": "1",
+    }
     log = tmp_path / "serve.log"
     with log.open("wb") as out:
         serve = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "schedule", "--cron", "0 3 1 * *", "--timezone", "Asia/Tokyo",
-             "--name", name],
-            env=env, cwd=PROJECT, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "cli.main",
+                "schedule",
+                "--cron",
+                "0 3 1 * *",
+                "--timezone",
+                "Asia/Tokyo",
+                "--name",
+                name,
+            ],
+            env=env,
+            cwd=PROJECT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         with get_client(sync_client=True) as client:
             deployment = _wait_for_deployment(client, f"reimport/{name}", serve, log)
         [sched] = deployment.schedules
-        assert sched.active and sched.schedule.cron == "0 3 1 * *" and sched.schedule.timezone == "Asia/Tokyo"
+        assert (
+            sched.active
+            and sched.schedule.cron == "0 3 1 * *"
+            and sched.schedule.timezone == "Asia/Tokyo"
+        )
         assert deployment.entrypoint == "flows.reimport.reimport" and not deployment.paused
         assert data_tag(Settings()) in deployment.tags
 
         with db.connection() as conn:
             assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 0
         run = run_deployment(f"reimport/{name}", timeout=120, poll_interval=1)
-        assert run.state is not None and run.state.type == StateType.COMPLETED, (run.state, log.read_text()[-3000:])
+        assert run.state is not None and run.state.type == StateType.COMPLETED, (
+            run.state,
+            log.read_text()[-3000:],
+        )
         # executed by a process of the serve command (its tag names that process), not by us
         owner = [t for t in run.tags if t.startswith(PROC_TAG)]
         assert owner and owner[0].split(":")[2] != str(os.getpid())
@@ -251,14 +301,28 @@ def test_cli_reimport_runs_once_for_crontab(cli_env, inbox):
     """`pmem reimport --no-embed`: indexed for recall, vectors left to `pmem reindex` (the local
     embedder is configured, so without the flag every message would be embedded)."""
     drop(inbox, "conversations.json")
-    env = {**cli_env, "PMEM_CODEX_SESSIONS": "off", "PMEM_CLAUDE_CODE_PROJECTS": "off", "PMEM_EMBEDDER": "usem3"}
-    out = subprocess.run([sys.executable, "-m", "cli.main", "reimport", "--no-embed", "--json"], env=env,
-                         cwd=PROJECT, capture_output=True, text=True, timeout=300)  # fmt: skip
+    env = {
+        **cli_env,
+        "PMEM_CODEX_SESSIONS": "off",
+        "PMEM_CLAUDE_CODE_PROJECTS": "off",
+        "PMEM_EMBEDDER": "usem3",
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", "reimport", "--no-embed", "--json"],
+        env=env,
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads(out.stdout.strip().splitlines()[-1])
     assert summary["status"] == "complete" and summary["commits"] == 7
     assert [(e["source"], e["origin"]) for e in summary["exports"]] == [("chatgpt", "inbox")]
     assert "re-import complete" in out.stderr
     assert summary["embed"] is False and summary["embedded_messages"] == 0
-    assert summary["indexed_messages"] > 0 and summary["messages_without_vectors"] == summary["indexed_messages"]
+    assert (
+        summary["indexed_messages"] > 0
+        and summary["messages_without_vectors"] == summary["indexed_messages"]
+    )
     assert "messages wait for `pmem reindex`" in out.stderr

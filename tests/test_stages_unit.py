@@ -17,11 +17,17 @@ from state.files import RESULT_SCHEMA, read_checked, read_result, write_atomic
 
 
 def members(sizes: list[int]) -> list[BatchMember]:
-    return [BatchMember(conversation_key=f"chatgpt:c{i}", content_hash=f"h{i}", chars=n) for i, n in enumerate(sizes)]
+    return [
+        BatchMember(conversation_key=f"chatgpt:c{i}", content_hash=f"h{i}", chars=n)
+        for i, n in enumerate(sizes)
+    ]
 
 
-@given(st.lists(st.integers(min_value=1, max_value=200_000), max_size=40),
-       st.integers(min_value=1, max_value=6), st.integers(min_value=1_000, max_value=150_000))  # fmt: skip
+@given(
+    st.lists(st.integers(min_value=1, max_value=200_000), max_size=40),
+    st.integers(min_value=1, max_value=6),
+    st.integers(min_value=1_000, max_value=150_000),
+)
 def test_pack_respects_caps_keeps_order_and_is_deterministic(sizes, max_conv, max_chars):
     ms = members(sizes)
     a = pack(ms, max_conversations=max_conv, max_chars=max_chars, prompt_version="p1", model="m")
@@ -36,16 +42,31 @@ def test_pack_respects_caps_keeps_order_and_is_deterministic(sizes, max_conv, ma
 
 def test_batch_id_depends_on_content_prompt_and_model():
     ms = members([10, 20])
-    base = pack(ms, max_conversations=4, max_chars=120_000, prompt_version="p1", model="m")[0].batch_id
-    assert pack(ms, max_conversations=4, max_chars=120_000, prompt_version="p2", model="m")[0].batch_id != base
-    assert pack(ms, max_conversations=4, max_chars=120_000, prompt_version="p1", model="x")[0].batch_id != base
+    base = pack(ms, max_conversations=4, max_chars=120_000, prompt_version="p1", model="m")[
+        0
+    ].batch_id
+    assert (
+        pack(ms, max_conversations=4, max_chars=120_000, prompt_version="p2", model="m")[0].batch_id
+        != base
+    )
+    assert (
+        pack(ms, max_conversations=4, max_chars=120_000, prompt_version="p1", model="x")[0].batch_id
+        != base
+    )
     changed = [ms[0], ms[1].model_copy(update={"content_hash": "other"})]
-    assert pack(changed, max_conversations=4, max_chars=120_000, prompt_version="p1", model="m")[0].batch_id != base
+    assert (
+        pack(changed, max_conversations=4, max_chars=120_000, prompt_version="p1", model="m")[
+            0
+        ].batch_id
+        != base
+    )
 
 
 def test_result_file_is_atomic_and_checksummed(tmp_path):
     path = tmp_path / "b" / "result.json"
-    write_atomic(path, {"batch_id": "batch:1", "complete": True, "drafts": ["日本語"]}, RESULT_SCHEMA)
+    write_atomic(
+        path, {"batch_id": "batch:1", "complete": True, "drafts": ["日本語"]}, RESULT_SCHEMA
+    )
     assert read_result(path, "batch:1") is not None
     assert read_result(path, "batch:2") is None  # another batch's file
     assert list(path.parent.glob("*.tmp")) == []

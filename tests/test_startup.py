@@ -19,9 +19,23 @@ from tests.conftest import PROJECT
 # scanner's library (its plugins run only on a text their patterns could match) and the stop
 # lists' package (its data file is read directly); the connection pool (one connection answers);
 # SudachiPy (the embedder's second process analyses the Japanese question)
-HEAVY = ("prefect", "flows", "rich", "typer.rich_utils", "markdown_it", "pygments", "pydantic_settings",
-         "store.records", "state.budget", "store.budget", "memory_api", "detect_secrets",
-         "stopwordsiso", "psycopg_pool", "sudachipy")  # fmt: skip
+HEAVY = (
+    "prefect",
+    "flows",
+    "rich",
+    "typer.rich_utils",
+    "markdown_it",
+    "pygments",
+    "pydantic_settings",
+    "store.records",
+    "state.budget",
+    "store.budget",
+    "memory_api",
+    "detect_secrets",
+    "stopwordsiso",
+    "psycopg_pool",
+    "sudachipy",
+)
 
 
 def _loaded(names: list[str], heavy: tuple[str, ...]) -> list[str]:
@@ -43,9 +57,11 @@ def test_every_module_that_registers_commands_is_listed():
     import re
 
     found = sorted(
-        p.stem for p in (PROJECT / "cli").glob("*.py")
-        if p.stem not in ("app", "main") and re.search(r"@\w*app\.command\(|\.add_typer\(", p.read_text())
-    )  # fmt: skip
+        p.stem
+        for p in (PROJECT / "cli").glob("*.py")
+        if p.stem not in ("app", "main")
+        and re.search(r"@\w*app\.command\(|\.add_typer\(", p.read_text())
+    )
     assert found and [m for m in found if m not in COMMAND_MODULES] == []
 
 
@@ -70,7 +86,9 @@ def test_a_search_process_imports_nothing_heavy(pmem_env: dict[str, str], shape:
         "from cli.main import main\n"
         "main()\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], env=pmem_env, capture_output=True, text=True, cwd=PROJECT)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=pmem_env, capture_output=True, text=True, cwd=PROJECT
+    )
     assert out.returncode == 40, out.stderr  # exit status 0, through os._exit
     lines = out.stdout.strip().splitlines()
     if shape:
@@ -89,9 +107,15 @@ def test_a_search_process_imports_nothing_heavy(pmem_env: dict[str, str], shape:
 def test_a_read_command_leaves_without_teardown_and_keeps_its_exit_status(pmem_env: dict[str, str]):
     """A fresh search ends through os._exit once it has answered (the interpreter's teardown
     cost ~0.1-0.25 s): its whole answer is on stdout, and its exit status is the command's."""
+
     def pmem(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "cli.main", *args], env=pmem_env, capture_output=True,
-                              text=True, cwd=PROJECT)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "cli.main", *args],
+            env=pmem_env,
+            capture_output=True,
+            text=True,
+            cwd=PROJECT,
+        )
 
     ok = pmem("search", "データベース", "--json")
     assert ok.returncode == 0, ok.stderr

@@ -38,14 +38,26 @@ def test_create_get_history(store):
 def test_append_requires_current_revision(store):
     first = store.commit(req("k1"))
     ok = store.commit(
-        req("k2", memory_id=first.memory_id, expected_revision=1, reason="append",
+        req(
+            "k2",
+            memory_id=first.memory_id,
+            expected_revision=1,
+            reason="append",
             canonical_summary="追記: 移行は来月。",
-            evidence=[EvidenceIn(source_key="chatgpt:c1:n2", text="来月移行する")])
-    )  # fmt: skip
+            evidence=[EvidenceIn(source_key="chatgpt:c1:n2", text="来月移行する")],
+        )
+    )
     assert ok.revision == 2 and ok.evidence_added == 1
     with pytest.raises(StaleRevision) as err:
-        store.commit(req("k3", memory_id=first.memory_id, expected_revision=1, reason="append",
-                         canonical_summary="古い版からの更新"))  # fmt: skip
+        store.commit(
+            req(
+                "k3",
+                memory_id=first.memory_id,
+                expected_revision=1,
+                reason="append",
+                canonical_summary="古い版からの更新",
+            )
+        )
     assert err.value.current == 2
     view = store.get(first.memory_id)
     # an append never shortens the record
@@ -55,9 +67,16 @@ def test_append_requires_current_revision(store):
 def test_materially_identical_evidence_adds_no_revision(store):
     first = store.commit(req("k1"))
     again = store.commit(
-        req("k2", memory_id=first.memory_id, expected_revision=1, reason="append",
-            evidence=[EvidenceIn(source_key="chatgpt:c1:n1", text="PostgreSQL\u3000 にすることに決めた ")])
-    )  # fmt: skip
+        req(
+            "k2",
+            memory_id=first.memory_id,
+            expected_revision=1,
+            reason="append",
+            evidence=[
+                EvidenceIn(source_key="chatgpt:c1:n1", text="PostgreSQL\u3000 にすることに決めた ")
+            ],
+        )
+    )
     assert again.noop and again.revision == 1
     assert len(store.history(first.memory_id)) == 1
     assert store.counts()["evidence"] == 1
@@ -80,10 +99,18 @@ def test_race_on_one_memory_has_no_lost_update(store):
     def worker(i: int) -> None:
         barrier.wait()
         try:
-            outcomes.append(store.commit(req(
-                f"race{i}", memory_id=first.memory_id, expected_revision=1, reason="append",
-                canonical_summary=f"worker {i} の追記",
-                evidence=[EvidenceIn(source_key=f"chatgpt:c1:w{i}", text=f"worker {i}")])))
+            outcomes.append(
+                store.commit(
+                    req(
+                        f"race{i}",
+                        memory_id=first.memory_id,
+                        expected_revision=1,
+                        reason="append",
+                        canonical_summary=f"worker {i} の追記",
+                        evidence=[EvidenceIn(source_key=f"chatgpt:c1:w{i}", text=f"worker {i}")],
+                    )
+                )
+            )
         except StaleRevision as err:
             outcomes.append(err)
 
@@ -106,7 +133,9 @@ def test_database_refuses_to_change_revisions(store, db_url):
     r = store.commit(req("k1"))
     with psycopg.connect(db_url) as conn:
         with pytest.raises(psycopg.errors.RaiseException, match="insert-only"):
-            conn.execute("UPDATE memory_revisions SET reason = 'x' WHERE memory_id = %s", (r.memory_id,))
+            conn.execute(
+                "UPDATE memory_revisions SET reason = 'x' WHERE memory_id = %s", (r.memory_id,)
+            )
         conn.rollback()
         with pytest.raises(psycopg.errors.RaiseException, match="insert-only"):
             conn.execute("DELETE FROM memory_revisions WHERE memory_id = %s", (r.memory_id,))
@@ -117,8 +146,15 @@ def test_database_refuses_to_change_revisions(store, db_url):
 
 def test_restore_makes_a_new_revision(store):
     first = store.commit(req("k1"))
-    store.commit(req("k2", memory_id=first.memory_id, expected_revision=1, reason="correction",
-                     canonical_summary="訂正: SQLite にした。"))  # fmt: skip
+    store.commit(
+        req(
+            "k2",
+            memory_id=first.memory_id,
+            expected_revision=1,
+            reason="correction",
+            canonical_summary="訂正: SQLite にした。",
+        )
+    )
     r = store.restore(first.memory_id, 1, expected_revision=2, idempotency_key="restore-1")
     assert r.revision == 3
     hist = store.history(first.memory_id)
@@ -139,7 +175,9 @@ def test_tombstone_is_never_resurrected(store):
         store.commit(req("create-2"))
     # an append to the deleted memory is refused
     with pytest.raises(TombstonedMemory):
-        store.commit(req("append-1", memory_id=first.memory_id, expected_revision=1, reason="append"))
+        store.commit(
+            req("append-1", memory_id=first.memory_id, expected_revision=1, reason="append")
+        )
     assert store.search("家計簿") == []
     assert store.counts()["memories"] == 0
 
@@ -153,9 +191,16 @@ def test_unknown_memory(store):
 
 def test_search_japanese_and_english(store):
     store.commit(req("a"))
-    store.commit(req("b", title="Choosing a laptop", canonical_summary="I decided on a ThinkPad because of the keyboard.",
-                     index_summary="Bought a ThinkPad X1", aliases=["ノートPC選び"],
-                     evidence=[EvidenceIn(source_key="chatgpt:c2:n1", text="I decided on a ThinkPad")]))  # fmt: skip
+    store.commit(
+        req(
+            "b",
+            title="Choosing a laptop",
+            canonical_summary="I decided on a ThinkPad because of the keyboard.",
+            index_summary="Bought a ThinkPad X1",
+            aliases=["ノートPC選び"],
+            evidence=[EvidenceIn(source_key="chatgpt:c2:n1", text="I decided on a ThinkPad")],
+        )
+    )
     ja = store.search("データベース選定")
     assert ja and ja[0].title == "家計簿アプリのデータベース選定"
     en = store.search("thinkpad keyboard")
@@ -171,14 +216,20 @@ def test_migrations_apply_once(db_url):
         assert migrate(conn) == []
         n = conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0]
         assert n >= 1
-        collate = conn.execute("SELECT datlocprovider, datcollate FROM pg_database WHERE datname = current_database()").fetchone()
+        collate = conn.execute(
+            "SELECT datlocprovider, datcollate FROM pg_database WHERE datname = current_database()"
+        ).fetchone()
         assert collate[1] == "C.UTF-8"
         # pg_trgm yields trigrams for Japanese in this database
         assert conn.execute("SELECT array_length(show_trgm('データベース'), 1)").fetchone()[0] > 0
-        assert conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        assert conn.execute(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+        ).fetchone()
 
 
-def test_an_unpooled_database_keeps_one_connection_and_creates_a_missing_database(db_url, pg_admin_url):
+def test_an_unpooled_database_keeps_one_connection_and_creates_a_missing_database(
+    db_url, pg_admin_url
+):
     """A one-shot command (`pmem search`) opens one connection, not a pool; each unit of work is
     committed or rolled back as a pool's connection is; a second connection wanted at the same
     time comes from a pool made then; a missing database is created when the first connection
@@ -202,62 +253,119 @@ def test_an_unpooled_database_keeps_one_connection_and_creates_a_missing_databas
                 other.execute("INSERT INTO t_oneshot VALUES (3)")
         assert db._pool is not None
         with psycopg.connect(db_url) as check:  # both units of work were committed
-            assert check.execute("SELECT array_agg(x ORDER BY x) FROM t_oneshot").fetchone()[0] == [1, 3]
+            assert check.execute("SELECT array_agg(x ORDER BY x) FROM t_oneshot").fetchone()[0] == [
+                1,
+                3,
+            ]
     finally:
         db.close()
     name = f"{psycopg.conninfo.conninfo_to_dict(db_url)['dbname']}_made"
     created: list[str] = []
-    fresh = Database(with_database(pg_admin_url, name), pooled=False,
-                     create=lambda: created.append(name) or ensure_database(pg_admin_url, name))  # fmt: skip
+    fresh = Database(
+        with_database(pg_admin_url, name),
+        pooled=False,
+        create=lambda: created.append(name) or ensure_database(pg_admin_url, name),
+    )
     try:
         with fresh.connection() as conn:  # made and migrated
             assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] >= 1
     finally:
         fresh.close()
         with psycopg.connect(pg_admin_url, autocommit=True) as admin:
-            admin.execute(psycopg.sql.SQL("DROP DATABASE {} WITH (FORCE)").format(psycopg.sql.Identifier(name)))
+            admin.execute(
+                psycopg.sql.SQL("DROP DATABASE {} WITH (FORCE)").format(
+                    psycopg.sql.Identifier(name)
+                )
+            )
     assert created == [name]
 
 
 def test_append_adds_only_what_is_new_and_keeps_its_heading(store):
-    first = store.commit(req("g1", canonical_summary="## 決定\n- PostgreSQL にした\n- 理由: JSON が扱いやすい"))
-    redraft = "## 背景\n- 家計簿アプリを作っている\n\n## 決定\n- PostgreSQL  にした\n- バックアップは毎晩"
-    store.commit(req("g2", memory_id=first.memory_id, expected_revision=1, reason="append", canonical_summary=redraft))
+    first = store.commit(
+        req("g1", canonical_summary="## 決定\n- PostgreSQL にした\n- 理由: JSON が扱いやすい")
+    )
+    redraft = (
+        "## 背景\n- 家計簿アプリを作っている\n\n## 決定\n- PostgreSQL  にした\n- バックアップは毎晩"
+    )
+    store.commit(
+        req(
+            "g2",
+            memory_id=first.memory_id,
+            expected_revision=1,
+            reason="append",
+            canonical_summary=redraft,
+        )
+    )
     summary = store.get(first.memory_id).canonical_summary
     assert summary.count("PostgreSQL") == 1  # said again (white space aside): not repeated
     # one section per heading, updated in place (no piled `---` blocks)
-    assert summary == ("## 背景\n- 家計簿アプリを作っている\n\n"
-                       "## 決定\n- PostgreSQL にした\n- 理由: JSON が扱いやすい\n- バックアップは毎晩")
+    assert summary == (
+        "## 背景\n- 家計簿アプリを作っている\n\n"
+        "## 決定\n- PostgreSQL にした\n- 理由: JSON が扱いやすい\n- バックアップは毎晩"
+    )
     # a grown summary that contains the whole current one replaces it (it is a superset)
     grown = summary + "\n## 未解決\n- 監視"
-    store.commit(req("g3", memory_id=first.memory_id, expected_revision=2, reason="append", canonical_summary=grown))
+    store.commit(
+        req(
+            "g3",
+            memory_id=first.memory_id,
+            expected_revision=2,
+            reason="append",
+            canonical_summary=grown,
+        )
+    )
     assert store.get(first.memory_id).canonical_summary == grown
     # a re-draft that says nothing new adds no revision (evidence unchanged too)
-    again = store.commit(req("g4", memory_id=first.memory_id, expected_revision=3, reason="append",
-                             canonical_summary="## 決定\n- PostgreSQL にした"))
+    again = store.commit(
+        req(
+            "g4",
+            memory_id=first.memory_id,
+            expected_revision=3,
+            reason="append",
+            canonical_summary="## 決定\n- PostgreSQL にした",
+        )
+    )
     assert again.noop and again.revision == 3
 
 
 def test_a_decision_from_another_conversation_supersedes_and_keeps_the_history(store):
-    first = store.commit(req(
-        "h1", canonical_summary="## 決定\n- PostgreSQL にした\n\n## 理由\n- JSON が扱いやすい\n\n"
-                                "## 未解決\n- バックアップ先\n- 監視をどうするか",
-        valid_from="2024-03-01T10:00:00+00:00", stated_facts=["PostgreSQL にした"],
-        inferences=["JSON を多用する設計らしい"],
-    ))  # fmt: skip
-    later = ("## 決定\n- SQLite に戻す\n\n## 理由\n- 一人でしか使わない\n\n"
-             "## 解決済み\n- バックアップ先 → バックアップは R2 にした")  # fmt: skip
-    res = store.commit(req("h2", memory_id=first.memory_id, expected_revision=1, reason="append",
-                           canonical_summary=later, index_summary="SQLite に戻す",
-                           evidence=[EvidenceIn(source_key="chatgpt:c2:n1", text="SQLite に戻す")],
-                           inferences=["運用の手間を嫌った"]))  # fmt: skip
+    first = store.commit(
+        req(
+            "h1",
+            canonical_summary="## 決定\n- PostgreSQL にした\n\n## 理由\n- JSON が扱いやすい\n\n"
+            "## 未解決\n- バックアップ先\n- 監視をどうするか",
+            valid_from="2024-03-01T10:00:00+00:00",
+            stated_facts=["PostgreSQL にした"],
+            inferences=["JSON を多用する設計らしい"],
+        )
+    )
+    later = (
+        "## 決定\n- SQLite に戻す\n\n## 理由\n- 一人でしか使わない\n\n"
+        "## 解決済み\n- バックアップ先 → バックアップは R2 にした"
+    )
+    res = store.commit(
+        req(
+            "h2",
+            memory_id=first.memory_id,
+            expected_revision=1,
+            reason="append",
+            canonical_summary=later,
+            index_summary="SQLite に戻す",
+            evidence=[EvidenceIn(source_key="chatgpt:c2:n1", text="SQLite に戻す")],
+            inferences=["運用の手間を嫌った"],
+        )
+    )
     view = store.get(first.memory_id, history=True)
     s = view.canonical_summary
     assert s.count("## 決定") == 1 and "---" not in s
     decision = s.split("## 決定")[1].split("##")[0]
     assert "SQLite に戻す" in decision and "PostgreSQL" not in decision
     history = s.split("## 経緯")[1]
-    assert "### 2024-03-01" in history and "PostgreSQL にした" in history and "JSON が扱いやすい" in history
+    assert (
+        "### 2024-03-01" in history
+        and "PostgreSQL にした" in history
+        and "JSON が扱いやすい" in history
+    )
     assert "- 監視をどうするか" in s.split("## 未解決")[1].split("##")[0]
     assert "バックアップ先" not in s.split("## 未解決")[1].split("##")[0]  # resolved: moved
     record = view.revisions[-1]["record"]

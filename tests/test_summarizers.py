@@ -31,24 +31,46 @@ from tests.fakeservers import (
 SECRET = "ghp_" + "Q3wE5rT7yU9iO1pA3sD5fG7hJ9kL1zX3cV5b"
 AT = datetime(2024, 7, 9, 13, 40, tzinfo=UTC)
 INPUTS = MonthInputs(
-    month="2024-07", time_zone="Asia/Tokyo",
-    memories=(MemoryInput("mem_1", 1, "decision", "カウンターオファー", "今回は残ることにする。", AT),),
+    month="2024-07",
+    time_zone="Asia/Tokyo",
+    memories=(
+        MemoryInput("mem_1", 1, "decision", "カウンターオファー", "今回は残ることにする。", AT),
+    ),
     messages=(
         MessageInput("chatgpt:c1:m1", "chatgpt:c1", AT, "父が入院した。心配で眠れない。", "h1"),
         MessageInput("chatgpt:c1:m2", "chatgpt:c1", AT, f"トークンは {SECRET} だった", "h2"),
     ),
-)  # fmt: skip
-ANSWER = {"summary": "父の入院で不安な月。", "sentiment": -0.6, "keywords": ["入院"], "memoryIds": ["mem_1"],
-          "messageKeys": ["chatgpt:c1:m1"]}  # fmt: skip
+)
+ANSWER = {
+    "summary": "父の入院で不安な月。",
+    "sentiment": -0.6,
+    "keywords": ["入院"],
+    "memoryIds": ["mem_1"],
+    "messageKeys": ["chatgpt:c1:m1"],
+}
 
 
 def test_offline_pieces() -> None:
     assert sentences("丹沢に行く。天気が心配！\nimport os\nOK") == ["丹沢に行く。", "天気が心配！"]
-    assert {"ES120", "MacBook", "Air", "goroutine"} <= set(terms("ES120 と MacBook Air を比べた。goroutine の話も。"))
-    english = terms("I think the price of the MacBook is fine for Lattice Works.")  # a sentence at a time
-    assert {"MacBook", "Lattice"} <= set(english) and "price" not in english and "think" not in english
-    assert month_sentiment(["父が入院した。本当に不安だ。"]) < 0 < month_sentiment(["週末の登山が楽しみ！最高だった。"])
-    assert month_sentiment(["I was worried and exhausted."]) < 0 < month_sentiment(["What a great, happy day!"])
+    assert {"ES120", "MacBook", "Air", "goroutine"} <= set(
+        terms("ES120 と MacBook Air を比べた。goroutine の話も。")
+    )
+    english = terms(
+        "I think the price of the MacBook is fine for Lattice Works."
+    )  # a sentence at a time
+    assert (
+        {"MacBook", "Lattice"} <= set(english) and "price" not in english and "think" not in english
+    )
+    assert (
+        month_sentiment(["父が入院した。本当に不安だ。"])
+        < 0
+        < month_sentiment(["週末の登山が楽しみ！最高だった。"])
+    )
+    assert (
+        month_sentiment(["I was worried and exhausted."])
+        < 0
+        < month_sentiment(["What a great, happy day!"])
+    )
 
 
 def test_the_month_prompt_is_guarded_and_names_the_ids() -> None:
@@ -58,8 +80,14 @@ def test_the_month_prompt_is_guarded_and_names_the_ids() -> None:
 
 
 def _run(spec: str, server: FakeServer, monkeypatch: pytest.MonkeyPatch, sleeps: Sleeps) -> Any:
-    monkeypatch.setenv({"openai": "PMEM_OPENAI_BASE_URL", "anthropic": "PMEM_ANTHROPIC_BASE_URL",
-                        "gemini": "PMEM_GEMINI_BASE_URL"}[spec.split(":")[0]], server.url)  # fmt: skip
+    monkeypatch.setenv(
+        {
+            "openai": "PMEM_OPENAI_BASE_URL",
+            "anthropic": "PMEM_ANTHROPIC_BASE_URL",
+            "gemini": "PMEM_GEMINI_BASE_URL",
+        }[spec.split(":")[0]],
+        server.url,
+    )
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"):
         monkeypatch.setenv(key, TEST_API_KEY)
     s = LlmSummarizer(spec)
@@ -69,27 +97,43 @@ def _run(spec: str, server: FakeServer, monkeypatch: pytest.MonkeyPatch, sleeps:
 
 
 @pytest.mark.parametrize("spec", ["openai:gpt-test", "anthropic:claude-test", "gemini:gemini-test"])
-def test_a_vendor_month_summary_through_the_adapter(spec: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_vendor_month_summary_through_the_adapter(
+    spec: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     vendor = spec.split(":")[0]
     ok = {
         "openai": lambda: openai_chat(json.dumps(ANSWER, ensure_ascii=False)),
         "anthropic": lambda: anthropic_message(ANSWER, tool_name=MONTH_SCHEMA_NAME),
         "gemini": lambda: gemini_response(json.dumps(ANSWER, ensure_ascii=False)),
     }[vendor]()
-    busy = {"openai": openai_error(429, "rate_limit_exceeded"),
-            "anthropic": {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}},
-            "gemini": {"error": {"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED"}}}[vendor]  # fmt: skip
+    busy = {
+        "openai": openai_error(429, "rate_limit_exceeded"),
+        "anthropic": {
+            "type": "error",
+            "error": {"type": "rate_limit_error", "message": "slow down"},
+        },
+        "gemini": {"error": {"code": 429, "message": "slow down", "status": "RESOURCE_EXHAUSTED"}},
+    }[vendor]
     sleeps = Sleeps()
     with FakeServer(Reply(429, busy, headers={"retry-after": "3"}), Reply(200, ok)) as server:
         draft = _run(spec, server, monkeypatch, sleeps)
         bodies = server.bodies()
     assert len(sleeps.waits) == 1 and sleeps.waits[0] >= 3.0  # the vendor's Retry-After
-    assert draft.summary == ANSWER["summary"] and draft.sentiment == -0.6 and draft.memory_ids == ["mem_1"]
+    assert (
+        draft.summary == ANSWER["summary"]
+        and draft.sentiment == -0.6
+        and draft.memory_ids == ["mem_1"]
+    )
     assert draft.input_tokens > 0 and draft.output_tokens > 0
-    assert all(SECRET not in b for b in bodies) and "memoryIds" in bodies[-1]  # the response schema went
+    assert (
+        all(SECRET not in b for b in bodies) and "memoryIds" in bodies[-1]
+    )  # the response schema went
 
 
 def test_an_answer_outside_the_schema_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     bad = dict(ANSWER, sentiment=3.0)
-    with FakeServer(Reply(200, openai_chat(json.dumps(bad)))) as server, pytest.raises(TerminalDraftError):
+    with (
+        FakeServer(Reply(200, openai_chat(json.dumps(bad)))) as server,
+        pytest.raises(TerminalDraftError),
+    ):
         _run("openai:gpt-test", server, monkeypatch, Sleeps())

@@ -337,8 +337,31 @@ def test_a_range_serialises_for_json_output() -> None:
     assert dumped["end"] == "2026-11-26T00:00:00+09:00"
 
 
-_WORDS = ["昨日", "先週の", "火曜", "の夜", "に", "何を", "決めた", "last", "Tuesday", "evening",
-          "3", "日前", "2024", "年", "月", "-03", "ago", "weeks", " ", "？", "in", "May", "summer"]  # fmt: skip
+_WORDS = [
+    "昨日",
+    "先週の",
+    "火曜",
+    "の夜",
+    "に",
+    "何を",
+    "決めた",
+    "last",
+    "Tuesday",
+    "evening",
+    "3",
+    "日前",
+    "2024",
+    "年",
+    "月",
+    "-03",
+    "ago",
+    "weeks",
+    " ",
+    "？",
+    "in",
+    "May",
+    "summer",
+]
 
 
 @settings(max_examples=150, deadline=None)

@@ -40,9 +40,18 @@ def cc_line(sid: str, i: int, text: str) -> dict[str, Any]:
     message: dict[str, Any] = {"role": kind, "content": content}
     if kind == "assistant":
         message.update(id=f"msg_{sid}_{i}", type="message", model="claude-x")
-    return {"parentUuid": f"{sid}-u{i - 1}" if i else None, "isSidechain": False, "userType": "external",
-            "cwd": "/w", "sessionId": sid, "version": "2.1.30", "type": kind, "uuid": f"{sid}-u{i}",
-            "timestamp": f"2026-02-01T10:{i:02d}:00.000Z", "message": message}  # fmt: skip
+    return {
+        "parentUuid": f"{sid}-u{i - 1}" if i else None,
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": "/w",
+        "sessionId": sid,
+        "version": "2.1.30",
+        "type": kind,
+        "uuid": f"{sid}-u{i}",
+        "timestamp": f"2026-02-01T10:{i:02d}:00.000Z",
+        "message": message,
+    }
 
 
 def write_lines(path: Path, lines: list[dict[str, Any]], *, append: bool = False) -> Path:
@@ -54,8 +63,10 @@ def write_lines(path: Path, lines: list[dict[str, Any]], *, append: bool = False
 
 def transcript(folder: Path, n: int, turns: int = 4) -> Path:
     sid = f"{SID}{n}"
-    return write_lines(folder / f"session-{n}.jsonl", [cc_line(sid, i, f"turn {i} of session {n}: 引っ越しの相談")
-                                                       for i in range(turns)])  # fmt: skip
+    return write_lines(
+        folder / f"session-{n}.jsonl",
+        [cc_line(sid, i, f"turn {i} of session {n}: 引っ越しの相談") for i in range(turns)],
+    )
 
 
 def bump_mtime(path: Path, seconds: float = 5.0) -> None:
@@ -95,11 +106,15 @@ def snapshot(db_url: str) -> dict[str, Any]:
                 "messages": conn.execute("SELECT count(*) FROM source_messages").fetchone()[0],
                 "conversations": conn.execute(
                     "SELECT conversation_key, content_hash, message_count, last_import_id FROM source_conversations "
-                    "ORDER BY 1").fetchall(),  # fmt: skip
+                    "ORDER BY 1"
+                ).fetchall(),
                 "watched": conn.execute(
                     "SELECT path, size, mtime_ns, content_hash, read_to, imports, changed_at FROM watched_files "
-                    "ORDER BY 1").fetchall(),  # fmt: skip
-                "pending": conn.execute("SELECT count(*) FROM message_search_pending").fetchone()[0],
+                    "ORDER BY 1"
+                ).fetchall(),
+                "pending": conn.execute("SELECT count(*) FROM message_search_pending").fetchone()[
+                    0
+                ],
             }
     finally:
         db.close()
@@ -109,7 +124,10 @@ def imports_of(db_url: str) -> list[str]:
     db = Database(db_url)
     try:
         with db.connection() as conn:
-            return [r[0] for r in conn.execute("SELECT file FROM import_runs ORDER BY started_at").fetchall()]
+            return [
+                r[0]
+                for r in conn.execute("SELECT file FROM import_runs ORDER BY started_at").fetchall()
+            ]
     finally:
         db.close()
 
@@ -117,10 +135,14 @@ def imports_of(db_url: str) -> list[str]:
 @contextlib.contextmanager
 def held_elsewhere(data_dir: Path) -> Iterator[int]:
     """Another process (a backfill, say) holds the data dir's run lock for the block."""
-    code = ("import pathlib, time\nfrom state.runlock import hold\n"
-            f"with hold(pathlib.Path({str(data_dir)!r}), 'pmem backfill'):\n"
-            "    print('held', flush=True)\n    time.sleep(120)\n")  # fmt: skip
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=PROJECT)
+    code = (
+        "import pathlib, time\nfrom state.runlock import hold\n"
+        f"with hold(pathlib.Path({str(data_dir)!r}), 'pmem backfill'):\n"
+        "    print('held', flush=True)\n    time.sleep(120)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=PROJECT
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
         yield proc.pid
@@ -165,11 +187,13 @@ def test_a_pass_reimports_only_the_changed_file_and_an_unchanged_folder_is_a_no_
     assert second["files"]["grown"] == 1 and second["files"]["unchanged"] == 3
     assert second["files_imported"] == 1 and second["files_hashed"] == 1
     assert writes.calls == 1 and writes.keys == [f"claude-code:{SID}1"]
-    assert imports_of(db_url)[len(files):] == [str(grown)]
+    assert imports_of(db_url)[len(files) :] == [str(grown)]
     assert second["messages_new"] == 2 and second["indexed_messages"] == 2
     after = snapshot(db_url)
     assert after["messages"] == before["messages"] + 2 and after["pending"] == 0
-    changed = [a for a, b in zip(after["conversations"], before["conversations"], strict=True) if a != b]
+    changed = [
+        a for a, b in zip(after["conversations"], before["conversations"], strict=True) if a != b
+    ]
     assert [c[0] for c in changed] == [f"claude-code:{SID}1"]
     assert changed[0][2] == 6  # the whole conversation, not just the two new turns
 
@@ -189,7 +213,9 @@ def test_a_touched_file_is_hashed_not_imported_and_a_rewritten_one_is_read_whole
     a, b = transcript(folder, 1), transcript(folder, 2)
     passes(env, [str(folder)])
     bump_mtime(a)  # same bytes, a new mtime (a backup tool, `touch`)
-    write_lines(b, [cc_line(f"{SID}9", i, f"rewritten {i}") for i in range(2)])  # shorter: rewritten
+    write_lines(
+        b, [cc_line(f"{SID}9", i, f"rewritten {i}") for i in range(2)]
+    )  # shorter: rewritten
     writes = WriteCounter(monkeypatch)
     s = passes(env, [str(folder)])
     assert s["files"]["touched"] == 1 and s["files"]["changed"] == 1 and s["files_imported"] == 1
@@ -224,9 +250,13 @@ def test_a_pass_holds_the_run_lock_and_is_refused_while_another_run_holds_it(
     path = transcript(tmp_path / "logs", 1)
     settings = get_settings()
     seen: list[Any] = []
-    opts = PassOptions(embed=False, on_event=lambda kind, _d: seen.append(runlock.read_holder(settings.data_dir)))
+    opts = PassOptions(
+        embed=False, on_event=lambda kind, _d: seen.append(runlock.read_holder(settings.data_dir))
+    )
     run_pass(settings, [str(path)], opts, command="pmem watch logs")
-    assert seen and all(h is not None and h.pid == os.getpid() and h.command == "pmem watch logs" for h in seen)
+    assert seen and all(
+        h is not None and h.pid == os.getpid() and h.command == "pmem watch logs" for h in seen
+    )
     assert runlock.read_holder(settings.data_dir) is None  # released after the pass
 
     with held_elsewhere(settings.data_dir) as pid:
@@ -253,7 +283,9 @@ def test_named_path_must_exist_and_something_must_be_watched(
 # ---------------------------------------------------------------- the CLI
 
 
-def test_cli_watch_once_and_reindex_changed_print_one_json_object(env: dict[str, str], tmp_path: Path) -> None:
+def test_cli_watch_once_and_reindex_changed_print_one_json_object(
+    env: dict[str, str], tmp_path: Path
+) -> None:
     from cli.main import app
 
     folder = tmp_path / "logs"
@@ -264,14 +296,26 @@ def test_cli_watch_once_and_reindex_changed_print_one_json_object(env: dict[str,
     body = json.loads(result.stdout.strip().splitlines()[-1])
     assert len(result.stdout.strip().splitlines()) == 1
     assert body["files"]["new"] == 1 and body["messages_new"] == 4 and body["trigger"] == "watch"
-    assert {"pass_id", "status", "paths", "files_checked", "files_imported", "indexed_messages",
-            "embedded_messages", "imported", "errors", "elapsed_seconds"} <= body.keys()  # fmt: skip
+    assert {
+        "pass_id",
+        "status",
+        "paths",
+        "files_checked",
+        "files_imported",
+        "indexed_messages",
+        "embedded_messages",
+        "imported",
+        "errors",
+        "elapsed_seconds",
+    } <= body.keys()
 
     write_lines(folder / "session-1.jsonl", [cc_line(f"{SID}1", 4, "もう一つ")], append=True)
     result = runner.invoke(app, ["reindex", "--changed", "--json"])
     assert result.exit_code == 0, (result.output, result.exception)
     body = json.loads(result.stdout.strip().splitlines()[-1])
-    assert body["trigger"] == "reindex" and body["files"]["grown"] == 1 and body["messages_new"] == 1
+    assert (
+        body["trigger"] == "reindex" and body["files"]["grown"] == 1 and body["messages_new"] == 1
+    )
     result = runner.invoke(app, ["reindex", "--changed", "--json"])
     body = json.loads(result.stdout.strip().splitlines()[-1])
     assert body["files_imported"] == 0 and body["files"]["unchanged"] == 1
@@ -283,8 +327,9 @@ def test_cli_watch_once_and_reindex_changed_print_one_json_object(env: dict[str,
 # ---------------------------------------------------------------- the Prefect deployment
 
 
-def test_the_deployment_passes_every_10_minutes_and_a_locked_pass_is_skipped(env: dict[str, str],
-                                                                              tmp_path: Path) -> None:
+def test_the_deployment_passes_every_10_minutes_and_a_locked_pass_is_skipped(
+    env: dict[str, str], tmp_path: Path
+) -> None:
     from flows.watch_flow import build_deployment, deployment_name, watch
     from state import runlock
 
@@ -300,7 +345,9 @@ def test_the_deployment_passes_every_10_minutes_and_a_locked_pass_is_skipped(env
     out = watch.fn(paths=[str(path)], embed=False)
     assert out["status"] == "complete" and out["trigger"] == "schedule" and out["files"]["new"] == 1
     with runlock.hold(settings.data_dir, "pmem backfill"):
-        assert watch.fn(paths=[str(path)], embed=False)["files"]["unchanged"] == 1  # held by this process
+        assert (
+            watch.fn(paths=[str(path)], embed=False)["files"]["unchanged"] == 1
+        )  # held by this process
     with held_elsewhere(settings.data_dir) as pid:
         skipped = watch.fn(paths=[str(path)], embed=False)
     assert skipped == {"status": "skipped", "reason": "run-locked", "holder_pid": pid}
@@ -311,14 +358,28 @@ def test_the_deployment_passes_every_10_minutes_and_a_locked_pass_is_skipped(env
 
 def log_line(ts: str, role: str, text: str, session: str, kind: str = "text") -> dict[str, Any]:
     """Seed 004's seven fields."""
-    rec = {"ts": ts, "actor": "me" if role == "user" else "claude", "role": role, "type": kind, "text": text,
-           "model": "claude-x" if role == "assistant" else None, "session": session}  # fmt: skip
+    rec = {
+        "ts": ts,
+        "actor": "me" if role == "user" else "claude",
+        "role": role,
+        "type": kind,
+        "text": text,
+        "model": "claude-x" if role == "assistant" else None,
+        "session": session,
+    }
     return rec
 
 
 def daily(folder: Path, day: str, n: int = 4) -> Path:
-    lines = [log_line(f"{day}T0{i}:00:00Z", "user" if i % 2 == 0 else "assistant",
-                      f"{day} の {i} 行目: ゼミ発表の準備", "s1" if i < 3 else "s2") for i in range(n)]  # fmt: skip
+    lines = [
+        log_line(
+            f"{day}T0{i}:00:00Z",
+            "user" if i % 2 == 0 else "assistant",
+            f"{day} の {i} 行目: ゼミ発表の準備",
+            "s1" if i < 3 else "s2",
+        )
+        for i in range(n)
+    ]
     return write_lines(folder / f"{day}.jsonl", lines)
 
 
@@ -329,17 +390,25 @@ def ledger_view(db_url: str, keys: list[str]) -> list[Any]:
         with db.connection() as conn:
             convs = conn.execute(
                 "SELECT conversation_key, content_hash, message_count, drafting_chars, created_at, updated_at "
-                "FROM source_conversations WHERE conversation_key = ANY(%s) ORDER BY 1", (keys,)).fetchall()  # fmt: skip
+                "FROM source_conversations WHERE conversation_key = ANY(%s) ORDER BY 1",
+                (keys,),
+            ).fetchall()
             msgs = conn.execute(
                 "SELECT message_key, conversation_key, position, role, channel, content_hash, created_at "
-                "FROM source_messages WHERE conversation_key = ANY(%s) ORDER BY 1", (keys,)).fetchall()  # fmt: skip
+                "FROM source_messages WHERE conversation_key = ANY(%s) ORDER BY 1",
+                (keys,),
+            ).fetchall()
         return [convs, msgs]
     finally:
         db.close()
 
 
 def test_a_daily_log_appended_to_while_watched_imports_only_the_new_lines(
-    env: dict[str, str], db_url: str, db_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    env: dict[str, str],
+    db_url: str,
+    db_factory: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from flows.importing import run_import
 
@@ -351,9 +420,11 @@ def test_a_daily_log_appended_to_while_watched_imports_only_the_new_lines(
     size = today.stat().st_size
 
     # the day goes on: two turns in session s1, one in a new session, and a line still being written
-    more = [log_line("2026-03-02T10:00:00Z", "user", "追記: 発表は金曜日に決めた", "s1"),
-            log_line("2026-03-02T10:01:00Z", "assistant", "了解です", "s1"),
-            log_line("2026-03-02T11:00:00Z", "user", "new session", "s3", kind="meta")]  # fmt: skip
+    more = [
+        log_line("2026-03-02T10:00:00Z", "user", "追記: 発表は金曜日に決めた", "s1"),
+        log_line("2026-03-02T10:01:00Z", "assistant", "了解です", "s1"),
+        log_line("2026-03-02T11:00:00Z", "user", "new session", "s3", kind="meta"),
+    ]
     write_lines(today, more, append=True)
     appended = today.stat().st_size - size
     with today.open("ab") as fp:

@@ -12,9 +12,15 @@ from providers.embeddings import EmbeddingError
 
 
 def embed_remote(
-    texts: Sequence[str], *, model: str, max_chars: int, batch_size: int,
-    call: Callable[[list[str]], list[list[float]]], retry: RetryPolicy, sleep: Callable[[float], None],
-) -> list[list[float]]:  # fmt: skip
+    texts: Sequence[str],
+    *,
+    model: str,
+    max_chars: int,
+    batch_size: int,
+    call: Callable[[list[str]], list[list[float]]],
+    retry: RetryPolicy,
+    sleep: Callable[[float], None],
+) -> list[list[float]]:
     # the secret guard: nothing it flags leaves the machine. The texts are scanned together
     # (a value found in one is redacted in all) and whole: cut after redaction, so a key at the
     # cut cannot leave as an unrecognisable head.
@@ -25,7 +31,9 @@ def embed_remote(
     for i in range(0, len(clean), batch_size):
         batch = clean[i : i + batch_size]
         try:
-            out.extend(call_with_retry(partial(call, batch), policy=retry, sleep=sleep, label=model))
+            out.extend(
+                call_with_retry(partial(call, batch), policy=retry, sleep=sleep, label=model)
+            )
         except DraftError as err:
             raise EmbeddingError(
                 f"embedding with {model} failed: {err}",

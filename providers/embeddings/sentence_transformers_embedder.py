@@ -52,7 +52,9 @@ class SentenceTransformersEmbedder:
                 model = SentenceTransformer(self._path, device=self._device, local_files_only=True)
                 dim = model.get_sentence_embedding_dimension()
                 if not dim:
-                    raise ConfigError(f"the model at {self._path} does not report its embedding dimension")
+                    raise ConfigError(
+                        f"the model at {self._path} does not report its embedding dimension"
+                    )
                 self._model, self._dim = model, int(dim)
             return self._model
 
@@ -64,5 +66,7 @@ class SentenceTransformersEmbedder:
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
-        vectors = self._get().encode(list(texts), normalize_embeddings=True, show_progress_bar=False)
+        vectors = self._get().encode(
+            list(texts), normalize_embeddings=True, show_progress_bar=False
+        )
         return [[float(x) for x in row] for row in vectors]

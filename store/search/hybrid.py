@@ -69,7 +69,9 @@ RANGE_IDS = sql.SQL(
          AND m.status = 'active' AND (%(kind)s::text IS NULL OR m.kind = %(kind)s)"""
 )  # the active memories (of the kind asked for) that happened in the range
 EXACT_RANGE = 20_000  # a range of at most this many memories: their vectors are compared exactly
-QUOTED_RANGE = 1000  # ... and at most this many: the vectors of the messages their evidence quotes too
+QUOTED_RANGE = (
+    1000  # ... and at most this many: the vectors of the messages their evidence quotes too
+)
 EVIDENCE_PER_HIT = 5
 QUOTE_CHARS = 300
 
@@ -99,20 +101,34 @@ class HybridSearch(SearchBase):
         q: QueryLike = plain_query(query) if isinstance(query, str) else query
         with self.db.connection() as conn, conn.transaction():
             hits = self._search(
-                conn, q, limit=limit, kind=kind, since=since, until=until, config=config,
-                emb=self.embedder if embedder == "default" else embedder, min_similarity=min_similarity,
-            )  # fmt: skip
+                conn,
+                q,
+                limit=limit,
+                kind=kind,
+                since=since,
+                until=until,
+                config=config,
+                emb=self.embedder if embedder == "default" else embedder,
+                min_similarity=min_similarity,
+            )
             return self._with_provenance(conn, hits)
 
     def list_memories(
-        self, *, since: datetime | None, until: datetime | None, kind: str | None = None,
-        limit: int = 10, decisions_first: bool = False,
-    ) -> list[RankedHit]:  # fmt: skip
+        self,
+        *,
+        since: datetime | None,
+        until: datetime | None,
+        kind: str | None = None,
+        limit: int = 10,
+        decisions_first: bool = False,
+    ) -> list[RankedHit]:
         """The memories that happened in ``[since, until)`` (a query that is only a time, or a
         time and "what did I decide"): decisions first when asked, then by when they happened."""
         with self.db.connection() as conn, conn.transaction():
-            rows = conn.cursor(row_factory=dict_row).execute(
-                sql.SQL("""SELECT m.id, m.title, m.kind, m.index_summary, m.current_revision, m.occurred_at,
+            rows = (
+                conn.cursor(row_factory=dict_row)
+                .execute(
+                    sql.SQL("""SELECT m.id, m.title, m.kind, m.index_summary, m.current_revision, m.occurred_at,
                           0.0::float8 AS score
                    FROM memories m
                    WHERE m.status = 'active' AND (%(kind)s::text IS NULL OR m.kind = %(kind)s)
@@ -121,8 +137,16 @@ class HybridSearch(SearchBase):
                    ORDER BY (%(decisions)s AND m.kind = 'decision') DESC,
                             coalesce(m.occurred_at, m.created_at), m.id
                    LIMIT %(limit)s""").format(in_range=RANGE_IDS),
-                {"kind": kind, "since": since, "until": until, "limit": limit, "decisions": decisions_first},
-            ).fetchall()
+                    {
+                        "kind": kind,
+                        "since": since,
+                        "until": until,
+                        "limit": limit,
+                        "decisions": decisions_first,
+                    },
+                )
+                .fetchall()
+            )
             return self._with_provenance(conn, [RankedHit(**r) for r in rows])
 
     @staticmethod
@@ -140,20 +164,42 @@ class HybridSearch(SearchBase):
         for mid, key, text in rows:
             items = ev.setdefault(mid, [])
             if len(items) < EVIDENCE_PER_HIT:
-                items.append({"message_key": key, "conversation_key": key.rsplit(":", 1)[0],
-                              "quote": _clip(text, QUOTE_CHARS)})  # fmt: skip
-        srcs = {mid: list(dict.fromkeys(r[1].rsplit(":", 1)[0] for r in rows if r[0] == mid)) for mid in ev}
+                items.append(
+                    {
+                        "message_key": key,
+                        "conversation_key": key.rsplit(":", 1)[0],
+                        "quote": _clip(text, QUOTE_CHARS),
+                    }
+                )
+        srcs = {
+            mid: list(dict.fromkeys(r[1].rsplit(":", 1)[0] for r in rows if r[0] == mid))
+            for mid in ev
+        }
         return [
-            h.model_copy(update={"rank": n, "lists": h.ranks, "sources": srcs.get(h.id, []),
-                                 "evidence": ev.get(h.id, [])})  # fmt: skip
+            h.model_copy(
+                update={
+                    "rank": n,
+                    "lists": h.ranks,
+                    "sources": srcs.get(h.id, []),
+                    "evidence": ev.get(h.id, []),
+                }
+            )
             for n, h in enumerate(hits, start=1)
         ]
 
     def _search(
-        self, conn: Connection, q: QueryLike, *, limit: int, kind: str | None, since: datetime | None,
-        until: datetime | None, config: FusionConfig | None, emb: QueryEmbedder | None,
+        self,
+        conn: Connection,
+        q: QueryLike,
+        *,
+        limit: int,
+        kind: str | None,
+        since: datetime | None,
+        until: datetime | None,
+        config: FusionConfig | None,
+        emb: QueryEmbedder | None,
         min_similarity: float,
-    ) -> list[RankedHit]:  # fmt: skip
+    ) -> list[RankedHit]:
         cfg = config or DEFAULT_FUSION
         ranged = since is not None or until is not None
         lists = dict(cfg.lists())
@@ -161,19 +207,30 @@ class HybridSearch(SearchBase):
         query = q.vector_text
         phrase = _norm(query)
         params: dict[str, Any] = {
-            "kind": kind, "since": since, "until": until, "limit": limit, "min_sim": min_similarity,
-        }  # fmt: skip
-        filters: sql.Composable = sql.SQL("m.status = 'active' AND (%(kind)s::text IS NULL OR m.kind = %(kind)s)")
+            "kind": kind,
+            "since": since,
+            "until": until,
+            "limit": limit,
+            "min_sim": min_similarity,
+        }
+        filters: sql.Composable = sql.SQL(
+            "m.status = 'active' AND (%(kind)s::text IS NULL OR m.kind = %(kind)s)"
+        )
         in_range = 0
         if ranged:  # the range's memories once (a materialised set), read by every list
             filters = sql.SQL("{} AND m.id IN (SELECT id FROM in_range)").format(filters)
-            row = conn.execute(sql.SQL("SELECT count(*) FROM ({}) r").format(RANGE_IDS), params).fetchone()
+            row = conn.execute(
+                sql.SQL("SELECT count(*) FROM ({}) r").format(RANGE_IDS), params
+            ).fetchone()
             in_range = int(row[0]) if row else 0
             if not in_range:
                 return []
         vector: sql.Composable | None = None
         if "vector" in lists and emb is not None and phrase:
-            params |= {"vec_limit": lists["vector"].limit, "quoted_min_sim": MIN_SIMILARITY_IN_RANGE}
+            params |= {
+                "vec_limit": lists["vector"].limit,
+                "quoted_min_sim": MIN_SIMILARITY_IN_RANGE,
+            }
             expr = sql.SQL("e.embedding::halfvec({dim}) <=> %(qv)s::halfvec({dim})").format(
                 dim=sql.Literal(emb.dim)
             )
@@ -190,15 +247,18 @@ class HybridSearch(SearchBase):
                              LIMIT %(vec_limit)s) x
                        WHERE 1 - dist >= %(min_sim)s"""
                 ).format(
-                    expr=expr, model=sql.Literal(emb.model), dim=sql.Literal(emb.dim),
+                    expr=expr,
+                    model=sql.Literal(emb.model),
+                    dim=sql.Literal(emb.dim),
                     # a small range: its vectors compared exactly (+ 0: not the HNSW index's order,
                     # which would walk the graph past every memory outside the range); the range's
                     # set holds only active memories of the kind asked for
-                    source=sql.SQL("in_range r JOIN memory_embeddings e ON e.memory_id = r.id") if exact
+                    source=sql.SQL("in_range r JOIN memory_embeddings e ON e.memory_id = r.id")
+                    if exact
                     else sql.SQL("memory_embeddings e JOIN memories m ON m.id = e.memory_id"),
                     filters=sql.SQL("true") if exact else filters,
                     order=sql.SQL("({}) + 0").format(expr) if exact else expr,
-                )  # fmt: skip
+                )
 
         def with_query_vector(c: Connection, base: dict[str, Any]) -> dict[str, Any] | None:
             """``base`` and the query's vector, or None when no memory has a vector of this
@@ -212,14 +272,20 @@ class HybridSearch(SearchBase):
         def vector_alone(c: Connection, base: dict[str, Any]) -> list[tuple[Any, ...]]:
             assert vector is not None
             p = with_query_vector(c, base)
-            return [] if p is None else c.execute(_candidates(ranged, {"vector": vector}), p).fetchall()
+            return (
+                []
+                if p is None
+                else c.execute(_candidates(ranged, {"vector": vector}), p).fetchall()
+            )
 
         pending: Future[list[tuple[Any, ...]]] | None = None
         if vector is not None and self.db.has_spare():
             # the vector list on a second connection, at once: the query's embedding and the
             # HNSW walk run while the lexical list is ranked (a search takes the slower one);
             # if the lexical list fails, the vector list ends on its own and is not read
-            pending = _workers().submit(self._on_own_connection, functools.partial(vector_alone, base=dict(params)))
+            pending = _workers().submit(
+                self._on_own_connection, functools.partial(vector_alone, base=dict(params))
+            )
         ctes: dict[str, sql.Composable] = {}
 
         if "lexical" in lists and terms:
@@ -227,11 +293,17 @@ class HybridSearch(SearchBase):
             n_docs, dfs = doc_frequencies(conn, "search_projections", tsqs)
             weights = [idf(n_docs, df) * t.weight for t, df in zip(terms, dfs, strict=True)]
             params |= {
-                "tsq": " | ".join(f"({x})" for x in tsqs), "tsq_all": " & ".join(f"({x})" for x in tsqs),
-                "tsqs": tsqs, "ws": weights, "wsum": sum(weights) or 1.0,
-                "min_cov": (MIN_COVERAGE * RANGE_FLOOR if ranged else MIN_COVERAGE) if len(terms) > 1 else 1.0,
-                "lex_limit": lists["lexical"].limit, "cap": LEXICAL_CANDIDATES,
-            }  # fmt: skip
+                "tsq": " | ".join(f"({x})" for x in tsqs),
+                "tsq_all": " & ".join(f"({x})" for x in tsqs),
+                "tsqs": tsqs,
+                "ws": weights,
+                "wsum": sum(weights) or 1.0,
+                "min_cov": (MIN_COVERAGE * RANGE_FLOOR if ranged else MIN_COVERAGE)
+                if len(terms) > 1
+                else 1.0,
+                "lex_limit": lists["lexical"].limit,
+                "cap": LEXICAL_CANDIDATES,
+            }
             # Candidates in two capped tiers (every term somewhere; any term), so that a very
             # common word cannot make the ranking read half the table; then the share of the
             # query's idf mass a memory holds (terms OR-ed: rarer terms weigh more, more terms
@@ -260,11 +332,16 @@ class HybridSearch(SearchBase):
                          LIMIT %(lex_limit)s) x"""
             ).format(tiers=tiers)
 
-        if "trigram" in lists and TRIGRAM_MIN_CHARS <= len(phrase) <= TRIGRAM_MAX_CHARS and " " not in phrase:
+        if (
+            "trigram" in lists
+            and TRIGRAM_MIN_CHARS <= len(phrase) <= TRIGRAM_MAX_CHARS
+            and " " not in phrase
+        ):
             params |= {
-                "tq": phrase, "trgm_limit": lists["trigram"].limit,
+                "tq": phrase,
+                "trgm_limit": lists["trigram"].limit,
                 "trgm_max_dist": 1.0 - TRIGRAM_MIN_SIMILARITY,
-            }  # fmt: skip
+            }
             # nearest neighbours by word-similarity distance, straight from the GiST index, only
             # when the lexical list found fewer candidates than the result needs
             ctes["trigram"] = sql.SQL(
@@ -280,11 +357,17 @@ class HybridSearch(SearchBase):
                 filters=filters,
                 # partial words and typos: needed when the lexical list is short; a one-time
                 # filter, so the KNN scan does not run at all otherwise
-                gate=sql.SQL("(SELECT count(*) FROM lexical) < %(limit)s") if "lexical" in ctes else sql.SQL("true"),
+                gate=sql.SQL("(SELECT count(*) FROM lexical) < %(limit)s")
+                if "lexical" in ctes
+                else sql.SQL("true"),
             )
 
         rows: list[tuple[Any, ...]] = []
-        if pending is None and vector is not None and (with_vector := with_query_vector(conn, params)) is not None:
+        if (
+            pending is None
+            and vector is not None
+            and (with_vector := with_query_vector(conn, params)) is not None
+        ):
             ctes["vector"], params = vector, with_vector
         if ctes:
             rows = conn.execute(_candidates(ranged, ctes), params).fetchall()
@@ -294,7 +377,9 @@ class HybridSearch(SearchBase):
             return []
         return self._fused(conn, rows, {name: lists[name].weight for name in lists}, cfg.k, limit)
 
-    def _on_own_connection(self, work: Callable[[Connection], list[tuple[Any, ...]]]) -> list[tuple[Any, ...]]:
+    def _on_own_connection(
+        self, work: Callable[[Connection], list[tuple[Any, ...]]]
+    ) -> list[tuple[Any, ...]]:
         with self.db.connection() as conn, conn.transaction():
             return work(conn)
 
@@ -314,21 +399,30 @@ class HybridSearch(SearchBase):
         if not top:
             return []
         found = {
-            r["id"]: r for r in conn.cursor(row_factory=dict_row).execute(
+            r["id"]: r
+            for r in conn.cursor(row_factory=dict_row).execute(
                 """SELECT id, title, kind, index_summary, current_revision, occurred_at
                    FROM memories WHERE id = ANY(%s)""",
                 ([f.key for f in top],),
             )
-        }  # fmt: skip
+        }
         return [
-            RankedHit(**found[f.key], score=f.score, lexical_rank=f.ranks.get("lexical"),
-                      trigram_rank=f.ranks.get("trigram"), vector_rank=f.ranks.get("vector"),
-                      vector_similarity=similarity.get(f.key))  # fmt: skip
-            for f in top if f.key in found  # (a memory removed between two statements is gone)
+            RankedHit(
+                **found[f.key],
+                score=f.score,
+                lexical_rank=f.ranks.get("lexical"),
+                trigram_rank=f.ranks.get("trigram"),
+                vector_rank=f.ranks.get("vector"),
+                vector_similarity=similarity.get(f.key),
+            )
+            for f in top
+            if f.key in found  # (a memory removed between two statements is gone)
         ]
 
 
-_executor: ThreadPoolExecutor | None = None  # the threads that ask the vector lists (made on first use)
+_executor: ThreadPoolExecutor | None = (
+    None  # the threads that ask the vector lists (made on first use)
+)
 _executor_lock = threading.Lock()
 
 
@@ -347,7 +441,9 @@ def _quoted_vector(expr: sql.Composable, model: str, dim: int) -> sql.Composed:
     memory's summary in one language is often far from a question in the other (cosine ~0.1
     for "Hina's after-school care" and 学童 公設か民間か) where the person's own messages are
     nearer; the range keeps the read small."""
-    quoted = sql.SQL("me.embedding::halfvec({dim}) <=> %(qv)s::halfvec({dim})").format(dim=sql.Literal(dim))
+    quoted = sql.SQL("me.embedding::halfvec({dim}) <=> %(qv)s::halfvec({dim})").format(
+        dim=sql.Literal(dim)
+    )
     return sql.SQL(
         """SELECT id, row_number() OVER (ORDER BY dist, id) AS rank, 1 - dist AS similarity
            FROM (SELECT r.id, least(o.dist, q.dist) AS dist
@@ -367,10 +463,16 @@ def _candidates(ranged: bool, ctes: dict[str, sql.Composable]) -> sql.Composed:
     """One statement returning ``(id, list, rank, similarity)`` of the given candidate lists
     (the trigram list reads the lexical one), after the range's memories when ``ranged``."""
     return sql.SQL("WITH {range} {ctes} {union}").format(
-        range=sql.SQL("in_range AS MATERIALIZED ({}),").format(RANGE_IDS) if ranged else sql.SQL(""),
-        ctes=sql.SQL(", ").join(sql.SQL("{} AS ({})").format(sql.Identifier(n), c) for n, c in ctes.items()),
+        range=sql.SQL("in_range AS MATERIALIZED ({}),").format(RANGE_IDS)
+        if ranged
+        else sql.SQL(""),
+        ctes=sql.SQL(", ").join(
+            sql.SQL("{} AS ({})").format(sql.Identifier(n), c) for n, c in ctes.items()
+        ),
         union=sql.SQL(" UNION ALL ").join(
-            sql.SQL("SELECT id, {}::text AS list, rank, similarity FROM {}").format(sql.Literal(n), sql.Identifier(n))
+            sql.SQL("SELECT id, {}::text AS list, rank, similarity FROM {}").format(
+                sql.Literal(n), sql.Identifier(n)
+            )
             for n in ctes
         ),
     )

@@ -16,8 +16,10 @@ def memories_drafted(conn: Connection, conversations: list[str]) -> dict[str, li
     "title", "cited": [message keys]}``, in the order they were created."""
     if not conversations:
         return {}
-    rows = conn.cursor(row_factory=dict_row).execute(
-        """SELECT sm.conversation_key, m.id, m.title, array_agg(DISTINCT e.source_key) AS cited,
+    rows = (
+        conn.cursor(row_factory=dict_row)
+        .execute(
+            """SELECT sm.conversation_key, m.id, m.title, array_agg(DISTINCT e.source_key) AS cited,
                   min(m.created_at) AS created_at
            FROM source_messages sm
            JOIN evidence e ON e.source_key = sm.message_key
@@ -25,8 +27,10 @@ def memories_drafted(conn: Connection, conversations: list[str]) -> dict[str, li
            WHERE sm.conversation_key = ANY(%s)
            GROUP BY sm.conversation_key, m.id, m.title
            ORDER BY sm.conversation_key, min(m.created_at), m.id""",
-        (conversations,),
-    ).fetchall()
+            (conversations,),
+        )
+        .fetchall()
+    )
     out: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         out.setdefault(r["conversation_key"], []).append(
@@ -78,20 +82,38 @@ def describe_source(conn: Connection, key: str) -> dict[str, Any] | None:
         return None
     drafted = memories_drafted(conn, [conv_key]).get(conv_key, [])
     conversation = {
-        "key": conv["conversation_key"], "source": conv["source"], "external_id": conv["external_id"],
-        "title": conv["title"], "created_at": conv["created_at"], "messages": conv["message_count"],
-        "prefilter": conv["prefilter"] if conv["prefilter"] and conv["prefilter"]["keep"] is not None else None,
-    }  # fmt: skip
+        "key": conv["conversation_key"],
+        "source": conv["source"],
+        "external_id": conv["external_id"],
+        "title": conv["title"],
+        "created_at": conv["created_at"],
+        "messages": conv["message_count"],
+        "prefilter": conv["prefilter"]
+        if conv["prefilter"] and conv["prefilter"]["keep"] is not None
+        else None,
+    }
     if msg is None:
-        return {"kind": "conversation", "key": key, "conversation": conversation, "memories": drafted}
+        return {
+            "kind": "conversation",
+            "key": key,
+            "conversation": conversation,
+            "memories": drafted,
+        }
     went = where_it_went(drafted, key)
     return {
-        "kind": "message", "key": key, "conversation": conversation,
+        "kind": "message",
+        "key": key,
+        "conversation": conversation,
         "message": {
-            "key": msg["message_key"], "role": msg["role"], "channel": msg["channel"],
-            "created_at": msg["created_at"], "on_active_path": msg["on_active_path"],
-            "position": msg["position"], "text": bytes_text(bytes(msg["body"])),
+            "key": msg["message_key"],
+            "role": msg["role"],
+            "channel": msg["channel"],
+            "created_at": msg["created_at"],
+            "on_active_path": msg["on_active_path"],
+            "position": msg["position"],
+            "text": bytes_text(bytes(msg["body"])),
         },
         "cited_by": [{"id": d["id"], "title": d["title"]} for d in drafted if key in d["cited"]],
-        "memories": went["memories"], "memory": went["memory"],
-    }  # fmt: skip
+        "memories": went["memories"],
+        "memory": went["memory"],
+    }

@@ -1,10 +1,10 @@
 """The ranking arithmetic of recall (pure: no database), unit-tested on its own.
 
-    idf            BM25's inverse document frequency: rarer terms weigh more
-    bm25           a message's lexical score: the idf of every query term it holds, with
-                   BM25's length normalisation (the index keeps no term counts: tf is 0 or 1)
-    coverage       the share of the query's idf mass a message holds
-    fuse           weighted Reciprocal Rank Fusion of ranked lists, as ``search.fusion.rrf``
+idf            BM25's inverse document frequency: rarer terms weigh more
+bm25           a message's lexical score: the idf of every query term it holds, with
+               BM25's length normalisation (the index keeps no term counts: tf is 0 or 1)
+coverage       the share of the query's idf mass a message holds
+fuse           weighted Reciprocal Rank Fusion of ranked lists, as ``search.fusion.rrf``
 """
 
 from __future__ import annotations
@@ -63,9 +63,10 @@ def matched_terms(terms: Sequence[object], text: str, *, forms: bool = True) -> 
     (``forms=False``: without SudachiPy's normal forms, see ``title_tokens``)."""
     toks = set(index_tokens(text)) if forms else title_tokens(text)
     return [
-        i for i, t in enumerate(terms)
+        i
+        for i, t in enumerate(terms)
         if matches(t.lexemes, t.prefix, toks)  # type: ignore[attr-defined]
-    ]  # fmt: skip
+    ]
 
 
 @dataclass
@@ -75,7 +76,9 @@ class Fused:
     ranks: dict[str, int]
 
 
-def fuse(rankings: Mapping[str, Sequence[str]], weights: Mapping[str, float], k: int = 60) -> list[Fused]:
+def fuse(
+    rankings: Mapping[str, Sequence[str]], weights: Mapping[str, float], k: int = 60
+) -> list[Fused]:
     """``score = Σ weight / (k + rank)`` over the lists; best first, ties to more lists, then key."""
     out: dict[str, Fused] = {}
     for name, keys in rankings.items():

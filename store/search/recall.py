@@ -102,7 +102,9 @@ class _PlainQuery:
 
 def plain_query(text: str) -> _PlainQuery:
     toks = [t for t in query_tokens(text) if len(t) <= MAX_TOKEN_CHARS]
-    return _PlainQuery(tuple(_PlainTerm(t, (t,), (False,)) for t in toks), None, " ".join(text.split()))
+    return _PlainQuery(
+        tuple(_PlainTerm(t, (t,), (False,)) for t in toks), None, " ".join(text.split())
+    )
 
 
 @dataclass
@@ -142,60 +144,112 @@ class Recall(IndexUpkeep):
             ranged = start is not None or end is not None
             count = self._count_range(conn, start, end) if ranged else None
             use_vec = bool(
-                emb is not None and emb.local and q.vector_text
+                emb is not None
+                and emb.local
+                and q.vector_text
                 and self._has_vectors("message_embeddings", emb, conn)
-            )  # fmt: skip
-            missing = self._without_vectors(conn, emb, start, end) if emb is not None and emb.local else None
+            )
+            missing = (
+                self._without_vectors(conn, emb, start, end)
+                if emb is not None and emb.local
+                else None
+            )
             if not terms and not (use_vec and q.vector_text and not ranged):
                 hits = self._list_range(conn, start, end, limit, include_branches) if ranged else []
                 return RecallResult(
-                    hits=hits, start=start, end=end, terms="", in_range=count, without_vectors=missing
-                )  # fmt: skip
-            qv = _vector_literal(emb.embed([q.vector_text])[0]) if use_vec and emb is not None else None
+                    hits=hits,
+                    start=start,
+                    end=end,
+                    terms="",
+                    in_range=count,
+                    without_vectors=missing,
+                )
+            qv = (
+                _vector_literal(emb.embed([q.vector_text])[0])
+                if use_vec and emb is not None
+                else None
+            )
             if qv is not None:
                 self._tune_vector_scan(conn)
             skipped: list[int] = [0]
             hits = self._rank(
-                conn, q, terms, start, end, count, qv, emb if qv else None, limit,
-                include_branches=include_branches, skipped=skipped,
-            )  # fmt: skip
+                conn,
+                q,
+                terms,
+                start,
+                end,
+                count,
+                qv,
+                emb if qv else None,
+                limit,
+                include_branches=include_branches,
+                skipped=skipped,
+            )
         return RecallResult(
-            hits=hits, start=start, end=end, terms=" ".join(t.text for t in terms),
-            vectors=qv is not None, without_vectors=missing, in_range=count,
+            hits=hits,
+            start=start,
+            end=end,
+            terms=" ".join(t.text for t in terms),
+            vectors=qv is not None,
+            without_vectors=missing,
+            in_range=count,
             branches_skipped=skipped[0],
-        )  # fmt: skip
+        )
 
     # ---------------------------------------------------------------- ranking
 
     def _rank(
-        self, conn: Connection, q: QueryLike, terms: Sequence[TermLike], start: datetime | None,
-        end: datetime | None, count: int | None, qv: str | None, emb: QueryEmbedder | None, limit: int,
-        *, include_branches: bool = False, skipped: list[int] | None = None,
-    ) -> list[RecallHit]:  # fmt: skip
+        self,
+        conn: Connection,
+        q: QueryLike,
+        terms: Sequence[TermLike],
+        start: datetime | None,
+        end: datetime | None,
+        count: int | None,
+        qv: str | None,
+        emb: QueryEmbedder | None,
+        limit: int,
+        *,
+        include_branches: bool = False,
+        skipped: list[int] | None = None,
+    ) -> list[RecallHit]:
         tsqs = [t.tsquery() for t in terms]
         n_docs, dfs = doc_frequencies(conn, "message_search", tsqs)
         w = [rk.idf(n_docs, df) * t.weight for t, df in zip(terms, dfs, strict=True)]
         total = sum(w) or 1.0
         params: dict[str, Any] = {
-            "start": start, "end": end, "tsqs": tsqs, "ws": w, "qv": qv,
+            "start": start,
+            "end": end,
+            "tsqs": tsqs,
+            "ws": w,
+            "qv": qv,
             "tsq_any": " | ".join(f"({x})" for x in tsqs) if tsqs else None,
-            "cap": TERM_CANDIDATES, "vk": VECTOR_CANDIDATES, "pool": LEXICAL_POOL,
-        }  # fmt: skip
+            "cap": TERM_CANDIDATES,
+            "vk": VECTOR_CANDIDATES,
+            "pool": LEXICAL_POOL,
+        }
         ranged = start is not None or end is not None
         whole_range = ranged and count is not None and count <= RANGE_ALL
         # 1. candidates, cheaply: key, conversation, role, time, length, the terms each holds
         range_first = ranged and count is not None and count <= max(RANGE_SCAN, sum(dfs))
         pool = self._lexical_pool(conn, params, whole_range=whole_range, range_first=range_first)
         # a range of no more messages than asked for: every one is a candidate
-        keys = {r.key for r in pool if r.matched or (whole_range and count is not None and count <= limit)}
+        keys = {
+            r.key
+            for r in pool
+            if r.matched or (whole_range and count is not None and count <= limit)
+        }
         if qv is not None and emb is not None:
             keys |= self._nearest(conn, params, emb, exact=whole_range)
         # 2. the features of those that matter (similarity, whether it states a decision): the
         # lexical matches and the nearest by vector; then the best conversations as context
         rows = self._features(
-            conn, sql.SQL("s.message_key = ANY(%(keys)s)"), params | {"keys": list(keys)}, emb,
+            conn,
+            sql.SQL("s.message_key = ANY(%(keys)s)"),
+            params | {"keys": list(keys)},
+            emb,
             known={r.key: r for r in pool if r.key in keys},
-        )  # fmt: skip
+        )
         if not rows:
             return []
         by_conv: dict[str, list[_Row]] = {}
@@ -204,10 +258,12 @@ class Recall(IndexUpkeep):
         lex0 = {c: max(sum(w[i] for i in r.matched) for r in rs) for c, rs in by_conv.items()}
         sim0 = {c: max((r.sim or 0.0) for r in rs) for c, rs in by_conv.items()}
         top = rk.fuse(
-            {"lexical": sorted((c for c in lex0 if lex0[c] > 0), key=lambda c: -lex0[c]),
-             "vector": sorted(sim0, key=lambda c: -sim0[c]) if qv else []},
+            {
+                "lexical": sorted((c for c in lex0 if lex0[c] > 0), key=lambda c: -lex0[c]),
+                "vector": sorted(sim0, key=lambda c: -sim0[c]) if qv else [],
+            },
             WEIGHTS,
-        )[:CONTEXT_CONVERSATIONS]  # fmt: skip
+        )[:CONTEXT_CONVERSATIONS]
         have = {r.key for r in rows}
         more = self._features(
             conn,
@@ -219,20 +275,26 @@ class Recall(IndexUpkeep):
                            FROM message_search s2 WHERE s2.conversation_key = ANY(%(convs)s)) x
                        WHERE x.n <= %(per_conv)s AND NOT (x.message_key = ANY(%(have)s)))"""
             ),
-            params | {"convs": [f.key for f in top], "have": list(have), "per_conv": CONTEXT_MESSAGES},
+            params
+            | {"convs": [f.key for f in top], "have": list(have), "per_conv": CONTEXT_MESSAGES},
             emb,
-        )  # fmt: skip
+        )
         for r in more:
-            r.candidate = (start is None or (r.created_at is not None and r.created_at >= start)) and (
-                end is None or (r.created_at is not None and r.created_at < end)
-            )
+            r.candidate = (
+                start is None or (r.created_at is not None and r.created_at >= start)
+            ) and (end is None or (r.created_at is not None and r.created_at < end))
             rows.append(r)
         by_conv = {}
         for r in rows:
             by_conv.setdefault(r.conv, []).append(r)
         titles = self._titles(conn, list(by_conv))
-        title_terms = {c: set(rk.matched_terms(terms, titles.get(c) or "", forms=False)) for c in by_conv}
-        conv_terms = {c: set().union(*(set(r.matched) for r in rs)) | title_terms[c] for c, rs in by_conv.items()}
+        title_terms = {
+            c: set(rk.matched_terms(terms, titles.get(c) or "", forms=False)) for c in by_conv
+        }
+        conv_terms = {
+            c: set().union(*(set(r.matched) for r in rs)) | title_terms[c]
+            for c, rs in by_conv.items()
+        }
         conv_sim = {c: max((r.sim or 0.0) for r in rs) for c, rs in by_conv.items()}
         cands = [r for r in rows if r.candidate]
         lengths = {r.key: r.length for r in pool if r.candidate} | {r.key: r.length for r in cands}
@@ -261,11 +323,19 @@ class Recall(IndexUpkeep):
         role = {r.key: r.role for r in cands}
         conv_of = {r.key: r.conv for r in cands}
         side = {"person": "user", "assistant": "assistant"}.get(q.focus or "")
-        decided = {r.key for r in cands if r.decision} if getattr(q, "asks_decision", False) and side != "assistant" else set()
+        decided = (
+            {r.key for r in cands if r.decision}
+            if getattr(q, "asks_decision", False) and side != "assistant"
+            else set()
+        )
         floor = MIN_SIMILARITY_IN_RANGE if start is not None or end is not None else MIN_SIMILARITY
         # a conversation the question is about: similar enough, or holding enough of its terms
-        on_topic = {c for c in conv_sim if conv_sim[c] >= MIN_SIMILARITY
-                    or sum(w[i] for i in conv_terms[c]) / total >= MIN_COVERAGE}  # fmt: skip
+        on_topic = {
+            c
+            for c in conv_sim
+            if conv_sim[c] >= MIN_SIMILARITY
+            or sum(w[i] for i in conv_terms[c]) / total >= MIN_COVERAGE
+        }
         kept = []
         for f in fused:
             own_sim = sim.get(f.key, 0.0)
@@ -273,7 +343,11 @@ class Recall(IndexUpkeep):
             relevant = (
                 cov[f.key] >= MIN_COVERAGE
                 or own_sim >= floor
-                or (conv_sim[conv] >= MIN_SIMILARITY and "context" in f.ranks and own_sim >= floor / 2)
+                or (
+                    conv_sim[conv] >= MIN_SIMILARITY
+                    and "context" in f.ranks
+                    and own_sim >= floor / 2
+                )
                 # asked what was decided: the decision stated in a conversation about it answers,
                 # whatever its own words (「揚げ物を週1に減らすことにする」 for "what did I change")
                 or (f.key in decided and conv in on_topic)
@@ -308,13 +382,24 @@ class Recall(IndexUpkeep):
             t = texts[f.key]
             best = max(f.ranks, key=lambda name: weights.get(name, 0.0) / (RRF_K + f.ranks[name]))
             match: Any = "exact" if phrase and phrase in _norm(t["text"]) else best
-            out.append(RecallHit(
-                conversation_key=t["conversation_key"], conversation_title=t["conversation_title"],
-                message_key=f.key, role=t["role"], created_at=t["created_at"], text=t["text"],
-                match=match, score=round(f.score, 6), rank=n, lists=f.ranks,
-                similarity=round(sim[f.key], 4) if f.key in sim else None,
-                on_active_path=t["on_active_path"], memories=t["memories"], memory=t["memory"],
-            ))  # fmt: skip
+            out.append(
+                RecallHit(
+                    conversation_key=t["conversation_key"],
+                    conversation_title=t["conversation_title"],
+                    message_key=f.key,
+                    role=t["role"],
+                    created_at=t["created_at"],
+                    text=t["text"],
+                    match=match,
+                    score=round(f.score, 6),
+                    rank=n,
+                    lists=f.ranks,
+                    similarity=round(sim[f.key], 4) if f.key in sim else None,
+                    on_active_path=t["on_active_path"],
+                    memories=t["memories"],
+                    memory=t["memory"],
+                )
+            )
         return out
 
     # ---------------------------------------------------------------- reads
@@ -384,7 +469,9 @@ class Recall(IndexUpkeep):
         ]
 
     @staticmethod
-    def _nearest(conn: Connection, params: dict[str, Any], emb: QueryEmbedder, *, exact: bool) -> set[str]:
+    def _nearest(
+        conn: Connection, params: dict[str, Any], emb: QueryEmbedder, *, exact: bool
+    ) -> set[str]:
         """The ``VECTOR_CANDIDATES`` messages nearest to the query (a message's best passage
         counts): in a small range by an exact scan of its vectors, else through the model's HNSW
         index (iterative scan under the range filter)."""
@@ -398,8 +485,13 @@ class Recall(IndexUpkeep):
                        JOIN message_search s ON s.message_key = e.message_key
                        WHERE e.model = {m} AND e.dim = {d} AND {r}
                        ORDER BY {order} LIMIT %(vk)s"""
-                ).format(t=sql.Identifier(table), m=sql.Literal(emb.model), d=sql.Literal(emb.dim),
-                         r=_IN_RANGE, order=order),  # fmt: skip
+                ).format(
+                    t=sql.Identifier(table),
+                    m=sql.Literal(emb.model),
+                    d=sql.Literal(emb.dim),
+                    r=_IN_RANGE,
+                    order=order,
+                ),
                 params,
             ).fetchall()
             out.update(r[0] for r in rows)
@@ -407,7 +499,10 @@ class Recall(IndexUpkeep):
 
     @staticmethod
     def _features(
-        conn: Connection, where: sql.Composable, params: dict[str, Any], emb: QueryEmbedder | None,
+        conn: Connection,
+        where: sql.Composable,
+        params: dict[str, Any],
+        emb: QueryEmbedder | None,
         known: dict[str, _Row] | None = None,
     ) -> list[_Row]:
         """Each message's features: its length and the terms it holds (taken from ``known``
@@ -448,10 +543,18 @@ class Recall(IndexUpkeep):
         out = rows
         for k, c, role, at, n, m, v, d in conn.execute(statement, params).fetchall():
             had = known.get(k)
-            out.append(_Row(
-                k, c, role, at, had.length if had else int(n), had.matched if had else list(m),
-                float(v) if v is not None else None, bool(d),
-            ))  # fmt: skip
+            out.append(
+                _Row(
+                    k,
+                    c,
+                    role,
+                    at,
+                    had.length if had else int(n),
+                    had.matched if had else list(m),
+                    float(v) if v is not None else None,
+                    bool(d),
+                )
+            )
         return out
 
     @staticmethod
@@ -464,15 +567,19 @@ class Recall(IndexUpkeep):
 
     @staticmethod
     def _texts(conn: Connection, keys: list[str]) -> dict[str, dict[str, Any]]:
-        rows = conn.cursor(row_factory=dict_row).execute(
-            """SELECT s.message_key, s.conversation_key, c.title AS conversation_title, s.role,
+        rows = (
+            conn.cursor(row_factory=dict_row)
+            .execute(
+                """SELECT s.message_key, s.conversation_key, c.title AS conversation_title, s.role,
                       s.created_at, s.text, m.on_active_path
                FROM message_search s
                JOIN source_messages m ON m.message_key = s.message_key
                LEFT JOIN source_conversations c ON c.conversation_key = s.conversation_key
                WHERE s.message_key = ANY(%s)""",
-            (keys,),
-        ).fetchall()
+                (keys,),
+            )
+            .fetchall()
+        )
         out = {r["message_key"]: r for r in rows}
         went = memories_drafted(conn, list({r["conversation_key"] for r in rows}))
         for r in rows:
@@ -493,18 +600,25 @@ class Recall(IndexUpkeep):
 
     @classmethod
     def _list_range(
-        cls, conn: Connection, start: datetime | None, end: datetime | None, limit: int,
+        cls,
+        conn: Connection,
+        start: datetime | None,
+        end: datetime | None,
+        limit: int,
         include_branches: bool = False,
-    ) -> list[RecallHit]:  # fmt: skip
-        keys = [r[0] for r in conn.execute(
-            sql.SQL(
-                """SELECT s.message_key FROM message_search s
+    ) -> list[RecallHit]:
+        keys = [
+            r[0]
+            for r in conn.execute(
+                sql.SQL(
+                    """SELECT s.message_key FROM message_search s
                    JOIN source_messages m ON m.message_key = s.message_key
                    WHERE {r} AND (%(branches)s OR m.on_active_path)
                    ORDER BY s.created_at, s.message_key LIMIT %(limit)s"""
-            ).format(r=_IN_RANGE),
-            {"start": start, "end": end, "limit": limit, "branches": include_branches},
-        ).fetchall()]  # fmt: skip
+                ).format(r=_IN_RANGE),
+                {"start": start, "end": end, "limit": limit, "branches": include_branches},
+            ).fetchall()
+        ]
         texts = cls._texts(conn, keys)
         return [RecallHit(**texts[k], match="range", rank=n) for n, k in enumerate(keys, start=1)]
 
@@ -542,4 +656,6 @@ _IN_RANGE = sql.SQL(
 
 def _dist(emb: QueryEmbedder | None) -> sql.Composable:
     assert emb is not None
-    return sql.SQL("e.embedding::halfvec({d}) <=> %(qv)s::halfvec({d})").format(d=sql.Literal(emb.dim))
+    return sql.SQL("e.embedding::halfvec({d}) <=> %(qv)s::halfvec({d})").format(
+        d=sql.Literal(emb.dim)
+    )

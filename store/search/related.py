@@ -148,9 +148,13 @@ class ConceptRecall:
     # ---------------------------------------------------------------- attention
 
     def attention(
-        self, words: Iterable[str], text: str, conn: Connection | None = None, *,
+        self,
+        words: Iterable[str],
+        text: str,
+        conn: Connection | None = None,
+        *,
         vectors: QueryVectors | None = None,
-    ) -> list[dict[str, Any]]:  # fmt: skip
+    ) -> list[dict[str, Any]]:
         """The concepts ``text`` names: ``words`` (its content words and their base forms) that
         are a concept's lookup key, and concept names written in ``text``. A name found only
         inside a longer attention concept's name (気分 in 気分転換) is dropped. ``vectors``
@@ -161,30 +165,52 @@ class ConceptRecall:
         if conn is None:
             with self.db.connection() as own:
                 return self.attention(keys, text, own, vectors=vectors)
-        rows = conn.cursor(row_factory=dict_row).execute(
-            """SELECT c.id, c.name, c.norm, c.keys && %(keys)s::text[] AS by_word,
+        rows = (
+            conn.cursor(row_factory=dict_row)
+            .execute(
+                """SELECT c.id, c.name, c.norm, c.keys && %(keys)s::text[] AS by_word,
                       (SELECT count(*) FROM experience_links el WHERE el.concept_id = c.id) AS df,
                       (SELECT count(*) FROM experiences) AS n
                FROM concepts c
                WHERE c.keys && %(keys)s::text[]
                   OR (char_length(c.norm) >= 2 AND strpos(%(body)s, c.norm) > 0)""",
-            {"keys": keys, "body": body},
-        ).fetchall()
+                {"keys": keys, "body": body},
+            )
+            .fetchall()
+        )
         found = [r for r in rows if r["by_word"] or _written_in(r["norm"], body)]
         names = [r["norm"] for r in found]
-        kept = [r for r in found if r["by_word"] or not any(r["norm"] != n and r["norm"] in n for n in names)]
+        kept = [
+            r
+            for r in found
+            if r["by_word"] or not any(r["norm"] != n and r["norm"] in n for n in names)
+        ]
         if vectors is not None:
-            kept += self._by_vector(conn, vectors, {k for r in kept for k in (r["norm"],)}, keys, {r["id"] for r in kept})
+            kept += self._by_vector(
+                conn,
+                vectors,
+                {k for r in kept for k in (r["norm"],)},
+                keys,
+                {r["id"] for r in kept},
+            )
         for r in kept:
-            r["specificity"] = specificity(int(r["df"]), int(r["n"])) * float(r.get("similarity", 1.0))
-        return sorted(kept, key=lambda r: (body.find(r["norm"]) if r["norm"] in body else len(body), r["norm"]))
+            r["specificity"] = specificity(int(r["df"]), int(r["n"])) * float(
+                r.get("similarity", 1.0)
+            )
+        return sorted(
+            kept,
+            key=lambda r: (body.find(r["norm"]) if r["norm"] in body else len(body), r["norm"]),
+        )
 
-    def _by_vector(self, conn: Connection, qv: QueryVectors, named: set[str], keys: list[str],
-                   have: set[str]) -> list[dict[str, Any]]:  # fmt: skip
+    def _by_vector(
+        self, conn: Connection, qv: QueryVectors, named: set[str], keys: list[str], have: set[str]
+    ) -> list[dict[str, Any]]:
         """For each word no attention concept is named by, the nearest concept of the other
         language by the cosine of its name's vector (at least ``VECTOR_MIN``). The names of that
         language without a vector for the embedder are embedded first and stored (once)."""
-        words = [w for w in qv.words if norm(w) and norm(w) not in named and language_of(w) != "und"]
+        words = [
+            w for w in qv.words if norm(w) and norm(w) not in named and language_of(w) != "und"
+        ]
         if not words:
             return []
         others = sorted({_OTHER[language_of(w)] for w in words if language_of(w) in _OTHER})
@@ -203,11 +229,16 @@ class ConceptRecall:
                 part = missing[i : i + 256]
                 vecs = qv.embedder.embed([name for _, name in part])
                 ConceptStore(self.db).set_embeddings(
-                    qv.embedder.model, {cid: v for (cid, _), v in zip(part, vecs, strict=True)})  # fmt: skip
-        literals = ["[" + ",".join(f"{float(x):.6g}" for x in v) + "]" for v in qv.embedder.embed(words)]
+                    qv.embedder.model, {cid: v for (cid, _), v in zip(part, vecs, strict=True)}
+                )
+        literals = [
+            "[" + ",".join(f"{float(x):.6g}" for x in v) + "]" for v in qv.embedder.embed(words)
+        ]
         # the query vectors cast once (a cast inside the ORDER BY would parse them per row)
-        rows = conn.cursor(row_factory=dict_row).execute(
-            """WITH q AS MATERIALIZED (
+        rows = (
+            conn.cursor(row_factory=dict_row)
+            .execute(
+                """WITH q AS MATERIALIZED (
                    SELECT u.i, u.v::halfvec AS v, l.lang FROM unnest(%(vecs)s::text[]) WITH ORDINALITY AS u(v, i)
                    JOIN unnest(%(langs)s::text[]) WITH ORDINALITY AS l(lang, i) ON l.i = u.i)
                SELECT near.id, near.name, near.norm, true AS by_word, near.similarity, q.i AS word,
@@ -218,9 +249,15 @@ class ConceptRecall:
                    FROM concept_embeddings ce JOIN concepts c ON c.id = ce.concept_id
                    WHERE ce.model = %(model)s AND ce.dim = %(dim)s AND c.language NOT IN (q.lang, 'und')
                    ORDER BY ce.embedding <=> q.v LIMIT 1) near""",
-            {"vecs": literals, "langs": [language_of(w) for w in words], "model": qv.embedder.model,
-             "dim": qv.embedder.dim},
-        ).fetchall()  # fmt: skip
+                {
+                    "vecs": literals,
+                    "langs": [language_of(w) for w in words],
+                    "model": qv.embedder.model,
+                    "dim": qv.embedder.dim,
+                },
+            )
+            .fetchall()
+        )
         out: dict[str, dict[str, Any]] = {}
         for r in rows:
             better = r["id"] not in out or r["similarity"] > out[r["id"]]["similarity"]
@@ -231,18 +268,35 @@ class ConceptRecall:
     # ---------------------------------------------------------------- related
 
     def related(
-        self, words: Sequence[str], text: str, *, limit: int = 5, min_weight: float = MIN_WEIGHT,
-        hops: int = MAX_HOPS, since: datetime | None = None, until: datetime | None = None,
-        vectors: QueryVectors | None = None, conn: Connection | None = None,
-    ) -> RelatedResult:  # fmt: skip
+        self,
+        words: Sequence[str],
+        text: str,
+        *,
+        limit: int = 5,
+        min_weight: float = MIN_WEIGHT,
+        hops: int = MAX_HOPS,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        vectors: QueryVectors | None = None,
+        conn: Connection | None = None,
+    ) -> RelatedResult:
         """The experiences related to an utterance (its content ``words`` and its ``text``),
         best first; ``since`` / ``until`` (the utterance's own time expression) prefer the
         experiences of that time without leaving the others out. ``conn``: read on this
         connection (load_context's) instead of one of the pool's."""
         if conn is None:
             with self.db.connection() as own:
-                return self.related(words, text, limit=limit, min_weight=min_weight, hops=hops, since=since,
-                                    until=until, vectors=vectors, conn=own)  # fmt: skip
+                return self.related(
+                    words,
+                    text,
+                    limit=limit,
+                    min_weight=min_weight,
+                    hops=hops,
+                    since=since,
+                    until=until,
+                    vectors=vectors,
+                    conn=own,
+                )
         hops = max(0, min(hops, MAX_HOPS))
         att = self.attention(words, text, conn, vectors=vectors)
         if not att:
@@ -272,34 +326,50 @@ class ConceptRecall:
                 else:
                     tier = _TIER["through"]
                 if (tier, p.weight) > (c.tier, c.weight) or (
-                    (tier, p.weight) == (c.tier, c.weight) and c.path is not None and len(p.links) > len(c.path.links)
-                ):  # fmt: skip
+                    (tier, p.weight) == (c.tier, c.weight)
+                    and c.path is not None
+                    and len(p.links) > len(c.path.links)
+                ):
                     c.tier, c.weight, c.path = tier, p.weight, p
         if not cands:
-            return RelatedResult(hits=[], attention=[r["name"] for r in att], min_weight=min_weight,
-                                 across_languages=across)  # fmt: skip
+            return RelatedResult(
+                hits=[],
+                attention=[r["name"] for r in att],
+                min_weight=min_weight,
+                across_languages=across,
+            )
         memo = {
             r["id"]: r
-            for r in conn.cursor(row_factory=dict_row).execute(
+            for r in conn.cursor(row_factory=dict_row)
+            .execute(
                 """SELECT id, title, kind, occurred_at, coalesce(occurred_at, created_at) AS at
                    FROM memories WHERE id = ANY(%s)""",
                 (list(cands),),
-            ).fetchall()
-        }  # fmt: skip
+            )
+            .fetchall()
+        }
         for c in cands.values():
             at = memo[c.memory_id]["occurred_at"] if c.memory_id in memo else None
             c.in_range = bool(since and until and at and since <= at < until)
         best = sorted(
             cands.values(),
-            key=lambda c: (c.key(), memo.get(c.memory_id, {}).get("at") or datetime.min, c.memory_id),
+            key=lambda c: (
+                c.key(),
+                memo.get(c.memory_id, {}).get("at") or datetime.min,
+                c.memory_id,
+            ),
             reverse=True,
-        )[:limit]  # fmt: skip
+        )[:limit]
         return RelatedResult(
-            hits=self._hits(conn, best, memo), attention=[r["name"] for r in att], min_weight=min_weight,
+            hits=self._hits(conn, best, memo),
+            attention=[r["name"] for r in att],
+            min_weight=min_weight,
             across_languages=across,
         )
 
-    def _paths(self, conn: Connection, start: dict[str, float], min_weight: float, hops: int) -> list[_Path]:
+    def _paths(
+        self, conn: Connection, start: dict[str, float], min_weight: float, hops: int
+    ) -> list[_Path]:
         """Every path of up to ``hops`` links from the attention concepts (no concept twice);
         a path's weight starts at its attention concept's specificity."""
         paths = [_Path((cid,), (), a) for cid, a in start.items()]
@@ -335,16 +405,31 @@ class ConceptRecall:
             for a, b in ((s, t), (t, s)):
                 if a in wanted:
                     out.setdefault(a, []).append(
-                        _Link(lid, a, b, s, t, rel, float(w), bool(stated), frozenset(exps or ()), tuple(keys or ()))
+                        _Link(
+                            lid,
+                            a,
+                            b,
+                            s,
+                            t,
+                            rel,
+                            float(w),
+                            bool(stated),
+                            frozenset(exps or ()),
+                            tuple(keys or ()),
+                        )
                     )
         for a in out:
             out[a] = sorted(out[a], key=lambda k: (-k.weight, not k.stated, k.b))[:BRANCH]
         return out
 
-    def _hits(self, conn: Connection, best: list[_Candidate], memo: dict[str, dict[str, Any]]) -> list[RelatedHit]:
+    def _hits(
+        self, conn: Connection, best: list[_Candidate], memo: dict[str, dict[str, Any]]
+    ) -> list[RelatedHit]:
         mids = [c.memory_id for c in best]
         path_ids = {cid for c in best if c.path for cid in c.path.concepts}
-        path_ids |= {cid for c in best if c.path for k in c.path.links for cid in (k.source, k.target)}
+        path_ids |= {
+            cid for c in best if c.path for k in c.path.links for cid in (k.source, k.target)
+        }
         shows = conn.execute(
             """SELECT el.memory_id, el.concept_id, c.name, el.source_key FROM experience_links el
                JOIN concepts c ON c.id = el.concept_id WHERE el.memory_id = ANY(%s)
@@ -352,7 +437,9 @@ class ConceptRecall:
             (mids,),
         ).fetchall()
         names: dict[str, str] = dict(
-            conn.execute("SELECT id, name FROM concepts WHERE id = ANY(%s)", (sorted(path_ids),)).fetchall()
+            conn.execute(
+                "SELECT id, name FROM concepts WHERE id = ANY(%s)", (sorted(path_ids),)
+            ).fetchall()
         )
         concepts: dict[str, list[tuple[str, str, str | None]]] = {}
         for mid, cid, name, key in shows:
@@ -373,26 +460,52 @@ class ConceptRecall:
             mine = concepts.get(c.memory_id, [])
             # the messages the path's concepts and stated links were found in come first
             keys = [k for cid, _, k in mine if cid in on_path and k]
-            keys += [k for link in p.links if c.memory_id in link.experiences for k in link.source_keys]
+            keys += [
+                k for link in p.links if c.memory_id in link.experiences for k in link.source_keys
+            ]
             rank_of = {k: i for i, k in enumerate(dict.fromkeys(keys))}
             said = [n for n in (names.get(cid, "") for cid in on_path) if n]
             # those messages first, and in them the excerpts that name a concept of the path
-            ev = sorted(evidence.get(c.memory_id, []),
-                        key=lambda e: (rank_of.get(e[0], len(rank_of)), not any(n in e[1] for n in said)))  # fmt: skip
-            hits.append(RelatedHit(
-                memory_id=c.memory_id, path=[names.get(cid, cid) for cid in on_path],
-                concepts=[names.get(cid, cid) for cid in on_path if any(m[0] == cid for m in mine)]
-                + [name for cid, name, _ in mine if cid not in on_path],
-                evidence=[{"message_key": k, "conversation_key": k.rsplit(":", 1)[0], "quote": _clip(t, QUOTE_CHARS)}
-                          for k, t in ev[:EVIDENCE_PER_HIT]],
-                title=memo.get(c.memory_id, {}).get("title", ""), kind=memo.get(c.memory_id, {}).get("kind", ""),
-                occurred_at=memo.get(c.memory_id, {}).get("occurred_at"),
-                why=next(k for k, v in _TIER.items() if v == c.tier),
-                links=[PathLink(source=names.get(k.source, k.source), target=names.get(k.target, k.target), relation=k.relation,
-                                weight=round(k.weight, 6), stated=k.stated, supported=c.memory_id in k.experiences)
-                       for k in p.links],
-                attention=sorted(names.get(a, a) for a in c.attention), score=_score(c), rank=n,
-            ))  # fmt: skip
+            ev = sorted(
+                evidence.get(c.memory_id, []),
+                key=lambda e: (rank_of.get(e[0], len(rank_of)), not any(n in e[1] for n in said)),
+            )
+            hits.append(
+                RelatedHit(
+                    memory_id=c.memory_id,
+                    path=[names.get(cid, cid) for cid in on_path],
+                    concepts=[
+                        names.get(cid, cid) for cid in on_path if any(m[0] == cid for m in mine)
+                    ]
+                    + [name for cid, name, _ in mine if cid not in on_path],
+                    evidence=[
+                        {
+                            "message_key": k,
+                            "conversation_key": k.rsplit(":", 1)[0],
+                            "quote": _clip(t, QUOTE_CHARS),
+                        }
+                        for k, t in ev[:EVIDENCE_PER_HIT]
+                    ],
+                    title=memo.get(c.memory_id, {}).get("title", ""),
+                    kind=memo.get(c.memory_id, {}).get("kind", ""),
+                    occurred_at=memo.get(c.memory_id, {}).get("occurred_at"),
+                    why=next(k for k, v in _TIER.items() if v == c.tier),
+                    links=[
+                        PathLink(
+                            source=names.get(k.source, k.source),
+                            target=names.get(k.target, k.target),
+                            relation=k.relation,
+                            weight=round(k.weight, 6),
+                            stated=k.stated,
+                            supported=c.memory_id in k.experiences,
+                        )
+                        for k in p.links
+                    ],
+                    attention=sorted(names.get(a, a) for a in c.attention),
+                    score=_score(c),
+                    rank=n,
+                )
+            )
         return hits
 
     # ---------------------------------------------------------------- the whole graph

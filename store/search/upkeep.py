@@ -150,9 +150,9 @@ class IndexUpkeep(SearchBase):
             conn.execute("LOCK TABLE search_index_version IN EXCLUSIVE MODE")
             # recall reads whole conversations as context: their messages by conversation
             conn.execute(
-                sql.SQL("CREATE INDEX IF NOT EXISTS {} ON message_search (conversation_key, created_at)").format(
-                    sql.Identifier(CONVERSATION_INDEX)
-                )
+                sql.SQL(
+                    "CREATE INDEX IF NOT EXISTS {} ON message_search (conversation_key, created_at)"
+                ).format(sql.Identifier(CONVERSATION_INDEX))
             )
             row = conn.execute("SELECT max(version) FROM search_index_version").fetchone()
             if row and row[0] == INDEX_VERSION:
@@ -161,16 +161,24 @@ class IndexUpkeep(SearchBase):
                 """INSERT INTO message_search_pending (message_key)
                    SELECT message_key FROM message_search ON CONFLICT DO NOTHING"""
             )
-            projections = conn.execute("SELECT memory_id, index_text, head FROM search_projections").fetchall()
+            projections = conn.execute(
+                "SELECT memory_id, index_text, head FROM search_projections"
+            ).fetchall()
             with conn.cursor() as cur:
                 cur.executemany(
                     """UPDATE search_projections
                        SET tokens = setweight(array_to_tsvector(%s::text[]), 'A')
                                     || setweight(array_to_tsvector(%s::text[]), 'B')
                        WHERE memory_id = %s""",
-                    [(_short(index_tokens(head)), _short(index_tokens(text.split("\n", 1)[-1])), mid)
-                     for mid, text, head in projections],
-                )  # fmt: skip
+                    [
+                        (
+                            _short(index_tokens(head)),
+                            _short(index_tokens(text.split("\n", 1)[-1])),
+                            mid,
+                        )
+                        for mid, text, head in projections
+                    ],
+                )
             conn.execute("DELETE FROM search_index_version")
             conn.execute("INSERT INTO search_index_version (version) VALUES (%s)", (INDEX_VERSION,))
         _log.info("search indexes re-tokenised for index version %d", INDEX_VERSION)
@@ -183,9 +191,11 @@ class IndexUpkeep(SearchBase):
         return bool(row and row[0])
 
     def sync_forms(
-        self, batch: int = 1000, workers: int | None = None,
+        self,
+        batch: int = 1000,
+        workers: int | None = None,
         progress: Callable[[int], None] | None = None,
-    ) -> int:  # fmt: skip
+    ) -> int:
         """The later stage of the message index: add the Japanese normalised forms (SudachiPy,
         ``core.textsearch.index_forms``) to the tokens of the messages the import indexed
         without them (``message_forms_pending``). Resumable: each batch's tokens and the
@@ -221,13 +231,18 @@ class IndexUpkeep(SearchBase):
                 present = [r for r in rows if r[1] is not None]
                 chunks = [present[i : i + _CHUNK] for i in range(0, len(present), _CHUNK)]
                 texts = [[r[1] for r in c] for c in chunks]
-                computed = (map(index_forms_many, texts, [MAX_TOKEN_CHARS] * len(chunks)) if pool is None
-                            else pool.map(index_forms_many, texts, [MAX_TOKEN_CHARS] * len(chunks)))  # fmt: skip
+                computed = (
+                    map(index_forms_many, texts, [MAX_TOKEN_CHARS] * len(chunks))
+                    if pool is None
+                    else pool.map(index_forms_many, texts, [MAX_TOKEN_CHARS] * len(chunks))
+                )
                 conn.execute(
                     "CREATE TEMP TABLE IF NOT EXISTS _pmem_forms_stage (message_key text, forms text) "
                     "ON COMMIT DELETE ROWS"
                 )
-                with conn.cursor().copy("COPY _pmem_forms_stage (message_key, forms) FROM STDIN") as copy:
+                with conn.cursor().copy(
+                    "COPY _pmem_forms_stage (message_key, forms) FROM STDIN"
+                ) as copy:
                     for chunk, forms in zip(chunks, computed, strict=True):
                         for r, f in zip(chunk, forms, strict=True):
                             if f:
@@ -237,7 +252,8 @@ class IndexUpkeep(SearchBase):
                        FROM _pmem_forms_stage f WHERE s.message_key = f.message_key"""
                 )
                 conn.execute(
-                    "DELETE FROM message_forms_pending WHERE message_key = ANY(%s)", ([r[0] for r in rows],)
+                    "DELETE FROM message_forms_pending WHERE message_key = ANY(%s)",
+                    ([r[0] for r in rows],),
                 )
                 done += len(present)
             if progress is not None:
@@ -267,10 +283,16 @@ class IndexUpkeep(SearchBase):
             texts.append(forgotten(text) if forgotten else text)
         chunks = [range(i, min(i + _CHUNK, len(rows))) for i in range(0, len(rows), _CHUNK)]
         if pool is None:
-            tokenised = (index_rows_many([texts[i] for i in c], MAX_TOKEN_CHARS, forms) for c in chunks)
+            tokenised = (
+                index_rows_many([texts[i] for i in c], MAX_TOKEN_CHARS, forms) for c in chunks
+            )
         else:  # the workers hand back each row's tsvector as text: one string to copy per row
-            tokenised = pool.map(index_rows_many, [[texts[i] for i in c] for c in chunks],
-                                 [MAX_TOKEN_CHARS] * len(chunks), [forms] * len(chunks))  # fmt: skip
+            tokenised = pool.map(
+                index_rows_many,
+                [[texts[i] for i in c] for c in chunks],
+                [MAX_TOKEN_CHARS] * len(chunks),
+                [forms] * len(chunks),
+            )
         for chunk, tokens in zip(chunks, tokenised, strict=True):
             with conn.cursor().copy(
                 "COPY _pmem_index_stage (message_key, conversation_key, role, created_at, text, tokens, ja) "
@@ -294,9 +316,14 @@ class IndexUpkeep(SearchBase):
             conn.execute("TRUNCATE _pmem_index_stage")
 
     def embed_pending(
-        self, embedder: QueryEmbedder, *, messages: bool | None = None, batch: int = 64,
-        index: bool = True, progress: Callable[[int], None] | None = None,
-    ) -> EmbedStats:  # fmt: skip
+        self,
+        embedder: QueryEmbedder,
+        *,
+        messages: bool | None = None,
+        batch: int = 64,
+        index: bool = True,
+        progress: Callable[[int], None] | None = None,
+    ) -> EmbedStats:
         """Embed what has no vector for ``embedder.model`` (or whose text changed since).
 
         Memories: always (their title, aliases and index summary; a remote embedder sees only
@@ -348,9 +375,11 @@ class IndexUpkeep(SearchBase):
                            ON CONFLICT (memory_id, model) DO UPDATE
                            SET dim = EXCLUDED.dim, embedding = EXCLUDED.embedding,
                                text_hash = EXCLUDED.text_hash, updated_at = now()""",
-                    [(r[0], embedder.model, embedder.dim, _vector_literal(v), r[2])
-                     for r, v in zip(chunk, vectors, strict=True)],
-                )  # fmt: skip
+                    [
+                        (r[0], embedder.model, embedder.dim, _vector_literal(v), r[2])
+                        for r, v in zip(chunk, vectors, strict=True)
+                    ],
+                )
             done += len(chunk)
         return done
 
@@ -387,15 +416,18 @@ class IndexUpkeep(SearchBase):
                        ON CONFLICT (message_key, model) DO UPDATE
                        SET dim = EXCLUDED.dim, embedding = EXCLUDED.embedding, updated_at = now()""",
                     [(k, embedder.model, embedder.dim, _vector_literal(v)) for k, v in first],
-                )  # fmt: skip
+                )
                 if later:
                     cur.executemany(
                         """INSERT INTO message_passage_embeddings (message_key, passage, model, dim, embedding)
                            VALUES (%s, %s, %s, %s, %s::halfvec)
                            ON CONFLICT (message_key, model, passage) DO UPDATE
                            SET dim = EXCLUDED.dim, embedding = EXCLUDED.embedding, updated_at = now()""",
-                        [(k, i, embedder.model, embedder.dim, _vector_literal(v)) for k, i, v in later],
-                    )  # fmt: skip
+                        [
+                            (k, i, embedder.model, embedder.dim, _vector_literal(v))
+                            for k, i, v in later
+                        ],
+                    )
             done += len(rows)
             if progress is not None:
                 progress(len(rows))
@@ -409,9 +441,12 @@ class IndexUpkeep(SearchBase):
             )
 
     def ensure_vector_index(
-        self, model: str, dim: int, *,
+        self,
+        model: str,
+        dim: int,
+        *,
         table: Literal["memory_embeddings", "message_embeddings"] = "memory_embeddings",
-    ) -> bool:  # fmt: skip
+    ) -> bool:
         """The HNSW index of one (model, dim): a partial index on ``embedding::halfvec(dim)``
         with cosine distance. Created after bulk loads (building it first and inserting after is
         slower). Returns True when it was created now, False when it already existed."""
@@ -425,24 +460,31 @@ class IndexUpkeep(SearchBase):
             if exists and exists[0]:
                 return False
             # an HNSW build is far faster when the graph fits in memory (pgvector's advice)
-            conn.execute("SELECT set_config('maintenance_work_mem', %s, true)", (INDEX_BUILD_MEMORY,))
+            conn.execute(
+                "SELECT set_config('maintenance_work_mem', %s, true)", (INDEX_BUILD_MEMORY,)
+            )
             conn.execute(
                 sql.SQL(
                     """CREATE INDEX IF NOT EXISTS {name} ON {table}
                        USING hnsw ((embedding::halfvec({dim})) halfvec_cosine_ops)
                        WHERE model = {model} AND dim = {dim}"""
                 ).format(
-                    name=sql.Identifier(name), table=sql.Identifier(table),
-                    dim=sql.Literal(dim), model=sql.Literal(model),
-                )  # fmt: skip
+                    name=sql.Identifier(name),
+                    table=sql.Identifier(table),
+                    dim=sql.Literal(dim),
+                    model=sql.Literal(model),
+                )
             )
         _log.info("created vector index %s", name)
         return True
 
     def load_vectors(
-        self, table: Literal["memory_embeddings", "message_embeddings"], model: str, dim: int,
+        self,
+        table: Literal["memory_embeddings", "message_embeddings"],
+        model: str,
+        dim: int,
         rows: Iterable[tuple[str, Sequence[float], str | None]],
-    ) -> int:  # fmt: skip
+    ) -> int:
         """Bulk load ``(key, vector, text_hash)`` rows with binary COPY (pgvector-python's
         loading example); build the index afterwards with ``ensure_vector_index``. Existing
         vectors of the model for those keys must not exist (a plain COPY, no upsert)."""
@@ -474,9 +516,9 @@ class IndexUpkeep(SearchBase):
         with self.db.connection() as conn:
             for table in ("memory_embeddings", "message_embeddings"):
                 rows = conn.execute(
-                    sql.SQL("SELECT model, dim, count(*) FROM {} GROUP BY 1, 2 ORDER BY 1, 2").format(
-                        sql.Identifier(table)
-                    )
+                    sql.SQL(
+                        "SELECT model, dim, count(*) FROM {} GROUP BY 1, 2 ORDER BY 1, 2"
+                    ).format(sql.Identifier(table))
                 ).fetchall()
                 out[table] = {f"{m}@{d}": int(n) for m, d, n in rows}
         return out

@@ -198,7 +198,9 @@ def _split_messages_en(rng: random.Random) -> Planted:
     key = "glpat-" + _r(rng, URLSAFE, 20)
     cut = rng.randint(9, 16)
     head, tail = key[:cut], key[cut:]
-    return Planted("split-two-messages-gitlab", [f"my gitlab token is {head}", tail], key, [head, tail])
+    return Planted(
+        "split-two-messages-gitlab", [f"my gitlab token is {head}", tail], key, [head, tail]
+    )
 
 
 def _grouped(rng: random.Random) -> Planted:
@@ -220,7 +222,12 @@ def _base64_key(rng: random.Random) -> Planted:
         [
             "sk-proj-" + _r(rng, URLSAFE, 48),
             "ghp_" + _r(rng, ALNUM, 36),
-            "xoxb-" + _r(rng, string.digits, 12) + "-" + _r(rng, string.digits, 12) + "-" + _r(rng, ALNUM, 24),
+            "xoxb-"
+            + _r(rng, string.digits, 12)
+            + "-"
+            + _r(rng, string.digits, 12)
+            + "-"
+            + _r(rng, ALNUM, 24),
         ]
     )
     encoded = base64.b64encode(key.encode()).decode()
@@ -248,9 +255,15 @@ def _hex_signing(rng: random.Random) -> Planted:
 
 def _jwt(rng: random.Random) -> Planted:
     header = base64.urlsafe_b64encode(b'{"alg":"HS256","typ":"JWT"}').decode().rstrip("=")
-    payload = base64.urlsafe_b64encode(
-        json.dumps({"sub": str(rng.randint(1, 9999)), "iat": rng.randint(1_600_000_000, 1_800_000_000)}).encode()
-    ).decode().rstrip("=")
+    payload = (
+        base64.urlsafe_b64encode(
+            json.dumps(
+                {"sub": str(rng.randint(1, 9999)), "iat": rng.randint(1_600_000_000, 1_800_000_000)}
+            ).encode()
+        )
+        .decode()
+        .rstrip("=")
+    )
     sig = _r(rng, URLSAFE, 43)
     token = f"{header}.{payload}.{sig}"
     return Planted("jwt", [_wrap(rng, f"Authorization: Bearer {token}")], token)
@@ -298,56 +311,180 @@ def _basic_auth(rng: random.Random) -> Planted:
 
 
 FORMATS: list[Maker] = [
-    _token("openai-legacy", lambda r: "sk-" + _r(r, ALNUM, 20) + "T3BlbkFJ" + _r(r, ALNUM, 20), _env("OPENAI_API_KEY")),
-    _token("openai-project", lambda r: "sk-proj-" + _r(r, URLSAFE, 58) + "T3BlbkFJ" + _r(r, URLSAFE, 58), lambda v: f"client = OpenAI(api_key=\"{v}\")"),
-    _token("openai-service-account", lambda r: "sk-svcacct-" + _r(r, URLSAFE, 58) + "T3BlbkFJ" + _r(r, URLSAFE, 58), _env("OPENAI_API_KEY")),
-    _token("openai-admin", lambda r: "sk-admin-" + _r(r, URLSAFE, 58) + "T3BlbkFJ" + _r(r, URLSAFE, 58), lambda v: v),
-    _token("anthropic-api", lambda r: "sk-ant-api03-" + _r(r, URLSAFE, 93) + "AA", _env("ANTHROPIC_API_KEY")),
-    _token("anthropic-admin", lambda r: "sk-ant-admin01-" + _r(r, URLSAFE, 93) + "AA", lambda v: f"x-api-key: {v}"),
-    _token("google-api-key", lambda r: "AIza" + _r(r, URLSAFE, 35), lambda v: f"GOOGLE_MAPS_KEY={v}"),
-    _token("google-oauth-client-secret", lambda r: "GOCSPX-" + _r(r, URLSAFE, 28), lambda v: f"クライアントシークレット {v}"),
-    _token("google-oauth-access-token", lambda r: "ya29.a0" + _r(r, URLSAFE, 120), lambda v: f"access token {v}"),
-    _token("docker-pat", lambda r: "dckr_pat_" + _r(r, URLSAFE, 27), lambda v: f"echo {v} | docker login -u minato --password-stdin"),
-    _token("github-classic-pat", lambda r: "ghp_" + _r(r, ALNUM, 36), lambda v: f"git remote set-url origin https://{v}@github.com/minato/yamalog.git"),
-    _token("github-fine-grained-pat", lambda r: "github_pat_11" + _r(r, UPPER_ALNUM, 20) + "_" + _r(r, ALNUM, 59), _env("GH_TOKEN")),
+    _token(
+        "openai-legacy",
+        lambda r: "sk-" + _r(r, ALNUM, 20) + "T3BlbkFJ" + _r(r, ALNUM, 20),
+        _env("OPENAI_API_KEY"),
+    ),
+    _token(
+        "openai-project",
+        lambda r: "sk-proj-" + _r(r, URLSAFE, 58) + "T3BlbkFJ" + _r(r, URLSAFE, 58),
+        lambda v: f'client = OpenAI(api_key="{v}")',
+    ),
+    _token(
+        "openai-service-account",
+        lambda r: "sk-svcacct-" + _r(r, URLSAFE, 58) + "T3BlbkFJ" + _r(r, URLSAFE, 58),
+        _env("OPENAI_API_KEY"),
+    ),
+    _token(
+        "openai-admin",
+        lambda r: "sk-admin-" + _r(r, URLSAFE, 58) + "T3BlbkFJ" + _r(r, URLSAFE, 58),
+        lambda v: v,
+    ),
+    _token(
+        "anthropic-api",
+        lambda r: "sk-ant-api03-" + _r(r, URLSAFE, 93) + "AA",
+        _env("ANTHROPIC_API_KEY"),
+    ),
+    _token(
+        "anthropic-admin",
+        lambda r: "sk-ant-admin01-" + _r(r, URLSAFE, 93) + "AA",
+        lambda v: f"x-api-key: {v}",
+    ),
+    _token(
+        "google-api-key", lambda r: "AIza" + _r(r, URLSAFE, 35), lambda v: f"GOOGLE_MAPS_KEY={v}"
+    ),
+    _token(
+        "google-oauth-client-secret",
+        lambda r: "GOCSPX-" + _r(r, URLSAFE, 28),
+        lambda v: f"クライアントシークレット {v}",
+    ),
+    _token(
+        "google-oauth-access-token",
+        lambda r: "ya29.a0" + _r(r, URLSAFE, 120),
+        lambda v: f"access token {v}",
+    ),
+    _token(
+        "docker-pat",
+        lambda r: "dckr_pat_" + _r(r, URLSAFE, 27),
+        lambda v: f"echo {v} | docker login -u minato --password-stdin",
+    ),
+    _token(
+        "github-classic-pat",
+        lambda r: "ghp_" + _r(r, ALNUM, 36),
+        lambda v: f"git remote set-url origin https://{v}@github.com/minato/yamalog.git",
+    ),
+    _token(
+        "github-fine-grained-pat",
+        lambda r: "github_pat_11" + _r(r, UPPER_ALNUM, 20) + "_" + _r(r, ALNUM, 59),
+        _env("GH_TOKEN"),
+    ),
     _token("github-oauth", lambda r: "gho_" + _r(r, ALNUM, 36), lambda v: f"oauth token: {v}"),
     _token("gitlab-pat", lambda r: "glpat-" + _r(r, URLSAFE, 20), lambda v: f"GITLAB_TOKEN={v}"),
-    _token("gitlab-runner", lambda r: "glrt-" + _r(r, URLSAFE, 20), lambda v: f"gitlab-runner register --token {v}"),
-    _token("aws-access-key-id", lambda r: "AKIA" + _r(r, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16), _env("AWS_ACCESS_KEY_ID")),
+    _token(
+        "gitlab-runner",
+        lambda r: "glrt-" + _r(r, URLSAFE, 20),
+        lambda v: f"gitlab-runner register --token {v}",
+    ),
+    _token(
+        "aws-access-key-id",
+        lambda r: "AKIA" + _r(r, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567", 16),
+        _env("AWS_ACCESS_KEY_ID"),
+    ),
     _aws_pair,
-    _token("slack-bot-token", lambda r: f"xoxb-{_r(r, string.digits, 12)}-{_r(r, string.digits, 13)}-{_r(r, ALNUM, 24)}", _env("SLACK_BOT_TOKEN")),
+    _token(
+        "slack-bot-token",
+        lambda r: f"xoxb-{_r(r, string.digits, 12)}-{_r(r, string.digits, 13)}-{_r(r, ALNUM, 24)}",
+        _env("SLACK_BOT_TOKEN"),
+    ),
     _slack_webhook,
     _discord_webhook,
-    _token("stripe-live-secret", lambda r: "sk_live_" + _r(r, ALNUM, 24), lambda v: f"Stripe.api_key = '{v}'"),
+    _token(
+        "stripe-live-secret",
+        lambda r: "sk_live_" + _r(r, ALNUM, 24),
+        lambda v: f"Stripe.api_key = '{v}'",
+    ),
     _token("stripe-restricted", lambda r: "rk_live_" + _r(r, ALNUM, 24), lambda v: v),
-    _token("stripe-webhook-secret", lambda r: "whsec_" + _r(r, ALNUM, 32), _env("STRIPE_WEBHOOK_SECRET")),
-    _token("npm-token", lambda r: "npm_" + _r(r, ALNUM, 36), lambda v: f"//registry.npmjs.org/:_authToken={v}"),
-    _token("pypi-token", lambda r: "pypi-AgEIcHlwaS5vcmc" + _r(r, URLSAFE, 70), lambda v: f"[pypi]\n  username = __token__\n  password = {v}"),
-    _token("sendgrid-key", lambda r: "SG." + _r(r, URLSAFE, 22) + "." + _r(r, URLSAFE, 43), _env("SENDGRID_API_KEY")),
+    _token(
+        "stripe-webhook-secret",
+        lambda r: "whsec_" + _r(r, ALNUM, 32),
+        _env("STRIPE_WEBHOOK_SECRET"),
+    ),
+    _token(
+        "npm-token",
+        lambda r: "npm_" + _r(r, ALNUM, 36),
+        lambda v: f"//registry.npmjs.org/:_authToken={v}",
+    ),
+    _token(
+        "pypi-token",
+        lambda r: "pypi-AgEIcHlwaS5vcmc" + _r(r, URLSAFE, 70),
+        lambda v: f"[pypi]\n  username = __token__\n  password = {v}",
+    ),
+    _token(
+        "sendgrid-key",
+        lambda r: "SG." + _r(r, URLSAFE, 22) + "." + _r(r, URLSAFE, 43),
+        _env("SENDGRID_API_KEY"),
+    ),
     _token("twilio-api-key", lambda r: "SK" + _r(r, HEX, 32), lambda v: f"twilio key {v}"),
-    _token("huggingface-token", lambda r: "hf_" + _r(r, string.ascii_letters, 34), lambda v: f"huggingface-cli login --token {v}"),
+    _token(
+        "huggingface-token",
+        lambda r: "hf_" + _r(r, string.ascii_letters, 34),
+        lambda v: f"huggingface-cli login --token {v}",
+    ),
     _jwt,
     _pem("RSA "),
     _pem("OPENSSH "),
     _pem("EC "),
-    _token("digitalocean-pat", lambda r: "dop_v1_" + _r(r, HEX, 64), lambda v: f"doctl auth init -t {v}"),
-    _token("grafana-service-account", lambda r: "glsa_" + _r(r, ALNUM, 32) + "_" + _r(r, HEX, 8), lambda v: v),
+    _token(
+        "digitalocean-pat",
+        lambda r: "dop_v1_" + _r(r, HEX, 64),
+        lambda v: f"doctl auth init -t {v}",
+    ),
+    _token(
+        "grafana-service-account",
+        lambda r: "glsa_" + _r(r, ALNUM, 32) + "_" + _r(r, HEX, 8),
+        lambda v: v,
+    ),
     _token("vault-token", lambda r: "hvs." + _r(r, URLSAFE, 95), _env("VAULT_TOKEN")),
-    _token("shopify-token", lambda r: "shpat_" + _r(r, HEX, 32), lambda v: f"X-Shopify-Access-Token: {v}"),
+    _token(
+        "shopify-token",
+        lambda r: "shpat_" + _r(r, HEX, 32),
+        lambda v: f"X-Shopify-Access-Token: {v}",
+    ),
     _token("sentry-user-token", lambda r: "sntryu_" + _r(r, HEX, 64), _env("SENTRY_AUTH_TOKEN")),
-    _token("linear-api-key", lambda r: "lin_api_" + _r(r, ALNUM, 40), lambda v: f"Linear の API キー {v}"),
-    _token("notion-token", lambda r: "ntn_" + _r(r, string.digits, 11) + _r(r, ALNUM, 35), lambda v: f"NOTION_TOKEN={v}"),
+    _token(
+        "linear-api-key",
+        lambda r: "lin_api_" + _r(r, ALNUM, 40),
+        lambda v: f"Linear の API キー {v}",
+    ),
+    _token(
+        "notion-token",
+        lambda r: "ntn_" + _r(r, string.digits, 11) + _r(r, ALNUM, 35),
+        lambda v: f"NOTION_TOKEN={v}",
+    ),
     _token("perplexity-key", lambda r: "pplx-" + _r(r, ALNUM, 48), lambda v: v),
-    _token("age-secret-key", lambda r: "AGE-SECRET-KEY-1" + _r(r, "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", 58), lambda v: f"# created: 2024-05-01\n# public key: age1{_r(random.Random(len(v)), 'qpzry9x8gf2tvdw0s3jn54khce6mua7l', 58)}\n{v}"),
-    _token("databricks-token", lambda r: "dapi" + _r(r, HEX, 32), lambda v: f"DATABRICKS_TOKEN={v}"),
+    _token(
+        "age-secret-key",
+        lambda r: "AGE-SECRET-KEY-1" + _r(r, "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L", 58),
+        lambda v: (
+            f"# created: 2024-05-01\n# public key: age1{_r(random.Random(len(v)), 'qpzry9x8gf2tvdw0s3jn54khce6mua7l', 58)}\n{v}"
+        ),
+    ),
+    _token(
+        "databricks-token", lambda r: "dapi" + _r(r, HEX, 32), lambda v: f"DATABRICKS_TOKEN={v}"
+    ),
     _token("postman-key", lambda r: "PMAK-" + _r(r, HEX, 24) + "-" + _r(r, HEX, 34), lambda v: v),
     _telegram,
     _azure,
     _onepassword,
-    _token("planetscale-password", lambda r: "pscale_pw_" + _r(r, URLSAFE, 43), lambda v: f"mysql://yamalog:{v}@aws.connect.psdb.cloud/yamalog"),
-    _token("new-relic-key", lambda r: "NRAK-" + _r(r, UPPER_ALNUM, 27), lambda v: f"NEW_RELIC_API_KEY={v}"),
-    _token("alibaba-access-key", lambda r: "LTAI" + _r(r, ALNUM, 20), lambda v: f"AccessKeyId: {v}"),
-    _token("heroku-api-key", lambda r: "HRKU-AA" + _r(r, URLSAFE, 58), lambda v: f"heroku auth token => {v}"),
+    _token(
+        "planetscale-password",
+        lambda r: "pscale_pw_" + _r(r, URLSAFE, 43),
+        lambda v: f"mysql://yamalog:{v}@aws.connect.psdb.cloud/yamalog",
+    ),
+    _token(
+        "new-relic-key",
+        lambda r: "NRAK-" + _r(r, UPPER_ALNUM, 27),
+        lambda v: f"NEW_RELIC_API_KEY={v}",
+    ),
+    _token(
+        "alibaba-access-key", lambda r: "LTAI" + _r(r, ALNUM, 20), lambda v: f"AccessKeyId: {v}"
+    ),
+    _token(
+        "heroku-api-key",
+        lambda r: "HRKU-AA" + _r(r, URLSAFE, 58),
+        lambda v: f"heroku auth token => {v}",
+    ),
     _url_credentials("postgresql", False),
     _url_credentials("mysql", False),
     _url_credentials("redis", True),
@@ -363,11 +500,21 @@ FORMATS: list[Maker] = [
     _basic_auth,
     _statement(
         "japanese-password",
-        ["Wi-Fiのパスワードは {pw} です", "管理画面のパスワード：{pw}", "銀行アプリのパスワードを {pw} に変えた"],
+        [
+            "Wi-Fiのパスワードは {pw} です",
+            "管理画面のパスワード：{pw}",
+            "銀行アプリのパスワードを {pw} に変えた",
+        ],
     ),
-    _statement("japanese-pasu", ["NASのパスは{pw}だよ", "ルーターのパスは {pw}（メモ）", "パスは「{pw}」にした"]),
+    _statement(
+        "japanese-pasu",
+        ["NASのパスは{pw}だよ", "ルーターのパスは {pw}（メモ）", "パスは「{pw}」にした"],
+    ),
     _statement("pw-arrow", ["社内VPN pw→{pw}", "PW→ {pw} （月末に変更）", "wifi pw -> {pw}"]),
-    _statement("english-password-statement", ["my password is {pw} for that site", "the admin password: {pw}"]),
+    _statement(
+        "english-password-statement",
+        ["my password is {pw} for that site", "the admin password: {pw}"],
+    ),
     _statement("pin-code", ["暗証番号は {pw} にした"], symbols=""),
     _full_width_password,
     _full_width_key,

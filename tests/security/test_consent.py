@@ -33,7 +33,11 @@ LAPTOP = "chatgpt:cfeb4889-03ee-5e82-a637-c103d5f89688"
 BACKUP = "chatgpt:52c0598d-40f8-51a6-beef-1573938122af"
 EXCLUDES = ["title:*バックアップ*", f"key:{LAPTOP}", "before:2024-03-01"]
 # a fragment of each excluded conversation's first message, and of one that is sent
-EXCLUDED_TEXT = ["外付けHDD 1台に手動", "My 2017 MacBook Pro is finally dying", "勤務先が品川に変わる"]
+EXCLUDED_TEXT = [
+    "外付けHDD 1台に手動",
+    "My 2017 MacBook Pro is finally dying",
+    "勤務先が品川に変わる",
+]
 SENT_TEXT = "来年の春に海外のカンファレンス"
 
 
@@ -81,20 +85,38 @@ def test_exclude_rules_match_keys_titles_and_dates() -> None:
     assert excluded_by(rules, "chatgpt:abc", "ＡＢＣ病院", None) == "title:*病院*"
     assert excluded_by(rules, "chatgpt:a", "t", at("2023-12-31T23:59:59")) == "before:2024-01-01"
     assert excluded_by(rules, "chatgpt:a", "t", at("2024-01-01T00:00:00")) is None
-    assert excluded_by(rules, "chatgpt:a", "t", at("2025-06-30T23:59:59")) is None  # that day is kept
+    assert (
+        excluded_by(rules, "chatgpt:a", "t", at("2025-06-30T23:59:59")) is None
+    )  # that day is kept
     assert excluded_by(rules, "chatgpt:a", "t", at("2025-07-01T00:00:00")) == "after:2025-06-30"
     assert excluded_by(rules, "chatgpt:a", None, None) is None  # undated: no date rule matches
     title = parse_rule("title:Tax ?eturn*")
-    assert title.matches("k", "tax return 2024", None) and not title.matches("k", "my tax return", None)
+    assert title.matches("k", "tax return 2024", None) and not title.matches(
+        "k", "my tax return", None
+    )
     span = parse_rule("range:2024-04-01..2024-04-30")
-    assert span.matches("k", None, at("2024-04-30T23:00:00")) and not span.matches("k", None, at("2024-05-01T00:00:00"))
+    assert span.matches("k", None, at("2024-04-30T23:00:00")) and not span.matches(
+        "k", None, at("2024-05-01T00:00:00")
+    )
     assert parse_rule("range:..2024-01-31").matches("k", None, at("2020-01-01T00:00:00"))
     exact = parse_rule("before:2024-05-01T09:00+09:00")
-    assert exact.matches("k", None, at("2024-04-30T23:59:00")) and not exact.matches("k", None, at("2024-05-01T00:00:00"))
+    assert exact.matches("k", None, at("2024-04-30T23:59:00")) and not exact.matches(
+        "k", None, at("2024-05-01T00:00:00")
+    )
 
 
-@pytest.mark.parametrize("bad", ["病院", "subject:x", "title:", "before:yesterday", "range:2024-05-01",
-                                 "range:2024-05-02..2024-05-01", "after:2024-05-01T09:00"])  # fmt: skip
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "病院",
+        "subject:x",
+        "title:",
+        "before:yesterday",
+        "range:2024-05-01",
+        "range:2024-05-02..2024-05-01",
+        "after:2024-05-01T09:00",
+    ],
+)
 def test_a_wrong_rule_is_a_clear_error(bad: str) -> None:
     with pytest.raises(ConfigError) as err:
         parse_rule(bad)
@@ -109,8 +131,12 @@ def test_a_wrong_rule_exits_1_naming_the_syntax(remote_env) -> None:
 # ---------------------------------------------------------------- --estimate
 
 
-def test_estimate_shows_what_would_be_sent_without_an_api_key(remote_env, server: FakeServer) -> None:
-    full = last_json(invoke("backfill", "--export", str(DEMO), "--llm", LLM, "--estimate", "--json").stdout)
+def test_estimate_shows_what_would_be_sent_without_an_api_key(
+    remote_env, server: FakeServer
+) -> None:
+    full = last_json(
+        invoke("backfill", "--export", str(DEMO), "--llm", LLM, "--estimate", "--json").stdout
+    )
     args = ["backfill", "--export", str(DEMO), "--llm", LLM, "--estimate", "--json"]
     r = invoke(*args, *[f"--exclude={rule}" for rule in EXCLUDES])
     assert r.exit_code == 0, r.stderr
@@ -126,7 +152,9 @@ def test_estimate_shows_what_would_be_sent_without_an_api_key(remote_env, server
         assert key in est
     assert est["estimated_input_tokens"] == est["input_tokens"] > 0
     host = server.url.removeprefix("http://")
-    assert f"would send to {LLM} at {host}: {est['conversations_to_draft']} conversations" in r.stderr
+    assert (
+        f"would send to {LLM} at {host}: {est['conversations_to_draft']} conversations" in r.stderr
+    )
     assert f"{est['characters']:,} characters, from chatgpt (2024-05-12 – 2025-04-06)" in r.stderr
     assert "excluded: 3 conversations by title:*バックアップ*" in r.stderr
     assert server.requests == []  # an estimate sends nothing
@@ -136,8 +164,9 @@ def test_estimate_shows_what_would_be_sent_without_an_api_key(remote_env, server
 # ---------------------------------------------------------------- asking
 
 
-def test_non_interactive_run_without_yes_refuses_and_sends_nothing(remote_env, server: FakeServer,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_non_interactive_run_without_yes_refuses_and_sends_nothing(
+    remote_env, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     r = invoke("backfill", "--export", str(DEMO), "--llm", LLM, "--json")
     assert r.exit_code == EXIT_NO_CONSENT == 77
@@ -147,15 +176,19 @@ def test_non_interactive_run_without_yes_refuses_and_sends_nothing(remote_env, s
     assert not (Path(remote_env["PMEM_DATA_DIR"]) / "consent.json").exists()
 
 
-def test_declining_at_the_prompt_sends_nothing(remote_env, server: FakeServer, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_declining_at_the_prompt_sends_nothing(
+    remote_env, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     asked: list[str] = []
     monkeypatch.setattr("cli.backfill_cmds._interactive", lambda: True)
     monkeypatch.setattr("typer.confirm", lambda text, **_: asked.append(text) or False)
     r = invoke("backfill", "--export", str(DEMO), "--llm", LLM)
     assert r.exit_code == 77 and "declined" in r.stderr
-    assert asked == [f"send these conversations to {LLM} at {server.url.removeprefix('http://')}? "
-                     "(remembered for this data dir)"]  # fmt: skip
+    assert asked == [
+        f"send these conversations to {LLM} at {server.url.removeprefix('http://')}? "
+        "(remembered for this data dir)"
+    ]
     assert server.requests == []
     assert not (Path(remote_env["PMEM_DATA_DIR"]) / "consent.json").exists()
 
@@ -238,9 +271,13 @@ def test_a_batch_planned_before_an_exclusion_is_not_drafted_with_it(remote_env) 
     try:
         pl.import_export(p, "chatgpt", str(DEMO))
         p.run_id, _ = p.runs.open_or_create(
-            source="chatgpt", export_path=str(DEMO), fingerprint=pl.fingerprint(DEMO),
-            model=p.drafter.model, prompt_version=p.drafter.prompt_version, dry_run=True,
-        )  # fmt: skip
+            source="chatgpt",
+            export_path=str(DEMO),
+            fingerprint=pl.fingerprint(DEMO),
+            model=p.drafter.model,
+            prompt_version=p.drafter.prompt_version,
+            dry_run=True,
+        )
 
         def members(batch_id: str) -> set[str]:
             return {m.conversation_key for m in pl.to_batch(p.runs.batch(batch_id)).members}
@@ -262,8 +299,9 @@ def test_a_batch_planned_before_an_exclusion_is_not_drafted_with_it(remote_env) 
 # ---------------------------------------------------------------- a remote embedder
 
 
-def test_a_remote_embedder_gets_nothing_without_consent(remote_env, server: FakeServer,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_remote_embedder_gets_nothing_without_consent(
+    remote_env, server: FakeServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Memory texts (backfill), queries (search, MCP) and a reindex stay local until the owner
     consents to the remote embedder."""
     from mcp_server.service import MemoryService
@@ -284,8 +322,9 @@ def test_a_remote_embedder_gets_nothing_without_consent(remote_env, server: Fake
     assert server.requests == []
 
 
-def test_the_reimport_sends_only_under_a_remembered_consent(remote_env, server: FakeServer, prefect_api: str,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_the_reimport_sends_only_under_a_remembered_consent(
+    remote_env, server: FakeServer, prefect_api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The unattended re-import (what the schedule runs) never asks: without a consent the export
     fails with ConsentRequired and nothing is sent; with one, it sends, minus the remembered
     exclusions."""
@@ -299,7 +338,9 @@ def test_the_reimport_sends_only_under_a_remembered_consent(remote_env, server: 
     inbox.mkdir(parents=True)
     shutil.copy(DEMO, inbox / "conversations.json")
     r = invoke("reimport", "--llm", LLM, "--source", "chatgpt")
-    assert r.exit_code == 1 and "not sent (the export fails with ConsentRequired): chatgpt" in r.stderr
+    assert (
+        r.exit_code == 1 and "not sent (the export fails with ConsentRequired): chatgpt" in r.stderr
+    )
     assert server.requests == []
 
     target = cs.drafting_target(LLM, "chatgpt")
@@ -318,7 +359,9 @@ def test_consent_list_and_revoke(remote_env) -> None:
     assert target is not None
     cs.grant(Settings(), target, ["title:*病院*"], {})
     listed = last_json(invoke("consent", "list", "--json").stdout)["consents"]
-    assert [(c["provider"], c["scope"], c["excludes"]) for c in listed] == [("openai", "chatgpt", ["title:*病院*"])]
+    assert [(c["provider"], c["scope"], c["excludes"]) for c in listed] == [
+        ("openai", "chatgpt", ["title:*病院*"])
+    ]
     r = invoke("consent", "list")
     assert "drafting  chatgpt" in r.stdout and "excluding title:*病院*" in r.stdout
     assert last_json(invoke("consent", "revoke", "openai", "--json").stdout) == {"revoked": 1}

@@ -38,12 +38,23 @@ def _conv(cid: str, title: str, turns: list[tuple[str, str]], t0: float) -> dict
     mapping: dict = {"root": {"id": "root", "message": None, "parent": None, "children": ["n0"]}}
     for i, (role, text) in enumerate(turns):
         mapping[f"n{i}"] = {
-            "id": f"n{i}", "parent": "root" if i == 0 else f"n{i - 1}",
+            "id": f"n{i}",
+            "parent": "root" if i == 0 else f"n{i - 1}",
             "children": [f"n{i + 1}"] if i + 1 < len(turns) else [],
-            "message": {"id": f"n{i}", "author": {"role": role}, "create_time": t0 + i * 60,
-                        "content": {"content_type": "text", "parts": [text]}},
-        }  # fmt: skip
-    return {"id": cid, "title": title, "create_time": t0, "current_node": f"n{len(turns) - 1}", "mapping": mapping}
+            "message": {
+                "id": f"n{i}",
+                "author": {"role": role},
+                "create_time": t0 + i * 60,
+                "content": {"content_type": "text", "parts": [text]},
+            },
+        }
+    return {
+        "id": cid,
+        "title": title,
+        "create_time": t0,
+        "current_node": f"n{len(turns) - 1}",
+        "mapping": mapping,
+    }
 
 
 def _export(tmp_path: Path, *, grown: bool = False) -> Path:
@@ -53,17 +64,29 @@ def _export(tmp_path: Path, *, grown: bool = False) -> Path:
         ("user", f"結局、コードネームは {SECRET} に決めた。理由は覚えやすいから。"),
     ]
     if grown:
-        secret_turns.append(("user", f"念のため: {SECRET.lower()} で社内 wiki も作ることに決めた。"))
+        secret_turns.append(
+            ("user", f"念のため: {SECRET.lower()} で社内 wiki も作ることに決めた。")
+        )
     convs = [
         _conv("c-secret", f"{SECRET} の命名", secret_turns, 1717000000.0),
-        _conv("c-pen", "文房具の話", [
-            ("user", f"ノートの色分けを決めた。{OTHER}にする。理由は目に優しいから。"),
-            ("assistant", "良いと思います。"),
-        ], 1717100000.0),  # fmt: skip
-        _conv("c-move", "引っ越しの決定", [
-            ("user", "結局、引っ越し先は川崎に決めた。通勤が楽だから。"),
-            ("assistant", "了解です。"),
-        ], 1717200000.0),  # fmt: skip
+        _conv(
+            "c-pen",
+            "文房具の話",
+            [
+                ("user", f"ノートの色分けを決めた。{OTHER}にする。理由は目に優しいから。"),
+                ("assistant", "良いと思います。"),
+            ],
+            1717100000.0,
+        ),
+        _conv(
+            "c-move",
+            "引っ越しの決定",
+            [
+                ("user", "結局、引っ越し先は川崎に決めた。通勤が楽だから。"),
+                ("assistant", "了解です。"),
+            ],
+            1717200000.0,
+        ),
     ]
     path = tmp_path / ("grown.json" if grown else "export.json")
     path.write_text(json.dumps(convs, ensure_ascii=False), encoding="utf-8")
@@ -76,9 +99,17 @@ def _grow(export: Path, index: int, text: str, out: Path) -> Path:
     conv = convs[index]
     last = conv["current_node"]
     conv["mapping"][last]["children"] = ["grown"]
-    conv["mapping"]["grown"] = {"id": "grown", "parent": last, "children": [], "message": {
-        "id": "grown", "author": {"role": "user"}, "create_time": conv["create_time"] + 3600,
-        "content": {"content_type": "text", "parts": [text]}}}  # fmt: skip
+    conv["mapping"]["grown"] = {
+        "id": "grown",
+        "parent": last,
+        "children": [],
+        "message": {
+            "id": "grown",
+            "author": {"role": "user"},
+            "create_time": conv["create_time"] + 3600,
+            "content": {"content_type": "text", "parts": [text]},
+        },
+    }
     conv["current_node"] = "grown"
     out.write_text(json.dumps(convs, ensure_ascii=False), encoding="utf-8")
     return out
@@ -103,7 +134,10 @@ def _build(pmem_env: dict, db_url: str, tmp_path: Path, monkeypatch: pytest.Monk
         SearchStore(db).embed_pending(LocalFakeEmbedder(), index=False)
         p = pl.Pipeline.open(Settings())
         try:
-            write_review(build_review(p.runs, p.store, p.settings.runs_dir, summary["run_id"]), p.settings.runs_dir)
+            write_review(
+                build_review(p.runs, p.store, p.settings.runs_dir, summary["run_id"]),
+                p.settings.runs_dir,
+            )
         finally:
             p.close()
     finally:
@@ -151,9 +185,10 @@ def _sql_copies(db_url: str, needle: str) -> dict[str, int]:
 def _file_copies(root: Path, needle: str) -> list[str]:
     low = needle.lower()
     return sorted(
-        str(p.relative_to(root)) for p in root.rglob("*")
+        str(p.relative_to(root))
+        for p in root.rglob("*")
         if p.is_file() and low in p.read_bytes().decode("utf-8", "replace").lower()
-    )  # fmt: skip
+    )
 
 
 def _ledger_tables(found: dict[str, int]) -> set[str]:
@@ -167,15 +202,26 @@ def test_forget_a_secret_leaves_no_copy_then_from_ledger_survives_a_reimport(
     data = Path(pmem_env["PMEM_DATA_DIR"])
     before = _sql_copies(db_url, SECRET)
     # it really is everywhere before: memories, revisions, evidence, indexes, ledger, files
-    for place in ("memories.title", "memory_revisions.record", "evidence.text", "search_projections.index_text",
-                  "message_search.text", "source_conversations.title"):  # fmt: skip
+    for place in (
+        "memories.title",
+        "memory_revisions.record",
+        "evidence.text",
+        "search_projections.index_text",
+        "message_search.text",
+        "source_conversations.title",
+    ):
         assert place in before, place
     assert any(SECRET in bytes_text(b) for b in _bodies(db_url))
     files = _file_copies(data, SECRET)
-    assert any(f.endswith("result.json") for f in files) and any(f.endswith("review.html") for f in files)
+    assert any(f.endswith("result.json") for f in files) and any(
+        f.endswith("review.html") for f in files
+    )
     with psycopg.connect(db_url) as conn:
         assert conn.execute("SELECT count(*) FROM message_embeddings").fetchone()[0] > 0
-        secret_mems = [r[0] for r in conn.execute("SELECT id FROM memories WHERE title LIKE %s", (f"%{SECRET}%",))]
+        secret_mems = [
+            r[0]
+            for r in conn.execute("SELECT id FROM memories WHERE title LIKE %s", (f"%{SECRET}%",))
+        ]
     assert secret_mems
 
     # declining erases nothing
@@ -208,16 +254,22 @@ def test_forget_a_secret_leaves_no_copy_then_from_ledger_survives_a_reimport(
         assert revs[-1][1] == "redaction" and revs[-1][2] and "title" in revs[-1][3]
         assert all(r[2] for r in revs[:-1])  # every earlier revision carries the redaction mark
         assert all("[REDACTED:forgotten]" in r[4] for r in revs)
-        cur = conn.execute("SELECT current_revision FROM memories WHERE id = %s", (mid,)).fetchone()[0]
+        cur = conn.execute(
+            "SELECT current_revision FROM memories WHERE id = %s", (mid,)
+        ).fetchone()[0]
         assert cur == revs[-1][0]
         audit = conn.execute(
-            "SELECT action, count(*) FROM erasure_audit WHERE erasure_id = %s GROUP BY 1", (body["erasure_id"],)
+            "SELECT action, count(*) FROM erasure_audit WHERE erasure_id = %s GROUP BY 1",
+            (body["erasure_id"],),
         ).fetchall()
         assert dict(audit)["erasure"] == 1 and dict(audit)["redact-revision"] >= 1
         # the redaction's vectors are gone until reindex makes them again from the redacted text
-        assert conn.execute(
-            "SELECT count(*) FROM memory_embeddings WHERE memory_id = ANY(%s)", (secret_mems,)
-        ).fetchone()[0] == 0
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM memory_embeddings WHERE memory_id = ANY(%s)", (secret_mems,)
+            ).fetchone()[0]
+            == 0
+        )
     # a fresh export has no copy; the backup made before still has (docs/security.md says so)
     fresh = tmp_path / "fresh.jsonl"
     assert _cli("export", "--out", str(fresh)).exit_code == 0
@@ -225,14 +277,18 @@ def test_forget_a_secret_leaves_no_copy_then_from_ledger_survives_a_reimport(
     assert SECRET in built["backup"].read_text()
 
     # --from-ledger, the secret from stdin
-    res = _cli("forget", "--secret-file", "-", "--from-ledger", "--yes", "--json", input=SECRET + "\n")
+    res = _cli(
+        "forget", "--secret-file", "-", "--from-ledger", "--yes", "--json", input=SECRET + "\n"
+    )
     assert res.exit_code == 0, res.stderr
     assert _sql_copies(db_url, SECRET) == {}
     assert _file_copies(data, SECRET) == []
     key = data / "erasure.key"
     assert key.stat().st_mode & 0o777 == 0o600
     with psycopg.connect(db_url) as conn:
-        kinds = dict(conn.execute("SELECT kind, count(*) FROM erased_content GROUP BY 1").fetchall())
+        kinds = dict(
+            conn.execute("SELECT kind, count(*) FROM erased_content GROUP BY 1").fetchall()
+        )
         # one for the derived stores' guard, one for the ledger's import
         assert kinds["secret"] == 2 and kinds["message"] >= 2
         # a keyed HMAC, not a plain hash of the secret
@@ -267,8 +323,12 @@ def test_forget_a_memory_erases_it_and_no_later_draft_recreates_it(
     built = _build(pmem_env, db_url, tmp_path, monkeypatch)
     data = Path(pmem_env["PMEM_DATA_DIR"])
     with psycopg.connect(db_url) as conn:
-        mid, title = conn.execute("SELECT id, title FROM memories WHERE title LIKE '引っ越し%'").fetchone()
-        n_revs = conn.execute("SELECT count(*) FROM memory_revisions WHERE memory_id = %s", (mid,)).fetchone()[0]
+        mid, title = conn.execute(
+            "SELECT id, title FROM memories WHERE title LIKE '引っ越し%'"
+        ).fetchone()
+        n_revs = conn.execute(
+            "SELECT count(*) FROM memory_revisions WHERE memory_id = %s", (mid,)
+        ).fetchone()[0]
     assert any(mid in p.read_text() for p in (data / "runs").rglob("run-state.json"))
     res = _cli("forget", "--memory", mid, "--yes", "--json")
     assert res.exit_code == 0, res.stderr
@@ -276,17 +336,31 @@ def test_forget_a_memory_erases_it_and_no_later_draft_recreates_it(
     assert body["memories_erased"] == [mid] and body["remaining"] == {}
     assert body["files"]["drafts_removed"] >= 1
     with psycopg.connect(db_url) as conn:
-        for table, col in (("memories", "id"), ("memory_revisions", "memory_id"), ("evidence", "memory_id"),
-                           ("search_projections", "memory_id"), ("memory_embeddings", "memory_id")):  # fmt: skip
-            assert conn.execute(f"SELECT count(*) FROM {table} WHERE {col} = %s", (mid,)).fetchone()[0] == 0  # noqa: S608
-        assert conn.execute("SELECT reason FROM tombstones WHERE memory_id = %s", (mid,)).fetchone()[0] == "erased"
+        for table, col in (
+            ("memories", "id"),
+            ("memory_revisions", "memory_id"),
+            ("evidence", "memory_id"),
+            ("search_projections", "memory_id"),
+            ("memory_embeddings", "memory_id"),
+        ):
+            assert (
+                conn.execute(f"SELECT count(*) FROM {table} WHERE {col} = %s", (mid,)).fetchone()[0]
+                == 0
+            )  # noqa: S608
+        assert (
+            conn.execute("SELECT reason FROM tombstones WHERE memory_id = %s", (mid,)).fetchone()[0]
+            == "erased"
+        )
         audit = conn.execute(
-            "SELECT counts FROM erasure_audit WHERE action = 'erase-revisions' AND memory_id = %s", (mid,)
+            "SELECT counts FROM erasure_audit WHERE action = 'erase-revisions' AND memory_id = %s",
+            (mid,),
         ).fetchone()
         assert audit[0]["revisions"] == n_revs
     # the memory's text is in no table, run file or review file (the ledger keeps the raw record)
     found = _sql_copies(db_url, title)
-    assert _ledger_tables(found) <= {"source_messages", "source_conversations", "message_search"}, found
+    assert _ledger_tables(found) <= {"source_messages", "source_conversations", "message_search"}, (
+        found
+    )
     assert _file_copies(data / "runs", title) == []
     # show / restore cannot bring it back, nor can the same export again, nor a commit resting on
     # its evidence (the tombstone keeps its source keys and conversations: ids only)
@@ -298,7 +372,10 @@ def test_forget_a_memory_erases_it_and_no_later_draft_recreates_it(
             "SELECT source_keys, conversation_keys FROM tombstones WHERE memory_id = %s", (mid,)
         ).fetchone()
         assert keys and convs == ["chatgpt:c-move"]
-        assert conn.execute("SELECT count(*) FROM memories WHERE title LIKE '引っ越し%'").fetchone()[0] == 0
+        assert (
+            conn.execute("SELECT count(*) FROM memories WHERE title LIKE '引っ越し%'").fetchone()[0]
+            == 0
+        )
     from core.errors import TombstonedMemory
     from core.models import CommitRequest, EvidenceIn
     from store.records import MemoryStore
@@ -306,33 +383,55 @@ def test_forget_a_memory_erases_it_and_no_later_draft_recreates_it(
     db = Database(db_url)
     try:
         with pytest.raises(TombstonedMemory):
-            MemoryStore(db).commit(CommitRequest(
-                kind="decision", title="引っ越し", canonical_summary="川崎", index_summary="川崎",
-                evidence=[EvidenceIn(source_key=k, text="川崎") for k in keys], idempotency_key="again",
-            ))  # fmt: skip
+            MemoryStore(db).commit(
+                CommitRequest(
+                    kind="decision",
+                    title="引っ越し",
+                    canonical_summary="川崎",
+                    index_summary="川崎",
+                    evidence=[EvidenceIn(source_key=k, text="川崎") for k in keys],
+                    idempotency_key="again",
+                )
+            )
     finally:
         db.close()
     # nor a later backfill of the conversation grown by one message
-    grown = _backfill(_grow(built["export"], 2, "やはり引っ越し先は川崎に決めた。駅に近いから。", tmp_path / "g.json"))
+    grown = _backfill(
+        _grow(
+            built["export"],
+            2,
+            "やはり引っ越し先は川崎に決めた。駅に近いから。",
+            tmp_path / "g.json",
+        )
+    )
     assert grown["status"] == "complete" and grown["drafter_calls"] >= 1  # it was drafted again
     with psycopg.connect(db_url) as conn:
-        assert conn.execute("SELECT count(*) FROM memories WHERE title LIKE '引っ越し%'").fetchone()[0] == 0
+        assert (
+            conn.execute("SELECT count(*) FROM memories WHERE title LIKE '引っ越し%'").fetchone()[0]
+            == 0
+        )
 
     # --from-ledger: the cited messages keep their place with the marker as their body, and the
     # same export imported again neither brings their text back nor re-drafts anything
     with psycopg.connect(db_url) as conn:
-        pen, = conn.execute(
+        (pen,) = conn.execute(
             "SELECT DISTINCT memory_id FROM evidence WHERE source_key LIKE 'chatgpt:c-pen:%'"
         ).fetchone()
-        cited = [r[0] for r in conn.execute("SELECT source_key FROM evidence WHERE memory_id = %s", (pen,))]
+        cited = [
+            r[0]
+            for r in conn.execute("SELECT source_key FROM evidence WHERE memory_id = %s", (pen,))
+        ]
     res = _cli("forget", "--memory", pen, "--from-ledger", "--yes", "--json")
     assert res.exit_code == 0, res.stderr
     assert _sql_copies(db_url, OTHER) == {}
     assert _backfill(built["export"])["drafter_calls"] == 0
     with psycopg.connect(db_url) as conn:
-        bodies = [bytes_text(bytes(r[0])) for r in conn.execute(
-            "SELECT body FROM source_messages WHERE message_key = ANY(%s)", (cited,)
-        )]  # fmt: skip
+        bodies = [
+            bytes_text(bytes(r[0]))
+            for r in conn.execute(
+                "SELECT body FROM source_messages WHERE message_key = ANY(%s)", (cited,)
+            )
+        ]
     assert bodies and all(b == "[REDACTED:forgotten]" for b in bodies)
     assert _sql_copies(db_url, OTHER) == {}
 
@@ -350,7 +449,11 @@ def test_forget_a_conversation_from_the_ledger_and_a_reimport_does_not_bring_it_
     assert _ledger_tables(_sql_copies(db_url, OTHER)) == {"source_messages"}
     assert _file_copies(data / "runs", OTHER) == []
     # a grown export: the new message goes into the ledger only; nothing is drafted or indexed
-    grown = _backfill(_grow(built["export"], 1, f"追記: {OTHER}のペンを三本買うことに決めた。", tmp_path / "g.json"))
+    grown = _backfill(
+        _grow(
+            built["export"], 1, f"追記: {OTHER}のペンを三本買うことに決めた。", tmp_path / "g.json"
+        )
+    )
     assert grown["drafter_calls"] == 0
     db = Database(db_url)
     try:
@@ -359,9 +462,12 @@ def test_forget_a_conversation_from_the_ledger_and_a_reimport_does_not_bring_it_
         db.close()
     assert _ledger_tables(_sql_copies(db_url, OTHER)) == {"source_messages"}
     with psycopg.connect(db_url) as conn:
-        assert conn.execute(
-            "SELECT count(*) FROM source_messages WHERE conversation_key = 'chatgpt:c-pen'"
-        ).fetchone()[0] == 3
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM source_messages WHERE conversation_key = 'chatgpt:c-pen'"
+            ).fetchone()[0]
+            == 3
+        )
     # then from the ledger too
     res = _cli("forget", "--conversation", "chatgpt:c-pen", "--from-ledger", "--yes", "--json")
     assert res.exit_code == 0, res.stderr
@@ -370,15 +476,20 @@ def test_forget_a_conversation_from_the_ledger_and_a_reimport_does_not_bring_it_
     assert again["drafter_calls"] == 0
     assert _sql_copies(db_url, OTHER) == {}
     with psycopg.connect(db_url) as conn:
-        assert conn.execute(
-            "SELECT count(*) FROM source_conversations WHERE conversation_key = 'chatgpt:c-pen'"
-        ).fetchone()[0] == 0
-        assert conn.execute(
-            "SELECT count(*) FROM source_conversations"
-        ).fetchone()[0] == 2  # the other conversations are untouched
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM source_conversations WHERE conversation_key = 'chatgpt:c-pen'"
+            ).fetchone()[0]
+            == 0
+        )
+        assert (
+            conn.execute("SELECT count(*) FROM source_conversations").fetchone()[0] == 2
+        )  # the other conversations are untouched
 
 
-def test_revisions_change_only_through_the_audited_functions(pmem_env, db_url, tmp_path, monkeypatch) -> None:
+def test_revisions_change_only_through_the_audited_functions(
+    pmem_env, db_url, tmp_path, monkeypatch
+) -> None:
     monkeypatch.setenv("PMEM_EMBEDDER", "none")
     _backfill(_export(tmp_path))
     with psycopg.connect(db_url) as conn:
@@ -392,8 +503,11 @@ def test_revisions_change_only_through_the_audited_functions(pmem_env, db_url, t
             conn.execute("DELETE FROM memory_revisions WHERE memory_id = %s", (mid,))
         conn.rollback()
         conn.execute("INSERT INTO erasure_audit (erasure_id, action) VALUES ('t', 'erasure')")
-        for statement in ("DELETE FROM erasure_audit", "TRUNCATE erasure_audit",
-                          "UPDATE erasure_audit SET target = 'x'"):  # fmt: skip
+        for statement in (
+            "DELETE FROM erasure_audit",
+            "TRUNCATE erasure_audit",
+            "UPDATE erasure_audit SET target = 'x'",
+        ):
             with pytest.raises(psycopg.errors.RaiseException):
                 conn.execute(statement)
             conn.rollback()
@@ -409,14 +523,22 @@ def test_a_secret_forgotten_from_derived_stores_stays_out_of_later_drafts(
     data = Path(pmem_env["PMEM_DATA_DIR"])
     res = _cli("forget", "--secret", SECRET, "--yes", "--json")
     assert res.exit_code == 0, res.stderr
-    grown = _backfill(_grow(built["export"], 0, f"追記: {SECRET} の資料も作ることに決めた。", tmp_path / "g.json"))
+    grown = _backfill(
+        _grow(built["export"], 0, f"追記: {SECRET} の資料も作ることに決めた。", tmp_path / "g.json")
+    )
     assert grown["status"] == "complete" and grown["drafter_calls"] >= 1
-    assert _ledger_tables(_sql_copies(db_url, SECRET)) == {"source_messages", "source_conversations"}
+    assert _ledger_tables(_sql_copies(db_url, SECRET)) == {
+        "source_messages",
+        "source_conversations",
+    }
     assert _file_copies(data, SECRET) == []
     with psycopg.connect(db_url) as conn:  # the new message was drafted: its decision is kept
-        assert conn.execute(
-            "SELECT count(*) FROM memories WHERE canonical_summary LIKE '%の資料も作ることに決めた%'"
-        ).fetchone()[0] >= 1
+        assert (
+            conn.execute(
+                "SELECT count(*) FROM memories WHERE canonical_summary LIKE '%の資料も作ることに決めた%'"
+            ).fetchone()[0]
+            >= 1
+        )
 
 
 def test_a_backup_made_before_does_not_bring_a_forgotten_secret_back(
@@ -448,7 +570,9 @@ def test_a_table_another_session_holds_is_reported_not_waited_for(db, db_url) ->
     assert out["skipped"] == ["memories"] and out["tables"] == ["evidence"]
 
 
-def test_review_and_forget_reach_run_files_on_an_object_store(pmem_env, db_url, tmp_path, monkeypatch) -> None:
+def test_review_and_forget_reach_run_files_on_an_object_store(
+    pmem_env, db_url, tmp_path, monkeypatch
+) -> None:
     """PMEM_RUNS_URL on an fsspec store (a pool's shared run files): `pmem review` reads the
     drafts there, and `pmem forget` erases from them and checks them."""
     import uuid
@@ -471,4 +595,6 @@ def test_review_and_forget_reach_run_files_on_an_object_store(pmem_env, db_url, 
     assert res.exit_code == 0, res.stderr
     body = _json(res)
     assert body["remaining_files"] == [] and body["files"]["rewritten"] >= 1
-    assert not any(SECRET.lower() in p.read_text(encoding="utf-8").lower() for p in root.rglob("*.json"))
+    assert not any(
+        SECRET.lower() in p.read_text(encoding="utf-8").lower() for p in root.rglob("*.json")
+    )

@@ -77,7 +77,11 @@ def test_a_secret_split_across_two_messages_goes_from_both() -> None:
     # each message alone: the second part is an anonymous string
     assert not contains_secret(messages[1])
     out = redact_messages(messages)
-    assert out == ["CIのトークンこれ [REDACTED:github-token]", "[REDACTED:github-token]", "ありがとう"]
+    assert out == [
+        "CIのトークンこれ [REDACTED:github-token]",
+        "[REDACTED:github-token]",
+        "ありがとう",
+    ]
     per_message = find_secrets_in_messages(messages)
     assert [len(f) for f in per_message] == [1, 1, 0]
     assert per_message[1][0].start == 0 and per_message[1][0].end == len(messages[1])
@@ -104,12 +108,24 @@ def test_full_width_text_is_read_through_nfkc_and_only_the_secret_is_replaced() 
         ("sshpass -p 'Rk4mZ8qT2w' ssh deploy@host", "Rk4mZ8qT2w"),
         ("NASのパスは Qm7xKp2Lw9 だよ", "Qm7xKp2Lw9"),
         ("社内VPN pw→Zr5tYk8Wq2", "Zr5tYk8Wq2"),
-        ("Enter passphrase for key '/home/me/.ssh/id_ed25519': tulip-Orbit-canyon-42", "tulip-Orbit-canyon-42"),
+        (
+            "Enter passphrase for key '/home/me/.ssh/id_ed25519': tulip-Orbit-canyon-42",
+            "tulip-Orbit-canyon-42",
+        ),
         ("リカバリーキー 4KQ2MX 9PLR4T HWZCQB 7XNRT3 BQ8MZL", "4KQ2MX 9PLR4T HWZCQB 7XNRT3 BQ8MZL"),
-        ("k8s の Secret: Z2hwX0FiQ2RFZkdoSWpLbE1uT3BRclN0VXZXeFl6MDEyMzQ1Njc4OQ==", "Z2hwX0FiQ2RFZkdoSWpLbE1uT3BRclN0VXZXeFl6MDEyMzQ1Njc4OQ=="),
-        ("署名用シークレット 3f9a2c7b1e0d4a5f6b8c9d0e1f2a3b4c でHMACを検証", "3f9a2c7b1e0d4a5f6b8c9d0e1f2a3b4c"),
+        (
+            "k8s の Secret: Z2hwX0FiQ2RFZkdoSWpLbE1uT3BRclN0VXZXeFl6MDEyMzQ1Njc4OQ==",
+            "Z2hwX0FiQ2RFZkdoSWpLbE1uT3BRclN0VXZXeFl6MDEyMzQ1Njc4OQ==",
+        ),
+        (
+            "署名用シークレット 3f9a2c7b1e0d4a5f6b8c9d0e1f2a3b4c でHMACを検証",
+            "3f9a2c7b1e0d4a5f6b8c9d0e1f2a3b4c",
+        ),
         ("GOCSPX-AbCdEfGh1234IjKlMnOp5678QrSt", "GOCSPX-AbCdEfGh1234IjKlMnOp5678QrSt"),
-        ("echo dckr_pat_Ab12Cd34Ef56Gh78Ij90Kl12Mn3 | docker login", "dckr_pat_Ab12Cd34Ef56Gh78Ij90Kl12Mn3"),
+        (
+            "echo dckr_pat_Ab12Cd34Ef56Gh78Ij90Kl12Mn3 | docker login",
+            "dckr_pat_Ab12Cd34Ef56Gh78Ij90Kl12Mn3",
+        ),
     ],
 )
 def test_each_class_from_the_issue_is_redacted_whole(text: str, secret: str) -> None:

@@ -46,7 +46,10 @@ def leaky_conversation():
             ("user", f"{OPENAI} が OpenAI のキー。AWS は {AWS_SECRET} で Tokyo リージョン。"),
             ("user", f"CI のトークン {SPLIT_HEAD}"),
             ("user", SPLIT_TAIL),
-            ("user", f"Wi-Fiのパスワードは {PASSWORD} です。結局 Fly.io にデプロイすることにした。"),
+            (
+                "user",
+                f"Wi-Fiのパスワードは {PASSWORD} です。結局 Fly.io にデプロイすることにした。",
+            ),
             ("assistant", "Please rotate those keys."),
         ],
         key="chatgpt:leaky",
@@ -79,9 +82,12 @@ def test_the_extractive_drafter_output_and_its_evidence_are_clean() -> None:
 def test_the_prompt_holds_no_piece_of_a_secret_split_across_two_messages() -> None:
     conv = leaky_conversation()
     entry = MemoryIndexEntry(
-        id="mem_1", title="Deploy", index_summary=f"key {OPENAI}", kind="project",
+        id="mem_1",
+        title="Deploy",
+        index_summary=f"key {OPENAI}",
+        kind="project",
         current_revision=1,
-    )  # fmt: skip
+    )
     static, dynamic = build_prompt([conv], [entry])
     assert leaked(static + dynamic) == []
     assert "chatgpt:leaky:n4" in dynamic  # the message is there, its text redacted
@@ -101,9 +107,14 @@ def test_remote_embedding_requests_are_guarded_as_a_batch_and_cut_after_redactio
         f"I typed {PASSWORD} twice",
     ]
     embed_remote(
-        texts, model="m", max_chars=40, batch_size=2, call=call,
-        retry=RetryPolicy(max_attempts=1), sleep=lambda _s: None,
-    )  # fmt: skip
+        texts,
+        model="m",
+        max_chars=40,
+        batch_size=2,
+        call=call,
+        retry=RetryPolicy(max_attempts=1),
+        sleep=lambda _s: None,
+    )
     body = "\n".join(t for batch in sent for t in batch)
     assert len(sent) == 2
     assert leaked(body) == []
@@ -113,10 +124,14 @@ def test_redact_draft_drops_a_label_that_holds_a_lower_cased_piece_of_a_known_se
     known = secret_values(m.text for m in leaky_conversation().drafting_messages)
     assert OPENAI in known and AWS_SECRET in known
     draft = DraftRecord(
-        action="create", title="Keys", memory_kind="decision",
-        canonical_summary="Chose OpenAI.", index_summary="OpenAI",
-        aliases=["OpenAI", OPENAI.removeprefix("sk-")], tags=["openai", "wjalrxutnfemi", "k7mdeng"],
-    )  # fmt: skip
+        action="create",
+        title="Keys",
+        memory_kind="decision",
+        canonical_summary="Chose OpenAI.",
+        index_summary="OpenAI",
+        aliases=["OpenAI", OPENAI.removeprefix("sk-")],
+        tags=["openai", "wjalrxutnfemi", "k7mdeng"],
+    )
     clean, changed = redact_draft(draft, known)
     assert clean.aliases == ["OpenAI"] and clean.tags == ["openai"]
     assert set(changed) == {"aliases", "tags"}
@@ -127,9 +142,13 @@ def test_evidence_holding_the_tail_of_a_split_secret_is_rejected() -> None:
     messages = {m.key: m for m in conv.messages}
     tail_key = next(k for k, m in messages.items() if m.text == SPLIT_TAIL)
     draft = DraftRecord(
-        action="create", title="CI", memory_kind="episode", canonical_summary="CI token.",
-        index_summary="CI", evidence=[EvidencePointer(message_key=tail_key, quote_hint=SPLIT_TAIL)],
-    )  # fmt: skip
+        action="create",
+        title="CI",
+        memory_kind="episode",
+        canonical_summary="CI token.",
+        index_summary="CI",
+        evidence=[EvidencePointer(message_key=tail_key, quote_hint=SPLIT_TAIL)],
+    )
     verified = verify_draft(draft, messages)
     assert verified.evidence == []
     assert [r.reason for r in verified.rejected] == ["secret"]

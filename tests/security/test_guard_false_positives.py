@@ -116,6 +116,9 @@ def fp_report() -> dict[str, dict[str, float]]:
     out: dict[str, dict[str, float]] = {}
     for name, convs in (("eval", eval_conversations), ("real", real_conversations)):
         fps, words, _ = false_positives(convs())
-        out[name] = {"non_secret_redactions": fps, "words": round(words), "per_10k_words":
-                     round(fps * 10_000 / words, 3)}  # fmt: skip
+        out[name] = {
+            "non_secret_redactions": fps,
+            "words": round(words),
+            "per_10k_words": round(fps * 10_000 / words, 3),
+        }
     return out

@@ -37,9 +37,17 @@ from tests.conftest import PROJECT
 DEMO = PROJECT / "examples" / "demo" / "conversations.json"
 
 
-def pmem(env: dict[str, str], *args: str, cwd: Path = PROJECT, check: bool = True) -> subprocess.CompletedProcess[str]:
-    out = subprocess.run([sys.executable, "-m", "cli.main", *args], env=env, cwd=cwd, capture_output=True,
-                         text=True, timeout=300)  # fmt: skip
+def pmem(
+    env: dict[str, str], *args: str, cwd: Path = PROJECT, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if check:
         assert out.returncode == 0, out.stderr[-3000:]
     return out
@@ -55,8 +63,14 @@ def embedded_home(prefect_api: str) -> Iterator[tuple[Path, dict[str, str]]]:
     process keeps umask 022: the modes must come from pmem itself)."""
     base = Path(tempfile.mkdtemp(prefix="pmem-sec-"))
     data = base / "data"
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "PMEM_DATABASE_URL", "PREFECT_HOME")}
-    env.update(PMEM_DATA_DIR=str(data), PREFECT_API_URL=prefect_api, PMEM_EMBEDDER="none", PMEM_TZ="UTC")
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "PMEM_DATABASE_URL", "PREFECT_HOME")
+    }
+    env.update(
+        PMEM_DATA_DIR=str(data), PREFECT_API_URL=prefect_api, PMEM_EMBEDDER="none", PMEM_TZ="UTC"
+    )
     old = os.umask(0o022)
     try:
         pmem(env, "db", "init", "--keep-running")
@@ -67,12 +81,26 @@ def embedded_home(prefect_api: str) -> Iterator[tuple[Path, dict[str, str]]]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_every_file_under_the_data_dir_is_private_after_init_import_backfill_review_export(embedded_home):
+def test_every_file_under_the_data_dir_is_private_after_init_import_backfill_review_export(
+    embedded_home,
+):
     data, env = embedded_home
     outside = data.parent / "out"
     outside.mkdir()
     pmem(env, "import", str(DEMO), "--source", "chatgpt", "--no-embed")
-    run = last_json(pmem(env, "backfill", "--source", "chatgpt", "--export", str(DEMO), "--dry-run", "--no-embed", "--json"))
+    run = last_json(
+        pmem(
+            env,
+            "backfill",
+            "--source",
+            "chatgpt",
+            "--export",
+            str(DEMO),
+            "--dry-run",
+            "--no-embed",
+            "--json",
+        )
+    )
     review = last_json(pmem(env, "review", run["run_id"], "--json"))
     pmem(env, "export", "--out", str(outside / "memory.jsonl"))
 
@@ -80,7 +108,9 @@ def test_every_file_under_the_data_dir_is_private_after_init_import_backfill_rev
     assert (data / "pgdata" / "PG_VERSION").exists() and (data / "pgpass").exists()
     assert Path(review["markdown"]).exists() and Path(review["html"]).exists()
     assert any((data / "runs").rglob("result.json"))
-    allow_root = embedded.data_dir_mode()  # 0700; 0710 as root (the server's own group: traverse only)
+    allow_root = (
+        embedded.data_dir_mode()
+    )  # 0700; 0710 as root (the server's own group: traverse only)
     assert loose_paths(data, allow_root=allow_root) == []
     assert stat.S_IMODE(data.stat().st_mode) == allow_root
     if allow_root == 0o710:
@@ -113,7 +143,11 @@ def test_socket_only_in_the_private_pgdata_and_a_long_path_is_refused(embedded_h
 def test_every_role_needs_its_password_and_db_url_connects(embedded_home):
     data, env = embedded_home
     pgdata = data / "pgdata"
-    hba = [ln for ln in (pgdata / "pg_hba.conf").read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    hba = [
+        ln
+        for ln in (pgdata / "pg_hba.conf").read_text().splitlines()
+        if ln.strip() and not ln.startswith("#")
+    ]
     assert hba == ["local   all   all   scram-sha-256"]
     bare = f"postgresql://postgres@/postgres?host={pgdata}"
     with pytest.raises(psycopg.OperationalError, match="password"):
@@ -123,9 +157,13 @@ def test_every_role_needs_its_password_and_db_url_connects(embedded_home):
     assert stat.S_IMODE((data / "pgpass").stat().st_mode) == 0o600
 
     url = pmem(env, "db", "url").stdout.strip()
-    assert "passfile=" in url and embedded.read_password(pgdata) not in url  # the password never printed
+    assert (
+        "passfile=" in url and embedded.read_password(pgdata) not in url
+    )  # the password never printed
     with psycopg.connect(url) as conn:
-        rows = conn.execute("SELECT rolname, rolpassword FROM pg_authid WHERE rolcanlogin").fetchall()
+        rows = conn.execute(
+            "SELECT rolname, rolpassword FROM pg_authid WHERE rolcanlogin"
+        ).fetchall()
     assert rows and all(pw and pw.startswith("SCRAM-SHA-256$") for _, pw in rows)
 
 
@@ -142,7 +180,9 @@ def test_the_server_does_not_run_with_group_root(embedded_home):
         assert groups == {embedded.server_account().gid}
 
 
-def test_managed_prefect_server_needs_its_auth_string_and_refuses_other_origins(tmp_path, monkeypatch):
+def test_managed_prefect_server_needs_its_auth_string_and_refuses_other_origins(
+    tmp_path, monkeypatch
+):
     from core.settings import Settings
     from flows import prefect_server as ps
 
@@ -165,7 +205,9 @@ def test_managed_prefect_server_needs_its_auth_string_and_refuses_other_origins(
         pre = {"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"}
         r = httpx.options(f"{url}/flows/filter", headers=pre)
         assert "access-control-allow-origin" not in r.headers
-        r = httpx.post(f"{url}/flows/filter", json={}, headers={**good, "Origin": "http://evil.example"})
+        r = httpx.post(
+            f"{url}/flows/filter", json={}, headers={**good, "Origin": "http://evil.example"}
+        )
         assert "access-control-allow-origin" not in r.headers
 
         home = settings.prefect_home
@@ -204,23 +246,47 @@ def test_memory_api_401_before_body_validation_host_check_scopes_and_revocation(
     # with a token, the body is validated (422), and scopes apply (403)
     writer = tokens.create("writer")
     wauth = {"Authorization": f"Bearer {writer.token}"}
-    assert client.post("/v1/commits", content=b"{not json", headers={**wauth, "Content-Type": "application/json"}).status_code == 422
+    assert (
+        client.post(
+            "/v1/commits",
+            content=b"{not json",
+            headers={**wauth, "Content-Type": "application/json"},
+        ).status_code
+        == 422
+    )
     r = client.post("/v1/commits", json={}, headers=auth)
     assert r.status_code == 403 and r.json()["error"] == "insufficient_scope"
 
     # the Host header: loopback names pass, anything else is refused (DNS rebinding)
     for host in ("127.0.0.1:8765", "localhost:8765", "[::1]:8765", "localhost"):
-        assert client.post("/v1/search", json={"query": "x"}, headers={**auth, "Host": host}).status_code == 200
+        assert (
+            client.post(
+                "/v1/search", json={"query": "x"}, headers={**auth, "Host": host}
+            ).status_code
+            == 200
+        )
     for host in ("evil.example", "evil.example:8765", "127.0.0.1.evil.example", ""):
         r = client.post("/v1/search", json={"query": "x"}, headers={**auth, "Host": host})
         assert r.status_code == 400 and r.json() == {"error": "invalid_host"}
     public = _api(db, public_url="https://memory.example.org")
-    assert public.post("/v1/search", json={"query": "x"}, headers={**auth, "Host": "memory.example.org"}).status_code == 200
-    assert public.post("/v1/search", json={"query": "x"}, headers={**auth, "Host": "other.example.org"}).status_code == 400
+    assert (
+        public.post(
+            "/v1/search", json={"query": "x"}, headers={**auth, "Host": "memory.example.org"}
+        ).status_code
+        == 200
+    )
+    assert (
+        public.post(
+            "/v1/search", json={"query": "x"}, headers={**auth, "Host": "other.example.org"}
+        ).status_code
+        == 400
+    )
 
     # the stored token is a hash, never the token itself
     with db.connection() as conn:
-        stored = conn.execute("SELECT token_hash FROM auth_tokens WHERE token_id = %s", (issued.info.token_id,)).fetchone()
+        stored = conn.execute(
+            "SELECT token_hash FROM auth_tokens WHERE token_id = %s", (issued.info.token_id,)
+        ).fetchone()
     assert stored and issued.token.encode() not in bytes(stored[0])
 
     assert tokens.revoke(issued.info.token_id) == [issued.info.token_id]
@@ -234,10 +300,20 @@ def test_memory_api_takes_the_client_name_from_the_token(db):
 
     token = TokenStore(db).create("claude-code").token
     client = _api(db)
-    body = CommitRequest(kind="note", title="散歩の習慣", canonical_summary="朝に川沿いを歩く。",
-                         index_summary="散歩", stated_facts=["朝に歩いている"], idempotency_key="who-1",
-                         client="owner").model_dump(mode="json")  # fmt: skip
-    r = client.post("/v1/commits", json=body, headers={"Authorization": f"Bearer {token}", "X-Pmem-Client": "owner"})
+    body = CommitRequest(
+        kind="note",
+        title="散歩の習慣",
+        canonical_summary="朝に川沿いを歩く。",
+        index_summary="散歩",
+        stated_facts=["朝に歩いている"],
+        idempotency_key="who-1",
+        client="owner",
+    ).model_dump(mode="json")
+    r = client.post(
+        "/v1/commits",
+        json=body,
+        headers={"Authorization": f"Bearer {token}", "X-Pmem-Client": "owner"},
+    )
     assert r.status_code == 200, r.text
     view = MemoryStore(db).get(r.json()["memory_id"], history=True)
     assert [rev["client"] for rev in view.revisions] == ["claude-code"]
@@ -266,11 +342,17 @@ def test_pmem_api_refuses_a_non_loopback_bind_without_public_url(pmem_env):
 def test_token_cli_create_list_revoke(pmem_env):
     env = {**os.environ, **pmem_env}
     made = last_json(pmem(env, "token", "create", "codex", "--scope", "memory.read", "--json"))
-    assert made["token"].startswith("pmem_") and made["scopes"] == ["memory.read"] and made["name"] == "codex"
+    assert (
+        made["token"].startswith("pmem_")
+        and made["scopes"] == ["memory.read"]
+        and made["name"] == "codex"
+    )
     listed = last_json(pmem(env, "token", "list", "--json"))["tokens"]
     assert [t["token_id"] for t in listed] == [made["token_id"]] and "token" not in listed[0]
     assert made["token"] not in pmem(env, "token", "list").stdout
-    assert last_json(pmem(env, "token", "revoke", "codex", "--json")) == {"revoked": [made["token_id"]]}
+    assert last_json(pmem(env, "token", "revoke", "codex", "--json")) == {
+        "revoked": [made["token_id"]]
+    }
     assert pmem(env, "token", "revoke", "codex", check=False).returncode == 1
     bad = pmem(env, "token", "create", "x", "--scope", "memory.everything", check=False)
     assert bad.returncode == 1 and "unknown scope" in bad.stderr
@@ -291,24 +373,43 @@ def test_serve_ignores_a_dotenv_in_its_working_folder(pmem_env, db_url, tmp_path
     work = tmp_path / "some-repo"
     work.mkdir()
     trap = "postgresql://attacker@/stolen?host=/nonexistent-trap"
-    (work / ".env").write_text(f"DATABASE_URL={trap}\nPMEM_MEMORY_URL=http://127.0.0.1:9/\nPMEM_DATA_DIR=/nonexistent-trap\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "PMEM_DATABASE_URL", "PMEM_MEMORY_URL")}
-    env.update(PMEM_DATA_DIR=str(data), PMEM_EMBEDDER="none", PMEM_TZ="UTC", PYTHONPATH=str(PROJECT))
+    (work / ".env").write_text(
+        f"DATABASE_URL={trap}\nPMEM_MEMORY_URL=http://127.0.0.1:9/\nPMEM_DATA_DIR=/nonexistent-trap\n"
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "PMEM_DATABASE_URL", "PMEM_MEMORY_URL")
+    }
+    env.update(
+        PMEM_DATA_DIR=str(data), PMEM_EMBEDDER="none", PMEM_TZ="UTC", PYTHONPATH=str(PROJECT)
+    )
 
     # the same .env does reach an ordinary command run there (so the trap is live)
     status = last_json(pmem(env, "db", "status", "--json", cwd=work))
     assert status["mode"] == "external" and "nonexistent-trap" in status["url"]
 
     async def session() -> tuple[bool, str, bool]:
-        params = StdioServerParameters(command=sys.executable, args=["-m", "cli.main", "serve"], env=env, cwd=str(work))
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "cli.main", "serve"], env=env, cwd=str(work)
+        )
         with open(os.devnull, "w") as errlog:
-            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as s:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write) as s,
+            ):
                 await s.initialize()
                 found = await s.call_tool("search_memory", {"query": "川沿い"})
-                wrote = await s.call_tool("commit_memory", {
-                    "title": "散歩の習慣", "kind": "other", "canonical_summary": "朝に川沿いを歩く。",
-                    "index_summary": "散歩", "stated_facts": ["朝に歩いている"],
-                })  # fmt: skip
+                wrote = await s.call_tool(
+                    "commit_memory",
+                    {
+                        "title": "散歩の習慣",
+                        "kind": "other",
+                        "canonical_summary": "朝に川沿いを歩く。",
+                        "index_summary": "散歩",
+                        "stated_facts": ["朝に歩いている"],
+                    },
+                )
                 return found.is_error, str(found.content[0].text), wrote.is_error  # type: ignore[union-attr]
 
     search_failed, text, commit_failed = anyio.run(session)

@@ -114,7 +114,11 @@ def imported(pmem_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_nul_title_is_stored_exactly_and_the_import_goes_on(pmem_env, tmp_path: Path) -> None:
     export = hostile_export(tmp_path)
     stats = cli_json("import", str(export), "--source", "chatgpt")
-    assert stats["conversations_total"] == 8 and stats["conversations_new"] == 8 and stats["quarantined"] == 0
+    assert (
+        stats["conversations_total"] == 8
+        and stats["conversations_new"] == 8
+        and stats["quarantined"] == 0
+    )
     db = Database.open(Settings())
     try:
         ledger = Ledger(db)
@@ -126,9 +130,12 @@ def test_nul_title_is_stored_exactly_and_the_import_goes_on(pmem_env, tmp_path: 
         assert ledger.load(key).title == "病院\ufffdの予約 \ufffd half"  # the storable form
         # an exact title keeps no second copy
         with db.connection() as conn:
-            assert conn.execute(
-                "SELECT count(*) FROM source_conversations WHERE title_raw IS NOT NULL"
-            ).fetchone()[0] == 1
+            assert (
+                conn.execute(
+                    "SELECT count(*) FROM source_conversations WHERE title_raw IS NOT NULL"
+                ).fetchone()[0]
+                == 1
+            )
     finally:
         db.close()
     # a re-import of the same export changes nothing and does not fail either
@@ -172,10 +179,18 @@ def test_nul_in_ids_and_metadata_does_not_abort_the_import(pmem_env, tmp_path: P
     the message text exact) and the import goes on."""
     convs = json.loads(DEMO.read_text(encoding="utf-8"))[:3]
     convs[0]["conversation_id"] = convs[0]["id"] = "odd\x00id\ud800"
-    node = next(n for n in convs[1]["mapping"].values() if n["message"] and n["message"]["author"]["role"] == "user")
+    node = next(
+        n
+        for n in convs[1]["mapping"].values()
+        if n["message"] and n["message"]["author"]["role"] == "user"
+    )
     node["message"]["author"]["role"] = "us\x00er"
     node["message"]["content"]["parts"] = ["body with a NUL \x00 kept"]
-    other = next(n for n in convs[2]["mapping"].values() if n["message"] and n["message"]["author"]["role"] == "user")
+    other = next(
+        n
+        for n in convs[2]["mapping"].values()
+        if n["message"] and n["message"]["author"]["role"] == "user"
+    )
     other["message"]["content"]["content_type"] = "te\x00xt"
     path = tmp_path / "odd-ids.json"
     path.write_text(json.dumps(convs, ensure_ascii=True), encoding="utf-8")
@@ -186,7 +201,9 @@ def test_nul_in_ids_and_metadata_does_not_abort_the_import(pmem_env, tmp_path: P
         ledger = Ledger(db)
         assert ledger.load("chatgpt:odd\\u0000id\\ud800").messages
         with db.connection() as conn:
-            [(body,)] = conn.execute("SELECT body FROM source_messages WHERE role = %s", ("us\\u0000er",)).fetchall()
+            [(body,)] = conn.execute(
+                "SELECT body FROM source_messages WHERE role = %s", ("us\\u0000er",)
+            ).fetchall()
             odd_types = conn.execute(
                 "SELECT count(*) FROM source_messages WHERE strpos(coalesce(raw_type, content_type), %s) > 0",
                 ("te\\u0000xt",),
@@ -198,7 +215,9 @@ def test_nul_in_ids_and_metadata_does_not_abort_the_import(pmem_env, tmp_path: P
     assert cli_json("import", str(path), "--source", "chatgpt")["conversations_unchanged"] == 3
 
 
-def test_review_and_status_print_no_raw_escape_sequences(pmem_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_review_and_status_print_no_raw_escape_sequences(
+    pmem_env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PMEM_EMBEDDER", "none")
     p = pl.Pipeline.open(Settings())
     try:

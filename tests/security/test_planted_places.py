@@ -82,20 +82,33 @@ def build_export(planted: list[Planted]) -> tuple[list[dict[str, Any]], dict[str
     return convs, parts_of
 
 
-def _chatgpt_conversation(cid: str, title: str, turns: list[tuple[str, str]], t0: datetime) -> dict[str, Any]:
-    mapping: dict[str, Any] = {"root": {"id": "root", "message": None, "parent": None, "children": ["n0"]}}
+def _chatgpt_conversation(
+    cid: str, title: str, turns: list[tuple[str, str]], t0: datetime
+) -> dict[str, Any]:
+    mapping: dict[str, Any] = {
+        "root": {"id": "root", "message": None, "parent": None, "children": ["n0"]}
+    }
     for k, (role, text) in enumerate(turns):
         node = f"n{k}"
         mapping[node] = {
-            "id": node, "parent": "root" if k == 0 else f"n{k - 1}",
+            "id": node,
+            "parent": "root" if k == 0 else f"n{k - 1}",
             "children": [f"n{k + 1}"] if k + 1 < len(turns) else [],
             "message": {
-                "id": node, "author": {"role": role}, "create_time": (t0 + timedelta(minutes=k)).timestamp(),
+                "id": node,
+                "author": {"role": role},
+                "create_time": (t0 + timedelta(minutes=k)).timestamp(),
                 "content": {"content_type": "text", "parts": [text]},
             },
-        }  # fmt: skip
-    return {"id": cid, "title": title, "create_time": t0.timestamp(), "update_time": t0.timestamp(),
-            "current_node": f"n{len(turns) - 1}", "mapping": mapping}  # fmt: skip
+        }
+    return {
+        "id": cid,
+        "title": title,
+        "create_time": t0.timestamp(),
+        "update_time": t0.timestamp(),
+        "current_node": f"n{len(turns) - 1}",
+        "mapping": mapping,
+    }
 
 
 # ---------------------------------------------------------------- the hostile fake model
@@ -117,7 +130,9 @@ class HostileOpenAI(FakeServer):
             texts = body["input"]
             return Reply(200, openai_embeddings([vector_for(t, 768) for t in texts]))
         prompt = "\n".join(str(m.get("content")) for m in body["messages"])
-        records = [self._record(key, prompt) for key in re.findall(r"(?m)^key: (chatgpt:\S+)$", prompt)]
+        records = [
+            self._record(key, prompt) for key in re.findall(r"(?m)^key: (chatgpt:\S+)$", prompt)
+        ]
         return Reply(200, openai_chat(json.dumps({"records": records}, ensure_ascii=False)))
 
     def _record(self, conv_key: str, prompt: str) -> dict[str, Any]:
@@ -127,19 +142,23 @@ class HostileOpenAI(FakeServer):
         hint = decision.group(1)[:60] if decision else "PostgreSQL"
         leak = secrets[0]
         return {
-            "action": "create", "title": f"設定 {leak}", "memoryKind": "decision",
+            "action": "create",
+            "title": f"設定 {leak}",
+            "memoryKind": "decision",
             "canonicalSummary": f"## 決定\n{hint}\n## メモ\nキーは {leak} と {' '.join(secrets[1:])}",
             "indexSummary": f"{hint[:40]} {leak[:30]}",
             "aliases": [leak.removeprefix("sk-"), leak.lower()[3:20], "設定"],
             "tags": [leak.lower()[:16], "deploy"],
-            "occurredAt": None, "validFrom": None,
-            "statedFacts": [f"The key is {leak}"], "inferences": [f"uses {secrets[-1]}"],
+            "occurredAt": None,
+            "validFrom": None,
+            "statedFacts": [f"The key is {leak}"],
+            "inferences": [f"uses {secrets[-1]}"],
             "evidence": [
                 {"messageKey": first, "quoteHint": hint},
                 {"messageKey": f"{conv_key}:n1", "quoteHint": leak},
             ],
             "sourceConversationKeys": [conv_key],
-        }  # fmt: skip
+        }
 
 
 # ---------------------------------------------------------------- scanning
@@ -163,7 +182,9 @@ class Scanner:
                         if piece not in bg and piece not in bg_nfkc:
                             found.add(piece)
             self.pieces.append(found)
-        self.empty = [p.format for p, pieces in zip(planted, self.pieces, strict=True) if not pieces]
+        self.empty = [
+            p.format for p, pieces in zip(planted, self.pieces, strict=True) if not pieces
+        ]
         assert not self.empty, f"planted secrets without distinctive pieces: {self.empty}"
         self.counts: dict[str, set[int]] = {}
 
@@ -198,14 +219,20 @@ def scan_database(scanner: Scanner, url: str) -> None:
     from core.hashing import bytes_text
 
     named = {
-        "memories": "memories", "memory_revisions": "revisions", "evidence": "evidence",
-        "search_projections": "search projections", "message_search": ALLOWED[1],
-    }  # fmt: skip
+        "memories": "memories",
+        "memory_revisions": "revisions",
+        "evidence": "evidence",
+        "search_projections": "search projections",
+        "message_search": ALLOWED[1],
+    }
     with psycopg.connect(url) as conn:
-        tables = [r[0] for r in conn.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' "
-            "AND table_type = 'BASE TABLE' ORDER BY 1"
-        ).fetchall()]  # fmt: skip
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' "
+                "AND table_type = 'BASE TABLE' ORDER BY 1"
+            ).fetchall()
+        ]
         assert {"memories", "memory_revisions", "evidence", "source_messages"} <= set(tables)
         for table in tables:
             if table == "source_messages":
@@ -215,7 +242,9 @@ def scan_database(scanner: Scanner, url: str) -> None:
             rows = conn.execute(
                 sql.SQL("SELECT t::text FROM {} t").format(sql.Identifier(table))
             ).fetchall()
-            place = named.get(table, ALLOWED[0] if table == "source_conversations" else f"table {table}")
+            place = named.get(
+                table, ALLOWED[0] if table == "source_conversations" else f"table {table}"
+            )
             scanner.scan(place, (r[0] for r in rows))
 
 
@@ -236,14 +265,19 @@ def scan_prefect(scanner: Scanner) -> None:
         texts: list[str] = []
         for table in tables:
             for row in conn.execute(f'SELECT * FROM "{table}"'):  # noqa: S608 - names from sqlite_master
-                texts.append(" ".join(
-                    v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v) for v in row
-                ))  # fmt: skip
+                texts.append(
+                    " ".join(
+                        v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
+                        for v in row
+                    )
+                )
     assert texts
     scanner.scan("Prefect database", [_decode_json_text(t) for t in texts])
 
 
-def read_outputs(scanner: Scanner, queries: list[str], memory_ids: list[str], conv_keys: list[str]) -> None:
+def read_outputs(
+    scanner: Scanner, queries: list[str], memory_ids: list[str], conv_keys: list[str]
+) -> None:
     """What a person or an AI client sees: CLI search/show/recall/ledger show/export/review,
     and the MCP tools (in process, the same server object `pmem serve` runs)."""
     from typer.testing import CliRunner
@@ -278,10 +312,16 @@ def read_outputs(scanner: Scanner, queries: list[str], memory_ids: list[str], co
         got = [await server.call_tool("load_context", {})]
         for q in queries:
             got.append(await server.call_tool("search_memory", {"query": q}))
-            got.append(await server.call_tool("recall", {"query": q, "now": "2024-07-01T00:00:00+09:00"}))
+            got.append(
+                await server.call_tool("recall", {"query": q, "now": "2024-07-01T00:00:00+09:00"})
+            )
         for mid in memory_ids:
-            got.append(await server.call_tool("get_memory", {"memory_id": mid, "include_evidence": True,
-                                                             "include_history": True}))  # fmt: skip
+            got.append(
+                await server.call_tool(
+                    "get_memory",
+                    {"memory_id": mid, "include_evidence": True, "include_history": True},
+                )
+            )
             got.append(await server.call_tool("memory_history", {"memory_id": mid}))
         return [repr(g) + json.dumps(_texts(g), ensure_ascii=False) for g in got]
 
@@ -310,9 +350,11 @@ def review_outputs(scanner: Scanner, run_ids: list[str]) -> None:
 
 
 def run_everything(
-    tmp_path: Path, db_factory: Callable[[], str], monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    db_factory: Callable[[], str],
+    monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
-) -> tuple[dict[str, int], dict[str, Any]]:  # fmt: skip
+) -> tuple[dict[str, int], dict[str, Any]]:
     """Both backfills and every scan; returns the table (place -> planted secrets found there)
     and facts about the runs (for the assertions that the runs did their work)."""
     from core.settings import Settings
@@ -325,10 +367,17 @@ def run_everything(
     convs, parts_of = build_export(planted)
     export = tmp_path / "planted-export.json"
     export.write_text(json.dumps(convs, ensure_ascii=False), encoding="utf-8")
-    background = "\n".join(
-        text for c in convs for node in c["mapping"].values() if node["message"]
-        for text in node["message"]["content"]["parts"]
-    ) + "\n" + "\n".join(c["title"] for c in convs)  # fmt: skip
+    background = (
+        "\n".join(
+            text
+            for c in convs
+            for node in c["mapping"].values()
+            if node["message"]
+            for text in node["message"]["content"]["parts"]
+        )
+        + "\n"
+        + "\n".join(c["title"] for c in convs)
+    )
     for p in planted:
         for part in p.parts:
             background = background.replace(part, "\x00")
@@ -380,9 +429,12 @@ def run_everything(
         monkeypatch.setenv("OPENAI_API_KEY", "test-key-not-a-secret")
         p = pl.Pipeline.open(Settings())
         p.drafter = OpenAIDrafter(
-            "gpt-test", api_key="test-key-not-a-secret", base_url=server.url + "/v1",
-            retry=RetryPolicy(max_attempts=1), sleep=lambda _s: None,
-        )  # fmt: skip
+            "gpt-test",
+            api_key="test-key-not-a-secret",
+            base_url=server.url + "/v1",
+            retry=RetryPolicy(max_attempts=1),
+            sleep=lambda _s: None,
+        )
         from flows import consent as cs  # the owner consented to both destinations
 
         for target in (cs.drafting_target(p.drafter.model, "chatgpt"), cs.embedding_target()):
@@ -398,7 +450,9 @@ def run_everything(
         embeds = [r for r in server.requests if r.path.endswith("/embeddings")]
         facts["llm_requests"], facts["embedding_requests"] = len(chat), len(embeds)
         scanner.scan("outbound LLM requests", [r.text + _decode_json_text(r.text) for r in chat])
-        scanner.scan("outbound embedding requests", [r.text + _decode_json_text(r.text) for r in embeds])
+        scanner.scan(
+            "outbound embedding requests", [r.text + _decode_json_text(r.text) for r in embeds]
+        )
         scan_database(scanner, llm_db)
         with psycopg.connect(llm_db) as conn:
             ids = [r[0] for r in conn.execute("SELECT id FROM memories ORDER BY id").fetchall()]
@@ -429,11 +483,22 @@ def test_no_planted_secret_outside_the_ledger_and_the_raw_index(
     # the ledger keeps every secret as exported; the raw index has them too
     assert table[ALLOWED[0]] == facts["secrets"]
     assert table[ALLOWED[1]] > 0
-    leaks = {place: facts["which"][place] for place, n in table.items() if place not in ALLOWED and n}
+    leaks = {
+        place: facts["which"][place] for place, n in table.items() if place not in ALLOWED and n
+    }
     assert leaks == {}
     for place in (
-        "outbound LLM requests", "outbound embedding requests", "memories", "revisions",
-        "evidence", "search projections", "runs/ files", "review files", "export",
-        "search/show/recall/ledger/MCP outputs", "log records", "Prefect database",
-    ):  # fmt: skip
+        "outbound LLM requests",
+        "outbound embedding requests",
+        "memories",
+        "revisions",
+        "evidence",
+        "search projections",
+        "runs/ files",
+        "review files",
+        "export",
+        "search/show/recall/ledger/MCP outputs",
+        "log records",
+        "Prefect database",
+    ):
         assert place in table  # every place was scanned

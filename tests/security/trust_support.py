@@ -27,24 +27,37 @@ UNION ALL SELECT response::text FROM idempotency_keys
 """
 
 
-def seed_conversation(db: Database, key: str, texts: list[tuple[str, str]], *, title: str = "t") -> list[str]:
+def seed_conversation(
+    db: Database, key: str, texts: list[tuple[str, str]], *, title: str = "t"
+) -> list[str]:
     """One ChatGPT-like conversation in the ledger: ``texts`` are (role, text) pairs. Returns
     the message keys, in order. Upserting again with more texts grows the conversation."""
     ledger = Ledger(db)
     imp = ledger.start_import("chatgpt", "seed.json")
     messages = [
         Message(
-            key=f"{key}:n{i}", node_id=f"n{i}", parent_id=f"n{i - 1}" if i else None, role=role,
-            channel=Channel.PERSON if role == "user" else Channel.ASSISTANT, content_type="text",
-            text=text, position=i, created_at=T0 + timedelta(minutes=i),
-        )  # fmt: skip
+            key=f"{key}:n{i}",
+            node_id=f"n{i}",
+            parent_id=f"n{i - 1}" if i else None,
+            role=role,
+            channel=Channel.PERSON if role == "user" else Channel.ASSISTANT,
+            content_type="text",
+            text=text,
+            position=i,
+            created_at=T0 + timedelta(minutes=i),
+        )
         for i, (role, text) in enumerate(texts)
     ]
     conv = Conversation(
-        key=key, source="chatgpt", external_id=key.split(":", 1)[1], title=title, created_at=T0,
-        updated_at=T0 + timedelta(minutes=len(texts)), messages=messages,
+        key=key,
+        source="chatgpt",
+        external_id=key.split(":", 1)[1],
+        title=title,
+        created_at=T0,
+        updated_at=T0 + timedelta(minutes=len(texts)),
+        messages=messages,
         provenance=Provenance(file="seed.json", position=0),
-    )  # fmt: skip
+    )
     ledger.upsert(conv, imp)
     ledger.finish_import(imp, {})
     return [m.key for m in messages]
@@ -58,7 +71,11 @@ def derived_text(db: Database) -> str:
 def pieces_left(blob: str, secret: str, width: int = 8) -> list[str]:
     """Every ``width``-character piece of ``secret`` found in ``blob`` (any case)."""
     low = blob.lower()
-    return [secret[i : i + width] for i in range(len(secret) - width + 1) if secret[i : i + width].lower() in low]
+    return [
+        secret[i : i + width]
+        for i in range(len(secret) - width + 1)
+        if secret[i : i + width].lower() in low
+    ]
 
 
 def call_tool(server: Any, name: str, args: dict[str, Any]) -> str:

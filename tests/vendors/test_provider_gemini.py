@@ -167,9 +167,13 @@ def test_connection_refused_is_transient(sleeps: Sleeps) -> None:
     with FakeServer() as gone:
         url = gone.url
     drafter = GeminiDrafter(
-        "gemini-test", api_key=TEST_API_KEY, base_url=url, timeout=1.0,
-        retry=RetryPolicy(max_attempts=2), sleep=sleeps,
-    )  # fmt: skip
+        "gemini-test",
+        api_key=TEST_API_KEY,
+        base_url=url,
+        timeout=1.0,
+        retry=RetryPolicy(max_attempts=2),
+        sleep=sleeps,
+    )
     with pytest.raises(TransientDraftError, match="connect"):
         drafter.draft(sample_batch(), [])
 

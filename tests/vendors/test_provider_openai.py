@@ -194,9 +194,13 @@ def test_connection_refused_is_transient(sleeps: Sleeps) -> None:
     with FakeServer() as gone:
         url = gone.url
     drafter = OpenAIDrafter(
-        "gpt-test", api_key=TEST_API_KEY, base_url=url + "/v1", timeout=1.0,
-        retry=RetryPolicy(max_attempts=2), sleep=sleeps,
-    )  # fmt: skip
+        "gpt-test",
+        api_key=TEST_API_KEY,
+        base_url=url + "/v1",
+        timeout=1.0,
+        retry=RetryPolicy(max_attempts=2),
+        sleep=sleeps,
+    )
     with pytest.raises(TransientDraftError, match="connect"):
         drafter.draft(sample_batch(), [])
     assert len(sleeps.waits) == 1
