@@ -166,7 +166,7 @@ def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRe
     terms = salient_terms(conv, messages)
     title = _title(conv, messages, parts, terms)
     occurred = _occurred_at(conv, messages)
-    action, target, revision = _action(conv, person, context, decided=bool(parts.decisions))
+    action, target, revision = _action(conv, person, context, parts.decisions)
     return DraftRecord(
         action=action,
         target_memory_id=target,
