@@ -72,7 +72,10 @@ _EXTRA_DECISION_RE = re.compile(
 
 
 _INTENT_EN_RE = re.compile(
-    r"\bI(?:'ll| will| am going to|'m going to)\b(?! (?:see|think|check))", re.IGNORECASE
+    r"\b(?:I(?:'ll| will| am going to|'m going to)|we(?:'ll| will| are going to|'re going to))\b"
+    r"|\b(?:I|we) (?:won't|will not)\b"
+    r"(?! (?:see|think|check))",
+    re.IGNORECASE,
 )
 
 
