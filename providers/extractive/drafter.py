@@ -187,20 +187,20 @@ def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRe
 
 
 def _stated_facts(parts: _Parts) -> list[str]:
-    """The person's decision, reason and result sentences (whole sentences, not reason clauses)."""
+    """The person's decision, reason and result sentences (whole sentences, not reason clauses),
+    and the sentences in which they settled an open point: all said by the person."""
     decided = {s.index for s in parts.decisions}
     reasons = [s for s in parts.reasons if s.index not in decided]
-    return _dedupe(s.text for s in parts.decisions + reasons + parts.results)
+    settled = [r for _, r in parts.resolved]
+    return _dedupe(s.text for s in parts.decisions + reasons + parts.results + settled)
 
 
 def _inferences(parts: _Parts, lang: str) -> list[str]:
-    """What the drafter concludes and the person did not say in these words: which open points
-    a later statement settled (the pairing is the drafter's reading, the sentences are quoted)."""
-    word = "→ 解決: " if lang == "ja" else "→ settled by: "
-    return [
-        f"{_cap(_one_line(o.text), 120)} {word}{_cap(_one_line(r.text), 120)}"
-        for o, r in parts.resolved
-    ]
+    """What the drafter concludes and the person did not say: nothing. A resolved open point is
+    the person's own statement (a stated fact, and the Resolved section pairs it with the open
+    point), not an inference; an offline drafter draws no conclusions of its own."""
+    del parts, lang
+    return []
 
 
 def _kind(parts: _Parts, person: list[Sentence]) -> str:
