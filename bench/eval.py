@@ -53,7 +53,7 @@ BUILD_CODE = (
     "importers",
     "stages",
     "prompts",
-    "providers/extractive.py",
+    "providers/extractive",  # the offline drafter (a package)
     "store/migrations",
     "store/ledger.py",
     "store/records.py",
