@@ -224,7 +224,8 @@ def _negated_plan(text: str) -> bool:
 
 _CONTRAST = ("けれど", "けど", "が", "のに")
 _EN_TURN_RE = re.compile(
-    r"\b(?:I|we) (?:was|were|had been) (?:going|planning) to\b|\b(?:I|we) had (?:planned|decided)\b"
+    r"\b(?:I|we) (?:was|were|had been) (?:going|planning) to\b"
+    r"|\b(?:I|we) had (?:\w+ed|\w+en|bought|chosen|set)\b.*\bbut\b"  # past perfect set against now
     r"|\b(?:I|we)(?:'m| am|'re| are) not (?:going to|doing|buying|taking|moving|going)\b"
     r"|\b(?:I|we) (?:won't|will not|don't want to) (?:do|buy|take|go|move|keep)\b"
     r"|\bnot (?:doing|going with|going ahead with)\b.*\banymore\b|\binstead\b",

@@ -74,6 +74,8 @@ _EXTRA_DECISION_RE = re.compile(
 _INTENT_EN_RE = re.compile(
     r"\b(?:I(?:'ll| will| am going to|'m going to)|we(?:'ll| will| are going to|'re going to))\b"
     r"|\b(?:I|we) (?:won't|will not)\b"
+    # the present progressive of a plan ("I'm dropping X", "we're moving"): a near-future act
+    r"|\b(?:I'm|I am|we're|we are) (?!(?:thinking|wondering|trying|looking|not)\b)[a-z]+ing\b"
     r"(?! (?:see|think|check))",
     re.IGNORECASE,
 )
