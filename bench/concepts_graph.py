@@ -62,9 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     counts = cs.counts()
     concepts = cs.concepts()
     links = cs.links()
-    short = [
-        c.name for c in concepts if len(c.name) < (2 if language_of(c.name) == "ja" else 3)
-    ]
+    short = [c.name for c in concepts if len(c.name) < (2 if language_of(c.name) == "ja" else 3)]
     weights = Counter(round(link.weight, 3) for link in links)
     recurring = [link for link in links if len(link.experiences) > 1]
     names = {c.id: c.name for c in concepts}
