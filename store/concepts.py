@@ -466,6 +466,15 @@ class ConceptStore:
             conn.execute(_LOCK)
             return self._withdraw(conn, memory_id, run_id, erase=False)
 
+    def withdraw_in(self, conn: Connection, memory_id: str) -> dict[str, int]:
+        """``withdraw`` inside the caller's transaction: `pmem delete` and a merge take the
+        experience back at once, with the memory's status (no rebuild needed). A store without
+        the concept tables (an old schema mid-upgrade) has nothing to withdraw."""
+        if conn.execute("SELECT to_regclass('experiences')").fetchone() == (None,):
+            return {"links_withdrawn": 0, "experiences_withdrawn": 0}
+        conn.execute(_LOCK)
+        return self._withdraw(conn, memory_id, None, erase=False)
+
     def erase(self, conn: Connection, memory_id: str) -> dict[str, int]:
         """``pmem forget``'s part, inside its transaction: withdraw the experience and delete
         every log row naming the memory (the remaining log still explains every weight)."""

@@ -154,9 +154,14 @@ def test_seed_example_offline(db, store, tmp_path: Path) -> None:
     link = cs.links_of(cs.find("気分転換").id)[0]
     assert link.weight == 0.5 and link.experiences == (ids["E102"],)
     assert [u.action for u in cs.updates(memory_id=ids["E104"])] == ["strengthen", "withdraw"]
-    # E102 deleted: no experience states it any more, the link goes
+    # E102 deleted: no experience states it any more, the link goes at once (the delete
+    # re-evaluates its experience's links in its own transaction, before any stage runs)
     store.delete(ids["E102"], expected_revision=1)
-    offline(db, tmp_path)
+    assert ("登山", "気分転換", "led_to") not in link_table(cs, ids)
+    assert not any(ids["E102"] in x.experiences for x in cs.links())
+    assert cs.concepts_of(ids["E102"]) == [] and ids["E102"] not in cs.experience_state()
+    assert [u.action for u in cs.updates(memory_id=ids["E102"])][-1] == "withdraw"
+    assert offline(db, tmp_path)["experiences_withdrawn"] == 0  # nothing left for the stage
     assert ("登山", "気分転換", "led_to") not in link_table(cs, ids)
     assert cs.replayed_weights() == {x.id: pytest.approx(x.weight) for x in cs.links()}
 
