@@ -38,6 +38,7 @@ def _figure_html(months: list[MonthSummary]) -> str:
         yaxis={"range": [-1, 1], "title": "sentiment (−1 … 1)"},
         xaxis={"type": "category", "title": "month"},
         height=380,
+        font={"family": FONTS},  # the hover's keywords are Japanese too
         margin={"l": 60, "r": 20, "t": 50, "b": 60},
     )
     return fig.to_html(
@@ -57,15 +58,22 @@ _CLICK = """<script>
 })();
 </script>"""
 
+#: a font stack with a Japanese font on every platform (macOS, Debian/Ubuntu's fonts-noto-cjk,
+#: Windows), so the page's Japanese never falls to a font without its glyphs (boxes)
+FONTS = (
+    'system-ui, -apple-system, "Hiragino Sans", "Hiragino Kaku Gothic ProN", "Noto Sans CJK JP", '
+    '"Noto Sans JP", "Yu Gothic", "Meiryo", sans-serif'
+)
+
 _STYLE = """<style>
-body { font-family: system-ui, -apple-system, "Hiragino Sans", "Noto Sans CJK JP", sans-serif;
+body { font-family: FONTS;
        max-width: 60rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
 .month { border-top: 1px solid #ddd; padding: .6rem 0; }
 .kw span { display: inline-block; background: #eef3f8; border-radius: .3rem; padding: 0 .4rem; margin: .1rem; }
 .summary { white-space: pre-wrap; }
 .cites { color: #666; font-size: .85rem; }
 nav a { margin-right: .5rem; }
-</style>"""
+</style>""".replace("FONTS", FONTS)
 
 
 def write_timeline(months: list[MonthSummary], profile: Profile | None, out: Path) -> int:
