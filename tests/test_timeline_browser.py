@@ -33,6 +33,7 @@ def _month(month: str, text: str) -> MonthSummary:
         prompt_version="t",
         time_zone="Asia/Tokyo",
         run_id=None,
+        citations=({"memory_ids": ["mem_1"], "message_keys": ["chatgpt:c1:m1"]},),
     )
 
 
@@ -72,6 +73,12 @@ def test_the_timeline_draws_japanese_with_a_cjk_font(tmp_path: Path) -> None:
                 cjk = {name: n for name, n in used.items() if "CJK" in name or "JP" in name}
                 # every character of the text but the bullet is drawn by the CJK font
                 assert sum(cjk.values()) >= len(TEXTS[month]) - 1, used
+            # each sentence's citations are links to the month's list of what it cites
+            cite = page.locator("#m-2024-03 a.cite").first
+            assert cite.inner_text() == "[mem_1]"
+            cite.click()
+            assert page.evaluate("location.hash") == "#c-2024-03-mem_1"
+            assert page.locator("#c-2024-03-mem_1").count() == 1
             # pixels: two different texts of one length look different (boxes would not)
             a = page.locator("#m-2024-03 .summary").screenshot()
             b = page.locator("#m-2024-04 .summary").screenshot()
