@@ -334,6 +334,7 @@ TABLE_STORES: tuple[TableStore, ...] = (
             "month",
             "memory_ids",
             "message_keys",
+            "citations",  # per line: memory ids and message keys only
             "inputs_hash",
             "model",
             "prompt_version",
@@ -347,7 +348,15 @@ TABLE_STORES: tuple[TableStore, ...] = (
         "profile_versions",
         "derived",
         text=("profile",),
-        ids=("months", "memory_ids", "inputs_hash", "model", "prompt_version", "run_id"),
+        ids=(
+            "months",
+            "memory_ids",
+            "citations",  # per line: memory ids and message keys only
+            "inputs_hash",
+            "model",
+            "prompt_version",
+            "run_id",
+        ),
         erase="generic; versions citing an erased memory are deleted",
         guard="SummaryStore.add_profile: profile redacted",
     ),

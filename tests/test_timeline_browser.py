@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from core.summaries import MonthSummary
-from flows.timeline import write_timeline
+from reports.timeline import write_timeline
 from tests.test_related_graph import ARGS, CHROMIUM
 
 TEXTS = {"2024-03": "・丹沢で登山した日", "2024-04": "・家計簿を見直す月"}  # same length
