@@ -35,13 +35,13 @@ setup: $(BIN)/python ## create .venv, install everything, prepare the embedded P
 	$(PMEM) db init
 	@$(MAKE) --no-print-directory browser
 
-browser: ## Debian's Chromium for the browser tests (installed with apt-get when run as root on Debian/Ubuntu)
-	@if command -v chromium >/dev/null 2>&1; then :; \
+browser: ## Debian's Chromium and a CJK font (fonts-noto-cjk: the pages' Japanese) for the browser tests (apt-get when run as root on Debian/Ubuntu)
+	@if command -v chromium >/dev/null 2>&1 && fc-list 2>/dev/null | grep -qi 'Noto Sans CJK'; then :; \
 	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-	  echo "installing Debian's chromium for the browser tests (apt-get, about a minute)"; \
-	  apt-get install -y -q chromium >/dev/null 2>&1 || \
-	  { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
-	else echo "note: no chromium on PATH; the browser tests need it (apt install chromium / brew install --cask chromium)"; fi
+	  echo "installing Debian's chromium and fonts-noto-cjk for the browser tests (apt-get, about a minute)"; \
+	  apt-get install -y -q chromium fonts-noto-cjk >/dev/null 2>&1 || \
+	  { apt-get update -q >/dev/null && apt-get install -y -q chromium fonts-noto-cjk >/dev/null; }; \
+	else echo "note: no chromium or no CJK font; the browser tests need both (apt install chromium fonts-noto-cjk / brew install --cask chromium font-noto-sans-cjk)"; fi
 
 TEST_WORKERS ?= 2
 test: ## run the whole test suite on TEST_WORKERS processes (default 2; TEST_WORKERS=0 runs it serially)

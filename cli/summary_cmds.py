@@ -220,7 +220,10 @@ def summary_show(
         + "\n"
     )
     out.write(for_terminal("keywords: " + ", ".join(m.keywords)) + "\n\n")
-    out.write("".join(for_terminal(line) + "\n" for line in m.summary.splitlines()) + "\n")
+    for line in m.to_json()["sentences"]:  # each line with what it is drawn from
+        refs = [*line["memory_ids"], *line["message_keys"]]
+        out.write(for_terminal(line["text"] + (f"  [{', '.join(refs)}]" if refs else "")) + "\n")
+    out.write("\n")
     if m.memory_ids:
         out.write("memories: " + " ".join(m.memory_ids) + "  (pmem show ID)\n")
     if m.message_keys:
