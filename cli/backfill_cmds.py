@@ -493,7 +493,7 @@ def _stopped_summary(err: RateLimitStop | CostLimitStop) -> dict[str, Any]:
     return summary
 
 
-@app.command()
+@app.command(short_help="Import, draft case records and commit them; resumable.")
 @handle_errors
 def backfill(
     keys: Annotated[
@@ -970,7 +970,7 @@ _ERROR_LINES = (
 )
 
 
-@app.command(name="import")
+@app.command(name="import", short_help="Import an export into the ledger; index and embed it.")
 @handle_errors
 def import_(
     path: Annotated[

@@ -9,11 +9,11 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from cli.app import app, err_console, handle_errors, print_json, settings
+from cli.app import err_console, handle_errors, prefect_app, print_json, settings
 from cli.backfill_cmds import _prefect_env, quiet_prefect_console
 
 
-@app.command()
+@prefect_app.command()
 @handle_errors
 def deploy(
     pool: Annotated[
@@ -44,7 +44,7 @@ def deploy(
         print_json(out)
 
 
-@app.command()
+@prefect_app.command()
 @handle_errors
 def worker(
     pool: Annotated[

@@ -30,7 +30,17 @@ from typing import Annotated, Any
 import click
 import typer
 
-from cli.app import EXIT_ERROR, app, err_console, handle_errors, print_json, settings
+from cli.app import (
+    EXIT_ERROR,
+    app,
+    backup_app,
+    err_console,
+    handle_errors,
+    memory_app,
+    print_json,
+    runs_app,
+    settings,
+)
 from core.display import for_terminal as tty
 from core.display import human_bytes, human_seconds, human_time, plural
 from core.errors import ConfigError, PmemError, StaleRevision, TombstonedMemory
@@ -198,7 +208,7 @@ def _changes(view: Any, new: dict[str, Any]) -> list[str]:
     return lines
 
 
-@app.command()
+@memory_app.command()
 def edit(
     memory_id: Annotated[str, typer.Argument(help="A memory id (`pmem search`, `pmem show`).")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Commit without asking.")] = False,
@@ -283,7 +293,7 @@ def _through_queue(store: Any, request: Any) -> dict[str, Any]:
     return {"proposal_id": proposal_id, **(out.get("result") or {})}
 
 
-@app.command()
+@memory_app.command()
 def delete(
     memory_id: Annotated[str, typer.Argument(help="A memory id.")],
     reason: Annotated[
@@ -335,7 +345,7 @@ def delete(
             )
 
 
-@app.command()
+@memory_app.command()
 def merge(
     keep: Annotated[str, typer.Argument(help="The memory that stays and absorbs the other.")],
     other: Annotated[
@@ -403,7 +413,7 @@ def merge(
 # ---------------------------------------------------------------- import-backup
 
 
-@app.command("import-backup")
+@backup_app.command("restore")
 def import_backup(
     file: Annotated[Path, typer.Argument(help="A file written by `pmem export --out FILE`.")],
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Restore without asking.")] = False,
@@ -472,7 +482,7 @@ def _demo_database(cfg: Any) -> str:
     return name
 
 
-@app.command()
+@runs_app.command()
 @handle_errors
 def demo(
     into_my_store: Annotated[
@@ -599,7 +609,7 @@ def _run_words(r: dict[str, Any], zone: Any) -> list[str]:
     return lines
 
 
-@app.command()
+@app.command(short_help="What the runs did, the memories held, the disk used.")
 def status(
     run_id: Annotated[
         str | None, typer.Argument(help="A run id; default: the latest runs that did something.")
@@ -724,7 +734,7 @@ def gc_candidates(cfg: Any, db: Any, older_than_days: float) -> list[dict[str, A
     return found
 
 
-@app.command()
+@runs_app.command()
 def gc(
     older_than: Annotated[
         float,
@@ -782,7 +792,7 @@ def gc(
 # ---------------------------------------------------------------- stop
 
 
-@app.command()
+@app.command(short_help="Stop the Prefect server and the embedded PostgreSQL.")
 def stop(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Stop the Prefect server and the embedded PostgreSQL pmem started for this data dir.
 
