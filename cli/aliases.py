@@ -101,7 +101,8 @@ def _install() -> None:
             parent = olds[group[0]]
         fields: dict[str, Any] = dict(vars(target))
         assert target.callback is not None
-        fields.update(name=name, hidden=True, callback=moved(target.callback, new, old))
+        # hidden at the top; inside an old (hidden) group its commands are listed
+        fields.update(name=name, hidden=not group, callback=moved(target.callback, new, old))
         fields["help"] = None  # the docstring, which `moved` begins with the new spelling
         parent.registered_commands.append(CommandInfo(**fields))
 

@@ -140,10 +140,7 @@ def test_old_spellings_are_hidden_and_name_where_the_command_moved():
         old_path, why = resolve(old.split())
         assert why is None and old_path == old.split(), old
         assert resolve(new.split()) == (new.split(), None), new
-        node = root
-        for word in old_path:
-            node = node.commands[word]
-        assert node.hidden, old
+        assert root.commands[old_path[0]].hidden, old  # not on `pmem --help`
         shown = runner.invoke(app, [*old_path, "--help"], terminal_width=200)
         assert shown.exit_code == 0 and f"Moved to `pmem {new}`" in shown.stdout, old
     assert root.commands["api"].hidden  # `pmem serve --api` now
