@@ -56,16 +56,16 @@ eval: ## recall, search and drafting on ../shared/eval/ and the LoCoMo dev split
 	$(BIN)/python bench/eval.py $(if $(REBUILD),--rebuild)
 
 demo: ## run the whole pipeline offline on the bundled sample export, then search it
-	$(PMEM) demo
+	$(PMEM) runs demo
 
 backfill: ## import + draft + commit: make backfill EXPORT=path [SOURCE=chatgpt] [DRY_RUN=1] [LLM=provider:model] [MAX_COST=usd] [PRICE=in/out] [MAX_WAIT=s] [PENDING=1] [REDRAFT="key …"|all] [EXCLUDE="title:*病院*"] [ME="太郎,Taro"] [INCLUDE_OTHERS=1] [JSON=1]
 	$(PMEM) backfill $(if $(SOURCE),--source $(SOURCE)) $(if $(EXPORT),--export "$(EXPORT)") $(if $(PENDING),--pending) $(if $(DRY_RUN),--dry-run) $(if $(LLM),--llm $(LLM)) $(if $(MAX_COST),--max-cost $(MAX_COST)) $(if $(PRICE),--price $(PRICE)) $(if $(MAX_WAIT),--max-wait $(MAX_WAIT)) $(if $(REDRAFT),--redraft $(filter-out all,$(REDRAFT))) $(if $(NO_EMBED),--no-embed) $(foreach rule,$(EXCLUDE),--exclude '$(rule)') $(if $(ME),--me "$(ME)") $(if $(INCLUDE_OTHERS),--include-others) $(if $(JSON),--json)
 
 review: ## a dry run's drafts as diffs: make review RUN=id (writes runs/<id>/review.md and .html)
-	$(PMEM) review $(RUN)
+	$(PMEM) runs review $(RUN)
 
 apply: ## commit a reviewed run without drafting again: make apply RUN=id
-	$(PMEM) apply $(RUN) --json
+	$(PMEM) runs apply $(RUN) --json
 
 status: ## what the runs did (RUN=id for one run)
 	$(PMEM) status $(if $(RUN),$(RUN))
@@ -73,7 +73,7 @@ status: ## what the runs did (RUN=id for one run)
 .PHONY: schedule prefect-stop
 CRON   ?=
 schedule: ## serve the monthly re-import (inbox + Codex / Claude Code sessions): make schedule [CRON="0 3 1 * *"]
-	$(PMEM) schedule $(if $(CRON),--cron "$(CRON)") $(if $(LLM),--llm $(LLM))
+	$(PMEM) prefect schedule $(if $(CRON),--cron "$(CRON)") $(if $(LLM),--llm $(LLM))
 
 prefect-stop: ## stop the local Prefect server pmem manages (it starts again on the next run)
 	$(PMEM) prefect stop

@@ -46,7 +46,7 @@ def _check_months(months: list[str]) -> None:
         raise ConfigError(f"--month takes YYYY-MM, got {bad[0]!r}", hint="e.g. --month 2024-07")
 
 
-@app.command()
+@summary_app.command("update")
 @handle_errors
 def summarize(
     llm: Annotated[
@@ -230,7 +230,7 @@ def summary_show(
         out.write("messages: " + " ".join(m.message_keys) + "\n")
 
 
-@app.command()
+@summary_app.command()
 @handle_errors
 def profile(
     version: Annotated[
@@ -254,7 +254,7 @@ def profile(
     err_console.print(escape(f"version {p.version}, {len(p.months)} months, {p.model}"))
 
 
-@app.command()
+@summary_app.command()
 @handle_errors
 def timeline(
     out: Annotated[
