@@ -1,0 +1,79 @@
+"""The times a message speaks about (ADR 0036): the pure resolver (``search.mentions``) and the
+index it fills (``store.message_times``, migration 0036) on the real PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+
+import psycopg
+import pytest
+
+from search.mentions import mentioned_times
+from store.ledger import Ledger
+from store.message_times import sync_times
+from store.search import SearchStore
+from tests.test_recall import _conversation
+
+JST = timezone(timedelta(hours=9))
+
+
+def day(y: int, m: int, d: int, tz: timezone = UTC) -> tuple[datetime, datetime]:
+    start = datetime(y, m, d, tzinfo=tz)
+    return start, start + timedelta(days=1)
+
+
+def test_relative_words_are_read_against_the_message_time():
+    sent = datetime(2022, 3, 17, 14, 0, tzinfo=UTC)
+    assert mentioned_times("Yesterday I went bowling with the team!", sent) == [day(2022, 3, 16)]
+    found = mentioned_times("Last year I moved here; last week I bought a car.", sent)
+    assert (datetime(2021, 1, 1, tzinfo=UTC), datetime(2022, 1, 1, tzinfo=UTC)) in found
+    assert (datetime(2022, 3, 7, tzinfo=UTC), datetime(2022, 3, 14, tzinfo=UTC)) in found
+    # an explicit date is kept as it is, whatever the message's time
+    assert day(2021, 5, 3) in mentioned_times("it was on May 3, 2021", sent)
+
+
+def test_japanese_and_the_calendar_zone():
+    # 2022-03-17 23:30 UTC is already Friday the 18th in Tokyo: 昨日 is the 17th there
+    sent = datetime(2022, 3, 17, 23, 30, tzinfo=UTC)
+    assert mentioned_times("昨日ボウリングに行った", sent, "Asia/Tokyo") == [day(2022, 3, 17, JST)]
+    assert mentioned_times("昨日ボウリングに行った", sent) == [day(2022, 3, 16)]
+    # 先週の火曜 from Friday 2022-03-18 (JST): Tuesday the 8th
+    assert mentioned_times("先週の火曜に決めた", sent, "Asia/Tokyo") == [day(2022, 3, 8, JST)]
+
+
+def test_the_message_own_time_and_the_future_add_nothing():
+    sent = datetime(2022, 3, 17, 14, 0, tzinfo=UTC)
+    assert mentioned_times("Today is great, this week too, this year even more", sent) == []
+    assert mentioned_times("no time here at all: version 2.1, top 10", sent) == []
+    with pytest.raises(ValueError):
+        mentioned_times("yesterday", datetime(2022, 3, 17))
+
+
+def _resolve(text, at, zone):
+    return mentioned_times(text, at, zone)
+
+
+def test_the_index_is_filled_for_messages_indexed_before_it(db, db_url, monkeypatch):
+    monkeypatch.setenv("PMEM_TZ", "UTC")
+    ledger = Ledger(db)
+    imp = ledger.start_import("chatgpt", "synthetic")
+    sent = datetime(2022, 3, 17, 14, 0, tzinfo=UTC)
+    ledger.upsert(_conversation("bowl", "Yesterday I went bowling", sent), imp)
+    ledger.upsert(_conversation("none", "Nothing dated in this one", sent), imp)
+    SearchStore(db).sync_messages()
+    with psycopg.connect(db_url) as conn:  # an index built before the time index existed
+        conn.execute("DELETE FROM message_times")
+        conn.execute("INSERT INTO message_times_pending SELECT message_key FROM message_search")
+    assert sync_times(db, _resolve) == 2
+    assert sync_times(db, _resolve) == 0  # nothing waits any more
+    with psycopg.connect(db_url) as conn:
+        rows = conn.execute(
+            "SELECT message_key, lower(span), upper(span) FROM message_times"
+        ).fetchall()
+    assert rows == [("chatgpt:bowl:n1", *day(2022, 3, 16))]
+    # another calendar zone: every message is resolved again
+    monkeypatch.setenv("PMEM_TZ", "Asia/Tokyo")
+    assert sync_times(db, _resolve) == 2
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute("SELECT lower(span) FROM message_times").fetchone()
+    assert row is not None and row[0] == datetime(2022, 3, 16, tzinfo=JST)
