@@ -77,3 +77,33 @@ def test_the_index_is_filled_for_messages_indexed_before_it(db, db_url, monkeypa
     with psycopg.connect(db_url) as conn:
         row = conn.execute("SELECT lower(span) FROM message_times").fetchone()
     assert row is not None and row[0] == datetime(2022, 3, 16, tzinfo=JST)
+
+
+def test_a_range_that_holds_nothing_answers_from_the_nearest_relevant(db):
+    from search.widen import widen
+
+    ledger = Ledger(db)
+    imp = ledger.start_import("chatgpt", "synthetic")
+    near = datetime(2022, 3, 20, 9, 0, tzinfo=UTC)
+    far = datetime(2021, 6, 1, 9, 0, tzinfo=UTC)
+    ledger.upsert(_conversation("near", "We went bowling at the lanes downtown", near), imp)
+    ledger.upsert(_conversation("far", "Bowling at the lanes downtown again", far), imp)
+    ledger.upsert(_conversation("other", "The dentist appointment moved to Friday", near), imp)
+    store = SearchStore(db)
+    start, end = day(2022, 3, 16)
+
+    def ask(lo, hi):
+        return store.recall("bowling lanes", lo, hi, embedder=None, limit=5)
+
+    assert ask(start, end).hits == []  # the range itself holds nothing
+    w = widen(ask, start, end, 5)
+    # the nearest step that holds a relevant message answers: the far one and the dentist not
+    assert w.widened and [h.message_key for h in w.hits] == ["chatgpt:near:n1"]
+    assert w.used == (start - timedelta(days=3), end + timedelta(days=10))
+    # further off, only the whole history holds it
+    w = widen(ask, *day(2023, 9, 1), 5)
+    assert w.used == (None, None)
+    assert [h.message_key for h in w.hits] == ["chatgpt:near:n1", "chatgpt:far:n1"]
+    # a range that holds the answer keeps it first, with nothing added before it
+    own = widen(ask, *day(2022, 3, 20), 1)
+    assert not own.widened and [h.message_key for h in own.hits] == ["chatgpt:near:n1"]
