@@ -50,7 +50,7 @@ test: ## run the whole test suite on TEST_WORKERS processes (default 2; TEST_WOR
 lint: ## ruff (lint and the formatter's check) + mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy core stages state importers prompts providers search store flows cli memory_api mcp_server
+	$(BIN)/mypy core stages state importers prompts providers search store flows reports cli memory_api mcp_server
 
 eval: ## recall, search and drafting on ../shared/eval/: R@5, MRR per kind, time ranges, the drafting table (own data dir .pmem-eval/; REBUILD=1 builds again)
 	$(BIN)/python bench/eval.py $(if $(REBUILD),--rebuild)

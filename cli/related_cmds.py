@@ -152,7 +152,7 @@ def graph(
     """A page of your concepts (seed 003): concepts as nodes, their links drawn thicker the
     stronger they are (dotted: inferred, not stated); a click on a concept lists its links and
     experiences. No network needed to open it (SVG and a few lines of inline JavaScript)."""
-    from flows.graph import graph_from_rows, write_graph
+    from reports.graph import graph_from_rows, write_graph
     from store.db import Database
     from store.search.related import ConceptRecall
 

@@ -28,7 +28,7 @@ def review(
 ) -> None:
     """Show a run's drafts: new records, or diffs against the target memories; write
     runs/<run>/review.md and review.html."""
-    from flows.review import build_review, write_review
+    from reports.review import build_review, write_review
     from store.db import Database
     from store.records import MemoryStore
     from store.runs import RunStore

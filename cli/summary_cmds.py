@@ -263,7 +263,7 @@ def timeline(
 ) -> None:
     """A page of your months: sentiment by month, each month's top keywords, and each month's
     summary with the memories it cites. No network needed to open it (the chart library is inside)."""
-    from flows.timeline import write_timeline
+    from reports.timeline import write_timeline
 
     store = _store()
     try:

@@ -10,7 +10,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from flows.graph import DRAWN, UNLINKED_DRAWN, graph_from_rows, page_html, write_graph
+from reports.graph import DRAWN, UNLINKED_DRAWN, graph_from_rows, page_html, write_graph
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = [

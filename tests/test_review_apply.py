@@ -13,8 +13,8 @@ import psycopg
 from core.models import CommitRequest
 from core.settings import Settings
 from flows import pipeline as pl
-from flows.review import build_review, write_review
 from providers.fake import ScriptedDrafter
+from reports.review import build_review, write_review
 from store.records import MemoryStore
 from tests.conftest import PROJECT
 

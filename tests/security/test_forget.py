@@ -19,7 +19,7 @@ from cli.main import app
 from core.hashing import bytes_text
 from core.settings import Settings
 from flows import pipeline as pl
-from flows.review import build_review, write_review
+from reports.review import build_review, write_review
 from store.db import Database
 from store.search import SearchStore
 

@@ -17,8 +17,8 @@ import pytest
 from core.models import TARGET_NOT_OFFERED, DraftOutput, DraftRecord, EvidencePointer
 from core.settings import Settings
 from flows import pipeline as pl
-from flows.review import build_review, to_markdown
 from providers.fake import ScriptedDrafter
+from reports.review import build_review, to_markdown
 from store.records import MemoryStore
 from store.runs import RunStore
 from tests.security.injection_corpus import INJECTIONS, chatgpt_conversation, fill, write_export
