@@ -10,12 +10,24 @@ CREATE TABLE message_times (
 CREATE INDEX message_times_span ON message_times USING gist (span);
 
 -- Indexed messages whose mentioned times are not resolved yet: every message indexed before
--- this migration, and all of them again when the resolver or the calendar zone changes
--- (message_times_version). The indexer resolves new messages as it indexes them.
+-- this migration, every message the index writes or rewrites after it (a trigger: the import
+-- writes index rows in its own batches, store.ledger.BatchIndex), and all of them again when
+-- the resolver or the calendar zone changes (message_times_version).
 CREATE TABLE message_times_pending (
     message_key text PRIMARY KEY
 );
 INSERT INTO message_times_pending (message_key) SELECT message_key FROM message_search;
+
+CREATE FUNCTION pmem_queue_message_times() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO message_times_pending (message_key) VALUES (NEW.message_key)
+        ON CONFLICT DO NOTHING;
+    RETURN NEW;
+END $$;
+
+CREATE TRIGGER message_search_queue_times
+    AFTER INSERT OR UPDATE OF text, created_at ON message_search
+    FOR EACH ROW EXECUTE FUNCTION pmem_queue_message_times();
 
 CREATE TABLE message_times_version (
     version integer NOT NULL,
