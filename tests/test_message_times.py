@@ -53,7 +53,9 @@ def _resolve(text, at, zone):
     return mentioned_times(text, at, zone)
 
 
-def test_what_the_index_writes_is_resolved_and_a_new_zone_resolves_all_again(db, db_url, monkeypatch):
+def test_what_the_index_writes_is_resolved_and_a_new_zone_resolves_all_again(
+    db, db_url, monkeypatch
+):
     monkeypatch.setenv("PMEM_TZ", "UTC")
     ledger = Ledger(db)
     imp = ledger.start_import("chatgpt", "synthetic")
