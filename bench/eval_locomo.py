@@ -434,7 +434,17 @@ class Table:
         maps = (by_id, by_text, set(by_id.values()))
         s = sc.score(answer.get("hits") or [], q["evidence"], LIMIT, maps)
         extra = {k: answer[k] for k in ("range_widened", "answerable", "confidence") if k in answer}
-        self.rows.append(dict(s, conv=conv.conv, qid=q["qid"], category=q["category"], **extra))
+        self.rows.append(
+            dict(
+                s,
+                conv=conv.conv,
+                qid=q["qid"],
+                category=q["category"],
+                evidence=q["evidence"],
+                question=q["question"],
+                **extra,
+            )
+        )
 
     def group(self, cats: tuple[int, ...], conv: str | None = None) -> dict[str, float]:
         sel = [

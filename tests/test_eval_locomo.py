@@ -115,3 +115,20 @@ def test_recall_not_below_bm25_on_the_same_turns(tables):
             tables[mode].text(),
             tables["bm25"].text(),
         )
+
+
+def test_abstention_and_widened_read_the_keys_when_recall_has_them():
+    ev = _runner()
+    t = ev.Table("recall")
+    assert ev.widened(t) == "n/a" and ev.abstention(t) == ["n/a"]
+    t.rows = [
+        {"category": 5, "r5": 0, "answerable": False, "confidence": 0.1, "range_widened": True},
+        {"category": 5, "r5": 0, "answerable": True, "confidence": 0.6, "range_widened": False},
+        {"category": 4, "r5": 1, "answerable": True, "confidence": 0.9, "range_widened": False},
+        {"category": 1, "r5": 1, "answerable": True, "confidence": 0.4, "range_widened": False},
+    ]
+    assert ev.widened(t) == "1/4"
+    lines = ev.abstention(t)
+    assert "cat-5 marked unanswerable 0.500; cat 1-4 R@5 kept 1.000" in lines[0]  # the flag
+    assert "cat-5 marked unanswerable 0.500; cat 1-4 R@5 kept 0.500" in lines[2]  # < 0.5
+    assert "cat-5 marked unanswerable 1.000; cat 1-4 R@5 kept 0.500" in lines[3]  # < 0.75
