@@ -1,6 +1,7 @@
 """Time as a prior, not a wall (issue 26, item 3; ADR 0036): when the range a question names
-holds fewer relevant messages than asked for, recall goes on outside it, step by step, and the
-messages found there come after the range's own, ranked by relevance and nearness in time.
+holds no relevant message (``fill``: fewer than asked for), recall goes on outside it, step by
+step, and the messages found there come after the range's own, ranked by relevance and nearness
+in time.
 
 Pure orchestration over any recall (``ask(start, end) -> result`` with ``hits``, each with
 ``message_key``, ``created_at``, ``score``): no database here. The range's own hits keep their
@@ -61,12 +62,15 @@ def widen(
     end: datetime | None,
     limit: int,
     first: Any | None = None,
+    *,
+    fill: bool = False,
 ) -> Widened:
     """Recall within ``[start, end)`` (``first``: that result, when asked already); when it
-    holds fewer than ``limit`` hits, widen by ``STEPS`` until hits from outside fill the rest."""
+    holds no hit (``fill``: fewer than ``limit``), widen by ``STEPS`` until hits from outside
+    are found (and fill the rest)."""
     result = first if first is not None else ask(start, end)
     own: Sequence[_Hit] = list(result.hits)
-    if len(own) >= limit or (start is None and end is None):
+    if len(own) >= (limit if fill else 1) or (start is None and end is None):
         return Widened(list(own), False, None, result)
     have = {h.message_key for h in own}
     for step in STEPS:

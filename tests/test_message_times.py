@@ -9,9 +9,9 @@ import psycopg
 import pytest
 
 from search.mentions import mentioned_times
+from search.reader import SearchStore
 from store.ledger import Ledger
 from store.message_times import sync_times
-from store.search import SearchStore
 from tests.test_recall import _conversation
 
 JST = timezone(timedelta(hours=9))
@@ -106,3 +106,37 @@ def test_a_range_that_holds_nothing_answers_from_the_nearest_relevant(db):
     # a range that holds the answer keeps it first, with nothing added before it
     own = widen(ask, *day(2022, 3, 20), 1)
     assert not own.widened and [h.message_key for h in own.hits] == ["chatgpt:near:n1"]
+
+
+def test_a_named_day_finds_the_next_day_that_says_yesterday(db, monkeypatch):
+    from mcp_server.service import MemoryService
+
+    monkeypatch.setenv("PMEM_TZ", "UTC")
+    ledger = Ledger(db)
+    imp = ledger.start_import("chatgpt", "synthetic")
+    ledger.upsert(
+        _conversation(
+            "d17", "Yesterday I went bowling with my cousins", datetime(2022, 3, 17, 10, tzinfo=UTC)
+        ),
+        imp,
+    )
+    ledger.upsert(
+        _conversation(
+            "d16", "The dentist moved my appointment again", datetime(2022, 3, 16, 9, tzinfo=UTC)
+        ),
+        imp,
+    )
+    svc = MemoryService(db, embedder=None, tz="UTC")
+    now = datetime(2022, 6, 1, 12, tzinfo=UTC)
+    r = svc.recall("What did I do with my cousins on March 16, 2022?", now=now)
+    assert r.range is not None and r.range["start"].startswith("2022-03-16")
+    assert [h.message_key for h in r.hits] == ["chatgpt:d17:n1"]
+    assert not r.range_widened  # in the range by what it speaks of: no widening needed
+    # a range that holds nothing about the question answers from the nearest time, and says so
+    w = svc.recall("What did I do with my cousins on March 10, 2022?", now=now).as_json()
+    assert w["range_widened"] is True and w["range"]["start"].startswith("2022-03-10")
+    assert [h["message_key"] for h in w["hits"]] == ["chatgpt:d17:n1"]
+    assert w["range_used"] == {
+        "start": "2022-03-07T00:00:00+00:00",
+        "end": "2022-03-21T00:00:00+00:00",
+    }
