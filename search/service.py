@@ -523,6 +523,10 @@ class ReadService:
         from store.guard_cache import GuardCache
 
         self.index.sync_messages()
+        from search.mentions import mentioned_times
+        from store.message_times import sync_times
+
+        sync_times(self.db, mentioned_times)  # the times the messages speak of (ADR 0036)
         self.index.sync_forms()
         GuardCache(self.db).fill()
         if self.embedder is None:
