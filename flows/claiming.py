@@ -8,25 +8,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, TypeVar
+from typing import Any
 
-from core.errors import (
-    CostLimitStop,
-    RateLimitStop,
-)
-from flows.resources import (
-    Pipeline,
-    Steps,
-    tick,
-)
-from state.summary import (
-    collect_commits,
-    collect_drafts,
-)
+from core.errors import CostLimitStop, RateLimitStop
+from flows.resources import Pipeline, Steps, tick
+from state.summary import collect_commits, collect_drafts
 from store.claims import ClaimCounts, ClaimStore, gone
 
 _log = logging.getLogger("pmem.backfill")
-T = TypeVar("T")
 
 
 def wave_size(p: Pipeline) -> int:

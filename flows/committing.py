@@ -4,34 +4,17 @@ API, once (idempotency keys; per-draft results in run-state.json).
 
 from __future__ import annotations
 
-import logging
-from typing import Any, TypeVar
+from typing import Any
 
-from core.errors import (
-    ConfigError,
-    EvidenceRefused,
-    StaleRevision,
-    TombstonedMemory,
-)
+from core.errors import ConfigError, EvidenceRefused, StaleRevision, TombstonedMemory
 from core.faults import fault_point
-from core.models import (
-    TARGET_NOT_OFFERED,
-    VerifiedDraft,
-)
+from core.models import TARGET_NOT_OFFERED, VerifiedDraft
 from flows.drafting import batch_paths
-from flows.resources import (
-    Pipeline,
-    tick,
-)
+from flows.resources import Pipeline, tick
 from stages.drafting import commit_request, refuse_unoffered
 from state import batch as batch_state
 from state.batch import Stage
-from state.files import (
-    read_result,
-)
-
-_log = logging.getLogger("pmem.backfill")
-T = TypeVar("T")
+from state.files import read_result
 
 
 def commit_batch(

@@ -5,32 +5,15 @@ chunk, each chunk's answer kept), and the batch's files and run-state.json.
 
 from __future__ import annotations
 
-import logging
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from core.errors import (
-    ConfigError,
-    DraftError,
-    RateLimitStop,
-    ResultFileError,
-    TransientDraftError,
-)
+from core.errors import ConfigError, DraftError, RateLimitStop, ResultFileError, TransientDraftError
 from core.faults import fault_point
-from core.models import (
-    TARGET_NOT_OFFERED,
-    Conversation,
-    DraftOutput,
-    Message,
-    VerifiedDraft,
-)
+from core.models import TARGET_NOT_OFFERED, Conversation, DraftOutput, Message, VerifiedDraft
 from core.secrets import redact_conversation, redact_draft, secret_values
-from flows.resources import (
-    Pipeline,
-    drafted,
-    tick,
-)
+from flows.resources import Pipeline, drafted, tick
 from stages.chunking import chunk_conversation, merge_chunk_drafts
 from stages.drafting import offered_targets, refuse_unoffered
 from stages.evidence import verify_draft
@@ -46,9 +29,6 @@ from state.files import (
 )
 from store.records import remember_secret_values
 from store.runs import to_batch
-
-_log = logging.getLogger("pmem.backfill")
-T = TypeVar("T")
 
 
 def batch_row(p: Pipeline, batch_id: str) -> dict[str, Any]:

@@ -5,38 +5,23 @@ pack them, priced per token.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from core.models import (
-    BatchMember,
-    Conversation,
-)
+from core.models import BatchMember, Conversation
 from flows.drafting import paths_of
 from flows.planning import apply_consent
-from flows.resources import (
-    Pipeline,
-    drafted,
-)
+from flows.resources import Pipeline, drafted
 from prompts.case_record import static_instructions
 from providers.pricing import PRICES_AS_OF, cost_at, price_for
 from stages.batching import pack
 from stages.exclude import excluded_by
 from stages.prefilter import RULE_VERSION
 from state.cost import CostMeter
-from state.files import (
-    read_result,
-)
-from state.summary import (
-    count_rules,
-)
-
-_log = logging.getLogger("pmem.backfill")
-T = TypeVar("T")
-
+from state.files import read_result
+from state.summary import count_rules
 
 OUTPUT_TOKENS_PER_CONVERSATION = 700  # a detailed case record, as the prompt asks for
 REQUESTS_PER_BATCH = 1  # the memory API: the context look-up of each batch

@@ -5,15 +5,11 @@ index, the Japanese normal forms, the guard's scans, the embedder's vectors.
 from __future__ import annotations
 
 import logging
-from typing import Any, TypeVar
+from typing import Any
 
-from flows.resources import (
-    Pipeline,
-    tick,
-)
+from flows.resources import Pipeline, tick
 
 _log = logging.getLogger("pmem.backfill")
-T = TypeVar("T")
 
 
 class _CountingEmbedder:

@@ -10,18 +10,13 @@ resume lives in our own state (state/batch.py: one batch-state model), not in Pr
 from __future__ import annotations
 
 import hashlib
-import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from core.errors import (
-    ConfigError,
-    CostLimitStop,
-    RateLimitStop,
-)
+from core.errors import ConfigError, CostLimitStop, RateLimitStop
 from core.hashing import tagged_hash
 from core.settings import Settings
 from flows.claiming import drain
@@ -33,15 +28,7 @@ from flows.estimate import estimate_run as estimate_run
 from flows.estimate import open_meter, planned_estimate
 from flows.indexing import index_for_search
 from flows.planning import apply_consent, plan
-from flows.resources import (
-    Pipeline,
-    Steps,
-    announce,
-    pipeline,
-    register,
-    tick,
-    unregister,
-)
+from flows.resources import Pipeline, Steps, announce, pipeline, register, tick, unregister
 from flows.resources import RunOptions as RunOptions
 from flows.resources import set_announce as set_announce
 from flows.resources import set_excludes as set_excludes
@@ -58,9 +45,6 @@ from state.summary import (
     new_summary,
 )
 from store.claims import ClaimStore, worker_name
-
-_log = logging.getLogger("pmem.backfill")
-
 
 # ---------------------------------------------------------------- export location
 

@@ -4,28 +4,17 @@ stale or excluded ones superseded), and the owner's consent and exclusion rules 
 
 from __future__ import annotations
 
-import logging
-from typing import Any, TypeVar
+from typing import Any
 
-from core.errors import (
-    ConfigError,
-)
+from core.errors import ConfigError
 from core.faults import fault_point
 from core.hashing import tagged_hash
-from core.models import (
-    Batch,
-    BatchMember,
-)
-from flows.resources import (
-    Pipeline,
-)
+from core.models import Batch, BatchMember
+from flows.resources import Pipeline
 from stages.batching import pack
 from stages.exclude import excluded_by, parse_rules
 from stages.prefilter import RULE_VERSION
 from store.runs import PENDING
-
-_log = logging.getLogger("pmem.backfill")
-T = TypeVar("T")
 
 
 def _plan(p: Pipeline, source: str) -> tuple[list[str], list[Batch], list[str]]:

@@ -5,36 +5,19 @@ run), and following a pool run from the submitter.
 
 from __future__ import annotations
 
-import logging
 import time
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any
 
-from core.errors import (
-    ConfigError,
-    CostLimitStop,
-    RateLimitStop,
-)
+from core.errors import ConfigError, CostLimitStop, RateLimitStop
 from flows.claiming import SUMMED, drain, merge_counts, tick_claims
 from flows.estimate import open_meter
 from flows.indexing import index_for_search
 from flows.pipeline import PLAIN, import_and_plan, open_run
-from flows.resources import (
-    Pipeline,
-    Steps,
-    register,
-    tick,
-    unregister,
-)
+from flows.resources import Pipeline, Steps, register, tick, unregister
 from providers.pricing import cost_at, price_for
-from state.summary import (
-    add_index,
-    new_summary,
-)
+from state.summary import add_index, new_summary
 from store.claims import ClaimStore, worker_name
-
-_log = logging.getLogger("pmem.backfill")
-T = TypeVar("T")
 
 
 def submit_prepare(

@@ -9,12 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from core.errors import (
-    RateLimited,
-)
-from core.models import (
-    Conversation,
-)
+from core.errors import RateLimited
+from core.models import Conversation
 from core.ports import Drafter, MemoryAPI
 from core.settings import Settings
 from providers import get_drafter
