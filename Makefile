@@ -52,7 +52,7 @@ lint: ## ruff (lint and the formatter's check) + mypy
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy core stages state importers prompts providers search store flows reports cli memory_api mcp_server
 
-eval: ## recall, search and drafting on ../shared/eval/: R@5, MRR per kind, time ranges, the drafting table (own data dir .pmem-eval/; REBUILD=1 builds again)
+eval: ## recall, search and drafting on ../shared/eval/ and the LoCoMo dev split (beside BM25 and the lexical list alone): R@5, MRR per kind, time ranges, the drafting table (own data dir .pmem-eval/; REBUILD=1 builds again)
 	$(BIN)/python bench/eval.py $(if $(REBUILD),--rebuild)
 
 demo: ## run the whole pipeline offline on the bundled sample export, then search it

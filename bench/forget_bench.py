@@ -82,8 +82,8 @@ def run(settings, export: Path, n_memories: int) -> list[tuple[str, float, str]]
     from core.errors import EvidenceRefused
     from core.models import CommitRequest, EvidenceIn
     from flows.pipeline import Pipeline, import_export
+    from search.reader import SearchStore
     from store.forget import ErasedIndex, Forgetter, load_key
-    from store.search import SearchStore
 
     rows: list[tuple[str, float, str]] = []
 

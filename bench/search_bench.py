@@ -509,9 +509,9 @@ def main() -> int:
 
     from mcp_server.service import MemoryService
     from providers.embeddings.usem3_embedder import Usem3Embedder
+    from search.reader import SearchStore
     from store import embedded
     from store.db import Database, create_database_sql
-    from store.search import SearchStore
 
     tmp = None
     admin = args.admin_url

@@ -514,8 +514,8 @@ def show(
 def _show_source(key: str, as_json: bool) -> None:
     from core.errors import StoreError
     from core.secrets import redact
+    from search.provenance import describe_source
     from store.db import Database
-    from store.search.provenance import describe_source
 
     db = Database.open(settings())
     try:

@@ -153,8 +153,8 @@ def graph(
     stronger they are (dotted: inferred, not stated); a click on a concept lists its links and
     experiences. No network needed to open it (SVG and a few lines of inline JavaScript)."""
     from reports.graph import graph_from_rows, write_graph
+    from search.related import ConceptRecall
     from store.db import Database
-    from store.search.related import ConceptRecall
 
     db = Database.open(settings())
     try:

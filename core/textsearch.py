@@ -16,7 +16,7 @@ gives the morphemes themselves, for the query side (``search.understand``), whic
 parts of speech to tell content words from particles and auxiliaries.
 
 ``INDEX_VERSION`` names this token scheme: a stored index built with another version is rebuilt
-(``store.search.upkeep``).
+(``store.index``).
 """
 
 from __future__ import annotations

@@ -342,7 +342,7 @@ class _Indexer:
     here is logged (its type, never text) and left to the index step after the import."""
 
     def __init__(self, ledger: Ledger, tokens: _Tokens) -> None:
-        from store.search import SearchStore
+        from search.reader import SearchStore
 
         self._store = SearchStore(ledger.db)
         self._tokens = tokens
@@ -395,18 +395,18 @@ def _index_rows(texts: list[str]) -> list[tuple[str, bool]]:
     """The import pass's tokens of ``texts`` (no normal forms: the later stage's), run in the
     import's worker processes."""
     from core.textsearch import index_rows_many
-    from store.search.common import MAX_TOKEN_CHARS
+    from store.index import MAX_TOKEN_CHARS
 
     return index_rows_many(texts, MAX_TOKEN_CHARS, forms=False)
 
 
 class _Tokens:
-    """The import's worker processes for the message index (``store.search.upkeep.token_pool``:
+    """The import's worker processes for the message index (``store.index.token_pool``:
     one per CPU, at most 4; ``PMEM_INDEX_WORKERS`` overrides, 0 tokenises in the prepare
     thread), started at the first batch with something new (a re-import starts none)."""
 
     def __init__(self) -> None:
-        from store.search.upkeep import PARALLEL_MIN_PENDING, index_workers
+        from store.index import PARALLEL_MIN_PENDING, index_workers
 
         self.workers = index_workers(PARALLEL_MIN_PENDING)
         self.written = 0  # rows stored in the ledger's transactions
@@ -414,7 +414,7 @@ class _Tokens:
         self._lock = threading.Lock()
 
     def pool(self) -> Any:
-        from store.search.upkeep import token_pool
+        from store.index import token_pool
 
         with self._lock:
             if self._pool is None and self.workers:
@@ -473,7 +473,7 @@ class _Tokens:
 
 
 def _clean(text: str) -> str:
-    """``store.search.sanitize`` (what the index shows: no NUL, no lone surrogate), checked by
+    """``store.index.sanitize`` (what the index shows: no NUL, no lone surrogate), checked by
     C-speed scans first: most texts have neither, and a 50 MB message is not run through a
     regular expression."""
     if "\x00" not in text:
@@ -482,7 +482,7 @@ def _clean(text: str) -> str:
             return text
         except UnicodeEncodeError:
             pass
-    from store.search.common import sanitize
+    from store.index import sanitize
 
     return sanitize(text)
 

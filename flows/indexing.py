@@ -53,8 +53,8 @@ def index_for_search(
     A failure here never fails the import or the backfill: it is reported in the returned counts
     and `pmem reindex` catches up. Progress: the stage "embed" (total, then -n per batch)."""
     from providers.embeddings import embedder_from_env, is_local_spec
+    from search.reader import SearchStore
     from store.index_backlog import backlog
-    from store.search import SearchStore
 
     out: dict[str, Any] = {
         "indexed_messages": 0,

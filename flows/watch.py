@@ -507,7 +507,7 @@ def _run_pass(p: Any, paths: list[str] | None, opts: PassOptions) -> dict[str, A
 
 def _pending(p: Any) -> bool:
     """Messages queued for the index by an earlier import that stopped before its index step."""
-    from store.search import SearchStore
+    from search.reader import SearchStore
 
     return bool(SearchStore(p.db).has_pending())
 

@@ -49,7 +49,7 @@ from core.hashing import tagged_hash
 from core.models import ActionRequest, CommitRequest, EvidenceIn, MemoryView
 from core.settings import Settings, get_settings
 from mcp_server.service import MemoryService, parse_bound
-from store.search import RankedHit
+from search.reader import RankedHit
 
 log = logging.getLogger("pmem.mcp")
 T = TypeVar("T")

@@ -1288,8 +1288,8 @@ def _vector_tables(key_column: str) -> set[str]:
 
 
 def _tokens(text: str) -> list[str]:
-    """A message's tokens, as store.search.upkeep indexes them."""
-    from store.search.common import MAX_TOKEN_CHARS  # (store.search imports this module)
+    """A message's tokens, as store.index indexes them."""
+    from store.index import MAX_TOKEN_CHARS
 
     return [t for t in index_tokens_long(text) if len(t) <= MAX_TOKEN_CHARS]
 

@@ -22,7 +22,7 @@ from core.hashing import bytes_text, sha256_hex, tagged_hash, text_bytes
 from core.models import Channel, Conversation, Message, PrefilterDecision, Provenance
 from store.db import Database
 from store.forget import ErasedIndex, load_key
-from store.search import sanitize
+from store.index import sanitize
 
 UpsertOutcome = Literal["new", "changed", "unchanged"]
 

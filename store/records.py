@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -32,6 +32,7 @@ from psycopg.types.json import Jsonb
 from pydantic import ValidationError
 
 from core.errors import (
+    ConfigError,
     EvidenceRefused,
     MemoryNotFound,
     ProposalNotFound,
@@ -356,9 +357,10 @@ class MemoryStore:
     assistant message of the source ledger, found by its message key. Only tests that commit
     made-up evidence turn it off; the secret checks on evidence hold either way."""
 
-    #: hook for ``search``: an embedder (``providers.embeddings.Embedder``) for the query vector;
-    #: None searches without vectors. Set by callers that own one (CLI, MCP server).
-    search_embedder: Any = None
+    #: the read port behind ``search`` (the memory API's search): ``(query, limit) -> hits``,
+    #: plugged in by the read side that owns the searching (``search.service``); the store only
+    #: writes and indexes. None: this store was opened without one.
+    reader: Callable[[str, int], list[SearchHit]] | None = None
 
     def __init__(self, db: Database, *, ledger_evidence: bool = True) -> None:
         self.db = db
@@ -844,11 +846,13 @@ class MemoryStore:
             return self._history(conn, memory_id)
 
     def search(self, query: str, limit: int = 10) -> list[SearchHit]:
-        """Hybrid search (lexical + trigram, + vectors when ``search_embedder`` is set), fused by
-        weighted RRF in one SQL statement: see ``store.search.SearchStore.search``."""
-        from store.search import SearchStore
-
-        return list(SearchStore(self.db, self.search_embedder).search(query, limit=limit))
+        """The memory API's search, through the read port ``reader`` (``search.service``)."""
+        if self.reader is None:
+            raise ConfigError(
+                "this memory store has no reader to search with",
+                hint="search through search.service.ReadService (pmem search, MCP, /v1/search)",
+            )
+        return list(self.reader(query, limit))
 
     def related(self, conversation_keys: list[str], titles: list[str]) -> list[MemoryIndexEntry]:
         """Existing memories a drafter should see: same source conversation, same title, or

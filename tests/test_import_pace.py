@@ -66,9 +66,9 @@ def _tokens(db) -> dict[str, set[str]]:
 
 def test_forms_are_a_resumable_later_stage(db, tmp_path: Path) -> None:
     from flows.importing import run_import
+    from search.reader import SearchStore
     from store.index_backlog import backlog
     from store.ledger import Ledger
-    from store.search import SearchStore
 
     stats = run_import(Ledger(db), "chatgpt", str(_export(tmp_path)), index_messages=True)
     assert stats["conversations_new"] == 3 and stats["indexed_messages"] == 6
@@ -198,8 +198,8 @@ def test_the_batch_queues_only_what_it_did_not_index(db) -> None:
     row for (missing tokens, another speaker's) is queued, as the trigger would have done, and
     the index step then indexes it. Writes outside the import's batch still queue by trigger."""
     from core.models import Channel, Conversation, Message, PrefilterDecision, Provenance
+    from search.reader import SearchStore
     from store.ledger import BatchIndex, Ledger
-    from store.search import SearchStore
 
     def msg(conv: str, n: int, role: str, channel: Channel, text: str) -> Message:
         return Message(

@@ -20,11 +20,11 @@ from core.hashing import text_bytes
 from core.models import Channel, CommitRequest, Conversation, Message, Provenance
 from core.summaries import MonthDraft, ProfileDraft
 from mcp_server.service import MemoryService
+from search import context as ctx_mod
+from search.reader import SearchStore
 from store.forget import Forgetter, load_key
 from store.ledger import Ledger
 from store.markers import MarkerStore
-from store.search import SearchStore
-from store.search import context as ctx_mod
 from store.summaries import MONTH_SHARE, PROFILE_SHARE, SummaryStore
 
 # a GitHub token the guard flags (made up)

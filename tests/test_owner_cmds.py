@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from cli.main import app
 from core.models import CommitRequest, EvidenceIn
+from search.reader import SearchStore
 from store.records import MemoryStore
 from tests.security.trust_support import seed_conversation
 
@@ -129,7 +130,7 @@ def test_delete_is_reversible_and_merge_folds_one_into_the_other(world):
     code, body, text = pmem("delete", a, "--yes", "--json")
     assert code == 0 and body["deleted"] and body["restore_command"] == f"pmem restore {a} 1"
     assert store.get(a).status == "deleted" and "pmem restore" in text
-    assert all(h.id != a for h in store.search("車を手放す"))
+    assert all(h.id != a for h in SearchStore(store.db).search("車を手放す"))
     code, body, _ = pmem("delete", a, "--yes", "--json")
     assert code == 3 and body["error"] == "conflict"
     # restore brings it back as a new revision; the history is intact

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from core.textsearch import index_tokens
+from search import rank
 from search.understand import asks_decision, content_terms, focus_of, understand
-from store.search import rank
 
 NOW = datetime.fromisoformat("2025-02-15T12:00:00+09:00")
 

@@ -18,8 +18,8 @@ from core.models import Channel, Conversation, Message, Provenance
 from importers import iter_source
 from mcp_server.service import MemoryService
 from providers.embeddings.usem3_embedder import Usem3Embedder
+from search.reader import SearchStore
 from store.ledger import Ledger
-from store.search import SearchStore
 from tests.conftest import PROJECT
 
 DEMO = PROJECT / "examples" / "demo" / "conversations.json"
@@ -394,7 +394,7 @@ def test_cli_recall_skips_branches_names_where_a_hit_went_and_show_opens_keys(db
 def test_a_decision_statement_is_not_a_deliberation(db, text: str, decides: bool) -> None:
     """What recall's decision boost counts as stating a decision (PostgreSQL's regex, as the
     ranking runs it): 「AにするかBにするか」 weighs options and decides nothing."""
-    from store.search.recall import DECISION_STATEMENT
+    from search.recall import DECISION_STATEMENT
 
     with db.connection() as conn:
         row = conn.execute("SELECT %s ~ %s", (text, DECISION_STATEMENT)).fetchone()

@@ -130,8 +130,8 @@ def test_paths_threshold_hops_and_attention(db, store) -> None:  # type: ignore[
     (inferred)— 写真 (E2; E4 shows 写真 alone): the weak link is not followed unless asked; two hops reach 丹沢;
     a name written in the text (丹沢) and an English alias (hiking) are attention concepts."""
     from core.concepts import Concept, FoundConcept, ResolvedExperience, concept_id, link_id
+    from search.related import ConceptRecall, QueryVectors
     from store.concepts import ConceptStore
-    from store.search.related import ConceptRecall, QueryVectors
 
     cs = ConceptStore(db)
     e1 = commit(store, "x1", "丹沢で登山をして気分転換になった。", "2024-05-01T09:00:00+09:00")

@@ -15,6 +15,7 @@ from core.settings import Settings
 from flows import pipeline as pl
 from providers.fake import ScriptedDrafter
 from reports.review import build_review, write_review
+from search.reader import SearchStore
 from store.records import MemoryStore
 from tests.conftest import PROJECT
 
@@ -123,7 +124,7 @@ def test_apply_lists_conflicts_when_the_target_moved(pmem_env, db_url, tmp_path)
         append = next(d for d in rv.drafts if d.action == "append")
         assert any(line.startswith("+") and "徒歩五分" in line for line in append.diff)
         # meanwhile, someone else updates that memory
-        target = next(m for m in MemoryStore(p.db).search("引っ越し"))
+        target = next(m for m in SearchStore(p.db).search("引っ越し"))
         p.store.commit(
             CommitRequest(
                 memory_id=target.id,

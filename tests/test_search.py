@@ -14,8 +14,9 @@ from core.errors import ConfigError
 from core.models import CommitRequest, EvidenceIn
 from providers.embeddings.usem3_embedder import Usem3Embedder
 from search.fusion import ListConfig, SearchConfig, rrf
+from search.reader import DEFAULT_FUSION, SearchStore
 from store.db import Database
-from store.search import DEFAULT_FUSION, SearchStore, sanitize
+from store.index import sanitize
 
 MEMORIES = [
     # key, kind, title, index summary, aliases, occurred
@@ -267,9 +268,11 @@ def test_switched_off_lists_are_not_queried(loaded):
     assert all(h.trigram_rank is None and h.vector_rank is None for h in hits)
 
 
-def test_memory_store_search_delegates(loaded, store):
+def test_memory_store_search_delegates(loaded, db):
+    from search.service import ReadService
+
     _, ids = loaded
-    hits = store.search("データベース選定")
+    hits = ReadService(db).records.search("データベース選定", 10)
     assert hits and hits[0].id == ids["db"] and hits[0].lexical_rank == 1
 
 
@@ -591,7 +594,7 @@ def test_a_range_finds_a_memory_by_the_times_of_its_evidence(db, store):
     """A decision revised later keeps its first ``occurred_at``; the messages its evidence quotes
     say when it happened too: a range holding the revision finds it (search and a time-only
     list), a range holding neither does not."""
-    from store.search.hybrid import HybridSearch
+    from search.hybrid import HybridSearch
 
     first, later = datetime(2024, 3, 2, 5, tzinfo=UTC), datetime(2024, 11, 28, 12, tzinfo=UTC)
     keys = _ledger_conversation(
@@ -633,7 +636,7 @@ def test_inside_a_range_a_weaker_match_is_enough(db, store):
     """Inside a time range the range is evidence too: a memory holding a smaller share of the
     question's terms than the floor asks for without a range is found within the range, and a
     question with nothing relevant still finds nothing there."""
-    from store.search.hybrid import MIN_COVERAGE, RANGE_FLOOR, HybridSearch
+    from search.hybrid import MIN_COVERAGE, RANGE_FLOOR, HybridSearch
 
     for key, summary, when in (
         (

@@ -1,5 +1,5 @@
 """Search inside a small time range also weighs the messages a memory's evidence quotes
-(``store.search.hybrid._quoted_vector``): a memory summarised in one language is found by a
+(``search.hybrid._quoted_vector``): a memory summarised in one language is found by a
 question in the other through the person's own messages, and a question about nothing there
 still finds nothing."""
 
@@ -11,8 +11,8 @@ import pytest
 
 from core.models import Channel, CommitRequest, Conversation, EvidenceIn, Message, Provenance
 from providers.embeddings.usem3_embedder import Usem3Embedder
+from search.reader import SearchStore
 from store.ledger import Ledger
-from store.search import SearchStore
 
 WHEN = datetime(2024, 5, 14, 20, tzinfo=UTC)
 MAY = {"since": datetime(2024, 5, 1, tzinfo=UTC), "until": datetime(2024, 6, 1, tzinfo=UTC)}

@@ -9,6 +9,7 @@ import pytest
 
 from core.errors import MemoryNotFound, StaleRevision, StoreError, TombstonedMemory
 from core.models import CommitRequest, EvidenceIn
+from search.reader import SearchStore
 
 
 def req(key: str, **kw) -> CommitRequest:
@@ -178,7 +179,7 @@ def test_tombstone_is_never_resurrected(store):
         store.commit(
             req("append-1", memory_id=first.memory_id, expected_revision=1, reason="append")
         )
-    assert store.search("家計簿") == []
+    assert SearchStore(store.db).search("家計簿") == []
     assert store.counts()["memories"] == 0
 
 
@@ -201,12 +202,12 @@ def test_search_japanese_and_english(store):
             evidence=[EvidenceIn(source_key="chatgpt:c2:n1", text="I decided on a ThinkPad")],
         )
     )
-    ja = store.search("データベース選定")
+    ja = SearchStore(store.db).search("データベース選定")
     assert ja and ja[0].title == "家計簿アプリのデータベース選定"
-    en = store.search("thinkpad keyboard")
+    en = SearchStore(store.db).search("thinkpad keyboard")
     assert en and en[0].title == "Choosing a laptop"
-    assert store.search("ノートPC")[0].title == "Choosing a laptop"
-    assert store.search("量子コンピュータ") == []
+    assert SearchStore(store.db).search("ノートPC")[0].title == "Choosing a laptop"
+    assert SearchStore(store.db).search("量子コンピュータ") == []
 
 
 def test_migrations_apply_once(db_url):

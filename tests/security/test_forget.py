@@ -20,8 +20,8 @@ from core.hashing import bytes_text
 from core.settings import Settings
 from flows import pipeline as pl
 from reports.review import build_review, write_review
+from search.reader import SearchStore
 from store.db import Database
-from store.search import SearchStore
 
 SECRET = "Blue-Otter-Kanazawa-7731"
 OTHER = "蛍光ペンの色はミントグリーン"  # the text of the conversation forgotten whole

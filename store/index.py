@@ -1,14 +1,19 @@
 """Index upkeep: the message search table (recall's index, fed by a queue a trigger fills),
-the vectors of memories and messages per embedding model, and their HNSW indexes."""
+the vectors of memories and messages per embedding model, and their HNSW indexes; and what the
+readers in ``search/`` share with it (the database and embedder base, the embedder port, text
+sanitising, vector literals, per-model index names)."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Literal, Protocol
 
 from psycopg import Connection, sql
+from pydantic import BaseModel
 
 from core.errors import ConfigError
 from core.hashing import bytes_text
@@ -19,19 +24,85 @@ from core.textsearch import (
     index_tokens,
     passages,
 )
-from store.search.common import (
-    INDEX_BUILD_MEMORY,
-    MAX_TOKEN_CHARS,
-    EmbedStats,
-    QueryEmbedder,
-    SearchBase,
-    _batched,
-    _index_name,
-    _vector_literal,
-    sanitize,
-)
+from store.db import Database
 
 _log = logging.getLogger("pmem.store.search")
+
+INDEX_BUILD_MEMORY = "512MB"  # maintenance_work_mem for one HNSW build (this transaction only)
+MAX_TOKEN_CHARS = 200  # a lexeme must stay under PostgreSQL's 2 KB limit
+MAX_INDEXED_CHARS = (
+    60_000  # (older callers) the message index now takes the whole text, in passages
+)
+
+
+class QueryEmbedder(Protocol):
+    """What the store needs of ``providers.embeddings.Embedder``."""
+
+    model: str
+    dim: int
+    local: bool
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+class EmbedStats(BaseModel):
+    model: str
+    dim: int
+    memories: int = 0
+    messages: int = 0
+    indexes_created: list[str] = []
+
+
+_SURROGATE_OR_NUL = re.compile("[\x00\ud800-\udfff]")
+
+
+def sanitize(text: str) -> str:
+    """Text PostgreSQL ``text`` accepts: NUL and lone surrogates become U+FFFD."""
+    return _SURROGATE_OR_NUL.sub("\ufffd", text)
+
+
+def _vector_literal(values: Sequence[float]) -> str:
+    return "[" + ",".join(f"{v:.6g}" for v in values) + "]"
+
+
+def _index_name(table: str, model: str, dim: int) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "_", model.lower()).strip("_")[:24]
+    digest = hashlib.sha1(f"{model}|{dim}".encode()).hexdigest()[:8]
+    return f"{table}_hnsw_{slug}_{dim}_{digest}"
+
+
+def _batched(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+class SearchBase:
+    """The database and the default embedder every part of ``SearchStore`` reads."""
+
+    def __init__(self, db: Database, embedder: QueryEmbedder | None = None) -> None:
+        self.db = db
+        self.embedder = embedder
+
+    def _has_vectors(self, table: str, emb: QueryEmbedder, conn: Connection | None = None) -> bool:
+        statement = sql.SQL(
+            "SELECT EXISTS (SELECT 1 FROM {} WHERE model = %s AND dim = %s)"
+        ).format(sql.Identifier(table))
+        if conn is not None:
+            row = conn.execute(statement, (emb.model, emb.dim)).fetchone()
+        else:
+            with self.db.connection() as own:
+                row = own.execute(statement, (emb.model, emb.dim)).fetchone()
+        return bool(row and row[0])
+
+    @staticmethod
+    def _tune_vector_scan(conn: Connection) -> None:
+        """HNSW: look further than the default 40 candidates, and keep scanning when filters
+        (kind, time range) drop candidates (pgvector 0.8 iterative scans)."""
+        conn.execute(
+            "SELECT set_config('hnsw.ef_search', '100', true), "
+            "set_config('hnsw.iterative_scan', 'relaxed_order', true)"
+        )
+
 
 # the text a memory is embedded from (computed in SQL so that its hash can be compared there)
 _MEMORY_EMBED_TEXT = (

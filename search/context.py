@@ -25,7 +25,7 @@ from datetime import datetime
 from psycopg import Connection
 from psycopg.rows import dict_row
 
-from store.search.common import SearchBase, sanitize
+from store.index import SearchBase, sanitize
 
 MARKER_SHARE = 0.15  # the current state (topic markers)
 RELATED_SHARE = 0.15  # related experiences (issue 16), when a provider is set

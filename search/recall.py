@@ -38,20 +38,10 @@ from psycopg import Connection, sql
 from psycopg.rows import dict_row
 
 from core.textsearch import query_tokens, tsquery_literal
-from store.search import rank as rk
-from store.search.common import (
-    MAX_TOKEN_CHARS,
-    QueryEmbedder,
-    QueryLike,
-    RecallHit,
-    RecallResult,
-    TermLike,
-    _norm,
-    _vector_literal,
-    doc_frequencies,
-)
-from store.search.provenance import memories_drafted, where_it_went
-from store.search.upkeep import IndexUpkeep
+from search import rank as rk
+from search.common import QueryLike, RecallHit, RecallResult, TermLike, _norm, doc_frequencies
+from search.provenance import memories_drafted, where_it_went
+from store.index import MAX_TOKEN_CHARS, IndexUpkeep, QueryEmbedder, _vector_literal
 
 RANGE_ALL = 5000  # a range with at most this many messages: every one is a candidate
 RANGE_SCAN = 100_000  # up to this many messages, a range is read and tested term by term

@@ -29,25 +29,22 @@ from typing import Any, Literal
 from psycopg import Connection, sql
 from psycopg.rows import dict_row
 
-from store.search.common import (
+from search.common import (
     DEFAULT_FUSION,
     LEXICAL_CANDIDATES,
-    MAX_TOKEN_CHARS,
     TRIGRAM_MAX_CHARS,
     TRIGRAM_MIN_CHARS,
     TRIGRAM_MIN_SIMILARITY,
     VECTOR_MIN_SIMILARITY,
     FusionConfig,
-    QueryEmbedder,
     QueryLike,
     RankedHit,
-    SearchBase,
     _norm,
-    _vector_literal,
     doc_frequencies,
 )
-from store.search.rank import fuse, idf
-from store.search.recall import MIN_SIMILARITY_IN_RANGE, plain_query
+from search.rank import fuse, idf
+from search.recall import MIN_SIMILARITY_IN_RANGE, plain_query
+from store.index import MAX_TOKEN_CHARS, QueryEmbedder, SearchBase, _vector_literal
 
 MIN_COVERAGE = 0.3  # share of the query's idf mass a memory must hold (several terms)
 RANGE_FLOOR = 0.5  # inside a time range the range is evidence too: the coverage floor is halved
