@@ -92,8 +92,9 @@ def worker(
 def run_on_pool(a: dict[str, Any]) -> dict[str, Any]:
     """`pmem backfill --pool`: import and plan here, submit the run to the pool; with --wait,
     follow it to its end (the summary totalled over every worker)."""
-    from flows.pipeline import Pipeline, follow_pool_run, submit_prepare
+    from flows.pipeline import Pipeline
     from flows.pool import submit
+    from flows.pool_run import follow_pool_run, submit_prepare
 
     cfg = settings()
     _prefect_env(cfg)

@@ -473,7 +473,7 @@ class _Tokens:
 
 
 def _clean(text: str) -> str:
-    """``store.search.sanitize`` (what the index shows: no NUL, no lone surrogate), checked by
+    """``store.index.sanitize`` (what the index shows: no NUL, no lone surrogate), checked by
     C-speed scans first: most texts have neither, and a 50 MB message is not run through a
     regular expression."""
     if "\x00" not in text:

@@ -38,7 +38,7 @@ ALLOWED: dict[str, set[str]] = {
     "stages": {"core"},
     "prompts": {"core", "stages"},
     "providers": {"core", "prompts", "stages"},
-    "store": {"core"},
+    "store": {"core", "state"},  # state: the batch-state model (state/batch.py)
     "state": {"core"},
     "search": {"core", "store", "providers", "state"},
     "mcp_server": {"core", "search", "store", "state", "providers", "stages", "memory_api"},
