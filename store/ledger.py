@@ -21,7 +21,7 @@ from psycopg.types.json import Jsonb
 from core.hashing import bytes_text, sha256_hex, tagged_hash, text_bytes
 from core.models import Channel, Conversation, Message, PrefilterDecision, Provenance
 from store.db import Database
-from store.forget import ErasedIndex, load_key
+from store.erased import ErasedIndex, load_key
 from store.index import sanitize
 
 UpsertOutcome = Literal["new", "changed", "unchanged"]

@@ -61,7 +61,7 @@ from core.secrets import contains_secret, find_secrets, redact, redaction_marker
 from core.sections import merge_summaries
 from core.textsearch import analyze, index_tokens
 from store.db import Database
-from store.forget import forgotten_in_record, forgotten_redactor, forgotten_values
+from store.erased import forgotten_in_record, forgotten_redactor, forgotten_values
 
 RECORD_FIELDS = (
     "kind",
