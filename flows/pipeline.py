@@ -69,7 +69,8 @@ from store.budget import PgWindow, client_window
 from store.claims import ClaimCounts, ClaimStore, gone, worker_name
 from store.db import Database
 from store.ledger import Ledger
-from store.records import MemoryStore, remember_secret_values
+from store.records import MemoryStore
+from store.revisions import remember_secret_values
 from store.runs import PENDING, RunStore, to_batch
 
 _log = logging.getLogger("pmem.backfill")
