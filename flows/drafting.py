@@ -27,7 +27,7 @@ from state.files import (
     runs_root,
     write_atomic,
 )
-from store.records import remember_secret_values
+from store.revisions import remember_secret_values
 from store.runs import to_batch
 
 

@@ -33,7 +33,8 @@ from core.faults import fault_point
 from core.models import Conversation, PrefilterDecision
 from importers import Quarantined, ReadReport, iter_source
 from stages.prefilter import RULE_VERSION, prefilter
-from store.ledger import INDEXED, BatchIndex, Digest, Ledger, digest, storable
+from store.ledger import BatchIndex, Digest, Ledger, digest, storable
+from store.ledger_rows import INDEXED
 
 _log = logging.getLogger("pmem.import")
 
