@@ -11,8 +11,8 @@ import typer
 from rich.markup import escape
 
 from cli.app import err_console, handle_errors, prefect_app, print_json, settings
-from cli.backfill_cmds import _CONTRACT_KEYS, _prefect_env, quiet_prefect_console
-from cli.run_words import _progress_bars
+from cli.prefect_env import _prefect_env, quiet_prefect_console
+from cli.run_words import _CONTRACT_KEYS, _progress_bars
 from core.display import plural
 from core.errors import CostLimitStop, RateLimitStop
 
