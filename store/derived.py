@@ -293,6 +293,15 @@ TABLE_STORES: tuple[TableStore, ...] = (
     ),
     TableStore("message_search_pending", "derived", ids=("message_key",)),
     TableStore("message_forms_pending", "derived", ids=("message_key",)),  # 0026: keys only
+    TableStore(  # 0036: the times a message speaks of, as ranges (ADR 0036); no text
+        "message_times",
+        "derived",
+        ids=("message_key",),
+        erase="dropped with its message_search row (foreign key); a rewritten text is queued again",
+        guard="holds no text",
+    ),
+    TableStore("message_times_pending", "derived", ids=("message_key",)),  # 0036: keys only
+    TableStore("message_times_version", "derived", ids=("zone",)),  # 0036: the resolver's zone
     TableStore(  # 0029: offsets and kinds of what the guard found, never text
         "conversation_guard",
         "derived",

@@ -172,7 +172,7 @@ def test_a_huge_clean_text_is_copied_into_the_index_by_the_server(
     """A huge message's text is not sent twice: the server copies it from the ledger's body when
     it is clean (valid UTF-8, no NUL); one with a NUL or a lone surrogate goes through the client,
     sanitized. Either way the index holds what recall shows."""
-    import store.ledger as sl
+    import store.ledger_rows as sl
     from flows.importing import run_import
     from store.ledger import Ledger
 
