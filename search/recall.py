@@ -29,6 +29,8 @@ shows a time-scoped answer in time order.
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -68,6 +70,7 @@ DECISION_STATEMENT = (
     r"|[Ii] picked|[Ii] chose|[Ii] went with|because|the reason)"
 )
 MIN_SIMILARITY_IN_RANGE = 0.15  # inside a time range the range itself is evidence
+TURN_FLOOR_RANK = 5  # the turn list's first few pass the floor (a neighbour's words count)
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,7 @@ class _Row:
     sim: float | None
     decision: bool = False
     candidate: bool = True  # False: read for its conversation's context only (outside the range)
+    position: int | None = None  # its place in its conversation (neighbours are one apart)
 
 
 class Recall(IndexUpkeep):
@@ -309,6 +313,8 @@ class Recall(IndexUpkeep):
             ctx = {r.key: conv_sim[r.conv] + OWN_SHARE * (r.sim or 0.0) for r in cands}
             lists["context"] = sorted(ctx, key=lambda k: (-ctx[k], k))[:LIST_LIMIT]
         weights = dict(WEIGHTS, lexical=WEIGHTS["lexical"] * best_cov)
+        lists["turn"] = _turn_list(rows, cands, terms, w, avg_len, conv_sim)
+        weights["turn"] = rk.TURN_LIST_WEIGHT
         fused = rk.fuse(lists, weights, RRF_K)
         role = {r.key: r.role for r in cands}
         conv_of = {r.key: r.conv for r in cands}
@@ -327,11 +333,13 @@ class Recall(IndexUpkeep):
             or sum(w[i] for i in conv_terms[c]) / total >= MIN_COVERAGE
         }
         kept = []
+        in_turn = set(lists["turn"][:TURN_FLOOR_RANK])
         for f in fused:
             own_sim = sim.get(f.key, 0.0)
             conv = conv_of[f.key]
             relevant = (
                 cov[f.key] >= MIN_COVERAGE
+                or f.key in in_turn
                 or own_sim >= floor
                 or (
                     conv_sim[conv] >= MIN_SIMILARITY
@@ -370,7 +378,11 @@ class Recall(IndexUpkeep):
         out = []
         for n, f in enumerate(kept, start=1):
             t = texts[f.key]
-            best = max(f.ranks, key=lambda name: weights.get(name, 0.0) / (RRF_K + f.ranks[name]))
+            best = max(
+                (name for name in f.ranks if name != "turn"),
+                key=lambda name: weights.get(name, 0.0) / (RRF_K + f.ranks[name]),
+                default="lexical",
+            )
             match: Any = "exact" if phrase and phrase in _norm(t["text"]) else best
             out.append(
                 RecallHit(
@@ -527,11 +539,12 @@ class Recall(IndexUpkeep):
             """WITH q AS (SELECT q.t AS t, q.i::int AS i
                           FROM unnest(%(tsqs)s::tsquery[]) WITH ORDINALITY q(t, i))
                SELECT s.message_key, s.conversation_key, s.role, s.created_at, {terms}, {sim},
-                      s.role = 'user' AND s.text ~ {decision}
+                      s.role = 'user' AND s.text ~ {decision},
+                      (SELECT m.position FROM source_messages m WHERE m.message_key = s.message_key)
                FROM message_search s WHERE {where}"""
         ).format(terms=terms, sim=sim, where=where, decision=sql.Literal(DECISION_STATEMENT))
         out = rows
-        for k, c, role, at, n, m, v, d in conn.execute(statement, params).fetchall():
+        for k, c, role, at, n, m, v, d, pos in conn.execute(statement, params).fetchall():
             had = known.get(k)
             out.append(
                 _Row(
@@ -543,6 +556,7 @@ class Recall(IndexUpkeep):
                     had.matched if had else list(m),
                     float(v) if v is not None else None,
                     bool(d),
+                    position=pos,
                 )
             )
         return out
@@ -649,3 +663,64 @@ def _dist(emb: QueryEmbedder | None) -> sql.Composable:
     return sql.SQL("e.embedding::halfvec({d}) <=> %(qv)s::halfvec({d})").format(
         d=sql.Literal(emb.dim)
     )
+
+
+def _turn_list(
+    rows: Sequence[_Row],
+    cands: Sequence[_Row],
+    terms: Sequence[TermLike],
+    w: Sequence[float],
+    avg_len: float,
+    conv_sim: dict[str, float],
+) -> list[str]:
+    """The candidates ranked by ``rank.turn_score`` (ADR 0035): the names of the chat's speakers
+    are no content (a partner's "Wow, Maria, that looks great!" holds the word "Maria"), a name
+    in the question points at that speaker's messages, and a message is read with its two
+    neighbours (the question a turn answers is often in the turn before it) and its
+    conversation's best lexical match."""
+    names = rk.speaker_names((r.role for r in rows), person_names())
+    person = set(person_names())
+    content = [t.text.lower() not in names for t in terms]
+    asked = {t.text.lower() for t in terms if t.text.lower() in names}
+    mass = math.fsum(x for x, keep in zip(w, content, strict=True) if keep) or 1.0
+    own = {r.key: rk.bm25((w[i] for i in r.matched if content[i]), r.length, avg_len) for r in rows}
+    by_conv: dict[str, list[_Row]] = {}
+    for r in rows:
+        by_conv.setdefault(r.conv, []).append(r)
+    near: dict[str, float] = {}
+    for rs in by_conv.values():
+        at = {r.position: own[r.key] for r in rs if r.position is not None}
+        for r in rs:
+            p = r.position
+            near[r.key] = max(at.get(p - 1, 0.0), at.get(p + 1, 0.0)) if p is not None else 0.0
+    conv_best = {c: max(own[r.key] for r in rs) for c, rs in by_conv.items()}
+    top_own = max((own[r.key] for r in cands), default=0.0) or 1.0
+    top_near = max((near[r.key] for r in cands), default=0.0) or 1.0
+    top_conv = max(conv_best.values(), default=0.0) or 1.0
+    score = {}
+    for r in cands:
+        speaker = r.role.lower()
+        named = (
+            None
+            if not asked
+            else speaker in asked
+            or (r.role == "user" and bool(asked & {p.lower() for p in person}))
+        )
+        score[r.key] = rk.turn_score(
+            rk.turn_features(
+                own[r.key] / top_own,
+                math.fsum(w[i] for i in r.matched if content[i]) / mass,
+                r.sim or 0.0,
+                conv_sim[r.conv],
+                near[r.key] / top_near,
+                conv_best[r.conv] / top_conv,
+                named,
+                r.length,
+            )
+        )
+    return sorted(score, key=lambda k: (-score[k], k))[:LIST_LIMIT]
+
+
+def person_names() -> list[str]:
+    """The person's own names (``PMEM_ME``, comma-separated), as the importers read them."""
+    return [n for n in os.environ.get("PMEM_ME", "").split(",") if n.strip()]
