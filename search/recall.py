@@ -313,7 +313,7 @@ class Recall(IndexUpkeep):
             ctx = {r.key: conv_sim[r.conv] + OWN_SHARE * (r.sim or 0.0) for r in cands}
             lists["context"] = sorted(ctx, key=lambda k: (-ctx[k], k))[:LIST_LIMIT]
         weights = dict(WEIGHTS, lexical=WEIGHTS["lexical"] * best_cov)
-        lists["turn"] = _turn_list(rows, cands, terms, w, avg_len, conv_sim)
+        lists["turn"], beside = _turn_list(rows, cands, terms, w, avg_len, conv_sim)
         weights["turn"] = rk.TURN_LIST_WEIGHT
         fused = rk.fuse(lists, weights, RRF_K)
         role = {r.key: r.role for r in cands}
@@ -333,7 +333,8 @@ class Recall(IndexUpkeep):
             or sum(w[i] for i in conv_terms[c]) / total >= MIN_COVERAGE
         }
         kept = []
-        in_turn = set(lists["turn"][:TURN_FLOOR_RANK])
+        # the turn list's first few pass the floor when a neighbour holds enough of the terms
+        in_turn = set(lists["turn"][:TURN_FLOOR_RANK]) & beside
         for f in fused:
             own_sim = sim.get(f.key, 0.0)
             conv = conv_of[f.key]
@@ -672,12 +673,13 @@ def _turn_list(
     w: Sequence[float],
     avg_len: float,
     conv_sim: dict[str, float],
-) -> list[str]:
+) -> tuple[list[str], set[str]]:
     """The candidates ranked by ``rank.turn_score`` (ADR 0035): the names of the chat's speakers
     are no content (a partner's "Wow, Maria, that looks great!" holds the word "Maria"), a name
     in the question points at that speaker's messages, and a message is read with its two
     neighbours (the question a turn answers is often in the turn before it) and its
-    conversation's best lexical match."""
+    conversation's best lexical match. Also: the candidates beside a turn that holds at least
+    ``MIN_COVERAGE`` of the content terms' idf mass."""
     names = rk.speaker_names((r.role for r in rows), person_names())
     person = set(person_names())
     content = [t.text.lower() not in names for t in terms]
@@ -688,8 +690,20 @@ def _turn_list(
     for r in rows:
         by_conv.setdefault(r.conv, []).append(r)
     near: dict[str, float] = {}
+    beside: set[str] = set()
     for rs in by_conv.values():
         at = {r.position: own[r.key] for r in rs if r.position is not None}
+        held = {
+            r.position
+            for r in rs
+            if r.position is not None
+            and math.fsum(w[i] for i in r.matched if content[i]) / mass >= MIN_COVERAGE
+        }
+        beside |= {
+            r.key
+            for r in rs
+            if r.position is not None and (r.position - 1 in held or r.position + 1 in held)
+        }
         for r in rs:
             p = r.position
             near[r.key] = max(at.get(p - 1, 0.0), at.get(p + 1, 0.0)) if p is not None else 0.0
@@ -718,7 +732,7 @@ def _turn_list(
                 r.length,
             )
         )
-    return sorted(score, key=lambda k: (-score[k], k))[:LIST_LIMIT]
+    return sorted(score, key=lambda k: (-score[k], k))[:LIST_LIMIT], beside
 
 
 def person_names() -> list[str]:
