@@ -35,13 +35,13 @@ setup: $(BIN)/python ## create .venv, install everything, prepare the embedded P
 	$(PMEM) db init
 	@$(MAKE) --no-print-directory browser
 
-browser: ## Debian's Chromium for the browser tests (installed with apt-get when run as root on Debian/Ubuntu)
-	@if command -v chromium >/dev/null 2>&1; then :; \
+browser: ## Debian's Chromium and a CJK font (fonts-noto-cjk: the pages' Japanese) for the browser tests (apt-get when run as root on Debian/Ubuntu)
+	@if command -v chromium >/dev/null 2>&1 && fc-list 2>/dev/null | grep -qi 'Noto Sans CJK'; then :; \
 	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-	  echo "installing Debian's chromium for the browser tests (apt-get, about a minute)"; \
-	  apt-get install -y -q chromium >/dev/null 2>&1 || \
-	  { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; }; \
-	else echo "note: no chromium on PATH; the browser tests need it (apt install chromium / brew install --cask chromium)"; fi
+	  echo "installing Debian's chromium and fonts-noto-cjk for the browser tests (apt-get, about a minute)"; \
+	  apt-get install -y -q chromium fonts-noto-cjk >/dev/null 2>&1 || \
+	  { apt-get update -q >/dev/null && apt-get install -y -q chromium fonts-noto-cjk >/dev/null; }; \
+	else echo "note: no chromium or no CJK font; the browser tests need both (apt install chromium fonts-noto-cjk / brew install --cask chromium font-noto-sans-cjk)"; fi
 
 TEST_WORKERS ?= 2
 test: ## run the whole test suite on TEST_WORKERS processes (default 2; TEST_WORKERS=0 runs it serially)
@@ -56,16 +56,16 @@ eval: ## recall, search and drafting on ../shared/eval/ and the LoCoMo dev split
 	$(BIN)/python bench/eval.py $(if $(REBUILD),--rebuild)
 
 demo: ## run the whole pipeline offline on the bundled sample export, then search it
-	$(PMEM) demo
+	$(PMEM) runs demo
 
 backfill: ## import + draft + commit: make backfill EXPORT=path [SOURCE=chatgpt] [DRY_RUN=1] [LLM=provider:model] [MAX_COST=usd] [PRICE=in/out] [MAX_WAIT=s] [PENDING=1] [REDRAFT="key …"|all] [EXCLUDE="title:*病院*"] [ME="太郎,Taro"] [INCLUDE_OTHERS=1] [JSON=1]
 	$(PMEM) backfill $(if $(SOURCE),--source $(SOURCE)) $(if $(EXPORT),--export "$(EXPORT)") $(if $(PENDING),--pending) $(if $(DRY_RUN),--dry-run) $(if $(LLM),--llm $(LLM)) $(if $(MAX_COST),--max-cost $(MAX_COST)) $(if $(PRICE),--price $(PRICE)) $(if $(MAX_WAIT),--max-wait $(MAX_WAIT)) $(if $(REDRAFT),--redraft $(filter-out all,$(REDRAFT))) $(if $(NO_EMBED),--no-embed) $(foreach rule,$(EXCLUDE),--exclude '$(rule)') $(if $(ME),--me "$(ME)") $(if $(INCLUDE_OTHERS),--include-others) $(if $(JSON),--json)
 
 review: ## a dry run's drafts as diffs: make review RUN=id (writes runs/<id>/review.md and .html)
-	$(PMEM) review $(RUN)
+	$(PMEM) runs review $(RUN)
 
 apply: ## commit a reviewed run without drafting again: make apply RUN=id
-	$(PMEM) apply $(RUN) --json
+	$(PMEM) runs apply $(RUN) --json
 
 status: ## what the runs did (RUN=id for one run)
 	$(PMEM) status $(if $(RUN),$(RUN))
@@ -73,7 +73,7 @@ status: ## what the runs did (RUN=id for one run)
 .PHONY: schedule prefect-stop
 CRON   ?=
 schedule: ## serve the monthly re-import (inbox + Codex / Claude Code sessions): make schedule [CRON="0 3 1 * *"]
-	$(PMEM) schedule $(if $(CRON),--cron "$(CRON)") $(if $(LLM),--llm $(LLM))
+	$(PMEM) prefect schedule $(if $(CRON),--cron "$(CRON)") $(if $(LLM),--llm $(LLM))
 
 prefect-stop: ## stop the local Prefect server pmem manages (it starts again on the next run)
 	$(PMEM) prefect stop

@@ -53,7 +53,7 @@ BUILD_CODE = (
     "importers",
     "stages",
     "prompts",
-    "providers/extractive.py",
+    "providers/extractive",  # the offline drafter (a package)
     "store/migrations",
     "store/ledger.py",
     "store/records.py",
@@ -534,6 +534,13 @@ def drafting_scores(db_url: str, eval_dir: Path = EVAL_DIR) -> Drafting:
                 bool(same and current in sections.get("decision", "")),
                 f"{cid} -> {later}",
             )
+    # a memory that cites a second conversation joined it rightly only when the labels pair them
+    byk = {v: k for k, v in keys.items()}
+    for rows in ev.values():
+        cids = sorted({byk[c] for c, _, _ in rows if c in byk})
+        for cid in cids[1:]:
+            ok = bool({convs[cid].get("revises"), convs[cid].get("later_correction")} & set(cids))
+            out.add("appends to the memory they change (no false)", ok, f"{cid} -> {cids[0]}")
     # prefilter against the kind labels: a keeper is kept when a case record cites it
     for cid, c in convs.items():
         key = keys[cid]

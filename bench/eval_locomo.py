@@ -85,7 +85,7 @@ IMPORT_CODE = (
 DRAFT_CODE = (
     "stages",
     "prompts",
-    "providers/extractive.py",
+    "providers/extractive",  # the offline drafter (a package)
     "store/records.py",
     "flows/pipeline.py",
     "core",

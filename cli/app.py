@@ -11,6 +11,7 @@ is rendered). A `pmem search --json` never imports it (ADR 0027).
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import re
@@ -20,6 +21,7 @@ from functools import wraps
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
+import typer.core
 
 from core.display import for_terminal
 from core.errors import ConsentRequired, PmemError, RateLimitStop
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 EXIT_ERROR = 1
 EXIT_TEMPFAIL = 75  # rate-limit stop: run the same command again later
 EXIT_NO_CONSENT = 77  # text would leave the machine without the owner's consent: nothing sent
+F = TypeVar("F", bound=Callable[..., Any])
 
 _PLAIN_TYPES = {
     "str": "TEXT",
@@ -114,7 +117,60 @@ def _readable_paragraphs() -> None:
 
 _readable_help()
 
+# The top-level names on the one-screen `pmem --help`, by panel (ADR 0033): the everyday verbs
+# and the nouns whose verbs are one job each. A command not named here is hidden (an old
+# spelling, cli/aliases.py) or lands under "Other" (tests/test_cli_tree.py refuses that).
+PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Bring in", ("import", "backfill", "watch", "runs")),
+    ("Read", ("search", "recall", "show", "related")),
+    ("Memory", ("memory", "proposals", "ledger", "summary", "concepts")),
+    ("Serve", ("serve", "auth")),
+    ("Keep", ("status", "stop", "backup", "db", "prefect")),
+)
+HELP_WIDTH = 80
+
+
+class _RootGroup(typer.core.TyperGroup):
+    """`pmem --help` on one 80x24 screen: a line per top-level name, grouped by ``PANELS``; a
+    group's line lists its verbs. Every other help screen is Typer's."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        formatter.write(root_help(self, ctx))
+
+
+def _one_line(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+
+
+def root_help(group: Any, ctx: Any) -> str:
+    visible = {n: c for n, c in group.commands.items() if not getattr(c, "hidden", False)}
+    panels = [(title, [n for n in names if n in visible]) for title, names in PANELS]
+    listed = {n for _, names in panels for n in names}
+    if rest := [n for n in visible if n not in listed]:
+        panels.append(("Other", rest))
+    lines = [
+        "Usage: pmem [OPTIONS] COMMAND [ARGS]...    (pmem COMMAND --help: what it does)",
+        "Your AI conversation exports as a long-term memory. Start: pmem runs demo",
+        "",
+    ]
+    left = max(len(t) for t, _ in panels) + 2
+    for title, names in panels:
+        for i, name in enumerate(names):
+            cmd = visible[name]
+            sub = getattr(cmd, "commands", None)
+            if sub is not None:
+                words = "  ".join(n for n, c in sub.items() if not getattr(c, "hidden", False))
+            else:
+                words = cmd.get_short_help_str(limit=200)
+            head = f"{title if i == 0 else '':<{left}}{name:<11}"
+            lines.append(head + _one_line(words, HELP_WIDTH - 1 - len(head)))
+    lines.append("Options: -v/--verbose logs to stderr; --version; --help.    Docs: docs/cli.md")
+    return "\n".join(lines) + "\n"
+
+
 app = typer.Typer(
+    cls=_RootGroup,
     help=(
         "personal-memory: turn your AI conversation exports into a long-term, searchable memory.\n\n"
         "Typical use:  pmem backfill --source chatgpt --export conversations.json, "
@@ -124,13 +180,63 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-db_app = typer.Typer(
-    help="The embedded PostgreSQL (or the server DATABASE_URL points at).", no_args_is_help=True
+
+
+def noun(name: str, help: str) -> typer.Typer:
+    """A top-level noun: a group of verbs about one thing, registered on the app."""
+    group = typer.Typer(help=help, no_args_is_help=True)
+    app.add_typer(group, name=name)
+    return group
+
+
+# nouns whose verbs several command modules register (the others are made in their module)
+db_app = noun("db", "The embedded PostgreSQL (or the server DATABASE_URL points at), its indexes.")
+memory_app = noun(
+    "memory",
+    "Change your memories: edit, delete, merge, restore a revision, forget for good, publish; "
+    "topic markers.",
 )
-app.add_typer(db_app, name="db")
+runs_app = noun(
+    "runs",
+    "A backfill's runs: review and apply a dry run, the price table, the run files gc removes, "
+    "the demo run.",
+)
+backup_app = noun(
+    "backup", "A canonical `pmem backup export` file: write it, load it, restore an empty store."
+)
+auth_app = noun(
+    "auth",
+    "Who may use your memory: OAuth clients and tokens of the remote server (`pmem serve "
+    "--http`), the owner passphrase, memory-API tokens (`pmem serve --api`), vendor consents.",
+)
+prefect_app = noun(
+    "prefect",
+    "The local Prefect server pmem keeps under the data dir (UI, run history, schedules), the "
+    "monthly re-import and the work pool's deployments and workers.",
+)
+concepts_app = noun(
+    "concepts",
+    "Concept memory (seed 003): the concepts your experiences show, the relations they state "
+    "and how strong each has grown. Made after every backfill; `pmem concepts rebuild` makes it "
+    "again.",
+)
+
+
+def moved(fn: F, new: str, old: str) -> F:
+    """``fn`` as the hidden old spelling ``pmem OLD``: the same command (options, output, exit
+    codes), which first says on stderr where it moved. stdout is untouched, so its `--json`
+    output is byte-identical to the new spelling's."""
+
+    @wraps(fn)
+    def alias(*args: Any, **kwargs: Any) -> Any:
+        typer.echo(f"note: `pmem {old}` is now `pmem {new}` (the old name still works)", err=True)
+        return fn(*args, **kwargs)
+
+    alias.__doc__ = f"Moved to `pmem {new}`.\n\n" + inspect.cleandoc(fn.__doc__ or "")
+    return alias  # type: ignore[return-value]
+
 
 _err_console: Console | None = None
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def stderr_console() -> Console:

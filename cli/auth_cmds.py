@@ -19,18 +19,16 @@ from typing import Annotated
 
 import typer
 
-from cli.app import EXIT_ERROR, app, err_console, handle_errors, print_json, settings
+from cli.app import (
+    EXIT_ERROR,
+    auth_app,
+    err_console,
+    handle_errors,
+    memory_app,
+    print_json,
+    settings,
+)
 from core.display import for_terminal as tty
-
-owner_app = typer.Typer(
-    help="The owner of the remote server (the consent page's passphrase).", no_args_is_help=True
-)
-app.add_typer(owner_app, name="owner")
-auth_app = typer.Typer(
-    help="OAuth clients and tokens of the remote server (`pmem serve --http`).",
-    no_args_is_help=True,
-)
-app.add_typer(auth_app, name="auth")
 
 PASSWORD_ENV = "PMEM_OWNER_PASSWORD"
 
@@ -47,7 +45,7 @@ def _oauth():  # type: ignore[no-untyped-def]
     return OAuthStore(_db())
 
 
-@owner_app.command("set-password")
+@auth_app.command("set-password")
 @handle_errors
 def set_password(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Set the owner passphrase the consent page asks for (stored as an Argon2id hash). Asks
@@ -210,7 +208,7 @@ def auth_token(
     typer.echo(refresh.token)
 
 
-@app.command("publish")
+@memory_app.command("publish")
 @handle_errors
 def publish(
     memory_id: Annotated[

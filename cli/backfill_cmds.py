@@ -1,14 +1,13 @@
-"""Write paths: `pmem backfill`, `import` (`status` and `demo` are in cli/owner_cmds.py). Prefect is
-imported lazily."""
+"""Write paths: `pmem backfill` (`pmem import` is in cli/import_cmds.py, `status` and `runs demo`
+in cli/status_cmds.py, what a run says in words in cli/run_words.py). Prefect is imported
+lazily."""
 
 from __future__ import annotations
 
 import logging
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -22,7 +21,12 @@ from cli.app import (
     handle_errors,
     print_json,
     settings,
-    step_bars,
+)
+from cli.run_words import (
+    _print_summary,
+    _progress_bars,
+    estimate_words,
+    summary_words,
 )
 from core.display import for_terminal as tty
 from core.display import plural
@@ -137,42 +141,6 @@ def _estimate(source: str, export: str | None, llm: str | None) -> dict[str, Any
         p.close()
 
 
-def _usd(value: float | None) -> str:
-    if value is None:
-        return "unknown (no price for this model: --price IN/OUT gives one)"
-    return f"${value:,.2f}" if value >= 0.995 or value == 0 else f"${value:.4f}"
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def estimate_words(est: dict[str, Any]) -> str:
-    """The estimate in one line: tokens, cost, batches, expected commits, the memory API's time."""
-    n, b = est["conversations_to_draft"], est["batches_to_draft"]
-    if not n:
-        return f"estimate for {est['model']}: nothing to draft"
-    line = (
-        f"estimate for {est['model']}: {plural(n, 'conversation')} in {plural(b, 'batch')} to draft, "
-        f"~{est['estimated_input_tokens']:,} input and ~{est['estimated_output_tokens']:,} output tokens, "
-        + (
-            "no cost (offline), "
-            if est["estimated_cost_usd"] == 0
-            else f"cost ~{_usd(est['estimated_cost_usd'])} (prices of {est['price_as_of']}), "
-        )
-        + f"~{plural(est['expected_commits'], 'commit')}"
-    )
-    if est.get("memory_api_seconds"):
-        line += f"; the memory API's budget makes the commits take at least {_duration(est['memory_api_seconds'])}"
-    if est.get("max_cost") is not None:
-        line += f"; --max-cost {_usd(est['max_cost'])}, spent so far {_usd(est.get('spent_usd') or 0.0)}"
-    return line
-
-
 def _interactive() -> bool:
     return sys.stdin.isatty()
 
@@ -241,125 +209,6 @@ def confirm_send(target: Target, est: dict[str, Any] | None, rules: list[str], y
             raise ConsentRequired(f"the owner declined sending to {target.describe()}")
     cs.grant(cfg, target, rules if target.kind == "drafting" else [], preview)
     err_console.print(f"consent recorded in {cfg.data_dir / 'consent.json'}")
-
-
-_STATUS_WORDS = {
-    "complete": "complete",
-    "failed": "failed",
-    "stopped": "stopped by a rate limit",
-    "cost_limit": "stopped at --max-cost",
-    "interrupted": "interrupted",
-    "open": "running",
-}
-
-
-def summary_words(summary: dict[str, Any]) -> list[str]:
-    """The run's summary in words (no Python reprs, plurals right)."""
-    s = summary
-    head = f"run {s['run_id']} {_STATUS_WORDS.get(s['status'], s['status'])}"
-    extras = [
-        w
-        for w, on in (
-            ("resumed", s.get("resumed")),
-            ("dry run", s.get("dry_run")),
-            ("redraft", s.get("redraft")),
-        )
-        if on
-    ]
-    if extras:
-        head += f" ({', '.join(extras)})"
-    conv = plural(s["conversations"], "conversation")
-    if s.get("kept") or s.get("dropped"):
-        conv += f" ({s['kept']} kept, {s['dropped']} dropped by the prefilter)"
-    if s.get("excluded"):
-        conv += f", {s['excluded']} excluded by your rules"
-    batches = plural(s["batches_total"], "batch")
-    if s["batches_total"]:
-        parts = [
-            f"{s['batches_drafted']} drafted now",
-            f"{s['batches_skipped_complete']} drafted before",
-        ]
-        if s.get("batches_failed"):
-            parts.append(f"{s['batches_failed']} failed")
-        if s.get("batches_left"):
-            parts.append(f"{s['batches_left']} left for the next run")
-        batches += f" ({', '.join(parts)})"
-    work = (
-        f"{plural(s['drafter_calls'], 'drafter call')}, {plural(s['commits'], 'commit')}, "
-        f"{plural(s['rejected_evidence'], 'evidence pointer')} rejected"
-    )
-    if s.get("input_tokens") or s.get("output_tokens") or s.get("run_cost_usd"):
-        work += f"; {s['input_tokens']:,} input and {s['output_tokens']:,} output tokens, cost {_usd(s.get('cost_usd'))}"
-        if s.get("resumed") and s.get("run_cost_usd") is not None:
-            work += f" ({_usd(s['run_cost_usd'])} over all of this run)"
-    return [f"{head}: {conv}; {batches}", f"  {work}; {s['elapsed_seconds']:.1f} s"]
-
-
-def _print_summary(summary: dict[str, Any]) -> None:
-    for line in summary_words(summary):
-        err_console.print(escape(line), highlight=False)
-    _print_indexed(summary.get("indexed"))
-    if summary.get("flow_run_url"):
-        err_console.print(f"Prefect flow run: {summary['flow_run_url']}", highlight=False)
-
-
-def _print_indexed(out: dict[str, Any] | None) -> None:
-    """One line on what the import made answerable: the recall index and the vectors."""
-    if not out:
-        return
-    line = f"recall index: {out['indexed_messages']} new messages"
-    if out["vectors"] == "skipped":
-        line += "; vectors skipped (--no-embed): `pmem reindex` embeds them"
-    elif out["vectors"] == "no-consent":
-        line += "; vectors not sent: no consent recorded for the remote embedder"
-    elif out["vectors"] == "off":
-        line += "; vectors off (PMEM_EMBEDDER=none)"
-    else:
-        line += f"; embedded {out['messages']} messages, {out['memories']} memories with {out['vectors']}"
-    if out.get("messages_without_forms"):
-        line += (
-            f"; Japanese normal forms pending for {out['messages_without_forms']} messages "
-            "(`pmem reindex` adds them; recall matches on the characters meanwhile)"
-        )
-    if out.get("error"):
-        line += f"; [yellow]indexing failed ({out['error']}): run `pmem reindex`[/]"
-    err_console.print(line)
-
-
-_STAGES = {
-    "draft": "drafting batches",
-    "commit": "committing batches",
-    "embed": "embedding messages",
-    "forms": "Japanese normal forms",
-    "guard": "scanning conversations for secrets",
-}
-
-
-@contextmanager
-def _progress_bars(first: str = "importing") -> Iterator[None]:
-    """Progress bars on stderr while importing, drafting, committing and embedding (none when not
-    a TTY)."""
-    from flows import pipeline as pl
-
-    bars = step_bars()
-    tasks: dict[str, Any] = {"import": bars.add_task(first, total=None)}
-
-    def hook(stage: str, total: int) -> None:
-        if total >= 0:
-            if "import" in tasks:
-                bars.remove_task(tasks.pop("import"))
-            if stage in tasks:  # a stage that runs again (the re-import's next export)
-                bars.remove_task(tasks.pop(stage))
-            tasks[stage] = bars.add_task(_STAGES.get(stage, stage), total=total)
-        elif stage in tasks:
-            bars.advance(tasks[stage], -total)
-
-    pl.set_progress(hook)
-    try:
-        with bars:
-            yield
-    finally:
-        pl.set_progress(None)
 
 
 EXIT_COST_LIMIT = 4  # `pmem backfill`: --max-cost reached; raise it and run the same command
@@ -493,7 +342,7 @@ def _stopped_summary(err: RateLimitStop | CostLimitStop) -> dict[str, Any]:
     return summary
 
 
-@app.command()
+@app.command(short_help="Import, draft case records and commit them; resumable.")
 @handle_errors
 def backfill(
     keys: Annotated[
@@ -858,14 +707,16 @@ def _backfill(a: dict[str, Any], *, as_json: bool, estimate: bool, yes: bool) ->
     set_announce(said)
     try:
         if a.get("pool"):
-            summary = _run_on_pool(a)
+            from cli.deploy_cmds import pool_stopped, run_on_pool
+
+            summary = run_on_pool(a)
             if summary["status"] == "submitted":
                 summary["resume_command"], summary["make_command"] = resume, make
                 if as_json:
                     print_json(summary)
                 return
             if summary["status"] in ("stopped", "cost_limit"):
-                _pool_stopped(summary)
+                pool_stopped(summary)
         else:
             with _progress_bars():
                 summary = _run_backfill(source, export, a["dry_run"], llm, embed=not a["no_embed"])
@@ -906,306 +757,3 @@ def _backfill(a: dict[str, Any], *, as_json: bool, estimate: bool, yes: bool) ->
         print_json(summary)
     if summary["status"] != "complete":
         raise typer.Exit(EXIT_ERROR)
-
-
-def _run_on_pool(a: dict[str, Any]) -> dict[str, Any]:
-    """`pmem backfill --pool`: import and plan here, submit the run to the pool; with --wait,
-    follow it to its end (the summary totalled over every worker)."""
-    from flows.pipeline import Pipeline, follow_pool_run, submit_prepare
-    from flows.pool import submit
-
-    cfg = settings()
-    _prefect_env(cfg)
-    quiet_prefect_console()
-    p = Pipeline.open(cfg, a["llm"])
-    try:
-        with _progress_bars():
-            summary = submit_prepare(
-                p, a["source"], a["export"], dry_run=a["dry_run"], pool=a["pool"]
-            )
-        run_id = summary["run_id"]
-        flow_run_id, url, flow_runs = submit(
-            a["pool"],
-            run_id=run_id,
-            source=a["source"],
-            export_name=Path(a["export"]).name if a["export"] else "",
-            embed=not a["no_embed"],
-            settings=cfg,
-        )
-        err_console.print(
-            f"run {run_id} submitted to the work pool {escape(a['pool'])}: "
-            f"{plural(summary['batches_total'], 'batch')} for {plural(flow_runs, 'flow run')}",
-            highlight=False,
-        )
-        err_console.print(f"Prefect flow run: {url}", highlight=False)
-        summary.update(flow_run_id=flow_run_id, flow_run_url=url, flow_runs=flow_runs)
-        if not a["wait"]:
-            summary["status"] = "submitted"
-            err_console.print(
-                f"follow it: pmem status   (or: pmem backfill … --pool {escape(a['pool'])} --wait)",
-                highlight=False,
-            )
-            return summary
-        with _progress_bars("waiting for the workers"):
-            final = follow_pool_run(p, run_id)
-        final.update(flow_run_id=flow_run_id, flow_run_url=url, flow_runs=flow_runs)
-        for key in _CONTRACT_KEYS:
-            final.setdefault(key, 0)
-        return final
-    finally:
-        p.close()
-
-
-def _pool_stopped(summary: dict[str, Any]) -> None:
-    """A pool run a worker stopped (a rate limit, --max-cost): raised as the in-process stop."""
-    cls = CostLimitStop if summary["status"] == "cost_limit" else RateLimitStop
-    err: Any = cls(summary.get("stop_reason") or "stopped", run_id=summary["run_id"])
-    err.summary = summary
-    raise err
-
-
-EXIT_QUARANTINED = 3  # `pmem import`: some records were quarantined, the rest imported
-_ERROR_LINES = (
-    20  # error lines printed on the terminal; --json and `pmem ledger quarantine` have all
-)
-
-
-@app.command(name="import")
-@handle_errors
-def import_(
-    path: Annotated[
-        str,
-        typer.Argument(
-            help="An export: zip, folder or file (ChatGPT, Claude.ai, Codex, Claude Code, a JSONL log, LINE, Telegram)."
-        ),
-    ],
-    source: Annotated[
-        str | None,
-        typer.Option(
-            "--source",
-            help="chatgpt, claude, codex, claude-code, jsonl-log, line or telegram; detected when omitted.",
-        ),
-    ] = None,
-    as_json: Annotated[
-        bool,
-        typer.Option(
-            "--json", help="End with one JSON object: conversations, messages, skipped, errors."
-        ),
-    ] = False,
-    no_embed: Annotated[
-        bool,
-        typer.Option(
-            "--no-embed",
-            help="Index new messages for recall but do not embed them (`pmem reindex` does later).",
-        ),
-    ] = False,
-    me: Annotated[
-        str | None,
-        typer.Option(
-            "--me",
-            metavar="NAMES",
-            help="Your names in a chat history or log, comma-separated (default PMEM_ME); other speakers are kept as `other`.",
-        ),
-    ] = None,
-) -> None:
-    """Import an export into the source ledger (no drafting), then index its new messages for
-    `pmem recall` and embed them with the local embedder (`--no-embed` skips the vectors).
-    Re-importing changes nothing.
-
-    Exit codes: 0 everything imported; 3 some records were quarantined and the rest imported
-    (`pmem ledger quarantine` lists them); 1 the input could not be read (what was read before
-    the damage is kept). Each problem is an `error:` line on stderr naming the file and record."""
-    from flows.importing import error_entry, run_import
-    from flows.pipeline import Pipeline, index_for_search
-    from importers import IMPORTERS, sniff
-
-    target = Path(path).expanduser()
-    src = source or (sniff(target) if target.exists() else None)
-    problem = None
-    if not target.exists():
-        problem = ("file or folder not found", "not-found")
-    elif src is None:
-        problem = (
-            "cannot tell the format (pass --source chatgpt, claude, codex, claude-code, jsonl-log, line or telegram)",
-            "unknown-format",
-        )
-    elif src not in IMPORTERS:
-        problem = (
-            f"unknown source {src!r} (known: {', '.join(sorted(IMPORTERS))})",
-            "unknown-source",
-        )
-    if problem is not None:
-        stats = _empty_import_stats(problem[0])
-        stats["errors"].append(error_entry(str(target), None, None, problem[1], "input"))
-        _finish_import(src, stats, None, as_json)
-        return
-    assert src is not None
-    from importers._people import using_me
-
-    p = Pipeline.open(settings(), "extractive")  # an import never drafts: no model key needed
-    try:
-        with _import_bar() as on_progress, using_me(me):
-            stats = run_import(
-                p.ledger, src, str(target.resolve()), on_progress=on_progress, index_messages=True
-            )  # the recall index is built alongside
-        with _progress_bars("indexing messages for recall"):
-            # the Japanese normalised forms are the index's later stage: --no-embed leaves them
-            # (like the vectors) to `pmem reindex`; recall matches on the bigrams meanwhile
-            indexed = index_for_search(p, embed=not no_embed, memories=False, forms=not no_embed)
-        indexed["indexed_messages"] += stats.pop("indexed_messages", 0)
-    finally:
-        p.close()
-    _finish_import(src, stats, indexed, as_json)
-
-
-def _empty_import_stats(input_error: str) -> dict[str, Any]:
-    return {
-        "conversations": 0,
-        "conversations_new": 0,
-        "conversations_changed": 0,
-        "conversations_unchanged": 0,
-        "messages_new": 0,
-        "quarantined": 0,
-        "kept": 0,
-        "dropped": 0,
-        "drop_reasons": {},
-        "unknown_types": {},
-        "skipped": {},
-        "errors": [],
-        "errors_total": 1,
-        "input_error": input_error,
-        "bytes_read": 0,
-        "bytes_total": 0,
-        "elapsed_seconds": 0.0,
-    }
-
-
-def import_summary(
-    src: str | None, stats: dict[str, Any], indexed: dict[str, Any] | None
-) -> dict[str, Any]:
-    """The `pmem import --json` object: the contract's nested counts, then the flat keys."""
-    flat = {k: v for k, v in stats.items() if k not in ("conversations", "errors", "skipped")}
-    out: dict[str, Any] = {
-        "source": src,
-        "conversations": {
-            "new": stats["conversations_new"],
-            "changed": stats["conversations_changed"],
-            "unchanged": stats["conversations_unchanged"],
-            "quarantined": stats["quarantined"],
-        },
-        "messages": {"new": stats["messages_new"]},
-        "skipped": stats["skipped"],
-        "errors": stats["errors"],
-        "conversations_total": stats["conversations"],
-        **flat,
-    }
-    if indexed is not None:
-        out.update(
-            {
-                "indexed_messages": indexed["indexed_messages"],
-                "embedded_messages": indexed["messages"],
-                "messages_without_vectors": indexed["messages_without_vectors"],
-                "vectors": indexed["vectors"],
-                "indexed": indexed,
-            }
-        )
-    return out
-
-
-def _finish_import(
-    src: str | None, stats: dict[str, Any], indexed: dict[str, Any] | None, as_json: bool
-) -> None:
-    """Error lines, the summary in words, the JSON object, the exit code (0, 3 or 1)."""
-    for e in stats["errors"][:_ERROR_LINES]:
-        record = "" if e["record"] is None else f" record {e['record']}"
-        message = e["reason"] if e["kind"] != "input" else (stats["input_error"] or e["reason"])
-        err_console.print(
-            f"[red]error:[/] {escape(tty(_base_name(e['file'])))}{record}: {escape(tty(message))}",
-            highlight=False,
-        )
-    hidden = stats["errors_total"] - min(len(stats["errors"]), _ERROR_LINES)
-    if hidden > 0:
-        err_console.print(
-            f"[red]error:[/] … and {hidden} more (`pmem ledger quarantine` lists every quarantined record)"
-        )
-    err_console.print(_import_words(stats), highlight=False)
-    _print_indexed(indexed)
-    if as_json:
-        print_json(import_summary(src, stats, indexed))
-    if stats["input_error"]:
-        raise typer.Exit(EXIT_ERROR)
-    if stats["quarantined"]:
-        raise typer.Exit(EXIT_QUARANTINED)
-
-
-def _base_name(label: str) -> str:
-    """``/a/b/export.zip!dir/conversations.json`` → ``export.zip!conversations.json``."""
-    file, _, member = label.partition("!")
-    base = Path(file).name or file
-    return f"{base}!{PurePosixPath(member).name}" if member else base
-
-
-def _import_words(stats: dict[str, Any]) -> str:
-    n = stats["conversations"]
-    words = (
-        f"imported {n} conversation{'s' if n != 1 else ''}: {stats['conversations_new']} new, "
-        f"{stats['conversations_changed']} changed, {stats['conversations_unchanged']} unchanged; "
-        f"{stats['messages_new']} new messages; {stats['quarantined']} quarantined"
-    )
-    if stats["skipped"]:
-        parts = ", ".join(f"{count} {reason}" for reason, count in sorted(stats["skipped"].items()))
-        words += f"; skipped {parts}"
-    if stats["bytes_read"]:
-        words += f"; {stats['bytes_read'] / 1e6:.1f} MB in {stats['elapsed_seconds']:.1f}s"
-    if stats["input_error"]:
-        words += "; the input could not be read" + (
-            " to the end (what was read before is kept)" if n else ""
-        )
-    return words
-
-
-@contextmanager
-def _import_bar() -> Iterator[Any]:
-    """A progress bar on stderr while importing: bytes read of the total, conversations so far
-    (nothing is drawn when stderr is not a terminal)."""
-    import time
-
-    from rich.progress import (
-        BarColumn,
-        DownloadColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TransferSpeedColumn,
-    )
-
-    bar = Progress(
-        SpinnerColumn(),
-        TextColumn("importing"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TextColumn("{task.fields[conversations]} conversations"),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=True,
-        disable=not err_console.is_terminal,
-    )
-    task = bar.add_task("importing", total=None, conversations=0)
-    last = [0.0]
-
-    def update(progress: Any) -> None:
-        now = time.monotonic()
-        if now - last[0] < 0.1 and progress.bytes_read < progress.bytes_total:
-            return
-        last[0] = now
-        bar.update(
-            task,
-            completed=progress.bytes_read,
-            total=progress.bytes_total or None,
-            conversations=progress.conversations,
-        )
-
-    with bar:
-        yield update

@@ -13,10 +13,7 @@ from typing import Annotated
 
 import typer
 
-from cli.app import app, err_console, handle_errors, print_json, settings
-
-backup_app = typer.Typer(help="Bring a `pmem export` backup back.", no_args_is_help=True)
-app.add_typer(backup_app, name="backup")
+from cli.app import backup_app, err_console, handle_errors, print_json, settings
 
 
 @backup_app.command("load")

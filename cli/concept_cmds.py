@@ -14,16 +14,9 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from cli.app import app, err_console, handle_errors, print_json, settings
+from cli.app import concepts_app, err_console, handle_errors, print_json, settings
 from core.display import for_terminal
 from core.errors import ConfigError, StoreError
-
-concepts_app = typer.Typer(
-    help="Concept memory (seed 003): the concepts your experiences show, the relations they state "
-    "and how strong each has grown. Made after every backfill; `pmem concepts rebuild` makes it again.",
-    no_args_is_help=True,
-)
-app.add_typer(concepts_app, name="concepts")
 
 
 def _db() -> Any:

@@ -9,14 +9,14 @@ from typing import Annotated
 
 import typer
 
-from cli.app import app, err_console, handle_errors, print_json, settings
+from cli.app import auth_app, err_console, handle_errors, print_json, settings
 from core.display import for_terminal as tty
 
 consent_app = typer.Typer(
     help="Remembered consents to send text to a remote model (asked by `pmem backfill`).",
     no_args_is_help=True,
 )
-app.add_typer(consent_app, name="consent")
+auth_app.add_typer(consent_app, name="consent")
 
 
 @consent_app.command(name="list")

@@ -1,19 +1,23 @@
-"""`pmem deploy` and `pmem worker`: the backfill on a Prefect process work pool, with workers on as
-many machines as reach the same PostgreSQL, Prefect server and run files (docs/scale-out.md).
-Prefect is imported lazily, in flows/pool.py."""
+"""`pmem prefect deploy|worker` and `pmem backfill --pool`: the backfill on a Prefect process
+work pool, with workers on as many machines as reach the same PostgreSQL, Prefect server and run
+files (docs/scale-out.md). Prefect is imported lazily, in flows/pool.py."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from cli.app import app, err_console, handle_errors, print_json, settings
-from cli.backfill_cmds import _prefect_env, quiet_prefect_console
+from cli.app import err_console, handle_errors, prefect_app, print_json, settings
+from cli.backfill_cmds import _CONTRACT_KEYS, _prefect_env, quiet_prefect_console
+from cli.run_words import _progress_bars
+from core.display import plural
+from core.errors import CostLimitStop, RateLimitStop
 
 
-@app.command()
+@prefect_app.command()
 @handle_errors
 def deploy(
     pool: Annotated[
@@ -44,7 +48,7 @@ def deploy(
         print_json(out)
 
 
-@app.command()
+@prefect_app.command()
 @handle_errors
 def worker(
     pool: Annotated[
@@ -80,3 +84,62 @@ def worker(
         print(line, flush=True)
 
     run_worker(pool, limit=limit, say=say, name=name)
+
+
+# ---------------------------------------------------------------- `pmem backfill --pool`
+
+
+def run_on_pool(a: dict[str, Any]) -> dict[str, Any]:
+    """`pmem backfill --pool`: import and plan here, submit the run to the pool; with --wait,
+    follow it to its end (the summary totalled over every worker)."""
+    from flows.pipeline import Pipeline, follow_pool_run, submit_prepare
+    from flows.pool import submit
+
+    cfg = settings()
+    _prefect_env(cfg)
+    quiet_prefect_console()
+    p = Pipeline.open(cfg, a["llm"])
+    try:
+        with _progress_bars():
+            summary = submit_prepare(
+                p, a["source"], a["export"], dry_run=a["dry_run"], pool=a["pool"]
+            )
+        run_id = summary["run_id"]
+        flow_run_id, url, flow_runs = submit(
+            a["pool"],
+            run_id=run_id,
+            source=a["source"],
+            export_name=Path(a["export"]).name if a["export"] else "",
+            embed=not a["no_embed"],
+            settings=cfg,
+        )
+        err_console.print(
+            f"run {run_id} submitted to the work pool {escape(a['pool'])}: "
+            f"{plural(summary['batches_total'], 'batch')} for {plural(flow_runs, 'flow run')}",
+            highlight=False,
+        )
+        err_console.print(f"Prefect flow run: {url}", highlight=False)
+        summary.update(flow_run_id=flow_run_id, flow_run_url=url, flow_runs=flow_runs)
+        if not a["wait"]:
+            summary["status"] = "submitted"
+            err_console.print(
+                f"follow it: pmem status   (or: pmem backfill … --pool {escape(a['pool'])} --wait)",
+                highlight=False,
+            )
+            return summary
+        with _progress_bars("waiting for the workers"):
+            final = follow_pool_run(p, run_id)
+        final.update(flow_run_id=flow_run_id, flow_run_url=url, flow_runs=flow_runs)
+        for key in _CONTRACT_KEYS:
+            final.setdefault(key, 0)
+        return final
+    finally:
+        p.close()
+
+
+def pool_stopped(summary: dict[str, Any]) -> None:
+    """A pool run a worker stopped (a rate limit, --max-cost): raised as the in-process stop."""
+    cls = CostLimitStop if summary["status"] == "cost_limit" else RateLimitStop
+    err: Any = cls(summary.get("stop_reason") or "stopped", run_id=summary["run_id"])
+    err.summary = summary
+    raise err

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.app import EXIT_ERROR, app, err_console, handle_errors, print_json, settings
+from cli.app import EXIT_ERROR, err_console, handle_errors, memory_app, print_json, settings
 from core.errors import ConfigError
 
 EXIT_REMAINING = 4  # erased, but the final check still found a copy (listed in the output)
@@ -58,7 +58,7 @@ def _files_holding(data_dir: Path, hit: Any, *, relative: bool = True) -> list[s
     return found
 
 
-@app.command()
+@memory_app.command()
 @handle_errors
 def forget(
     secret: Annotated[

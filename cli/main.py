@@ -8,8 +8,10 @@ one of the ``FAST_COMMANDS`` imports only the module that registers it; any othe
 help screen or a mistyped name imports every module of ``COMMAND_MODULES`` (the app as it always
 was). ``from cli.main import app`` (tests, other code) also gets the app with every command.
 
-Adding a command: register it with ``@app.command()`` in a module listed in ``COMMAND_MODULES``
-(a new module: add its name there). Nothing else is needed; ``FAST_COMMANDS`` is only a shortcut
+Adding a command: register it with ``@app.command()`` (an everyday verb, also named in
+``cli.app.PANELS``) or on its noun (``@memory_app.command()``...; ADR 0033) in a module listed in
+``COMMAND_MODULES`` (a new module: add its name there); a command that moves keeps its old
+spelling in ``cli.aliases.MOVED``. Nothing else is needed; ``FAST_COMMANDS`` is only a shortcut
 for the read paths, and a command missing from it is still found (``tests/test_startup.py``
 checks that every shortcut names the module that registers the command).
 """
@@ -37,6 +39,7 @@ COMMAND_MODULES = (
     "db_cmds",
     "deploy_cmds",
     "forget_cmds",
+    "import_cmds",
     "ledger_cmds",
     "marker_cmds",
     "owner_cmds",
@@ -46,9 +49,11 @@ COMMAND_MODULES = (
     "related_cmds",
     "run_cmds",
     "serve_cmds",
+    "status_cmds",
     "summary_cmds",
     "token_cmds",
     "watch_cmds",
+    "aliases",  # last: the old spellings of the commands above (ADR 0033)
 )
 # commands that must start fast → the one module that registers them
 FAST_COMMANDS = {"search": "read", "recall": "read", "show": "read", "related": "related_cmds"}

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.app import app, err_console, handle_errors, print_json, settings
+from cli.app import err_console, handle_errors, memory_app, print_json, settings
 from core.display import for_terminal
 from core.errors import ConfigError
 
@@ -54,7 +54,7 @@ def _line(m: Any) -> str:
     )
 
 
-@app.command()
+@memory_app.command()
 @handle_errors
 def mark(
     text: Annotated[
@@ -102,7 +102,7 @@ def mark(
     sys.stdout.write(_line(m) + "\n")
 
 
-@app.command()
+@memory_app.command()
 @handle_errors
 def marks(
     since: Annotated[

@@ -9,15 +9,17 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from cli.app import EXIT_ERROR, EXIT_TEMPFAIL, app, err_console, handle_errors, print_json, settings
+from cli.app import (
+    EXIT_ERROR,
+    EXIT_TEMPFAIL,
+    err_console,
+    handle_errors,
+    prefect_app,
+    print_json,
+    settings,
+)
 from core.display import for_terminal
 from core.errors import ConfigError
-
-prefect_app = typer.Typer(
-    help="The local Prefect server pmem keeps under the data dir (UI, run history, schedules).",
-    no_args_is_help=True,
-)
-app.add_typer(prefect_app, name="prefect")
 
 
 def _managed_only() -> None:
@@ -146,7 +148,7 @@ def _consent_note(llm: str | None, sources: list[str] | None = None) -> None:
         )
 
 
-@app.command()
+@prefect_app.command()
 @handle_errors
 def schedule(
     cron: Annotated[
@@ -189,7 +191,7 @@ def schedule(
     serve_schedule(cfg, cron, name=name, timezone=tz, parameters=parameters)
 
 
-@app.command()
+@prefect_app.command()
 @handle_errors
 def reimport(
     dry_run: Annotated[

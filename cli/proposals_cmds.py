@@ -190,16 +190,5 @@ def proposals_reject(
     _decide(proposal_id, False, as_json)
 
 
-@app.command("confirm")
-def confirm(
-    proposal_id: Annotated[
-        str, typer.Argument(help="A pending request id (`pmem proposals list`).")
-    ],
-    as_json: Annotated[bool, typer.Option("--json")] = False,
-) -> None:
-    """The same as `pmem proposals accept ID`."""
-    _decide(proposal_id, True, as_json)
-
-
 def _jsonable(p: dict[str, Any]) -> dict[str, Any]:
     return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in p.items()}

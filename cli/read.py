@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli.app import app, handle_errors, open_store, print_json, settings
+from cli.app import app, db_app, handle_errors, open_store, print_json, settings
 from core.display import for_terminal as tty
 from core.errors import PmemError
 
@@ -120,7 +120,7 @@ def _analyzer(
     return analyzer
 
 
-@app.command()
+@app.command(short_help="Search the memories: words, titles and vectors, fused.")
 @handle_errors
 def search(
     query: Annotated[
@@ -237,7 +237,7 @@ def _print_hits(hits: list[Any], span: dict[str, Any] | None, explain: bool) -> 
         )
 
 
-@app.command()
+@app.command(short_help="Recall what was said in the raw conversations, time-aware.")
 @handle_errors
 def recall(
     query: Annotated[
@@ -385,7 +385,7 @@ def now_min() -> Any:
     return datetime.min.replace(tzinfo=UTC)
 
 
-@app.command()
+@db_app.command()
 @handle_errors
 def reindex(
     embedder: Annotated[
@@ -458,7 +458,7 @@ def reindex(
         typer.echo(f"created index {name}")
 
 
-@app.command()
+@app.command(short_help="A memory and its evidence, or where a message went.")
 @handle_errors
 def show(
     memory_id: Annotated[

@@ -10,11 +10,11 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from cli.app import app, err_console, handle_errors, print_json, settings
+from cli.app import app, concepts_app, err_console, handle_errors, print_json, settings
 from core.display import for_terminal as tty
 
 
-@app.command()
+@app.command(short_help="The past experiences linked to what you say now, and why.")
 @handle_errors
 def related(
     text: Annotated[
@@ -136,7 +136,7 @@ def _print_related(result: Any) -> None:
     err_console.print(f"{plural(len(result.hits), 'experience')}; `pmem show ID` opens one")
 
 
-@app.command()
+@concepts_app.command()
 @handle_errors
 def graph(
     out: Annotated[

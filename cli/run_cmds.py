@@ -9,11 +9,20 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from cli.app import EXIT_ERROR, app, err_console, handle_errors, print_json, settings
+from cli.app import (
+    EXIT_ERROR,
+    backup_app,
+    err_console,
+    handle_errors,
+    memory_app,
+    print_json,
+    runs_app,
+    settings,
+)
 from core.display import for_terminal as tty
 
 
-@app.command()
+@runs_app.command()
 @handle_errors
 def review(
     run_id: Annotated[str, typer.Argument(help="The run to review (from `pmem status`).")],
@@ -68,7 +77,7 @@ def review(
     err_console.print(f"\nwritten: {md} and {page}\napply with: pmem apply {run_id}")
 
 
-@app.command()
+@runs_app.command()
 @handle_errors
 def apply(
     run_id: Annotated[str, typer.Argument(help="A reviewed (dry) run.")],
@@ -99,7 +108,7 @@ def apply(
         raise typer.Exit(EXIT_ERROR)
 
 
-@app.command(name="export")
+@backup_app.command(name="export")
 @handle_errors
 def export_(
     out: Annotated[
@@ -136,42 +145,7 @@ def export_(
     )
 
 
-@app.command(name="api")
-@handle_errors
-def api(
-    host: Annotated[
-        str, typer.Option(help="Interface to listen on (loopback unless --public-url is given).")
-    ] = "127.0.0.1",
-    port: Annotated[
-        int,
-        typer.Option(
-            help="TCP port (`pmem serve --http` takes 8765 and serves the API under /v1 too)."
-        ),
-    ] = 8766,
-    public_url: Annotated[
-        str | None,
-        typer.Option(
-            "--public-url",
-            help="The https address a TLS proxy serves the API at; required for a non-loopback --host, and its host is accepted in the Host header.",
-        ),
-    ] = None,
-) -> None:
-    """Serve the memory API over HTTP (point PMEM_MEMORY_URL at it). Every request but
-    /v1/health needs a bearer token from `pmem token create NAME` (clients: PMEM_MEMORY_TOKEN);
-    the token's name is the client's name. 300 requests / 600 s per client by default
-    (PMEM_COMMIT_BUDGET); beyond it: 429 with Retry-After."""
-    from memory_api.auth import check_bind
-    from memory_api.server import serve_forever
-    from store.db import Database
-
-    check_bind(host, public_url)  # before the database is opened
-    cfg = settings()
-    serve_forever(
-        Database.open(cfg), budget=cfg.budget, host=host, port=port, public_url=public_url
-    )
-
-
-@app.command()
+@memory_app.command()
 @handle_errors
 def restore(
     memory_id: Annotated[
@@ -204,7 +178,7 @@ def restore(
         print_json(result.model_dump(mode="json"))
 
 
-@app.command()
+@runs_app.command()
 @handle_errors
 def prices(
     as_json: Annotated[

@@ -8,10 +8,12 @@ from typing import Annotated
 
 import typer
 
-from cli.app import app, handle_errors, settings
+from cli.app import app, handle_errors, moved, settings
+
+API_PORT = 8766  # `pmem serve --api` (the memory API alone) when no --port is given
 
 
-@app.command()
+@app.command(short_help="MCP over stdio; --http: the remote server; --api: the API.")
 @handle_errors
 def serve(
     client: Annotated[
@@ -27,18 +29,27 @@ def serve(
             help="Serve over streamable HTTP with OAuth (web and remote clients) instead of stdio.",
         ),
     ] = False,
+    api: Annotated[
+        bool,
+        typer.Option(
+            "--api",
+            help="Serve only the memory API over HTTP with bearer tokens (`pmem auth api-token create NAME`); point PMEM_MEMORY_URL at it.",
+        ),
+    ] = False,
     host: Annotated[
         str,
         typer.Option(
-            help="--http: interface to listen on (loopback unless --public-url is given)."
+            help="--http, --api: interface to listen on (loopback unless --public-url is given)."
         ),
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="--http: TCP port.")] = 8765,
+    port: Annotated[
+        int | None, typer.Option(help="--http: TCP port (default 8765); --api: 8766.")
+    ] = None,
     public_url: Annotated[
         str | None,
         typer.Option(
             "--public-url",
-            help="--http: the https address a TLS proxy serves this server at (the OAuth issuer); required for a non-loopback --host.",
+            help="--http, --api: the https address a TLS proxy serves this server at (the OAuth issuer of --http); required for a non-loopback --host.",
         ),
     ] = None,
     log_level: Annotated[
@@ -52,7 +63,19 @@ def serve(
 
     With --http: the same tools at http://HOST:PORT/mcp behind OAuth 2.1 (the consent page asks
     for the owner passphrase: `pmem owner set-password` first), the memory API under /v1 and
-    the public projection at /public. Without --public-url the issuer is http://127.0.0.1:PORT."""
+    the public projection at /public. Without --public-url the issuer is http://127.0.0.1:PORT.
+
+    With --api: the memory API alone at http://HOST:PORT/v1 (the old `pmem api`). Every
+    request but /v1/health needs a bearer token from `pmem auth api-token create NAME`
+    (clients: PMEM_MEMORY_TOKEN); 300 requests / 600 s per client by default
+    (PMEM_COMMIT_BUDGET); beyond it: 429 with Retry-After."""
+    if api:
+        if http:
+            from core.errors import ConfigError
+
+            raise ConfigError("--api and --http are two servers: give one of them")
+        _serve_api(host, API_PORT if port is None else port, public_url)
+        return
     from core.settings import ignore_working_dir_dotenv
 
     ignore_working_dir_dotenv()  # before anything reads settings
@@ -68,7 +91,7 @@ def serve(
             hint="reinstall the project: .venv/bin/pip install -e '.[dev]'",
         ) from None
     if http:
-        _serve_http(host, port, public_url, log_level)
+        _serve_http(host, 8765 if port is None else port, public_url, log_level)
         return
     run_stdio(client=client)
 
@@ -109,3 +132,44 @@ def _serve_http(host: str, port: int, public_url: str | None, log_level: str) ->
         "remote memory server: %s/mcp (issuer %s), listening on %s:%d", issuer, issuer, host, port
     )
     run_app_forever(app_, host=host, port=port, log_level=log_level.lower())
+
+
+@handle_errors
+def api(
+    host: Annotated[
+        str, typer.Option(help="Interface to listen on (loopback unless --public-url is given).")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int,
+        typer.Option(
+            help="TCP port (`pmem serve --http` takes 8765 and serves the API under /v1 too)."
+        ),
+    ] = 8766,
+    public_url: Annotated[
+        str | None,
+        typer.Option(
+            "--public-url",
+            help="The https address a TLS proxy serves the API at; required for a non-loopback --host, and its host is accepted in the Host header.",
+        ),
+    ] = None,
+) -> None:
+    """Serve the memory API over HTTP (point PMEM_MEMORY_URL at it). Every request but
+    /v1/health needs a bearer token from `pmem token create NAME` (clients: PMEM_MEMORY_TOKEN);
+    the token's name is the client's name. 300 requests / 600 s per client by default
+    (PMEM_COMMIT_BUDGET); beyond it: 429 with Retry-After."""
+    _serve_api(host, port, public_url)
+
+
+app.command(name="api", hidden=True)(moved(api, "serve --api", "api"))
+
+
+def _serve_api(host: str, port: int, public_url: str | None) -> None:
+    from memory_api.auth import check_bind
+    from memory_api.server import serve_forever
+    from store.db import Database
+
+    check_bind(host, public_url)  # before the database is opened
+    cfg = settings()
+    serve_forever(
+        Database.open(cfg), budget=cfg.budget, host=host, port=port, public_url=public_url
+    )

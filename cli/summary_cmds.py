@@ -46,7 +46,7 @@ def _check_months(months: list[str]) -> None:
         raise ConfigError(f"--month takes YYYY-MM, got {bad[0]!r}", hint="e.g. --month 2024-07")
 
 
-@app.command()
+@summary_app.command("update")
 @handle_errors
 def summarize(
     llm: Annotated[
@@ -220,14 +220,17 @@ def summary_show(
         + "\n"
     )
     out.write(for_terminal("keywords: " + ", ".join(m.keywords)) + "\n\n")
-    out.write("".join(for_terminal(line) + "\n" for line in m.summary.splitlines()) + "\n")
+    for line in m.to_json()["sentences"]:  # each line with what it is drawn from
+        refs = [*line["memory_ids"], *line["message_keys"]]
+        out.write(for_terminal(line["text"] + (f"  [{', '.join(refs)}]" if refs else "")) + "\n")
+    out.write("\n")
     if m.memory_ids:
         out.write("memories: " + " ".join(m.memory_ids) + "  (pmem show ID)\n")
     if m.message_keys:
         out.write("messages: " + " ".join(m.message_keys) + "\n")
 
 
-@app.command()
+@summary_app.command()
 @handle_errors
 def profile(
     version: Annotated[
@@ -251,7 +254,7 @@ def profile(
     err_console.print(escape(f"version {p.version}, {len(p.months)} months, {p.model}"))
 
 
-@app.command()
+@summary_app.command()
 @handle_errors
 def timeline(
     out: Annotated[

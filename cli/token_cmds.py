@@ -10,10 +10,10 @@ from typing import Annotated
 
 import typer
 
-from cli.app import EXIT_ERROR, app, err_console, handle_errors, print_json, settings
+from cli.app import EXIT_ERROR, auth_app, err_console, handle_errors, print_json, settings
 
 token_app = typer.Typer(help="Bearer tokens for the memory API (`pmem api`).", no_args_is_help=True)
-app.add_typer(token_app, name="token")
+auth_app.add_typer(token_app, name="api-token")
 
 
 def _tokens():  # type: ignore[no-untyped-def]

@@ -158,7 +158,7 @@ def _check_source(source: str | None) -> None:
         raise ConfigError(f"unknown source {source!r}", hint=f"known: {known}")
 
 
-@app.command()
+@app.command(short_help="Re-import what changed since the last pass, repeatedly.")
 @handle_errors
 def watch(
     paths: Annotated[

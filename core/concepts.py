@@ -33,7 +33,7 @@ LEARNING_RATE = 0.1
 INITIAL_WEIGHT = {True: 0.5, False: 0.25}  # stated, inferred (a guess starts weaker)
 
 #: relations offline rules and models may name; symmetric ones are stored with the smaller id first
-RELATIONS = ("with", "led_to", "felt", "for", "part_of", "related")
+RELATIONS = ("with", "led_to", "felt", "for", "part_of", "about", "at", "related")
 SYMMETRIC = frozenset({"with", "related"})
 
 #: the versions of what extraction produces (a change makes the stage read every memory again)
@@ -114,6 +114,7 @@ class FoundConcept:
     reading: str | None = None  # a romanised reading (丹沢 → tanzawa), an extra lookup key
     concept_id: str | None = None  # an existing concept the extractor (a model) chose
     language: str | None = None  # of the sentence it was found in (None: by its script)
+    topic: bool = False  # the record names it as its topic (its title or one of its tags)
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,7 @@ class ExperienceInput:
     summary: str  # canonical summary
     stated_facts: tuple[str, ...] = ()
     evidence: tuple[tuple[str, str], ...] = ()  # (message key, verbatim excerpt)
+    tags: tuple[str, ...] = ()  # the record's tags: with the title, what it names as its topics
 
     @property
     def inputs_hash(self) -> str:
@@ -155,6 +157,7 @@ class ExperienceInput:
                 self.summary,
                 list(self.stated_facts),
                 [list(e) for e in self.evidence],
+                list(self.tags),
             ],
         )
 

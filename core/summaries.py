@@ -28,6 +28,7 @@ class MemoryInput:
     title: str
     index_summary: str
     occurred_at: datetime | None
+    conversation_keys: tuple[str, ...] = ()  # the conversations its evidence quotes
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,8 @@ class MonthDraft:
     message_keys: list[str]
     input_tokens: int = 0
     output_tokens: int = 0
+    # one per line of ``summary``: {"memory_ids": [...], "message_keys": [...]} it is drawn from
+    citations: list[dict[str, list[str]]] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -87,6 +90,7 @@ class ProfileDraft:
     memory_ids: list[str] = field(default_factory=list)
     input_tokens: int = 0
     output_tokens: int = 0
+    citations: list[dict[str, list[str]]] = field(default_factory=list)  # one per line
 
 
 @dataclass(frozen=True)
@@ -104,11 +108,13 @@ class MonthSummary:
     time_zone: str
     run_id: str | None
     created_at: datetime | None = None
+    citations: tuple[dict[str, list[str]], ...] = ()  # one per line of the summary
 
     def to_json(self) -> dict:
         return {
             "month": self.month,
             "summary": self.summary,
+            "sentences": cited_lines(self.summary, self.citations),
             "sentiment": round(self.sentiment, 3),
             "keywords": list(self.keywords),
             "memory_ids": list(self.memory_ids),
@@ -132,10 +138,12 @@ class Profile:
     prompt_version: str
     run_id: str | None
     created_at: datetime | None = None
+    citations: tuple[dict[str, list[str]], ...] = ()  # one per line of the profile
 
     def to_json(self) -> dict:
         return {
             "profile": self.profile,
+            "sentences": cited_lines(self.profile, self.citations),
             "months": list(self.months),
             "version": self.version,
             "memory_ids": list(self.memory_ids),
@@ -149,3 +157,18 @@ def profile_inputs_hash(months: list[MonthSummary]) -> str:
     """The profile is redone only when a monthly summary it rests on has a new version."""
     body = json.dumps([[m.month, m.version] for m in sorted(months, key=lambda m: m.month)])
     return "sha256:" + hashlib.sha256(("profile-inputs-v1\0" + body).encode()).hexdigest()
+
+
+def cited_lines(text: str, citations: tuple[dict[str, list[str]], ...]) -> list[dict]:
+    """The lines of a summary, each with the memory ids and message keys it is drawn from."""
+    out = []
+    for i, line in enumerate(text.splitlines()):
+        c = citations[i] if i < len(citations) else {}
+        out.append(
+            {
+                "text": line,
+                "memory_ids": list(c.get("memory_ids", [])),
+                "message_keys": list(c.get("message_keys", [])),
+            }
+        )
+    return out

@@ -26,6 +26,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,7 @@ class Resolver:
         self.key_owner.clear()
         with self.store.db.connection() as conn:
             rows = conn.execute(
-                "SELECT id, name, aliases, language, kind, first_memory_id, keys FROM concepts"
+                "SELECT id, name, aliases, language, kind, first_memory_id, keys FROM concept_names"
             ).fetchall()
         for cid, name, aliases, lang, kind, first, keys in rows:
             c = Concept(cid, name, tuple(aliases), lang, kind, first)
@@ -243,8 +244,11 @@ def resolve(
         # every concept the record shows is made sure of (a stored one may have gone since the
         # resolver read it: its last experience taken back earlier in this run)
         out.new_concepts[c.id] = c
-        if c.id not in out.concepts or (out.concepts[c.id].source_key is None and f.source_key):
+        had = out.concepts.get(c.id)
+        if had is None or (had.source_key is None and f.source_key):
             out.concepts[c.id] = f
+        if had is not None and had.topic != out.concepts[c.id].topic:  # one of its names is a topic
+            out.concepts[c.id] = replace(out.concepts[c.id], topic=True)
         by_surface[norm(f.surface)] = c.id
     for r in extraction.relations:
         s, t = by_surface.get(norm(r.source)), by_surface.get(norm(r.target))

@@ -1633,6 +1633,12 @@ def finish_pool_run(
         summary["stop_reason"] = str(stop)
     else:
         _add_index(summary, index_for_search(p, embed=embed, memories=not run["dry_run"]))
+        if not run["dry_run"]:  # seed 003: the same concept stage as an in-process backfill
+            from flows.concepts import backfill_stage
+
+            summary["concepts"] = backfill_stage(
+                p.db, p.settings.runs_dir, run_id=run_id, embed=embed
+            )
         summary["status"] = "complete" if not summary["batches_failed"] else "failed"
     price = p.options.price if p.options.price is not None else price_for(run["model"])
     summary["cost_usd"] = (

@@ -17,12 +17,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.concepts import Concept, ExperienceInput
 from core.secrets import redact_messages
 
-CONCEPTS_PROMPT_VERSION = "concepts-v1"
+CONCEPTS_PROMPT_VERSION = "concepts-v2"  # v2: about, at
 CONCEPTS_SCHEMA_NAME = "concepts"
 MAX_EXCERPT_CHARS = 1_500
 MAX_CANDIDATES = 60
 
-Relation = Literal["with", "led_to", "felt", "for", "part_of", "related"]
+Relation = Literal["with", "led_to", "felt", "for", "part_of", "about", "at", "related"]
 
 
 class ConceptItem(BaseModel):
@@ -69,7 +69,8 @@ Extract relations between two of these concepts only when the text states the re
 Two concepts that merely appear together have no relation. If you infer a relation the text does not
 state, set `stated` to false: facts and guesses stay apart. Relations: with, led_to (source caused or
 helped the target), felt (the source made the person feel the target), for (source is done for the
-target), part_of, related. Use the concepts' names in `source` and `target`. Answer in JSON."""
+target), part_of (父の体調: 体調 part_of 父), about (DBを選定した: 選定 about DB), at (丹沢で登山した:
+登山 at 丹沢), related. Use the concepts' names in `source` and `target`. Answer in JSON."""
 
 
 def build_prompt(exp: ExperienceInput, candidates: Sequence[Concept]) -> tuple[str, str]:

@@ -58,6 +58,7 @@ class LlmConceptExtractor:
         offered = {c.id for c in candidates}
         keys = {k for k, _ in exp.evidence}
         found: dict[str, FoundConcept] = {}
+        title, tags = norm(exp.title), {norm(t) for t in exp.tags}
         for c in r.concepts:
             name = " ".join(c.name.split())
             if not name or norm(name) in found:
@@ -67,6 +68,7 @@ class LlmConceptExtractor:
                 kind=c.kind,
                 source_key=c.messageKey if c.messageKey in keys else None,
                 concept_id=c.id if c.id in offered else None,
+                topic=norm(name) in tags or norm(name) in title,  # the record names it
             )
         rels: list[FoundRelation] = []
         for rel in r.relations:

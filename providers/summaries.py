@@ -32,8 +32,8 @@ from core.errors import ConfigError
 from core.summaries import MonthDraft, MonthInputs, MonthSummary, ProfileDraft
 from providers.extractive import split_sentences
 
-MONTH_PROMPT_VERSION = "month-extractive-v1"
-PROFILE_PROMPT_VERSION = "profile-extractive-v1"
+MONTH_PROMPT_VERSION = "month-extractive-v2"  # v2: every line cites its memory
+PROFILE_PROMPT_VERSION = "profile-extractive-v2"  # v2: lines cite the months' memories
 MODEL = "extractive:v1"
 
 SUMMARY_CHARS = 420  # "a few hundred characters" (seed 001)
@@ -225,9 +225,16 @@ class ExtractiveSummarizer:
             :MAX_KEYWORDS
         ]
         lines: list[str] = []
+        cites: list[dict[str, list[str]]] = []  # one per line
         memory_ids: list[str] = []
         message_keys: list[str] = []
         used = 0
+        # a sentence of the person is drawn through the case records of its conversation: only
+        # those a record of the month rests on are offered, and each cites that record
+        records_of: dict[str, list[str]] = {}
+        for mem in inputs.memories:
+            for ck in mem.conversation_keys:
+                records_of.setdefault(ck, []).append(mem.id)
         # case records first: decisions before episodes, each once, oldest first
         order = sorted(
             inputs.memories, key=lambda m: (m.kind != "decision", m.occurred_at or 0, m.id)
@@ -245,11 +252,15 @@ class ExtractiveSummarizer:
             if used + len(line) > SUMMARY_CHARS and lines:
                 break
             lines.append("・" + line)
+            cites.append({"memory_ids": [mem.id], "message_keys": []})
             memory_ids.append(mem.id)
             used += len(line)
         # then what the person said that weighs most (their own words, verbatim)
         scored: list[tuple[float, str, str]] = []
+        conversation = {msg.key: msg.conversation_key for msg in inputs.messages}
         for msg in inputs.messages:
+            if msg.conversation_key not in records_of:
+                continue  # no record of the month to cite it through
             for s in sentences(msg.text):
                 w = sum(weights.get(t, 0.0) for t in set(terms(s)))
                 if w > 0:
@@ -264,6 +275,9 @@ class ExtractiveSummarizer:
                 continue
             seen.add(line)
             lines.append("「" + line + "」")
+            records = sorted(records_of[conversation[key]])
+            cites.append({"memory_ids": records, "message_keys": [key]})
+            memory_ids.extend(m for m in records if m not in memory_ids)
             message_keys.append(key)
             used += len(line)
         sentiment = month_sentiment(m.text for m in inputs.messages)
@@ -273,6 +287,7 @@ class ExtractiveSummarizer:
             keywords=keywords,
             memory_ids=memory_ids,
             message_keys=message_keys,
+            citations=cites,
         )
 
     def summarize_profile(self, months: Sequence[MonthSummary]) -> ProfileDraft:
@@ -287,19 +302,44 @@ class ExtractiveSummarizer:
         span = f"{months[0].month} … {months[-1].month}"
         head = f"{span}（{len(months)}か月）" if ja else f"{span} ({len(months)} months)"
         parts = [head]
+        cites: list[dict[str, list[str]]] = [{"memory_ids": [], "message_keys": []}]
         if topics:
             parts.append(
                 ("繰り返し出てくる話題: " if ja else "Recurring topics: ") + "、".join(topics)
             )
+            # the month lines that name a recurring topic are what the line is drawn from
+            named = sorted(
+                {
+                    mid
+                    for m in months
+                    for line, c in zip(m.summary.splitlines(), m.citations, strict=False)
+                    if any(t in line for t in topics)
+                    for mid in c.get("memory_ids", [])
+                }
+            )
+            cites.append({"memory_ids": named, "message_keys": []})
         parts.append("月ごとの流れ:" if ja else "Month by month:")
+        cites.append({"memory_ids": [], "message_keys": []})
         cited: list[str] = []
         for m in months:
-            first = next((ln for ln in m.summary.splitlines() if ln.strip()), "")
-            if not first:
+            lines = m.summary.splitlines()
+            i = next((n for n, ln in enumerate(lines) if ln.strip()), None)
+            if i is None:
                 continue
-            parts.append(f"{m.month} {first.strip()}")
-            if first.startswith("・") and m.memory_ids:
-                cited.append(m.memory_ids[0])
+            parts.append(f"{m.month} {lines[i].strip()}")
+            c = m.citations[i] if i < len(m.citations) else {}
+            cites.append(
+                {
+                    "memory_ids": list(c.get("memory_ids", [])),
+                    "message_keys": list(c.get("message_keys", [])),
+                }
+            )
+            cited.extend(x for x in c.get("memory_ids", []) if x not in cited)
+        for c in cites:
+            cited.extend(x for x in c["memory_ids"] if x not in cited)
         return ProfileDraft(
-            profile="\n".join(parts), months=[m.month for m in months], memory_ids=cited
+            profile="\n".join(parts),
+            months=[m.month for m in months],
+            memory_ids=cited,
+            citations=cites,
         )

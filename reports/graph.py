@@ -344,7 +344,8 @@ _SCRIPT = """<script>
 </script>"""
 
 _STYLE = """<style>
-body { font-family: system-ui, -apple-system, "Hiragino Sans", "Noto Sans CJK JP", sans-serif;
+body { font-family: system-ui, -apple-system, "Hiragino Sans", "Hiragino Kaku Gothic ProN",
+       "Noto Sans CJK JP", "Noto Sans JP", "Yu Gothic", "Meiryo", sans-serif;
        margin: 1rem 2rem; color: #222; }
 main { display: flex; gap: 1.5rem; align-items: flex-start; }
 #graph { flex: 3; min-width: 0; border: 1px solid #ddd; background: #fff; cursor: grab; }

@@ -38,6 +38,7 @@ def _figure_html(months: list[MonthSummary]) -> str:
         yaxis={"range": [-1, 1], "title": "sentiment (−1 … 1)"},
         xaxis={"type": "category", "title": "month"},
         height=380,
+        font={"family": FONTS},  # the hover's keywords are Japanese too
         margin={"l": 60, "r": 20, "t": 50, "b": 60},
     )
     return fig.to_html(
@@ -57,15 +58,23 @@ _CLICK = """<script>
 })();
 </script>"""
 
+#: a font stack with a Japanese font on every platform (macOS, Debian/Ubuntu's fonts-noto-cjk,
+#: Windows), so the page's Japanese never falls to a font without its glyphs (boxes)
+FONTS = (
+    'system-ui, -apple-system, "Hiragino Sans", "Hiragino Kaku Gothic ProN", "Noto Sans CJK JP", '
+    '"Noto Sans JP", "Yu Gothic", "Meiryo", sans-serif'
+)
+
 _STYLE = """<style>
-body { font-family: system-ui, -apple-system, "Hiragino Sans", "Noto Sans CJK JP", sans-serif;
+body { font-family: FONTS;
        max-width: 60rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
 .month { border-top: 1px solid #ddd; padding: .6rem 0; }
 .kw span { display: inline-block; background: #eef3f8; border-radius: .3rem; padding: 0 .4rem; margin: .1rem; }
 .summary { white-space: pre-wrap; }
 .cites { color: #666; font-size: .85rem; }
+a.cite { color: #2e86c1; font-size: .75rem; margin-left: .2rem; text-decoration: none; }
 nav a { margin-right: .5rem; }
-</style>"""
+</style>""".replace("FONTS", FONTS)
 
 
 def write_timeline(months: list[MonthSummary], profile: Profile | None, out: Path) -> int:
@@ -91,12 +100,22 @@ def write_timeline(months: list[MonthSummary], profile: Profile | None, out: Pat
         parts.append(f"<div class='summary' id='profile'>{e(profile.profile)}</div>")
     for m in months:
         kws = "".join(f"<span>{e(k)}</span>" for k in m.keywords)
-        cites = " ".join(f"<code>{e(i)}</code>" for i in m.memory_ids)
-        keys = " ".join(f"<code>{e(k)}</code>" for k in m.message_keys)
+        anchor = f"c-{e(m.month)}-"
+        cites = " ".join(f"<code id='{anchor}{e(i)}'>{e(i)}</code>" for i in m.memory_ids)
+        keys = " ".join(f"<code id='{anchor}{e(k)}'>{e(k)}</code>" for k in m.message_keys)
+        lines = "".join(
+            f"<div class='line'>{e(x['text'])} "
+            + "".join(
+                f"<a class='cite' href='#{anchor}{e(ref)}' data-ref='{e(ref)}'>[{e(ref)}]</a>"
+                for ref in [*x["memory_ids"], *x["message_keys"]]
+            )
+            + "</div>"
+            for x in m.to_json()["sentences"]
+        )
         parts.append(
             f"<section class='month' id='m-{e(m.month)}'><h3>{e(m.month)} "
             f"<small>sentiment {m.sentiment:+.2f} · version {m.version}</small></h3>"
-            f"<div class='kw'>{kws}</div><div class='summary'>{e(m.summary)}</div>"
+            f"<div class='kw'>{kws}</div><div class='summary'>{lines}</div>"
             f"<div class='cites'>memories: {cites or '—'}<br>messages: {keys or '—'}"
             f"<br>(<code>pmem show ID</code>, <code>pmem summary show {e(m.month)}</code>)</div></section>"
         )

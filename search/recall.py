@@ -42,8 +42,10 @@ from psycopg.rows import dict_row
 from core.textsearch import query_tokens, tsquery_literal
 from search import rank as rk
 from search.common import QueryLike, RecallHit, RecallResult, TermLike, _norm, doc_frequencies
+from search.mentions import mentioned_times
 from search.provenance import memories_drafted, where_it_went
 from store.index import MAX_TOKEN_CHARS, IndexUpkeep, QueryEmbedder, _vector_literal
+from store.message_times import sync_times
 
 RANGE_ALL = 5000  # a range with at most this many messages: every one is a candidate
 RANGE_SCAN = 100_000  # up to this many messages, a range is read and tested term by term
@@ -70,6 +72,7 @@ DECISION_STATEMENT = (
     r"|[Ii] picked|[Ii] chose|[Ii] went with|because|the reason)"
 )
 MIN_SIMILARITY_IN_RANGE = 0.15  # inside a time range the range itself is evidence
+MENTION_WEIGHT = 0.5  # a message in the range by what it speaks of, not by when it was sent
 TURN_FLOOR_RANK = 5  # the turn list's first few pass the floor (a neighbour's words count)
 
 
@@ -131,6 +134,7 @@ class Recall(IndexUpkeep):
         ChatGPT branches that were not taken are left out unless ``include_branches`` (then
         they are marked ``on_active_path=False``)."""
         self.sync_messages()
+        sync_times(self.db, mentioned_times)
         q: QueryLike = plain_query(query) if isinstance(query, str) else query
         emb = self.embedder if embedder == "default" else embedder
         terms = [t for t in q.terms if all(len(x) <= MAX_TOKEN_CHARS for x in t.lexemes)]
@@ -273,10 +277,24 @@ class Recall(IndexUpkeep):
             | {"convs": [f.key for f in top], "have": list(have), "per_conv": CONTEXT_MESSAGES},
             emb,
         )
+        speaks_of = (
+            {
+                k
+                for (k,) in conn.execute(
+                    """SELECT message_key FROM message_times
+                       WHERE span && tstzrange(%(start)s, %(end)s)
+                         AND upper(span) - lower(span) <= %(end)s::timestamptz - %(start)s::timestamptz""",
+                    {"start": start, "end": end},
+                ).fetchall()
+            }
+            if ranged
+            else set()
+        )
         for r in more:
-            r.candidate = (
-                start is None or (r.created_at is not None and r.created_at >= start)
-            ) and (end is None or (r.created_at is not None and r.created_at < end))
+            r.candidate = r.key in speaks_of or (
+                (start is None or (r.created_at is not None and r.created_at >= start))
+                and (end is None or (r.created_at is not None and r.created_at < end))
+            )
             rows.append(r)
         by_conv = {}
         for r in rows:
@@ -332,6 +350,15 @@ class Recall(IndexUpkeep):
             if conv_sim[c] >= MIN_SIMILARITY
             or sum(w[i] for i in conv_terms[c]) / total >= MIN_COVERAGE
         }
+        spoken_only = {
+            r.key
+            for r in cands
+            if ranged
+            and not (
+                (start is None or (r.created_at is not None and r.created_at >= start))
+                and (end is None or (r.created_at is not None and r.created_at < end))
+            )
+        }
         kept = []
         # the turn list's first few pass the floor when a neighbour holds enough of the terms
         in_turn = set(lists["turn"][:TURN_FLOOR_RANK]) & beside
@@ -355,6 +382,8 @@ class Recall(IndexUpkeep):
                 continue
             if side and role[f.key] == side:
                 f.score *= FOCUS_BOOST
+            if f.key in spoken_only:  # in the range by what it speaks of, not when it was sent
+                f.score *= MENTION_WEIGHT
             if f.key in decided:
                 f.score *= DECISION_BOOST
             kept.append(f)
@@ -653,9 +682,15 @@ class Recall(IndexUpkeep):
         return int(row[0]) if row else 0
 
 
+# sent in the range, or speaking of a time that meets it (message_times, ADR 0036)
 _IN_RANGE = sql.SQL(
-    "(%(start)s::timestamptz IS NULL OR s.created_at >= %(start)s)"
-    " AND (%(end)s::timestamptz IS NULL OR s.created_at < %(end)s)"
+    "((%(start)s::timestamptz IS NULL AND %(end)s::timestamptz IS NULL) OR s.message_key IN ("
+    "SELECT s3.message_key FROM message_search s3"
+    " WHERE (%(start)s::timestamptz IS NULL OR s3.created_at >= %(start)s)"
+    " AND (%(end)s::timestamptz IS NULL OR s3.created_at < %(end)s)"
+    " UNION SELECT t.message_key FROM message_times t"
+    " WHERE t.span && tstzrange(%(start)s, %(end)s)"
+    " AND upper(t.span) - lower(t.span) <= %(end)s::timestamptz - %(start)s::timestamptz))"
 )
 
 

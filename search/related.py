@@ -523,7 +523,7 @@ class ConceptRecall:
                    FROM concepts c
                    LEFT JOIN experience_links el ON el.concept_id = c.id
                    LEFT JOIN memories m ON m.id = el.memory_id AND m.status = 'active'
-                   GROUP BY c.id ORDER BY c.name, c.id"""
+                   GROUP BY c.id, c.name, c.aliases ORDER BY c.name, c.id"""
             ).fetchall()
             links = cur.execute(
                 """SELECT source_id AS source, target_id AS target, relation, weight, stated, experiences

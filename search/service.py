@@ -95,6 +95,8 @@ class Recall(BaseModel):
         None  # since_marker: {"id", "at", "next_at"} (next_at None: the latest)
     )
     now: datetime
+    range_widened: bool = False  # hits from outside the range were added (search.widen)
+    range_used: dict[str, Any] | None = None  # then the range read: {"start", "end"} (None: open)
 
     def as_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -236,7 +238,22 @@ class ReadService:
         marker = None
         if since_marker is not None:
             start, end, marker = self._marker_span(since_marker, start, end)
-        result = self.index.recall(q, start, end, limit=limit, include_branches=include_branches)
+        from search.widen import widen
+
+        first = self.index.recall(q, start, end, limit=limit, include_branches=include_branches)
+        wide = widen(  # a range that holds fewer relevant messages than asked for: ADR 0036
+            lambda lo, hi: self.index.recall(
+                q, lo, hi, limit=limit, include_branches=include_branches
+            ),
+            start,
+            end,
+            limit,
+            first,
+        )
+        result = first.model_copy(
+            update={"hits": [h.model_copy(update={"rank": n}) for n, h in enumerate(wide.hits, 1)]}
+        )
+        used = wide.used if wide.widened else None
         redact = (lambda text: text) if raw else (self._redactor or _default_redactor())
         texts, titles = (
             self._redacted_in_context(result.hits)
@@ -293,6 +310,15 @@ class ReadService:
             focus=q.focus,
             branches_skipped=result.branches_skipped,
             marker=marker,
+            range_widened=used is not None,
+            range_used=(
+                {
+                    k: v.isoformat() if v else None
+                    for k, v in zip(("start", "end"), used, strict=True)
+                }
+                if used
+                else None
+            ),
         )
 
     def _marker_span(
@@ -497,6 +523,10 @@ class ReadService:
         from store.guard_cache import GuardCache
 
         self.index.sync_messages()
+        from search.mentions import mentioned_times
+        from store.message_times import sync_times
+
+        sync_times(self.db, mentioned_times)  # the times the messages speak of (ADR 0036)
         self.index.sync_forms()
         GuardCache(self.db).fill()
         if self.embedder is None:

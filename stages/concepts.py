@@ -38,7 +38,7 @@ from typing import Any
 
 from core.concepts import Concept, ExperienceInput, Extraction, FoundConcept, FoundRelation, norm
 
-OFFLINE_VERSION = "concepts-offline-v2"  # v2: section headings are no concepts
+OFFLINE_VERSION = "concepts-offline-v3"  # v3: 2/3 characters at least, topics, more stated cues
 
 _SENTENCE = re.compile(r"[^。．！？!?\n]+[。．！？!?]?|(?<=[.!?])\s+")
 _LATIN_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
@@ -48,6 +48,10 @@ _HIRAGANA_ONLY = re.compile(r"^[\u3040-\u309f]+$")
 _LATIN_WORD = re.compile(r"^[A-Za-z][A-Za-z'\-]{2,29}$")  # letters only: no ids, keys or versions
 _MARKER = re.compile(r"\[REDACTED:[a-z0-9\-]+\]")  # the guard's marker is no concept
 MAX_SURFACE = 40
+#: the shortest concept names: a single Japanese character is a word fragment or a word of many
+#: senses (気, 方, 中), a Latin word of two letters an abbreviation or a particle (of, PC, ok)
+MIN_JA = 2
+MIN_LATIN = 3
 
 _local = threading.local()
 
@@ -130,10 +134,15 @@ def concept_token(t: Token) -> bool:
     en_stop, ja_stop = _stop_words()
     if s in ja_stop or t.normal in ja_stop or s.lower() in en_stop:
         return False
+    if t.pos[2:3] in (("副詞可能",), ("助数詞可能",)):
+        # adverbial nouns (最近, 今日, 一番, 結果) place or measure what is said, counters
+        # (時間, 箇月) count it: Sudachi's own classes, no topic either names
+        return False
     if _JA.search(s):
-        # one kana is no concept (one kanji is: 山, 雨); nor a word of hiragana only (こと, もの)
-        return bool(_KANJI.search(s)) or len(s) >= 2 and not _HIRAGANA_ONLY.match(s)
-    return bool(_LATIN_WORD.match(s)) and len(s) >= 3
+        # two characters at least (MIN_JA): one kanji is a fragment or many words (方, 気, 山);
+        # nor a word of hiragana only (こと, もの)
+        return len(s) >= MIN_JA and not _HIRAGANA_ONLY.match(s)
+    return bool(_LATIN_WORD.match(s)) and len(s) >= MIN_LATIN
 
 
 def name_of(t: Token) -> str:
@@ -164,6 +173,43 @@ def _noun_before(ts: Sequence[Token], i: int, stop: int = 0) -> int | None:
     """The index of the concept noun ending right before position ``i`` (skipping nothing)."""
     j = i - 1
     return j if j >= stop and concept_token(ts[j]) else None
+
+
+#: the role a case particle gives a noun in the clause of a verbal noun (Bする)
+_ROLE = {"を": "about", "で": "at", "と": "with"}
+_CASE = frozenset({"が", "を", "に", "で", "と", "へ", "から", "は", "も"})
+
+
+def _predicate(ts: Sequence[Token], i: int) -> bool:
+    """A verb heading a clause (not an auxiliary one after て: してみる, 行ってくる)."""
+    t = ts[i]
+    if not t.is_("動詞"):
+        return False
+    return not (i >= 1 and ts[i - 1].is_("助詞", "て"))
+
+
+def _arguments(ts: Sequence[Token], head: int) -> list[tuple[int, str]]:
+    """(index, particle) of the case-marked concept nouns of the clause ending at ``head``,
+    nearest first: walking back until a clause boundary (punctuation, a conjunctive particle,
+    another predicate)."""
+    out: list[tuple[int, str]] = []
+    k = head - 1
+    while k >= 0:
+        t = ts[k]
+        if t.pos[0] in ("補助記号", "動詞", "形容詞", "助動詞") or (
+            t.pos[0] == "助詞" and len(t.pos) > 1 and t.pos[1] == "接続助詞"
+        ):
+            break
+        if t.pos[0] == "助詞" and t.surface in _CASE and k >= 1 and concept_token(ts[k - 1]):
+            out.append((k - 1, t.surface))
+            k -= 2
+            continue
+        k -= 1
+    return out[:MAX_ARGUMENTS]
+
+
+#: a clause's arguments related pairwise: a longer run is a list, not one event's participants
+MAX_ARGUMENTS = 3
 
 
 def _ja_relations(ts: list[Token]) -> list[tuple[int, int | str, str]]:
@@ -228,6 +274,60 @@ def _ja_relations(ts: list[Token]) -> list[tuple[int, int | str, str]]:
                     out.append(
                         (a2, b2, "led_to") if t.surface in ("おかげ", "お陰") else (b2, a2, "for")
                     )
+        # AのB: B belongs to A or is an aspect of it (父の体調, yamalogのデータベース)
+        if (
+            t.surface == "の"
+            and t.pos[:2] == ("助詞", "格助詞")
+            and (a := _noun_before(ts, i)) is not None
+            and i + 1 < n
+            and concept_token(ts[i + 1])
+        ):
+            out.append((i + 1, a, "part_of"))
+        # the arguments of one predicate (the seed's 「友人と丹沢山に登った」: 登山 ─ 丹沢山,
+        # 登山 ─ 友人): the case-marked nouns of its clause are related by it; a verbal noun
+        # (Bする) takes them by their role (DBを選定する: 選定 about DB; 丹沢で登山する: 登山 at
+        # 丹沢; 友人と登山する: with)
+        if _predicate(ts, i):
+            verbal = (
+                i - 1
+                if t.is_("動詞", "する")
+                and i >= 1
+                and concept_token(ts[i - 1])
+                and "サ変可能" in ts[i - 1].pos
+                else None
+            )
+            args = _arguments(ts, i if verbal is None else verbal)
+            for k, particle in args:
+                if verbal is not None:
+                    role = _ROLE.get(particle, "related")
+                    out.append((k, verbal, role) if role == "with" else (verbal, k, role))
+            for x in range(len(args)):
+                for y in range(x + 1, len(args)):
+                    out.append((args[x][0], args[y][0], "related"))
+        # a noun as the predicate (決め手は鍵盤のタッチだ, 来月は入学。): its clause's
+        # arguments are related to it
+        if concept_token(t) and (
+            i + 1 == n or ts[i + 1].lemma in ("だ", "です") or ts[i + 1].pos[0] == "補助記号"
+        ):
+            for k, particle in _arguments(ts, i):
+                if particle == "と":  # 登山と読書。 is a list, not a relation the text states
+                    continue
+                if "サ変可能" in t.pos and particle in _ROLE:  # 丹沢で登山。
+                    out.append((i, k, _ROLE[particle]))
+                else:
+                    out.append((k, i, "related"))
+        # AについてB / Aに関するB / Aに関してB: B is about A (B the next concept noun)
+        if (
+            i >= 2
+            and ts[i - 1].surface == "に"
+            and concept_token(ts[i - 2])
+            and t.is_("動詞")
+            and t.lemma in ("つく", "関する")
+            and (t.lemma == "関する" or (i + 1 < n and ts[i + 1].surface == "て"))
+        ):
+            b3 = next((k for k in range(i + 1, n) if concept_token(ts[k])), None)
+            if b3 is not None:
+                out.append((b3, i - 2, "about"))
         # Aは(とても)楽しかった / Aして、楽しかった: a feeling (adjective) about A
         nxt_aux = ts[i + 1].lemma if i + 1 < n and ts[i + 1].is_("助動詞") else None
         if (t.is_("形容詞") and not (len(t.pos) > 1 and t.pos[1] == "非自立可能")) or (
@@ -246,7 +346,9 @@ def _ja_relations(ts: list[Token]) -> list[tuple[int, int | str, str]]:
                 and "サ変可能" in ts[k - 2].pos
             ):
                 out.append((k - 2, t.lemma, "felt"))
-    return out
+    # a pair a more specific cue names (食事で満腹感を得た: led_to) is not also just "related"
+    named = {frozenset((a, b)) for a, b, rel in out if rel != "related"}
+    return [r for r in out if r[2] != "related" or frozenset(r[:2]) not in named]
 
 
 # ---------------------------------------------------------------- English cues
@@ -321,6 +423,8 @@ def extract(exp: ExperienceInput) -> Extraction:
     relations: dict[tuple[str, str, str], FoundRelation] = {}
 
     lang = "ja"
+    title = True  # the first text is the record's title: what it names are its topics
+    topics = {norm(tag) for tag in exp.tags}
 
     def add(name: str, kind: str, key: str | None, reading: str | None = None) -> str:
         k = norm(name)
@@ -333,6 +437,8 @@ def extract(exp: ExperienceInput) -> Extraction:
                 reading=reading or (old.reading if old else None),
                 language=old.language if old else lang,
             )
+        if title:
+            topics.add(k)
         return concepts[k].surface
 
     def relate(a: str, b: str, rel: str, key: str | None) -> None:
@@ -343,7 +449,8 @@ def extract(exp: ExperienceInput) -> Extraction:
             relations[ident] = FoundRelation(a, b, rel, True, key)
 
     analysed: dict[str, list[Token]] = {}  # a sentence of the summary is often an excerpt too
-    for key, text in texts:
+    for n_text, (key, text) in enumerate(texts):
+        title = n_text == 0
         for sent in sentences(text):
             if looks_like_code(sent) or _HEADING_LINE.match(sent):
                 continue  # a section heading of the record (## 背景, ## Reasons) is its form, not its content
@@ -360,12 +467,16 @@ def extract(exp: ExperienceInput) -> Extraction:
                         reading = romaji(t.reading) if kind_of(t) == "proper" else None
                         names[i] = add(name_of(t), kind_of(t), key, reading)
                 for a, b, rel in _ja_relations(ts):
+                    if isinstance(b, str) and not long_enough(b):
+                        continue
                     target = names[b] if isinstance(b, int) else add(b, "feeling", key)
                     relate(names[a], target, rel, key)
             else:
                 for w in _en_names(sent):
                     add(w, "proper", key)
                 for wa, wb, rel, feeling in _en_relations(sent):
+                    if not (long_enough(wa) and long_enough(wb)):
+                        continue
                     relate(
                         add(wa, "noun", key),
                         add(wb, "feeling" if feeling else "noun", key),
@@ -383,7 +494,18 @@ def extract(exp: ExperienceInput) -> Extraction:
                 concepts[k] = FoundConcept(
                     f.surface, f.kind, key, f.reading, f.concept_id, f.language
                 )
-    return Extraction(concepts=tuple(concepts.values()), relations=tuple(relations.values()))
+    out = tuple(
+        FoundConcept(f.surface, f.kind, f.source_key, f.reading, f.concept_id, f.language, True)
+        if k in topics
+        else f
+        for k, f in concepts.items()
+    )
+    return Extraction(concepts=out, relations=tuple(relations.values()))
+
+
+def long_enough(name: str) -> bool:
+    """At least ``MIN_JA`` characters for a Japanese name, ``MIN_LATIN`` for any other."""
+    return len(name) >= (MIN_JA if _JA.search(name) else MIN_LATIN)
 
 
 # ---------------------------------------------------------------- matching to stored concepts

@@ -55,14 +55,20 @@ from core.concepts import (
 )
 from store.db import Database
 
+#: a name recurs once this many experiences show it (or one names it as its topic); it is a
+#: concept when it recurs or a stated relation joins it to one that does: a word of one record
+#: that relates to nothing indexes nothing beyond that record, which search finds by itself; the
+#: seed's unit of learning is the independent experience, and two is the least that links two
+MIN_EXPERIENCES = 2
+
 _LOCK = "SELECT pg_advisory_xact_lock(hashtext('pmem-concepts'))"
 _TABLES = (
     "concept_link_updates",
-    "concept_links",
+    "concept_relations",
     "experience_links",
     "experiences",
     "concept_embeddings",
-    "concepts",
+    "concept_names",
 )
 
 
@@ -179,7 +185,7 @@ class ConceptStore:
         with self.db.connection() as conn, conn.transaction(), conn.cursor() as cur:
             cur.executemany(
                 """INSERT INTO concept_embeddings (concept_id, model, dim, embedding)
-                   SELECT %s, %s, %s, %s::halfvec WHERE EXISTS (SELECT 1 FROM concepts WHERE id = %s)
+                   SELECT %s, %s, %s, %s::halfvec WHERE EXISTS (SELECT 1 FROM concept_names WHERE id = %s)
                    ON CONFLICT (concept_id, model) DO UPDATE
                    SET dim = EXCLUDED.dim, embedding = EXCLUDED.embedding""",
                 [
@@ -267,8 +273,9 @@ class ConceptStore:
         out: dict[str, list[str]] = {m: [] for m in ids}
         with self.db.connection() as conn:
             rows = conn.execute(
-                """SELECT memory_id, source_key, 0 AS rank FROM experience_links
+                """SELECT memory_id, source_key, 0 AS rank FROM experience_links l
                     WHERE memory_id = ANY(%(ids)s) AND source_key IS NOT NULL
+                      AND EXISTS (SELECT 1 FROM concepts c WHERE c.id = l.concept_id)
                    UNION
                    SELECT memory_id, source_key, 1 FROM evidence WHERE memory_id = ANY(%(ids)s)
                    ORDER BY 1, 3, 2""",
@@ -321,7 +328,7 @@ class ConceptStore:
 
     def _stated(self) -> dict[str, bool]:
         with self.db.connection() as conn:
-            return {r[0]: r[1] for r in conn.execute("SELECT id, stated FROM concept_links")}
+            return {r[0]: r[1] for r in conn.execute("SELECT id, stated FROM concept_relations")}
 
     # ------------------------------------------------------------ the stage's bookkeeping
 
@@ -355,7 +362,7 @@ class ConceptStore:
                 r["id"]: r
                 for r in _cur(conn)
                 .execute(
-                    """SELECT id, current_revision, title, canonical_summary, stated_facts FROM memories
+                    """SELECT id, current_revision, title, canonical_summary, stated_facts, tags FROM memories
                     WHERE id = ANY(%s) AND status = 'active'""",
                     (ids,),
                 )
@@ -385,6 +392,7 @@ class ConceptStore:
                     summary=r["canonical_summary"] or "",
                     stated_facts=tuple(r["stated_facts"] or ()),
                     evidence=tuple(ev.get(mid, [])),
+                    tags=tuple(r["tags"] or ()),
                 )
             )
         return out
@@ -399,16 +407,29 @@ class ConceptStore:
         return [r[0] for r in rows]
 
     def counts(self) -> dict[str, int]:
+        """Concepts, experiences, experience links (to concepts), links (between two concepts),
+        log rows; ``names`` / ``relations``: every name and stated relation stored, concepts or
+        not yet (a name one experience shows, not as its topic)."""
         with self.db.connection() as conn:
             row = conn.execute(
                 """SELECT (SELECT count(*) FROM concepts), (SELECT count(*) FROM experiences),
-                          (SELECT count(*) FROM experience_links), (SELECT count(*) FROM concept_links),
-                          (SELECT count(*) FROM concept_link_updates)"""
+                          (SELECT count(*) FROM experience_links l JOIN concepts c ON c.id = l.concept_id),
+                          (SELECT count(*) FROM concept_links),
+                          (SELECT count(*) FROM concept_link_updates),
+                          (SELECT count(*) FROM concept_names), (SELECT count(*) FROM concept_relations)"""
             ).fetchone()
         assert row is not None
         return dict(
             zip(
-                ("concepts", "experiences", "experience_links", "concept_links", "updates"),
+                (
+                    "concepts",
+                    "experiences",
+                    "experience_links",
+                    "concept_links",
+                    "updates",
+                    "names",
+                    "relations",
+                ),
                 row,
                 strict=True,
             )
@@ -445,6 +466,15 @@ class ConceptStore:
             conn.execute(_LOCK)
             return self._withdraw(conn, memory_id, run_id, erase=False)
 
+    def withdraw_in(self, conn: Connection, memory_id: str) -> dict[str, int]:
+        """``withdraw`` inside the caller's transaction: `pmem delete` and a merge take the
+        experience back at once, with the memory's status (no rebuild needed). A store without
+        the concept tables (an old schema mid-upgrade) has nothing to withdraw."""
+        if conn.execute("SELECT to_regclass('experiences')").fetchone() == (None,):
+            return {"links_withdrawn": 0, "experiences_withdrawn": 0}
+        conn.execute(_LOCK)
+        return self._withdraw(conn, memory_id, None, erase=False)
+
     def erase(self, conn: Connection, memory_id: str) -> dict[str, int]:
         """``pmem forget``'s part, inside its transaction: withdraw the experience and delete
         every log row naming the memory (the remaining log still explains every weight)."""
@@ -475,13 +505,13 @@ class ConceptStore:
             norms = [norm(c.name) for c in new]
             known: dict[str, str] = dict(
                 conn.execute(
-                    "SELECT norm, id FROM concepts WHERE norm = ANY(%s)", (norms,)
+                    "SELECT norm, id FROM concept_names WHERE norm = ANY(%s)", (norms,)
                 ).fetchall()
             )
             fresh = [(c, n) for c, n in zip(new, norms, strict=True) if n not in known]
             with conn.cursor() as cur:
                 cur.executemany(
-                    """INSERT INTO concepts (id, name, norm, aliases, keys, language, kind, first_memory_id)
+                    """INSERT INTO concept_names (id, name, norm, aliases, keys, language, kind, first_memory_id)
                        VALUES (%s, %s, %s, '{}', %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
                     [(c.id, c.name, n, [n], c.language, c.kind, exp.memory_id) for c, n in fresh],
                 )
@@ -508,7 +538,7 @@ class ConceptStore:
         have = {
             r[0]
             for r in conn.execute(
-                "SELECT id FROM concept_links WHERE experiences @> ARRAY[%s]", (exp.memory_id,)
+                "SELECT id FROM concept_relations WHERE experiences @> ARRAY[%s]", (exp.memory_id,)
             )
         }
         for lid in sorted(have - set(wanted)):
@@ -534,10 +564,10 @@ class ConceptStore:
         )
         with conn.cursor() as cur:
             cur.executemany(
-                """INSERT INTO experience_links (memory_id, concept_id, surface, reading, source_key)
-                   VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
+                """INSERT INTO experience_links (memory_id, concept_id, surface, reading, source_key, topic)
+                   VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING""",
                 [
-                    (exp.memory_id, cid, f.surface, f.reading, f.source_key)
+                    (exp.memory_id, cid, f.surface, f.reading, f.source_key, f.topic)
                     for cid, f in sorted(found.items())
                 ],
             )
@@ -545,7 +575,7 @@ class ConceptStore:
         current = {
             r[0]: (float(r[1]), list(r[2]), list(r[3]))
             for r in conn.execute(
-                "SELECT id, weight, experiences, source_keys FROM concept_links WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
+                "SELECT id, weight, experiences, source_keys FROM concept_relations WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
                 (sorted(wanted),),
             )
         }
@@ -570,13 +600,13 @@ class ConceptStore:
         with conn.cursor() as cur:
             if inserts:
                 cur.executemany(
-                    """INSERT INTO concept_links (id, source_id, target_id, relation, stated, weight,
+                    """INSERT INTO concept_relations (id, source_id, target_id, relation, stated, weight,
                            experiences, source_keys) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)""",
                     inserts,
                 )
             if updates:
                 cur.executemany(
-                    "UPDATE concept_links SET weight = %s, experiences = %s, source_keys = %s WHERE id = %s",
+                    "UPDATE concept_relations SET weight = %s, experiences = %s, source_keys = %s WHERE id = %s",
                     updates,
                 )
             if log:
@@ -604,7 +634,8 @@ class ConceptStore:
             )
         }
         for (lid,) in conn.execute(
-            "SELECT id FROM concept_links WHERE experiences @> ARRAY[%s] ORDER BY id", (memory_id,)
+            "SELECT id FROM concept_relations WHERE experiences @> ARRAY[%s] ORDER BY id",
+            (memory_id,),
         ).fetchall():
             counts["links_withdrawn"] += self._unsupport(
                 conn, lid, memory_id, revision, run_id, erase=erase
@@ -615,7 +646,7 @@ class ConceptStore:
         if erase:
             conn.execute("DELETE FROM concept_link_updates WHERE memory_id = %s", (memory_id,))
             conn.execute(
-                "UPDATE concepts SET first_memory_id = NULL WHERE first_memory_id = %s",
+                "UPDATE concept_names SET first_memory_id = NULL WHERE first_memory_id = %s",
                 (memory_id,),
             )
         self._tidy(conn, touched)
@@ -632,7 +663,8 @@ class ConceptStore:
         erase: bool,
     ) -> int:
         row = conn.execute(
-            "SELECT weight, experiences, stated FROM concept_links WHERE id = %s FOR UPDATE", (lid,)
+            "SELECT weight, experiences, stated FROM concept_relations WHERE id = %s FOR UPDATE",
+            (lid,),
         ).fetchone()
         if row is None or memory_id not in row[1]:
             return 0
@@ -644,11 +676,11 @@ class ConceptStore:
         after = weight_for(len(supporters), stated)
         if supporters:
             conn.execute(
-                "UPDATE concept_links SET weight = %s, experiences = %s WHERE id = %s",
+                "UPDATE concept_relations SET weight = %s, experiences = %s WHERE id = %s",
                 (after, supporters, lid),
             )
         else:
-            conn.execute("DELETE FROM concept_links WHERE id = %s", (lid,))
+            conn.execute("DELETE FROM concept_relations WHERE id = %s", (lid,))
         if not erase:
             self._log(conn, lid, memory_id, revision, "withdraw", before, after, run_id)
         return 1
@@ -673,13 +705,15 @@ class ConceptStore:
     @staticmethod
     def _tidy(conn: Connection, concept_ids: Iterable[str]) -> None:
         """For the concepts an experience touched: those no experience shows any more go (with
-        their links); the others get their aliases and lookup keys again from the experiences
-        that show them (so they depend only on what is stored, as a rebuild makes them)."""
+        their links); the others get their aliases, lookup keys and standing (``established``:
+        shown by ``MIN_EXPERIENCES`` experiences or named as a topic by one) again from the
+        experiences that show them (so they depend only on what is stored, as a rebuild makes
+        them)."""
         ids = sorted(set(concept_ids))
         if not ids:
             return
         conn.execute(
-            """DELETE FROM concepts c WHERE c.id = ANY(%s)
+            """DELETE FROM concept_names c WHERE c.id = ANY(%s)
                  AND NOT EXISTS (SELECT 1 FROM experience_links l WHERE l.concept_id = c.id)""",
             (ids,),
         )
@@ -687,14 +721,15 @@ class ConceptStore:
             """SELECT c.id, c.name, c.first_memory_id,
                       array_agg(l.surface ORDER BY l.surface) FILTER (WHERE l.surface IS NOT NULL),
                       array_agg(l.reading ORDER BY l.reading) FILTER (WHERE l.reading IS NOT NULL),
-                      array_agg(l.memory_id ORDER BY m.created_at, l.memory_id)
-                 FROM concepts c JOIN experience_links l ON l.concept_id = c.id
+                      array_agg(l.memory_id ORDER BY m.created_at, l.memory_id),
+                      bool_or(l.topic)
+                 FROM concept_names c JOIN experience_links l ON l.concept_id = c.id
                  LEFT JOIN memories m ON m.id = l.memory_id
                 WHERE c.id = ANY(%s) GROUP BY c.id""",
             (ids,),
         ).fetchall()
         changes = []
-        for cid, name, first, surfaces, readings, mids in rows:
+        for cid, name, first, surfaces, readings, mids, topic in rows:
             own = norm(name)
             aliases = sorted(
                 {s for s in surfaces or [] if norm(s) != own}, key=lambda s: (norm(s), s)
@@ -703,14 +738,33 @@ class ConceptStore:
                 {own, *(norm(a) for a in aliases), *(norm(r) for r in readings or [] if r)}
             )
             first = first if first in mids else (mids[0] if mids else None)
-            changes.append((aliases, keys, first, cid))
+            recurs = bool(topic) or len(set(mids)) >= MIN_EXPERIENCES
+            changes.append((aliases, keys, first, recurs, cid))
         with conn.cursor() as cur:
             cur.executemany(
-                """UPDATE concepts SET aliases = %s::text[], keys = %s::text[], first_memory_id = %s::text
-                   WHERE id = %s AND (aliases, keys, first_memory_id)
-                         IS DISTINCT FROM (%s::text[], %s::text[], %s::text)""",
-                [(a, k, f, cid, a, k, f) for a, k, f, cid in changes],
+                """UPDATE concept_names SET aliases = %s::text[], keys = %s::text[], first_memory_id = %s::text,
+                          recurs = %s
+                   WHERE id = %s AND (aliases, keys, first_memory_id, recurs)
+                         IS DISTINCT FROM (%s::text[], %s::text[], %s::text, %s)""",
+                [(a, k, f, e, cid, a, k, f, e) for a, k, f, e, cid in changes],
             )
+        # established: recurs, or a stated relation joins it to a name that recurs; for the
+        # touched names and their neighbours (whose standing rests on theirs)
+        conn.execute(
+            """WITH ids AS (
+                   SELECT unnest(%(ids)s::text[]) AS id
+                   UNION SELECT CASE WHEN r.source_id = ANY(%(ids)s) THEN r.target_id ELSE r.source_id END
+                     FROM concept_relations r
+                    WHERE r.source_id = ANY(%(ids)s) OR r.target_id = ANY(%(ids)s))
+               UPDATE concept_names c SET established = e.value
+                 FROM (SELECT n.id, n.recurs OR EXISTS (
+                              SELECT 1 FROM concept_relations r JOIN concept_names o
+                                  ON o.id = CASE WHEN r.source_id = n.id THEN r.target_id ELSE r.source_id END
+                               WHERE n.id IN (r.source_id, r.target_id) AND r.stated AND o.recurs) AS value
+                         FROM concept_names n JOIN ids ON ids.id = n.id) e
+                WHERE c.id = e.id AND c.established IS DISTINCT FROM e.value""",
+            {"ids": ids},
+        )
 
 
 def _link(r: dict[str, Any], other: Concept | None, outgoing: bool) -> ConceptLink:

@@ -334,6 +334,7 @@ TABLE_STORES: tuple[TableStore, ...] = (
             "month",
             "memory_ids",
             "message_keys",
+            "citations",  # per line: memory ids and message keys only
             "inputs_hash",
             "model",
             "prompt_version",
@@ -347,7 +348,15 @@ TABLE_STORES: tuple[TableStore, ...] = (
         "profile_versions",
         "derived",
         text=("profile",),
-        ids=("months", "memory_ids", "inputs_hash", "model", "prompt_version", "run_id"),
+        ids=(
+            "months",
+            "memory_ids",
+            "citations",  # per line: memory ids and message keys only
+            "inputs_hash",
+            "model",
+            "prompt_version",
+            "run_id",
+        ),
         erase="generic; versions citing an erased memory are deleted",
         guard="SummaryStore.add_profile: profile redacted",
     ),
@@ -368,7 +377,7 @@ TABLE_STORES: tuple[TableStore, ...] = (
     ),
     # ------------------------------------------------------------ concepts (0021, seed 003)
     TableStore(
-        "concepts",
+        "concept_names",  # every name an experience shows; the view `concepts`: the concepts
         "derived",
         text=("name", "norm", "aliases", "keys"),
         ids=("id", "language", "kind", "first_memory_id"),
@@ -398,7 +407,7 @@ TABLE_STORES: tuple[TableStore, ...] = (
         guard="ConceptStore.apply: a flagged surface or reading is dropped",
     ),
     TableStore(
-        "concept_links",
+        "concept_relations",  # every stated relation; the view `concept_links`: between concepts
         "derived",
         ids=("id", "source_id", "target_id", "relation", "experiences", "source_keys"),
         erase="an erased memory leaves every link (weight recomputed; removed when no supporter is left)",

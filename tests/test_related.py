@@ -147,7 +147,7 @@ def test_paths_threshold_hops_and_attention(db, store) -> None:  # type: ignore[
         )
         for n in names:
             exp.concepts[concept_id(n)] = FoundConcept(
-                surface=n, source_key=f"chatgpt:seed-{mid}:m1"
+                surface=n, source_key=f"chatgpt:seed-{mid}:m1", topic=True
             )
             exp.new_concepts[concept_id(n)] = Concept(id=concept_id(n), name=n, language="ja")
         for a, b, rel, stated in links:

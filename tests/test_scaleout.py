@@ -181,6 +181,28 @@ def _export_text(db_url: str) -> str:
         db.close()
 
 
+def _concept_state(db_url: str) -> dict[str, Any]:
+    """The concept store as readers see it: concepts with their experiences, links with their
+    weights and supporters (ids are content-derived, so two runs of one export compare)."""
+    from store.concepts import ConceptStore
+    from store.db import Database
+
+    db = Database(db_url)
+    try:
+        cs = ConceptStore(db)
+        names = {c.id: c.name for c in cs.concepts()}
+        return {
+            "concepts": {n: cs.experiences_of(cid) for cid, n in sorted(names.items())},
+            "links": sorted(
+                (names[k.source_id], names[k.target_id], k.relation, k.weight, k.experiences)
+                for k in cs.links()
+            ),
+            "counts": cs.counts(),
+        }
+    finally:
+        db.close()
+
+
 @pytest.fixture(scope="module")
 def single_process(
     export: Path, pg_admin_url: str, template_db: str, tmp_path_factory: pytest.TempPathFactory
@@ -221,7 +243,13 @@ def single_process(
             p.close()
         wall = time.monotonic() - start
         drafted = model.drafted()
-    yield {"export": _export_text(url), "summary": summary, "wall": wall, "drafted": drafted}
+    yield {
+        "export": _export_text(url),
+        "concepts": _concept_state(url),
+        "summary": summary,
+        "wall": wall,
+        "drafted": drafted,
+    }
     with psycopg.connect(pg_admin_url, autocommit=True) as conn:
         conn.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
@@ -408,6 +436,10 @@ def test_two_workers_share_one_run_one_budget_one_runs_folder(
     results = sorted((tmp_path / "runs").glob("*/batches/*/result.json"))
     assert len(results) == 20
     assert _export_text(cli_env["DATABASE_URL"]) == single_process["export"]
+    # the pool run ran the concept stage like the in-process one: the same concept store
+    pooled = _concept_state(cli_env["DATABASE_URL"])
+    assert pooled["counts"]["experiences"] == summary["memories_created"] > 0
+    assert pooled == single_process["concepts"]
     print(
         f"\ntwo workers: {wall:.1f} s wall (submit to end), {summary['drafter_calls']} drafter calls, "
         f"{summary['rate_limited']} 429s; single process: {single_process['wall']:.1f} s, "

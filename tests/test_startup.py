@@ -135,7 +135,7 @@ def test_help_screens_still_list_every_command_and_plain_placeholders():
     runner = CliRunner()
     top = runner.invoke(app, ["--help"], terminal_width=200)
     assert top.exit_code == 0, top.output
-    for name in ("backfill", "import", "search", "recall", "serve", "forget", "summarize"):
+    for name in ("backfill", "import", "search", "recall", "serve", "memory", "summary"):
         assert f" {name} " in top.output, name
     one = runner.invoke(app, ["search", "--help"], terminal_width=200)
     assert one.exit_code == 0, one.output

@@ -227,6 +227,51 @@ def test_offline_summary_sentences_are_verbatim_excerpts(
         db.close()
 
 
+def test_every_sentence_of_a_month_cites_a_memory_that_exists(
+    env: dict[str, str], first_run: dict[str, Any]
+) -> None:
+    """Issue 27, item 4: each line of a month summary carries the memory ids it is drawn from
+    (and, for the person's own words, the message behind it, in a conversation of that memory);
+    `pmem summary show --json` lists them per sentence; the profile's month lines cite too."""
+    from store.db import Database
+
+    db = Database(env["DATABASE_URL"])
+    try:
+        with db.connection() as conn:
+            active = {r[0] for r in conn.execute("SELECT id FROM memories WHERE status = 'active'")}
+            conv_of = dict(
+                conn.execute("SELECT message_key, conversation_key FROM source_messages")
+            )
+            quotes: dict[str, set[str]] = {}
+            for mid, key in conn.execute("SELECT memory_id, source_key FROM evidence"):
+                quotes.setdefault(mid, set()).add(conv_of.get(key, ""))
+        months = _store().latest_all()
+        assert months
+        lines = 0
+        for m in months:
+            shown = last_json("summary", "show", m.month, "--json")
+            sentences = shown["sentences"]
+            assert [x["text"] for x in sentences] == m.summary.splitlines()
+            for x in sentences:
+                assert x["memory_ids"] and set(x["memory_ids"]) <= active, (m.month, x)
+                for key in x["message_keys"]:  # through the memory: a message of its conversation
+                    assert any(conv_of[key] in quotes[mid] for mid in x["memory_ids"]), x
+                lines += 1
+        assert lines >= len(months)
+        prof = last_json("profile", "--json")
+        # the lines after the head (the span, the topics, "month by month"): one per month
+        heading = next(
+            i
+            for i, x in enumerate(prof["sentences"])
+            if x["text"] in ("月ごとの流れ:", "Month by month:")
+        )
+        month_lines = prof["sentences"][heading + 1 :]
+        assert month_lines and all(set(x["memory_ids"]) <= active for x in prof["sentences"])
+        assert all(x["memory_ids"] for x in month_lines)
+    finally:
+        db.close()
+
+
 def test_the_profile_tells_the_job_change(env: dict[str, str], first_run: dict[str, Any]) -> None:
     prof = last_json("profile", "--json")
     assert set(prof) >= {"profile", "months", "version"}

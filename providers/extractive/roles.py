@@ -1,0 +1,430 @@
+"""The role of each of the person's sentences (decision, reason, open point, result, resolved point)
+and the case parts built from them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from core.textsearch import analyze
+from providers.extractive.sentences import (
+    _JA_CHAR_RE,
+    Sentence,
+    _content_terms,
+    _first_message,
+    _is_filler,
+    _is_question,
+    _own,
+)
+from stages.prefilter import DECISION_RE, REASON_RE
+
+_OPEN_RE = re.compile(
+    r"まだ|未定|未解決|検討中|迷って|悩んで|TODO|\bnot sure\b|\bunsure\b|\bundecided\b"
+    r"|\bstill (?:need|have to|open|unclear|deciding)\b|\bopen question\b|\blater\b",
+    re.IGNORECASE,
+)
+
+
+_RESULT_RE = re.compile(
+    r"結果|結局|うまくいった|上手くいった|解決(?:した|しました|済)|動いた|できた(?!ら)"
+    r"|\bturn(?:s|ed) out\b|\b(?:it|that|this|which) (?:finally |now )?worked\b|\bworks now\b"
+    r"|\b(?:fixed|solved) it\b|\bis (?:now )?(?:fixed|solved)\b|\bin the end\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class _Parts:
+    background: list[Sentence]
+    topics: list[Sentence]
+    decisions: list[Sentence]
+    reasons: list[Sentence]
+    results: list[Sentence]
+    open_points: list[Sentence]
+    resolved: list[tuple[Sentence, Sentence]]
+
+
+_STRONG_OPEN_RE = re.compile(
+    r"まだ.{0,12}(?:ない|迷|悩|未定|検討)|迷って|迷い中|迷う|悩んで|悩む|不安|心配|気になって|課題"
+    r"|次第|かどうか|決めたい|決めてない|決まってない|わからない|わかってない|分からない|分かってない"
+    r"|未定|未解決|検討中|(?:ない|なきゃ)といけない|なきゃ(?:いけない|な)?(?=[。、]|$)"
+    r"|か(?:は|も|を)[、,]?[^。]{0,20}?(?:考え|迷|決め|悩|検討|相談|聞い|試し)"
+    r"|か(?:は|も|を|どうか)[、,]?[^。]{0,20}?(?:確認|調べ|問い合わせ|聞く|見て)"
+    r"|見直すかも|かもしれない|試してみたい|聞いてみる|TODO"
+    r"|\bnot sure\b|\bunsure\b|\bundecided\b|\bwhether\b|\bhaven't decided\b|\bwondering\b"
+    r"|\bstill (?:need|have to|open|unclear|deciding|thinking)\b|\bopen question\b|\bworried\b",
+    re.IGNORECASE,
+)
+
+
+_SELF_QUESTION_RE = re.compile(
+    r"(?:かな|べき|べきか|いいかな|要る|いる|必要)[？?]\s*$"
+    r"|^(?:\W*)(?:is it|should i|do i|would it|does it|am i|will it|is that|are there)\b.*\?\s*$",
+    re.IGNORECASE,
+)
+
+
+_EXTRA_DECISION_RE = re.compile(
+    r"(?:(?<!ま)で(?:いく|行く|いきます)|(?:で|に)(?:決める|決めます|決定))(?=[。．！!？?、,\s」』)]|$|よ|ね|わ|な|笑)"
+    r"|って(?:ルール|こと)に(?:する|した)|\bI(?:'ll| will) (?:go|take|stick|stay|keep|buy|use)\b",
+    re.IGNORECASE,
+)
+
+
+_INTENT_EN_RE = re.compile(
+    r"\b(?:I(?:'ll| will| am going to|'m going to)|we(?:'ll| will| are going to|'re going to))\b"
+    r"|\b(?:I|we) (?:won't|will not)\b"
+    # the present progressive of a plan ("I'm dropping X", "we're moving"): a near-future act
+    r"|\b(?:I'm|I am|we're|we are) (?!(?:thinking|wondering|trying|looking|not)\b)[a-z]+ing\b"
+    r"(?! (?:see|think|check))",
+    re.IGNORECASE,
+)
+
+
+_EXTRA_REASON_RE = re.compile(
+    r"決め手|のと[、,]|(?:ない|たい|いい|だ|い)し[、,]|なので|だから|\bmain reason\b|\breasons?:"
+    r"|, so\b|\bso (?:that|I)\b|\bmostly because\b"
+    r"|\bhonestly\b|\bfrankly\b|正直",  # the person's own feeling about it: what moves them
+    re.IGNORECASE,
+)
+
+
+_CONTINUE_RE = re.compile(
+    r"^\W*(?:あと|それと|それに|また|さらに|加えて|Also|And|Plus|Besides)\b|^\W*(?:あと|それと|それに|また|さらに)",
+    re.IGNORECASE,
+)
+
+
+_ENUM_RE = re.compile(
+    r"^\W*(?:まず|第一に|一つ目は|1つ目は|ひとつは|それと|二つ目は|2つ目は|First(?:ly)?,|Second(?:ly)?,)"
+)
+
+
+_OPENER_RE = re.compile(
+    r"^\W*(?:結論|じゃあ|では|うん|よし|いろいろ考えて|考えたけど|悩んだけど|決めた|ok|okay|so|alright|in the end)\b"
+    r"|^\W*(?:結論|じゃあ|うん|よし|いろいろ考えて|考えたけど|悩んだけど)",
+    re.IGNORECASE,
+)
+
+
+_VERDICT_RE = re.compile(r"^\W*(?:ok(?:ay)?|alright|じゃあ|よし|うん|結論)\W", re.IGNORECASE)
+
+
+_REASON_LEAD_RE = re.compile(
+    r"^\W*(?:理由は|理由として|決め手は|なぜなら|というのも|because\b|the reason\b|main reason\b|reasons?:)",
+    re.IGNORECASE,
+)
+
+
+_PAST_RE = re.compile(
+    r"(?:た|だ|ました|かった)(?:[。!！]|$)|\b(?:went|did|was|turned out|worked)\b"
+)
+
+
+_MAX_DECISIONS = 4
+
+
+_MAX_REASONS = 6
+
+
+_MAX_OPEN = 5
+
+
+def _parts(person: list[Sentence]) -> _Parts:
+    roles = _roles(person)
+    pick = {
+        role: [s for s in person if roles.get(s.index) == role]
+        for role in ("decision", "reason", "open", "result", "background_open")
+    }
+    decisions = _best_decisions(pick["decision"], person)
+    # a decision past the cap is no decision here: it may still give its reason clause
+    reasons = _rank_reasons(pick["reason"], decisions)
+    reasons = sorted([*reasons, *_reason_clauses(decisions)], key=lambda s: (s.index, -len(s.text)))
+    reasons = _dedupe_sentences(reasons)[: _MAX_REASONS + len(decisions)]
+    open_points = pick["open"]
+    if not open_points and not decisions:
+        open_points = _last_question(person, set(roles))
+    resolved = _resolutions(open_points, person, roles)
+    open_now = [s for s in open_points if s.index not in {o.index for o, _ in resolved}][:_MAX_OPEN]
+    used = set(roles) | {s.index for s in open_points}
+    background = [
+        s for s in _first_message(person) if s.index not in used and not _is_filler(s.text)
+    ]
+    background = (pick["background_open"] + background)[:2] if not decisions else background[:2]
+    used |= {s.index for s in background}
+    results = [s for s in pick["result"] if s.index not in {r.index for _, r in resolved}]
+    topics = _topics(person, used | {r.index for _, r in resolved})
+    return _Parts(
+        background, topics, decisions, reasons, results[-2:], open_now, resolved[:_MAX_OPEN]
+    )
+
+
+def _roles(person: list[Sentence]) -> dict[int, str]:
+    """The role of each of the person's sentences that has one (index → role)."""
+    roles: dict[int, str] = {}
+    by_message: dict[str, list[Sentence]] = {}
+    for s in person:
+        by_message.setdefault(s.message.key, []).append(s)
+    scores = {s.index: _decision_score(s, by_message[s.message.key]) for s in person}
+    for s in person:
+        if _opens(s.text):
+            roles[s.index] = "open"
+        elif scores[s.index] >= 3:
+            roles[s.index] = "decision"
+    if not any(r == "decision" for r in roles.values()):  # no clear decision: the best intent
+        intents = [
+            s
+            for s in person
+            if s.index not in roles and (_plain_intent(s.text) or _INTENT_EN_RE.search(s.text))
+        ]
+        best = max(intents, key=lambda s: (scores[s.index], -s.index), default=None)
+        if best is not None and scores[best.index] >= 2:
+            roles[best.index] = "decision"
+    decided = [s for s in person if roles.get(s.index) == "decision"]
+    first_decision = decided[0].index if decided else None
+    decision_messages = {s.message.key for s in decided}
+    for msg_sentences in by_message.values():
+        prev: str | None = None
+        for s in msg_sentences:
+            role = roles.get(s.index)
+            if role is None:
+                if _is_question(s.text):
+                    if (
+                        _SELF_QUESTION_RE.search(s.text)
+                        and first_decision is not None
+                        and s.index > first_decision
+                    ):
+                        role = "open"
+                elif _reasons(s.text) or (prev == "reason" and _CONTINUE_RE.search(s.text)):
+                    role = "reason"
+                elif prev == "open" and _CONTINUE_RE.search(s.text):
+                    role = "open"
+                elif s.message.key in decision_messages and _ENUM_RE.search(s.text):
+                    role = "reason"
+                elif _RESULT_RE.search(s.text):
+                    role = "result"
+                elif (
+                    prev == "decision"
+                    and not _is_filler(s.text)
+                    and not any(
+                        _reasons(o.text) for o in msg_sentences if roles.get(o.index) != "decision"
+                    )
+                ):  # a decision its message gives no marked reason for: what follows it says why
+                    role = "reason"
+                if role is not None:
+                    roles[s.index] = role
+            prev = role
+    for s in person:  # an open point before any decision: the question the decision answered
+        if roles.get(s.index) == "open" and first_decision is not None and s.index < first_decision:
+            roles[s.index] = "background_open"
+    return roles
+
+
+def _opens(text: str) -> bool:
+    own = _own(text)
+    return bool(
+        _STRONG_OPEN_RE.search(own) or _OPEN_RE.search(own)
+    ) and not _EXTRA_DECISION_RE.search(own)
+
+
+def _reasons(text: str) -> bool:
+    return bool(REASON_RE.search(text) or _EXTRA_REASON_RE.search(text))
+
+
+def _decision_score(s: Sentence, message: list[Sentence]) -> float:
+    """How clearly ``s`` states a decision: a cue word counts 3, a plain statement of intent 1
+    (2 in English: "I'll ..."), a justification right after it 2, an opener (結論、 じゃあ、) 1."""
+    text = s.text
+    if _is_question(text) or _is_filler(text) or _REASON_LEAD_RE.match(text):
+        return 0
+    score = 0.0
+    own = _own(text)
+    if _decision_cue(own) and not _refers_back(own):
+        score += 3
+    elif _decision_cue(own):
+        score += 1  # "…って決めたけど": an earlier decision named, maybe a new one in the clause
+    intent = 2 if _INTENT_EN_RE.search(text) else 1 if _plain_intent(text) else 0
+    if intent and message[0].index != 0:
+        intent += 1  # said after the assistant answered: a conclusion, not the opening request
+    score += intent
+    after = [n for n in message if n.index > s.index][:1]
+    if (
+        after
+        and _reasons(after[0].text)
+        and not _opens(after[0].text)
+        and not _is_question(after[0].text)
+    ):
+        score += 2
+    before = [n for n in message if n.index < s.index][-1:]
+    if intent and before and _ANNOUNCES_RE.search(before[0].text):
+        score += 2  # 「方法を決めました。毎朝…します。」: the decision a bare verdict announced
+    if _OPENER_RE.search(text):
+        score += 1
+        rest = _LEAD_FILLER_RE.sub("", text).strip()
+        verdict = _VERDICT_RE.match(text) and rest and not _is_filler(rest) and len(rest) <= 30
+        if message[0].index != 0 and verdict and not intent:
+            score += 2  # "Ok, Go first." / 「じゃあ、Aで。」: a short verdict after the answer
+    if _reasons(text) and score < 3:
+        score -= 1  # "…ので…する": a reason that ends in a verb, not a decision of its own
+    return score
+
+
+# a verdict that names only that something was decided (方法を決めました, 方針が決まった, we
+# settled on a plan): what it decided comes in the next sentence
+_ANNOUNCES_RE = re.compile(
+    r"(方法|方針|やり方|進め方|結論|プラン|計画|内容|ルール)(を|は|が|も)?(決め(ました|た)|決まり(ました)?|決まった)[。．!！]?\s*$"
+    r"|\b(decided on|settled on|came up with) (a|my|the|our) (plan|approach|routine|method)\b",
+    re.IGNORECASE,
+)
+
+
+def _refers_back(text: str) -> bool:
+    """「…って決めたけど」「決めたときは」: the sentence names an earlier decision; it is a new one
+    only when another cue follows that clause."""
+    m = re.search(r"(?:決めた|決めました|にした|にしてた)(?:けど|けれど|が|ときは|時は|のに)", text)
+    if m is None:
+        return False
+    return not _decision_cue(text[m.end() :])
+
+
+def _plain_intent(text: str) -> bool:
+    """A Japanese sentence that ends in a verb's dictionary form (受ける。 移す。 始めてみる。):
+    a plain statement of what the person will do."""
+    core = re.sub(r"[\s。．！!笑wｗ)）」』]+$", "", text)
+    if not core or not _JA_CHAR_RE.search(core[-3:]):
+        return False
+    morphemes = [m for m in analyze(core[-40:]) if m.pos[0] not in ("補助記号", "空白")]
+    if not morphemes:
+        return False
+    last = morphemes[-1]
+    if last.pos[0] == "動詞" and len(last.pos) > 5 and last.pos[5].startswith("終止形"):
+        return last.surface not in ("思う", "いる", "ある", "なる", "できる", "わかる", "言う")
+    if (
+        last.normalized == "ます"
+        and len(morphemes) > 1
+        and len(last.pos) > 5
+        and last.pos[5].startswith("終止形")
+    ):
+        verb = morphemes[-2]  # the polite form (使います, してもらいます): the same plain intent
+        return verb.pos[0] == "動詞" and verb.normalized not in (
+            "思う",
+            "居る",
+            "有る",
+            "成る",
+            "出来る",
+            "分かる",
+            "言う",
+        )
+    return False
+
+
+def _best_decisions(decisions: list[Sentence], person: list[Sentence]) -> list[Sentence]:
+    """At most ``_MAX_DECISIONS``, the clearest first kept, in the order they were said."""
+    if len(decisions) <= _MAX_DECISIONS:
+        return decisions
+    by_message: dict[str, list[Sentence]] = {}
+    for s in person:
+        by_message.setdefault(s.message.key, []).append(s)
+    ranked = sorted(
+        decisions, key=lambda s: (-_decision_score(s, by_message[s.message.key]), s.index)
+    )
+    keep = {s.index for s in ranked[:_MAX_DECISIONS]}
+    return [s for s in decisions if s.index in keep]
+
+
+def _rank_reasons(reasons: list[Sentence], decisions: list[Sentence]) -> list[Sentence]:
+    """Reasons said in a message that holds a decision first, then the others; text order."""
+    near = {s.message.key for s in decisions}
+    first = [s for s in reasons if s.message.key in near]
+    rest = [s for s in reasons if s.message.key not in near]
+    keep = {s.index for s in [*first, *rest][:_MAX_REASONS]}
+    return [s for s in reasons if s.index in keep]
+
+
+def _dedupe_sentences(items: list[Sentence]) -> list[Sentence]:
+    """Drop a reason clause whose whole sentence is kept too (and exact repeats)."""
+    out: list[Sentence] = []
+    for s in items:
+        if any(o.index == s.index and s.text in o.text for o in out):
+            continue
+        out = [o for o in out if not (o.index == s.index and o.text in s.text)]
+        out.append(s)
+    return out
+
+
+def _resolutions(
+    open_points: list[Sentence], person: list[Sentence], roles: dict[int, str]
+) -> list[tuple[Sentence, Sentence]]:
+    """(open point, the later statement that settles it): a later message of the person that
+    names the same things and states a decision, an outcome or what was done."""
+    out: list[tuple[Sentence, Sentence]] = []
+    taken: set[int] = set()
+    for o in open_points:
+        terms = _content_terms(o.text)
+        if not terms:
+            continue
+        for s in person:
+            if s.index <= o.index or s.message.key == o.message.key or s.index in taken:
+                continue
+            if roles.get(s.index) == "open" or _is_question(s.text):
+                continue
+            settles = (
+                roles.get(s.index) in ("decision", "result")
+                or _plain_intent(s.text)
+                or _PAST_RE.search(s.text)
+            )
+            if settles and terms & _content_terms(s.text):
+                out.append((o, s))
+                taken.add(s.index)
+                break
+    return out
+
+
+def _reason_clauses(decisions: list[Sentence]) -> list[Sentence]:
+    """The reason inside a decision sentence ("... because X", "Xので、..."), as a substring."""
+    out: list[Sentence] = []
+    for s in decisions:
+        m = REASON_RE.search(s.text)
+        if m is None:
+            continue
+        if m.group()[0].isascii():
+            clause = s.text[m.start() :]  # English: the reason follows its marker
+        elif m.group() in ("ので", "から", "ため"):
+            clause = s.text[: m.end()]  # Japanese: the reason comes before its marker
+        else:
+            clause = s.text
+        out.append(Sentence(s.message, clause.strip(), s.index))
+    return out
+
+
+def _last_question(person: list[Sentence], used: set[int]) -> list[Sentence]:
+    if not person or person[-1].index in used:
+        return []
+    last = person[-1]
+    return [last] if _is_question(last.text) else []
+
+
+def _topics(person: list[Sentence], used: set[int]) -> list[Sentence]:
+    """The first sentence of each later person message: what else was discussed."""
+    seen: set[str] = set()
+    out: list[Sentence] = []
+    for s in person:
+        if s.message.key in seen or _is_filler(s.text):
+            continue
+        seen.add(s.message.key)
+        if s.index not in used and s.index > 0:
+            out.append(s)
+    return out[:5]
+
+
+_LEAD_FILLER_RE = re.compile(
+    r"^(?:(?:ok(?:ay)?|so|well|alright|yes|yeah|thanks|じゃあ|うん|よし|なるほど|ありがとう)[,、!！.。\s]+)+",
+    re.IGNORECASE,
+)
+
+
+def _decision_cue(text: str) -> bool:
+    """A decision marker other than a bare 結局 ("after all" also tells what happened)."""
+    if _EXTRA_DECISION_RE.search(text):
+        return True
+    return any(m.group() != "結局" for m in DECISION_RE.finditer(text))

@@ -1,0 +1,196 @@
+"""Sentences of the person's messages (exact substrings of the source), and the small text helpers
+the drafter's modules share."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from core.models import Channel, Message
+from core.textsearch import analyze
+from stages.prefilter import split_prose
+
+_SENTENCE_END_RE = re.compile(r"[。！？]+|[.!?]+(?=\s|$)|\n")
+
+
+_FENCE_RE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+
+
+_JA_CHAR_RE = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff66-\uff9f]")
+
+
+_LATIN_RE = re.compile(r"[A-Za-z]")
+
+
+_REDACTED_RE = re.compile(r"\[REDACTED:[a-z0-9\-]+\]")
+
+
+_STOP_WORDS = """
+i i'm a an the ok okay can could would please yes no what how why when where which who
+is are do does if in on for to and or but so my we you it this that also now then
+thanks thank hi hello sure e.g i.e etc vs
+"""
+
+
+_STOP_TERMS = frozenset(_STOP_WORDS.split())
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One sentence of a message: ``text`` is an exact substring of ``message.text``."""
+
+    message: Message
+    text: str
+    index: int  # position among the conversation's person sentences
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of ``text`` (code blocks skipped); each one is an exact substring of ``text``."""
+    out: list[str] = []
+    for start, end in _prose_spans(text):
+        out.extend(_split_span(text, start, end))
+    return out
+
+
+def _prose_spans(text: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for m in _FENCE_RE.finditer(text):
+        spans.append((pos, m.start()))
+        pos = m.end()
+    spans.append((pos, len(text)))
+    return [(a, b) for a, b in spans if b > a]
+
+
+def _split_span(text: str, start: int, end: int) -> list[str]:
+    """Cut at sentence ends, except inside brackets (「…？」 or "(…？)" belongs to its sentence);
+    a line break always ends a sentence."""
+    out: list[str] = []
+    pos = start
+    for m in _SENTENCE_END_RE.finditer(text, start, end):
+        if m.group() != "\n" and _bracket_depth(text[pos : m.start()]) > 0:
+            continue
+        _add_sentence(out, text[pos : m.end()])
+        pos = m.end()
+    _add_sentence(out, text[pos:end])
+    return out
+
+
+def _bracket_depth(piece: str) -> int:
+    return sum(piece.count(c) for c in "(（「『") - sum(piece.count(c) for c in ")）」』")
+
+
+def _add_sentence(out: list[str], piece: str) -> None:
+    sentence = piece.strip()
+    if len(sentence) >= 2 and any(ch.isalnum() for ch in sentence):
+        out.append(sentence)
+
+
+def person_sentences(messages: list[Message]) -> list[Sentence]:
+    """The person's prose sentences, in order (log lines and code blocks left out)."""
+    out: list[Sentence] = []
+    for msg in messages:
+        if msg.channel != Channel.PERSON:
+            continue
+        # prose lines are lines of the message text, so each sentence is a substring of it
+        for text in split_sentences(split_prose(msg.text)[0]):
+            if text in msg.text:
+                out.append(Sentence(msg, text, len(out)))
+    return out
+
+
+_FILLER_RE = re.compile(
+    r"^\W*(?:ありがとう|ありがと|thanks?|thank you|なるほど|了解|うん|ok|okay|はい)\W*(?:ございます)?\W*$",
+    re.IGNORECASE,
+)
+
+
+_QUOTED_RE = re.compile(r"「[^「」]*」|『[^『』]*』|\"[^\"]*\"")
+
+
+def _own(text: str) -> str:
+    """The sentence without what it quotes (「…」 is someone else's words, not a cue of the
+    person's own)."""
+    return _QUOTED_RE.sub("「」", text)
+
+
+_TERM_STOP = frozenset(
+    [
+        "こと",
+        "もの",
+        "とき",
+        "ところ",
+        "ため",
+        "よう",
+        "感じ",
+        "自分",
+        "今日",
+        "今回",
+        "一番",
+        "最初",
+        "あと",
+        "それ",
+        "これ",
+        "時間",
+        "方",
+    ]
+)
+
+
+def _content_terms(text: str) -> set[str]:
+    """The nouns and names in ``text`` (two characters or more): what a sentence is about."""
+    terms = {
+        m.normalized
+        for m in analyze(text)
+        if m.pos[0] == "名詞"
+        and m.pos[1] in ("普通名詞", "固有名詞")
+        and len(m.surface) >= 2
+        and m.normalized not in _TERM_STOP
+    }
+    terms |= {
+        w.casefold()
+        for w in re.findall(r"[A-Za-z][A-Za-z0-9]{2,}", text)
+        if w.casefold() not in _STOP_TERMS
+    }
+    return terms
+
+
+def _is_filler(text: str) -> bool:
+    return bool(_FILLER_RE.match(text)) or len(text.strip()) < 3
+
+
+def _first_message(person: list[Sentence]) -> list[Sentence]:
+    return [s for s in person if s.message.key == person[0].message.key] if person else []
+
+
+def _is_question(text: str) -> bool:
+    return text.rstrip().endswith(("?", "？"))
+
+
+def detect_language(messages: list[Message]) -> str:
+    """ "ja" when kana/kanji are more than a trace next to the Latin letters, else "en"."""
+    person = [m.text for m in messages if m.channel == Channel.PERSON]
+    text = "\n".join(person or [m.text for m in messages])
+    ja = len(_JA_CHAR_RE.findall(text))
+    latin = len(_LATIN_RE.findall(text))
+    return "ja" if ja >= 2 and ja >= 0.1 * latin else "en"
+
+
+def _cap(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _dedupe(items: Iterable[str], *, casefold: bool = False) -> list[str]:
+    seen: set[str] = set()
+    out: list[str] = []
+    for item in items:
+        key = item.casefold() if casefold else item
+        if item and key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out

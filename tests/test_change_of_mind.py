@@ -1,0 +1,134 @@
+"""The change of mind found by meaning (issue 27, item 2): a later conversation that reverses or
+redoes an earlier decision in words no cue list holds is appended to that decision's memory,
+and a conversation on another matter that shares a word with it is not."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from core.models import DraftRecord, MemoryIndexEntry
+from providers.extractive import draft_record
+from providers.extractive.change import _CHANGE_RE
+from tests.test_extractive_drafter import make_conv
+
+A = "ご相談です"  # an assistant turn between the person's messages
+
+EARLIER = {
+    "kyoto": [
+        "来月の三連休、家族で京都に一泊旅行することにした。",
+        "理由は、紅葉がちょうど見頃なのと、娘が嵐山のトロッコ列車に乗りたがってるから。",
+        "まだ決まってないのは、宿を町家にするかホテルにするか。",
+    ],
+    "school": [
+        "駅前の英会話スクールに週2回通うことにする。",
+        "理由は、仕事で英語の会議が増えたから。",
+    ],
+    "camera": [
+        "I'll buy the Sony A7 IV for the trip photos.",
+        "The main reason is the autofocus on moving kids.",
+        "Still not sure whether I need a second lens.",
+    ],
+    "osaka": [
+        "We'll move to Osaka next spring when my transfer starts.",
+        "Mostly because the rent there is lower and my parents live nearby.",
+    ],
+}
+
+# reversals in wording none of the drafter's cue lists holds (checked below)
+REVERSALS = [
+    ("kyoto", ["京都旅行は行かないことにした。", "娘が熱を出したので、三連休は家でゆっくりする。"]),
+    ("kyoto", ["京都の一泊旅行、今回は見送ることにする。", "宿の予約も取り消した。"]),
+    ("kyoto", ["京都に行くつもりだったけど、旅行は来年の春に回すことにした。"]),
+    (
+        "school",
+        ["英会話スクールに通うのはやめにした。", "オンライン英会話で毎朝25分やることにする。"],
+    ),
+    ("school", ["英会話スクールの申し込み、結局キャンセルすることにした。"]),
+    ("camera", ["I'm not buying the Sony A7 IV.", "I'll keep using my phone for the trip photos."]),
+    ("camera", ["I was going to buy the Sony A7 IV, but I'll rent one for the trip instead."]),
+    (
+        "osaka",
+        ["We won't move to Osaka next spring.", "My transfer was cancelled, so we stay here."],
+    ),
+    ("osaka", ["We had planned the move to Osaka, but we'll stay in Tokyo for two more years."]),
+    (
+        "school",
+        ["英会話スクールに通う予定だったが、会社の研修で足りるので申し込まないことにした。"],
+    ),
+]
+
+# other matters that share a word with one of the memories
+LOOK_ALIKES = [
+    [
+        "京都の出張で食べたラーメンがおいしかった店を、yamalogのメモに残しておきたい。",
+        "店名はメモにする。",
+    ],
+    ["英語の本を月に1冊読むことにした。", "理由は語彙を増やしたいから。"],
+    ["I'll clean the camera sensor myself this weekend.", "Because the shop charges too much."],
+    [
+        "Osaka friends are visiting next week, so I'll book a table at the izakaya.",
+        "They like sake.",
+    ],
+    ["旅行保険はクレジットカード付帯のものにする。", "理由は、年会費の範囲で足りるから。"],
+]
+
+
+def _turns(lines: list[str]) -> list[tuple[str, str]]:
+    turns = [("user", lines[0]), ("assistant", A)]
+    for line in lines[1:]:
+        turns += [("user", line), ("assistant", A)]
+    return turns
+
+
+@pytest.fixture(scope="module")
+def memories() -> dict[str, MemoryIndexEntry]:
+    """The earlier decisions as the pipeline offers them: drafted, then committed."""
+    out = {}
+    for name, lines in EARLIER.items():
+        record = draft_record(make_conv(_turns(lines), key=f"chatgpt:{name}"), [])
+        assert record is not None and record.memory_kind == "decision"
+        out[name] = _entry(name, record)
+    return out
+
+
+def _entry(name: str, record: DraftRecord) -> MemoryIndexEntry:
+    return MemoryIndexEntry(
+        id=f"mem-{name}",
+        title=record.title,
+        index_summary=record.index_summary,
+        kind=record.memory_kind,
+        current_revision=1,
+        aliases=record.aliases,
+        source_conversation_keys=list(record.source_conversation_keys),
+    )
+
+
+def _later(lines: list[str], i: int):  # type: ignore[no-untyped-def]
+    conv = make_conv(_turns(lines), key=f"chatgpt:later{i}")
+    return conv.model_copy(update={"created_at": conv.created_at + timedelta(days=30)})
+
+
+def test_the_reversals_use_no_cue_word() -> None:
+    for _, lines in REVERSALS:
+        assert not any(_CHANGE_RE.search(line) for line in lines), lines
+
+
+@pytest.mark.parametrize("i", range(len(REVERSALS)))
+def test_a_reversal_in_new_words_appends_to_its_memory(
+    i: int, memories: dict[str, MemoryIndexEntry]
+) -> None:
+    name, lines = REVERSALS[i]
+    record = draft_record(_later(lines, i), list(memories.values()))
+    assert record is not None
+    assert (record.action, record.target_memory_id) == ("append", f"mem-{name}"), lines
+
+
+@pytest.mark.parametrize("i", range(len(LOOK_ALIKES)))
+def test_another_matter_sharing_a_word_is_not_appended(
+    i: int, memories: dict[str, MemoryIndexEntry]
+) -> None:
+    record = draft_record(_later(LOOK_ALIKES[i], 100 + i), list(memories.values()))
+    assert record is not None
+    assert record.action == "create", (LOOK_ALIKES[i], record.target_memory_id)

@@ -1,0 +1,157 @@
+"""The CLI by nouns (issue 25 item 5, ADR 0033): `pmem --help` fits one screen with at most 20
+top-level names, grouped; every `pmem …` command that README.md, docs/ and the Makefile name
+resolves (a documented command that is missing fails here); the old spellings are hidden,
+keep working and say on stderr where the command moved, their stdout byte-identical."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from cli.aliases import MOVED
+from cli.app import PANELS
+from cli.main import app
+from tests.conftest import PROJECT
+
+_SPAN = re.compile(r"`([^`\n]+)`")
+# `pmem` where a command starts (line start, after a space, a path's `/` or a bracket), then
+# the words that may name its command: lowercase, `a|b` for alternatives, each ending at a blank
+_CALL = re.compile(r"(?:^|(?<=[\s(/\"']))pmem((?: +[a-z][a-z0-9|-]*(?=$|[\s;)`]))*)")
+_SPAN_START = re.compile(r"^(?:\S*/)?pmem ")
+
+
+def documented_lines() -> Iterator[tuple[str, str]]:
+    """(where, text) for every piece of README.md, docs/**/*.md and the Makefile's recipes that
+    can hold a command: code spans that start with `pmem`, lines of code blocks, recipe lines."""
+    for path in [PROJECT / "README.md", *sorted((PROJECT / "docs").rglob("*.md"))]:
+        fence = False
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            where = f"{path.relative_to(PROJECT)}:{n}"
+            if line.lstrip().startswith("```"):
+                fence = not fence
+            elif fence:
+                yield where, line
+            else:
+                for span in _SPAN.findall(line):
+                    if _SPAN_START.match(span):
+                        yield where, span
+    for n, line in enumerate((PROJECT / "Makefile").read_text().splitlines(), 1):
+        if line.startswith("\t") and "$(PMEM)" in line:
+            yield f"Makefile:{n}", line.replace("$(PMEM)", "pmem")
+
+
+def command_paths(text: str) -> list[list[str]]:
+    """The candidate command words of each `pmem …` in ``text``, `a|b` spelled out."""
+    out: list[list[str]] = []
+    for m in _CALL.finditer(text):
+        words = m.group(1).split()
+        paths: list[list[str]] = [[]]
+        for word in words:
+            paths = [p + [alt] for p in paths for alt in word.split("|") if alt]
+        out.extend(paths)
+    return out
+
+
+@functools.cache
+def _root() -> Any:
+    return typer.main.get_command(app)
+
+
+def resolve(words: list[str]) -> tuple[list[str], str | None]:
+    """The command path ``words`` names and, when they name none, why."""
+    node: Any = _root()
+    path: list[str] = []
+    for word in words:
+        commands = getattr(node, "commands", None)
+        if commands is None:  # a command: what follows are its arguments
+            return path, None
+        if word not in commands:
+            return path, f"`pmem {' '.join([*path, word])}`: no such command"
+        node = commands[word]
+        path.append(word)
+    return path, None  # `pmem`, `pmem --version` or a group: each shows its help
+
+
+def unresolved(lines: list[tuple[str, str]]) -> list[str]:
+    return [
+        f"{where}: {why}"
+        for where, text in lines
+        for words in command_paths(text)
+        for _, why in [resolve(words)]
+        if why
+    ]
+
+
+def test_every_documented_command_resolves_and_shows_its_help():
+    lines = list(documented_lines())
+    assert len(lines) > 100  # README, docs/ and the Makefile were read
+    assert unresolved(lines) == []
+    paths = {tuple(resolve(w)[0]) for _, text in lines for w in command_paths(text)}
+    assert {("backfill",), ("search",), ("db", "init"), ("prefect", "stop")} <= paths
+    runner = CliRunner()
+    for path in sorted(paths):
+        result = runner.invoke(app, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+
+
+def test_the_check_fails_on_a_documented_command_that_is_missing():
+    lines = [
+        ("x.md:1", "pmem no-such-verb --json"),
+        ("x.md:2", "pmem ledger list|vanish KEY"),
+        ("x.md:3", ".venv/bin/pmem search 'データベース'"),
+    ]
+    assert unresolved(lines) == [
+        "x.md:1: `pmem no-such-verb`: no such command",
+        "x.md:2: `pmem ledger vanish`: no such command",
+    ]
+
+
+def test_help_fits_one_screen_with_at_most_20_names_grouped():
+    root = typer.main.get_command(app)
+    visible = [n for n, c in root.commands.items() if not c.hidden]  # type: ignore[attr-defined]
+    assert 10 <= len(visible) <= 20
+    panelled = [n for _, names in PANELS for n in names]
+    assert sorted(panelled) == sorted(visible)  # every name in one panel, none under "Other"
+    result = CliRunner().invoke(app, ["--help"])
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert len(lines) <= 24 and max(len(line) for line in lines) <= 80
+    titles = [title for title, _ in PANELS]
+    shown: dict[str, list[str]] = {}
+    for line in lines[3:-1]:
+        parts = re.split(r"\s{2,}", line.strip())
+        if parts[0] in titles:
+            shown[parts[0]] = []
+            parts = parts[1:]
+        shown[list(shown)[-1]].append(parts[0])
+    assert shown == {title: list(names) for title, names in PANELS}  # grouped, as PANELS says
+
+
+def test_old_spellings_are_hidden_and_name_where_the_command_moved():
+    root: Any = typer.main.get_command(app)
+    runner = CliRunner()
+    for old, new in MOVED.items():
+        old_path, why = resolve(old.split())
+        assert why is None and old_path == old.split(), old
+        assert resolve(new.split()) == (new.split(), None), new
+        assert root.commands[old_path[0]].hidden, old  # not on `pmem --help`
+        shown = runner.invoke(app, [*old_path, "--help"], terminal_width=200)
+        assert shown.exit_code == 0 and f"Moved to `pmem {new}`" in shown.stdout, old
+    assert root.commands["api"].hidden  # `pmem serve --api` now
+
+
+@pytest.mark.parametrize(("old", "new"), [(["prices"], ["runs", "prices"])])
+def test_an_old_spelling_runs_the_command_with_the_same_stdout(old: list[str], new: list[str]):
+    runner = CliRunner()
+    then = runner.invoke(app, [*old, "--json"])
+    now = runner.invoke(app, [*new, "--json"])
+    assert then.exit_code == now.exit_code == 0
+    assert then.stdout == now.stdout and now.stdout.strip().startswith("{")
+    assert "`pmem prices` is now `pmem runs prices`" in then.stderr
+    assert now.stderr == ""
