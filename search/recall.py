@@ -73,7 +73,7 @@ DECISION_STATEMENT = (
 )
 MIN_SIMILARITY_IN_RANGE = 0.15  # inside a time range the range itself is evidence
 MENTION_WEIGHT = 0.5  # a message in the range by what it speaks of, not by when it was sent
-TURN_FLOOR_RANK = 5  # the turn list's first few pass the floor (a neighbour's words count)
+TURN_FLOOR_RANK = 5  # the turn list's first few pass the floor beside the lexical first few
 
 
 @dataclass(frozen=True)
@@ -331,7 +331,9 @@ class Recall(IndexUpkeep):
             ctx = {r.key: conv_sim[r.conv] + OWN_SHARE * (r.sim or 0.0) for r in cands}
             lists["context"] = sorted(ctx, key=lambda k: (-ctx[k], k))[:LIST_LIMIT]
         weights = dict(WEIGHTS, lexical=WEIGHTS["lexical"] * best_cov)
-        lists["turn"], beside = _turn_list(rows, cands, terms, w, avg_len, conv_sim)
+        lists["turn"], beside = _turn_list(
+            rows, cands, terms, w, avg_len, conv_sim, set(lexical[:TURN_FLOOR_RANK])
+        )
         weights["turn"] = rk.TURN_LIST_WEIGHT
         fused = rk.fuse(lists, weights, RRF_K)
         role = {r.key: r.role for r in cands}
@@ -360,8 +362,9 @@ class Recall(IndexUpkeep):
             )
         }
         kept = []
-        # the turn list's first few pass the floor when a neighbour holds enough of the terms
-        in_turn = set(lists["turn"][:TURN_FLOOR_RANK]) & beside
+        # the turn list's first few pass the floor beside a lexical lead (no range: inside one the
+        # floors are lowered already, and a widened range keeps to its nearest answer)
+        in_turn = set() if ranged else set(lists["turn"][:TURN_FLOOR_RANK]) & beside
         for f in fused:
             own_sim = sim.get(f.key, 0.0)
             conv = conv_of[f.key]
@@ -378,6 +381,8 @@ class Recall(IndexUpkeep):
                 # whatever its own words (「揚げ物を週1に減らすことにする」 for "what did I change")
                 or (f.key in decided and conv in on_topic)
             )
+            if f.ranks.keys() == {"turn"} and f.key not in in_turn:
+                continue  # found by the turn list alone: only beside a lexical lead
             if not relevant:
                 continue
             if side and role[f.key] == side:
@@ -708,13 +713,14 @@ def _turn_list(
     w: Sequence[float],
     avg_len: float,
     conv_sim: dict[str, float],
+    lead: set[str],
 ) -> tuple[list[str], set[str]]:
     """The candidates ranked by ``rank.turn_score`` (ADR 0035): the names of the chat's speakers
     are no content (a partner's "Wow, Maria, that looks great!" holds the word "Maria"), a name
     in the question points at that speaker's messages, and a message is read with its two
     neighbours (the question a turn answers is often in the turn before it) and its
-    conversation's best lexical match. Also: the candidates beside a turn that holds at least
-    ``MIN_COVERAGE`` of the content terms' idf mass."""
+    conversation's best lexical match. Also: the candidates beside one of ``lead`` (the lexical
+    list's first few) that holds at least ``MIN_COVERAGE`` of the content terms' idf mass."""
     names = rk.speaker_names((r.role for r in rows), person_names())
     person = set(person_names())
     content = [t.text.lower() not in names for t in terms]
@@ -732,6 +738,7 @@ def _turn_list(
             r.position
             for r in rs
             if r.position is not None
+            and r.key in lead
             and math.fsum(w[i] for i in r.matched if content[i]) / mass >= MIN_COVERAGE
         }
         beside |= {
