@@ -86,3 +86,54 @@ def fuse(
         Fused(key, score, ranks)
         for key, score, ranks in rrf(rankings, {n: weights.get(n, 0.0) for n in rankings}, k)
     ]
+
+
+# ---------------------------------------------------------------- the turn list (ADR 0035)
+
+# Weights of a logistic ranker fitted on the LoCoMo dev split (five conversations, categories
+# 1-4, every candidate a sample, positives weighted up to balance; features as in ``turn_features``;
+# ADR 0035 says how they were fitted). Leave-one-conversation-out R@5 of this ranker alone 0.729
+# (with the person's name known), 0.697 (the partner's only); it joins the fusion as one list.
+TURN_WEIGHTS = (2.05, 1.875, 1.228, 0.095, 1.818, 1.327, 0.301, -2.56, 0.218)
+TURN_LIST_WEIGHT = 2.0  # its weight in the fusion (lexical 1.0 × coverage, vector 0.5, context 0.5)
+PLAIN_ROLES = frozenset({"user", "assistant", "system", "tool"})
+
+
+def speaker_names(roles: Iterable[str], person: Iterable[str] = ()) -> set[str]:
+    """The lower-cased names of a chat's speakers: a role that is a name (a Telegram or LINE
+    partner is stored under their name), and the person's own names (``PMEM_ME``)."""
+    out = {r.lower() for r in roles if r and r not in PLAIN_ROLES}
+    return out | {p.strip().lower() for p in person if p.strip()}
+
+
+def turn_features(
+    own: float,
+    coverage: float,
+    sim: float,
+    conv_sim: float,
+    neighbour: float,
+    conv_best: float,
+    named: bool | None,
+    length: int,
+) -> tuple[float, ...]:
+    """One message's features for ``TURN_WEIGHTS``: its BM25 over the content terms (speaker
+    names left out) and the best of its two neighbours' and of its conversation's, each divided
+    by the query's maximum (so 0-1); its share of the content terms' idf; its cosine and its
+    conversation's best; whether its speaker is the one the question names (``None``: the
+    question names nobody); the log of its length."""
+    return (
+        own,
+        coverage,
+        sim,
+        conv_sim,
+        neighbour,
+        conv_best,
+        1.0 if named else 0.0,
+        1.0 if named is False else 0.0,
+        math.log1p(max(0, length)),
+    )
+
+
+def turn_score(features: Sequence[float], weights: Sequence[float] = TURN_WEIGHTS) -> float:
+    """The ranker's linear score (higher is better)."""
+    return math.fsum(a * b for a, b in zip(weights, features, strict=True))

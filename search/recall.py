@@ -29,6 +29,8 @@ shows a time-scoped answer in time order.
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -70,8 +72,9 @@ DECISION_STATEMENT = (
     r"|[Ii]'ll (go|use|ask|take|try|keep|do|buy|stay|pick)|[Ii] decided|[Ii]'m going with|going with"
     r"|[Ii] picked|[Ii] chose|[Ii] went with|because|the reason)"
 )
-MIN_SIMILARITY_IN_RANGE = 0.15
+MIN_SIMILARITY_IN_RANGE = 0.15  # inside a time range the range itself is evidence
 MENTION_WEIGHT = 0.5  # a message in the range by what it speaks of, not by when it was sent
+TURN_FLOOR_RANK = 5  # the turn list's first few pass the floor beside the lexical first few
 
 
 def plain_query(text: str) -> Query:
@@ -98,6 +101,7 @@ class _Row:
     sim: float | None
     decision: bool = False
     candidate: bool = True  # False: read for its conversation's context only (outside the range)
+    position: int | None = None  # its place in its conversation (neighbours are one apart)
 
 
 class Recall(IndexUpkeep):
@@ -314,6 +318,10 @@ class Recall(IndexUpkeep):
             ctx = {r.key: conv_sim[r.conv] + OWN_SHARE * (r.sim or 0.0) for r in cands}
             lists["context"] = sorted(ctx, key=lambda k: (-ctx[k], k))[:LIST_LIMIT]
         weights = dict(WEIGHTS, lexical=WEIGHTS["lexical"] * best_cov)
+        lists["turn"], beside = _turn_list(
+            rows, cands, terms, w, avg_len, conv_sim, set(lexical[:TURN_FLOOR_RANK])
+        )
+        weights["turn"] = rk.TURN_LIST_WEIGHT
         fused = rk.fuse(lists, weights, RRF_K)
         role = {r.key: r.role for r in cands}
         conv_of = {r.key: r.conv for r in cands}
@@ -341,11 +349,15 @@ class Recall(IndexUpkeep):
             )
         }
         kept = []
+        # the turn list's first few pass the floor beside a lexical lead (no range: inside one the
+        # floors are lowered already, and a widened range keeps to its nearest answer)
+        in_turn = set() if ranged else set(lists["turn"][:TURN_FLOOR_RANK]) & beside
         for f in fused:
             own_sim = sim.get(f.key, 0.0)
             conv = conv_of[f.key]
             relevant = (
                 cov[f.key] >= MIN_COVERAGE
+                or f.key in in_turn
                 or own_sim >= floor
                 or (
                     conv_sim[conv] >= MIN_SIMILARITY
@@ -356,6 +368,8 @@ class Recall(IndexUpkeep):
                 # whatever its own words (「揚げ物を週1に減らすことにする」 for "what did I change")
                 or (f.key in decided and conv in on_topic)
             )
+            if f.ranks.keys() == {"turn"} and f.key not in in_turn:
+                continue  # found by the turn list alone: only beside a lexical lead
             if not relevant:
                 continue
             if side and role[f.key] == side:
@@ -386,7 +400,11 @@ class Recall(IndexUpkeep):
         out = []
         for n, f in enumerate(kept, start=1):
             t = texts[f.key]
-            best = max(f.ranks, key=lambda name: weights.get(name, 0.0) / (RRF_K + f.ranks[name]))
+            best = max(
+                (name for name in f.ranks if name != "turn"),
+                key=lambda name: weights.get(name, 0.0) / (RRF_K + f.ranks[name]),
+                default="lexical",
+            )
             match: Any = "exact" if phrase and phrase in _norm(t["text"]) else best
             out.append(
                 RecallHit(
@@ -543,11 +561,12 @@ class Recall(IndexUpkeep):
             """WITH q AS (SELECT q.t AS t, q.i::int AS i
                           FROM unnest(%(tsqs)s::tsquery[]) WITH ORDINALITY q(t, i))
                SELECT s.message_key, s.conversation_key, s.role, s.created_at, {terms}, {sim},
-                      s.role = 'user' AND s.text ~ {decision}
+                      s.role = 'user' AND s.text ~ {decision},
+                      (SELECT m.position FROM source_messages m WHERE m.message_key = s.message_key)
                FROM message_search s WHERE {where}"""
         ).format(terms=terms, sim=sim, where=where, decision=sql.Literal(DECISION_STATEMENT))
         out = rows
-        for k, c, role, at, n, m, v, d in conn.execute(statement, params).fetchall():
+        for k, c, role, at, n, m, v, d, pos in conn.execute(statement, params).fetchall():
             had = known.get(k)
             out.append(
                 _Row(
@@ -559,6 +578,7 @@ class Recall(IndexUpkeep):
                     had.matched if had else list(m),
                     float(v) if v is not None else None,
                     bool(d),
+                    position=pos,
                 )
             )
         return out
@@ -671,3 +691,79 @@ def _dist(emb: QueryEmbedder | None) -> sql.Composable:
     return sql.SQL("e.embedding::halfvec({d}) <=> %(qv)s::halfvec({d})").format(
         d=sql.Literal(emb.dim)
     )
+
+
+def _turn_list(
+    rows: Sequence[_Row],
+    cands: Sequence[_Row],
+    terms: Sequence[TermLike],
+    w: Sequence[float],
+    avg_len: float,
+    conv_sim: dict[str, float],
+    lead: set[str],
+) -> tuple[list[str], set[str]]:
+    """The candidates ranked by ``rank.turn_score`` (ADR 0035): the names of the chat's speakers
+    are no content (a partner's "Wow, Maria, that looks great!" holds the word "Maria"), a name
+    in the question points at that speaker's messages, and a message is read with its two
+    neighbours (the question a turn answers is often in the turn before it) and its
+    conversation's best lexical match. Also: the candidates beside one of ``lead`` (the lexical
+    list's first few) that holds at least ``MIN_COVERAGE`` of the content terms' idf mass."""
+    names = rk.speaker_names((r.role for r in rows), person_names())
+    person = set(person_names())
+    content = [t.text.lower() not in names for t in terms]
+    asked = {t.text.lower() for t in terms if t.text.lower() in names}
+    mass = math.fsum(x for x, keep in zip(w, content, strict=True) if keep) or 1.0
+    own = {r.key: rk.bm25((w[i] for i in r.matched if content[i]), r.length, avg_len) for r in rows}
+    by_conv: dict[str, list[_Row]] = {}
+    for r in rows:
+        by_conv.setdefault(r.conv, []).append(r)
+    near: dict[str, float] = {}
+    beside: set[str] = set()
+    for rs in by_conv.values():
+        at = {r.position: own[r.key] for r in rs if r.position is not None}
+        held = {
+            r.position
+            for r in rs
+            if r.position is not None
+            and r.key in lead
+            and math.fsum(w[i] for i in r.matched if content[i]) / mass >= MIN_COVERAGE
+        }
+        beside |= {
+            r.key
+            for r in rs
+            if r.position is not None and (r.position - 1 in held or r.position + 1 in held)
+        }
+        for r in rs:
+            p = r.position
+            near[r.key] = max(at.get(p - 1, 0.0), at.get(p + 1, 0.0)) if p is not None else 0.0
+    conv_best = {c: max(own[r.key] for r in rs) for c, rs in by_conv.items()}
+    top_own = max((own[r.key] for r in cands), default=0.0) or 1.0
+    top_near = max((near[r.key] for r in cands), default=0.0) or 1.0
+    top_conv = max(conv_best.values(), default=0.0) or 1.0
+    score = {}
+    for r in cands:
+        speaker = r.role.lower()
+        named = (
+            None
+            if not asked
+            else speaker in asked
+            or (r.role == "user" and bool(asked & {p.lower() for p in person}))
+        )
+        score[r.key] = rk.turn_score(
+            rk.turn_features(
+                own[r.key] / top_own,
+                math.fsum(w[i] for i in r.matched if content[i]) / mass,
+                r.sim or 0.0,
+                conv_sim[r.conv],
+                near[r.key] / top_near,
+                conv_best[r.conv] / top_conv,
+                named,
+                r.length,
+            )
+        )
+    return sorted(score, key=lambda k: (-score[k], k))[:LIST_LIMIT], beside
+
+
+def person_names() -> list[str]:
+    """The person's own names (``PMEM_ME``, comma-separated), as the importers read them."""
+    return [n for n in os.environ.get("PMEM_ME", "").split(",") if n.strip()]
