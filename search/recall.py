@@ -39,7 +39,17 @@ from psycopg.rows import dict_row
 
 from core.textsearch import query_tokens, tsquery_literal
 from search import rank as rk
-from search.common import QueryLike, RecallHit, RecallResult, TermLike, _norm, doc_frequencies
+from search.common import (
+    CROSS_LINGUAL_FLOOR,
+    KANA,
+    QueryLike,
+    RecallHit,
+    RecallResult,
+    TermLike,
+    _norm,
+    doc_frequencies,
+    writes_japanese,
+)
 from search.mentions import mentioned_times
 from search.provenance import memories_drafted, where_it_went
 from store.index import MAX_TOKEN_CHARS, IndexUpkeep, QueryEmbedder, _vector_literal
@@ -110,6 +120,7 @@ class _Row:
     matched: list[int]
     sim: float | None
     decision: bool = False
+    japanese: bool = False  # written in Japanese (kana): the floors are chosen by language
     candidate: bool = True  # False: read for its conversation's context only (outside the range)
 
 
@@ -303,7 +314,13 @@ class Recall(IndexUpkeep):
             c: set().union(*(set(r.matched) for r in rs)) | title_terms[c]
             for c, rs in by_conv.items()
         }
-        conv_sim = {c: max((r.sim or 0.0) for r in rs) for c, rs in by_conv.items()}
+        # each floor on similarity, for a message (a conversation: its best message's language)
+        # in the other language than the question: lowered by the embedder's cross-lingual shift
+        asked_ja = writes_japanese(q.vector_text)
+        shift = {r.key: CROSS_LINGUAL_FLOOR if r.japanese != asked_ja else 1.0 for r in rows}
+        best_of = {c: max(rs, key=lambda r: r.sim or 0.0) for c, rs in by_conv.items()}
+        conv_sim = {c: best_of[c].sim or 0.0 for c in by_conv}
+        conv_floor = {c: MIN_SIMILARITY * shift[best_of[c].key] for c in by_conv}
         cands = [r for r in rows if r.candidate]
         lengths = {r.key: r.length for r in pool if r.candidate} | {r.key: r.length for r in cands}
         avg_len = sum(lengths.values()) / len(lengths) if lengths else 1.0  # over every candidate
@@ -341,7 +358,7 @@ class Recall(IndexUpkeep):
         on_topic = {
             c
             for c in conv_sim
-            if conv_sim[c] >= MIN_SIMILARITY
+            if conv_sim[c] >= conv_floor[c]
             or sum(w[i] for i in conv_terms[c]) / total >= MIN_COVERAGE
         }
         spoken_only = {
@@ -357,13 +374,15 @@ class Recall(IndexUpkeep):
         for f in fused:
             own_sim = sim.get(f.key, 0.0)
             conv = conv_of[f.key]
+            # (a range's floor is lowered already: the range is evidence; it is not lowered twice)
+            own_floor = min(floor, MIN_SIMILARITY * shift[f.key])
             relevant = (
                 cov[f.key] >= MIN_COVERAGE
-                or own_sim >= floor
+                or own_sim >= own_floor
                 or (
-                    conv_sim[conv] >= MIN_SIMILARITY
+                    conv_sim[conv] >= conv_floor[conv]
                     and "context" in f.ranks
-                    and own_sim >= floor / 2
+                    and own_sim >= own_floor / 2
                 )
                 # asked what was decided: the decision stated in a conversation about it answers,
                 # whatever its own words (「揚げ物を週1に減らすことにする」 for "what did I change")
@@ -556,11 +575,17 @@ class Recall(IndexUpkeep):
             """WITH q AS (SELECT q.t AS t, q.i::int AS i
                           FROM unnest(%(tsqs)s::tsquery[]) WITH ORDINALITY q(t, i))
                SELECT s.message_key, s.conversation_key, s.role, s.created_at, {terms}, {sim},
-                      s.role = 'user' AND s.text ~ {decision}
+                      s.role = 'user' AND s.text ~ {decision}, s.text ~ {kana}
                FROM message_search s WHERE {where}"""
-        ).format(terms=terms, sim=sim, where=where, decision=sql.Literal(DECISION_STATEMENT))
+        ).format(
+            terms=terms,
+            sim=sim,
+            where=where,
+            decision=sql.Literal(DECISION_STATEMENT),
+            kana=sql.Literal(KANA),
+        )
         out = rows
-        for k, c, role, at, n, m, v, d in conn.execute(statement, params).fetchall():
+        for k, c, role, at, n, m, v, d, ja in conn.execute(statement, params).fetchall():
             had = known.get(k)
             out.append(
                 _Row(
@@ -572,6 +597,7 @@ class Recall(IndexUpkeep):
                     had.matched if had else list(m),
                     float(v) if v is not None else None,
                     bool(d),
+                    bool(ja),
                 )
             )
         return out
