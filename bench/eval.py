@@ -56,8 +56,12 @@ BUILD_CODE = (
     "providers/extractive",  # the offline drafter (a package)
     "store/migrations",
     "store/ledger.py",
+    "store/ledger_rows.py",
     "store/records.py",
-    "flows/pipeline.py",
+    "store/revisions.py",
+    "store/erased.py",
+    "flows",  # the pipeline and its steps (ADR 0032)
+    "state",
     "core",
 )
 K = 5

@@ -72,8 +72,11 @@ IMPORT_CODE = (
     "importers",
     "store/migrations",
     "store/ledger.py",
-    "store/search/upkeep.py",
-    "store/search/common.py",
+    "store/ledger_rows.py",
+    "store/index.py",  # the message index and the vectors
+    "store/message_times.py",  # the times a message speaks of (ADR 0036)
+    "search/mentions.py",
+    "search/common.py",
     "flows/importing.py",
     "core/textsearch.py",
     "core/stoplists.py",
@@ -87,7 +90,8 @@ DRAFT_CODE = (
     "prompts",
     "providers/extractive",  # the offline drafter (a package)
     "store/records.py",
-    "flows/pipeline.py",
+    "store/revisions.py",
+    "flows",  # the pipeline and its steps (ADR 0032)
     "core",
     "state",
 )

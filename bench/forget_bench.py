@@ -83,7 +83,8 @@ def run(settings, export: Path, n_memories: int) -> list[tuple[str, float, str]]
     from core.models import CommitRequest, EvidenceIn
     from flows.pipeline import Pipeline, import_export
     from search.reader import SearchStore
-    from store.forget import ErasedIndex, Forgetter, load_key
+    from store.erased import ErasedIndex, load_key
+    from store.forget import Forgetter
 
     rows: list[tuple[str, float, str]] = []
 

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from importers import ReadReport, iter_source
     from importers._jsonarray import iter_array_items
     from stages.prefilter import prefilter
-    from store.ledger import INDEXED, digest
+    from store.ledger_rows import INDEXED, digest
 
     rows: list[tuple[str, float]] = []
     with args.export.open("rb") as f:

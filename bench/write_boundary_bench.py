@@ -91,7 +91,7 @@ def main() -> None:
         print(
             f"{args.conversations} conversations x {args.turns} turns; one commit each, 2 evidence excerpts"
         )
-        import store.records as records
+        import store.revisions as records  # the guard and the evidence check live there
 
         for name, ledger, guard in (
             ("no guard (as before)", False, False),

@@ -4,7 +4,6 @@ lazily."""
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from pathlib import Path
@@ -22,7 +21,9 @@ from cli.app import (
     print_json,
     settings,
 )
+from cli.prefect_env import _prefect_env, quiet_prefect_console
 from cli.run_words import (
+    _CONTRACT_KEYS,
     _print_summary,
     _progress_bars,
     estimate_words,
@@ -31,58 +32,9 @@ from cli.run_words import (
 from core.display import for_terminal as tty
 from core.display import plural
 from core.errors import ConfigError, ConsentRequired, CostLimitStop, PmemError, RateLimitStop
-from core.settings import Settings
 from state.consent import Target
 
 # ---------------------------------------------------------------- write paths
-
-
-def _prefect_env(settings: Settings) -> None:
-    """Prefect reads its settings on import: keep its home under the data dir, telemetry off, and
-    point it at the local Prefect server pmem manages under the data dir (started on first use,
-    then reused: no temporary server started per command). PREFECT_API_URL set: that server is used.
-    PMEM_PREFECT=ephemeral: Prefect's own temporary server, as before."""
-    # Prefect's temporary server dies silently (start-up "timeout") when its home is missing
-    settings.prefect_home.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("PREFECT_HOME", str(settings.prefect_home))
-    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    os.environ.setdefault("DO_NOT_TRACK", "1")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    # the first start migrates its SQLite database: slow on a small machine
-    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
-    mode = os.environ.get("PMEM_PREFECT", "managed").strip().lower() or "managed"
-    if mode not in ("managed", "ephemeral"):
-        from core.errors import ConfigError
-
-        raise ConfigError(f"PMEM_PREFECT must be 'managed' or 'ephemeral', not {mode!r}")
-    if mode == "managed" and not os.environ.get("PREFECT_API_URL"):
-        from flows.prefect_server import ensure_server
-
-        def started(url: str, pid: int) -> None:
-            err_console.print(
-                f"started the local Prefect server {url.removesuffix('/api')} (pid {pid}); "
-                "it keeps running for the next commands: `pmem prefect stop` stops it"
-            )
-
-        os.environ["PREFECT_API_URL"] = ensure_server(settings, on_start=started)
-        from flows.prefect_server import client_env
-
-        os.environ.update(client_env(settings))  # its API auth string (flows/prefect_server.py)
-
-
-def quiet_prefect_console() -> None:
-    """Prefect prints every run's logs and a full traceback on failure to the terminal; the CLI
-    prints its own summary and one clear error line instead. Prefect's API still gets its logs
-    (ids and counts only); `pmem -v` keeps the console output."""
-    if logging.getLogger().level <= logging.INFO:  # --verbose
-        return
-    for name in [
-        n for n in logging.root.manager.loggerDict if n == "prefect" or n.startswith("prefect.")
-    ]:
-        for handler in logging.getLogger(name).handlers:
-            if isinstance(handler, logging.StreamHandler):
-                handler.setLevel(logging.CRITICAL)
-    logging.getLogger("prefect").propagate = False  # nor through the CLI's own stderr handler
 
 
 def _run_backfill(
@@ -221,21 +173,6 @@ _SOURCE_NAMES = {
     "line": "LINE",
     "telegram": "Telegram",
 }
-_CONTRACT_KEYS = (
-    "run_id",
-    "status",
-    "resume_command",
-    "conversations",
-    "batches_total",
-    "batches_skipped_complete",
-    "batches_drafted",
-    "drafter_calls",
-    "commits",
-    "rejected_evidence",
-    "input_tokens",
-    "output_tokens",
-    "cost_usd",
-)
 
 
 def resume_commands(a: dict[str, Any]) -> tuple[str, str]:

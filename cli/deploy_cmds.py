@@ -11,8 +11,8 @@ import typer
 from rich.markup import escape
 
 from cli.app import err_console, handle_errors, prefect_app, print_json, settings
-from cli.backfill_cmds import _CONTRACT_KEYS, _prefect_env, quiet_prefect_console
-from cli.run_words import _progress_bars
+from cli.prefect_env import _prefect_env, quiet_prefect_console
+from cli.run_words import _CONTRACT_KEYS, _progress_bars
 from core.display import plural
 from core.errors import CostLimitStop, RateLimitStop
 
@@ -92,8 +92,9 @@ def worker(
 def run_on_pool(a: dict[str, Any]) -> dict[str, Any]:
     """`pmem backfill --pool`: import and plan here, submit the run to the pool; with --wait,
     follow it to its end (the summary totalled over every worker)."""
-    from flows.pipeline import Pipeline, follow_pool_run, submit_prepare
+    from flows.pipeline import Pipeline
     from flows.pool import submit
+    from flows.pool_run import follow_pool_run, submit_prepare
 
     cfg = settings()
     _prefect_env(cfg)

@@ -122,10 +122,9 @@ def forget(
     because another session holds it (listed; run it again; see docs/security.md)."""
     from state.files import RunFilesScrub, is_local, runs_root, scrub_run_files
     from store.db import Database
+    from store.erased import Scrubber, load_key
     from store.forget import (
         Forgetter,
-        Scrubber,
-        load_key,
         remaining_of_conversation,
         remaining_of_memory,
         remaining_of_speaker,

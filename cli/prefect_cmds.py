@@ -110,7 +110,7 @@ def status_lines(info: Any) -> list[str]:
 
 def _connect() -> str:
     """Point Prefect at the managed server (or PREFECT_API_URL) before it is imported."""
-    from cli.backfill_cmds import _prefect_env
+    from cli.prefect_env import _prefect_env
 
     _prefect_env(settings())
     url = os.environ.get("PREFECT_API_URL")
@@ -218,8 +218,8 @@ def reimport(
     ] = False,
 ) -> None:
     """Run the re-import once now (what the schedule runs; use it from crontab)."""
-    from cli.backfill_cmds import _prefect_env, quiet_prefect_console
     from cli.foreground import foreground_run
+    from cli.prefect_env import _prefect_env, quiet_prefect_console
 
     with foreground_run(settings()):  # one run at a time per data dir; Ctrl-C as one line
         _prefect_env(settings())

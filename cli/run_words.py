@@ -170,3 +170,21 @@ def _progress_bars(first: str = "importing") -> Iterator[None]:
             yield
     finally:
         pl.set_progress(None)
+
+
+# the keys every `pmem backfill --json` summary carries, whatever the exit
+_CONTRACT_KEYS = (
+    "run_id",
+    "status",
+    "resume_command",
+    "conversations",
+    "batches_total",
+    "batches_skipped_complete",
+    "batches_drafted",
+    "drafter_calls",
+    "commits",
+    "rejected_evidence",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+)

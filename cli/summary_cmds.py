@@ -85,7 +85,7 @@ def summarize(
     Interrupted, the same command resumes."""
     months = list(month or [])
     _check_months(months)
-    from cli.backfill_cmds import _prefect_env, quiet_prefect_console
+    from cli.prefect_env import _prefect_env, quiet_prefect_console
 
     cfg = settings()
     from flows.summarize import consent_target, preview

@@ -20,6 +20,7 @@ from prefect.task_runners import ThreadPoolTaskRunner
 
 from core.settings import get_settings
 from flows import pipeline as pl
+from flows.pool_run import work_pool_run
 from state import runlock
 
 
@@ -155,7 +156,7 @@ def backfill_pool(run_id: str, source: str, embed: bool = True) -> dict[str, Any
     logger = get_run_logger()
     p = pl.Pipeline.open(get_settings())  # this worker's PMEM_LLM and provider key
     try:
-        summary = pl.work_pool_run(p, run_id, steps=PREFECT_STEPS, embed=embed)
+        summary = work_pool_run(p, run_id, steps=PREFECT_STEPS, embed=embed)
     finally:
         p.close()
     logger.info(

@@ -33,7 +33,8 @@ from core.faults import fault_point
 from core.models import Conversation, PrefilterDecision
 from importers import Quarantined, ReadReport, iter_source
 from stages.prefilter import RULE_VERSION, prefilter
-from store.ledger import INDEXED, BatchIndex, Digest, Ledger, digest, storable
+from store.ledger import BatchIndex, Digest, Ledger, digest, storable
+from store.ledger_rows import INDEXED
 
 _log = logging.getLogger("pmem.import")
 
@@ -473,7 +474,7 @@ class _Tokens:
 
 
 def _clean(text: str) -> str:
-    """``store.search.sanitize`` (what the index shows: no NUL, no lone surrogate), checked by
+    """``store.index.sanitize`` (what the index shows: no NUL, no lone surrogate), checked by
     C-speed scans first: most texts have neither, and a 50 MB message is not run through a
     regular expression."""
     if "\x00" not in text:

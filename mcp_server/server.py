@@ -30,26 +30,31 @@ anything unexpected reports only its type.
 
 from __future__ import annotations
 
-import inspect
 import logging
-import re
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import Annotated, Any, Literal, TypeVar, get_args, get_origin, get_type_hints
+from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import ToolAnnotations
 from pydantic import AliasChoices, BaseModel, Field, ValidationError
-from pydantic.fields import FieldInfo
 
 from core.errors import ConfigError, MemoryNotFound, PmemError, StaleRevision, TombstonedMemory
 from core.hashing import tagged_hash
-from core.models import ActionRequest, CommitRequest, EvidenceIn, MemoryView
+from core.models import ActionRequest, CommitRequest, EvidenceIn
 from core.settings import Settings, get_settings
+from mcp_server.arguments import _Param, _params_of, _sentence, explain_invalid, explain_unknown
+from mcp_server.render import (
+    _n,
+    _revision_line,
+    render_hits,
+    render_memory,
+    render_recall,
+    render_related,
+)
 from mcp_server.service import MemoryService, parse_bound
-from search.reader import RankedHit
 
 log = logging.getLogger("pmem.mcp")
 T = TypeVar("T")
@@ -199,12 +204,6 @@ _FIXES: dict[type[PmemError], str] = {
 }
 
 
-def _sentence(text: str) -> str:
-    """One line that ends with a full stop."""
-    text = " ".join(text.split()).rstrip()
-    return text if text.endswith((".", "?", "!")) else text + "."
-
-
 def _call(fn: Callable[[], T]) -> T:
     """Our errors become tool errors with their fix; anything else only names its type."""
     try:
@@ -252,122 +251,6 @@ def _now(svc: MemoryService, value: str | None) -> datetime:
         ) from None
 
 
-class _Param(BaseModel):
-    name: str
-    names: tuple[str, ...]  # every accepted argument name, the snake_case one first
-    description: str = ""
-    required: bool = False
-    optional: bool = False  # None is accepted
-
-
-def _params_of(fn: Callable[..., Any]) -> dict[str, _Param]:
-    """The parameters of a tool function, from its annotations (names, aliases, descriptions)."""
-    hints = get_type_hints(fn, include_extras=True)
-    out: dict[str, _Param] = {}
-    for name, param in inspect.signature(fn).parameters.items():
-        hint = hints.get(name, Any)
-        info = (
-            next((m for m in get_args(hint)[1:] if isinstance(m, FieldInfo)), None)
-            if (get_origin(hint) is Annotated)
-            else None
-        )
-        names: tuple[str, ...] = (name,)
-        if info is not None and isinstance(info.validation_alias, AliasChoices):
-            names = tuple(str(c) for c in info.validation_alias.choices)
-        base = get_args(hint)[0] if get_origin(hint) is Annotated else hint
-        out[name] = _Param(
-            name=name,
-            names=names,
-            description=(info.description or "") if info else "",
-            required=param.default is inspect.Parameter.empty,
-            optional=type(None) in get_args(base),
-        )
-    return out
-
-
-def _camel_to_snake(name: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
-
-
-_KIND_OF_VALUE = {
-    "int": "a whole number such as 10",
-    "bool": "true or false",
-    "string": "text",
-    "list": "a list",
-    "dict": "an object",
-    "model": "an object",
-    "float": "a number",
-}
-
-
-def explain_invalid(tool: str, err: ValidationError, params: dict[str, _Param]) -> str:
-    """One sentence for the client: what is wrong with which argument, and the fix. Names the
-    argument and, for a value outside a fixed set, the value and the allowed ones (the caller's
-    own input); never a pydantic dump or a link."""
-    problems = err.errors(include_url=False)
-    by_name = {n: p for p in params.values() for n in p.names}
-
-    def where(loc: tuple[Any, ...]) -> tuple[str, _Param | None]:
-        param = by_name.get(str(loc[0])) if loc else None
-        path = param.name if param else (str(loc[0]) if loc else "the arguments")
-        for part in loc[1:]:
-            path += f"[{part}]" if isinstance(part, int) else f".{part}"
-        return path, param
-
-    first = problems[0]
-    path, param = where(tuple(first["loc"]))
-    kind, ctx = first["type"], first.get("ctx") or {}
-    desc = param.description if param and len(first["loc"]) == 1 else ""
-    if kind == "missing":
-        text = f"{tool} needs {path}: call it again with {path} set" + (
-            f" to {desc}" if desc else ""
-        )
-    elif kind in ("literal_error", "enum"):
-        value = str(first.get("input"))[:40]
-        leave = ", or leave it out" if param and param.optional else ""
-        text = f"{path} {value!r} is not allowed: use one of {ctx.get('expected', 'the listed values')}{leave}"
-    elif kind == "string_pattern_mismatch":
-        text = f"{path} is not in the expected form" + (
-            f": use {desc}" if desc else f" ({ctx.get('pattern')})"
-        )
-    elif kind in ("too_short", "string_too_short"):
-        text = f"{path} must not be empty" + (f": set it to {desc}" if desc else "")
-    elif kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
-        bound = next(iter(ctx.values()), "?")
-        relation = {
-            "greater_than_equal": "at least",
-            "greater_than": "more than",
-            "less_than_equal": "at most",
-            "less_than": "less than",
-        }[kind]
-        text = f"{path} must be {relation} {bound}"
-    else:
-        wanted = next((v for k, v in _KIND_OF_VALUE.items() if kind.startswith(k)), None)
-        if kind in ("model_type", "model_attributes_type", "dict_type") and path.startswith(
-            "evidence"
-        ):
-            wanted = "an object with source_key and text"
-        text = (
-            f"{path} must be {wanted}"
-            if wanted
-            else f"{path} is not valid ({first['msg'][:1].lower() + first['msg'][1:]}); check "
-            f"{tool}'s input schema"
-        )
-    others = sorted({where(tuple(p["loc"]))[0] for p in problems[1:]} - {path})
-    if others:
-        text += f" (also check {', '.join(others)})"
-    return _sentence(text)
-
-
-def explain_unknown(tool: str, key: str, params: dict[str, _Param]) -> str:
-    known = [p.name for p in params.values()]
-    guess = _camel_to_snake(key)
-    hint = f"did you mean {guess}? " if guess in known and guess != key else ""
-    return _sentence(
-        f"{tool} has no parameter {key!r}: {hint}its parameters are {', '.join(known) or 'none'}"
-    )
-
-
 class PmemMCPServer(MCPServer):
     """``MCPServer`` whose tool errors read as one sentence with the fix: an unknown argument
     names the parameters there are, an invalid one what it must be (no pydantic dump, no link),
@@ -412,155 +295,6 @@ class PmemMCPServer(MCPServer):
                     )
                 ) from None
             raise
-
-
-# ---------------------------------------------------------------- text rendering
-
-
-def _n(count: int, word: str, plural: str | None = None) -> str:
-    """``1 message``, ``2 messages``."""
-    return f"{count} {word if count == 1 else plural or word + 's'}"
-
-
-def render_hits(query: str, hits: list[RankedHit]) -> str:
-    if not hits:
-        return f"no memories match {query!r}. Try other words, or recall for raw conversations."
-    lines = [
-        f"{_n(len(hits), 'memory', 'memories')} for {query!r} (best first; get_memory(memory_id) for one):"
-    ]
-    for h in hits:
-        when = f" | {h.occurred_at.date().isoformat()}" if h.occurred_at else ""
-        ranks = ", ".join(f"{k} #{v}" for k, v in h.ranks.items())
-        lines.append(
-            f"- {h.id} | {h.kind}{when} | {h.title} — {' '.join(h.index_summary.split())} "
-            f"[rev {h.current_revision}; {ranks}]"
-        )
-        if h.sources:
-            lines.append(f"  from: {', '.join(h.sources)}")
-    return "\n".join(lines)
-
-
-def render_memory(view: MemoryView, *, evidence: bool, history: bool) -> str:
-    lines = [
-        f"{view.title}",
-        f"id: {view.id} | kind: {view.kind} | revision: {view.current_revision} | status: {view.status}",
-    ]
-    if view.occurred_at:
-        lines.append(f"occurred: {view.occurred_at.isoformat()}")
-    if view.aliases:
-        lines.append(f"aliases: {', '.join(view.aliases)}")
-    if view.tags:
-        lines.append(f"tags: {', '.join(view.tags)}")
-    lines += ["", view.canonical_summary]
-    if view.stated_facts:
-        lines += ["", "stated by a client (not evidence):"] + [f"- {f}" for f in view.stated_facts]
-    if evidence:
-        lines += ["", f"evidence ({len(view.evidence)}):"]
-        lines += [f"- [{e['source_key']}] {e['text']}" for e in view.evidence]
-    elif view.evidence:
-        lines += [
-            "",
-            f"({_n(len(view.evidence), 'evidence excerpt')}: get_memory with include_evidence=true)",
-        ]
-    if history:
-        lines += ["", "revisions:"] + [_revision_line(r) for r in view.revisions]
-    return "\n".join(lines)
-
-
-def render_recall(result: Any) -> str:
-    """A recall as text: the range and terms, then each message with its time, role, message
-    key (usable as evidence), the conversation it is in and, where one exists, the memory
-    drafted from that conversation (the one citing this message first); a message on a ChatGPT
-    branch that was not taken is marked."""
-    head = []
-    if result.marker:
-        until = result.marker["next_at"] or "now (it is the latest marker)"
-        head.append(f"since marker {result.marker['id']} ({result.marker['at']}) until {until}")
-    if result.range:
-        source = f"from {result.range['matched']!r}; " if result.range["matched"] else ""
-        head.append(
-            f"range: {result.range['start']} – {result.range['end'] or 'now'} "
-            f"({source}{_n(result.in_range or 0, 'message')} in range)"
-        )
-    head.append(f"searched for: {result.terms!r}" if result.terms else "listing the range")
-    if result.without_vectors:
-        head.append(
-            f"{_n(result.without_vectors, 'message')} without vectors yet (pmem reindex embeds them)"
-        )
-    if result.branches_skipped:
-        head.append(
-            f"{_n(result.branches_skipped, 'message')} on branches not taken left out "
-            "(include_branches=true shows them)"
-        )
-    if not result.hits:
-        return "\n".join(head + ["no messages found."])
-    lines = []
-    for h in result.hits:
-        when = h.created_at.isoformat() if h.created_at else "?"
-        branch = " [branch not taken]" if not h.on_active_path else ""
-        title = (
-            f"{h.conversation_title} ({h.conversation_key})"
-            if h.conversation_title
-            else h.conversation_key
-        )
-        lines.append(f"- #{h.rank} {when} | {h.role} | message {h.message_key} ({h.match}){branch}")
-        lines.append(f"  conversation: {title}")
-        if h.memory:
-            others = [m["id"] for m in h.memories if m["id"] != h.memory["id"]]
-            more = f" (also drafted from it: {', '.join(others)})" if others else ""
-            lines.append(f"  memory: {h.memory['id']} {h.memory['title']}{more}")
-        lines.append(f"  {h.text}")
-    return "\n".join(head + [f"{_n(len(result.hits), 'message')}, most relevant first:"] + lines)
-
-
-def render_related(text: str, result: Any) -> str:
-    """Related experiences as text: the attention concepts, then each experience with its
-    path, why it came up, its id, title and evidence message keys."""
-    if not result.attention:
-        return "none of the words names a concept of the owner's memory; try search_memory(query)."
-    named = [
-        f"{a} (from {result.across_languages[a]!r})" if a in result.across_languages else a
-        for a in result.attention
-    ]
-    head = f"attention concepts: {', '.join(named)}"
-    if not result.hits:
-        return f"{head}\nno experiences linked to them at weight ≥ {result.min_weight:.2f}."
-    lines = [
-        head,
-        f"{_n(len(result.hits), 'experience')}, best first (get_memory(memory_id) for one):",
-    ]
-    for h in result.hits:
-        when = f" | {h.occurred_at.date().isoformat()}" if h.occurred_at else ""
-        lines.append(f"- {h.memory_id}{when} | {h.title}")
-        lines.append(f"  path: {' → '.join(h.path)}; {_why(h)}")
-        if h.concepts:
-            lines.append(f"  concepts: {', '.join(h.concepts[:10])}")
-        for e in h.evidence:
-            lines.append(f"  evidence [{e['message_key']}]: {e['quote']}")
-    return "\n".join(lines)
-
-
-def _why(h: Any) -> str:
-    steps = "; ".join(
-        f"{k.source} —{k.relation}→ {k.target} (weight {k.weight:.2f}"
-        f"{'' if k.stated else ', inferred'})"
-        for k in h.links
-    )
-    if h.why == "mentions":
-        return f"it mentions {h.path[0]}"
-    if h.why == "states":
-        return f"this experience states {steps}"
-    return f"reached through {steps}"
-
-
-def _revision_line(r: dict[str, Any]) -> str:
-    when = (
-        r["created_at"].isoformat()
-        if isinstance(r.get("created_at"), datetime)
-        else r.get("created_at")
-    )
-    extra = f" (restored from {r['restored_from']})" if r.get("restored_from") else ""
-    return f"- revision {r['revision']}: {r['reason']}{extra} | {when} | client {r['client']} | model {r.get('model') or '-'}"
 
 
 # ---------------------------------------------------------------- the server

@@ -25,7 +25,7 @@ from core.errors import (
 )
 from core.models import CONFIRMED_ACTIONS, STANDING_ACTIONS, ActionRequest, CommitRequest
 from memory_api.auth import AuthMiddleware, allowed_hosts
-from search.reader import SearchStore
+from search.service import ReadService
 from store.budget import PgWindow
 from store.db import Database
 from store.markers import MarkerStore
@@ -97,8 +97,10 @@ def create_app(
     ``token_kinds``: `pmem api` takes its own tokens; the remote server (`pmem serve --http`)
     also OAuth access tokens."""
     store = MemoryStore(db)
-    index = SearchStore(db)
-    store.reader = lambda query, limit: list(index.search(query, limit=limit))
+    # /v1/search reads as `pmem search` and MCP's search do: the query understood (a time
+    # expression filters on when the memory happened), texts through the secret guard
+    reader = ReadService(db)
+    store.reader = lambda query, limit: list(reader.search(query, limit=limit))
     limit, window = budget
     app = FastAPI(
         title="personal-memory API", version="1", docs_url=None, redoc_url=None, openapi_url=None

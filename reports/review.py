@@ -14,7 +14,8 @@ from core.errors import ConfigError, MemoryNotFound
 from core.models import TARGET_NOT_OFFERED, VerifiedDraft
 from providers.pricing import estimate_cost
 from state.files import batch_dir, read_result
-from store.records import MemoryStore, merge_append
+from store.records import MemoryStore
+from store.revisions import merge_append
 from store.runs import RunStore
 
 

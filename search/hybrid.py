@@ -1,7 +1,7 @@
 """Hybrid search over the memories: three candidate lists, each ranked in SQL by
 ``row_number()``, fused by weighted Reciprocal Rank Fusion (``score = Σ weight / (k + rank)``,
-``rank.fuse``, the same arithmetic as the pure reference ``search.fusion.rrf``; the tests hold
-the two together), with every list's rank returned for ``--explain``.
+``rank.fuse``: ``search.fusion.rrf``, the one fusion of the read side), with every list's rank
+returned for ``--explain``.
 
     lexical  CJK bigrams + words (core.textsearch) in a tsvector, GIN; ranked by the share of
              the query's tokens a memory holds, then ts_rank. Proper nouns and the person's own
@@ -38,15 +38,15 @@ from search.common import (
     TRIGRAM_MIN_CHARS,
     TRIGRAM_MIN_SIMILARITY,
     VECTOR_MIN_SIMILARITY,
-    FusionConfig,
-    QueryLike,
     RankedHit,
     _norm,
     doc_frequencies,
     writes_japanese,
 )
+from search.fusion import SearchConfig
 from search.rank import fuse, idf
 from search.recall import MIN_SIMILARITY_IN_RANGE, plain_query
+from search.understand import Query
 from store.index import MAX_TOKEN_CHARS, QueryEmbedder, SearchBase, _vector_literal
 
 MIN_COVERAGE = 0.3  # share of the query's idf mass a memory must hold (several terms)
@@ -83,13 +83,13 @@ def _clip(text: str, n: int) -> str:
 class HybridSearch(SearchBase):
     def search(
         self,
-        query: str | QueryLike,
+        query: str | Query,
         *,
         limit: int = 10,
         kind: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
-        config: FusionConfig | None = None,
+        config: SearchConfig | None = None,
         embedder: QueryEmbedder | None | Literal["default"] = "default",
         min_similarity: float = VECTOR_MIN_SIMILARITY,
     ) -> list[RankedHit]:
@@ -98,7 +98,7 @@ class HybridSearch(SearchBase):
         ``since`` (inclusive) and ``until`` (exclusive) filter on when the memory happened
         (``occurred_at``, else when it was recorded).
         """
-        q: QueryLike = plain_query(query) if isinstance(query, str) else query
+        q: Query = plain_query(query) if isinstance(query, str) else query
         with self.db.connection() as conn, conn.transaction():
             hits = self._search(
                 conn,
@@ -190,13 +190,13 @@ class HybridSearch(SearchBase):
     def _search(
         self,
         conn: Connection,
-        q: QueryLike,
+        q: Query,
         *,
         limit: int,
         kind: str | None,
         since: datetime | None,
         until: datetime | None,
-        config: FusionConfig | None,
+        config: SearchConfig | None,
         emb: QueryEmbedder | None,
         min_similarity: float,
     ) -> list[RankedHit]:

@@ -4,7 +4,7 @@ idf            BM25's inverse document frequency: rarer terms weigh more
 bm25           a message's lexical score: the idf of every query term it holds, with
                BM25's length normalisation (the index keeps no term counts: tf is 0 or 1)
 coverage       the share of the query's idf mass a message holds
-fuse           weighted Reciprocal Rank Fusion of ranked lists, as ``search.fusion.rrf``
+fuse           weighted Reciprocal Rank Fusion of ranked lists: ``search.fusion.rrf``
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from core.textsearch import index_tokens, query_tokens, stem
+from search.fusion import rrf
 
 K1 = 1.2
 B = 0.75
@@ -59,7 +60,7 @@ _LATIN_WORD = re.compile(r"^[a-z]+$")
 
 
 def matched_terms(terms: Sequence[object], text: str, *, forms: bool = True) -> list[int]:
-    """Indexes of ``terms`` (``TermLike``) found in ``text`` (a title), by the index tokens
+    """Indexes of ``terms`` (``search.understand.Term``) found in ``text`` (a title), by the index tokens
     (``forms=False``: without SudachiPy's normal forms, see ``title_tokens``)."""
     toks = set(index_tokens(text)) if forms else title_tokens(text)
     return [
@@ -79,12 +80,9 @@ class Fused:
 def fuse(
     rankings: Mapping[str, Sequence[str]], weights: Mapping[str, float], k: int = 60
 ) -> list[Fused]:
-    """``score = Σ weight / (k + rank)`` over the lists; best first, ties to more lists, then key."""
-    out: dict[str, Fused] = {}
-    for name, keys in rankings.items():
-        for rank, key in enumerate(keys, start=1):
-            f = out.setdefault(key, Fused(key, 0.0, {}))
-            f.ranks.setdefault(name, rank)
-    for f in out.values():  # an exact sum: equal contributions tie exactly, whatever their order
-        f.score = math.fsum(weights.get(name, 0.0) / (k + rank) for name, rank in f.ranks.items())
-    return sorted(out.values(), key=lambda f: (-f.score, -len(f.ranks), f.key))
+    """``search.fusion.rrf`` (``score = Σ weight / (k + rank)``; best first, ties to more lists,
+    then key) as ``Fused`` rows; a list without a weight weighs 0."""
+    return [
+        Fused(key, score, ranks)
+        for key, score, ranks in rrf(rankings, {n: weights.get(n, 0.0) for n in rankings}, k)
+    ]

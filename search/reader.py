@@ -4,16 +4,16 @@ indexes they read. One module per part, joined here into ``SearchStore``:
     hybrid.py    ``search``: lexical + trigram + vector candidates fused by weighted RRF
     recall.py    ``recall``: time-first recall over the raw messages
     context.py   ``load_context``: the short index an AI client reads first
-    upkeep.py    ``sync_messages``, ``embed_pending``, vector indexes: the derived indexes
-    common.py    the duck-typed ports, result models and helpers they share
+    common.py    the default fusion, result models and helpers they share
+    store.index  ``sync_messages``, ``embed_pending``, vector indexes: the derived indexes (the
+                 store's: written there, read here)
 
-The store may import only ``core``: the query understanding (``search/``) hands its result in
-as plain data.
+The query arrives understood (``search.understand.Query``) or as a plain string.
 """
 
 from __future__ import annotations
 
-from search.common import DEFAULT_FUSION, FusionConfig, RankedHit, RecallHit, RecallResult
+from search.common import DEFAULT_FUSION, RankedHit, RecallHit, RecallResult
 from search.context import Context
 from search.hybrid import HybridSearch
 from search.recall import Recall
@@ -22,7 +22,6 @@ from store.index import EmbedStats, IndexUpkeep, QueryEmbedder, sanitize
 __all__ = [
     "DEFAULT_FUSION",
     "EmbedStats",
-    "FusionConfig",
     "QueryEmbedder",
     "RankedHit",
     "RecallHit",

@@ -1,7 +1,7 @@
 """Recall over the raw messages: time first, then relevance.
 
-The query arrives understood (``search.understand.Query`` fits ``QueryLike``: content terms,
-focus, vector text); a plain string is split into tokens as a fallback. Then:
+The query arrives understood (``search.understand.Query``: content terms, focus, vector text);
+a plain string is split into tokens as a fallback (``plain_query``). Then:
 
 1. **Range first.** With a time range, the range filters every list. A range that holds at most
    ``RANGE_ALL`` messages makes all of them candidates; otherwise (and without a range) the
@@ -37,21 +37,20 @@ from typing import Any, Literal
 from psycopg import Connection, sql
 from psycopg.rows import dict_row
 
-from core.textsearch import query_tokens, tsquery_literal
+from core.textsearch import query_tokens
 from search import rank as rk
 from search.common import (
     CROSS_LINGUAL_FLOOR,
     KANA,
-    QueryLike,
     RecallHit,
     RecallResult,
-    TermLike,
     _norm,
     doc_frequencies,
     writes_japanese,
 )
 from search.mentions import mentioned_times
 from search.provenance import memories_drafted, where_it_went
+from search.understand import Query, Term
 from store.index import MAX_TOKEN_CHARS, IndexUpkeep, QueryEmbedder, _vector_literal
 from store.message_times import sync_times
 
@@ -83,30 +82,16 @@ MIN_SIMILARITY_IN_RANGE = 0.15
 MENTION_WEIGHT = 0.5  # a message in the range by what it speaks of, not by when it was sent
 
 
-@dataclass(frozen=True)
-class _PlainTerm:
-    text: str
-    lexemes: tuple[str, ...]
-    prefix: tuple[bool, ...]
-    weight: float = 1.0
-
-    def tsquery(self) -> str:
-        return tsquery_literal(list(self.lexemes))
-
-
-@dataclass(frozen=True)
-class _PlainQuery:
-    """A query given as a string: its tokens are its terms."""
-
-    terms: tuple[_PlainTerm, ...]
-    focus: str | None
-    vector_text: str
-
-
-def plain_query(text: str) -> _PlainQuery:
+def plain_query(text: str) -> Query:
+    """A query given as a string: its tokens are its terms (no time, no focus)."""
     toks = [t for t in query_tokens(text) if len(t) <= MAX_TOKEN_CHARS]
-    return _PlainQuery(
-        tuple(_PlainTerm(t, (t,), (False,)) for t in toks), None, " ".join(text.split())
+    return Query(
+        text=text,
+        rest=text,
+        time=None,
+        terms=tuple(Term(t, (t,), (False,)) for t in toks),
+        focus=None,
+        vector_text=" ".join(text.split()),
     )
 
 
@@ -127,7 +112,7 @@ class _Row:
 class Recall(IndexUpkeep):
     def recall(
         self,
-        query: str | QueryLike,
+        query: str | Query,
         start: datetime | None = None,
         end: datetime | None = None,
         *,
@@ -142,7 +127,7 @@ class Recall(IndexUpkeep):
         they are marked ``on_active_path=False``)."""
         self.sync_messages()
         sync_times(self.db, mentioned_times)
-        q: QueryLike = plain_query(query) if isinstance(query, str) else query
+        q: Query = plain_query(query) if isinstance(query, str) else query
         emb = self.embedder if embedder == "default" else embedder
         terms = [t for t in q.terms if all(len(x) <= MAX_TOKEN_CHARS for x in t.lexemes)]
         with self.db.connection() as conn, conn.transaction():
@@ -206,8 +191,8 @@ class Recall(IndexUpkeep):
     def _rank(
         self,
         conn: Connection,
-        q: QueryLike,
-        terms: Sequence[TermLike],
+        q: Query,
+        terms: Sequence[Term],
         start: datetime | None,
         end: datetime | None,
         count: int | None,
@@ -350,7 +335,7 @@ class Recall(IndexUpkeep):
         side = {"person": "user", "assistant": "assistant"}.get(q.focus or "")
         decided = (
             {r.key for r in cands if r.decision}
-            if getattr(q, "asks_decision", False) and side != "assistant"
+            if q.asks_decision and side != "assistant"
             else set()
         )
         floor = MIN_SIMILARITY_IN_RANGE if start is not None or end is not None else MIN_SIMILARITY

@@ -16,9 +16,9 @@
     evidence    the messages behind it: those the path's concepts and links were found in first,
                 then the memory's other evidence
 
-Reads only: the tables are written by ``store.concepts`` (migration 0021). The store may
-import only ``core``: the query understanding (``search.understand``) hands in its words as
-plain strings. Deleted memories never come back.
+Reads only: the tables are written by ``store.concepts`` (migration 0021). The words come
+from the query understanding (``search.service.attention_words``). Deleted memories never
+come back.
 """
 
 from __future__ import annotations

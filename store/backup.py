@@ -83,7 +83,7 @@ def _load_proposals(db: Database, rows: list[dict[str, Any]], erased: set[str]) 
     about an erased memory is left out."""
     from psycopg.types.json import Jsonb
 
-    from store.records import guard_payload
+    from store.revisions import guard_payload
 
     n = 0
     with db.connection() as conn, conn.transaction():

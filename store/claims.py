@@ -19,6 +19,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
+from state.batch import CLAIM_SKIPS, Stage, check, from_claim
 from store.db import Database
 
 
@@ -112,12 +113,26 @@ class ClaimStore:
             ).fetchall()
         return [r[0] for r in rows]
 
-    def mark_drafted(self, run_id: str, batch_id: str) -> None:
+    def mark_drafted(self, run_id: str, batch_id: str, worker: str | None = None) -> bool:
+        """The batch is drafted (a step of the batch-state table, state/batch.py: a claim done
+        or failed cannot be drafted again within this listing). With ``worker``: only while it
+        holds the claim (False when another worker took it over)."""
         with self.db.connection() as conn, conn.transaction():
+            row = conn.execute(
+                """SELECT state, drafted, claimed_by FROM batch_claims
+                   WHERE run_id = %s AND batch_id = %s FOR UPDATE""",
+                (run_id, batch_id),
+            ).fetchone()
+            if row is None or (worker is not None and row[2] != worker):
+                return False
+            check(
+                "the claims", batch_id, from_claim(row[0], row[1]), Stage.DRAFTED, skips=CLAIM_SKIPS
+            )
             conn.execute(
                 "UPDATE batch_claims SET drafted = true, updated_at = now() WHERE run_id = %s AND batch_id = %s",
                 (run_id, batch_id),
             )
+        return True
 
     def done(
         self,
@@ -129,8 +144,18 @@ class ClaimStore:
         failed: bool = False,
     ) -> bool:
         """Record the batch as done (or failed) with its counts; False when this worker no longer
-        held it (its lease ran out and another worker took it over: that one's counts stand)."""
+        held it (its lease ran out and another worker took it over: that one's counts stand).
+        Its own claim already done or failed moves only as the batch-state table allows
+        (``IllegalTransition``: a failed batch is never counted done, nor a done one failed)."""
         with self.db.connection() as conn, conn.transaction():
+            had = conn.execute(
+                """SELECT state, drafted FROM batch_claims
+                   WHERE run_id = %s AND batch_id = %s AND claimed_by = %s FOR UPDATE""",
+                (run_id, batch_id, worker),
+            ).fetchone()
+            if had is not None:
+                new = Stage.FAILED if failed else Stage.COMMITTED
+                check("the claims", batch_id, from_claim(had[0], had[1]), new, skips=CLAIM_SKIPS)
             row = conn.execute(
                 """UPDATE batch_claims SET state = %s, outcome = %s, drafted = drafted OR %s,
                        lease_expires_at = NULL, updated_at = now()

@@ -345,7 +345,7 @@ class IndexUpkeep(SearchBase):
                    message_key text, conversation_key text, role text, created_at timestamptz,
                    text text STORAGE EXTERNAL, tokens text, ja boolean) ON COMMIT DELETE ROWS"""
         )
-        from store.forget import forgotten_redactor  # the erasure side: not on a search's path
+        from store.erased import forgotten_redactor  # the erasure side: not on a search's path
 
         forgotten = forgotten_redactor(conn)
         texts = []

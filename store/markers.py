@@ -24,6 +24,7 @@ from core.errors import ConfigError, StoreError
 from core.hashing import bytes_text, content_hash, tagged_hash, text_bytes
 from core.secrets import redact
 from store.db import Database
+from store.erased import MARKER, forgotten_values
 
 MAX_CHARS = 500  # a marker is a short line; a longer text belongs in a memory
 MAX_SESSION_CHARS = 200
@@ -77,8 +78,6 @@ def guard_text(conn: Connection, text: str) -> tuple[str, list[str]]:
     """The text as a marker may be stored: every secret the guard finds replaced by its
     ``[REDACTED:<type>]`` marker, then every secret `pmem forget` erased (found by HMAC). Returns
     the text and the kinds replaced."""
-    from store.forget import MARKER, forgotten_values  # (store.forget imports store.derived only)
-
     out, findings = redact(text)
     kinds = sorted({f.type for f in findings})
     for value in sorted(forgotten_values(conn, [out]), key=len, reverse=True):

@@ -15,9 +15,11 @@ from psycopg.types.json import Jsonb
 
 from core.hashing import tagged_hash
 from core.models import Batch, BatchMember
+from state.batch import LEDGER_SKIPS, Stage, check
 from store.db import Database
 
-PENDING = ("planned", "drafted", "failed")
+# the ledger's stages a batch can still be drafted or committed from (state/batch.py's table)
+PENDING = (Stage.PLANNED.value, Stage.DRAFTED.value, Stage.FAILED.value)
 
 
 class RunStore:
@@ -230,7 +232,14 @@ class RunStore:
         error: str | None = None,
         attempt: bool = False,
     ) -> None:
+        """Move the batch to ``status``, a step of the batch-state table (state/batch.py; the
+        ledger records settled stages only): anything else raises ``IllegalTransition``."""
         with self.db.connection() as conn, conn.transaction():
+            row = conn.execute(
+                "SELECT status FROM batches WHERE batch_id = %s FOR UPDATE", (batch_id,)
+            ).fetchone()
+            if row is not None:
+                check("the ledger", batch_id, Stage(row[0]), Stage(status), skips=LEDGER_SKIPS)
             conn.execute(
                 """UPDATE batches SET status = %s, result_checksum = coalesce(%s, result_checksum),
                        last_error = %s, attempts = attempts + %s, updated_at = now()

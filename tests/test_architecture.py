@@ -38,7 +38,7 @@ ALLOWED: dict[str, set[str]] = {
     "stages": {"core"},
     "prompts": {"core", "stages"},
     "providers": {"core", "prompts", "stages"},
-    "store": {"core"},
+    "store": {"core", "state"},  # state: the batch-state model (state/batch.py)
     "state": {"core"},
     "search": {"core", "store", "providers", "state"},
     "mcp_server": {"core", "search", "store", "state", "providers", "stages", "memory_api"},
@@ -148,3 +148,70 @@ def test_search_path_never_imports_prefect(cli_env: dict[str, str]):
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "CLEAN"
+
+
+def module_of(path: Path) -> str:
+    parts = list(path.relative_to(PROJECT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_graph(files: list[Path]) -> dict[str, set[str]]:
+    """Our modules and the modules of ours each imports (anywhere in it, a function too)."""
+    mods = {module_of(f): f for f in files}
+    graph: dict[str, set[str]] = {}
+    for mod, f in mods.items():
+        out: set[str] = set()
+        tree = ast.parse(f.read_text(encoding="utf-8"), filename=str(f))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            out.update(n for n in names if n in mods and n != mod)
+        graph[mod] = out
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle():
+    """No module of ours reaches itself through imports, a function's import included (ADR 0031):
+    what writes sits below what reads it back, the erased-side below the writers."""
+    assert cycles(module_graph(project_files())) == []
+
+
+def test_cycle_is_detected(tmp_path: Path):
+    """The cycle check itself can fail."""
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -12,8 +12,8 @@ import pytest
 
 from core.models import MemoryIndexEntry
 from core.sections import Sections
-from flows.pipeline import commit_request, offered_targets, refuse_unoffered
 from providers._retry import RetryPolicy
+from stages.drafting import commit_request, offered_targets, refuse_unoffered
 from stages.evidence import verify_draft
 from tests.scripted_model import ScriptedModel
 from tests.test_extractive_drafter import make_conv

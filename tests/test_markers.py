@@ -22,7 +22,8 @@ from core.summaries import MonthDraft, ProfileDraft
 from mcp_server.service import MemoryService
 from search import context as ctx_mod
 from search.reader import SearchStore
-from store.forget import Forgetter, load_key
+from store.erased import load_key
+from store.forget import Forgetter
 from store.ledger import Ledger
 from store.markers import MarkerStore
 from store.summaries import MONTH_SHARE, PROFILE_SHARE, SummaryStore

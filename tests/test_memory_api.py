@@ -103,3 +103,27 @@ def test_budget_gives_429_with_retry_after_per_client(api_server, api_token):
     finally:
         a.close()
         b.close()
+
+
+def test_search_over_http_understands_the_query(api_server, api_token, db):
+    """/v1/search reads as `pmem search` does: a time expression in the query filters on when
+    the memory happened (a plain-string search would find both memories)."""
+    from datetime import UTC, datetime
+
+    seed_message(db, "chatgpt:c", "n1", "次は川沿いの街にするつもり")
+    seed_message(db, "chatgpt:d", "n1", "やっぱり山の近くの街にする")
+    api = HttpMemoryAPI(api_server(), client_name="t1", token=api_token("t1"))
+    try:
+        may = api.commit(req("m1", occurred_at=datetime(2023, 5, 10, tzinfo=UTC)))
+        oct_ = api.commit(
+            req(
+                "m2",
+                title="引っ越し先を決め直した",
+                evidence=[EvidenceIn(source_key="chatgpt:d:n1", text="山の近くの街にする")],
+                occurred_at=datetime(2023, 10, 10, tzinfo=UTC),
+            )
+        )
+        assert {h.id for h in api.search("引っ越し")} == {may.memory_id, oct_.memory_id}
+        assert [h.id for h in api.search("2023年10月の引っ越し")] == [oct_.memory_id]
+    finally:
+        api.close()

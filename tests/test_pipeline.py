@@ -18,6 +18,7 @@ from core.hashing import bytes_text
 from core.settings import Settings
 from flows import pipeline as pl
 from providers.fake import ScriptedDrafter
+from state import batch as batch_state
 from tests.conftest import REAL
 
 SUBSET = REAL / "chatgpt" / "my_chat_gpt-history_download-conversations.subset.json"
@@ -130,7 +131,7 @@ def test_failed_batch_resumes_without_redoing_finished_work(pmem_env, db_url, tm
 def test_crash_between_commit_and_bookkeeping_commits_once(
     pmem_env, db_url, db_factory, monkeypatch
 ):
-    real_save = pl._save_state
+    real_save = batch_state.save_state
     state = {"commits_seen": 0}
 
     def crashing_save(path, st, stage, **changes):
@@ -142,10 +143,10 @@ def test_crash_between_commit_and_bookkeeping_commits_once(
                 raise KeyboardInterrupt("simulated kill")
         return real_save(path, st, stage, **changes)
 
-    monkeypatch.setattr(pl, "_save_state", crashing_save)
+    monkeypatch.setattr(batch_state, "save_state", crashing_save)
     with pytest.raises(KeyboardInterrupt):
         run(pmem_env, DEMO)
-    monkeypatch.setattr(pl, "_save_state", real_save)
+    monkeypatch.setattr(batch_state, "save_state", real_save)
     resumed = run(pmem_env, DEMO)
     assert resumed["resumed"] and resumed["status"] == "complete"
     # batches are drafted and committed wave by wave: the waves drafted before the kill are not

@@ -391,11 +391,14 @@ def test_the_estimate_over_http_says_how_long_the_memory_api_budget_makes_the_co
 
     from cli.backfill_cmds import estimate_words
     from core.settings import Settings
-    from flows import pipeline as pl
+    from flows import estimate as pl
+    from flows import pipeline
 
     settings = Settings(memory_url="http://127.0.0.1:1", commit_budget="300/600s")
     p = SimpleNamespace(
-        settings=settings, drafter=SimpleNamespace(model="extractive:v1"), options=pl.RunOptions()
+        settings=settings,
+        drafter=SimpleNamespace(model="extractive:v1"),
+        options=pipeline.RunOptions(),
     )
     batches = [
         [pl._Candidate(f"chatgpt:{i}", "h", 100, 25, None, None) for i in range(4)]

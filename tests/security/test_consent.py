@@ -24,6 +24,7 @@ from flows import consent as cs
 from flows import pipeline as pl
 from providers.fake import ScriptedDrafter
 from stages.exclude import excluded_by, parse_rule, parse_rules
+from store.runs import to_batch
 from tests.conftest import PROJECT
 from tests.fakeservers import VENDOR_ENV, FakeServer, Reply, openai_chat, records_payload
 
@@ -280,7 +281,7 @@ def test_a_batch_planned_before_an_exclusion_is_not_drafted_with_it(remote_env) 
         )
 
         def members(batch_id: str) -> set[str]:
-            return {m.conversation_key for m in pl.to_batch(p.runs.batch(batch_id)).members}
+            return {m.conversation_key for m in to_batch(p.runs.batch(batch_id)).members}
 
         planned = pl.plan(p, "chatgpt")
         [holder] = [b for b in planned if BACKUP in members(b)]
