@@ -20,8 +20,9 @@ a plain string is split into tokens as a fallback (``plain_query``). Then:
    are noise). The person's messages weigh more when the question is about what the person
    said or decided, the assistant's when it is about what they were told.
 4. **Floor.** A candidate is returned only when it holds a share of the query's terms, is
-   similar enough to the query, or lies in a conversation that is: no padding ("OK", "Done.")
-   for a question with nothing relevant.
+   similar enough to the query (a message in the other language than the question: to the floor
+   times the embedder's cross-lingual shift, ``CROSS_LINGUAL_FLOOR``), or lies in a conversation
+   that is: no padding ("OK", "Done.") for a question with nothing relevant.
 
 Hits come back in relevance order with their rank and the lists they came from; the caller
 shows a time-scoped answer in time order.
