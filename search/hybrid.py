@@ -30,7 +30,9 @@ from psycopg import Connection, sql
 from psycopg.rows import dict_row
 
 from search.common import (
+    CROSS_LINGUAL_FLOOR,
     DEFAULT_FUSION,
+    KANA,
     LEXICAL_CANDIDATES,
     TRIGRAM_MAX_CHARS,
     TRIGRAM_MIN_CHARS,
@@ -39,6 +41,7 @@ from search.common import (
     RankedHit,
     _norm,
     doc_frequencies,
+    writes_japanese,
 )
 from search.fusion import SearchConfig
 from search.rank import fuse, idf
@@ -227,6 +230,9 @@ class HybridSearch(SearchBase):
             params |= {
                 "vec_limit": lists["vector"].limit,
                 "quoted_min_sim": MIN_SIMILARITY_IN_RANGE,
+                "kana": KANA,
+                "asked_ja": writes_japanese(query),
+                "cross": CROSS_LINGUAL_FLOOR,
             }
             expr = sql.SQL("e.embedding::halfvec({dim}) <=> %(qv)s::halfvec({dim})").format(
                 dim=sql.Literal(emb.dim)
@@ -236,13 +242,17 @@ class HybridSearch(SearchBase):
                 vector = _quoted_vector(expr, emb.model, emb.dim)
             else:
                 vector = sql.SQL(
-                    """SELECT id, row_number() OVER (ORDER BY dist, id) AS rank, 1 - dist AS similarity
+                    """SELECT x.id, row_number() OVER (ORDER BY dist, x.id) AS rank, 1 - dist AS similarity
                        FROM (SELECT e.memory_id AS id, {expr} AS dist
                              FROM {source}
                              WHERE e.model = {model} AND e.dim = {dim} AND {filters}
                              ORDER BY {order}
                              LIMIT %(vec_limit)s) x
-                       WHERE 1 - dist >= %(min_sim)s"""
+                       JOIN memories lm ON lm.id = x.id
+                       -- a memory in the other language than the query: the cross-lingual floor
+                       WHERE 1 - dist >= %(min_sim)s * CASE
+                           WHEN (coalesce(lm.title, '') || coalesce(lm.index_summary, '')) ~ %(kana)s
+                                = %(asked_ja)s THEN 1.0 ELSE %(cross)s END"""
                 ).format(
                     expr=expr,
                     model=sql.Literal(emb.model),

@@ -20,8 +20,9 @@ a plain string is split into tokens as a fallback (``plain_query``). Then:
    are noise). The person's messages weigh more when the question is about what the person
    said or decided, the assistant's when it is about what they were told.
 4. **Floor.** A candidate is returned only when it holds a share of the query's terms, is
-   similar enough to the query, or lies in a conversation that is: no padding ("OK", "Done.")
-   for a question with nothing relevant.
+   similar enough to the query (a message in the other language than the question: to the floor
+   times the embedder's cross-lingual shift, ``CROSS_LINGUAL_FLOOR``), or lies in a conversation
+   that is: no padding ("OK", "Done.") for a question with nothing relevant.
 
 Hits come back in relevance order with their rank and the lists they came from; the caller
 shows a time-scoped answer in time order.
@@ -41,7 +42,15 @@ from psycopg.rows import dict_row
 
 from core.textsearch import query_tokens
 from search import rank as rk
-from search.common import RecallHit, RecallResult, _norm, doc_frequencies
+from search.common import (
+    CROSS_LINGUAL_FLOOR,
+    KANA,
+    RecallHit,
+    RecallResult,
+    _norm,
+    doc_frequencies,
+    writes_japanese,
+)
 from search.mentions import mentioned_times
 from search.provenance import memories_drafted, where_it_went
 from search.understand import Query, Term
@@ -100,6 +109,7 @@ class _Row:
     matched: list[int]
     sim: float | None
     decision: bool = False
+    japanese: bool = False  # written in Japanese (kana): the floors are chosen by language
     candidate: bool = True  # False: read for its conversation's context only (outside the range)
     position: int | None = None  # its place in its conversation (neighbours are one apart)
 
@@ -294,7 +304,13 @@ class Recall(IndexUpkeep):
             c: set().union(*(set(r.matched) for r in rs)) | title_terms[c]
             for c, rs in by_conv.items()
         }
-        conv_sim = {c: max((r.sim or 0.0) for r in rs) for c, rs in by_conv.items()}
+        # each floor on similarity, for a message (a conversation: its best message's language)
+        # in the other language than the question: lowered by the embedder's cross-lingual shift
+        asked_ja = writes_japanese(q.vector_text)
+        shift = {r.key: CROSS_LINGUAL_FLOOR if r.japanese != asked_ja else 1.0 for r in rows}
+        best_of = {c: max(rs, key=lambda r: r.sim or 0.0) for c, rs in by_conv.items()}
+        conv_sim = {c: best_of[c].sim or 0.0 for c in by_conv}
+        conv_floor = {c: MIN_SIMILARITY * shift[best_of[c].key] for c in by_conv}
         cands = [r for r in rows if r.candidate]
         lengths = {r.key: r.length for r in pool if r.candidate} | {r.key: r.length for r in cands}
         avg_len = sum(lengths.values()) / len(lengths) if lengths else 1.0  # over every candidate
@@ -336,7 +352,7 @@ class Recall(IndexUpkeep):
         on_topic = {
             c
             for c in conv_sim
-            if conv_sim[c] >= MIN_SIMILARITY
+            if conv_sim[c] >= conv_floor[c]
             or sum(w[i] for i in conv_terms[c]) / total >= MIN_COVERAGE
         }
         spoken_only = {
@@ -355,14 +371,16 @@ class Recall(IndexUpkeep):
         for f in fused:
             own_sim = sim.get(f.key, 0.0)
             conv = conv_of[f.key]
+            # (a range's floor is lowered already: the range is evidence; it is not lowered twice)
+            own_floor = min(floor, MIN_SIMILARITY * shift[f.key])
             relevant = (
                 cov[f.key] >= MIN_COVERAGE
                 or f.key in in_turn
-                or own_sim >= floor
+                or own_sim >= own_floor
                 or (
-                    conv_sim[conv] >= MIN_SIMILARITY
+                    conv_sim[conv] >= conv_floor[conv]
                     and "context" in f.ranks
-                    and own_sim >= floor / 2
+                    and own_sim >= own_floor / 2
                 )
                 # asked what was decided: the decision stated in a conversation about it answers,
                 # whatever its own words (「揚げ物を週1に減らすことにする」 for "what did I change")
@@ -561,12 +579,18 @@ class Recall(IndexUpkeep):
             """WITH q AS (SELECT q.t AS t, q.i::int AS i
                           FROM unnest(%(tsqs)s::tsquery[]) WITH ORDINALITY q(t, i))
                SELECT s.message_key, s.conversation_key, s.role, s.created_at, {terms}, {sim},
-                      s.role = 'user' AND s.text ~ {decision},
+                      s.role = 'user' AND s.text ~ {decision}, s.text ~ {kana},
                       (SELECT m.position FROM source_messages m WHERE m.message_key = s.message_key)
                FROM message_search s WHERE {where}"""
-        ).format(terms=terms, sim=sim, where=where, decision=sql.Literal(DECISION_STATEMENT))
+        ).format(
+            terms=terms,
+            sim=sim,
+            where=where,
+            decision=sql.Literal(DECISION_STATEMENT),
+            kana=sql.Literal(KANA),
+        )
         out = rows
-        for k, c, role, at, n, m, v, d, pos in conn.execute(statement, params).fetchall():
+        for k, c, role, at, n, m, v, d, ja, pos in conn.execute(statement, params).fetchall():
             had = known.get(k)
             out.append(
                 _Row(
@@ -578,6 +602,7 @@ class Recall(IndexUpkeep):
                     had.matched if had else list(m),
                     float(v) if v is not None else None,
                     bool(d),
+                    bool(ja),
                     position=pos,
                 )
             )
@@ -696,7 +721,7 @@ def _dist(emb: QueryEmbedder | None) -> sql.Composable:
 def _turn_list(
     rows: Sequence[_Row],
     cands: Sequence[_Row],
-    terms: Sequence[TermLike],
+    terms: Sequence[Term],
     w: Sequence[float],
     avg_len: float,
     conv_sim: dict[str, float],
