@@ -366,7 +366,9 @@ def ask(
                     row: dict[str, Any] = {"conv": conv.conv, "qid": q["qid"]}
                     if mode in ("recall", "lexical"):
                         s = svc if mode == "recall" else plain
+                        t1 = time.perf_counter()
                         rec = s.recall(q["question"], now=now, limit=LIMIT).as_json()
+                        row["ms"] = (time.perf_counter() - t1) * 1000  # in one process
                         row["hits"] = [h["message_key"] for h in rec["hits"]]
                         row["range"] = rec.get("range")
                         for key in ("range_widened", "answerable", "confidence"):
@@ -697,6 +699,13 @@ def report(
     if res["drafting"]:
         out("\n-- drafting on LoCoMo (offline extractive drafter, --me speaker_a) --")
         out(drafting_text(res["drafting"]))
+    for mode in ("recall", "lexical"):
+        ms = sorted(r["ms"] for r in res["answers"].get(mode, []) if "ms" in r)
+        if ms:
+            p50, p95 = ms[len(ms) // 2], ms[min(len(ms) - 1, int(len(ms) * 0.95))]
+            out(
+                f"{mode} latency in one process: p50 {p50:.0f} ms, p95 {p95:.0f} ms ({len(ms)} asks)"
+            )
     out("\ntimings: " + ", ".join(f"{k} {v:.1f}s" for k, v in res["timings"].items() if v))
 
 
