@@ -232,9 +232,9 @@ def conv_settings(data_dir: Path, url: str) -> Any:
 def import_conv(settings: Any, export_file: Path, me: str, *, embed: bool = True) -> dict[str, Any]:
     """``pmem import FILE --source telegram --me ME`` in process: the ledger, the message index
     (with the Japanese forms stage) and, with ``embed``, the local embedder's vectors."""
+    from core.people import using_me
     from flows.importing import run_import
     from flows.pipeline import Pipeline, index_for_search
-    from importers._people import using_me
 
     p = Pipeline.open(settings, "extractive")
     try:

@@ -73,7 +73,7 @@ def import_(
     Exit codes: 0 everything imported; 3 some records were quarantined and the rest imported
     (`pmem ledger quarantine` lists them); 1 the input could not be read (what was read before
     the damage is kept). Each problem is an `error:` line on stderr naming the file and record."""
-    from flows.importing import error_entry, run_import
+    from flows.importing import empty_stats, error_entry, run_import
     from flows.pipeline import Pipeline, index_for_search
     from importers import IMPORTERS, sniff
 
@@ -93,12 +93,12 @@ def import_(
             "unknown-source",
         )
     if problem is not None:
-        stats = _empty_import_stats(problem[0])
+        stats = empty_stats(problem[0])
         stats["errors"].append(error_entry(str(target), None, None, problem[1], "input"))
         _finish_import(src, stats, None, as_json)
         return
     assert src is not None
-    from importers._people import using_me
+    from core.people import using_me
 
     p = Pipeline.open(settings(), "extractive")  # an import never drafts: no model key needed
     try:
@@ -114,28 +114,6 @@ def import_(
     finally:
         p.close()
     _finish_import(src, stats, indexed, as_json)
-
-
-def _empty_import_stats(input_error: str) -> dict[str, Any]:
-    return {
-        "conversations": 0,
-        "conversations_new": 0,
-        "conversations_changed": 0,
-        "conversations_unchanged": 0,
-        "messages_new": 0,
-        "quarantined": 0,
-        "kept": 0,
-        "dropped": 0,
-        "drop_reasons": {},
-        "unknown_types": {},
-        "skipped": {},
-        "errors": [],
-        "errors_total": 1,
-        "input_error": input_error,
-        "bytes_read": 0,
-        "bytes_total": 0,
-        "elapsed_seconds": 0.0,
-    }
 
 
 def import_summary(

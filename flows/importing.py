@@ -142,6 +142,30 @@ def run_import(
     return stats
 
 
+def empty_stats(input_error: str | None = None) -> dict[str, Any]:
+    """An import's counts before anything is read (``input_error``: the input was refused
+    before reading, one error counted)."""
+    return {
+        "conversations": 0,
+        "conversations_new": 0,
+        "conversations_changed": 0,
+        "conversations_unchanged": 0,
+        "messages_new": 0,
+        "quarantined": 0,
+        "kept": 0,
+        "dropped": 0,
+        "drop_reasons": {},
+        "unknown_types": {},
+        "skipped": {},
+        "errors": [],
+        "errors_total": 0 if input_error is None else 1,
+        "input_error": input_error,
+        "bytes_read": 0,
+        "bytes_total": 0,
+        "elapsed_seconds": 0.0,
+    }
+
+
 def _run_import(
     ledger: Ledger,
     source: str,
@@ -157,25 +181,7 @@ def _run_import(
     import_id = ledger.start_import(source, export_path)
     overrides = ledger.overrides()
     report = ReadReport()
-    stats: dict[str, Any] = {
-        "conversations": 0,
-        "conversations_new": 0,
-        "conversations_changed": 0,
-        "conversations_unchanged": 0,
-        "messages_new": 0,
-        "quarantined": 0,
-        "kept": 0,
-        "dropped": 0,
-        "drop_reasons": {},
-        "unknown_types": {},
-        "skipped": {},
-        "errors": [],
-        "errors_total": 0,
-        "input_error": None,
-        "bytes_read": 0,
-        "bytes_total": 0,
-        "elapsed_seconds": 0.0,
-    }
+    stats = empty_stats()
     started = time.monotonic()
     progress = ImportProgress()
     lock = threading.Lock()

@@ -20,7 +20,7 @@ Decisions:
   line's bytes: no position, so a key is the same whether the file is read whole or from an
   offset (:func:`read_tail`), and a line written twice into one conversation is one message
   (``skipped:duplicate-line``). File order is the order of the conversation.
-* **Who speaks** (``importers._people``): an ``actor`` named by ``PMEM_ME`` / ``--me`` is the
+* **Who speaks** (``core.people``): an ``actor`` named by ``PMEM_ME`` / ``--me`` is the
   person; else ``role: user`` is the person, unless people are configured and the line's
   ``actor`` is not one of them (another human: channel ``other``, its role is the actor's name
   so that ``pmem forget --speaker NAME`` finds it). A line with an ``actor`` and no ``role`` is
@@ -65,6 +65,7 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from core.models import Channel, Conversation, Message, Provenance
+from core.people import is_me, me_names
 from importers._common import (
     RECORD_ERRORS,
     Quarantined,
@@ -77,7 +78,6 @@ from importers._common import (
 )
 from importers._containers import Part, file_part, iter_parts, open_regular
 from importers._jsonl import ZST_SUFFIX, open_jsonl
-from importers._people import is_me, me_names
 
 SOURCE = "jsonl-log"
 UNDATED = "undated"

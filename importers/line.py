@@ -27,7 +27,7 @@ Decisions:
 * **Message keys** ``<conversation key>:<HHMM>-<digest of speaker and text>`` (``~2`` for the
   second identical message in the same minute): LINE has no ids, and a re-export that lost an
   unsent message keeps every other key.
-* **Who speaks** (``importers._people``): a speaker named by ``PMEM_ME`` / ``--me`` is the person
+* **Who speaks** (``core.people``): a speaker named by ``PMEM_ME`` / ``--me`` is the person
   (role ``user``); every other speaker is ``other`` with their name as the role. Without names,
   in a one-to-one chat everyone but the partner the header names is the person; in a group
   nobody is (everything is ``other``: kept, searchable, never drafted).
@@ -51,9 +51,9 @@ from typing import IO
 from pydantic import ValidationError
 
 from core.models import Channel, Conversation, Message, Provenance
+from core.people import is_me, me_names, norm_name
 from importers._common import Quarantined, ReadError, ReadReport, unique_conversations
 from importers._containers import Part, file_part, folder_parts, iter_parts
-from importers._people import is_me, me_names, norm_name
 
 SOURCE = "line"
 UNDATED = "undated"

@@ -20,7 +20,7 @@ Decisions:
 * **Text as written**: ``text`` is a string or a list of strings and entities (``{type, text}``:
   bold, links, mentions, …), flattened to its plain text; ``text_entities`` is used when
   ``text`` is missing.
-* **Who speaks** (``importers._people``): in a whole-account export, the account's own
+* **Who speaks** (``core.people``): in a whole-account export, the account's own
   ``user_id`` (``personal_information``) is the person; so is a sender named by ``PMEM_ME`` /
   ``--me``. Without either, in a ``personal_chat`` everyone but the chat's partner is the person,
   and in ``saved_messages`` everything is. In a ``bot_chat`` the bot's messages are the
@@ -50,6 +50,7 @@ import ijson
 from pydantic import ValidationError
 
 from core.models import Channel, Conversation, Message, Provenance
+from core.people import is_me, me_names, norm_name
 from importers._common import (
     RECORD_ERRORS,
     Quarantined,
@@ -59,7 +60,6 @@ from importers._common import (
     unique_conversations,
 )
 from importers._containers import Part, file_part, folder_parts, iter_parts
-from importers._people import is_me, me_names, norm_name
 
 SOURCE = "telegram"
 UNDATED = "undated"

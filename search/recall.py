@@ -40,6 +40,7 @@ from typing import Any, Literal
 from psycopg import Connection, sql
 from psycopg.rows import dict_row
 
+from core.people import ME_ENV, parse_names
 from core.textsearch import query_tokens
 from search import rank as rk
 from search.common import (
@@ -733,8 +734,8 @@ def _turn_list(
     neighbours (the question a turn answers is often in the turn before it) and its
     conversation's best lexical match. Also: the candidates beside one of ``lead`` (the lexical
     list's first few) that holds at least ``MIN_COVERAGE`` of the content terms' idf mass."""
-    names = rk.speaker_names((r.role for r in rows), person_names())
-    person = set(person_names())
+    person = person_names()
+    names = rk.speaker_names((r.role for r in rows), person)
     content = [t.text.lower() not in names for t in terms]
     asked = {t.text.lower() for t in terms if t.text.lower() in names}
     mass = math.fsum(x for x, keep in zip(w, content, strict=True) if keep) or 1.0
@@ -789,6 +790,7 @@ def _turn_list(
     return sorted(score, key=lambda k: (-score[k], k))[:LIST_LIMIT], beside
 
 
-def person_names() -> list[str]:
-    """The person's own names (``PMEM_ME``, comma-separated), as the importers read them."""
-    return [n for n in os.environ.get("PMEM_ME", "").split(",") if n.strip()]
+def person_names() -> frozenset[str]:
+    """The person's own names from ``PMEM_ME`` in the environment, normalised as the importers
+    compare them (``core.people``; the data dir's ``.env`` is not read on this path)."""
+    return parse_names(os.environ.get(ME_ENV))

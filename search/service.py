@@ -34,6 +34,7 @@ from providers.embeddings import Embedder, embedder_from_env, get_embedder
 from search.query import TZ_ENV, check_zone, parse_bound, parse_now, snippet
 from search.reader import RankedHit, RecallHit, SearchStore
 from search.understand import Query, understand
+from search.widen import widen
 from state.consent import embedding_allowed
 from store.db import Database
 from store.index import EmbedStats
@@ -238,10 +239,8 @@ class ReadService:
         marker = None
         if since_marker is not None:
             start, end, marker = self._marker_span(since_marker, start, end)
-        from search.widen import widen
-
         first = self.index.recall(q, start, end, limit=limit, include_branches=include_branches)
-        wide = widen(  # a range that holds fewer relevant messages than asked for: ADR 0036
+        wide = widen(  # a range that holds no relevant message widens: ADR 0036
             lambda lo, hi: self.index.recall(
                 q, lo, hi, limit=limit, include_branches=include_branches
             ),

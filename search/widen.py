@@ -1,6 +1,5 @@
 """Time as a prior, not a wall (issue 26, item 3; ADR 0036): when the range a question names
-holds no relevant message (``fill``: fewer than asked for), recall goes on outside it, step by
-step, and the messages found there come after the range's own, ranked by relevance and nearness
+holds no relevant message, recall goes on outside it, step by step, and the messages found there come after the range's own, ranked by relevance and nearness
 in time.
 
 Pure orchestration over any recall (``ask(start, end) -> result`` with ``hits``, each with
@@ -15,7 +14,7 @@ year, the whole history. Nearness: a hit's relevance score is divided by ``1 + d
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -62,22 +61,17 @@ def widen(
     end: datetime | None,
     limit: int,
     first: Any | None = None,
-    *,
-    fill: bool = False,
 ) -> Widened:
     """Recall within ``[start, end)`` (``first``: that result, when asked already); when it
-    holds no hit (``fill``: fewer than ``limit``), widen by ``STEPS`` until hits from outside
-    are found (and fill the rest)."""
+    holds no hit, widen by ``STEPS`` until hits from outside are found."""
     result = first if first is not None else ask(start, end)
-    own: Sequence[_Hit] = list(result.hits)
-    if len(own) >= (limit if fill else 1) or (start is None and end is None):
-        return Widened(list(own), False, None, result)
-    have = {h.message_key for h in own}
+    if result.hits or (start is None and end is None):
+        return Widened(list(result.hits), False, None, result)
     for step in STEPS:
         lo = None if step is None or start is None else start - step[0]
         hi = None if step is None or end is None else end + step[1]
         wide = ask(lo, hi)
-        more = [h for h in wide.hits if h.message_key not in have]
+        more: list[_Hit] = list(wide.hits)
         if not more and step is not None:
             continue
         more.sort(
@@ -86,5 +80,5 @@ def widen(
                 h.message_key,
             )
         )
-        return Widened(list(own) + more[: limit - len(own)], bool(more), (lo, hi), wide)
-    return Widened(list(own), False, None, result)
+        return Widened(more[:limit], bool(more), (lo, hi), wide)
+    return Widened([], False, None, result)

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import secrets as _random
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from psycopg import Connection
 from core.errors import ConfigError
 from core.hashing import bytes_text, text_bytes
 from core.models import Channel, Conversation
+from core.people import norm_name as speaker_name
 from core.secrets import redaction_marker
 
 MARKER = redaction_marker("forgotten")
@@ -273,12 +273,6 @@ class ErasedIndex:
         ):
             return conv
         return conv.model_copy(update={"messages": messages, "title": title})
-
-
-def speaker_name(name: str) -> str:
-    """A speaker's name as names are compared (NFKC, case-folded, trimmed): the same rule as
-    ``importers._people.norm_name`` (the store may not import the importers)."""
-    return unicodedata.normalize("NFKC", name).casefold().strip()
 
 
 def _settings_key() -> bytes | None:

