@@ -120,14 +120,41 @@ _readable_help()
 # The top-level names on the one-screen `pmem --help`, by panel (ADR 0033): the everyday verbs
 # and the nouns whose verbs are one job each. A command not named here is hidden (an old
 # spelling, cli/aliases.py) or lands under "Other" (tests/test_cli_tree.py refuses that).
+# The daily ones first: the reads, then bringing an export in, then the memory's nouns; what is
+# set up once (serving, credentials) last.
 PANELS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Bring in", ("import", "backfill", "watch", "runs")),
     ("Read", ("search", "recall", "show", "related")),
+    ("Bring in", ("import", "backfill", "watch", "runs")),
     ("Memory", ("memory", "proposals", "ledger", "summary", "concepts")),
-    ("Serve", ("serve", "auth")),
     ("Keep", ("status", "stop", "backup", "db", "prefect")),
+    ("Serve", ("serve", "auth")),
 )
+# A noun's verbs in the order a person reaches for them (the daily ones first), on `pmem --help`
+# and on `pmem NOUN --help`; a verb not named here follows, in the order it was registered.
+VERB_ORDER: dict[str, tuple[str, ...]] = {
+    "memory": ("mark", "marks", "edit", "delete", "merge", "restore", "forget", "publish"),
+    "runs": ("review", "apply", "demo", "prices", "gc"),
+    "summary": ("show", "list", "profile", "timeline", "update"),
+    "concepts": ("show", "list", "graph", "rebuild"),
+    "backup": ("export", "load", "restore"),
+    "db": ("status", "start", "stop", "url", "reindex", "init", "restore"),
+    "prefect": ("status", "start", "stop", "schedule", "reimport", "deploy", "worker"),
+    "auth": ("token", "tokens", "clients", "revoke", "set-password", "api-token", "consent"),
+}
 HELP_WIDTH = 80
+
+
+def in_verb_order(noun_name: str, names: list[str]) -> list[str]:
+    """``names`` (a noun's verbs) with those ``VERB_ORDER`` names first, in its order."""
+    order = VERB_ORDER.get(noun_name, ())
+    return sorted(names, key=lambda n: order.index(n) if n in order else len(order))
+
+
+class NounGroup(typer.core.TyperGroup):
+    """A noun's group: ``pmem NOUN --help`` lists its verbs in ``VERB_ORDER``."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return in_verb_order(self.name or "", list(super().list_commands(ctx)))
 
 
 class _RootGroup(typer.core.TyperGroup):
@@ -160,7 +187,8 @@ def root_help(group: Any, ctx: Any) -> str:
             cmd = visible[name]
             sub = getattr(cmd, "commands", None)
             if sub is not None:
-                words = "  ".join(n for n, c in sub.items() if not getattr(c, "hidden", False))
+                shown = [n for n, c in sub.items() if not getattr(c, "hidden", False)]
+                words = "  ".join(in_verb_order(name, shown))
             else:
                 words = cmd.get_short_help_str(limit=200)
             head = f"{title if i == 0 else '':<{left}}{name:<11}"
@@ -184,7 +212,7 @@ app = typer.Typer(
 
 def noun(name: str, help: str) -> typer.Typer:
     """A top-level noun: a group of verbs about one thing, registered on the app."""
-    group = typer.Typer(help=help, no_args_is_help=True)
+    group = typer.Typer(cls=NounGroup, help=help, no_args_is_help=True)
     app.add_typer(group, name=name)
     return group
 

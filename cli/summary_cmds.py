@@ -19,11 +19,12 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from cli.app import app, err_console, handle_errors, print_json, settings
+from cli.app import NounGroup, app, err_console, handle_errors, print_json, settings
 from core.display import for_terminal, plural
 from core.errors import ConfigError, PmemError
 
 summary_app = typer.Typer(
+    cls=NounGroup,
     help="Monthly summaries (one per month of your calendar, PMEM_TZ), each with the memories and "
     "messages it rests on. Made by `pmem summarize`.",
     no_args_is_help=True,

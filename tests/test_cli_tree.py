@@ -155,3 +155,18 @@ def test_an_old_spelling_runs_the_command_with_the_same_stdout(old: list[str], n
     assert then.stdout == now.stdout and now.stdout.strip().startswith("{")
     assert "`pmem prices` is now `pmem runs prices`" in then.stderr
     assert now.stderr == ""
+
+
+def test_help_puts_the_daily_verbs_first():
+    """The reads come first and what is set up once (serving, credentials, the servers) last;
+    a noun's verbs are listed daily ones first, on `pmem --help` and on `pmem NOUN --help`."""
+    lines = CliRunner().invoke(app, ["--help"]).stdout.splitlines()
+    names = [re.split(r"\s{2,}", line.strip()) for line in lines[3:-1]]
+    order = [p[1] if p[0] in {t for t, _ in PANELS} else p[0] for p in names]
+    assert order[:2] == ["search", "recall"]
+    assert order.index("backfill") < order.index("db") < order.index("serve")
+    assert order.index("status") < order.index("prefect") < order.index("auth")
+    memory_line = next(line for line in lines if re.search(r"\bmemory\s{2,}", line))
+    assert memory_line.split()[-8:-6] == ["mark", "marks"]  # not forget / publish first
+    listed = CliRunner().invoke(app, ["memory", "--help"]).stdout
+    assert listed.index("│ mark ") < listed.index("│ edit ") < listed.index("│ forget ")
