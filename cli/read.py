@@ -147,6 +147,12 @@ def search(
     explain: Annotated[
         bool, typer.Option("--explain", help="Show each candidate list's rank.")
     ] = False,
+    long: Annotated[
+        bool,
+        typer.Option(
+            "--long", "-l", help="Each hit in full: its summary, conversations and evidence."
+        ),
+    ] = False,
     no_vectors: Annotated[
         bool, typer.Option("--no-vectors", help="Lexical and trigram only.")
     ] = False,
@@ -194,35 +200,53 @@ def search(
     if as_json:
         print_json({"hits": [h.model_dump(mode="json") for h in hits], "range": span})
         return
-    _print_hits(hits, span, explain)
+    _print_hits(hits, span, explain, long)
 
 
-def _print_hits(hits: list[Any], span: dict[str, Any] | None, explain: bool) -> None:
-    """Search hits in words: the title and when it happened first, then the kind, the summary,
-    where it comes from and its evidence; the score and each list's rank only with --explain."""
-    from core.display import human_time, plural
+def _when(value: Any, zone: Any = None) -> str:
+    """A time as ``2024-05-12 22:04`` (minutes, no seconds, no offset): in ``zone`` when given,
+    else in the zone it carries (recall's: the question's calendar); an ISO string is read
+    first. ``?`` when there is none."""
+    from core.display import human_time
+
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = datetime.fromisoformat(value)
+    return "?" if value is None else human_time(value, zone)
+
+
+def _print_hits(hits: list[Any], span: dict[str, Any] | None, explain: bool, long: bool) -> None:
+    """Search hits in words, one line each: the rank, the title, when it happened (local time),
+    its kind and its id. ``--long`` adds the summary, where it comes from and its evidence;
+    the score and each list's rank only with --explain."""
+    from core.display import clip, plural, terminal_width
     from core.settings import local_zone
 
     zone = local_zone()
     if span:
         _note(
-            f"happened between {tty(span['start'])} and {tty(span['end'])} "
+            f"what happened between {_when(span['start'], zone)} and {_when(span['end'], zone)} "
             f"(what “{tty(span['matched'])}” stands for)"
         )
     if not hits:
         _note("no memories found")
+    width = terminal_width()
     for h in hits:
-        when = human_time(h.occurred_at, zone) if h.occurred_at else "time unknown"
-        typer.echo(f"{h.rank:>2}. {tty(h.title)} — {when}")
-        typer.echo(f"    {tty(h.kind)} · {h.id}")
-        if h.index_summary and h.index_summary != h.title:
-            typer.echo(f"    {tty(h.index_summary)}")
-        if h.sources:
-            typer.echo(
-                f"    from {plural(len(h.sources), 'conversation')}: {tty(', '.join(h.sources))}"
-            )
-        for e in h.evidence[:2]:
-            typer.echo(f"    > {tty(e['quote'])}  [{tty(e['message_key'])}]")
+        when = _when(h.occurred_at, zone) if h.occurred_at else "time unknown"
+        tail = f" — {when} · {tty(h.kind)} · {h.id}"
+        head = f"{h.rank:>2}. "
+        title = clip(tty(h.title), max(12, width - len(head) - len(tail)))
+        typer.echo(head + title + tail)
+        if long:
+            if h.index_summary and h.index_summary != h.title:
+                typer.echo(f"    {tty(h.index_summary)}")
+            if h.sources:
+                typer.echo(
+                    f"    from {plural(len(h.sources), 'conversation')}: "
+                    + tty(", ".join(h.sources))
+                )
+            for e in h.evidence[:2]:
+                typer.echo(f"    > {tty(e['quote'])}  [{tty(e['message_key'])}]")
         if explain:
             ranks = ", ".join(
                 f"{name} #{h.ranks[name]}" if name in h.ranks else f"{name} not listed"
@@ -231,9 +255,11 @@ def _print_hits(hits: list[Any], span: dict[str, Any] | None, explain: bool) -> 
             sim = f", cosine {h.vector_similarity:.3f}" if h.vector_similarity is not None else ""
             typer.echo(f"    score {h.score:.4f} (weighted RRF): {ranks}{sim}")
     if hits:
+        more = [] if long else ["--long shows each in full"]
+        more += [] if explain else ["--explain how each was ranked"]
         _note(
             f"{plural(len(hits), 'memory', 'memories')}; `pmem show ID` opens one"
-            + ("" if explain else ", --explain shows how each was ranked")
+            + "".join(f", {m}" for m in more)
         )
 
 
@@ -279,6 +305,14 @@ def recall(
             help="Only what was said from this topic marker to the next (`pmem marks` lists them): its id, its text, or a piece of it only one marker holds.",
         ),
     ] = None,
+    long: Annotated[
+        bool,
+        typer.Option(
+            "--long",
+            "-l",
+            help="Each message whole (up to --max-chars), its key, its conversation and the memory drafted from it.",
+        ),
+    ] = False,
     as_json: Annotated[
         bool,
         typer.Option(
@@ -320,19 +354,39 @@ def recall(
     if as_json:
         print_json(result.as_json())
         return
+    _print_recall(result, long)
+
+
+def _print_recall(result: Any, long: bool) -> None:
+    """Recall's hits in words, one line each: the rank, when (in the question's calendar), who,
+    the message cut to the line, the memory drafted from it. ``--long``: each message whole,
+    its key, its conversation and the memories."""
+    from core.display import cells, clip, plural, terminal_width
+
     if result.marker:
         _note(
-            f"since marker {result.marker['id']} ({result.marker['at']}) until "
-            f"{result.marker['next_at'] or 'now (the latest marker)'}"
+            f"since marker {result.marker['id']} ({_when(result.marker['at'])}) until "
+            + (
+                _when(result.marker["next_at"])
+                if result.marker["next_at"]
+                else "now (the latest marker)"
+            )
         )
     if result.range:
-        source = f"from {tty(repr(result.range['matched']))}, " if result.range["matched"] else ""
-        _note(
-            f"range {result.range['start']} – {result.range['end'] or 'now'} ({source}{result.in_range} messages)"
+        said = f"“{tty(result.range['matched'])}”: " if result.range["matched"] else ""
+        in_range = (
+            "" if result.in_range is None else f", {plural(result.in_range, 'message')} in it"
         )
+        _note(
+            f"{said}{_when(result.range['start'])} – "
+            f"{_when(result.range['end']) if result.range['end'] else 'now'}{in_range}"
+        )
+    if result.range and result.range_widened:
+        _note("nothing in that range answered well: the nearest messages outside it are added")
     if result.without_vectors:
         _note(
-            f"{result.without_vectors} messages have no vectors yet: `pmem reindex` embeds them",
+            f"{plural(result.without_vectors, 'message')} without vectors yet (found by words only): "
+            "`pmem db reindex` embeds them",
             fg="yellow",
         )
     if not result.hits:
@@ -340,21 +394,32 @@ def recall(
     hits = result.hits
     if result.range:  # a time-scoped answer reads in time order (seed 004), the rank beside it
         hits = sorted(hits, key=lambda h: (h.created_at is None, h.created_at or now_min(), h.rank))
+    width = terminal_width()
+    who = max((cells(tty(h.role)) for h in hits), default=4)
     for h in hits:
-        when = h.created_at.isoformat(timespec="minutes") if h.created_at else "?"
         branch = "  [branch not taken]" if not h.on_active_path else ""
-        typer.echo(
-            f"#{h.rank:<3} {when}  {tty(h.role):9}  {tty(h.conversation_title or h.conversation_key)}  ({h.match}){branch}"
-        )
-        typer.echo(f"    {tty(h.text, keep_newlines=True)}")
-        typer.echo(f"    [{tty(h.message_key)}]  in {tty(h.conversation_key)}")
-        if h.memory:
-            more = f" (+{len(h.memories) - 1} more)" if len(h.memories) > 1 else ""
-            typer.echo(f"    → memory {tty(h.memory['id'])}  {tty(h.memory['title'])}{more}")
+        if long:
+            typer.echo(
+                f"#{h.rank:<3} {_when(h.created_at)}  {tty(h.role):9}  "
+                f"{tty(h.conversation_title or h.conversation_key)}  ({h.match}){branch}"
+            )
+            typer.echo(f"    {tty(h.text, keep_newlines=True)}")
+            typer.echo(f"    [{tty(h.message_key)}]  in {tty(h.conversation_key)}")
+            if h.memory:
+                more = f" (+{len(h.memories) - 1} more)" if len(h.memories) > 1 else ""
+                typer.echo(f"    → memory {tty(h.memory['id'])}  {tty(h.memory['title'])}{more}")
+            continue
+        head = f"#{h.rank:<3} {_when(h.created_at)}  {tty(h.role):{who}}  "
+        typer.echo(head + clip(tty(h.text), max(12, width - cells(head) - len(branch))) + branch)
     if result.branches_skipped:
         _note(
-            f"{result.branches_skipped} messages on branches not taken left out (--include-branches shows them)",
+            f"{plural(result.branches_skipped, 'message')} on branches not taken left out (--include-branches shows them)",
             dim=True,
+        )
+    if hits and not long:
+        _note(
+            f"{plural(len(hits), 'message')}; --long shows each whole with its key and the "
+            "memory drafted from it (`pmem show KEY` opens either)"
         )
 
 
@@ -488,8 +553,11 @@ def show(
     typer.echo(
         f"{tty(view.title)}  ({view.id}, {tty(view.kind)}, revision {view.current_revision}, {view.status})"
     )
+    from core.settings import local_zone
+
+    zone = local_zone()
     if view.occurred_at:
-        typer.echo(f"occurred: {view.occurred_at.isoformat()}")
+        typer.echo(f"occurred: {_when(view.occurred_at, zone)}")
     typer.echo(f"aliases: {tty(', '.join(view.aliases))}\ntags: {tty(', '.join(view.tags))}\n")
     typer.echo(tty(view.canonical_summary, keep_newlines=True))
     for label, items in (
@@ -507,7 +575,8 @@ def show(
         typer.echo("\nrevisions:")
         for r in view.revisions:
             typer.echo(
-                f"  {r['revision']}: {tty(r['reason'])} {r['created_at']} run={tty(r['run_id'])} model={tty(r['model'])}"
+                f"  {r['revision']}: {tty(r['reason'])}, {_when(r['created_at'], zone)}, "
+                f"run {tty(r['run_id'] or '-')}, model {tty(r['model'] or '-')}"
             )
 
 
@@ -544,7 +613,10 @@ def _show_source(key: str, as_json: bool) -> None:
     if as_json:
         print_json(found)
         return
-    when = conv["created_at"].isoformat(timespec="minutes") if conv["created_at"] else "?"
+    from core.settings import local_zone
+
+    zone = local_zone()
+    when = _when(conv["created_at"], zone)
     typer.echo(
         f"conversation {tty(conv['key'])}  {tty(conv['title'] or '(untitled)')}  ({when}, {conv['messages']} messages)"
     )
@@ -553,7 +625,7 @@ def _show_source(key: str, as_json: bool) -> None:
         typer.echo(f"  prefilter: {verdict} ({tty(conv['prefilter']['reason'])})")
     if "message" in found:
         m = found["message"]
-        at = m["created_at"].isoformat(timespec="minutes") if m["created_at"] else "?"
+        at = _when(m["created_at"], zone)
         path = "" if m["on_active_path"] else "  [branch not taken]"
         typer.echo(f"message {tty(m['key'])}  {at}  {tty(m['role'])}{path}")
         typer.echo(f"    {tty(m['text'], keep_newlines=True)}")

@@ -105,3 +105,34 @@ def human_seconds(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60} min" + (f" {s % 60} s" if s % 60 else "")
     return f"{s // 3600} h" + (f" {s % 3600 // 60} min" if s % 3600 // 60 else "")
+
+
+def cells(text: str) -> int:
+    """The columns ``text`` takes on a terminal: a wide or full-width character (Japanese) two."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` on one line in at most ``width`` terminal columns: runs of white space (newlines
+    too) become one space, and what does not fit ends in ``…``."""
+    text = " ".join(text.split())
+    if cells(text) <= width:
+        return text
+    out, used = [], 1  # the ellipsis takes one column
+    for ch in text:
+        w = cells(ch)
+        if used + w > width:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out).rstrip() + "…"
+
+
+def terminal_width(default: int = 100) -> int:
+    """The terminal's columns (``$COLUMNS`` or the terminal's size), else ``default``: a line
+    meant to be one line is cut to it."""
+    import shutil
+
+    return max(40, shutil.get_terminal_size((default, 24)).columns)

@@ -280,7 +280,11 @@ def test_readable_output_status_search_gc_version_db_status(world, db, pmem_env,
     assert (
         out.exit_code == 0 and first.startswith(" 1. 車を手放す — ") and "score" not in out.stdout
     )
-    assert "from 1 conversation: chatgpt:cars" in out.stdout and "{'" not in out.stdout + out.stderr
+    assert (
+        len(out.stdout.splitlines()) == 1 and "{'" not in out.stdout + out.stderr
+    )  # one line a hit
+    long = runner.invoke(app, ["search", "車を手放す", "--long"]).stdout
+    assert long.splitlines()[0] == first and "from 1 conversation: chatgpt:cars" in long
     explained = runner.invoke(app, ["search", "車を手放す", "--explain"]).stdout
     assert "score 0." in explained and "lexical #1" in explained
 

@@ -358,7 +358,7 @@ def test_cli_recall_skips_branches_names_where_a_hit_went_and_show_opens_keys(db
         "title": "温泉旅行は箱根",
     }  # drafted from its conversation
 
-    out = pmem("recall", "温泉旅行", "--include-branches", "--now", "2025-06-01T00:00")
+    out = pmem("recall", "温泉旅行", "--include-branches", "--long", "--now", "2025-06-01T00:00")
     assert out.returncode == 0, out.stderr[-2000:]
     line = next(x for x in out.stdout.splitlines() if "[chatgpt:br1:n2]" in x)
     mark = out.stdout.splitlines()[out.stdout.splitlines().index(line) - 2]
