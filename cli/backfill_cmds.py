@@ -673,21 +673,24 @@ def _backfill(a: dict[str, Any], *, as_json: bool, estimate: bool, yes: bool) ->
         )
         err_console.print("  → check the file, or pass the --source it was exported from")
     elif summary.get("nothing_to_do"):
-        err_console.print("nothing to do: every conversation of this run is drafted already")
+        err_console.print(
+            "nothing to do: every conversation of this run is drafted already"
+            + ("" if summary["batches_total"] else " (no drafts: nothing to review or apply)")
+        )
     if summary["batches_failed"]:
         err_console.print(
             f"  → {plural(summary['batches_failed'], 'batch')} failed; run the same command again "
             f"to retry: {escape(resume)}",
             highlight=False,
         )
-    if a["dry_run"] and summary["status"] == "complete" and not empty:
-        run_id = summary["run_id"]
+    if a["dry_run"] and summary["status"] == "complete" and not empty and summary["batches_total"]:
+        run_id = summary["run_id"]  # a run that made no drafts has nothing to review
         err_console.print(
-            f"review the drafts: make review RUN={run_id}   (or: pmem review {run_id})",
+            f"review the drafts: make review RUN={run_id}   (or: pmem runs review {run_id})",
             highlight=False,
         )
         err_console.print(
-            f"then commit them:  make apply RUN={run_id}   (or: pmem apply {run_id})",
+            f"then commit them:  make apply RUN={run_id}   (or: pmem runs apply {run_id})",
             highlight=False,
         )
     if as_json:

@@ -16,7 +16,7 @@ import typer
 from rich.markup import escape
 
 from cli.app import app, err_console, handle_errors, print_json, settings
-from core.display import for_terminal
+from core.display import for_terminal, local_time
 from core.errors import PmemError
 
 ledger_app = typer.Typer(
@@ -112,7 +112,7 @@ def list_(
     if not items:
         err_console.print("the ledger is empty: import an export with `pmem import PATH`")
     for it in items:
-        when = (it["created_at"] or "?")[:16]
+        when = local_time(it["created_at"])
         title = for_terminal(it["title"] or "(untitled)")
         typer.echo(
             f"{for_terminal(it['key'])}  {when}  {it['message_count']:>5} msgs  "
@@ -180,7 +180,7 @@ def show(
         f"{_kept_word(conversation['kept'])}: {conversation['prefilter_reason'] or '-'})"
     )
     for m in messages:
-        when = (m["created_at"] or "?")[:19]
+        when = local_time(m["created_at"])
         typer.echo(f"\n[{m['kind']}] {for_terminal(m['role'])}  {when}  {for_terminal(m['key'])}")
         typer.echo(for_terminal(m["text"], keep_newlines=True))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -54,27 +54,64 @@ def review(
     rv = build_review(
         runs, MemoryStore(db), runs_root(cfg), run_id
     )  # the drafts: PMEM_RUNS_URL too
-    md, page = write_review(rv, cfg.runs_dir)
     if as_json:
+        md, page = write_review(rv, cfg.runs_dir)
         print_json(rv.as_json() | {"markdown": str(md), "html": str(page)})
         return
+    for line in review_words(rv):
+        err_console.print(line, highlight=False)
+    if rv.counts["drafts"]:  # a run with nothing to review stops at saying so
+        md, page = write_review(rv, cfg.runs_dir)
+        err_console.print(
+            f"\nwritten: {escape(str(md))} and {escape(str(page))}\n"
+            f"commit them with: pmem runs apply {run_id}",
+            highlight=False,
+        )
+
+
+def review_words(rv: Any) -> list[str]:
+    """A review on the terminal (Rich markup): the counts in words, then each draft; a run with
+    no drafts says so in one line and what to do instead."""
+    from core.display import plural
+
     c = rv.counts
-    err_console.print(
-        f"[bold]run {run_id}[/]: {c['drafts']} drafts, {c['new']} new, {c['appends']} appends, "
-        f"{c['uncommittable']} not committable ({c['target_not_offered']} target-not-offered), "
-        f"{c['rejected']} rejected; tokens {rv.tokens}"
+    if not c["drafts"]:
+        return [
+            f"[bold]run {rv.run_id}[/]: nothing to review, it made no drafts (every conversation "
+            "was drafted before, or none was kept for drafting); nothing to apply"
+        ]
+    parts = [f"{c['new']} new", plural(c["appends"], "append")]
+    if c["uncommittable"]:
+        parts.append(
+            f"{c['uncommittable']} not committable"
+            + (
+                f" ({c['target_not_offered']} named a memory its batch was not shown)"
+                if c["target_not_offered"]
+                else ""
+            )
+        )
+    if c["rejected"]:
+        parts.append(f"{c['rejected']} rejected by you")
+    tokens = rv.tokens["input"] + rv.tokens["output"]
+    used = (
+        f"{rv.tokens['input']:,} input and {rv.tokens['output']:,} output tokens"
+        if tokens
+        else "no tokens"
     )
+    out = [f"[bold]run {rv.run_id}[/]: {plural(c['drafts'], 'draft')} ({', '.join(parts)}); {used}"]
     for d in rv.drafts:
         tag = "[red]rejected[/]" if d.rejected else f"[cyan]{d.action}[/]"
-        err_console.print(f"\n{tag} [bold]{escape(tty(d.title))}[/]  ({escape(tty(d.draft_id))})")
+        out.append(f"\n{tag} [bold]{escape(tty(d.title))}[/]  ({escape(tty(d.draft_id))})")
         if d.reason:
-            err_console.print(f"  [yellow]{escape(tty(d.reason))}[/]")
+            out.append(f"  [yellow]{escape(tty(d.reason))}[/]")
+        if d.action == "create" and d.summary:
+            out.append(f"  {escape(tty(d.summary.splitlines()[0]))}")
         for line in d.diff:
             style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
-            err_console.print(f"  [{style}]{escape(tty(line))}[/]")
+            out.append(f"  [{style}]{escape(tty(line))}[/]")
         for key, text in d.evidence_added[:3]:
-            err_console.print(f"  + evidence [dim]{escape(tty(key))}[/] {escape(tty(text[:100]))}")
-    err_console.print(f"\nwritten: {md} and {page}\napply with: pmem apply {run_id}")
+            out.append(f"  + evidence [dim]{escape(tty(key))}[/] {escape(tty(text[:100]))}")
+    return out
 
 
 @runs_app.command()

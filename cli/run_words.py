@@ -63,6 +63,28 @@ _STATUS_WORDS = {
 }
 
 
+def commit_words(s: dict[str, Any]) -> str:
+    """The commits, and in one clause why the other counts of the same thing differ: the new
+    memories among them (a commit can revise one you had) and the estimate made before the run
+    (about one per conversation drafted)."""
+    text = plural(s["commits"], "commit")
+    why = []
+    created = s.get("memories_created")
+    if created is not None and created != s["commits"]:
+        why.append(
+            f"{created} new memories, {s['commits'] - created} revising ones you had"
+            if created != 1
+            else f"1 new memory, {s['commits'] - 1} revising ones you had"
+        )
+    expected = (s.get("estimate") or {}).get("expected_commits")
+    if expected is not None and s.get("batches_drafted") and expected != s["commits"]:
+        why.append(
+            f"~{expected} estimated, one per conversation drafted: a conversation can give more, "
+            "one or none"
+        )
+    return text + (f" ({'; '.join(why)})" if why else "")
+
+
 def summary_words(summary: dict[str, Any]) -> list[str]:
     """The run's summary in words (no Python reprs, plurals right)."""
     s = summary
@@ -94,10 +116,13 @@ def summary_words(summary: dict[str, Any]) -> list[str]:
         if s.get("batches_left"):
             parts.append(f"{s['batches_left']} left for the next run")
         batches += f" ({', '.join(parts)})"
-    work = (
-        f"{plural(s['drafter_calls'], 'drafter call')}, {plural(s['commits'], 'commit')}, "
-        f"{plural(s['rejected_evidence'], 'evidence pointer')} rejected"
-    )
+    work = f"{plural(s['drafter_calls'], 'drafter call')}, {commit_words(s)}"
+    if s["rejected_evidence"]:
+        work += (
+            f", {plural(s['rejected_evidence'], 'evidence pointer')} rejected (a quote a draft "
+            "cited that its conversation does not hold, or one holding a secret: left out, the "
+            "rest of the draft kept)"
+        )
     if s.get("input_tokens") or s.get("output_tokens") or s.get("run_cost_usd"):
         work += f"; {s['input_tokens']:,} input and {s['output_tokens']:,} output tokens, cost {_usd(s.get('cost_usd'))}"
         if s.get("resumed") and s.get("run_cost_usd") is not None:
@@ -126,6 +151,8 @@ def _print_indexed(out: dict[str, Any] | None) -> None:
         line += "; vectors off (PMEM_EMBEDDER=none)"
     else:
         line += f"; embedded {out['messages']} messages, {out['memories']} memories with {out['vectors']}"
+        if out["memories"]:
+            line += " (the memories whose searched text is new or changed)"
     if out.get("messages_without_forms"):
         line += (
             f"; Japanese normal forms pending for {out['messages_without_forms']} messages "

@@ -31,6 +31,9 @@ summary_app = typer.Typer(
 )
 app.add_typer(summary_app, name="summary")
 
+#: what a month's sentiment number is, said once where it is printed
+SENTIMENT = "the tone of the month's sentences, −1 sad … 0 neutral … +1 glad"
+
 _MONTH = re.compile(r"^[0-9]{4}-(0[1-9]|1[0-2])$")
 
 
@@ -182,6 +185,7 @@ def summary_list(
     if not items:
         err_console.print("no monthly summaries yet: run `pmem summarize`")
         return
+    err_console.print(f"month  sentiment ({SENTIMENT})  version  keywords", highlight=False)
     for it in items:
         kw = ", ".join(it["keywords"][:6])
         sys.stdout.write(
@@ -217,7 +221,9 @@ def summary_show(
         return
     out = sys.stdout
     out.write(
-        for_terminal(f"{m.month} (version {m.version}, sentiment {m.sentiment:+.2f}, {m.model})")
+        for_terminal(
+            f"{m.month} (version {m.version}, sentiment {m.sentiment:+.2f}: {SENTIMENT}; {m.model})"
+        )
         + "\n"
     )
     out.write(for_terminal("keywords: " + ", ".join(m.keywords)) + "\n\n")

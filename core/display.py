@@ -136,3 +136,23 @@ def terminal_width(default: int = 100) -> int:
     import shutil
 
     return max(40, shutil.get_terminal_size((default, 24)).columns)
+
+
+def local_time(when: object, zone: object = None) -> str:
+    """A time for reading: ``2024-05-12 22:04`` in ``zone`` (default: the local zone,
+    ``core.settings.local_zone``: PMEM_TZ, else the machine's); an ISO string is read first;
+    ``?`` when there is none."""
+    from datetime import datetime
+
+    if isinstance(when, str):
+        try:
+            when = datetime.fromisoformat(when)
+        except ValueError:
+            return str(when)
+    if when is None:
+        return "?"
+    if zone is None:
+        from core.settings import local_zone
+
+        zone = local_zone()
+    return human_time(when, zone)

@@ -177,16 +177,23 @@ def _review_draft(
 def _header(rv: Review) -> list[str]:
     c = rv.counts
     cost = "unknown (offline or unpriced model)" if rv.cost_usd is None else f"${rv.cost_usd:.4f}"
+    if not c["drafts"]:
+        return [
+            f"# Review of run {rv.run_id}",
+            "",
+            "Nothing to review: this run made no drafts (every conversation was drafted before, "
+            "or none was kept for drafting), so there is nothing to apply.",
+        ]
     return [
         f"# Review of run {rv.run_id}",
         "",
         f"{c['drafts']} drafts: {c['new']} new, {c['appends']} appends, {c['uncommittable']} not committable "
         f"({c['target_not_offered']} refused as {TARGET_NOT_OFFERED}), "
         f"{c['rejected']} rejected by you; {c['evidence']} evidence excerpts.",
-        f"Model {rv.model}; tokens in {rv.tokens['input']}, out {rv.tokens['output']}; cost {cost}.",
+        f"Model {rv.model}; {rv.tokens['input']:,} input and {rv.tokens['output']:,} output tokens; cost {cost}.",
         "",
-        f"Apply with `pmem apply {rv.run_id}` (or `make apply RUN={rv.run_id}`); "
-        f"exclude a draft first with `pmem review {rv.run_id} --reject DRAFT_ID`.",
+        f"Apply with `pmem runs apply {rv.run_id}` (or `make apply RUN={rv.run_id}`); "
+        f"exclude a draft first with `pmem runs review {rv.run_id} --reject DRAFT_ID`.",
     ]
 
 

@@ -204,8 +204,9 @@ def test_dry_run_prints_estimate_words_next_commands_and_resumes_with_nothing_to
     assert "{" not in err and "1 batches" not in err  # words, not reprs
     lines = err.strip().splitlines()
     assert lines[-2].startswith(f"review the drafts: make review RUN={s['run_id']}")
-    assert f"pmem review {s['run_id']}" in lines[-2]
-    assert f"make apply RUN={s['run_id']}" in lines[-1] and f"pmem apply {s['run_id']}" in lines[-1]
+    assert f"pmem runs review {s['run_id']}" in lines[-2]
+    assert f"make apply RUN={s['run_id']}" in lines[-1]
+    assert f"pmem runs apply {s['run_id']}" in lines[-1]
     again = pmem("backfill", "--export", str(DEMO), "--dry-run", "--json")
     assert again.exit_code == 0
     a = last_json(again.stdout)

@@ -1,0 +1,145 @@
+"""What a person reads (issue 28, item 5): every command's text output, on the demo export
+imported, drafted, reviewed and committed for real, holds no Python repr (``{'``, ``[('``), no
+microseconds and no ISO timestamps with seconds; search and recall print one line a hit (``--long``
+the full hit); a run with nothing to review says so and stops."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from cli.main import app
+from core.settings import Settings
+from flows import pipeline as pl
+from tests.conftest import PROJECT
+
+DEMO = PROJECT / "examples" / "demo" / "conversations.json"
+REPR = re.compile(r"\{'|\[\('|datetime\.datetime\(|Decimal\(")
+# 12:40:05, 12:40:05.123+00:00, 2024-05-12T12:40 (a time reads 2024-05-12 21:40, local)
+SECONDS = re.compile(r"\d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT\d\d:\d\d")
+
+
+def _backfill(dry_run: bool) -> dict:
+    p = pl.Pipeline.open(Settings())
+    try:
+        return pl.run_backfill(p, "chatgpt", str(DEMO), dry_run=dry_run)
+    finally:
+        p.close()
+
+
+def test_every_text_output_reads_as_words(pmem_env, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("PMEM_EMBEDDER", "none")
+    monkeypatch.setenv("PMEM_TZ", "Asia/Tokyo")
+    monkeypatch.setenv("COLUMNS", "100")
+    runner = CliRunner()
+
+    def text(*args: str) -> str:
+        got = runner.invoke(app, list(args))
+        assert got.exit_code == 0, (args, got.output)
+        out = got.stdout + got.stderr
+        assert not REPR.search(out), (args, out)
+        assert not SECONDS.search(out), (args, SECONDS.search(out), out)
+        return out
+
+    dry = _backfill(dry_run=True)
+    run_id = dry["run_id"]
+    reviewed = text("runs", "review", run_id)
+    assert "7 drafts (7 new, 0 appends)" in reviewed and "tokens" in reviewed
+    text("runs", "apply", run_id)
+    again = _backfill(dry_run=False)  # everything is drafted and committed: a run of no drafts
+    assert again["batches_total"] == 0 and again["run_id"] != run_id
+    empty = text("runs", "review", again["run_id"])
+    assert "nothing to review" in empty and "written:" not in empty
+    assert not (Settings().runs_dir / again["run_id"] / "review.md").exists()  # it stopped
+
+    from cli.run_words import summary_words
+
+    words = "\n".join(summary_words(dry))
+    assert not REPR.search(words) and "7 commits" not in words  # a dry run commits nothing
+
+    from flows import summarize as sm  # `pmem summary update` less its Prefect flow (~10 s)
+
+    run = sm.open_run(Settings(), None)
+    try:
+        sm.run_summarize(run, None)
+    finally:
+        sm.close_run(run)
+    text("concepts", "rebuild")
+    hits = runner.invoke(app, ["search", "データベース", "--json"]).stdout
+    mem = re.search(r'"id": "(mem_[0-9a-f]+)"', hits)
+    assert mem
+    recall_json = runner.invoke(app, ["recall", "laptop", "--json"]).stdout
+    key = re.search(r'"message_key": "([^"]+)"', recall_json)
+    assert key
+    conv = key.group(1).rsplit(":", 1)[0]
+
+    month = text("summary", "show", "2024-05")
+    assert re.search(r"sentiment [+-]\d\.\d\d: the tone of the month's sentences", month)
+    one = text("search", "データベース")
+    lines = [x for x in one.splitlines() if re.match(r"\s*\d+\. ", x)]
+    assert lines and all(" · decision · mem_" in x for x in lines)
+    assert len(one.splitlines()) == len(lines) + 1  # one line a hit, one note
+    long = text("search", "データベース", "--long", "--explain")
+    assert "from 1 conversation" in long and "weighted RRF" in long
+    said = text("recall", "laptop")
+    shown = [x for x in said.splitlines() if x.startswith("#")]
+    assert shown and all(len(x) <= 100 for x in shown)  # cut to the terminal's width
+    assert re.match(r"#1\s+2024-10-\d\d \d\d:\d\d  ", shown[0])  # minutes, no offset
+    assert "[chatgpt:" in text("recall", "laptop", "--long")
+    text("recall", "2024年5月に何を決めた？", "--now", "2025-01-10T12:00:00+09:00")
+    text("show", mem.group(1), "--history")
+    text("show", conv)
+    text("show", key.group(1))
+    for args in (
+        ["status"],
+        ["status", "--all"],
+        ["status", run_id],
+        ["ledger", "list"],
+        ["ledger", "show", conv],
+        ["ledger", "quarantine"],
+        ["runs", "prices"],
+        ["summary", "list"],
+        ["summary", "profile"],
+        ["summary", "timeline", "--out", str(tmp_path / "t.html")],
+        ["concepts", "list"],
+        ["concepts", "graph", "--out", str(tmp_path / "g.html")],
+        ["related", "新しいパソコンを選んでいる"],
+        ["memory", "marks"],
+        ["proposals", "list"],
+        ["backup", "export", "--out", str(tmp_path / "m.jsonl")],
+        ["db", "status"],
+        ["--version"],
+    ):
+        text(*args)
+
+
+def test_a_backfill_says_why_its_counts_of_one_thing_differ() -> None:
+    """~41 commits estimated, 40 commits, 35 new memories: one clause says why they differ;
+    a rejected evidence pointer says what it is."""
+    from cli.run_words import summary_words
+
+    summary = {
+        "run_id": "r1",
+        "status": "complete",
+        "conversations": 41,
+        "kept": 41,
+        "dropped": 0,
+        "batches_total": 11,
+        "batches_drafted": 11,
+        "batches_skipped_complete": 0,
+        "drafter_calls": 11,
+        "commits": 40,
+        "memories_created": 35,
+        "rejected_evidence": 1,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "elapsed_seconds": 3.0,
+        "estimate": {"expected_commits": 41},
+    }
+    words = "\n".join(summary_words(summary))
+    assert "40 commits (35 new memories, 5 revising ones you had; ~41 estimated" in words
+    assert "1 evidence pointer rejected (a quote a draft cited that its conversation" in words
+    same = summary_words({**summary, "commits": 41, "memories_created": 41})
+    assert "41 commits," in same[1]  # nothing to explain: no clause
