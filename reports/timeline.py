@@ -1,9 +1,12 @@
-"""`pmem timeline`: one self-contained HTML page of the months (seed 001, made visible).
+"""`pmem summary timeline`: one self-contained HTML page of the months (seed 001, made visible).
 
-Sentiment by month as a Plotly chart (plotly.js embedded in the page: it opens without any
-network), the top keywords of each month on hover and under the chart, and each month's
-summary with the memories and messages it cites, linked from the chart (a click on a month
-jumps to it). The page holds private text: it is written 0600.
+Sentiment by month as a bar chart drawn here as inline SVG (no chart library, no script: the
+page opens without any network and weighs what its text weighs, ~10 kB a month), each bar a
+link to its month with the month's sentiment and top keywords as its tooltip; then each month's
+summary, every line with numbered citations ``[1]`` that jump to the month's list of the
+memories and messages it cites, where each id or key is written once (``pmem show ID`` opens
+it: the messages' text is one command away, not copied into the page; ADR 0020). The page holds
+private text: it is written 0600.
 """
 
 from __future__ import annotations
@@ -13,50 +16,6 @@ from pathlib import Path
 
 from core.private import write_private
 from core.summaries import MonthSummary, Profile
-
-
-def _figure_html(months: list[MonthSummary]) -> str:
-    import plotly.graph_objects as go
-
-    xs = [m.month for m in months]
-    ys = [round(m.sentiment, 3) for m in months]
-    hover = [
-        "<br>".join([m.month, f"sentiment {m.sentiment:+.2f}", ", ".join(m.keywords[:5])])
-        for m in months
-    ]
-    fig = go.Figure(
-        go.Bar(
-            x=xs,
-            y=ys,
-            hovertext=hover,
-            hoverinfo="text",
-            marker_color=["#c0392b" if y < 0 else "#2e86c1" for y in ys],
-        )
-    )
-    fig.update_layout(
-        title="Sentiment by month",
-        yaxis={"range": [-1, 1], "title": "sentiment (−1 … 1)"},
-        xaxis={"type": "category", "title": "month"},
-        height=380,
-        font={"family": FONTS},  # the hover's keywords are Japanese too
-        margin={"l": 60, "r": 20, "t": 50, "b": 60},
-    )
-    return fig.to_html(
-        full_html=False, include_plotlyjs=True, div_id="sentiment", config={"displaylogo": False}
-    )
-
-
-_CLICK = """<script>
-(function () {
-  var plot = document.getElementById('sentiment');
-  if (plot && plot.on) {
-    plot.on('plotly_click', function (ev) {
-      var m = ev.points && ev.points[0] && ev.points[0].x;
-      if (m) { location.hash = 'm-' + m; }
-    });
-  }
-})();
-</script>"""
 
 #: a font stack with a Japanese font on every platform (macOS, Debian/Ubuntu's fonts-noto-cjk,
 #: Windows), so the page's Japanese never falls to a font without its glyphs (boxes)
@@ -72,9 +31,87 @@ body { font-family: FONTS;
 .kw span { display: inline-block; background: #eef3f8; border-radius: .3rem; padding: 0 .4rem; margin: .1rem; }
 .summary { white-space: pre-wrap; }
 .cites { color: #666; font-size: .85rem; }
+.cites li { margin: 0; }
+.cites :target { background: #fff3c4; }
 a.cite { color: #2e86c1; font-size: .75rem; margin-left: .2rem; text-decoration: none; }
 nav a { margin-right: .5rem; }
+#sentiment { width: 100%; height: auto; font-family: FONTS; font-size: 11px; }
+#sentiment a.bar rect { cursor: pointer; }
+#sentiment a.bar:hover rect { opacity: .75; }
 </style>""".replace("FONTS", FONTS)
+
+_W, _H, _TOP, _BOTTOM, _LEFT = 900, 300, 30, 60, 50  # the chart's box, in SVG units
+
+
+def _chart(months: list[MonthSummary]) -> str:
+    """Sentiment by month: one bar per month from the zero line (blue above, red below), each
+    an SVG link to ``#m-MONTH`` with the month, its sentiment and top keywords as its title."""
+    e = html.escape
+    inner_h = _H - _TOP - _BOTTOM
+    zero = _TOP + inner_h / 2
+    step = (_W - _LEFT - 10) / max(1, len(months))
+    bar = max(2.0, step * 0.7)
+    label_every = max(1, -(-len(months) // 24))  # at most ~24 month labels under the bars
+    out = [
+        f'<svg id="sentiment" viewBox="0 0 {_W} {_H}" role="img" '
+        'aria-label="Sentiment by month" xmlns="http://www.w3.org/2000/svg">',
+        '<text x="0" y="16" font-size="14">Sentiment by month '
+        "(the tone of the month's sentences, −1 … +1)</text>",
+    ]
+    for value in (1, 0, -1):
+        y = zero - value * inner_h / 2
+        out.append(
+            f'<line x1="{_LEFT}" x2="{_W - 10}" y1="{y:.1f}" y2="{y:.1f}" '
+            f'stroke="{"#999" if value == 0 else "#e5e5e5"}"/>'
+            f'<text x="{_LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{value:+d}</text>'
+        )
+    for i, m in enumerate(months):
+        s = max(-1.0, min(1.0, m.sentiment))
+        x = _LEFT + i * step + (step - bar) / 2
+        h = abs(s) * inner_h / 2
+        y = zero - h if s >= 0 else zero
+        tip = f"{m.month}: sentiment {m.sentiment:+.2f}; {', '.join(m.keywords[:5])}"
+        out.append(
+            f'<a class="bar" href="#m-{e(m.month)}" data-month="{e(m.month)}"><title>{e(tip)}</title>'
+            f'<rect x="{x:.1f}" y="{y:.1f}" width="{bar:.1f}" height="{max(h, 1.5):.1f}" '
+            f'fill="{"#c0392b" if s < 0 else "#2e86c1"}"/></a>'
+        )
+        if i % label_every == 0:
+            cx = x + bar / 2
+            out.append(
+                f'<text x="{cx:.1f}" y="{_H - _BOTTOM + 14}" text-anchor="end" '
+                f'transform="rotate(-45 {cx:.1f} {_H - _BOTTOM + 14})">{e(m.month)}</text>'
+            )
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _month_section(m: MonthSummary) -> str:
+    """A month: keywords, each summary line with numbered citations, then the list they point
+    to (each memory id and message key written once, with the command that opens it)."""
+    e = html.escape
+    refs = [*m.memory_ids, *m.message_keys]
+    number = {ref: n for n, ref in enumerate(refs, 1)}
+    anchor = f"c-{e(m.month)}-"
+    lines = []
+    for x in m.to_json()["sentences"]:
+        cited = []
+        for ref in [*x["memory_ids"], *x["message_keys"]]:
+            if ref not in number:  # a line may cite what the month's lists lack
+                refs.append(ref)
+                number[ref] = len(refs)
+            cited.append(f"<a class='cite' href='#{anchor}{number[ref]}'>[{number[ref]}]</a>")
+        lines.append(f"<div class='line'>{e(x['text'])} {''.join(cited)}</div>")
+    items = "".join(f"<li id='{anchor}{number[r]}'><code>{e(r)}</code></li>" for r in refs)
+    kws = "".join(f"<span>{e(k)}</span>" for k in m.keywords)
+    return (
+        f"<section class='month' id='m-{e(m.month)}'><h3>{e(m.month)} "
+        f"<small>sentiment {m.sentiment:+.2f} · version {m.version}</small></h3>"
+        f"<div class='kw'>{kws}</div><div class='summary'>{''.join(lines)}</div>"
+        f"<div class='cites'>cites ({len(m.memory_ids)} memories, {len(m.message_keys)} messages; "
+        f"<code>pmem show ID</code> opens one, <code>pmem summary show {e(m.month)}</code> the month)"
+        f"<ol>{items}</ol></div></section>"
+    )
 
 
 def write_timeline(months: list[MonthSummary], profile: Profile | None, out: Path) -> int:
@@ -87,9 +124,11 @@ def write_timeline(months: list[MonthSummary], profile: Profile | None, out: Pat
         "</head><body><h1>Timeline</h1>",
     ]
     if not months:
-        parts.append("<p id='empty'>No monthly summaries yet: run <code>pmem summarize</code>.</p>")
+        parts.append(
+            "<p id='empty'>No monthly summaries yet: run <code>pmem summary update</code>.</p>"
+        )
     else:
-        parts.append(_figure_html(months))
+        parts.append(_chart(months))
         parts.append(
             "<nav>"
             + "".join(f"<a href='#m-{e(m.month)}'>{e(m.month)}</a>" for m in months)
@@ -98,27 +137,7 @@ def write_timeline(months: list[MonthSummary], profile: Profile | None, out: Pat
     if profile is not None:
         parts.append(f"<h2>Profile <small>(version {profile.version})</small></h2>")
         parts.append(f"<div class='summary' id='profile'>{e(profile.profile)}</div>")
-    for m in months:
-        kws = "".join(f"<span>{e(k)}</span>" for k in m.keywords)
-        anchor = f"c-{e(m.month)}-"
-        cites = " ".join(f"<code id='{anchor}{e(i)}'>{e(i)}</code>" for i in m.memory_ids)
-        keys = " ".join(f"<code id='{anchor}{e(k)}'>{e(k)}</code>" for k in m.message_keys)
-        lines = "".join(
-            f"<div class='line'>{e(x['text'])} "
-            + "".join(
-                f"<a class='cite' href='#{anchor}{e(ref)}' data-ref='{e(ref)}'>[{e(ref)}]</a>"
-                for ref in [*x["memory_ids"], *x["message_keys"]]
-            )
-            + "</div>"
-            for x in m.to_json()["sentences"]
-        )
-        parts.append(
-            f"<section class='month' id='m-{e(m.month)}'><h3>{e(m.month)} "
-            f"<small>sentiment {m.sentiment:+.2f} · version {m.version}</small></h3>"
-            f"<div class='kw'>{kws}</div><div class='summary'>{lines}</div>"
-            f"<div class='cites'>memories: {cites or '—'}<br>messages: {keys or '—'}"
-            f"<br>(<code>pmem show ID</code>, <code>pmem summary show {e(m.month)}</code>)</div></section>"
-        )
-    parts.append(_CLICK + "</body></html>")
+    parts += [_month_section(m) for m in months]
+    parts.append("</body></html>")
     write_private(out, "\n".join(parts))
     return len(months)

@@ -143,3 +143,69 @@ def test_a_backfill_says_why_its_counts_of_one_thing_differ() -> None:
     assert "1 evidence pointer rejected (a quote a draft cited that its conversation" in words
     same = summary_words({**summary, "commits": 41, "memories_created": 41})
     assert "41 commits," in same[1]  # nothing to explain: no clause
+
+
+def _months(n: int) -> list:
+    """``n`` months as an LLM summarizer writes them: 12 lines, 30 memories and 60 messages
+    cited, each line citing 3 of each (their keys as long as real ChatGPT keys)."""
+    from core.summaries import MonthSummary
+
+    out = []
+    for i in range(n):
+        month = f"{2023 + (i + 6) // 12}-{(i + 6) % 12 + 1:02d}"
+        mems = tuple(f"mem_{i:04d}{j:016x}" for j in range(30))
+        keys = tuple(
+            f"chatgpt:{i:08x}-30c1-5d1f-accf-43a21ad090da:{j:08x}-abc8-55f5-8638-1cdd019722c1"
+            for j in range(60)
+        )
+        lines = [
+            f"・{month} の{j}番目の出来事: 新しい家計簿アプリのデータベースを選んだ。" * 2
+            for j in range(12)
+        ]
+        out.append(
+            MonthSummary(
+                month=month,
+                version=1,
+                summary="\n".join(lines),
+                sentiment=((i % 7) - 3) / 4,
+                keywords=(
+                    "家計簿",
+                    "PostgreSQL",
+                    "引っ越し",
+                    "転職",
+                    "laptop",
+                    "登山",
+                    "睡眠",
+                    "読書",
+                ),
+                memory_ids=mems,
+                message_keys=keys,
+                inputs_hash="sha256:x",
+                model="openai:gpt-4.1-mini",
+                prompt_version="t",
+                time_zone="Asia/Tokyo",
+                run_id=None,
+                citations=tuple(
+                    {"memory_ids": list(mems[j : j + 3]), "message_keys": list(keys[j : j + 3])}
+                    for j in range(12)
+                ),
+            )
+        )
+    return out
+
+
+def test_the_timeline_of_18_months_is_under_a_megabyte(tmp_path: Path) -> None:
+    """18 months of an LLM's summaries: the page is under 1 MB (it was 4.8 MB, Plotly's bundle
+    inline), every month is a bar linking to it, and each id or key is written once."""
+    from reports.timeline import write_timeline
+
+    months = _months(18)
+    page = tmp_path / "t.html"
+    assert write_timeline(months, None, page) == 18
+    size = page.stat().st_size
+    html = page.read_text(encoding="utf-8")
+    assert size < 1_000_000, size
+    assert html.count('<a class="bar"') == 18 and "<script" not in html
+    key = months[4].message_keys[2]  # cited by three lines, listed once
+    assert html.count(key) == 1
+    print(f"\ntimeline of 18 months: {size:,} bytes")

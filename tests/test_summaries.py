@@ -468,7 +468,7 @@ def test_the_timeline_renders_in_headless_chromium(
     assert "cannot write" in nowhere["message"] and "folder that exists" in nowhere["hint"]
     assert oct(page_path.stat().st_mode & 0o777) == "0o600"
     html = page_path.read_text(encoding="utf-8")
-    assert "<script src=" not in html and "Plotly.newPlot" in html  # self-contained
+    assert "<script" not in html and '<svg id="sentiment"' in html  # self-contained
     with sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path="/usr/bin/chromium",
@@ -486,10 +486,10 @@ def test_the_timeline_renders_in_headless_chromium(
             requests: list[str] = []
             page.on("request", lambda r: requests.append(r.url))
             page.goto(page_path.as_uri())
-            page.wait_for_selector("#sentiment .main-svg", timeout=20_000)
-            bars = page.locator("#sentiment g.point").count()
+            page.wait_for_selector("#sentiment a.bar", timeout=20_000)
+            bars = page.locator("#sentiment a.bar").count()
             page.screenshot(path=str(tmp_path / "timeline.png"), full_page=False)
-            box = page.locator("#sentiment g.point path").nth(6).bounding_box()
+            box = page.locator("#sentiment a.bar rect").nth(6).bounding_box()
             assert box is not None
             page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
             page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)

@@ -75,10 +75,10 @@ def test_the_timeline_draws_japanese_with_a_cjk_font(tmp_path: Path) -> None:
                 assert sum(cjk.values()) >= len(TEXTS[month]) - 1, used
             # each sentence's citations are links to the month's list of what it cites
             cite = page.locator("#m-2024-03 a.cite").first
-            assert cite.inner_text() == "[mem_1]"
+            assert cite.inner_text() == "[1]"
             cite.click()
-            assert page.evaluate("location.hash") == "#c-2024-03-mem_1"
-            assert page.locator("#c-2024-03-mem_1").count() == 1
+            assert page.evaluate("location.hash") == "#c-2024-03-1"
+            assert page.locator("#c-2024-03-1").inner_text() == "mem_1"
             # pixels: two different texts of one length look different (boxes would not)
             a = page.locator("#m-2024-03 .summary").screenshot()
             b = page.locator("#m-2024-04 .summary").screenshot()
