@@ -29,6 +29,7 @@ from cli.app import (
     settings,
 )
 from core.display import for_terminal as tty
+from core.display import local_time
 
 PASSWORD_ENV = "PMEM_OWNER_PASSWORD"
 
@@ -112,7 +113,7 @@ def auth_tokens(
         state = (
             f"revoked {t.revoked_at:%Y-%m-%d %H:%M}"
             if t.revoked_at
-            else (f"expires {t.expires_at:%Y-%m-%d %H:%M}" if t.expires_at else "no expiry")
+            else (f"expires {local_time(t.expires_at)}" if t.expires_at else "no expiry")
         )
         typer.echo(
             tty(

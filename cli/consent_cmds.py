@@ -11,6 +11,7 @@ import typer
 
 from cli.app import auth_app, err_console, handle_errors, print_json, settings
 from core.display import for_terminal as tty
+from core.display import local_time
 
 consent_app = typer.Typer(
     help="Remembered consents to send text to a remote model (asked by `pmem backfill`).",
@@ -36,7 +37,7 @@ def list_(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
         rules = f"  excluding {', '.join(c.excludes)}" if c.excludes else ""
         typer.echo(
             tty(
-                f"{c.kind:9} {c.scope:12} → {c.provider} at {c.destination}  since {c.granted_at}{rules}"
+                f"{c.kind:9} {c.scope:12} → {c.provider} at {c.destination}  since {local_time(c.granted_at)}{rules}"
             )
         )
 

@@ -18,7 +18,7 @@ from cli.app import (
     print_json,
     settings,
 )
-from core.display import for_terminal
+from core.display import for_terminal, local_time
 from core.errors import ConfigError
 
 
@@ -92,7 +92,7 @@ def status_lines(info: Any) -> list[str]:
         ]
     lines = [
         f"Prefect UI: {info.ui_url}",
-        f"  running, pid {info.pid}, since {info.started_at}; `pmem prefect stop` stops it",
+        f"  running, pid {info.pid}, since {local_time(info.started_at)}; `pmem prefect stop` stops it",
     ]
     if info.auth_file:
         lines.append(

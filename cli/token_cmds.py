@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from cli.app import EXIT_ERROR, auth_app, err_console, handle_errors, print_json, settings
+from core.display import local_time
 
 token_app = typer.Typer(help="Bearer tokens for the memory API (`pmem api`).", no_args_is_help=True)
 auth_app.add_typer(token_app, name="api-token")
@@ -68,7 +69,7 @@ def token_list(
         state = (
             f"revoked {t.revoked_at:%Y-%m-%d}"
             if t.revoked_at
-            else (f"last used {t.last_used_at:%Y-%m-%d %H:%M}" if t.last_used_at else "never used")
+            else (f"last used {local_time(t.last_used_at)}" if t.last_used_at else "never used")
         )
         typer.echo(
             f"{t.token_id}  {t.name}  {','.join(t.scopes)}  created {t.created_at:%Y-%m-%d}  {state}"
