@@ -170,3 +170,37 @@ def test_help_puts_the_daily_verbs_first():
     assert memory_line.split()[-8:-6] == ["mark", "marks"]  # not forget / publish first
     listed = CliRunner().invoke(app, ["memory", "--help"]).stdout
     assert listed.index("│ mark ") < listed.index("│ edit ") < listed.index("│ forget ")
+
+
+def _section(text: str, title: str) -> str:
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end > 0 else None]
+
+
+def test_the_readme_reads_first_then_points_at_the_reference():
+    """README.md (issue 28, item 6): what it does before any command, then the two commands,
+    a first-five-minutes path (demo, your export, a search, a recall), the terms defined once
+    in a glossary and not used before it; the full reference in docs/cli.md."""
+    text = (PROJECT / "README.md").read_text()
+    intro = text[: text.index("\n## ")]
+    assert "```" not in intro and len(intro.split()) > 40  # what it does, in words, first
+    two = _section(text, "Two commands")
+    block = two.split("```")[1].strip().splitlines()[1:]
+    assert [line.split()[:2] for line in block] == [["make", "setup"], ["make", "demo"]]
+    five = _section(text, "The first five minutes")
+    steps = [
+        five.index(s) for s in ("make demo", "make backfill EXPORT=", "pmem search", "pmem recall")
+    ]
+    assert steps == sorted(steps)
+    glossary = _section(text, "Words used here")
+    before = text[: text.index("\n## Words used here\n")].lower()
+    for term in ("ledger", "case record", "tombstone", "usem3", "rrf", "evidence", "revision"):
+        assert f"**{term}**" in glossary.lower(), term  # defined once, in the glossary
+        assert not re.search(rf"\b{term}\b", before), term  # and not used before it
+    assert "seed 0" not in text.lower()  # the project's design seeds are not a reader's words
+    for block in text.split("```")[1::2]:  # no documentation carried in wrapped comments
+        assert not re.search(r"^\s{8,}#", block, re.M), block
+    reference = (PROJECT / "docs" / "cli.md").read_text()
+    assert "## Every command, by what you do" in reference and "## Configuration" in reference
+    assert "docs/cli.md" in text
