@@ -166,8 +166,8 @@ def _run_words(r: dict[str, Any], zone: Any) -> list[str]:
             f"  budget: {r['budget_in_window']} of {r['budget_limit']} requests used in the current "
             f"{human_seconds(r['budget_window_s'])} window; about {human_seconds(r['eta_seconds'])} left"
         )
-    if r["dry_run"] and r["status"] == "complete":
-        lines.append(f"  next: pmem review {r['run_id']}  then  pmem apply {r['run_id']}")
+    if r["dry_run"] and r["status"] == "complete" and r["drafts"]:  # no drafts: nothing to review
+        lines.append(f"  next: pmem runs review {r['run_id']}  then  pmem runs apply {r['run_id']}")
     return lines
 
 

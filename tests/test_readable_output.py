@@ -116,6 +116,9 @@ def test_every_text_output_reads_as_words(pmem_env, tmp_path: Path, monkeypatch)
         ["proposals", "list"],
         ["backup", "export", "--out", str(tmp_path / "m.jsonl")],
         ["db", "status"],
+        ["db", "reindex"],
+        ["import", str(DEMO)],
+        ["status", again["run_id"]],
         ["--version"],
     ):
         text(*args)
