@@ -215,11 +215,33 @@ def _when(value: Any, zone: Any = None) -> str:
     return "?" if value is None else human_time(value, zone)
 
 
+def hit_line(h: Any, rank: int, zone: Any, width: int) -> str:
+    """A search hit on one line of ``width`` columns: `` 1. title — 2024-05-12 12:40 · kind ·
+    id`` (the title cut to fit)."""
+    from core.display import clip
+
+    when = _when(h.occurred_at, zone) if h.occurred_at else "time unknown"
+    tail = f" — {when} · {tty(h.kind)} · {h.id}"
+    head = f"{rank:>2}. "
+    # the title is what the line is for: it keeps 40 columns even when the line must wrap
+    return head + clip(tty(h.title), max(40, width - len(head) - len(tail))) + tail
+
+
+def message_line(h: Any, who: int, width: int) -> str:
+    """A recall hit on one line of ``width`` columns: ``#1   2024-05-12 22:04  user  text…``
+    (the role padded to ``who`` columns, the text cut to fit; a branch not taken says so)."""
+    from core.display import cells, clip
+
+    branch = "  [branch not taken]" if not h.on_active_path else ""
+    head = f"#{h.rank:<3} {_when(h.created_at)}  {tty(h.role):{who}}  "
+    return head + clip(tty(h.text), max(12, width - cells(head) - len(branch))) + branch
+
+
 def _print_hits(hits: list[Any], span: dict[str, Any] | None, explain: bool, long: bool) -> None:
     """Search hits in words, one line each: the rank, the title, when it happened (local time),
     its kind and its id. ``--long`` adds the summary, where it comes from and its evidence;
     the score and each list's rank only with --explain."""
-    from core.display import clip, plural, terminal_width
+    from core.display import plural, terminal_width
     from core.settings import local_zone
 
     zone = local_zone()
@@ -232,11 +254,7 @@ def _print_hits(hits: list[Any], span: dict[str, Any] | None, explain: bool, lon
         _note("no memories found")
     width = terminal_width()
     for h in hits:
-        when = _when(h.occurred_at, zone) if h.occurred_at else "time unknown"
-        tail = f" — {when} · {tty(h.kind)} · {h.id}"
-        head = f"{h.rank:>2}. "
-        title = clip(tty(h.title), max(12, width - len(head) - len(tail)))
-        typer.echo(head + title + tail)
+        typer.echo(hit_line(h, h.rank, zone, width))
         if long:
             if h.index_summary and h.index_summary != h.title:
                 typer.echo(f"    {tty(h.index_summary)}")
@@ -361,7 +379,7 @@ def _print_recall(result: Any, long: bool) -> None:
     """Recall's hits in words, one line each: the rank, when (in the question's calendar), who,
     the message cut to the line, the memory drafted from it. ``--long``: each message whole,
     its key, its conversation and the memories."""
-    from core.display import cells, clip, plural, terminal_width
+    from core.display import cells, plural, terminal_width
 
     if result.marker:
         _note(
@@ -409,8 +427,7 @@ def _print_recall(result: Any, long: bool) -> None:
                 more = f" (+{len(h.memories) - 1} more)" if len(h.memories) > 1 else ""
                 typer.echo(f"    → memory {tty(h.memory['id'])}  {tty(h.memory['title'])}{more}")
             continue
-        head = f"#{h.rank:<3} {_when(h.created_at)}  {tty(h.role):{who}}  "
-        typer.echo(head + clip(tty(h.text), max(12, width - cells(head) - len(branch))) + branch)
+        typer.echo(message_line(h, who, width))
     if result.branches_skipped:
         _note(
             f"{plural(result.branches_skipped, 'message')} on branches not taken left out (--include-branches shows them)",

@@ -79,8 +79,12 @@ def demo(
     with err_console.status("running the demo backfill…"):
         summary = _run_backfill("chatgpt", str(export), False, "extractive")
     _print_summary(summary)
+    from cli.read import hit_line, message_line
+    from core.display import terminal_width
+    from core.settings import local_zone
     from mcp_server.service import MemoryService
 
+    zone, width = local_zone(), terminal_width()
     svc = MemoryService.open(settings())
     try:
         queries = ["引っ越し", "データベース", "laptop", "Fly.io", "household budget app database"]
@@ -89,17 +93,16 @@ def demo(
             hits = svc.search(q, limit=3)
             results[q] = [h.model_dump(mode="json") for h in hits]
             say(f"\n$ pmem search {q!r}")
-            for h in hits:
-                when = f"  {h.occurred_at.date().isoformat()}" if h.occurred_at else ""
-                say(f"  {tty(h.title)}{when}  [{tty(h.kind)}]  {h.id}")
+            for n, h in enumerate(hits, 1):
+                say(hit_line(h, n, zone, width))
             if not hits:
                 say("  (no hits)")
         question, now = "2024年5月に何を決めた？", "2025-01-10T12:00:00+09:00"
         recall = svc.recall(question, now=datetime.fromisoformat(now), limit=3, max_chars=120)
         say(f"\n$ pmem recall {question!r} --now {now}")
+        who = max((len(r.role) for r in recall.hits), default=4)
         for r in recall.hits:
-            when = r.created_at.isoformat(timespec="minutes") if r.created_at else "?"
-            say(f"  {when}  {tty(r.role):9}  {tty(r.text)}")
+            say(message_line(r, who, width))
     finally:
         svc.close()
     if into_my_store:

@@ -130,7 +130,7 @@ def clip(text: str, width: int) -> str:
     return "".join(out).rstrip() + "…"
 
 
-def terminal_width(default: int = 100) -> int:
+def terminal_width(default: int = 120) -> int:
     """The terminal's columns (``$COLUMNS`` or the terminal's size), else ``default``: a line
     meant to be one line is cut to it."""
     import shutil

@@ -32,7 +32,7 @@ def _backfill(dry_run: bool) -> dict:
 def test_every_text_output_reads_as_words(pmem_env, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("PMEM_EMBEDDER", "none")
     monkeypatch.setenv("PMEM_TZ", "Asia/Tokyo")
-    monkeypatch.setenv("COLUMNS", "100")
+    monkeypatch.setenv("COLUMNS", "100")  # the width a hit line is cut to
     runner = CliRunner()
 
     def text(*args: str) -> str:
