@@ -44,7 +44,7 @@ def estimate_words(est: dict[str, Any]) -> str:
             if est["estimated_cost_usd"] == 0
             else f"cost ~{_usd(est['estimated_cost_usd'])} (prices of {est['price_as_of']}), "
         )
-        + f"~{plural(est['expected_commits'], 'commit')}"
+        + f"~{plural(est['expected_commits'], 'commit')} (about one per conversation)"
     )
     if est.get("memory_api_seconds"):
         line += f"; the memory API's budget makes the commits take at least {_duration(est['memory_api_seconds'])}"

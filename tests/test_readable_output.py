@@ -89,7 +89,13 @@ def test_every_text_output_reads_as_words(pmem_env, tmp_path: Path, monkeypatch)
     assert re.match(r"#1\s+2024-10-\d\d \d\d:\d\d  ", shown[0])  # minutes, no offset
     assert "[chatgpt:" in text("recall", "laptop", "--long")
     text("recall", "2024年5月に何を決めた？", "--now", "2025-01-10T12:00:00+09:00")
-    text("show", mem.group(1), "--history")
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    view = runner.invoke(app, ["show", mem.group(1), "--json"]).stdout
+    occurred = datetime.fromisoformat(re.search(r'"occurred_at": "([^"]+)"', view).group(1))
+    local = occurred.astimezone(ZoneInfo("Asia/Tokyo")).strftime("%Y-%m-%d %H:%M")
+    assert f"occurred: {local}\n" in text("show", mem.group(1), "--history")  # PMEM_TZ's
     text("show", conv)
     text("show", key.group(1))
     for args in (
