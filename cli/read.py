@@ -215,14 +215,16 @@ def _when(value: Any, zone: Any = None) -> str:
     return "?" if value is None else human_time(value, zone)
 
 
-def hit_line(h: Any, rank: int, zone: Any, width: int) -> str:
+def hit_line(h: Any, rank: int, zone: Any, width: int | None) -> str:
     """A search hit on one line of ``width`` columns: `` 1. title — 2024-05-12 12:40 · kind ·
-    id`` (the title cut to fit)."""
+    id`` (the title cut to fit; whole when ``width`` is None)."""
     from core.display import clip
 
     when = _when(h.occurred_at, zone) if h.occurred_at else "time unknown"
     tail = f" — {when} · {tty(h.kind)} · {h.id}"
     head = f"{rank:>2}. "
+    if width is None:
+        return head + tty(h.title) + tail
     # the title is what the line is for: it keeps 40 columns even when the line must wrap
     return head + clip(tty(h.title), max(40, width - len(head) - len(tail))) + tail
 
@@ -254,7 +256,7 @@ def _print_hits(hits: list[Any], span: dict[str, Any] | None, explain: bool, lon
         _note("no memories found")
     width = terminal_width()
     for h in hits:
-        typer.echo(hit_line(h, h.rank, zone, width))
+        typer.echo(hit_line(h, h.rank, zone, None if long else width))
         if long:
             if h.index_summary and h.index_summary != h.title:
                 typer.echo(f"    {tty(h.index_summary)}")

@@ -143,7 +143,7 @@ def test_nul_title_is_stored_exactly_and_the_import_goes_on(pmem_env, tmp_path: 
 
 
 def test_search_show_recall_print_no_raw_escape_sequences(imported: Path) -> None:
-    code, out = cli("search", "バックアップ", "--no-vectors", "--explain")
+    code, out = cli("search", "バックアップ", "--no-vectors", "--explain", "--long")
     assert code == 0, out
     assert_no_raw_controls(out)
     assert "\\x1b]0;pwned-window\\x07" in out  # shown, escaped
@@ -160,7 +160,7 @@ def test_search_show_recall_print_no_raw_escape_sequences(imported: Path) -> Non
     assert_no_raw_controls(out)
     assert "\\x1b]52;c;" in out
 
-    code, out = cli("recall", "ZEBRAWORD", "--max-chars", "0")
+    code, out = cli("recall", "ZEBRAWORD", "--max-chars", "0", "--long")
     assert code == 0, out
     assert "ZEBRAWORD" in out
     assert_no_raw_controls(out)
