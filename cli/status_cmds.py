@@ -149,9 +149,16 @@ def _run_words(r: dict[str, Any], zone: Any) -> list[str]:
         when += f", finished {human_time(r['finished_at'], zone)}"
     batches = r["batches"]
     done = ", ".join(f"{n} {stage}" for stage, n in sorted(batches.items())) or "none"
+    rest = r["drafts"] - r["commits_done"] - r["commits_left"] - r["conflicts"]
+    if r["dry_run"] and r["drafts"] and not r["commits_done"]:  # why drafts and commits differ
+        why = " (a dry run commits nothing until `pmem runs apply`)"
+    elif rest > 0:
+        why = f" ({plural(rest, 'draft')} not committable: `pmem runs review` says why)"
+    else:
+        why = ""
     body = (
         f"  {plural(sum(batches.values()), 'batch')} ({done}); {plural(r['drafts'], 'draft')}; "
-        f"{plural(r['commits_done'], 'commit')} done, {r['commits_left']} left"
+        f"{plural(r['commits_done'], 'commit')} done, {r['commits_left']} left{why}"
         + (f"; {plural(r['conflicts'], 'conflict')}" if r["conflicts"] else "")
     )
     lines = [head, when, body]

@@ -47,6 +47,9 @@ def test_every_text_output_reads_as_words(pmem_env, tmp_path: Path, monkeypatch)
     run_id = dry["run_id"]
     reviewed = text("runs", "review", run_id)
     assert "7 drafts (7 new, 0 appends)" in reviewed and "tokens" in reviewed
+    assert "7 drafts; 0 commits done, 0 left (a dry run commits nothing until" in text(
+        "status", run_id
+    )  # counts of one thing that differ say why
     text("runs", "apply", run_id)
     again = _backfill(dry_run=False)  # everything is drafted and committed: a run of no drafts
     assert again["batches_total"] == 0 and again["run_id"] != run_id
