@@ -72,8 +72,9 @@ def review(
 def review_words(rv: Any) -> list[str]:
     """A review on the terminal (Rich markup): the counts in words, then each draft; a run with
     no drafts says so in one line and what to do instead."""
-    from core.display import plural
+    from core.display import clip, plural, terminal_width
 
+    width = terminal_width()
     c = rv.counts
     if not c["drafts"]:
         return [
@@ -104,13 +105,20 @@ def review_words(rv: Any) -> list[str]:
         out.append(f"\n{tag} [bold]{escape(tty(d.title))}[/]  ({escape(tty(d.draft_id))})")
         if d.reason:
             out.append(f"  [yellow]{escape(tty(d.reason))}[/]")
-        if d.action == "create" and d.summary:
-            out.append(f"  {escape(tty(d.summary.splitlines()[0]))}")
+        if d.action == "create":  # its first line of text (the summary's headings are empty)
+            first = next(
+                (x for x in d.summary.splitlines() if x.strip() and not x.lstrip().startswith("#")),
+                "",
+            )
+            if first:
+                out.append(f"  {escape(clip(tty(first), width - 2))}")
         for line in d.diff:
             style = "green" if line.startswith("+") else "red" if line.startswith("-") else "dim"
             out.append(f"  [{style}]{escape(tty(line))}[/]")
-        for key, text in d.evidence_added[:3]:
-            out.append(f"  + evidence [dim]{escape(tty(key))}[/] {escape(tty(text[:100]))}")
+        for _key, text in d.evidence_added[:3]:  # the keys are in review.md / review.html
+            out.append(f"  + evidence: {escape(clip(tty(text), width - 14))}")
+        if len(d.evidence_added) > 3:
+            out.append(f"  + {len(d.evidence_added) - 3} more evidence excerpts (review.md)")
     return out
 
 

@@ -68,6 +68,12 @@ def commit_words(s: dict[str, Any]) -> str:
     memories among them (a commit can revise one you had) and the estimate made before the run
     (about one per conversation drafted)."""
     text = plural(s["commits"], "commit")
+    if s.get("dry_run"):
+        return text + (
+            " (a dry run commits nothing: review the drafts, then apply them)"
+            if s.get("batches_total")
+            else ""
+        )
     why = []
     created = s.get("memories_created")
     if created is not None and created != s["commits"]:

@@ -184,13 +184,27 @@ def _header(rv: Review) -> list[str]:
             "Nothing to review: this run made no drafts (every conversation was drafted before, "
             "or none was kept for drafting), so there is nothing to apply.",
         ]
+    parts = [f"{c['new']} new", f"{c['appends']} appends"]
+    if c["uncommittable"]:
+        parts.append(
+            f"{c['uncommittable']} not committable"
+            + (
+                f" ({c['target_not_offered']} refused as {TARGET_NOT_OFFERED})"
+                if c["target_not_offered"]
+                else ""
+            )
+        )
+    if c["rejected"]:
+        parts.append(f"{c['rejected']} rejected by you")
+    if rv.cost_usd == 0:
+        cost = "no cost (offline)"
     return [
         f"# Review of run {rv.run_id}",
         "",
-        f"{c['drafts']} drafts: {c['new']} new, {c['appends']} appends, {c['uncommittable']} not committable "
-        f"({c['target_not_offered']} refused as {TARGET_NOT_OFFERED}), "
-        f"{c['rejected']} rejected by you; {c['evidence']} evidence excerpts.",
-        f"Model {rv.model}; {rv.tokens['input']:,} input and {rv.tokens['output']:,} output tokens; cost {cost}.",
+        f"{c['drafts']} drafts: {', '.join(parts)}; {c['evidence']} evidence excerpts.",
+        f"Model {rv.model}; {rv.tokens['input']:,} input and {rv.tokens['output']:,} output tokens; "
+        + (cost if cost.startswith("no cost") else f"cost {cost}")
+        + ".",
         "",
         f"Apply with `pmem runs apply {rv.run_id}` (or `make apply RUN={rv.run_id}`); "
         f"exclude a draft first with `pmem runs review {rv.run_id} --reject DRAFT_ID`.",
@@ -208,8 +222,8 @@ def to_markdown(rv: Review) -> str:
         ]
         if d.reason:
             out.append(f"> {d.reason}")
-        if d.action == "create":
-            out += ["", d.summary]
+        if d.action == "create":  # its headings below the draft's own (## Background → ####)
+            out += ["", *("##" + x if x.startswith("#") else x for x in d.summary.splitlines())]
         if d.diff:
             out += ["", "```diff", *d.diff, "```"]
         if d.aliases_added:
