@@ -23,7 +23,7 @@ from tests.fakeservers import VENDOR_ENV, FakeServer, Reply, openai_chat, record
 
 DEMO = PROJECT / "examples" / "demo" / "conversations.json"
 SUBSET = REAL / "chatgpt" / "my_chat_gpt-history_download-conversations.subset.json"
-CODEX = next((REAL / "codex").rglob("*.jsonl"))
+CODEX = REAL / "codex" / "rollout-2026-01-02T18-39-45-019b7f94-51b4-7593-922e-ba12b5b73b52.jsonl"
 LLM = "openai:gpt-4.1-mini"  # priced: $0.40 / $1.60 per million tokens
 CONTRACT = (
     "run_id",
@@ -110,6 +110,7 @@ def answer(prompt_tokens: int = 120) -> Reply:
 # ---------------------------------------------------------------- input checked before anything
 
 
+@pytest.mark.needs_shared
 def test_a_source_contradicting_the_file_is_refused_before_anything_starts(
     env, plain, db_url, tmp_path
 ):
@@ -216,6 +217,7 @@ def test_dry_run_prints_estimate_words_next_commands_and_resumes_with_nothing_to
 # ---------------------------------------------------------------- a run is its export
 
 
+@pytest.mark.needs_shared
 def test_a_run_drafts_only_its_export_and_pending_drafts_the_rest(env, plain, db_url):
     assert pmem("import", str(DEMO), "--no-embed").exit_code == 0  # 8 conversations waiting
     r = pmem("backfill", "--export", str(SUBSET), "--json")
