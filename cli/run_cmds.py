@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from cli.app import (
     EXIT_ERROR,
+    ask,
     backup_app,
     err_console,
     handle_errors,
@@ -162,11 +163,10 @@ def restore(
 
     store = MemoryStore(Database.open(settings()))
     current = store.get(memory_id)
-    if not yes and not typer.confirm(
+    ask(
         f"restore revision {revision} of {memory_id} (current revision {current.current_revision})?",
-        err=True,
-    ):
-        raise typer.Exit(EXIT_ERROR)
+        yes,
+    )
     result = store.restore(
         memory_id,
         revision,

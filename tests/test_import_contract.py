@@ -107,6 +107,26 @@ def test_input_error_still_prints_the_object_and_exits_1(pmem_env, tmp_path: Pat
     assert out["errors"][0]["reason"] == "unknown-format" and "error: notes.txt" in err
 
 
+def test_a_source_the_file_contradicts_is_refused_before_reading(pmem_env, tmp_path: Path) -> None:
+    """Issue 28, item 2: `pmem import chatgpt-export --source claude` is refused as backfill
+    refuses it (importers.check_source), not read as 'bad' Claude records (exit 3 before)."""
+    convs = [
+        one_conversation(f"w{i}", "t", [("user", "hello"), ("assistant", "hi")]) for i in range(3)
+    ]
+    path = chatgpt_export(tmp_path / "conversations.json", convs)
+    out, err = pmem_import(str(path), "--source", "claude", code=1)
+    assert_contract(out)
+    assert out["conversations"] == {"new": 0, "changed": 0, "unchanged": 0, "quarantined": 0}
+    assert [e["reason"] for e in out["errors"]] == ["wrong-source"]
+    assert out["error"] == "error" and out["exit_code"] == 1
+    assert "ChatGPT" in out["message"] and "--source chatgpt" in out["message"]
+    assert "Claude.ai" in out["hint"] and "--source chatgpt" in err
+    # quarantined records: exit 3, and the object says so in the same four keys
+    mixed = chatgpt_export(tmp_path / "mixed.json", [convs[0], 42])
+    out, _ = pmem_import(str(mixed), "--source", "chatgpt", code=3)
+    assert (out["error"], out["exit_code"]) == ("quarantined", 3) and "quarantine" in out["hint"]
+
+
 @pytest.mark.needs_shared
 def test_skipped_files_are_counted_by_reason(pmem_env, tmp_path: Path) -> None:
     out, _ = pmem_import(str(CODEX), "--source", "codex", code=0)

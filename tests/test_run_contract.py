@@ -118,7 +118,7 @@ def test_a_source_contradicting_the_file_is_refused_before_anything_starts(
     assert r.exit_code == 1
     assert "conversations.json looks like a ChatGPT export: use --source chatgpt" in r.stderr
     out = last_json(r.stdout)
-    assert out["status"] == "failed" and out["run_id"] is None and "ChatGPT" in out["error"]
+    assert out["status"] == "failed" and out["run_id"] is None and "ChatGPT" in out["message"]
     r = pmem("backfill", "--source", "chatgpt", "--export", str(CODEX))
     assert r.exit_code == 1 and "looks like a Codex export: use --source codex" in r.stderr
     assert count(db_url, "source_conversations") == 0 and count(db_url, "backfill_runs") == 0
