@@ -432,6 +432,18 @@ def import_backup(
             f"({plural(counts['revisions'], 'revision')}, {plural(counts['evidence'], 'evidence excerpt')}, "
             f"{plural(counts['tombstones'], 'tombstone')}) from {file.name}"
         )
+        made = [
+            plural(counts[key], word, many)
+            for key, word, many in (
+                ("month_summaries", "month summary", "month summaries"),
+                ("profiles", "profile version", None),
+                ("concepts", "concept name", None),
+                ("markers", "marker", None),
+            )
+            if counts.get(key)
+        ]
+        if made:
+            words += "; with " + ", ".join(made)
         notes = []
         if counts["erased_skipped"]:
             notes.append(
@@ -443,6 +455,10 @@ def import_backup(
             )
         if counts["redacted_fields"]:
             notes.append(f"{plural(counts['redacted_fields'], 'field')} redacted")
+        if counts.get("derived_refused"):
+            notes.append(
+                f"{plural(counts['derived_refused'], 'concept row')} holding a secret left out"
+            )
         err_console.print(
             tty(words + ("; " + ", ".join(notes) if notes else "")), highlight=False, markup=False
         )

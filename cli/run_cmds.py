@@ -140,6 +140,15 @@ def export_(
             ("evidence", "evidence excerpt", None),
             ("tombstone", "tombstone", None),
         )
+    ) + "".join(  # what was made from them, when there is some
+        f", {plural(counts[kind], word, many)}"
+        for kind, word, many in (
+            ("month_summary", "month summary", "month summaries"),
+            ("profile", "profile version", None),
+            ("concept", "concept name", None),
+            ("marker", "marker", None),
+        )
+        if counts.get(kind)
     )
     err_console.print(
         f"exported {words}" + (f" to {out}" if out is not None else ""), highlight=False
