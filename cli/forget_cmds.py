@@ -270,7 +270,7 @@ def forget(
         elif memory is not None:
             remaining, ledger_kept, remaining_files = remaining_of_memory(db, memory), {}, []
         elif speaker is not None:
-            remaining = remaining_of_speaker(db, er.messages, ledger=from_ledger)
+            remaining = remaining_of_speaker(db, er.messages, ledger=from_ledger, name=speaker)
             ledger_kept, remaining_files = {}, []
         else:
             assert conversation is not None
