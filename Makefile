@@ -47,8 +47,8 @@ TEST_WORKERS ?= 2
 test: ## run the whole test suite on TEST_WORKERS processes (default 2; TEST_WORKERS=0 runs it serially)
 	$(BIN)/python -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
-SEED ?= 28
-test-random: ## the whole suite in a shuffled order (pytest-randomly, SEED=28 unless given: the same order again), on TEST_WORKERS processes
+SEED ?= 1
+test-random: ## the whole suite in a shuffled order (pytest-randomly, SEED=1 unless given: the same order again), on TEST_WORKERS processes
 	$(BIN)/python -m pytest -p randomly -p no:cacheprovider --randomly-seed=$(SEED) $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
 lint: ## ruff (lint and the formatter's check) + mypy

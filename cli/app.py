@@ -335,7 +335,9 @@ def _error_json(err: PmemError, exit_code: int) -> dict[str, Any]:
             "run_id": err.run_id,
             "stop_reason": str(err),
             "retry_after": err.retry_after,
-            "exit_code": exit_code,
+            **error_fields(err, exit_code),
+            "error": "stopped",
+            "hint": err.hint or "run the same command again later: finished work is kept",
         }
     return error_fields(err, exit_code)
 

@@ -482,11 +482,19 @@ def backfill(
             )
         err_console.print(f"    {escape(summary.get('resume_command') or '')}", highlight=False)
         err_console.print(f"    (or: {escape(summary.get('make_command') or '')})", highlight=False)
-        if as_json:
-            print_json(summary)
-        raise typer.Exit(
-            EXIT_COST_LIMIT if isinstance(err, CostLimitStop) else EXIT_TEMPFAIL
-        ) from None
+        code = EXIT_COST_LIMIT if isinstance(err, CostLimitStop) else EXIT_TEMPFAIL
+        if as_json:  # the error keys too (cli.app.error_fields' four)
+            again = (
+                "raise --max-cost and run"
+                if isinstance(err, CostLimitStop)
+                else "after the wait, run"
+            )
+            hint = (
+                f"finished work is kept; {again} the same command: {summary.get('resume_command')}"
+            )
+            summary |= {"error": summary["status"].replace("_", "-"), "message": str(err)}
+            print_json(summary | {"hint": hint, "exit_code": code})
+        raise typer.Exit(code) from None
     except PmemError as err:
         if as_json:
             print_json(_failed_summary(err, args))

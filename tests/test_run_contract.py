@@ -313,6 +313,7 @@ def test_retry_after_past_max_wait_exits_75_with_json_and_the_full_resume_comman
     )
     assert f"LLM={LLM}" in s["make_command"] and "MAX_WAIT=1" in s["make_command"]
     assert s["resume_command"] in r.stderr
+    assert (s["error"], s["exit_code"]) == ("stopped", 75) and s["resume_command"] in s["hint"]
 
 
 # ---------------------------------------------------------------- --max-cost
