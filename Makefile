@@ -49,7 +49,7 @@ test: ## run the whole test suite on TEST_WORKERS processes (default 2; TEST_WOR
 
 SEED ?= 1
 test-random: ## the whole suite in a shuffled order (pytest-randomly, SEED=1 unless given: the same order again), on TEST_WORKERS processes
-	$(BIN)/python -m pytest -p randomly -p no:cacheprovider --randomly-seed=$(SEED) $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
+	$(BIN)/python -m pytest -p randomly --randomly-seed=$(SEED) $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
 lint: ## ruff (lint and the formatter's check) + mypy
 	$(BIN)/ruff check .
