@@ -21,7 +21,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED ?= false
 export DO_NOT_TRACK ?= 1
 
 .DEFAULT_GOAL := help
-.PHONY: help setup browser test lint demo backfill review apply status db-start db-stop clean eval
+.PHONY: help setup browser test test-random lint demo backfill review apply status db-start db-stop clean eval
 
 help: ## list every target
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*## "}{printf "  %-13s %s\n", $$1, $$2}'
@@ -46,6 +46,10 @@ browser: ## Debian's Chromium and a CJK font (fonts-noto-cjk: the pages' Japanes
 TEST_WORKERS ?= 2
 test: ## run the whole test suite on TEST_WORKERS processes (default 2; TEST_WORKERS=0 runs it serially)
 	$(BIN)/python -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
+
+SEED ?= 1
+test-random: ## the whole suite in a shuffled order (pytest-randomly, SEED=1 unless given: the same order again), on TEST_WORKERS processes
+	$(BIN)/python -m pytest -p randomly --randomly-seed=$(SEED) $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
 lint: ## ruff (lint and the formatter's check) + mypy
 	$(BIN)/ruff check .

@@ -308,8 +308,53 @@ def print_json(obj: Any) -> None:
 _json_printed = [False]  # whether this command printed its object already (then an error adds none)
 
 
+class NotConfirmed(PmemError):
+    """A question answered no, or that could not be asked (no terminal, no ``--yes``)."""
+
+    def __init__(self, message: str = "not confirmed: nothing changed") -> None:
+        super().__init__(message, hint="add --yes to skip the question")
+
+
+def ask(question: str, yes: bool) -> None:
+    """The one way a command asks before it changes something: nothing with ``--yes``; else the
+    question on stderr, and NotConfirmed (exit 1, the `--json` object) on no, on an end of input
+    and when nothing can answer (no terminal: typer's Abort)."""
+    if yes:
+        return
+    try:
+        ok = typer.confirm(question, default=False, err=True)
+    except typer.Abort:
+        ok = False
+    if not ok:
+        raise NotConfirmed
+
+
+def _error_code(err: PmemError) -> str:
+    if isinstance(err, ConsentRequired):
+        return "consent-required"
+    return "not-confirmed" if isinstance(err, NotConfirmed) else "error"
+
+
+def exit_code_of(err: PmemError) -> int:
+    if isinstance(err, RateLimitStop):
+        return EXIT_TEMPFAIL
+    return EXIT_NO_CONSENT if isinstance(err, ConsentRequired) else EXIT_ERROR
+
+
+def error_fields(err: PmemError, exit_code: int | None = None) -> dict[str, Any]:
+    """The four keys every `--json` error object carries: ``error`` (a code: error,
+    not-confirmed, consent-required), ``message``, ``hint`` (null when none), ``exit_code``."""
+    return {
+        "error": _error_code(err),
+        "message": str(err),
+        "hint": err.hint or None,
+        "exit_code": exit_code_of(err) if exit_code is None else exit_code,
+    }
+
+
 def _error_json(err: PmemError, exit_code: int) -> dict[str, Any]:
-    """What `--json` prints when a command fails: one object, last on stdout, as on success.
+    """What `--json` prints when a command fails: one object, last on stdout, as on success,
+    with ``error``, ``message``, ``hint`` (null when there is none) and ``exit_code``.
     A rate-limit stop carries the run's summary so far (``status: stopped``)."""
     if isinstance(err, RateLimitStop):
         return {
@@ -318,13 +363,11 @@ def _error_json(err: PmemError, exit_code: int) -> dict[str, Any]:
             "run_id": err.run_id,
             "stop_reason": str(err),
             "retry_after": err.retry_after,
-            "exit_code": exit_code,
+            **error_fields(err, exit_code),
+            "error": "stopped",
+            "hint": err.hint or "run the same command again later: finished work is kept",
         }
-    code = "consent-required" if isinstance(err, ConsentRequired) else "error"
-    body: dict[str, Any] = {"error": code, "message": str(err), "exit_code": exit_code}
-    if err.hint:
-        body["hint"] = err.hint
-    return body
+    return error_fields(err, exit_code)
 
 
 def handle_errors(fn: F) -> F:
@@ -335,7 +378,10 @@ def handle_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         _json_printed[0] = False
         try:
-            return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            except typer.Abort:  # a question nothing answered (Ctrl-D, no terminal)
+                raise NotConfirmed from None
         except PmemError as err:
             if isinstance(err, RateLimitStop):
                 label, style, exit_code = "stopped", "yellow", EXIT_TEMPFAIL

@@ -21,6 +21,7 @@ import typer
 
 from cli.app import (
     EXIT_ERROR,
+    ask,
     auth_app,
     err_console,
     handle_errors,
@@ -174,7 +175,7 @@ def auth_token(
         list[str] | None,
         typer.Option(
             "--scope",
-            help="Repeatable: memory.read, memory.propose, memory.write, memory.delete, memory.publish (default memory.read memory.write).",
+            help="Repeatable: memory.read, memory.propose, memory.write, memory.delete, memory.publish (default memory.read memory.propose memory.write: what a backfill needs).",
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
@@ -183,10 +184,10 @@ def auth_token(
     owner at the terminal). Give it to the committer as PMEM_MEMORY_REFRESH_TOKEN (with
     PMEM_MEMORY_URL); it renews its 15-minute access tokens itself. Shown once."""
     from mcp_server.oauth import first_party_client
-    from store.tokens import check_scopes
+    from store.tokens import DEFAULT_SCOPES, check_scopes
 
     store = _oauth()
-    scopes = check_scopes(scope or ["memory.read", "memory.write"])
+    scopes = check_scopes(scope or list(DEFAULT_SCOPES))
     c = first_party_client(store, client)
     _, refresh = store.issue(c, scopes, None)
     assert refresh is not None
@@ -255,8 +256,7 @@ def publish(
     }
     err_console.print(tty(f"public title:   {shown['title']}"))
     err_console.print(tty(f"public summary: {shown['summary']}", keep_newlines=True))
-    if not yes and not typer.confirm("publish this on the public page?", err=True):
-        raise typer.Exit(EXIT_ERROR)
+    ask("publish this on the public page?", yes)
     out = store.publish(memory_id, shown["title"], shown["summary"])
     if as_json:
         print_json(out | {"published": True})

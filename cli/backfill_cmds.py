@@ -17,6 +17,7 @@ from cli.app import (
     EXIT_TEMPFAIL,
     app,
     err_console,
+    error_fields,
     handle_errors,
     print_json,
     settings,
@@ -153,26 +154,21 @@ def confirm_send(target: Target, est: dict[str, Any] | None, rules: list[str], y
                 + ("; --estimate shows what would be sent" if target.kind == "drafting" else ""),
             )
         what = "these conversations" if target.kind == "drafting" else "memory texts and queries"
-        if not typer.confirm(
-            f"send {what} to {target.describe()}? (remembered for this data dir)",
-            default=False,
-            err=True,
-        ):
+        try:
+            ok = typer.confirm(
+                f"send {what} to {target.describe()}? (remembered for this data dir)",
+                default=False,
+                err=True,
+            )
+        except typer.Abort:  # Ctrl-D at the question
+            ok = False
+        if not ok:
             raise ConsentRequired(f"the owner declined sending to {target.describe()}")
     cs.grant(cfg, target, rules if target.kind == "drafting" else [], preview)
     err_console.print(f"consent recorded in {cfg.data_dir / 'consent.json'}")
 
 
 EXIT_COST_LIMIT = 4  # `pmem backfill`: --max-cost reached; raise it and run the same command
-_SOURCE_NAMES = {
-    "chatgpt": "ChatGPT",
-    "claude": "Claude.ai",
-    "codex": "Codex",
-    "claude-code": "Claude Code",
-    "jsonl-log": "JSONL log",
-    "line": "LINE",
-    "telegram": "Telegram",
-}
 
 
 def resume_commands(a: dict[str, Any]) -> tuple[str, str]:
@@ -220,41 +216,23 @@ def resume_commands(a: dict[str, Any]) -> tuple[str, str]:
 
 
 def _check_source(path: Path, source: str | None) -> str:
-    """The export's format, sniffed before anything starts. A --source that contradicts what
-    the file positively looks like is refused; an inconclusive sniff (a damaged file) takes
-    --source as given."""
-    from importers import IMPORTERS, sniff
+    """The export's format, sniffed before anything starts (importers.check_source)."""
+    from importers import check_source
 
-    if source is not None and source not in IMPORTERS:
-        raise ConfigError(
-            f"unknown source {source!r}", hint=f"--source is one of {', '.join(sorted(IMPORTERS))}"
-        )
-    found = sniff(path)
-    if source is None:
-        if found is None:
-            raise ConfigError(
-                f"{path.name}: cannot tell the format of this export",
-                hint="pass --source chatgpt, claude, codex or claude-code",
-            )
-        return found
-    if found is not None and found != source:
-        raise ConfigError(
-            f"{path.name} looks like a {_SOURCE_NAMES.get(found, found)} export: use --source {found}",
-            hint=f"--source {source} reads {_SOURCE_NAMES.get(source, source)} exports",
-        )
-    return source
+    return check_source(path, source)
 
 
-def _failed_summary(err: BaseException, args: dict[str, Any] | None) -> dict[str, Any]:
-    """The --json object of a backfill that ended before (or outside) a run."""
+def _failed_summary(err: PmemError, args: dict[str, Any] | None) -> dict[str, Any]:
+    """The --json object of a backfill that ended before (or outside) a run: the contract's
+    keys, and the error's (error, message, hint, exit_code: cli.app.error_fields)."""
     out: dict[str, Any] = dict.fromkeys(_CONTRACT_KEYS, 0)
     out.update(
         run_id=getattr(err, "run_id", None),
         status="failed",
         resume_command=None,
         cost_usd=0.0,
-        error=str(err),
         error_type=type(err).__name__,
+        **error_fields(err),
     )
     if args is not None and args.get("source"):
         out["resume_command"], out["make_command"] = resume_commands(args)
@@ -504,11 +482,19 @@ def backfill(
             )
         err_console.print(f"    {escape(summary.get('resume_command') or '')}", highlight=False)
         err_console.print(f"    (or: {escape(summary.get('make_command') or '')})", highlight=False)
-        if as_json:
-            print_json(summary)
-        raise typer.Exit(
-            EXIT_COST_LIMIT if isinstance(err, CostLimitStop) else EXIT_TEMPFAIL
-        ) from None
+        code = EXIT_COST_LIMIT if isinstance(err, CostLimitStop) else EXIT_TEMPFAIL
+        if as_json:  # the error keys too (cli.app.error_fields' four)
+            again = (
+                "raise --max-cost and run"
+                if isinstance(err, CostLimitStop)
+                else "after the wait, run"
+            )
+            hint = (
+                f"finished work is kept; {again} the same command: {summary.get('resume_command')}"
+            )
+            summary |= {"error": summary["status"].replace("_", "-"), "message": str(err)}
+            print_json(summary | {"hint": hint, "exit_code": code})
+        raise typer.Exit(code) from None
     except PmemError as err:
         if as_json:
             print_json(_failed_summary(err, args))
@@ -662,13 +648,27 @@ def _backfill(a: dict[str, Any], *, as_json: bool, estimate: bool, yes: bool) ->
     summary["resume_command"], summary["make_command"] = resume, make
     empty = export is not None and summary["conversations"] == 0
     if empty:
+        from importers import SOURCE_NAMES
+
         summary["status"] = "failed"
-        summary["error"] = f"no {source} conversations found in {Path(export).name}"
+        summary |= {
+            "error": "error",
+            "message": f"no {source} conversations found in {Path(export).name}",
+            "hint": "check the file, or pass the --source it was exported from",
+        }
+    elif summary["status"] != "complete":
+        summary |= {
+            "error": "error",
+            "message": f"{plural(summary['batches_failed'], 'batch')} failed",
+            "hint": f"run the same command again to retry: {resume}",
+        }
+    if summary["status"] != "complete":
+        summary["exit_code"] = EXIT_ERROR
     _print_summary(summary)
     if empty:
         err_console.print(
             f"[red]error:[/] no conversations in {escape(tty(Path(export).name))} matched the "
-            f"{_SOURCE_NAMES.get(source, source)} importer",
+            f"{SOURCE_NAMES.get(source, source)} importer",
             highlight=False,
         )
         err_console.print("  → check the file, or pass the --source it was exported from")

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 
-from cli.app import EXIT_ERROR, db_app, err_console, handle_errors, print_json, settings
+from cli.app import ask, db_app, err_console, handle_errors, print_json, settings
 from core.errors import ConfigError
 
 # ---------------------------------------------------------------- db
@@ -151,26 +150,7 @@ def db_restore(
 
     if not dump.is_file():
         raise ConfigError(f"{dump}: no such file")
-    if not yes:
-        try:
-            ok = typer.confirm(
-                f"replace the database with {dump.name}? (what it holds now is lost)",
-                default=False,
-                err=True,
-            )
-        except click.exceptions.Abort:
-            ok = False
-        if not ok:
-            if as_json:
-                print_json(
-                    {
-                        "error": "not-confirmed",
-                        "message": "not confirmed: nothing changed",
-                        "file": str(dump),
-                    }
-                )
-            err_console.print("not confirmed: nothing changed (add --yes to skip the question)")
-            raise typer.Exit(EXIT_ERROR)
+    ask(f"replace the database with {dump.name}? (what it holds now is lost)", yes)
     name = restore_database(settings(), dump)
     err_console.print(
         f"database {name} restored from {dump.name}; install the pmem version it was made "

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cli.app import EXIT_ERROR, err_console, handle_errors, memory_app, print_json, settings
+from cli.app import ask, err_console, handle_errors, memory_app, print_json, settings
 from core.errors import ConfigError
 
 EXIT_REMAINING = 4  # erased, but the final check still found a copy (listed in the output)
@@ -176,9 +176,7 @@ def forget(
                 f"erase conversation {conversation} from {where}: {plan['messages']} messages, "
                 f"{len(plan['memories'])} memories resting on it are erased whole"
             )
-        if not yes and not typer.confirm(question + ". This cannot be undone. Go on?", err=True):
-            err_console.print("nothing erased")
-            raise typer.Exit(EXIT_ERROR)
+        ask(question + ". This cannot be undone. Go on?", yes)  # NotConfirmed: nothing erased
 
         if scrubber is not None:
             er = fg.forget_secret(scrubber.secret, from_ledger=from_ledger)
@@ -272,7 +270,7 @@ def forget(
         elif memory is not None:
             remaining, ledger_kept, remaining_files = remaining_of_memory(db, memory), {}, []
         elif speaker is not None:
-            remaining = remaining_of_speaker(db, er.messages, ledger=from_ledger)
+            remaining = remaining_of_speaker(db, er.messages, ledger=from_ledger, name=speaker)
             ledger_kept, remaining_files = {}, []
         else:
             assert conversation is not None

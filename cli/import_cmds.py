@@ -21,6 +21,7 @@ from cli.app import (
 )
 from cli.run_words import _print_indexed, _progress_bars
 from core.display import for_terminal as tty
+from core.errors import ConfigError
 
 EXIT_QUARANTINED = 3  # `pmem import`: some records were quarantined, the rest imported
 _ERROR_LINES = (
@@ -75,27 +76,29 @@ def import_(
     the damage is kept). Each problem is an `error:` line on stderr naming the file and record."""
     from flows.importing import empty_stats, error_entry, run_import
     from flows.pipeline import Pipeline, index_for_search
-    from importers import IMPORTERS, sniff
+    from importers import IMPORTERS, check_source
 
     target = Path(path).expanduser()
-    src = source or (sniff(target) if target.exists() else None)
-    problem = None
+    src = source
+    problem: tuple[str, str, str | None] | None = None
     if not target.exists():
-        problem = ("file or folder not found", "not-found")
-    elif src is None:
-        problem = (
-            "cannot tell the format (pass --source chatgpt, claude, codex, claude-code, jsonl-log, line or telegram)",
-            "unknown-format",
-        )
-    elif src not in IMPORTERS:
-        problem = (
-            f"unknown source {src!r} (known: {', '.join(sorted(IMPORTERS))})",
-            "unknown-source",
-        )
+        problem = ("file or folder not found", "not-found", None)
+    else:
+        try:  # the same check as backfill's: a --source the file contradicts is refused
+            src = check_source(target, source)
+        except ConfigError as err:
+            reason = (
+                "unknown-format"
+                if source is None
+                else "unknown-source"
+                if source not in IMPORTERS
+                else "wrong-source"
+            )
+            problem = (str(err).removeprefix(target.name).lstrip(": "), reason, err.hint)
     if problem is not None:
         stats = empty_stats(problem[0])
         stats["errors"].append(error_entry(str(target), None, None, problem[1], "input"))
-        _finish_import(src, stats, None, as_json)
+        _finish_import(src, stats, None, as_json, hint=problem[2])
         return
     assert src is not None
     from core.people import using_me
@@ -149,9 +152,14 @@ def import_summary(
 
 
 def _finish_import(
-    src: str | None, stats: dict[str, Any], indexed: dict[str, Any] | None, as_json: bool
+    src: str | None,
+    stats: dict[str, Any],
+    indexed: dict[str, Any] | None,
+    as_json: bool,
+    hint: str | None = None,
 ) -> None:
-    """Error lines, the summary in words, the JSON object, the exit code (0, 3 or 1)."""
+    """Error lines, the summary in words, the JSON object, the exit code (0, 3 or 1). An exit
+    other than 0 adds the error keys to the object (error, message, hint, exit_code)."""
     for e in stats["errors"][:_ERROR_LINES]:
         record = "" if e["record"] is None else f" record {e['record']}"
         message = e["reason"] if e["kind"] != "input" else (stats["input_error"] or e["reason"])
@@ -164,14 +172,29 @@ def _finish_import(
         err_console.print(
             f"[red]error:[/] … and {hidden} more (`pmem ledger quarantine` lists every quarantined record)"
         )
+    if hint:
+        err_console.print(f"  → {escape(tty(hint))}", highlight=False)
     err_console.print(_import_words(stats), highlight=False)
     _print_indexed(indexed)
-    if as_json:
-        print_json(import_summary(src, stats, indexed))
+    failure: dict[str, Any] = {}
     if stats["input_error"]:
-        raise typer.Exit(EXIT_ERROR)
-    if stats["quarantined"]:
-        raise typer.Exit(EXIT_QUARANTINED)
+        failure = {
+            "error": "error",
+            "message": stats["input_error"],
+            "hint": hint,
+            "exit_code": EXIT_ERROR,
+        }
+    elif stats["quarantined"]:
+        failure = {
+            "error": "quarantined",
+            "message": f"{stats['quarantined']} records quarantined, the rest imported",
+            "hint": "`pmem ledger quarantine` lists them",
+            "exit_code": EXIT_QUARANTINED,
+        }
+    if as_json:
+        print_json(import_summary(src, stats, indexed) | failure)
+    if failure:
+        raise typer.Exit(failure["exit_code"])
 
 
 def _base_name(label: str) -> str:

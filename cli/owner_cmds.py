@@ -31,6 +31,8 @@ import typer
 
 from cli.app import (
     EXIT_ERROR,
+    NotConfirmed,
+    ask,
     backup_app,
     err_console,
     memory_app,
@@ -43,11 +45,6 @@ from core.errors import ConfigError, PmemError, StaleRevision, TombstonedMemory
 
 EXIT_CONFLICT = 3
 OWNER_CLIENT = "pmem-cli"
-
-
-class NotConfirmed(PmemError):
-    def __init__(self) -> None:
-        super().__init__("not confirmed: nothing changed", hint="add --yes to skip the question")
 
 
 @contextmanager
@@ -64,26 +61,20 @@ def _outcome(as_json: bool, **ids: Any) -> Iterator[None]:
             if isinstance(err, NotConfirmed)
             else "error"
         )
+        exit_code = EXIT_CONFLICT if conflict else EXIT_ERROR
         if as_json:
-            body: dict[str, Any] = {"error": code, "message": str(err), **ids}
+            body: dict[str, Any] = {"error": code, "message": str(err), "hint": err.hint or None}
+            body |= ids | {"exit_code": exit_code}
             if isinstance(err, StaleRevision):
                 body |= {"expected": err.expected, "current": err.current}
             print_json(body)
         err_console.print(f"[red]{code}:[/] {tty(str(err))}", highlight=False)
         if err.hint:
             err_console.print(f"  → {tty(err.hint)}", highlight=False)
-        raise typer.Exit(EXIT_CONFLICT if conflict else EXIT_ERROR) from None
+        raise typer.Exit(exit_code) from None
 
 
-def _confirm(question: str, yes: bool) -> None:
-    if yes:
-        return
-    try:
-        ok = typer.confirm(question, default=False, err=True)
-    except click.exceptions.Abort:  # no terminal and no answer on stdin
-        ok = False
-    if not ok:
-        raise NotConfirmed
+_confirm = ask  # asks, or NotConfirmed (no terminal included)
 
 
 def _store() -> Any:
@@ -441,6 +432,18 @@ def import_backup(
             f"({plural(counts['revisions'], 'revision')}, {plural(counts['evidence'], 'evidence excerpt')}, "
             f"{plural(counts['tombstones'], 'tombstone')}) from {file.name}"
         )
+        made = [
+            plural(counts[key], word, many)
+            for key, word, many in (
+                ("month_summaries", "month summary", "month summaries"),
+                ("profiles", "profile version", None),
+                ("concepts", "concept name", None),
+                ("markers", "marker", None),
+            )
+            if counts.get(key)
+        ]
+        if made:
+            words += "; with " + ", ".join(made)
         notes = []
         if counts["erased_skipped"]:
             notes.append(
@@ -452,6 +455,10 @@ def import_backup(
             )
         if counts["redacted_fields"]:
             notes.append(f"{plural(counts['redacted_fields'], 'field')} redacted")
+        if counts.get("derived_refused"):
+            notes.append(
+                f"{plural(counts['derived_refused'], 'concept row')} holding a secret left out"
+            )
         err_console.print(
             tty(words + ("; " + ", ".join(notes) if notes else "")), highlight=False, markup=False
         )

@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from cli.app import (
     EXIT_ERROR,
+    ask,
     backup_app,
     err_console,
     handle_errors,
@@ -184,6 +185,15 @@ def export_(
             ("evidence", "evidence excerpt", None),
             ("tombstone", "tombstone", None),
         )
+    ) + "".join(  # what was made from them, when there is some
+        f", {plural(counts[kind], word, many)}"
+        for kind, word, many in (
+            ("month_summary", "month summary", "month summaries"),
+            ("profile", "profile version", None),
+            ("concept", "concept name", None),
+            ("marker", "marker", None),
+        )
+        if counts.get(kind)
     )
     err_console.print(
         f"exported {words}" + (f" to {out}" if out is not None else ""), highlight=False
@@ -207,11 +217,10 @@ def restore(
 
     store = MemoryStore(Database.open(settings()))
     current = store.get(memory_id)
-    if not yes and not typer.confirm(
+    ask(
         f"restore revision {revision} of {memory_id} (current revision {current.current_revision})?",
-        err=True,
-    ):
-        raise typer.Exit(EXIT_ERROR)
+        yes,
+    )
     result = store.restore(
         memory_id,
         revision,

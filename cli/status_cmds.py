@@ -267,9 +267,15 @@ def status(
 def gc_candidates(cfg: Any, db: Any, older_than_days: float) -> list[dict[str, Any]]:
     """Folders under runs/ that nothing needs any more: a superseded batch's drafts; the batch
     folders of a finished (complete, not dry) run older than ``older_than_days`` whose batches
-    are committed; a run folder the database does not know."""
+    are committed; a summary run finished as long ago; a run folder the database does not know.
+    The folders pmem keeps under runs/ (core.settings.RUNS_FOLDERS: the concept cache) are
+    never offered."""
     from datetime import UTC, timedelta
 
+    from core.errors import ResultFileError
+    from core.settings import CONCEPT_CACHE, DATA_FOLDERS, SUMMARY_RUN_PREFIX
+    from flows.summarize import STATE_SCHEMA as SUMMARY_STATE
+    from state.files import read_checked
     from store.runs import RunStore
 
     runs = RunStore(db)
@@ -283,6 +289,22 @@ def gc_candidates(cfg: Any, db: Any, older_than_days: float) -> list[dict[str, A
         batch_rows = conn.execute("SELECT batch_id, run_id, status FROM batches").fetchall()
     status_of = {(run, batch): st for batch, run, st in batch_rows}
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        if folder.name == CONCEPT_CACHE or folder.name in DATA_FOLDERS:
+            continue  # pmem's own folders (a runs folder set to the data dir included)
+        if folder.name.startswith(SUMMARY_RUN_PREFIX):
+            state = folder / "run-state.json"
+            try:
+                done = read_checked(state, SUMMARY_STATE).get("status") == "complete"
+            except (ResultFileError, OSError):
+                done = False  # unfinished, or not readable: the next `pmem summary update` needs it
+            if done and datetime.fromtimestamp(state.stat().st_mtime, UTC) < cutoff:
+                found.append(
+                    {
+                        "path": folder,
+                        "why": f"a summary run finished over {older_than_days:g} days ago",
+                    }
+                )
+            continue
         run = known.get(folder.name)
         if run is None:
             found.append({"path": folder, "why": "a run the database does not know"})

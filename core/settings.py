@@ -33,6 +33,29 @@ ENV_PREFIX = "PMEM_"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DB_NAME = "pmem"
 DATA_DIR_CONFIG = "config.env"
+
+# Every folder pmem writes under the data dir, and under its runs folder, in one place: the
+# writers build their paths from these names and `pmem runs gc` reads them (it removes run files
+# only, never one of these folders; tests/test_owner_cmds.py checks that no writer names another).
+DATA_FOLDERS: dict[str, str] = {
+    "pgdata": "the embedded PostgreSQL (store/embedded.py)",
+    "prefect": "the managed Prefect server's home (flows/prefect_server.py)",
+    "runs": "run files: a backfill's batches, drafts and review pages (state/files.py)",
+    "exports": "the inbox the monthly re-import reads (flows/reimport.py)",
+    "backups": "the dump taken before a schema migration, data of another PostgreSQL (store/db.py)",
+    "cache": "the local embedder's model files (providers/embeddings/usem3_embedder.py)",
+    "demo": "`pmem runs demo`'s own run files (cli/status_cmds.py)",
+}
+# folders under the runs folder that are not a backfill's run (runs/<run id>/)
+CONCEPT_CACHE = "concepts"  # the concept extractor's answer per memory (flows/concepts.py)
+SUMMARY_RUN_PREFIX = (
+    "summarize-"  # a summary run: its month files, its run state (flows/summarize.py)
+)
+RUNS_FOLDERS: dict[str, str] = {
+    CONCEPT_CACHE: "what a model answered per memory: `pmem concepts rebuild` reuses it (kept)",
+    SUMMARY_RUN_PREFIX
+    + "*": "a summary run (kept while unfinished; removed when finished long ago)",
+}
 _working_dir_dotenv = True
 
 

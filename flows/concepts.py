@@ -44,6 +44,7 @@ from core.concepts import (
     safe_name,
 )
 from core.private import private_dir, write_private
+from core.settings import CONCEPT_CACHE
 from providers.concepts import ConceptExtractor, get_concept_extractor
 from stages.concepts import VECTOR_MIN, lookup_keys
 from store.concepts import ConceptStore
@@ -266,7 +267,7 @@ def resolve(
 
 
 def result_path(runs_dir: Path, memory_id: str) -> Path:
-    return runs_dir / "concepts" / (memory_id.replace(":", "-").replace("/", "-") + ".json")
+    return runs_dir / CONCEPT_CACHE / (memory_id.replace(":", "-").replace("/", "-") + ".json")
 
 
 def _read_result(

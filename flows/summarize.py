@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import RateLimitStop, ResultFileError, TransientDraftError
-from core.settings import Settings, time_zone
+from core.settings import SUMMARY_RUN_PREFIX, Settings, time_zone
 from core.summaries import MonthDraft, MonthInputs, profile_inputs_hash
 from providers.summaries import Summarizer, get_summarizer
 from state.files import read_checked, write_atomic
@@ -144,7 +144,7 @@ def open_run(settings: Settings, llm: str | None) -> SummarizeRun:
     ident = run_identity(summarizer, tz)
     run_id = None
     for state in sorted(
-        settings.runs_dir.glob(f"summarize-{ident}-*/run-state.json"), reverse=True
+        settings.runs_dir.glob(f"{SUMMARY_RUN_PREFIX}{ident}-*/run-state.json"), reverse=True
     ):
         try:
             doc = read_checked(state, STATE_SCHEMA)
@@ -154,7 +154,7 @@ def open_run(settings: Settings, llm: str | None) -> SummarizeRun:
             run_id = doc["run_id"]
             break
     if run_id is None:
-        run_id = f"summarize-{ident}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}"
+        run_id = f"{SUMMARY_RUN_PREFIX}{ident}-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}"
     db = Database.open(settings)
     run = SummarizeRun(settings, db, SummaryStore(db), summarizer, run_id, tz)
     _RUNS[run_id] = run

@@ -42,7 +42,7 @@ from importers._common import Quarantined, ReadReport
 if TYPE_CHECKING:
     from core.models import Conversation
 
-__all__ = ["IMPORTERS", "Quarantined", "ReadReport", "iter_source", "sniff"]
+__all__ = ["IMPORTERS", "Quarantined", "ReadReport", "check_source", "iter_source", "sniff"]
 
 IMPORTERS: dict[str, str] = {
     "chatgpt": "importers.chatgpt",
@@ -52,6 +52,17 @@ IMPORTERS: dict[str, str] = {
     "jsonl-log": "importers.jsonl_log",
     "line": "importers.line",
     "telegram": "importers.telegram",
+}
+
+# what a person calls each source (messages about a wrong --source)
+SOURCE_NAMES: dict[str, str] = {
+    "chatgpt": "ChatGPT",
+    "claude": "Claude.ai",
+    "codex": "Codex",
+    "claude-code": "Claude Code",
+    "jsonl-log": "JSONL log",
+    "line": "LINE",
+    "telegram": "Telegram",
 }
 
 SNIFF_BYTES = 64 * 1024
@@ -100,6 +111,32 @@ def iter_source(
 
 
 # ---------------------------------------------------------------- sniffing
+
+
+def check_source(path: Path, source: str | None) -> str:
+    """The source an export is read as, checked before anything is read (`pmem import`,
+    `pmem backfill`): the sniffed format when no --source is given; a --source that contradicts
+    what the file positively looks like is refused (ConfigError naming the right one); an
+    inconclusive sniff (a damaged file) takes --source as given."""
+    if source is not None and source not in IMPORTERS:
+        raise ConfigError(
+            f"unknown source {source!r}", hint=f"--source is one of {', '.join(sorted(IMPORTERS))}"
+        )
+    found = sniff(path)
+    if source is None:
+        if found is None:
+            raise ConfigError(
+                f"{Path(path).name}: cannot tell the format of this export",
+                hint=f"pass --source {', '.join(IMPORTERS)}",
+            )
+        return found
+    if found is not None and found != source:
+        raise ConfigError(
+            f"{Path(path).name} looks like a {SOURCE_NAMES.get(found, found)} export: "
+            f"use --source {found}",
+            hint=f"--source {source} reads {SOURCE_NAMES.get(source, source)} exports",
+        )
+    return source
 
 
 def sniff(path: Path) -> str | None:

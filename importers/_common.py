@@ -12,7 +12,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import IO, Any, Literal
 
@@ -146,6 +146,19 @@ def payload_digest(*parts: Any, length: int = 16) -> str:
     """A short stable digest of JSON values (used for keys of records that carry no id)."""
     data = json.dumps(parts, sort_keys=True, ensure_ascii=True, default=json_default)
     return hashlib.sha1(data.encode("ascii"), usedforsecurity=False).hexdigest()[:length]
+
+
+# A chat history is cut into days (LINE, Telegram: one conversation per chat and day), but an
+# exchange that runs past midnight is one conversation: a message within this gap of the one
+# before it continues that message's conversation, whatever the date (the common inactivity
+# rule for sessions; a reply an hour later after midnight is a new evening's talk).
+SESSION_GAP = timedelta(hours=1)
+
+
+def continues(before: datetime | None, at: datetime | None) -> bool:
+    """Whether a message at ``at`` continues the exchange whose last message was at ``before``
+    (both known, in order, closer than SESSION_GAP)."""
+    return before is not None and at is not None and timedelta(0) <= at - before < SESSION_GAP
 
 
 def parse_iso(value: Any) -> datetime | None:

@@ -32,8 +32,10 @@ Decisions:
   ``text`` that is not a string is set aside (``missing-text``), except on an ``action`` /
   ``meta`` line, where an object is kept as its JSON. A line with neither ``role`` nor
   ``actor`` is set aside (``missing-role``). Times: ISO-8601 with ``Z``, an offset or none
-  (UTC), a space for the ``T``, or epoch seconds / milliseconds; an unreadable ``ts`` keeps the
-  line without a time (counted ``ts:unreadable``).
+  (UTC), a space for the ``T``, or epoch seconds / milliseconds. A line without ``ts`` is kept
+  without a time (``undated`` when the file's name holds no date); a ``ts`` that is there but
+  cannot be read sets the line aside (``unreadable-time``, with its line number): the time was
+  written, so keeping the line without it would lose what the log said.
 
 Reading from a byte offset (for ``pmem watch``): :func:`read_tail` reads a plain file from
 ``start`` (a line boundary; ``0`` for the whole file) and returns the conversations of the new
@@ -301,7 +303,7 @@ def _feed(
     unknown: list[str] = []
     when, ts_ok = parse_ts(rec.get("ts"))
     if not ts_ok:
-        unknown.append("ts:unreadable")
+        return "unreadable-time"
     session = _session(rec.get("session")) or stem
     if isinstance(day_of, str):
         day = day_of

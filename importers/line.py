@@ -18,7 +18,9 @@ descriptions of the format: see ``shared/docs/formats.md`` §5.3 and docs/adr/00
 
 Decisions:
 
-* **Conversations**: one per chat and day, keyed ``line:<chat>:<YYYY-MM-DD>``; ``<chat>`` is a
+* **Conversations**: one per chat and day, keyed ``line:<chat>:<YYYY-MM-DD>``; an exchange
+  that runs past midnight stays in the day it started on (a message within ``SESSION_GAP``, an
+  hour, of the one before it continues it: ``importers._common.continues``); ``<chat>`` is a
   digest (12 hex) of the chat's name from the header (the file's name when there is no header),
   so keys carry no name. The title is the chat's name and the day. Times are local: they are read
   in the configured zone (``PMEM_TZ``, see ``core.settings.time_zone``). Messages under a date
@@ -52,7 +54,13 @@ from pydantic import ValidationError
 
 from core.models import Channel, Conversation, Message, Provenance
 from core.people import is_me, me_names, norm_name
-from importers._common import Quarantined, ReadError, ReadReport, unique_conversations
+from importers._common import (
+    Quarantined,
+    ReadError,
+    ReadReport,
+    continues,
+    unique_conversations,
+)
 from importers._containers import Part, file_part, folder_parts, iter_parts
 
 SOURCE = "line"
@@ -184,6 +192,7 @@ class _Draft:
     text: str
     quoted: bool = False  # opened with a quote that is not closed yet
     pending: list[str] = field(default_factory=list)  # lines read while the quote is open
+    date: str | None = None  # its date line's day, when it continues the day before past midnight
 
 
 @dataclass
@@ -207,6 +216,7 @@ class _Reader:
 
         self.zone = local_zone()
         day: _Day | None = None
+        after: tuple[str, int] | None = None  # a later date line (day, line) than the day's own
         number = 0
         undated: list[int] = []
         for raw in fp:
@@ -230,17 +240,29 @@ class _Reader:
                 continue
             found = parse_date_line(line)
             if found is not None:
-                if day is not None:
-                    yield from self._finish(day)
-                if found[0] is None:
-                    self.unknown["date:unreadable"] += 1
-                day = _Day(found[0] or UNDATED, number)
+                if day is None or not day.drafts:
+                    day = _Day(found[0] or UNDATED, number)
+                    if found[0] is None:
+                        self.unknown["date:unreadable"] += 1
+                else:  # the day is handed on once its exchange is over (past midnight, maybe)
+                    after = (found[0] or UNDATED, number)
                 continue
             draft = self._message(line, number)
             if draft is not None:
                 if day is None:
                     undated.append(number)
                     continue
+                if after is not None:
+                    last = day.drafts[-1]
+                    if continues(
+                        self._when(last.date or day.day, last.at), self._when(after[0], draft.at)
+                    ):
+                        draft.date = after[0]  # the exchange goes on past midnight
+                    else:
+                        yield from self._finish(day)
+                        day, after = _Day(*after), None
+                        if day.day == UNDATED:
+                            self.unknown["date:unreadable"] += 1
                 day.drafts.append(draft)
                 continue
             if current is not None and line:
@@ -338,7 +360,7 @@ class _Reader:
                     channel=channel,
                     content_type=content_type,
                     text=d.text,
-                    created_at=self._when(day.day, d.at),
+                    created_at=self._when(d.date or day.day, d.at),
                     position=len(messages),
                 )
             )

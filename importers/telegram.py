@@ -14,7 +14,9 @@ are handed on a day at a time); memory holds one day of one chat.
 Decisions:
 
 * **Conversations**: one per chat and day (in the configured zone, ``PMEM_TZ``), keyed
-  ``telegram:<chat id>:<YYYY-MM-DD>``; the title is the chat's name and the day. Messages are keyed
+  ``telegram:<chat id>:<YYYY-MM-DD>``; the title is the chat's name and the day. An exchange
+  that runs past midnight stays in the day it started on: a message within ``SESSION_GAP`` (an
+  hour) of the one before it continues that conversation (``importers._common.continues``). Messages are keyed
   ``<conversation key>:<message id>``. Times come from ``date_unixtime`` (UTC), else from
   ``date`` read in the configured zone; a message with neither goes to ``…:undated``.
 * **Text as written**: ``text`` is a string or a list of strings and entities (``{type, text}``:
@@ -56,6 +58,7 @@ from importers._common import (
     Quarantined,
     ReadError,
     ReadReport,
+    continues,
     raw_json,
     unique_conversations,
 )
@@ -243,8 +246,11 @@ class _Reader:
                 return
             when = self._time(msg)
             day = when.astimezone(self.zone).date().isoformat() if when else UNDATED
-            if chat.day is not None and day != chat.day:
-                yield from self._flush(chat)
+            last = chat.messages[-1].created_at if chat.messages else None
+            if chat.day is not None and day != chat.day and not continues(last, when):
+                yield from self._flush(
+                    chat
+                )  # past midnight, the exchange goes on: one conversation
             if chat.day is None:
                 chat.day, chat.first = day, index
             role, channel, content_type, text, raw_type = self._classify(chat, msg)

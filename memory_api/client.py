@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Generator
@@ -124,8 +125,20 @@ class RefreshingAuth(httpx.Auth):
             tmp.replace(self.state_file)
 
 
+def _scope_of(resp: httpx.Response) -> str:
+    """The scope a 403 names (the body's ``scope``, else WWW-Authenticate's)."""
+    try:
+        scope = resp.json().get("scope")
+    except ValueError:
+        scope = None
+    if not scope:
+        found = re.search(r'scope="([^"]+)"', resp.headers.get("www-authenticate", ""))
+        scope = found.group(1) if found else "it needs"
+    return str(scope)
+
+
 class HttpMemoryAPI:
-    """``token``: a bearer token from `pmem token create NAME`; default PMEM_MEMORY_TOKEN (the
+    """``token``: a bearer token from `pmem auth api-token create NAME`; default PMEM_MEMORY_TOKEN (the
     settings). Or, for the remote server, ``refresh_token`` (default PMEM_MEMORY_REFRESH_TOKEN,
     from `pmem auth token --client NAME`; client id PMEM_MEMORY_CLIENT_ID, default backfill):
     see ``RefreshingAuth``. The server names the client after its token; ``client_name`` is only
@@ -184,9 +197,14 @@ class HttpMemoryAPI:
             )
         if resp.status_code in (401, 403):
             raise ConfigError(
-                f"the memory API at {self.base_url} refused the request ({resp.status_code}"
-                f"{': missing scope' if resp.status_code == 403 else ''})",
-                hint="set PMEM_MEMORY_TOKEN to a token from `pmem token create NAME` on that server",
+                f"the memory API at {self.base_url} refused the request ({resp.status_code}: "
+                + (
+                    f"the token lacks the scope {_scope_of(resp)}"
+                    if resp.status_code == 403
+                    else "the token is unknown, expired or revoked"
+                )
+                + ")",
+                hint=self._credential_hint(),
             )
         if resp.status_code >= 400:
             body = (
@@ -217,6 +235,22 @@ class HttpMemoryAPI:
                 str(body.get("action", "")), str(body.get("proposal_id", ""))
             )
         return resp.json()
+
+    def _credential_hint(self) -> str:
+        """Where a credential with the committer's scopes comes from, for the one in use."""
+        from store.tokens import DEFAULT_SCOPES
+
+        scopes = ", ".join(DEFAULT_SCOPES)
+        if isinstance(self._http.auth, RefreshingAuth):
+            flags = " ".join(f"--scope {s}" for s in DEFAULT_SCOPES)
+            return (
+                f"a backfill needs {scopes}: on the server run `pmem auth token --client "
+                f"{self._http.auth.client_id} {flags}` and set PMEM_MEMORY_REFRESH_TOKEN to it"
+            )
+        return (
+            f"a backfill needs {scopes}: on the server run `pmem auth api-token create NAME` "
+            "(those scopes by default) and set PMEM_MEMORY_TOKEN to it"
+        )
 
     def search(self, query: str, limit: int = 10) -> list[SearchHit]:
         data = self._call("POST", "/v1/search", json={"query": query, "limit": limit})

@@ -1,7 +1,13 @@
 """`pmem import-backup FILE`: a `pmem export` file restored into an empty memory store.
 
 Memories, revisions, evidence and tombstones go through ``MemoryStore.load_backup``; the owner's
-queue (``proposal`` rows) comes back here, its text through the same guard.
+queue (``proposal`` rows) comes back here, its text through the same guard, and so do the
+derived rows a backup carries (``store.export.DERIVED``: summaries, profile, concepts) and the
+markers: a summary's text redacted as ``SummaryStore.add_month`` redacts it, a concept row that
+holds a secret left out with what rests on it, a marker's text through the markers' own guard
+(``store.markers.guard_text``: secrets `pmem forget` erased included). Then the erasure's own
+steps run for every memory this store erased (``SummaryStore.drop_citing``,
+``ConceptStore.erase``), so nothing made from an erased memory comes back either.
 
 The rows go through ``MemoryStore.load_backup`` (the store's write boundary: the secret guard on
 every field and revision, evidence checked against the ledger the store has, secrets that
@@ -75,6 +81,102 @@ def import_backup(
     counts["proposals"] = _load_proposals(
         db, [r for r in kept if r.get("type") == "proposal"], erased
     )
+    counts |= _load_derived(db, kept, erased)
+    return counts
+
+
+# the columns of a concept row that hold words (ids and hashes are not guarded)
+_WORDS = {"concept": ("name", "norm", "aliases", "keys"), "experience_link": ("surface", "reading")}
+
+
+def _load_derived(db: Database, rows: list[dict[str, Any]], erased: set[str]) -> dict[str, int]:
+    """Summaries, profile versions, the concept memory and the markers back, in one
+    transaction; counts per row type (``month_summaries``, ``profiles``, ``concepts``,
+    ``markers``, ``derived_refused``: concept rows left out because they hold a secret)."""
+    from psycopg.types.json import Jsonb
+
+    from core.hashing import content_hash, text_bytes
+    from core.secrets import contains_secret
+    from store.concepts import ConceptStore
+    from store.export import DERIVED
+    from store.markers import guard_text
+    from store.revisions import guard_payload
+    from store.summaries import SummaryStore
+
+    def strings(value: Any) -> list[str]:
+        if isinstance(value, str):
+            return [value]
+        if isinstance(value, list | tuple):
+            return [s for v in value for s in strings(v)]
+        return [s for v in value.values() for s in strings(v)] if isinstance(value, dict) else []
+
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by_kind.setdefault(str(r.get("type")), []).append(r)
+    counts = dict.fromkeys(("month_summaries", "profiles", "concepts", "markers"), 0)
+    counts["derived_refused"] = 0
+    refused: set[str] = set()  # concept ids left out: what links to them stays out too
+    with db.connection() as conn, conn.transaction():
+        for table, kind, _order, _left_out in DERIVED:
+            types = dict(
+                conn.execute(
+                    "SELECT column_name, data_type FROM information_schema.columns "
+                    "WHERE table_schema = current_schema() AND table_name = %s",
+                    (table,),
+                ).fetchall()
+            )
+            for r in by_kind.get(kind, []):
+                row = {k: v for k, v in r.items() if k in types}
+                words = [s for k in _WORDS.get(kind, ()) for s in strings(row.get(k))]
+                if kind in ("month_summary", "profile"):
+                    row = guard_payload(row)  # the text redacted, as add_month writes it
+                elif {row.get("concept_id"), row.get("source_id"), row.get("target_id")} & refused:
+                    continue
+                elif any(contains_secret(s) for s in words):  # as the concept store drops them
+                    if kind == "concept":
+                        refused.add(str(row["id"]))
+                    counts["derived_refused"] += 1
+                    continue
+                names = list(row)
+                values = [Jsonb(row[k]) if types[k] == "jsonb" else row[k] for k in names]
+                done = conn.execute(
+                    f"INSERT INTO {table} ({', '.join(names)}) VALUES "  # noqa: S608 - names are the table's own columns
+                    f"({', '.join(['%s'] * len(names))}) ON CONFLICT DO NOTHING",
+                    values,
+                ).rowcount
+                key = {"month_summary": "month_summaries", "profile": "profiles"}.get(kind)
+                if key is not None:
+                    counts[key] += done
+                elif kind == "concept":
+                    counts["concepts"] += done
+        for mk in by_kind.get("marker", []):
+            text, kinds = guard_text(conn, str(mk["text"]))
+            session = mk.get("session")
+            if session is not None:
+                session, more = guard_text(conn, str(session))
+                kinds = [*kinds, *more]
+            counts["markers"] += conn.execute(
+                """INSERT INTO markers (marker_id, at, body, content_hash, session, client, redacted)
+                   VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (marker_id) DO NOTHING""",
+                (
+                    mk["marker_id"],
+                    mk["at"],
+                    text_bytes(text),
+                    content_hash(text),
+                    session,
+                    mk.get("client") or "cli",
+                    sorted({*(mk.get("redacted") or []), *kinds}),
+                ),
+            ).rowcount
+        # what this store erased stays erased in what was made from it
+        gone = sorted(erased)
+        if gone:
+            SummaryStore(db).drop_citing(conn, gone)
+            concepts = ConceptStore(db)
+            held = {r[0] for r in conn.execute("SELECT memory_id FROM experiences")}
+            for memory_id in gone:
+                if memory_id in held:
+                    concepts.erase(conn, memory_id)
     return counts
 
 

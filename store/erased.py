@@ -11,7 +11,7 @@ import json
 import os
 import re
 import secrets as _random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -241,6 +241,16 @@ class ErasedIndex:
             return False
         return keyed_hash(self.key, SPEAKER_DOMAIN + speaker_name(role)) in self.messages
 
+    def redact_speakers(self, title: str) -> str:
+        """A title naming a speaker `pmem forget --speaker` erased (a one-to-one chat is titled
+        by its partner): the name becomes the marker (``name_spans``, by the name's HMAC)."""
+        if not self.messages or not title:
+            return title
+        return redact_names(
+            title,
+            lambda name: keyed_hash(self.key, SPEAKER_DOMAIN + speaker_name(name)) in self.messages,
+        )
+
     def apply(self, conn: Connection, conv: Conversation) -> Conversation | None:
         """The conversation as the ledger may take it: None when it was erased; erased messages
         keep their stored (redacted) body; new messages and the title lose any erased secret."""
@@ -267,12 +277,34 @@ class ErasedIndex:
             else:
                 text = m.text
             messages.append(m if text == m.text else m.model_copy(update={"text": text}))
-        title = self.redact_text(conv.title) if conv.title else conv.title
+        title = self.redact_speakers(self.redact_text(conv.title)) if conv.title else conv.title
         if title == conv.title and all(
             a is b for a, b in zip(messages, conv.messages, strict=True)
         ):
             return conv
         return conv.model_copy(update={"messages": messages, "title": title})
+
+
+_WORD = re.compile(r"\S+")
+_NAME_WORDS = 6  # the longest name matched in a title, in words
+
+
+def redact_names(title: str, is_name: Callable[[str], bool]) -> str:
+    """``title`` with every run of whole words that ``is_name`` accepts (longest first) replaced
+    by the marker: the importers write a chat's name into its title as written, so a speaker's
+    name is found there as whole words (NFKC and case folding are ``is_name``'s)."""
+    words = [m.span() for m in _WORD.finditer(title)]
+    out, i, cursor = [], 0, 0
+    while i < len(words):
+        for n in range(min(_NAME_WORDS, len(words) - i), 0, -1):
+            start, end = words[i][0], words[i + n - 1][1]
+            if is_name(title[start:end]):
+                out += [title[cursor:start], MARKER]
+                cursor, i = end, i + n
+                break
+        else:
+            i += 1
+    return "".join([*out, title[cursor:]]) if out else title
 
 
 def _settings_key() -> bytes | None:

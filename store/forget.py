@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import psycopg
@@ -42,7 +42,7 @@ from psycopg import Connection, sql
 from psycopg.types.json import Jsonb
 
 from core.errors import ConfigError, MemoryNotFound, StoreError
-from core.hashing import text_bytes
+from core.hashing import bytes_text, text_bytes
 from store import revisions
 from store.concepts import ConceptStore
 from store.db import Database
@@ -57,6 +57,7 @@ from store.erased import (
     Scrubber,
     _like_escape,
     keyed_hash,
+    redact_names,
     speaker_name,
 )
 from store.redaction import Erasure, Redactor, _vector_tables
@@ -360,6 +361,7 @@ class Forgetter(Redactor):
                 er.add("ledger_messages", len(keys))
                 for conv in sorted({c for _, c in rows}):
                     self._rehash_conversation(conn, conv, er)
+                er.add("ledger_titles", _erase_name_in_titles(conn, name))
                 er.tables |= {"source_messages", "source_conversations"}
                 self._remember(conn, "message", SPEAKER_DOMAIN + speaker_name(name))
             self._audit(conn, er)
@@ -640,8 +642,40 @@ def remaining_of_conversation(
     return out
 
 
-def remaining_of_speaker(db: Database, keys: list[str], *, ledger: bool) -> dict[str, int]:
-    """Rows that still hold an erased speaker's messages (by key; ids and counts only)."""
+def _named_in(name: str) -> Callable[[str], bool]:
+    wanted = speaker_name(name)
+    return lambda words: speaker_name(words) == wanted
+
+
+def _erase_name_in_titles(conn: Connection, name: str) -> int:
+    """A speaker's name in the conversations' titles (a one-to-one chat is titled by its
+    partner: LINE, Telegram) becomes the marker, as whole words (``redact_names``); the title's
+    exact bytes (``title_raw``) follow. Returns the titles changed. A later import of the same
+    export redacts it again (``ErasedIndex.redact_speakers``)."""
+    named = _named_in(name)
+    changed = 0
+    for key, title, raw in conn.execute(
+        "SELECT conversation_key, title, title_raw FROM source_conversations "
+        "WHERE title IS NOT NULL ORDER BY conversation_key FOR UPDATE"
+    ).fetchall():
+        new = redact_names(title, named)
+        exact = bytes_text(bytes(raw)) if raw is not None else None
+        new_raw = redact_names(exact, named) if exact is not None else None
+        if new == title and new_raw == exact:
+            continue
+        conn.execute(
+            "UPDATE source_conversations SET title = %s, title_raw = %s WHERE conversation_key = %s",
+            (new, text_bytes(new_raw) if new_raw is not None else None, key),
+        )
+        changed += 1
+    return changed
+
+
+def remaining_of_speaker(
+    db: Database, keys: list[str], *, ledger: bool, name: str | None = None
+) -> dict[str, int]:
+    """Rows that still hold an erased speaker's messages (by key; ids and counts only), and, with
+    ``name``, the titles that still name them."""
     out: dict[str, int] = {}
     queries: dict[str, tuple[str, tuple[Any, ...]]] = {
         "message_search": (
@@ -656,8 +690,18 @@ def remaining_of_speaker(db: Database, keys: list[str], *, ledger: bool) -> dict
             (keys, text_bytes(MARKER), MARKER),
         )
     with db.connection() as conn:
-        for name, (q, params) in queries.items():
+        for table, (q, params) in queries.items():
             n = conn.execute(q, params).fetchone()[0]  # type: ignore[index]
             if n:
-                out[name] = n
+                out[table] = n
+        if ledger and name is not None:
+            named = _named_in(name)
+            titles = sum(
+                redact_names(t, named) != t
+                for (t,) in conn.execute(
+                    "SELECT title FROM source_conversations WHERE title IS NOT NULL"
+                )
+            )
+            if titles:
+                out["source_conversations.title"] = titles
     return out

@@ -23,6 +23,8 @@ from store.db import Database
 
 PREFIX = "pmem_"
 SCOPES = ("memory.read", "memory.propose", "memory.write", "memory.delete", "memory.publish")
+# what a backfill (or another committer) needs: search and related (read), its drafts queued
+# for review (POST /v1/proposals: propose), its commits (write); docs/remote.md names them
 DEFAULT_SCOPES = ("memory.read", "memory.propose", "memory.write")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,63}$")
 

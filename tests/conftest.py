@@ -29,6 +29,34 @@ SHARED = PROJECT.parent / "shared"
 REAL = SHARED / "fixtures" / "real"
 _counter = itertools.count()
 
+# The real third-party samples (fixtures/real/) and the eval corpora (eval/) live beside the
+# project in ../shared/, which a fresh clone does not have (CI has it). A test that reads them is
+# marked `@pytest.mark.needs_shared` (a whole module: `pytestmark = pytest.mark.needs_shared`) and
+# skips with this one reason when the folder is absent; a fixture that reads them asks for the
+# `shared` fixture. Everything else a test needs lives in the project.
+SHARED_ABSENT = (
+    "../shared/ is absent (real third-party samples and eval corpora live there; CI has it)"
+)
+HAS_SHARED = SHARED.is_dir()
+needs_shared = pytest.mark.needs_shared
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if HAS_SHARED:
+        return
+    skip = pytest.mark.skip(reason=SHARED_ABSENT)
+    for item in items:
+        if item.get_closest_marker("needs_shared"):
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def shared() -> Path:
+    """../shared/ (the real samples, the eval corpora); skips the test when it is absent."""
+    if not HAS_SHARED:
+        pytest.skip(SHARED_ABSENT)
+    return SHARED
+
 
 def _with_db(url: str, name: str) -> str:
     params = conninfo_to_dict(url)

@@ -47,7 +47,9 @@ def export_of(url: str) -> str:
     db = Database(url)
     try:
         buf = io.StringIO()
-        write_export(db, buf)
+        # the memories' rows: which memory first named a concept follows the order the
+        # batches were committed in, which a resume changes (store.export.iter_export)
+        write_export(db, buf, derived=False)
         return buf.getvalue()
     finally:
         db.close()

@@ -52,6 +52,7 @@ def _experiences(store: Any) -> dict[str, str]:
     return out
 
 
+@pytest.mark.needs_shared
 def test_concepts_are_one_per_name_and_reused_across_conversations(
     db, store, tmp_path: Path
 ) -> None:

@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import PROJECT, SHARED
 
 EVAL = SHARED / "eval"
+pytestmark = pytest.mark.needs_shared
 
 # recall: R@5 overall, MRR overall, R@5 per group; search: R@5; time questions answered inside
 # their range with no distractor above

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT, SHARED
+from tests.conftest import HAS_SHARED, PROJECT, SHARED
 
 LOCOMO = SHARED / "eval" / "locomo"
 CONV, SESSIONS, QUESTIONS = "conv-48", 6, 45
@@ -28,10 +28,13 @@ RECALL_R5 = 0.53
 LEXICAL_R5 = 0.53
 BELOW_BM25 = 2 / QUESTIONS + 1e-9
 
-pytestmark = pytest.mark.skipif(
-    not (LOCOMO / "data" / f"{CONV}.json").exists(),
-    reason=f"the LoCoMo dev kit is absent ({LOCOMO}): the floors need its data",
-)
+pytestmark = [
+    pytest.mark.needs_shared,
+    pytest.mark.skipif(
+        HAS_SHARED and not (LOCOMO / "data" / f"{CONV}.json").exists(),
+        reason=f"the LoCoMo dev kit is absent ({LOCOMO}): the floors need its data",
+    ),
+]
 
 
 def _runner():

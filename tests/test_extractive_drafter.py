@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -15,9 +14,10 @@ from providers import get_drafter
 from providers.extractive import ExtractiveDrafter
 from providers.fake import ScriptedDrafter
 from stages.prefilter import prefilter
+from tests.conftest import REAL as SHARED_REAL
 
 T0 = datetime(2024, 3, 12, 21, 5, tzinfo=UTC)
-REAL_CHATGPT = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real" / "chatgpt"
+REAL_CHATGPT = SHARED_REAL / "chatgpt"
 FIXTURE = REAL_CHATGPT / "my_chat_gpt-history_download-conversations.subset.json"
 
 
@@ -531,7 +531,7 @@ def test_unknown_provider_lists_the_known_ones() -> None:
 # ---------------------------------------------------------------- the real export
 
 
-@pytest.mark.skipif(not FIXTURE.exists(), reason="the real ChatGPT fixture is not available")
+@pytest.mark.needs_shared
 def test_real_chatgpt_conversations_are_kept_and_drafted_with_verbatim_quotes() -> None:
     from importers.chatgpt import iter_conversations
 

@@ -64,6 +64,7 @@ def test_flow_runs_in_prefect_and_keeps_private_text_out_of_parameters(pmem_env,
         assert not any(x in blob for x in demo_texts)
 
 
+@pytest.mark.needs_shared
 def test_cli_backfill_real_export_then_rerun(cli_env):
     first = last_json(
         pmem(cli_env, "backfill", "--source", "chatgpt", "--export", str(SUBSET), "--json")

@@ -810,6 +810,7 @@ def test_the_corpus_is_large_and_covers_every_format() -> None:
     assert {c.source for c in cases} == {"chatgpt", "claude", "codex", "claude-code"}
 
 
+@pytest.mark.needs_shared
 def test_hostile_corpus_imports_without_hang_crash_or_loss(hostile_db: str, tmp_path: Path) -> None:
     from flows.importing import run_import
     from store.db import Database

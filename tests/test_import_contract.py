@@ -41,6 +41,7 @@ def assert_contract(out: dict[str, Any]) -> None:
         assert set(e) >= {"file", "record", "reason"}
 
 
+@pytest.mark.needs_shared
 def test_success_then_reimport_is_a_noop(pmem_env) -> None:
     out, err = pmem_import(str(SUBSET), "--source", "chatgpt", code=0)
     assert_contract(out)
@@ -106,6 +107,27 @@ def test_input_error_still_prints_the_object_and_exits_1(pmem_env, tmp_path: Pat
     assert out["errors"][0]["reason"] == "unknown-format" and "error: notes.txt" in err
 
 
+def test_a_source_the_file_contradicts_is_refused_before_reading(pmem_env, tmp_path: Path) -> None:
+    """Issue 28, item 2: `pmem import chatgpt-export --source claude` is refused as backfill
+    refuses it (importers.check_source), not read as 'bad' Claude records (exit 3 before)."""
+    convs = [
+        one_conversation(f"w{i}", "t", [("user", "hello"), ("assistant", "hi")]) for i in range(3)
+    ]
+    path = chatgpt_export(tmp_path / "conversations.json", convs)
+    out, err = pmem_import(str(path), "--source", "claude", code=1)
+    assert_contract(out)
+    assert out["conversations"] == {"new": 0, "changed": 0, "unchanged": 0, "quarantined": 0}
+    assert [e["reason"] for e in out["errors"]] == ["wrong-source"]
+    assert out["error"] == "error" and out["exit_code"] == 1
+    assert "ChatGPT" in out["message"] and "--source chatgpt" in out["message"]
+    assert "Claude.ai" in out["hint"] and "--source chatgpt" in err
+    # quarantined records: exit 3, and the object says so in the same four keys
+    mixed = chatgpt_export(tmp_path / "mixed.json", [convs[0], 42])
+    out, _ = pmem_import(str(mixed), "--source", "chatgpt", code=3)
+    assert (out["error"], out["exit_code"]) == ("quarantined", 3) and "quarantine" in out["hint"]
+
+
+@pytest.mark.needs_shared
 def test_skipped_files_are_counted_by_reason(pmem_env, tmp_path: Path) -> None:
     out, _ = pmem_import(str(CODEX), "--source", "codex", code=0)
     others = [p for p in CODEX.rglob("*") if p.is_file() and not p.name.startswith("rollout-")]
@@ -130,6 +152,7 @@ def test_skipped_files_are_counted_by_reason(pmem_env, tmp_path: Path) -> None:
     assert out["skipped"] == {"not-a-transcript-file": 1, "prompt-history-file": 1}
 
 
+@pytest.mark.needs_shared
 def test_progress_counts_bytes_and_conversations(db) -> None:
     from flows.importing import run_import
     from store.ledger import Ledger
@@ -147,6 +170,7 @@ def test_progress_counts_bytes_and_conversations(db) -> None:
     assert stats["bytes_read"] == size
 
 
+@pytest.mark.needs_shared
 def test_a_failed_batch_leaves_whole_conversations_and_a_rerun_finishes(
     db, db_url, monkeypatch
 ) -> None:
@@ -190,6 +214,7 @@ def test_a_failed_batch_leaves_whole_conversations_and_a_rerun_finishes(
     assert (stats["conversations_unchanged"], stats["conversations_new"]) == (2, 4)
 
 
+@pytest.mark.needs_shared
 def test_the_recall_index_is_built_alongside_in_worker_processes(db, monkeypatch) -> None:
     """`pmem import` indexes the messages while it stores the ledger, tokens computed in worker
     processes: every person and assistant message ends in the index with the tokens this process
@@ -226,6 +251,7 @@ def test_the_recall_index_is_built_alongside_in_worker_processes(db, monkeypatch
     assert same
 
 
+@pytest.mark.needs_shared
 def test_a_failure_of_the_index_alongside_never_fails_the_import(db, monkeypatch) -> None:
     from flows.importing import run_import
     from search.reader import SearchStore
@@ -243,6 +269,7 @@ def test_a_failure_of_the_index_alongside_never_fails_the_import(db, monkeypatch
         assert conn.execute("SELECT count(*) FROM message_search_pending").fetchone()[0] > 50
 
 
+@pytest.mark.needs_shared
 def test_a_reimport_starts_no_index_workers(db, monkeypatch) -> None:
     """Nothing new to index: the import starts no worker processes (a re-import stays cheap)."""
     import store.index as upkeep

@@ -200,6 +200,19 @@ def test_import_ledger_show_and_forget_speaker(pmem_env, db, tmp_path: Path) -> 
         '10時からだよ\nスライドはまだ半分\n\n"がんばる"って言っておく',
     )  # the person's words stay
     assert indexed == 0
+
+    def titles() -> list[str]:
+        with db.connection() as conn:
+            return [
+                t
+                for (t,) in conn.execute(
+                    "SELECT title FROM source_conversations WHERE source = 'line' ORDER BY 1"
+                )
+            ]
+
+    # issue 28, item 4: the one-to-one chat is titled by its partner: the name leaves the titles
+    assert not any("花子" in t for t in titles())
+    assert "[REDACTED:forgotten] 2026-03-01" in titles()
     # the same export again changes nothing; a later export's new message of theirs arrives erased
     again = runner.invoke(app, ["import", str(chats), "--me", "太郎,Taro", "--no-embed", "--json"])
     assert json.loads(again.stdout.strip().splitlines()[-1])["conversations"]["changed"] == 0
@@ -216,3 +229,33 @@ def test_import_ledger_show_and_forget_speaker(pmem_env, db, tmp_path: Path) -> 
             )
         ]
     assert texts == ["[REDACTED:forgotten]"]
+    assert not any("花子" in t for t in titles())  # a later chat's title too
+
+
+def test_an_exchange_past_midnight_stays_one_conversation(tmp_path: Path, monkeypatch) -> None:
+    """Issue 28, item 4: the replies after midnight that continue the evening's exchange (each
+    within an hour of the one before) stay in its conversation, with their own date's times; a
+    message after a pause starts the next day's."""
+    monkeypatch.setenv("PMEM_TZ", "Asia/Tokyo")
+    path = tmp_path / "chat.txt"
+    path.write_text(
+        "[LINE] 花子とのトーク履歴\n\n"
+        "2026/03/01(日)\n23:40\t花子\t明日の発表、どうする？\n23:52\t太郎\tスライドは半分できた\n"
+        "2026/03/02(月)\n0:05\t花子\tじゃあ残りは私が作るね\n0:20\t太郎\tありがとう、助かる\n"
+        "9:30\t花子\tおはよう\n",
+        encoding="utf-8",
+    )
+    convs, bad = _read(path, me="太郎")
+    assert bad == []
+    by_day = {c.key.rsplit(":", 1)[1]: c for c in convs}
+    assert sorted(by_day) == ["2026-03-01", "2026-03-02"]
+    evening = by_day["2026-03-01"]
+    assert [m.text for m in evening.active_messages][2:] == [
+        "じゃあ残りは私が作るね",
+        "ありがとう、助かる",
+    ]
+    assert [m.created_at.isoformat() for m in evening.active_messages if m.created_at][2:] == [
+        "2026-03-01T15:05:00+00:00",
+        "2026-03-01T15:20:00+00:00",
+    ]
+    assert [m.text for m in by_day["2026-03-02"].active_messages] == ["おはよう"]

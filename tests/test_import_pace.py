@@ -121,6 +121,7 @@ def test_no_embed_leaves_the_forms_and_the_default_import_adds_them(
     assert out["indexed"]["formed_messages"] == 4 and out["indexed"]["messages_without_forms"] == 0
 
 
+@pytest.mark.needs_shared
 def test_a_batch_stores_its_index_rows_in_its_own_transaction(db, monkeypatch) -> None:
     """The new conversations' index rows are written with the batch (not read back from the
     queue): a crash mid-batch leaves whole conversations with their index rows, or none; the

@@ -207,3 +207,52 @@ def test_other_speakers_reach_a_cloud_drafter_only_with_include_others(
         pl.set_run_options(None)
     assert (Channel.OTHER, "Jiro here, hi all") in others.seen
     assert all(ch is not Channel.MACHINERY for ch, _ in others.seen)  # service lines never
+
+
+def test_an_exchange_past_midnight_stays_one_conversation(tmp_path: Path) -> None:
+    """Issue 28, item 4: a reply a few minutes after midnight continues the evening's
+    conversation (it was a day of its own, one message long, and never drafted); a message after
+    an hour's pause is the next day's."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    def at(text: str) -> str:
+        return str(
+            int(datetime.fromisoformat(text).replace(tzinfo=ZoneInfo("Asia/Tokyo")).timestamp())
+        )
+
+    said = [
+        (1, "2026-03-01T23:40:00", "Hanako", "user42", "明日の発表、どうする？"),
+        (2, "2026-03-01T23:52:00", "Taro", "user1", "スライドは半分できた"),
+        (3, "2026-03-02T00:05:00", "Hanako", "user42", "じゃあ残りは私が作るね"),
+        (4, "2026-03-02T00:20:00", "Taro", "user1", "ありがとう、助かる"),
+        (5, "2026-03-02T09:30:00", "Hanako", "user42", "おはよう"),
+    ]
+    export = {
+        "name": "Hanako",
+        "type": "personal_chat",
+        "id": 4242,
+        "messages": [
+            {
+                "id": i,
+                "type": "message",
+                "date": t,
+                "date_unixtime": at(t),
+                "from": who,
+                "from_id": uid,
+                "text": text,
+            }
+            for i, t, who, uid, text in said
+        ],
+    }
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(export, ensure_ascii=False), encoding="utf-8")
+    convs, bad = _read(path)
+    assert bad == [] and sorted(convs) == ["telegram:4242:2026-03-01", "telegram:4242:2026-03-02"]
+    evening = convs["telegram:4242:2026-03-01"]
+    assert [m.text for m in evening.active_messages] == [t for *_, t in said[:4]]
+    assert (
+        evening.updated_at is not None
+        and evening.updated_at.isoformat() == "2026-03-01T15:20:00+00:00"
+    )
+    assert [m.text for m in convs["telegram:4242:2026-03-02"].active_messages] == ["おはよう"]

@@ -23,8 +23,9 @@ from importers.chatgpt import (
     iter_conversations,
     iter_conversations_from_stream,
 )
+from tests.conftest import REAL as SHARED_REAL
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real" / "chatgpt"
+REAL = SHARED_REAL / "chatgpt"
 PKUPPENS = REAL / "my_chat_gpt-history_download-conversations.subset.json"
 GRAPH = REAL / "chatgpt2graph-examples-conversations.json"
 DEMO = Path(__file__).resolve().parents[1] / "examples" / "demo"
@@ -135,6 +136,7 @@ class _NonSeekable(io.RawIOBase):
 # ---------------------------------------------------------------- real exports
 
 
+@pytest.mark.needs_shared
 def test_both_real_fixtures_import() -> None:
     pk = _convs(PKUPPENS)
     graph = _convs(GRAPH)
@@ -165,6 +167,7 @@ def test_both_real_fixtures_import() -> None:
             assert conv.active_messages[-1].node_id == item["current_node"]
 
 
+@pytest.mark.needs_shared
 def test_active_path_follows_current_node_and_keeps_regenerations() -> None:
     convs = _convs(PKUPPENS)
     raw = {item["title"]: item for item in _raw(PKUPPENS)}
@@ -197,6 +200,7 @@ def test_active_path_follows_current_node_and_keeps_regenerations() -> None:
     assert second.created_at > first.created_at
 
 
+@pytest.mark.needs_shared
 def test_active_path_is_tree_order_not_time_order() -> None:
     convs = _convs(PKUPPENS)
     raw = {item["title"]: item for item in _raw(PKUPPENS)}
@@ -217,6 +221,7 @@ def test_active_path_is_tree_order_not_time_order() -> None:
         ), "fixture should hold a non-monotonic create_time"
 
 
+@pytest.mark.needs_shared
 def test_browsing_and_tool_content_is_tool_channel() -> None:
     convs = _convs(PKUPPENS)
     seen_types: set[str] = set()
@@ -235,6 +240,7 @@ def test_browsing_and_tool_content_is_tool_channel() -> None:
     assert calls and all(m.role == "assistant" and m.channel is Channel.TOOL for m in calls)
 
 
+@pytest.mark.needs_shared
 def test_hidden_system_nodes_are_machinery() -> None:
     (graph,) = _convs(GRAPH)
     raw_mapping = _raw(GRAPH)[0]["mapping"]
@@ -259,6 +265,7 @@ def test_hidden_system_nodes_are_machinery() -> None:
         assert systems[0].position == 0
 
 
+@pytest.mark.needs_shared
 def test_code_interpreter_pairs_are_tool() -> None:
     (graph,) = _convs(GRAPH)
     code = [m for m in graph.messages if m.content_type == "code"]
@@ -274,6 +281,7 @@ def test_code_interpreter_pairs_are_tool() -> None:
     assert len([m for m in drafting if m.channel is Channel.PERSON]) == 8
 
 
+@pytest.mark.needs_shared
 def test_text_is_read_exactly_from_real_export() -> None:
     convs = _convs(PKUPPENS)
     raw = {item["title"]: item for item in _raw(PKUPPENS)}
@@ -673,6 +681,7 @@ def test_bom_and_empty_array(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- registry and sniffing
 
 
+@pytest.mark.needs_shared
 def test_registry_and_iter_source(tmp_path: Path) -> None:
     assert IMPORTERS["chatgpt"] == "importers.chatgpt"
     assert len(list(iter_source("chatgpt", PKUPPENS))) == 6
@@ -681,6 +690,7 @@ def test_registry_and_iter_source(tmp_path: Path) -> None:
     assert "myspace" in str(info.value) and "chatgpt" in str(info.value)
 
 
+@pytest.mark.needs_shared
 def test_sniff(tmp_path: Path) -> None:
     assert sniff(PKUPPENS) == "chatgpt"
     assert sniff(GRAPH) == "chatgpt"  # pretty-printed

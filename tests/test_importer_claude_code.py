@@ -16,8 +16,9 @@ from core.models import Channel, Conversation, Message
 from importers import iter_source, sniff
 from importers._common import Quarantined
 from importers.claude_code import iter_conversations
+from tests.conftest import REAL as SHARED_REAL
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real" / "claude-code"
+REAL = SHARED_REAL / "claude-code"
 V2064 = REAL / "codemie-v2.0.64" / "4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl"
 V2064_AGENTS = [
     REAL / "codemie-v2.0.64" / "agent-36541525.jsonl",
@@ -112,6 +113,7 @@ def _by_node(conv: Conversation, node_id: str) -> Message:
 # ---------------------------------------------------------------- real transcripts
 
 
+@pytest.mark.needs_shared
 def test_every_real_transcript_imports_with_unique_keys() -> None:
     for path in ALL_REAL:
         conv = _conv(path)
@@ -126,6 +128,7 @@ def test_every_real_transcript_imports_with_unique_keys() -> None:
         assert conv.created_at is not None and conv.created_at.tzinfo is not None
 
 
+@pytest.mark.needs_shared
 def test_v2064_session_merges_split_message() -> None:
     conv = _conv(V2064)
     assert conv.key == "claude-code:4c2ddfdc-b619-4525-8d03-1950fb1b0257"
@@ -162,6 +165,7 @@ def test_v2064_session_merges_split_message() -> None:
     )
 
 
+@pytest.mark.needs_shared
 def test_old_layout_subagents_are_linked_to_their_session(tmp_path: Path) -> None:
     convs = {c.key: c for c in iter_conversations(V2064.parent) if isinstance(c, Conversation)}
     parent = "claude-code:4c2ddfdc-b619-4525-8d03-1950fb1b0257"
@@ -180,6 +184,7 @@ def test_old_layout_subagents_are_linked_to_their_session(tmp_path: Path) -> Non
     assert sniff(V2064.parent) == "claude-code"
 
 
+@pytest.mark.needs_shared
 def test_new_layout_subagents_folder() -> None:
     convs = {c.key: c for c in iter_conversations(V217.parent) if isinstance(c, Conversation)}
     parent = (
@@ -204,6 +209,7 @@ def test_new_layout_subagents_folder() -> None:
     assert len(thinking) == 11 and all(m.channel is Channel.MACHINERY for m in thinking)
 
 
+@pytest.mark.needs_shared
 def test_v2076_long_session() -> None:
     conv = _conv(V2076)
     raw = _raw(V2076)
@@ -230,6 +236,7 @@ def test_v2076_long_session() -> None:
     assert not any(m.content_type.startswith("queue") for m in conv.messages)
 
 
+@pytest.mark.needs_shared
 def test_v214_foreign_summaries_are_not_this_sessions() -> None:
     conv = _conv(V214)
     raw = _raw(V214)
@@ -246,6 +253,7 @@ def test_v214_foreign_summaries_are_not_this_sessions() -> None:
     assert conv.messages[0].created_at.isoformat() == "2026-01-11T09:53:23.575000+00:00"
 
 
+@pytest.mark.needs_shared
 def test_v21152_redacted_sdk_run() -> None:
     conv = _conv(V21152)
     assert conv.key == "claude-code:06090cb1-3e64-433a-bc7e-a621c0f596d2"
@@ -256,6 +264,7 @@ def test_v21152_redacted_sdk_run() -> None:
     assert conv.messages[1].parent_id == conv.messages[0].node_id
 
 
+@pytest.mark.needs_shared
 def test_stage0_shape_fixture() -> None:
     conv = _conv(STAGE0)
     assert conv.key == "claude-code:ses_stage0_small"
@@ -272,6 +281,7 @@ def test_stage0_shape_fixture() -> None:
     assert len(fallback) == 1 and fallback[0].channel is Channel.MACHINERY
 
 
+@pytest.mark.needs_shared
 def test_real_projects_tree(tmp_path: Path) -> None:
     projects = tmp_path / ".claude" / "projects" / "-tmp-private"
     shutil.copytree(V2064.parent, projects)

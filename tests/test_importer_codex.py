@@ -16,8 +16,9 @@ from core.models import Channel, Conversation, Message
 from importers import iter_source, sniff
 from importers._common import Quarantined
 from importers.codex import iter_conversations, split_preamble
+from tests.conftest import REAL as SHARED_REAL
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real" / "codex"
+REAL = SHARED_REAL / "codex"
 V077 = REAL / "rollout-2026-01-02T18-39-45-019b7f94-51b4-7593-922e-ba12b5b73b52.jsonl"
 V0125 = REAL / "rollout-2026-05-11T11-26-55-019e1625-789d-76c0-80ab-3724b5ddb799.jsonl"
 V0128 = REAL / "rollout-2026-05-11T13-28-45-019e1695-0522-7c83-8b39-0dd379793f80.jsonl"
@@ -111,6 +112,7 @@ SID = "019c0000-0000-7000-8000-00000000000a"
 # ---------------------------------------------------------------- real rollouts
 
 
+@pytest.mark.needs_shared
 def test_every_real_rollout_imports_with_unique_keys() -> None:
     for path in ALL_REAL:
         items = list(iter_conversations(path))
@@ -128,6 +130,7 @@ def test_every_real_rollout_imports_with_unique_keys() -> None:
         assert all(m.channel in (Channel.PERSON, Channel.ASSISTANT) for m in conv.drafting_messages)
 
 
+@pytest.mark.needs_shared
 def test_v077_exec_session() -> None:
     conv = _conv(V077)
     assert conv.external_id == "019b7f94-51b4-7593-922e-ba12b5b73b52"
@@ -153,6 +156,7 @@ def test_v077_exec_session() -> None:
     assert _assistant(conv) == []  # the publisher's file stops before the answer
 
 
+@pytest.mark.needs_shared
 def test_v0125_tui_session_counts_each_turn_once() -> None:
     conv = _conv(V0125)
     raw = _raw_lines(V0125)
@@ -185,6 +189,7 @@ def test_v0125_tui_session_counts_each_turn_once() -> None:
     )
 
 
+@pytest.mark.needs_shared
 def test_v0128_desktop_preamble_is_split_exactly() -> None:
     conv = _conv(V0128)
     events = [
@@ -204,6 +209,7 @@ def test_v0128_desktop_preamble_is_split_exactly() -> None:
     assert len(_assistant(conv)) == 3
 
 
+@pytest.mark.needs_shared
 def test_v0135_redacted_exec_session() -> None:
     conv = _conv(V0135)
     assert _person(conv) == ["[REDACTED_PROMPT]"]
@@ -217,6 +223,7 @@ def test_v0135_redacted_exec_session() -> None:
     ]
 
 
+@pytest.mark.needs_shared
 def test_stage0_shape_fixture_0146() -> None:
     conv = _conv(STAGE0)
     assert conv.external_id == "019fc8be-3658-7ca3-9e29-000000000000"
@@ -237,6 +244,7 @@ def test_stage0_shape_fixture_0146() -> None:
     assert len(compacted) == 6 and all(m.channel is Channel.MACHINERY for m in compacted)
 
 
+@pytest.mark.needs_shared
 def test_real_tree_reads_only_rollout_files(tmp_path: Path) -> None:
     assert sniff(REAL) == "codex"
     keys = [c.key for c in iter_conversations(REAL) if isinstance(c, Conversation)]
@@ -476,6 +484,7 @@ def test_fork_copy_is_kept_without_the_parent(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- compressed and damaged files
 
 
+@pytest.mark.needs_shared
 def test_zstd_rollout_reads_like_the_plain_one(tmp_path: Path) -> None:
     zstandard = pytest.importorskip("zstandard")
     path = tmp_path / (V0125.name + ".zst")
@@ -601,6 +610,7 @@ def test_text_is_byte_exact(tmp_path: Path, compressed: bool) -> None:
     assert _person(_conv(raw_utf8 / f"rollout-{SID}.jsonl")) == safe
 
 
+@pytest.mark.needs_shared
 def test_iter_source_and_message_fields(tmp_path: Path) -> None:
     items = list(iter_source("codex", V0135))
     (conv,) = items

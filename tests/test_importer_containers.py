@@ -19,8 +19,9 @@ from importers import IMPORTERS, iter_source, sniff
 from importers._common import Quarantined
 from importers._jsonarray import has_lone_surrogate_escape
 from importers.chatgpt import shard_order
+from tests.conftest import REAL as SHARED_REAL
 
-REAL = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "real"
+REAL = SHARED_REAL
 PKUPPENS = REAL / "chatgpt" / "my_chat_gpt-history_download-conversations.subset.json"
 GRAPH = REAL / "chatgpt" / "chatgpt2graph-examples-conversations.json"
 CODEX = REAL / "codex" / "rollout-2026-01-02T18-39-45-019b7f94-51b4-7593-922e-ba12b5b73b52.jsonl"
@@ -69,6 +70,7 @@ def _keys(items: list[Any]) -> list[str]:
 # ---------------------------------------------------------------- registry
 
 
+@pytest.mark.needs_shared
 def test_registry_names_every_source() -> None:
     assert IMPORTERS == {
         "chatgpt": "importers.chatgpt",
@@ -98,6 +100,7 @@ def test_items_have_what_the_pipeline_reads(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- ChatGPT zips, folders, shards
 
 
+@pytest.mark.needs_shared
 def test_real_export_in_a_zip_is_read_in_place(tmp_path: Path) -> None:
     path = _zip(
         tmp_path / "chatgpt-export.zip",
@@ -242,6 +245,7 @@ def test_folder_without_an_export(tmp_path: Path) -> None:
     assert sniff(tmp_path) is None
 
 
+@pytest.mark.needs_shared
 def test_wrong_source_for_a_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(InputError) as info:
         list(iter_source("chatgpt", CODEX))
@@ -264,6 +268,7 @@ def test_wrong_source_for_a_file_is_a_clear_error(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- sniffing
 
 
+@pytest.mark.needs_shared
 def test_sniff_every_format(tmp_path: Path) -> None:
     assert sniff(PKUPPENS) == "chatgpt"
     assert sniff(GRAPH) == "chatgpt"

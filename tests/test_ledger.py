@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import psycopg
+import pytest
 
 from core.models import Channel, Conversation, Message, Provenance
 from importers import iter_source
@@ -40,6 +41,7 @@ def import_file(ledger: Ledger, path) -> list[str]:
     return outcomes
 
 
+@pytest.mark.needs_shared
 def test_reimport_changes_no_row(db, db_url):
     ledger = Ledger(db)
     assert import_file(ledger, SUBSET) == ["new"] * 6

@@ -105,6 +105,7 @@ def imported(
         )
 
 
+@pytest.mark.needs_shared
 def test_list_shows_every_imported_conversation_with_the_prefilter_word(imported) -> None:
     items = last_json("ledger", "list", "--json")["items"]
     assert set(items[0]) >= ITEM_KEYS
@@ -121,6 +122,7 @@ def test_list_shows_every_imported_conversation_with_the_prefilter_word(imported
     assert "Django Multi-DB Setup" in words and "chatgpt:" in words
 
 
+@pytest.mark.needs_shared
 def test_show_gives_the_active_path_in_order(imported) -> None:
     convs = [c for c in iter_source("chatgpt", SUBSET) if isinstance(c, Conversation)]
     conv = next(c for c in convs if len(c.active_messages) < len(c.messages))  # has branches
@@ -146,6 +148,7 @@ def _cc_lines(path: Path) -> dict[str, dict[str, Any]]:
     return {rec["uuid"]: rec for rec in lines if isinstance(rec, dict) and "uuid" in rec}
 
 
+@pytest.mark.needs_shared
 @pytest.mark.parametrize("path", [CC_SESSION, CC_STAGE0], ids=lambda p: p.name)
 def test_claude_code_person_is_only_what_the_person_typed(imported, path: Path) -> None:
     raw = _cc_lines(path)
@@ -179,6 +182,7 @@ def test_claude_code_person_is_only_what_the_person_typed(imported, path: Path) 
     assert meta_seen > 0 or path != CC_SESSION  # that session has an isMeta caveat on its path
 
 
+@pytest.mark.needs_shared
 def test_codex_person_turns_are_counted_once(imported) -> None:
     keys = [it["key"] for it in last_json("ledger", "list", "--source", "codex", "--json")["items"]]
     assert len(keys) >= 3

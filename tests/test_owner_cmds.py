@@ -224,6 +224,74 @@ def test_export_import_backup_export_is_byte_identical(world, db_factory, monkey
         ).fetchone() == (0,)
 
 
+def test_the_backup_carries_summaries_concepts_and_markers(
+    world, db_factory, monkeypatch, tmp_path
+):
+    """Issue 28, item 3: what was made from the memories at a model's cost (month summaries,
+    the profile, the concept memory) and the owner's markers are in `pmem export`, come back
+    with `pmem backup restore`, and the export of the restored store is the same bytes; in a
+    store that erased a memory, nothing made from it comes back."""
+    from core.settings import get_settings
+    from flows import summarize as sm
+
+    store, a, _b, _keys = world
+    assert runner.invoke(app, ["memory", "mark", "今日は車の話"]).exit_code == 0
+    assert runner.invoke(app, ["concepts", "rebuild", "--no-embed"]).exit_code == 0
+    run_ = sm.open_run(get_settings(), None)
+    try:
+        assert sm.run_summarize(run_, None)["months_drafted"] >= 1
+    finally:
+        sm.close_run(run_)
+    first = tmp_path / "first.jsonl"
+    assert runner.invoke(app, ["backup", "export", "--out", str(first)]).exit_code == 0
+    rows = [json.loads(line) for line in first.read_text().splitlines()]
+    kinds = {r["type"] for r in rows}
+    assert {
+        "month_summary",
+        "profile",
+        "concept",
+        "experience",
+        "experience_link",
+        "marker",
+    } <= kinds
+    assert all("created_at" not in r and "run_id" not in r for r in rows)
+    assert any(r["type"] == "experience" and r["memory_id"] == a for r in rows)
+    assert any(r["type"] == "month_summary" and a in r["memory_ids"] for r in rows)
+
+    monkeypatch.setenv("DATABASE_URL", db_factory())
+    code, body, _ = pmem("backup", "restore", str(first), "--yes", "--json")
+    assert code == 0 and body["markers"] == 1 and body["concepts"] >= 1, body
+    assert body["month_summaries"] >= 1 and body["profiles"] >= 1
+    second = tmp_path / "second.jsonl"
+    assert runner.invoke(app, ["backup", "export", "--out", str(second)]).exit_code == 0
+    assert second.read_bytes() == first.read_bytes()
+    assert "今日は車の話" in runner.invoke(app, ["memory", "marks"]).output
+
+    # a store that erased memory a: no summary citing it, no experience of it comes back
+    url = db_factory()
+    monkeypatch.setenv("DATABASE_URL", url)
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO erasure_audit (erasure_id, action, target, memory_id) "
+            "VALUES ('e1', 'erasure', 'memory', %s)",
+            (a,),
+        )
+    code, body, _ = pmem("backup", "restore", str(first), "--yes", "--json")
+    assert code == 0 and body["erased_skipped"] == 1
+    with psycopg.connect(url) as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM month_summaries WHERE %s = ANY(memory_ids)", (a,)
+        ).fetchone() == (0,)
+        assert conn.execute(
+            "SELECT count(*) FROM experiences WHERE memory_id = %s", (a,)
+        ).fetchone() == (0,)
+        assert conn.execute(
+            "SELECT count(*) FROM experience_links WHERE memory_id = %s", (a,)
+        ).fetchone() == (0,)
+
+
 def test_demo_works_in_a_database_of_its_own(cli_env, world, tmp_path):
     """`pmem demo` writes its sample memories into `<db>_demo` on the same server: the user's
     `pmem export` is byte-identical before and after (the seed's make-demo contract)."""
@@ -268,6 +336,46 @@ def test_demo_works_in_a_database_of_its_own(cli_env, world, tmp_path):
                     sql.Identifier(f"{own}_demo")
                 )
             )
+
+
+def test_gc_knows_every_folder_pmem_writes(world, pmem_env, tmp_path):
+    """Issue 28, item 3: every folder a writer names under the data dir or the runs folder is in
+    core.settings.DATA_FOLDERS / RUNS_FOLDERS, and `pmem runs gc` never offers one of them: the
+    concept cache stays, a summary run stays until it finished long ago."""
+    import os
+    import re
+
+    from core.settings import DATA_FOLDERS, PROJECT_ROOT, RUNS_FOLDERS, get_settings
+    from flows import summarize as sm
+
+    named = re.compile(r"\b(data_dir|runs_dir)\s*/\s*[\"']([^\"'.]+)[\"']")  # a folder, not a file
+    packages = ("core", "importers", "providers", "store", "stages", "state", "search", "flows")
+    found = {
+        (m[0], m[1])
+        for package in (*packages, "reports", "cli", "memory_api", "mcp_server", "prompts")
+        for f in (PROJECT_ROOT / package).rglob("*.py")
+        for m in named.findall(f.read_text(encoding="utf-8"))
+    }
+    assert ("data_dir", "runs") in found  # the scan reads the writers
+    assert {name for where, name in found if where == "data_dir"} <= set(DATA_FOLDERS)
+    assert not {name for where, name in found if where == "runs_dir"} - set(RUNS_FOLDERS)
+
+    runs = Path(pmem_env["PMEM_DATA_DIR"]) / "runs"
+    (runs / "concepts").mkdir(parents=True)
+    (runs / "concepts" / "mem_x.json").write_text("{}")
+    run_ = sm.open_run(get_settings(), None)
+    try:
+        sm.run_summarize(run_, None)
+    finally:
+        sm.close_run(run_)
+    [summary_run] = [p for p in runs.iterdir() if p.name.startswith("summarize-")]
+    code, body, _ = pmem("runs", "gc", "--yes", "--json")
+    assert code == 0 and body["removed"] == 0, body
+    old = summary_run / "run-state.json"
+    os.utime(old, (old.stat().st_atime, old.stat().st_mtime - 40 * 86400))
+    code, body, _ = pmem("runs", "gc", "--yes", "--json")
+    assert code == 0 and body["paths"] == [summary_run.name], body
+    assert (runs / "concepts" / "mem_x.json").exists()
 
 
 def test_readable_output_status_search_gc_version_db_status(world, db, pmem_env, monkeypatch):

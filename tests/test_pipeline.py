@@ -55,6 +55,7 @@ def store_dump(db_url: str) -> dict[str, list]:
         }
 
 
+@pytest.mark.needs_shared
 def test_real_export_backfill_and_rerun(pmem_env, db_url):
     first = run(pmem_env, SUBSET)
     assert first["status"] == "complete"

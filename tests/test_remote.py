@@ -914,6 +914,66 @@ def test_the_backfill_commits_through_the_remote_server(
         server.stop()
 
 
+def test_a_real_backfill_through_pmem_serve_http_with_the_documented_scopes(
+    remote: dict[str, Any], prefect_api: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 28, item 2: `pmem backfill` (the command, its steps run plainly without Prefect's
+    round trips) commits through `pmem serve --http` with a refresh token of exactly the scopes
+    docs/remote.md names; one scope fewer (memory.propose, which the docs once left out) stops it
+    with the 403's scope and a hint naming the command that issues the right token."""
+    import json
+    import re
+
+    from core.settings import get_settings
+    from flows import pipeline as pl
+
+    doc = (PROJECT / "docs" / "remote.md").read_text(encoding="utf-8")
+    line = re.search(
+        r"On the server: `pmem auth token --client backfill ((?:--scope \S+ ?)+)`", doc
+    )
+    assert line is not None, "docs/remote.md names the backfill's token command"
+    documented = re.findall(r"--scope (\S+)", line.group(1))
+
+    def backfill(source: str, export_path: str, dry_run: bool = False, llm=None, embed=True):  # type: ignore[no-untyped-def]
+        p = pl.Pipeline.open(get_settings(), llm)
+        try:
+            return pl.run_backfill(p, source, export_path, dry_run=dry_run, embed=embed)
+        finally:
+            p.close()
+
+    monkeypatch.setattr("flows.backfill.backfill", backfill)
+
+    def token(scopes: list[str]) -> str:
+        flags = [x for s in scopes for x in ("--scope", s)]
+        issued = pmem("auth", "token", "--client", "backfill", *flags, "--json")
+        assert issued.exit_code == 0, issued.output
+        return str(json.loads(issued.stdout.strip().splitlines()[-1])["refresh_token"])
+
+    monkeypatch.setenv("PREFECT_API_URL", prefect_api)  # the session's: no server started here
+    monkeypatch.delenv("PMEM_MEMORY_TOKEN", raising=False)
+    monkeypatch.setenv("PMEM_MEMORY_URL", remote["base"] + "/")
+    monkeypatch.setenv("PMEM_LLM", "extractive")
+    args = ("backfill", "--source", "chatgpt", "--export", str(DEMO), "--no-embed", "--json")
+
+    monkeypatch.setenv(
+        "PMEM_MEMORY_REFRESH_TOKEN", token([s for s in documented if s != "memory.propose"])
+    )
+    short = pmem(*args)
+    out = json.loads(short.stdout.strip().splitlines()[-1])
+    assert short.exit_code != 0 and out["exit_code"] == short.exit_code, short.output
+    said = short.stderr + json.dumps(out, ensure_ascii=False)
+    assert "memory.propose" in said and "pmem auth token --client backfill" in said, said
+
+    monkeypatch.setenv("PMEM_MEMORY_REFRESH_TOKEN", token(documented))
+    full = pmem(*args)
+    assert full.exit_code == 0, full.stderr
+    summary = json.loads(full.stdout.strip().splitlines()[-1])
+    assert summary["status"] == "complete" and summary["commits"] > 0
+    with remote["db"].connection() as conn:
+        clients = {c for (c,) in conn.execute("SELECT DISTINCT client FROM memory_revisions")}
+    assert clients == {"backfill"}  # every commit went through the server, as its client
+
+
 def test_budget_per_client_and_bind_rule(
     pmem_env: dict[str, str], db, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]

@@ -23,7 +23,7 @@ from tests.fakeservers import VENDOR_ENV, FakeServer, Reply, openai_chat, record
 
 DEMO = PROJECT / "examples" / "demo" / "conversations.json"
 SUBSET = REAL / "chatgpt" / "my_chat_gpt-history_download-conversations.subset.json"
-CODEX = next((REAL / "codex").rglob("*.jsonl"))
+CODEX = REAL / "codex" / "rollout-2026-01-02T18-39-45-019b7f94-51b4-7593-922e-ba12b5b73b52.jsonl"
 LLM = "openai:gpt-4.1-mini"  # priced: $0.40 / $1.60 per million tokens
 CONTRACT = (
     "run_id",
@@ -110,6 +110,7 @@ def answer(prompt_tokens: int = 120) -> Reply:
 # ---------------------------------------------------------------- input checked before anything
 
 
+@pytest.mark.needs_shared
 def test_a_source_contradicting_the_file_is_refused_before_anything_starts(
     env, plain, db_url, tmp_path
 ):
@@ -117,7 +118,7 @@ def test_a_source_contradicting_the_file_is_refused_before_anything_starts(
     assert r.exit_code == 1
     assert "conversations.json looks like a ChatGPT export: use --source chatgpt" in r.stderr
     out = last_json(r.stdout)
-    assert out["status"] == "failed" and out["run_id"] is None and "ChatGPT" in out["error"]
+    assert out["status"] == "failed" and out["run_id"] is None and "ChatGPT" in out["message"]
     r = pmem("backfill", "--source", "chatgpt", "--export", str(CODEX))
     assert r.exit_code == 1 and "looks like a Codex export: use --source codex" in r.stderr
     assert count(db_url, "source_conversations") == 0 and count(db_url, "backfill_runs") == 0
@@ -217,6 +218,7 @@ def test_dry_run_prints_estimate_words_next_commands_and_resumes_with_nothing_to
 # ---------------------------------------------------------------- a run is its export
 
 
+@pytest.mark.needs_shared
 def test_a_run_drafts_only_its_export_and_pending_drafts_the_rest(env, plain, db_url):
     assert pmem("import", str(DEMO), "--no-embed").exit_code == 0  # 8 conversations waiting
     r = pmem("backfill", "--export", str(SUBSET), "--json")
@@ -312,6 +314,7 @@ def test_retry_after_past_max_wait_exits_75_with_json_and_the_full_resume_comman
     )
     assert f"LLM={LLM}" in s["make_command"] and "MAX_WAIT=1" in s["make_command"]
     assert s["resume_command"] in r.stderr
+    assert (s["error"], s["exit_code"]) == ("stopped", 75) and s["resume_command"] in s["hint"]
 
 
 # ---------------------------------------------------------------- --max-cost

@@ -175,7 +175,9 @@ def _export_text(db_url: str) -> str:
     db = Database(db_url)
     try:
         out = io.StringIO()
-        write_export(db, out)
+        # the memories' rows: the concept memory is compared as readers see it (_concept_state),
+        # since the pool's batch order decides which memory first named a concept
+        write_export(db, out, derived=False)
         return out.getvalue()
     finally:
         db.close()

@@ -85,6 +85,7 @@ def test_word_count_rule() -> None:
     assert count_words("家計簿アプリにした") == 4.5
 
 
+@pytest.mark.needs_shared
 @pytest.mark.parametrize(
     ("name", "convs"), [("eval", eval_conversations), ("real", real_conversations)]
 )
@@ -95,6 +96,7 @@ def test_at_most_one_non_secret_redacted_per_10k_words(name: str, convs) -> None
     assert rate <= MAX_PER_10K_WORDS, f"{name}: {fps} in {words:.0f} words: {where[:20]}"
 
 
+@pytest.mark.needs_shared
 def test_the_eval_corpus_planted_secrets_are_all_found() -> None:
     found = 0
     total = 0
