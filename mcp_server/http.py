@@ -14,8 +14,9 @@ One ASGI app on one port:
     /v1/…                                      the memory API (memory_api/app.py), same tokens
     /public                                    the public projection (a role that reads only it)
 
-Everything goes through ``memory_api.limits.Limits`` first (body sizes, slow bodies, strict JSON,
-NUL), and uvicorn runs with its connection limits (``uvicorn_limits``).
+Everything goes through ``memory_api.limits.Limits`` first (body sizes, slow bodies, NUL in the
+query), each app through ``StrictJson`` once its caller is known (JSON depth, NaN, NUL), and
+uvicorn runs with its connection limits (``uvicorn_limits``).
 
 Scopes per tool (``TOOL_SCOPES``): a call beyond the grant is answered 403 ``insufficient_scope``
 before it reaches the server, with ``WWW-Authenticate: Bearer error="insufficient_scope",
@@ -47,7 +48,7 @@ from mcp_server.consent import Authorize
 from mcp_server.oauth import OAuthEndpoints, Urls
 from mcp_server.service import MemoryService
 from memory_api.auth import allowed_hosts, host_name, is_loopback, step_up_scope
-from memory_api.limits import Limits, address_key
+from memory_api.limits import Limits, StrictJson, address_key
 from store.budget import PgWindow
 from store.db import Database
 from store.oauth import OAuthStore
@@ -470,7 +471,7 @@ def create_app(
         ),  # McpGuard checks Host
     )
     guard = McpGuard(
-        mcp_app,
+        StrictJson(mcp_app),
         tokens=tokens,
         urls=urls,
         hosts=hosts,
@@ -531,7 +532,7 @@ def create_app(
         Route("/public", public, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
     ]
-    oauth_app = _HostChecked(Starlette(routes=routes), hosts)
+    oauth_app = _HostChecked(StrictJson(Starlette(routes=routes)), hosts)
     api = create_api(
         db,
         budget=budget,

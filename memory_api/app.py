@@ -26,7 +26,7 @@ from core.errors import (
 )
 from core.models import CONFIRMED_ACTIONS, STANDING_ACTIONS, ActionRequest, CommitRequest
 from memory_api.auth import AuthMiddleware, allowed_hosts
-from memory_api.limits import Limits
+from memory_api.limits import Limits, StrictJson
 from search.service import ReadService
 from store.budget import PgWindow
 from store.db import Database
@@ -110,6 +110,7 @@ def create_app(
     app = FastAPI(
         title="personal-memory API", version="1", docs_url=None, redoc_url=None, openapi_url=None
     )
+    app.add_middleware(StrictJson)  # innermost: after the token check
     app.add_middleware(
         AuthMiddleware,
         tokens=TokenStore(db),

@@ -123,7 +123,7 @@ def action_scope(path: str, body: bytes) -> str | None:
     key = "reason" if path.startswith("/v1/commits") else "action"
     try:
         value = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # memory_api/limits.py's StrictJson answers it
         return None
     action = value.get(key) if isinstance(value, dict) else None
     return ACTION_SCOPES.get(action) if isinstance(action, str) else None

@@ -8,12 +8,16 @@ before any route, handler or SDK sees it.
   the OAuth forms 64 KiB);
 - **slow bodies**: a body not complete within ``BODY_SECONDS`` of the request is ``408`` and
   the connection closed (a half-sent request holds nothing longer);
+- **NUL** in the path or the query string: ``400 invalid_request``;
+- **an error nobody caught** is answered ``500 internal_error`` and logged as its type and the
+  place it was raised, never its message (a message can quote the request).
+
+``StrictJson`` checks the body's content once the caller is known (behind the token check):
+
 - **JSON** (``application/json``, ``…+json``): UTF-8, at most ``MAX_DEPTH`` levels, no ``NaN``
   or ``Infinity``, no NUL character and no lone surrogate in any string or key (PostgreSQL's text
   cannot hold them): otherwise ``400 invalid_json`` with the reason;
-- **NUL** in the path, the query string or a form body: ``400 invalid_request``;
-- **an error nobody caught** is answered ``500 internal_error`` and logged as its type and the
-  place it was raised, never its message (a message can quote the request).
+- **NUL** in a form body: ``400 invalid_request``.
 
 No answer or log line here holds the body or the query string. The connection-level limits
 (idle and half-sent headers: ``TimedH11``, keep-alive) are set where uvicorn is configured
@@ -101,7 +105,8 @@ def address_key(host: str | None) -> str:
 
 
 def json_problem(body: bytes) -> str | None:
-    """Why ``body`` is not JSON this server takes, or None."""
+    """Why ``body`` is JSON this server refuses (too deep, NaN, NUL, a lone surrogate, not
+    UTF-8), or None; a body that is not JSON at all is left to the app's own parser."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -123,7 +128,7 @@ def json_problem(body: bytes) -> str | None:
     except ValueError as err:
         if str(err) in ("NaN", "Infinity", "-Infinity"):
             return "NaN or Infinity is not JSON"
-        return "not valid JSON"
+        return None  # plain invalid JSON: the app answers it its own way (422, -32700)
     return _strings_problem(value, 0)
 
 
@@ -203,19 +208,7 @@ class Limits:
             if with_deadline is None:
                 await _answer(send, 413, {"error": "body_too_large", "limit": limit}, close=True)
                 return
-            body, receive = with_deadline
-            ctype = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
-            if body and (ctype == b"application/json" or ctype.endswith(b"+json")):
-                why = json_problem(body)
-                if why:
-                    log.info("refused a JSON body on %s: %s", path, why)
-                    await _answer(send, 400, {"error": "invalid_json", "reason": why})
-                    return
-            elif ctype == b"application/x-www-form-urlencoded" and (
-                b"\x00" in body or b"%00" in body.lower()
-            ):
-                await _answer(send, 400, {"error": "invalid_request", "reason": "NUL character"})
-                return
+            receive = with_deadline[1]
         started = False
 
         async def tracked(message: MutableMapping[str, Any]) -> None:
@@ -251,6 +244,43 @@ async def _read(receive: Receive, limit: int) -> tuple[bytes, Receive] | None:
             break
     body = b"".join(chunks)
     return body, _replay(body, receive, None)
+
+
+class StrictJson:
+    """The body's content, checked after the caller is known (a request without a valid token
+    is answered 401 before its body is looked at): a JSON body must pass ``json_problem``
+    (``400 invalid_json`` with the reason), a form body must hold no NUL. Behind ``Limits``,
+    which has capped the body's size and time."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        headers = {k.lower(): v for k, v in scope.get("headers", [])}
+        ctype = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+        is_json = ctype == b"application/json" or ctype.endswith(b"+json")
+        is_form = ctype == b"application/x-www-form-urlencoded"
+        if not (is_json or is_form):
+            await self.app(scope, receive, send)
+            return
+        read = await _read(receive, MAX_BODY)
+        if read is None:
+            await _answer(send, 413, {"error": "body_too_large", "limit": MAX_BODY}, close=True)
+            return
+        body, receive = read
+        if body and is_json:
+            why = json_problem(body)
+            if why:
+                log.info("refused a JSON body on %s: %s", scope.get("path", ""), why)
+                await _answer(send, 400, {"error": "invalid_json", "reason": why})
+                return
+        elif is_form and (b"\x00" in body or b"%00" in body.lower()):
+            await _answer(send, 400, {"error": "invalid_request", "reason": "NUL character"})
+            return
+        await self.app(scope, receive, send)
 
 
 def _replay(body: bytes, receive: Receive, first: MutableMapping[str, Any] | None) -> Receive:
