@@ -391,8 +391,8 @@ async def _buffer(receive: Any) -> tuple[bytes | None, Any]:
 def _missing_scope(body: bytes, granted: tuple[str, ...]) -> str | None:
     try:
         message = json.loads(body)
-    except ValueError:
-        return None  # the transport answers a parse error itself
+    except (ValueError, RecursionError):
+        return None  # StrictJson (too deep, NaN) or the transport (a parse error) answers it
     for m in message if isinstance(message, list) else [message]:
         if not isinstance(m, dict) or m.get("method") != "tools/call":
             continue
@@ -480,7 +480,6 @@ def create_app(
     )
     endpoints = OAuthEndpoints(store, urls)
     authorize = Authorize(store, urls)
-    registrations = PgWindow(db, "server:registrations", REGISTRATIONS, 600.0)
 
     async def public(request: Request) -> Response:
         items = await run_in_threadpool(public_reader.items) if public_reader is not None else []
@@ -492,8 +491,9 @@ def create_app(
         # (too large, bad metadata, refused URIs) never uses up the shared budget
         address = address_key(request.client.host if request.client else None)
         per_address = PgWindow(
-            db, f"server:registrations:{address}", REGISTRATIONS_PER_ADDRESS, 600.0
+            db, f"dcr:{address}", REGISTRATIONS_PER_ADDRESS, 600.0
         )
+        registrations = PgWindow(db, "server:registrations", REGISTRATIONS, 600.0)
         wait = await run_in_threadpool(per_address.try_acquire)
         if wait <= 0 and await run_in_threadpool(registrations.in_window) >= REGISTRATIONS:
             wait = 60.0

@@ -16,6 +16,8 @@ client would, and with the `mcp` SDK's own OAuth client for the step-up.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -53,8 +55,8 @@ ACCEPT = {"Accept": "application/json, text/event-stream"}
 LOOPBACK = "http://127.0.0.1:43999/callback"
 
 
-@pytest.fixture(autouse=True)
-def cheap_argon2(monkeypatch: pytest.MonkeyPatch) -> None:
+def use_cheap_argon2(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Argon2id at its cheapest: the flow is tested here, not the work factor."""
     import argon2
 
     import store.oauth
@@ -66,9 +68,17 @@ def cheap_argon2(monkeypatch: pytest.MonkeyPatch) -> None:
     )
 
 
-@pytest.fixture
-def server(db, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+@pytest.fixture(autouse=True)
+def cheap_argon2(monkeypatch: pytest.MonkeyPatch) -> None:
+    use_cheap_argon2(monkeypatch)
+
+
+@contextmanager
+def remote_server(db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """The remote server's app (`pmem serve --http`) under uvicorn in a thread, the owner's
+    passphrase set."""
     from mcp_server.http import create_app
+    from mcp_server.service import MemoryService
     from memory_api.server import run_app_in_thread
 
     monkeypatch.setenv("PMEM_EMBEDDER", "none")
@@ -76,8 +86,6 @@ def server(db, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     OAuthStore(db).set_owner_password(PASSPHRASE)
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    from mcp_server.service import MemoryService
-
     running = run_app_in_thread(
         create_app(
             db,
@@ -90,6 +98,12 @@ def server(db, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
         yield {"base": base, "db": db}
     finally:
         running.stop()
+
+
+@pytest.fixture
+def server(db, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    with remote_server(db, monkeypatch) as running:
+        yield running
 
 
 def register(base: str, uris: list[str], **meta: Any) -> httpx.Response:
