@@ -490,9 +490,7 @@ def create_app(
         # (whatever the answer), and REGISTRATIONS accepted ones in all; a refused request
         # (too large, bad metadata, refused URIs) never uses up the shared budget
         address = address_key(request.client.host if request.client else None)
-        per_address = PgWindow(
-            db, f"dcr:{address}", REGISTRATIONS_PER_ADDRESS, 600.0
-        )
+        per_address = PgWindow(db, f"dcr:{address}", REGISTRATIONS_PER_ADDRESS, 600.0)
         registrations = PgWindow(db, "server:registrations", REGISTRATIONS, 600.0)
         wait = await run_in_threadpool(per_address.try_acquire)
         if wait <= 0 and await run_in_threadpool(registrations.in_window) >= REGISTRATIONS:
