@@ -63,17 +63,29 @@ _NOT_BRACKETS = re.compile(rb"[^\[\]{}]")
 
 
 class TimedH11(H11Protocol):
-    """uvicorn's h11 protocol with a deadline for the first request head: a connection that
-    opens and sends nothing (or half a head) is closed after ``HEADER_SECONDS``; uvicorn itself
-    only times out a keep-alive connection after a response."""
+    """uvicorn's h11 protocol with a deadline for each request head: a connection that opens
+    (or finishes a response) and then sends nothing, or half a head, for ``HEADER_SECONDS`` is
+    closed. uvicorn itself times out only a keep-alive connection that sends nothing at all, and
+    forgets that timer as soon as a byte arrives."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._head_deadline = self.loop.call_later(HEADER_SECONDS, self._head_timeout)
+        self._arm()
 
-    def _head_timeout(self) -> None:
-        if self.cycle is None and not self.transport.is_closing():
+    def _arm(self) -> None:
+        self._head_deadline = self.loop.call_later(HEADER_SECONDS, self._head_timeout, self.cycle)
+
+    def _head_timeout(self, cycle: object) -> None:
+        # no new request began since the deadline was set, and none is being answered
+        waiting = cycle is None or getattr(cycle, "response_complete", False)
+        if self.cycle is cycle and waiting and not self.transport.is_closing():
             self.transport.close()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._head_deadline.cancel()
+        if not self.transport.is_closing():
+            self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._head_deadline.cancel()

@@ -225,6 +225,15 @@ def test_json_and_body_limits_connections_origin_and_sessions(  # noqa: PLR0915
     with socket.create_connection((host, port), timeout=5) as head:
         head.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # half a head
         assert head.recv(10) == b""
+    with socket.create_connection((host, port), timeout=5) as again:
+        again.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        seen = b""
+        while not seen.endswith(b"}"):
+            seen += again.recv(4096)
+        assert seen.startswith(b"HTTP/1.1 200")
+        again.sendall(b"GET /health HTTP/1.1\r\n")  # kept alive, then half the next head
+        started = time.monotonic()
+        assert again.recv(10) == b"" and time.monotonic() - started < 4
 
     # ---------------------------------------------------------------- Origin
     mcp = ACCEPT | {"Authorization": f"Bearer {one.token}"}
