@@ -328,6 +328,8 @@ class McpGuard:
             missing = _missing_scope(body, info.scopes)
             if missing:
                 wanted = step_up_scope(info.scopes, missing)
+                if info.family_id:  # its next refresh is refused: the client authorizes again
+                    await run_in_threadpool(self.tokens.mark_step_up, info.family_id)
                 await _send_json(
                     send,
                     403,

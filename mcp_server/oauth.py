@@ -64,7 +64,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from memory_api.auth import is_loopback
-from store.oauth import Client, CodeReuse, Exchanged, InvalidGrant, OAuthStore, RefreshReuse
+from store.oauth import (
+    Client,
+    CodeReuse,
+    Exchanged,
+    InvalidGrant,
+    OAuthStore,
+    RefreshReuse,
+    StepUpPending,
+)
 from store.tokens import SCOPES, TokenStore
 
 log = logging.getLogger("pmem.remote")
@@ -388,6 +396,9 @@ class PgOAuthProvider:
                 raise TokenError(
                     "invalid_grant", "refresh token reused: every token of this grant is revoked"
                 ) from None
+            except StepUpPending as err:
+                log.info("refresh refused for client %s: a step-up is pending", c.client_id)
+                raise TokenError("invalid_grant", str(err)) from None
             except InvalidGrant as err:
                 raise TokenError("invalid_grant", str(err)) from None
             return _oauth_token(out)

@@ -193,6 +193,8 @@ class AuthMiddleware:
         missing = next((n for n in needed if n not in info.scopes), None)
         if missing is not None:
             challenge = step_up_scope(info.scopes, missing)
+            if info.family_id:  # an OAuth grant: its next refresh is refused (step-up)
+                await run_in_threadpool(self.tokens.mark_step_up, info.family_id)
             await _answer(
                 send,
                 403,

@@ -40,6 +40,7 @@ from store.tokens import IssuedToken, TokenStore, check_scopes
 ACCESS_SECONDS = 900  # 15 minutes (expires_in <= 900)
 REFRESH_UNUSED_DAYS = 365  # a refresh token lapses after a year unused
 CODE_SECONDS = 300
+STEP_UP_SECONDS = 600  # how long a step-up challenge keeps the family's refresh refused
 MIN_PASSPHRASE = 12  # characters; the consent throttle assumes a passphrase this long at least
 _SLUG = re.compile(r"[^A-Za-z0-9]+")
 #: Argon2id with argon2-cffi's default parameters (RFC 9106, low-memory profile); tests swap in
@@ -90,6 +91,13 @@ def unseal(token: str, sealed: bytes) -> dict[str, Any] | None:
         return None
     value = json.loads(plain)
     return value if isinstance(value, dict) else None
+
+
+class StepUpPending(InvalidGrant):
+    """The family was told a call needs a wider grant: refresh refused, nothing revoked."""
+
+    def __init__(self) -> None:
+        super().__init__("a call needed a scope beyond this grant: authorize again")
 
 
 class RefreshReuse(InvalidGrant):
@@ -396,9 +404,10 @@ class OAuthStore:
             cur.execute(
                 """SELECT token_id, client_id, family_id, scopes, resource, generation, rotated_at,
                           revoked_at, successor_sealed, expires_at < now() AS expired,
-                          extract(epoch FROM now() - rotated_at) AS since_rotation
+                          extract(epoch FROM now() - rotated_at) AS since_rotation,
+                          step_up_at > now() - make_interval(secs => %s) AS step_up
                    FROM auth_tokens WHERE token_hash = %s AND kind = 'refresh' FOR UPDATE""",
-                (sha256(token),),
+                (STEP_UP_SECONDS, sha256(token)),
             )
             row = cur.fetchone()
             if row is None or row["client_id"] != client.client_id:
@@ -407,6 +416,9 @@ class OAuthStore:
             if row["revoked_at"] is not None or row["expired"]:
                 conn.rollback()
                 raise InvalidGrant("refresh token revoked or expired")
+            if row["step_up"] and row["rotated_at"] is None:
+                conn.rollback()
+                raise StepUpPending
             family = row["family_id"]
             if row["rotated_at"] is not None:
                 again = self._replay(cur, row, token, grace_seconds)

@@ -425,6 +425,20 @@ def test_least_privilege_consent_and_step_up(server: dict[str, Any]) -> None:
         )
         assert beyond.status_code == 403
         challenges.append(beyond.headers["www-authenticate"])
+        # a client that refreshes before it re-authorizes (the TypeScript SDK) is refused, so it
+        # goes to consent; nothing is revoked: the read grant still reads
+        assert storage.tokens is not None and storage.client is not None
+        again = httpx.post(
+            base + "/token",
+            data={
+                "grant_type": "refresh_token",
+                "refresh_token": storage.tokens.refresh_token or "",
+                "client_id": storage.client.client_id or "",
+                "client_secret": storage.client.client_secret or "",
+            },
+        )
+        assert again.status_code == 400 and "authorize again" in again.json()["error_description"]
+        assert not (await s.call_tool("search_memory", {"query": "x"})).is_error
         # the SDK's own client: on the 403 it starts a new authorization with that scope
         result = await s.call_tool("add_marker", {"text": "step-up marker"})
         return {"result": text_of(result), "listed": listed}

@@ -18,3 +18,9 @@ ALTER TABLE consent_failures
     ADD COLUMN client_id text;
 CREATE INDEX consent_failures_address ON consent_failures (address, at);
 CREATE INDEX consent_failures_client ON consent_failures (client_id, at);
+
+-- Step-up: a call beyond the grant marks the family's live refresh token; its next refresh
+-- (within minutes) is refused without revoking anything, so a client that refreshes before it
+-- re-authorizes (the TypeScript SDK) goes to the consent page instead of looping on a 403.
+ALTER TABLE auth_tokens
+    ADD COLUMN step_up_at timestamptz;
