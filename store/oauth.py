@@ -521,8 +521,10 @@ class OAuthStore:
 
     # ---------------------------------------------------------------- the owner's passphrase
 
-    def set_owner_password(self, password: str) -> None:
-        if len(password) < MIN_PASSPHRASE:
+    def set_owner_password(self, password: str, *, rehash: bool = False) -> None:
+        """Store the passphrase's Argon2id hash. ``rehash``: the stored one again, under the
+        library's current parameters (one set before the minimum grew is kept, not refused)."""
+        if not rehash and len(password) < MIN_PASSPHRASE:
             raise ConfigError(
                 f"the owner passphrase needs at least {MIN_PASSPHRASE} characters "
                 "(a few words are easier to type than symbols)"
@@ -551,7 +553,7 @@ class OAuthStore:
         except (VerifyMismatchError, VerificationError, InvalidHashError):
             return False
         if hasher.check_needs_rehash(row[0]):
-            self.set_owner_password(password)
+            self.set_owner_password(password, rehash=True)
         return True
 
     # ---------------------------------------------------------------- consent throttle
