@@ -27,7 +27,6 @@ every redirect.
 from __future__ import annotations
 
 import html
-import ipaddress
 import logging
 import re
 import time
@@ -40,6 +39,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from mcp_server.oauth import Urls, is_loopback_redirect, match_redirect, with_params
+from memory_api.limits import address_key
 from store.oauth import Attempts, Client, OAuthStore
 from store.tokens import DEFAULT_SCOPES, SCOPES
 
@@ -112,20 +112,6 @@ def throttle_wait(seen: Attempts) -> float:
     if not seen.known_client:
         waits.append(_left(seen.everyone, MAX_DELAY, FREE_FOR_ALL))
     return max(waits)
-
-
-def address_key(host: str | None) -> str:
-    """The throttle's key for a source address: the address, an IPv6 one by its /64 (one host
-    holds a whole /64)."""
-    if not host:
-        return "unknown"
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return host[:64]
-    if ip.version == 6 and not ip.is_loopback:
-        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
-    return str(ip)
 
 
 @dataclass
