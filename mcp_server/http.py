@@ -11,7 +11,8 @@ One ASGI app on one port:
     /.well-known/oauth-protected-resource[/mcp] RFC 9728 metadata (resource = issuer + /mcp)
     /authorize                                 the consent page (mcp_server/consent.py)
     /token /register /revoke                   the SDK's handlers on our provider (oauth.py)
-    /v1/…                                      the memory API (memory_api/app.py), same tokens
+    /v1/…                                      the memory API (memory_api/app.py), OAuth tokens
+                                               issued for it and `pmem token` tokens
     /public                                    the public projection (a role that reads only it)
 
 Everything goes through ``memory_api.limits.Limits`` first (body sizes, slow bodies, NUL in the
@@ -31,8 +32,10 @@ import contextvars
 import json
 import logging
 import math
+import os
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
@@ -199,9 +202,6 @@ class Budgets:
 def allowed_origins(public_url: str | None) -> set[str]:
     """Origins a browser may call /mcp from: the public URL's own, and those the operator names
     (``PMEM_ALLOWED_ORIGINS``, comma-separated); loopback origins are always allowed."""
-    import os
-    from urllib.parse import urlsplit
-
     out = {o.strip().rstrip("/").lower() for o in os.environ.get(ORIGINS_ENV, "").split(",")}
     if public_url:
         parts = urlsplit(public_url)
@@ -212,8 +212,6 @@ def allowed_origins(public_url: str | None) -> set[str]:
 def origin_ok(origin: str | None, allowed: set[str]) -> bool:
     """No Origin (not a browser): fine. Otherwise a loopback origin or an allowed one; anything
     else (a page elsewhere, DNS rebinding, ``null``) is refused (MCP transport spec)."""
-    from urllib.parse import urlsplit
-
     if origin is None:
         return True
     o = origin.strip().rstrip("/").lower()
