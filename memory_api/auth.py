@@ -81,13 +81,13 @@ def check_bind(host: str, public_url: str | None) -> None:
     check_public_url(public_url)
     if is_loopback(host):
         return
-    if not public_url:
+    named = public_host(public_url)
+    if not public_url or (named and is_loopback(named)):
         raise ConfigError(
             f"refusing to listen on {host}: the memory API listens on loopback only unless "
             "--public-url names the https address a TLS proxy serves it at",
             hint="keep the default --host 127.0.0.1, or give --public-url https://…",
         )
-    public_host(public_url)
 
 
 def allowed_hosts(public_url: str | None) -> set[str]:

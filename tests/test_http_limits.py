@@ -308,6 +308,17 @@ def test_https_for_public_urls(pmem_env: dict[str, str]) -> None:
         "http://memory.example",
     )
     assert api.exit_code == 1 and "https" in api.output
+    lan = pmem(
+        "serve",
+        "--http",
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(free_port()),
+        "--public-url",
+        "http://127.0.0.1:8765",
+    )
+    assert lan.exit_code == 1 and "--public-url" in lan.output  # a loopback URL is no proxy
 
 
 def test_v1_delete_and_publish_need_their_scopes(db) -> None:  # type: ignore[no-untyped-def]
