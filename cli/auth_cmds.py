@@ -50,8 +50,9 @@ def _oauth():  # type: ignore[no-untyped-def]
 @auth_app.command("set-password")
 @handle_errors
 def set_password(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
-    """Set the owner passphrase the consent page asks for (stored as an Argon2id hash). Asks
-    twice in a terminal; PMEM_OWNER_PASSWORD sets it without asking (scripts, tests)."""
+    """Set the owner passphrase the consent page asks for (at least 12 characters; stored as an
+    Argon2id hash). Asks twice in a terminal; PMEM_OWNER_PASSWORD sets it without asking
+    (scripts, tests)."""
     from core.errors import ConfigError
 
     password = os.environ.get(PASSWORD_ENV)

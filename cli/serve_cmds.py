@@ -108,15 +108,7 @@ def _serve_http(host: str, port: int, public_url: str | None, log_level: str) ->
 
     if log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ConfigError(f"--log-level must be debug, info, warning or error, not {log_level!r}")
-    check_bind(host, public_url)  # before the database is opened
-    if (
-        public_url
-        and not public_url.startswith("https://")
-        and not public_url.startswith("http://127.0.0.1")
-    ):
-        raise ConfigError(
-            "--public-url must be an https:// address (the TLS proxy in front of this server)"
-        )
+    check_bind(host, public_url)  # before the database is opened; https unless loopback
     quiet_logging(log_level)
     cfg = settings()
     db = Database.open(cfg)

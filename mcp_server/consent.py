@@ -4,12 +4,20 @@ A GET with a valid request answers 200 with the page itself: a plain HTML form (
 showing the client's name, where it will send the answer (a loopback redirect gets a warning),
 each requested scope as a checkbox with a plain-language line, a field for the owner's
 passphrase (``pmem owner set-password``) and Approve / Deny buttons. The request travels in
-hidden fields and is checked again on POST. The grant is what the owner ticked.
+hidden fields and is checked again on POST. The grant is what the owner ticked; only
+``memory.read`` and ``memory.propose`` are ticked beforehand (least privilege: writing, deleting
+and publishing are the owner's to add, each with its line saying what it allows).
 
-Guessing is throttled: after 5 wrong passphrases in 15 minutes every further try waits a
-growing delay (2, 4, 8 … up to 300 s after the last failure), answered 429 with Retry-After
-without looking at the passphrase. A failure is recorded (time only) and logged without the
-attempt.
+Guessing is throttled (``throttle_wait``) by the wrong passphrases of the last 24 hours, per
+source address, per client and in all: after 5 from one address (or for one client) every
+further try from there waits 2, 4, 8 … up to 3600 s after the last failure, answered 429 with
+Retry-After without looking at the passphrase. A client the owner approved before (it holds or
+held tokens) is held up by its own failures from other addresses for at most ``KNOWN_CAP``
+seconds and never by the failures of everyone else, so an attacker elsewhere cannot lock the
+owner out; a new client waits too once 20 failures came from anywhere. A check is recorded as a
+failure before the passphrase is looked at (and cleared when it was right), so a parallel burst
+cannot slip several checks into one slot. A failure is stored as its time, address and client
+id, and logged without the attempt.
 
 Errors before the client and redirect URI are known are shown on a page (never redirected);
 afterwards they go back to the client as ``error=…&state=…&iss=…``. ``iss`` (RFC 9207) is on
@@ -20,6 +28,8 @@ from __future__ import annotations
 
 import html
 import logging
+import re
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,26 +39,43 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from mcp_server.oauth import Urls, is_loopback_redirect, match_redirect, with_params
-from store.oauth import Client, OAuthStore
+from memory_api.limits import address_key
+from store.oauth import Attempts, Client, OAuthStore
 from store.tokens import DEFAULT_SCOPES, SCOPES
 
 log = logging.getLogger("pmem.remote")
 
-FAILURE_WINDOW = 15 * 60
-FREE_FAILURES = 5
-MAX_DELAY = 300.0
+FAILURE_WINDOW = 24 * 3600
+FREE_FAILURES = 5  # per address, per client
+FREE_FOR_ALL = 20  # from everywhere, before a new client waits too
+MAX_DELAY = 3600.0
+KNOWN_CAP = 3.0  # the longest a known client waits for failures made elsewhere
+#: ticked on the page before the owner changes anything
+PRETICKED = ("memory.read", "memory.propose")
+_CHALLENGE = re.compile(r"^[A-Za-z0-9_-]{43}$")  # base64url of a SHA-256, unpadded
+#: the clock of the throttle (tests move it instead of sleeping)
+clock = time.time
 
 SCOPE_TEXT = {
     "memory.read": "Read your memories: the index, search, single memories and their history, and "
     "recall of what was said in your conversations.",
     "memory.propose": "Suggest new memories and changes. Suggestions wait in your queue "
     "(pmem proposals) until you accept them.",
-    "memory.write": "Write memories: create new ones and add to existing ones, recorded under this "
-    "client's name.",
-    "memory.delete": "Ask to delete memories. Each request waits for your confirmation.",
+    "memory.write": "Write memories without asking you first: create new ones and add to existing "
+    "ones, recorded under this client's name. Leave unticked unless this client should write.",
+    "memory.delete": "Ask to delete memories. Each request waits for your confirmation. Leave "
+    "unticked unless this client should ask that.",
     "memory.publish": "Ask to publish memories to your public page. Each request waits for your "
-    "confirmation.",
+    "confirmation. Leave unticked unless this client should ask that.",
 }
+
+UNKNOWN_CLIENT = (
+    "This server does not know this client (its registration is unknown, or the owner revoked "
+    "it). The client has to register again: Claude Code: claude mcp remove NAME, then add it "
+    "again; Codex: codex mcp logout NAME, then codex mcp login NAME; mcp-remote (Claude Desktop): "
+    "delete ~/.mcp-auth and restart; other clients: remove and add the server "
+    '(docs/remote.md, "A client that is not known").'
+)
 
 FIELDS = (
     "client_id",
@@ -62,11 +89,29 @@ FIELDS = (
 )
 
 
-def throttle_delay(failures: int) -> float:
+def throttle_delay(failures: int, cap: float = MAX_DELAY, free: int = FREE_FAILURES) -> float:
     """Seconds to wait after the last failure, given the failures in the window."""
-    if failures < FREE_FAILURES:
+    if failures < free:
         return 0.0
-    return min(MAX_DELAY, 2.0 ** (failures - FREE_FAILURES + 1))
+    return min(cap, 2.0 ** (failures - free + 1))
+
+
+def _left(seen: tuple[int, float | None], cap: float, free: int = FREE_FAILURES) -> float:
+    count, since = seen
+    delay = throttle_delay(count, cap, free)
+    return max(0.0, delay - (since or 0.0)) if delay else 0.0
+
+
+def throttle_wait(seen: Attempts) -> float:
+    """Seconds this check must wait (0: check now). Exponential per address and per client; a
+    known client's own count is capped at ``KNOWN_CAP`` and it ignores the count of all."""
+    waits = [
+        _left(seen.address, MAX_DELAY),
+        _left(seen.client, KNOWN_CAP if seen.known_client else MAX_DELAY),
+    ]
+    if not seen.known_client:
+        waits.append(_left(seen.everyone, MAX_DELAY, FREE_FOR_ALL))
+    return max(waits)
 
 
 @dataclass
@@ -108,14 +153,16 @@ class Authorize:
         if request.method == "GET":
             return await self._page(pending)
         form = await request.form()
-        return await self._decide(pending, form)
+        return await self._decide(pending, form, request.client.host if request.client else None)
 
     # ---------------------------------------------------------------- validation
 
     def _check(self, p: dict[str, str]) -> Pending:
         c = self.store.get_client(p.get("client_id", "")) if p.get("client_id") else None
         if c is None or c.revoked_at is not None:
-            raise ConsentError("invalid_request", "unknown or revoked client", redirect=False)
+            # never redirected (RFC 6749 §4.1.2.1); the page says how to register again, and
+            # /token answers this client `invalid_client`, on which the SDKs register again
+            raise ConsentError("invalid_client", UNKNOWN_CLIENT, redirect=False)
         registered = [str(u) for u in c.metadata.get("redirect_uris") or []]
         redirect = match_redirect(p.get("redirect_uri"), registered)
         if redirect is None:
@@ -139,6 +186,12 @@ class Authorize:
         if not pending.code_challenge or p.get("code_challenge_method") != "S256":
             raise ConsentError(
                 "invalid_request", "PKCE with code_challenge_method=S256 is required", redirect=True
+            )
+        if not _CHALLENGE.match(pending.code_challenge):
+            raise ConsentError(
+                "invalid_request",
+                "code_challenge must be the base64url SHA-256 of the verifier (43 characters)",
+                redirect=True,
             )
         if not self.urls.resource_ok(pending.resource):
             raise ConsentError("invalid_target", "this server is not that resource", redirect=True)
@@ -191,10 +244,12 @@ class Authorize:
         has_password = await run_in_threadpool(self.store.has_owner_password)
         target = urlsplit(pending.redirect_uri)
         # the form posts here and is answered with a redirect to the client: both allowed
-        csp = (
-            _NO_STORE["Content-Security-Policy"]
-            + f"; form-action 'self' {target.scheme}://{target.netloc}"
+        origin = (
+            f"{target.scheme}://{target.netloc}"
+            if target.scheme in ("http", "https")
+            else f"{target.scheme}:"  # an editor's own scheme (cursor:, vscode:)
         )
+        csp = _NO_STORE["Content-Security-Policy"] + f"; form-action 'self' {origin}"
         return HTMLResponse(
             self._render(pending, message, has_password, ticked),
             status_code=status,
@@ -207,7 +262,8 @@ class Authorize:
         c = pending.client
         name = html.escape(c.client_name or c.client_id)
         target = urlsplit(pending.redirect_uri)
-        host = html.escape(target.netloc or pending.redirect_uri)
+        shown = (target.hostname or "") + (f":{target.port}" if target.port else "")
+        host = html.escape(shown or pending.redirect_uri)
         warn = ""
         if is_loopback_redirect(pending.redirect_uri):
             warn = (
@@ -215,7 +271,9 @@ class Authorize:
                 "this computer (a loopback address). Approve only if you just started it yourself, "
                 "e.g. Claude Code or Codex.</p>"
             )
-        chosen = set(ticked if ticked is not None else pending.scopes)
+        chosen = set(
+            ticked if ticked is not None else [s for s in pending.scopes if s in PRETICKED]
+        )
         boxes = "\n".join(
             f'<li><label><input type=checkbox name=grant value="{s}"{" checked" if s in chosen else ""}> '
             f"<code>{s}</code> — {html.escape(SCOPE_TEXT[s])}</label></li>"
@@ -249,7 +307,7 @@ class Authorize:
 
     # ---------------------------------------------------------------- the decision
 
-    async def _decide(self, pending: Pending, form: Any) -> Response:
+    async def _decide(self, pending: Pending, form: Any, host: str | None) -> Response:
         decision = form.get("decision")
         if decision != "approve":
             log.info("consent denied for client %s", pending.client.client_id)
@@ -262,30 +320,34 @@ class Authorize:
                 )
             )
         ticked = [s for s in form.getlist("grant") if s in pending.scopes]
-        failures, since_last = await run_in_threadpool(self.store.failures, FAILURE_WINDOW)
-        delay = throttle_delay(failures)
-        if delay and since_last is not None and since_last < delay:
-            wait = int(delay - since_last) + 1
-            log.warning("consent throttled: %d wrong passphrases in 15 minutes", failures)
+        address = address_key(host)
+        wait, attempt = await run_in_threadpool(
+            lambda: self.store.attempt(
+                address=address,
+                client_id=pending.client.client_id,
+                now=clock(),
+                window_seconds=FAILURE_WINDOW,
+                policy=throttle_wait,
+            )
+        )
+        if attempt is None:
+            seconds = max(1, int(wait + 0.999))
+            log.warning("consent throttled for client %s", pending.client.client_id)
             return await self._page(
                 pending,
-                message=f"Too many wrong passphrases. Try again in {wait} seconds.",
+                message=f"Too many wrong passphrases. Try again in {seconds} seconds.",
                 status=429,
                 ticked=ticked,
-                headers={"Retry-After": str(wait)},
+                headers={"Retry-After": str(seconds)},
             )
         password = form.get("passphrase")
         ok = isinstance(password, str) and await run_in_threadpool(
             self.store.check_owner_password, password
         )
         if not ok:
-            await run_in_threadpool(self.store.record_failure)
-            log.warning(
-                "consent: wrong owner passphrase for client %s (%d in 15 minutes)",
-                pending.client.client_id,
-                failures + 1,
-            )
+            log.warning("consent: wrong owner passphrase for client %s", pending.client.client_id)
             return await self._page(pending, message="Wrong passphrase.", status=401, ticked=ticked)
+        await run_in_threadpool(self.store.clear_attempt, attempt)
         if not ticked:
             return await self._page(
                 pending, message="Tick at least one permission, or deny.", status=400, ticked=ticked
@@ -297,7 +359,7 @@ class Authorize:
             pending.code_challenge,
             pending.redirect_uri,
             pending.explicit,
-            pending.resource,
+            self.urls.bound(pending.resource),  # the token's audience (oauth.Urls.audience_ok)
         )
         log.info("consent given to client %s (%s)", pending.client.client_id, " ".join(ticked))
         return _redirect(

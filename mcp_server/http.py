@@ -4,18 +4,26 @@ One ASGI app on one port:
 
     /mcp                                       the MCP tools (the SDK's streamable HTTP transport:
                                                the session wire and the stateless wire), behind
-                                               ``McpGuard``: Host check, OAuth access token,
-                                               per-client budget, scope of the tool called
+                                               ``McpGuard``: Host and Origin checks, an OAuth
+                                               access token issued for /mcp, per-client budget,
+                                               the session's own client, scope of the tool called
     /.well-known/oauth-authorization-server    RFC 8414 metadata (issuer, endpoints, S256, iss)
     /.well-known/oauth-protected-resource[/mcp] RFC 9728 metadata (resource = issuer + /mcp)
     /authorize                                 the consent page (mcp_server/consent.py)
     /token /register /revoke                   the SDK's handlers on our provider (oauth.py)
-    /v1/…                                      the memory API (memory_api/app.py), same tokens
+    /v1/…                                      the memory API (memory_api/app.py), OAuth tokens
+                                               issued for it and `pmem token` tokens
     /public                                    the public projection (a role that reads only it)
 
+Everything goes through ``memory_api.limits.Limits`` first (body sizes, slow bodies, NUL in the
+query), each app through ``StrictJson`` once its caller is known (JSON depth, NaN, NUL), and
+uvicorn runs with its connection limits (``uvicorn_limits``).
+
 Scopes per tool (``TOOL_SCOPES``): a call beyond the grant is answered 403 ``insufficient_scope``
-before it reaches the server, and ``tools/list`` shows only the tools the grant allows. Every
-write records the calling client's name (from its token), never a name it chose.
+before it reaches the server, with ``WWW-Authenticate: Bearer error="insufficient_scope",
+scope="<granted and needed>"`` (RFC 6750 §3.1, the MCP authorization spec's step-up), on which
+the SDK clients start a new authorization; ``tools/list`` shows only the tools the grant allows.
+Every write records the calling client's name (from its token), never a name it chose.
 """
 
 from __future__ import annotations
@@ -24,8 +32,10 @@ import contextvars
 import json
 import logging
 import math
+import os
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
@@ -40,7 +50,8 @@ from core.settings import Settings, get_settings
 from mcp_server.consent import Authorize
 from mcp_server.oauth import OAuthEndpoints, Urls
 from mcp_server.service import MemoryService
-from memory_api.auth import allowed_hosts, host_name, is_loopback
+from memory_api.auth import allowed_hosts, host_name, is_loopback, step_up_scope
+from memory_api.limits import Limits, StrictJson, address_key
 from store.budget import PgWindow
 from store.db import Database
 from store.oauth import OAuthStore
@@ -80,7 +91,11 @@ CURRENT_CLIENT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 TOKEN_KEY = "pmem.token"
 MAX_BODY = 4 * 1024 * 1024
-REGISTRATIONS = 30  # Dynamic Client Registrations per 10 minutes, all clients together
+REGISTRATIONS = 30  # Dynamic Client Registrations accepted per 10 minutes, all addresses together
+REGISTRATIONS_PER_ADDRESS = 10  # registration requests per 10 minutes from one address, any answer
+ORIGINS_ENV = "PMEM_ALLOWED_ORIGINS"
+MAX_SESSIONS = 10_000  # session ids remembered with their client
+SESSION_HEADER = b"mcp-session-id"
 
 
 def tool_scopes(name: str, arguments: dict[str, Any] | None = None) -> tuple[str, ...]:
@@ -184,19 +199,76 @@ class Budgets:
         return w.try_acquire()
 
 
+def allowed_origins(public_url: str | None) -> set[str]:
+    """Origins a browser may call /mcp from: the public URL's own, and those the operator names
+    (``PMEM_ALLOWED_ORIGINS``, comma-separated); loopback origins are always allowed."""
+    out = {o.strip().rstrip("/").lower() for o in os.environ.get(ORIGINS_ENV, "").split(",")}
+    if public_url:
+        parts = urlsplit(public_url)
+        out.add(f"{parts.scheme}://{parts.netloc}".lower())
+    return {o for o in out if o}
+
+
+def origin_ok(origin: str | None, allowed: set[str]) -> bool:
+    """No Origin (not a browser): fine. Otherwise a loopback origin or an allowed one; anything
+    else (a page elsewhere, DNS rebinding, ``null``) is refused (MCP transport spec)."""
+    if origin is None:
+        return True
+    o = origin.strip().rstrip("/").lower()
+    if o in allowed:
+        return True
+    parts = urlsplit(o)
+    return (
+        parts.scheme in ("http", "https")
+        and bool(parts.hostname)
+        and is_loopback(parts.hostname or "")
+    )
+
+
+class Sessions:
+    """Which client opened which MCP session: a session id is used only with a token of the
+    client it was opened for (another client that learns the id gets 404, as for an unknown
+    one). Ids are remembered as the server hands them out; one it has not seen (a server that
+    restarted) is bound to the first client that uses it successfully."""
+
+    def __init__(self) -> None:
+        self._owner: dict[str, str] = {}
+
+    def allowed(self, session: str, client: str) -> bool:
+        owner = self._owner.get(session)
+        return owner is None or owner == client
+
+    def bind(self, session: str, client: str) -> None:
+        if session not in self._owner and len(self._owner) >= MAX_SESSIONS:
+            self._owner.pop(next(iter(self._owner)))
+        self._owner.setdefault(session, client)
+
+    def forget(self, session: str) -> None:
+        self._owner.pop(session, None)
+
+
 class McpGuard:
-    """In front of /mcp: Host, bearer access token (kind ``access``, for this resource), the
-    client's budget, and the scope of a ``tools/call``. The owner's passphrase and `pmem api`
-    tokens are never accepted here."""
+    """In front of /mcp: Host, Origin, bearer access token (kind ``access``, issued for this
+    resource), the client's budget, the session's client, and the scope of a ``tools/call``.
+    The owner's passphrase and `pmem api` tokens are never accepted here."""
 
     def __init__(
-        self, app: Any, *, tokens: TokenStore, urls: Urls, hosts: set[str], budgets: Budgets
+        self,
+        app: Any,
+        *,
+        tokens: TokenStore,
+        urls: Urls,
+        hosts: set[str],
+        budgets: Budgets,
+        origins: set[str] | None = None,
     ) -> None:
         self.app = app
         self.tokens = tokens
         self.urls = urls
         self.hosts = hosts
         self.budgets = budgets
+        self.origins = origins or set()
+        self.sessions = Sessions()
         self.challenge = f'Bearer resource_metadata="{urls.resource_metadata}"'
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -205,12 +277,16 @@ class McpGuard:
         if host not in self.hosts and not is_loopback(host):
             await _send_json(send, 400, {"error": "invalid_host"})
             return
+        origin = headers.get(b"origin")
+        if not origin_ok(origin.decode("latin-1") if origin is not None else None, self.origins):
+            await _send_json(send, 403, {"error": "invalid_origin"})
+            return
         scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
         info = None
         if scheme.lower() == "bearer" and token.strip():
             info = await run_in_threadpool(self.tokens.verify, token.strip(), kind="access")
-            if info is not None and not self.urls.resource_ok(info.resource):
-                info = None
+            if info is not None and not self.urls.audience_ok(info.resource, "mcp"):
+                info = None  # issued for another resource (the memory API): not here
         if info is None:
             challenge = self.challenge + (', error="invalid_token"' if token.strip() else "")
             await _send_json(
@@ -218,6 +294,19 @@ class McpGuard:
                 401,
                 {"error": "invalid_token" if token.strip() else "unauthorized"},
                 [(b"www-authenticate", challenge.encode())],
+            )
+            return
+        client = info.client_id or info.name
+        session = headers.get(SESSION_HEADER, b"").decode("latin-1").strip()
+        if session and not self.sessions.allowed(session, client):
+            await _send_json(
+                send,
+                404,
+                {
+                    "jsonrpc": "2.0",
+                    "id": None,
+                    "error": {"code": -32001, "message": "Session not found"},
+                },
             )
             return
         wait = await run_in_threadpool(self.budgets.wait, info.name)
@@ -236,6 +325,9 @@ class McpGuard:
                 return
             missing = _missing_scope(body, info.scopes)
             if missing:
+                wanted = step_up_scope(info.scopes, missing)
+                if info.family_id:  # its next refresh is refused: the client authorizes again
+                    await run_in_threadpool(self.tokens.mark_step_up, info.family_id)
                 await _send_json(
                     send,
                     403,
@@ -243,13 +335,30 @@ class McpGuard:
                     [
                         (
                             b"www-authenticate",
-                            f'Bearer error="insufficient_scope", scope="{missing}", resource_metadata="{self.urls.resource_metadata}"'.encode(),
+                            f'Bearer error="insufficient_scope", scope="{wanted}", '
+                            f'resource_metadata="{self.urls.resource_metadata}", '
+                            f'error_description="this call needs {missing}"'.encode(),
                         )
                     ],
                 )
                 return
         scope[TOKEN_KEY] = info
-        await self.app(scope, receive, send)
+        sessions = self.sessions
+        closing = scope.get("method") == "DELETE" and bool(session)
+
+        async def bound(message: Any) -> None:
+            if message["type"] == "http.response.start" and message.get("status", 500) < 400:
+                given = next(
+                    (v for k, v in message.get("headers", []) if k.lower() == SESSION_HEADER), None
+                )
+                sid = given.decode("latin-1") if given is not None else session
+                if closing:
+                    sessions.forget(session)
+                elif sid:
+                    sessions.bind(sid, client)
+            await send(message)
+
+        await self.app(scope, receive, bound)
 
 
 async def _buffer(receive: Any) -> tuple[bytes | None, Any]:
@@ -282,8 +391,8 @@ async def _buffer(receive: Any) -> tuple[bytes | None, Any]:
 def _missing_scope(body: bytes, granted: tuple[str, ...]) -> str | None:
     try:
         message = json.loads(body)
-    except ValueError:
-        return None  # the transport answers a parse error itself
+    except (ValueError, RecursionError):
+        return None  # StrictJson (too deep, NaN) or the transport (a parse error) answers it
     for m in message if isinstance(message, list) else [message]:
         if not isinstance(m, dict) or m.get("method") != "tools/call":
             continue
@@ -361,25 +470,41 @@ def create_app(
             enable_dns_rebinding_protection=False
         ),  # McpGuard checks Host
     )
-    guard = McpGuard(mcp_app, tokens=tokens, urls=urls, hosts=hosts, budgets=budgets)
+    guard = McpGuard(
+        StrictJson(mcp_app),
+        tokens=tokens,
+        urls=urls,
+        hosts=hosts,
+        budgets=budgets,
+        origins=allowed_origins(public_url),
+    )
     endpoints = OAuthEndpoints(store, urls)
     authorize = Authorize(store, urls)
-    registrations = PgWindow(db, "server:registrations", REGISTRATIONS, 600.0)
 
     async def public(request: Request) -> Response:
         items = await run_in_threadpool(public_reader.items) if public_reader is not None else []
         return JSONResponse({"items": items})
 
     async def register(request: Request) -> Response:
-        # anyone on the internet may register: at most REGISTRATIONS per 10 minutes in all
-        wait = await run_in_threadpool(registrations.try_acquire)
+        # anyone on the internet may register: REGISTRATIONS_PER_ADDRESS requests per address
+        # (whatever the answer), and REGISTRATIONS accepted ones in all; a refused request
+        # (too large, bad metadata, refused URIs) never uses up the shared budget
+        address = address_key(request.client.host if request.client else None)
+        per_address = PgWindow(db, f"dcr:{address}", REGISTRATIONS_PER_ADDRESS, 600.0)
+        registrations = PgWindow(db, "server:registrations", REGISTRATIONS, 600.0)
+        wait = await run_in_threadpool(per_address.try_acquire)
+        if wait <= 0 and await run_in_threadpool(registrations.in_window) >= REGISTRATIONS:
+            wait = 60.0
         if wait > 0:
             return JSONResponse(
                 {"error": "temporarily_unavailable", "error_description": "too many registrations"},
                 status_code=429,
                 headers={"Retry-After": str(max(1, math.ceil(wait)))},
             )
-        return await endpoints.register(request)
+        answer = await endpoints.register(request)
+        if answer.status_code == 201:
+            await run_in_threadpool(registrations.try_acquire)
+        return answer
 
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
@@ -405,9 +530,16 @@ def create_app(
         Route("/public", public, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
     ]
-    oauth_app = _HostChecked(Starlette(routes=routes), hosts)
-    api = create_api(db, budget=budget, public_url=public_url, token_kinds=("api", "access"))
-    return Dispatch(mcp_app, guard, api, oauth_app)
+    oauth_app = _HostChecked(StrictJson(Starlette(routes=routes)), hosts)
+    api = create_api(
+        db,
+        budget=budget,
+        public_url=public_url,
+        token_kinds=("api", "access"),
+        audience=lambda resource: urls.audience_ok(resource, "api"),
+        limits=False,  # Limits is in front of everything
+    )
+    return Limits(Dispatch(mcp_app, guard, api, oauth_app))
 
 
 class _HostChecked:

@@ -3,16 +3,25 @@
 The SDK gives the protocol (``OAuthAuthorizationServerProvider``, the token, registration and
 revocation handlers, the metadata models); this module gives the policy the SDK leaves out:
 
-- **clients** register by Dynamic Client Registration (``/register``); a redirect URI must be a
-  loopback one (``http://localhost|127.0.0.1|[::1]…``, any port at use time, RFC 8252 §7.3), one
-  of the web clients' known callbacks, or one the operator allows (``PMEM_OAUTH_REDIRECT_URIS``);
-  at ``/authorize`` it must match a registered URI exactly, except a loopback port;
+- **clients** register by Dynamic Client Registration (``/register``). A redirect URI is parsed
+  strictly (``redirect_problem``: no userinfo, no fragment, a lower-case scheme and host, a valid
+  port, no spaces or control characters) and must be a loopback one (``http://localhost|
+  127.0.0.1|[::1]…``, any port at use time, RFC 8252 §7.3), one of the web clients' and editors'
+  known callbacks, an editor's own scheme (``cursor://…``, ``vscode://…``: ``EDITOR_SCHEMES``), or
+  one the operator allows (``PMEM_OAUTH_REDIRECT_URIS``). A registration keeps the URIs that pass
+  and names the refused ones (``refused_redirect_uris``); at ``/authorize`` the URI must match a
+  registered one exactly, except a loopback port;
 - **the consent page** (``GET /authorize`` answers 200 with it; ``mcp_server/consent.py``) is
   where the owner decides the grant; ``iss`` (RFC 9207) is on every authorization response;
-- **PKCE S256 only**, ``resource`` (RFC 8707) checked at ``/authorize`` and ``/token``;
+- **PKCE S256 only**, a verifier of 43-128 unreserved characters (RFC 7636 §4.1);
+- **audience**: ``resource`` (RFC 8707) checked at ``/authorize`` and ``/token``; a token is
+  bound to the resource it was issued for (``/mcp``, the default, or the memory API ``/v1``) and
+  works only there (``Urls.audience_ok``);
 - **tokens** are opaque and stored hashed in the one token store (``store/oauth.py``): access 15
-  minutes, refresh rotated on every use, a replay of the previous one accepted within
-  ``PMEM_REFRESH_GRACE_SECONDS`` (default 30), any other reuse revokes the family;
+  minutes, refresh rotated on every use, a replay of the previous one inside
+  ``PMEM_REFRESH_GRACE_SECONDS`` (default 30) answered with the same successor, any other reuse
+  revokes the family; a reused code revokes what it issued;
+- ``/revoke`` (RFC 7009) takes public clients by their ``client_id`` alone;
 - client secrets are kept as SHA-256 (our ``ClientAuthenticator`` checks them; the SDK's
   compares a stored plain secret).
 
@@ -21,8 +30,10 @@ Nothing here logs a token, a code, a query string, a passphrase or a redirect UR
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -30,7 +41,6 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from mcp.server.auth.handlers.register import RegistrationHandler
-from mcp.server.auth.handlers.revoke import RevocationHandler
 from mcp.server.auth.handlers.token import TokenHandler
 from mcp.server.auth.middleware.client_auth import AuthenticationError, ClientAuthenticator
 from mcp.server.auth.provider import (
@@ -54,19 +64,41 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from memory_api.auth import is_loopback
-from store.oauth import Client, InvalidGrant, OAuthStore, RefreshReuse
+from store.oauth import (
+    Client,
+    CodeReuse,
+    Exchanged,
+    InvalidGrant,
+    OAuthStore,
+    RefreshReuse,
+    StepUpPending,
+)
 from store.tokens import SCOPES, TokenStore
 
 log = logging.getLogger("pmem.remote")
 
 GRACE_ENV = "PMEM_REFRESH_GRACE_SECONDS"
+REDIRECT_RULE = (
+    "redirect URIs must be loopback (http://127.0.0.1:PORT/…, http://localhost:PORT/…), a known "
+    "client's or editor's callback, or allowed by the operator (PMEM_OAUTH_REDIRECT_URIS); no "
+    "userinfo, fragment or upper-case scheme"
+)
 REDIRECTS_ENV = "PMEM_OAUTH_REDIRECT_URIS"
-#: the web clients' fixed callbacks (docs/remote.md)
+#: the web clients' and editors' fixed callbacks (docs/remote.md)
 KNOWN_REDIRECTS = (
     "https://claude.ai/api/mcp/auth_callback",
     "https://claude.com/api/mcp/auth_callback",
     "https://chatgpt.com/connector_platform_oauth_redirect",
+    "https://vscode.dev/redirect",
+    "https://insiders.vscode.dev/redirect",
 )
+#: editors that receive the answer on their own URI scheme (``cursor://anysphere.…/…``): any
+#: URI of these schemes may be registered, and is then matched exactly
+EDITOR_SCHEMES = ("cursor", "vscode", "vscode-insiders", "vscodium", "windsurf")
+MAX_REDIRECT_LENGTH = 2000
+_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*$")
+#: RFC 7636 §4.1: code_verifier = 43*128unreserved
+_VERIFIER = re.compile(r"^[A-Za-z0-9\-._~]{43,128}$")
 
 
 def grace_seconds() -> float:
@@ -82,6 +114,54 @@ def allowed_redirects() -> set[str]:
     return set(KNOWN_REDIRECTS) | extra
 
 
+def redirect_problem(uri: object) -> str | None:
+    """Why ``uri`` cannot be a redirect URI (strict shape, RFC 6749 §3.1.2, RFC 8252), or None.
+
+    Its shape: at most 2000 characters, no space, control character or backslash, a lower-case
+    scheme, no fragment, no userinfo, a lower-case host, a valid port (1-65535). Its kind:
+    ``http`` only on a loopback host (``localhost`` or an IP literal), ``https`` only as a known
+    callback or one the operator allows, an editor's scheme (``EDITOR_SCHEMES``) with a host and
+    no port; nothing else."""
+    if not isinstance(uri, str) or not uri:
+        return "not a string"
+    if len(uri) > MAX_REDIRECT_LENGTH:
+        return "too long"
+    if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F or c == "\\" for c in uri):
+        return "space, control character or backslash"
+    scheme, colon, _ = uri.partition(":")
+    if not colon or not _SCHEME.match(scheme):
+        return "scheme missing or not lower case"
+    if "#" in uri:
+        return "fragment"
+    parts = urlsplit(uri)
+    if "@" in parts.netloc:
+        return "userinfo"
+    try:
+        port = parts.port
+    except ValueError:
+        return "invalid port"
+    host = parts.netloc.rsplit(":", 1)[0] if port is not None else parts.netloc
+    if not parts.hostname or host != host.lower():
+        return "host missing or not lower case"
+    if port is not None and not 1 <= port <= 65535:
+        return "invalid port"
+    if scheme == "http":
+        if not _loopback_literal(parts.hostname):
+            return "http only on a loopback host"
+        return None
+    if scheme == "https":
+        return None if uri in allowed_redirects() else "https URI not known to this server"
+    if scheme in EDITOR_SCHEMES:
+        return None if port is None else "port on an editor URI"
+    return None if uri in allowed_redirects() else "scheme not allowed"
+
+
+def _loopback_literal(host: str) -> bool:
+    """Loopback as RFC 8252 means it: ``localhost`` or an IP literal (never a name that happens
+    to resolve there, such as ``127.0.0.1.nip.io``)."""
+    return is_loopback(host)
+
+
 def is_loopback_redirect(uri: str) -> bool:
     parts = urlsplit(uri)
     return parts.scheme == "http" and parts.hostname is not None and is_loopback(parts.hostname)
@@ -93,14 +173,17 @@ def _without_port(uri: str) -> tuple[str, str, str, str]:
 
 
 def redirect_allowed_at_registration(uri: str) -> bool:
-    return is_loopback_redirect(uri) or uri in allowed_redirects()
+    return redirect_problem(uri) is None
 
 
 def match_redirect(requested: str | None, registered: list[str]) -> str | None:
     """The redirect URI to use: exact match with a registered one, or a loopback one that
-    differs only in its port (RFC 8252 §7.3); without ``requested``, the only registered one."""
+    differs only in its port (RFC 8252 §7.3); without ``requested``, the only registered one.
+    ``requested`` is held to the registration's strict shape first."""
     if requested is None:
         return registered[0] if len(registered) == 1 else None
+    if redirect_problem(requested) is not None:
+        return None
     if requested in registered:
         return requested
     if is_loopback_redirect(requested):
@@ -131,13 +214,36 @@ class Urls:
     def resource_metadata(self) -> str:
         return self.issuer + "/.well-known/oauth-protected-resource"
 
+    @property
+    def api(self) -> str:
+        return self.issuer + "/v1"
+
     def resource_ok(self, value: str | None) -> bool:
         """RFC 8707: the resource a client asks a token for must be this server (``/mcp``, or
         the issuer itself for the memory API under ``/v1``)."""
         if value is None:
             return True
         v = value.rstrip("/")
-        return v in (self.resource, self.issuer, self.issuer + "/v1")
+        return v in (self.resource, self.issuer, self.api)
+
+    def bound(self, value: str | None) -> str:
+        """The audience a token asked for with ``resource`` ``value`` is bound to: ``/mcp``
+        when none is named (the resource the metadata advertises), the memory API for the
+        issuer itself or ``/v1``."""
+        if value is None or value.rstrip("/") == self.resource:
+            return self.resource
+        return self.api
+
+    def audience_ok(self, token_resource: str | None, where: str) -> bool:
+        """A token works only at the resource it was issued for: ``where`` is ``"mcp"`` or
+        ``"api"``. A token without a resource (`pmem auth token`, a first-party client) is
+        the owner's own and works at both."""
+        if token_resource is None:
+            return True
+        v = token_resource.rstrip("/")
+        if where == "mcp":
+            return v == self.resource
+        return v in (self.issuer, self.api)
 
 
 def authorization_metadata(urls: Urls) -> dict[str, Any]:
@@ -197,12 +303,8 @@ class PgOAuthProvider:
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         uris = [str(u) for u in client_info.redirect_uris or []]
         refused = [u for u in uris if not redirect_allowed_at_registration(u)]
-        if refused or not uris:
-            raise RegistrationError(
-                "invalid_redirect_uri",
-                "redirect URIs must be loopback (http://127.0.0.1:PORT/…, http://localhost:PORT/…) "
-                f"or allowed by the operator ({REDIRECTS_ENV})",
-            )
+        if refused or not uris:  # OAuthEndpoints.register filtered them already: a safety net
+            raise RegistrationError("invalid_redirect_uri", REDIRECT_RULE)
         meta = client_info.model_dump(mode="json", exclude_none=True)
         secret = meta.pop("client_secret", None)
         c = await run_in_threadpool(
@@ -219,7 +321,7 @@ class PgOAuthProvider:
         self, client: OAuthClientInformationFull, authorization_code: str
     ) -> AuthorizationCode | None:
         row = await run_in_threadpool(self.store.load_code, authorization_code)
-        if row is None:
+        if row is None or row["used_at"] is not None:  # a reuse: OAuthEndpoints.token revokes
             return None
         return AuthorizationCode(
             code=authorization_code,
@@ -236,18 +338,24 @@ class PgOAuthProvider:
         self, client: OAuthClientInformationFull, authorization_code: AuthorizationCode
     ) -> OAuthToken:
         def run() -> OAuthToken:
+            c = self.store.get_client(client.client_id or "")
+            if c is None or c.revoked_at is not None:
+                raise TokenError("invalid_client", "client revoked")
             try:
-                row = self.store.take_code(authorization_code.code, client.client_id or "")
+                out = self.store.redeem_code(authorization_code.code, c)
+            except CodeReuse as reuse:
+                log.warning(
+                    "authorization code reuse by client %s: %d tokens revoked",
+                    c.client_id,
+                    reuse.revoked,
+                )
+                raise TokenError("invalid_grant", "authorization code already used") from None
             except InvalidGrant:
                 raise TokenError(
                     "invalid_grant", "authorization code unknown, used or expired"
                 ) from None
-            c = self.store.get_client(row["client_id"])
-            if c is None or c.revoked_at is not None:
-                raise TokenError("invalid_client", "client revoked")
-            access, refresh = self.store.issue(c, row["scopes"], row["resource"])
             log.info("tokens issued to client %s", c.client_id)
-            return _oauth_token(access.token, refresh.token if refresh else None, row["scopes"])
+            return _oauth_token(out)
 
         return await run_in_threadpool(run)
 
@@ -275,7 +383,7 @@ class PgOAuthProvider:
                 raise TokenError("invalid_client", "client revoked")
             asked = None if sorted(scopes) == sorted(SCOPES) else scopes
             try:
-                access, refresh = self.store.rotate(
+                out = self.store.rotate(
                     refresh_token.token, c, asked, grace_seconds=grace_seconds()
                 )
             except RefreshReuse as reuse:
@@ -288,9 +396,12 @@ class PgOAuthProvider:
                 raise TokenError(
                     "invalid_grant", "refresh token reused: every token of this grant is revoked"
                 ) from None
+            except StepUpPending as err:
+                log.info("refresh refused for client %s: a step-up is pending", c.client_id)
+                raise TokenError("invalid_grant", str(err)) from None
             except InvalidGrant as err:
                 raise TokenError("invalid_grant", str(err)) from None
-            return _oauth_token(access.token, refresh.token, list(access.info.scopes))
+            return _oauth_token(out)
 
         return await run_in_threadpool(run)
 
@@ -316,17 +427,13 @@ class PgOAuthProvider:
         raise TokenError("unsupported_grant_type", "not supported")
 
 
-def _oauth_token(
-    access: str, refresh: str | None, scopes: list[str] | tuple[str, ...]
-) -> OAuthToken:
-    from store.oauth import ACCESS_SECONDS
-
+def _oauth_token(out: Exchanged) -> OAuthToken:
     return OAuthToken(
-        access_token=access,
+        access_token=out.access,
         token_type="Bearer",
-        expires_in=ACCESS_SECONDS,
-        scope=" ".join(scopes),
-        refresh_token=refresh,
+        expires_in=out.expires_in,
+        scope=" ".join(out.scopes),
+        refresh_token=out.refresh,
     )
 
 
@@ -376,10 +483,9 @@ class OAuthEndpoints:
     def __init__(self, store: OAuthStore, urls: Urls) -> None:
         self.urls = urls
         self.provider = PgOAuthProvider(store, urls)
-        auth = PgClientAuthenticator(self.provider)
-        self._token = TokenHandler(self.provider, auth)  # type: ignore[arg-type]
+        self._auth = PgClientAuthenticator(self.provider)
+        self._token = TokenHandler(self.provider, self._auth)  # type: ignore[arg-type]
         self._register = RegistrationHandler(self.provider, ClientRegistrationOptions(enabled=True))  # type: ignore[arg-type]
-        self._revoke = RevocationHandler(self.provider, auth)  # type: ignore[arg-type]
 
     async def token(self, request: Request) -> Response:
         form = await request.form()
@@ -394,24 +500,98 @@ class OAuthEndpoints:
             items = [(k, v) for k, v in items if k != "scope"] + (
                 [("scope", " ".join(known))] if known else []
             )
-        if form.get("grant_type") == "authorization_code" and isinstance(form.get("code"), str):
-            row = await run_in_threadpool(self.provider.store.load_code, str(form.get("code")))
+        store = self.provider.store
+        grant = form.get("grant_type")
+        if grant == "authorization_code" and isinstance(form.get("code"), str):
+            code = str(form.get("code"))
+            revoked = await run_in_threadpool(store.revoke_reused_code, code)
+            if revoked is not None:  # RFC 6749 §4.1.2: deny, and revoke what it issued
+                log.warning("authorization code reuse: %d tokens of its grant revoked", revoked)
+                return _token_error("invalid_grant", "authorization code already used")
+            verifier = form.get("code_verifier")
+            if not isinstance(verifier, str) or not _VERIFIER.match(verifier):
+                return _token_error(
+                    "invalid_request",
+                    "code_verifier must be 43-128 characters of A-Z a-z 0-9 - . _ ~ (RFC 7636)",
+                )
+            row = await run_in_threadpool(store.load_code, code)
             if (
                 row is not None
                 and isinstance(resource, str)
-                and row["resource"] not in (None, resource)
+                and row["resource"] not in (None, self.urls.bound(resource))
             ):
                 return _token_error(
                     "invalid_target", "resource differs from the authorization request"
                 )
+        if grant == "refresh_token" and isinstance(form.get("refresh_token"), str):
+            ref = await run_in_threadpool(store.load_refresh, str(form.get("refresh_token")))
+            if (
+                ref is not None
+                and isinstance(resource, str)
+                and ref["resource"] not in (None, self.urls.bound(resource))
+            ):
+                return _token_error("invalid_target", "the grant is for another resource")
         request._form = FormData(items)  # noqa: SLF001  (the SDK's handler reads the cached form)
         return await self._token.handle(request)
 
     async def register(self, request: Request) -> Response:
-        return await self._register.handle(request)
+        """The SDK's registration, given only the redirect URIs that pass ``redirect_problem``;
+        the answer names the refused ones (``refused_redirect_uris``: URI and reason). None
+        passing: ``400 invalid_redirect_uri``. The caller has capped the body's size."""
+        try:
+            meta = json.loads(await request.body())
+        except ValueError:
+            meta = None
+        if not isinstance(meta, dict):
+            return _register_error("invalid_client_metadata", "the body must be a JSON object")
+        uris = meta.get("redirect_uris")
+        if not isinstance(uris, list) or not uris:
+            return _register_error("invalid_redirect_uri", "redirect_uris must be a list of URIs")
+        refused = [
+            {"redirect_uri": u if isinstance(u, str) else repr(u)[:80], "reason": why}
+            for u in uris
+            if (why := redirect_problem(u)) is not None
+        ]
+        kept = list(dict.fromkeys(u for u in uris if redirect_problem(u) is None))
+        if not kept:
+            return _register_error(
+                "invalid_redirect_uri", REDIRECT_RULE, refused_redirect_uris=refused
+            )
+        request._body = json.dumps(dict(meta, redirect_uris=kept)).encode()  # noqa: SLF001
+        answer = await self._register.handle(request)
+        if answer.status_code != 201 or not refused:
+            return answer
+        body = json.loads(bytes(answer.body))
+        log.info("client registered with %d redirect URIs refused", len(refused))
+        return JSONResponse(
+            dict(body, refused_redirect_uris=refused),
+            status_code=201,
+            headers={"Cache-Control": "no-store", "Pragma": "no-cache"},
+        )
 
     async def revoke(self, request: Request) -> Response:
-        return await self._revoke.handle(request)
+        """RFC 7009: a confidential client authenticates, a public one names its ``client_id``
+        alone; the token and its grant are revoked when it is the client's; 200 whatever the
+        token was (an unknown one too)."""
+        try:
+            client = await self._auth.authenticate_request(request)
+        except AuthenticationError as err:
+            return JSONResponse(
+                {"error": "invalid_client", "error_description": err.message},
+                status_code=401,
+                headers={"Cache-Control": "no-store", "Pragma": "no-cache"},
+            )
+        token = (await request.form()).get("token")
+        if not isinstance(token, str) or not token:
+            return _token_error("invalid_request", "token is required")
+        store = self.provider.store
+        owner = await run_in_threadpool(store.token_client, token)
+        if owner is not None and owner == client.client_id:
+            n = await run_in_threadpool(store.revoke_token, token)
+            log.info("token revoked by its client (%d tokens of the grant)", n)
+        return Response(
+            status_code=200, headers={"Cache-Control": "no-store", "Pragma": "no-cache"}
+        )
 
     async def authorization_server(self, request: Request) -> Response:
         return JSONResponse(
@@ -422,6 +602,14 @@ class OAuthEndpoints:
         return JSONResponse(
             resource_metadata(self.urls), headers={"Cache-Control": "public, max-age=300"}
         )
+
+
+def _register_error(code: str, description: str, **extra: Any) -> Response:
+    return JSONResponse(
+        {"error": code, "error_description": description, **extra},
+        status_code=400,
+        headers={"Cache-Control": "no-store", "Pragma": "no-cache"},
+    )
 
 
 def _token_error(code: str, description: str) -> Response:

@@ -9,6 +9,7 @@ message (the store checks it: ``422 evidence_refused``); a client's own statemen
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Header, Request
@@ -25,6 +26,7 @@ from core.errors import (
 )
 from core.models import CONFIRMED_ACTIONS, STANDING_ACTIONS, ActionRequest, CommitRequest
 from memory_api.auth import AuthMiddleware, allowed_hosts
+from memory_api.limits import Limits, StrictJson
 from search.service import ReadService
 from store.budget import PgWindow
 from store.db import Database
@@ -91,11 +93,14 @@ def create_app(
     budget: tuple[int, float] = (300, 600.0),
     public_url: str | None = None,
     token_kinds: tuple[str, ...] = ("api",),
+    audience: Callable[[str | None], bool] | None = None,
+    limits: bool = True,
 ) -> FastAPI:
     """The API behind its auth middleware (memory_api/auth.py): Host check, bearer token, scope;
     ``X-Pmem-Client`` as the routes see it is the token's name, never the caller's choice.
     ``token_kinds``: `pmem api` takes its own tokens; the remote server (`pmem serve --http`)
-    also OAuth access tokens."""
+    also OAuth access tokens, those issued for the memory API only (``audience``). ``limits``:
+    the request limits of memory_api/limits.py (the remote server puts them in front of all)."""
     store = MemoryStore(db)
     # /v1/search reads as `pmem search` and MCP's search do: the query understood (a time
     # expression filters on when the memory happened), texts through the secret guard
@@ -105,9 +110,16 @@ def create_app(
     app = FastAPI(
         title="personal-memory API", version="1", docs_url=None, redoc_url=None, openapi_url=None
     )
+    app.add_middleware(StrictJson)  # innermost: after the token check
     app.add_middleware(
-        AuthMiddleware, tokens=TokenStore(db), hosts=allowed_hosts(public_url), kinds=token_kinds
+        AuthMiddleware,
+        tokens=TokenStore(db),
+        hosts=allowed_hosts(public_url),
+        kinds=token_kinds,
+        audience=audience,
     )
+    if limits:  # outermost: before the token is even looked at
+        app.add_middleware(Limits)
     windows: dict[str, PgWindow] = {}
 
     def admit(client: str) -> JSONResponse | None:

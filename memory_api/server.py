@@ -12,6 +12,7 @@ import uvicorn
 
 from memory_api.app import create_app
 from memory_api.auth import check_bind
+from memory_api.limits import uvicorn_limits
 from store.db import Database
 
 
@@ -42,6 +43,7 @@ def serve_in_thread(
         log_level="warning",
         access_log=False,
         lifespan="off",
+        **uvicorn_limits(),
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="memory-api", daemon=True)
@@ -68,6 +70,7 @@ def serve_forever(
         log_level="info",
         access_log=False,
         server_header=False,
+        **uvicorn_limits(),
     )
 
 
@@ -91,6 +94,7 @@ def run_app_in_thread(
         lifespan=lifespan,
         server_header=False,
         log_config=None,
+        **uvicorn_limits(),
     )
     server = uvicorn.Server(config)
     _no_access_log()
@@ -116,6 +120,7 @@ def run_app_forever(app: object, *, host: str, port: int, log_level: str = "info
         access_log=False,
         server_header=False,
         log_config=None,
+        **uvicorn_limits(),
     )
     server = uvicorn.Server(config)
     _no_access_log()

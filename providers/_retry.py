@@ -186,3 +186,89 @@ def safe_code(value: object) -> str | None:
         return None
     text = _CODE_RE.sub("", str(value))[:64]
     return text or None
+
+
+#: the codes the vendors publish: OpenAI's ``error.code`` / ``error.type``, Anthropic's
+#: ``error.type`` and ``stop_reason``, Google's RPC ``status``, ``finish_reason`` and
+#: ``block_reason``. Only these reach our messages (and so Prefect's states and logs): a code
+#: is a field the vendor fills, and one that echoes the prompt must not carry it along.
+VENDOR_CODES = frozenset(
+    {
+        # OpenAI
+        "invalid_request_error",
+        "authentication_error",
+        "permission_error",
+        "not_found_error",
+        "rate_limit_error",
+        "server_error",
+        "api_error",
+        "insufficient_quota",
+        "rate_limit_exceeded",
+        "context_length_exceeded",
+        "invalid_api_key",
+        "model_not_found",
+        "billing_hard_limit_reached",
+        "tokens_exceeded",
+        "unsupported_parameter",
+        "invalid_value",
+        "content_filter",
+        "string_above_max_length",
+        "engine_overloaded",
+        "requests",
+        "tokens",
+        # Anthropic
+        "overloaded_error",
+        "request_too_large",
+        "billing_error",
+        "timeout_error",
+        "end_turn",
+        "max_tokens",
+        "stop_sequence",
+        "tool_use",
+        "pause_turn",
+        "refusal",
+        # Google RPC status, Gemini finish and block reasons
+        "CANCELLED",
+        "UNKNOWN",
+        "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED",
+        "NOT_FOUND",
+        "ALREADY_EXISTS",
+        "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED",
+        "FAILED_PRECONDITION",
+        "ABORTED",
+        "OUT_OF_RANGE",
+        "UNIMPLEMENTED",
+        "INTERNAL",
+        "UNAVAILABLE",
+        "DATA_LOSS",
+        "UNAUTHENTICATED",
+        "STOP",
+        "MAX_TOKENS",
+        "SAFETY",
+        "RECITATION",
+        "LANGUAGE",
+        "OTHER",
+        "BLOCKLIST",
+        "PROHIBITED_CONTENT",
+        "SPII",
+        "MALFORMED_FUNCTION_CALL",
+        "IMAGE_SAFETY",
+        "UNEXPECTED_TOOL_CALL",
+        "TOO_MANY_TOOL_CALLS",
+        "FINISH_REASON_UNSPECIFIED",
+        "BLOCK_REASON_UNSPECIFIED",
+    }
+)
+
+
+def vendor_code(value: object) -> str | None:
+    """A vendor's code as our messages may carry it: one of ``VENDOR_CODES`` (an enum's
+    ``FinishReason.STOP`` read as ``STOP``), else None. Never the vendor's free text."""
+    name = getattr(value, "name", None)
+    code = safe_code(name if isinstance(name, str) else value)
+    if code is None:
+        return None
+    code = code.rsplit(".", 1)[-1]
+    return code if code in VENDOR_CODES else None

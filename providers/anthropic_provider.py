@@ -31,8 +31,8 @@ from prompts.case_record import (
 )
 from providers._retry import (
     parse_retry_after,
-    safe_code,
     transient_status,
+    vendor_code,
 )
 from providers._sdk import SdkDrafter, Send
 
@@ -168,7 +168,7 @@ def _records(resp: Any) -> list[DraftRecord]:
     ]
     if not calls:
         raise TerminalDraftError(
-            f"{PROVIDER}: the answer has no {TOOL_NAME} call (stop_reason={safe_code(stop)})"
+            f"{PROVIDER}: the answer has no {TOOL_NAME} call (stop_reason={vendor_code(stop) or 'unrecognised'})"
         )
     try:
         parsed = CaseRecordResponse.model_validate(calls[0].input)
@@ -213,5 +213,5 @@ def _error_type(body: object) -> str | None:
     if isinstance(body, dict):
         error = body.get("error")
         if isinstance(error, dict):
-            return safe_code(error.get("type"))
+            return vendor_code(error.get("type"))  # never the vendor's text
     return None

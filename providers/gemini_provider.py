@@ -31,8 +31,8 @@ from providers._json import json_object as _json_object
 from providers._retry import (
     parse_duration,
     parse_retry_after,
-    safe_code,
     transient_status,
+    vendor_code,
 )
 from providers._sdk import SdkDrafter, Send
 
@@ -186,7 +186,9 @@ def _records(resp: Any) -> list[DraftRecord]:
     feedback = getattr(resp, "prompt_feedback", None)
     blocked = _enum_name(getattr(feedback, "block_reason", None)) if feedback else None
     if blocked:
-        raise TerminalDraftError(f"{PROVIDER}: the request was blocked ({safe_code(blocked)})")
+        raise TerminalDraftError(
+            f"{PROVIDER}: the request was blocked ({vendor_code(blocked) or 'unrecognised'})"
+        )
     candidates = getattr(resp, "candidates", None) or []
     if not candidates:
         raise TerminalDraftError(f"{PROVIDER}: the response has no candidates")
@@ -197,9 +199,13 @@ def _records(resp: Any) -> list[DraftRecord]:
             f"{PROVIDER}: the answer was cut at the output token limit (MAX_TOKENS)"
         )
     if finish in _BLOCKED_FINISH:
-        raise TerminalDraftError(f"{PROVIDER}: the model refused to answer ({safe_code(finish)})")
+        raise TerminalDraftError(
+            f"{PROVIDER}: the model refused to answer ({vendor_code(finish) or 'unrecognised'})"
+        )
     if finish not in _OK_FINISH:
-        raise TerminalDraftError(f"{PROVIDER}: the answer ended with {safe_code(finish)}")
+        raise TerminalDraftError(
+            f"{PROVIDER}: the answer ended with {vendor_code(finish) or 'unrecognised'}"
+        )
     content = getattr(candidate, "content", None)
     parts = (getattr(content, "parts", None) or []) if content is not None else []
     text = "".join(
@@ -231,7 +237,7 @@ def _map_api_error(exc: Any) -> DraftError:
     """The one place Gemini API errors become ours."""
     status = getattr(exc, "code", None)
     status = status if isinstance(status, int) else None
-    code = safe_code(getattr(exc, "status", None))
+    code = vendor_code(getattr(exc, "status", None))  # never the vendor's text
     what = f"{PROVIDER}: HTTP {status}" + (f" ({code})" if code else "")
     if transient_status(status):
         return TransientDraftError(what, retry_after=_retry_after(exc))

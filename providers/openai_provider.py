@@ -24,7 +24,7 @@ from core.errors import ConfigError, DraftError, TerminalDraftError, TransientDr
 from core.models import DraftRecord
 from prompts.case_record import CaseRecordResponse, response_json_schema, to_draft_records
 from providers._json import json_object as _json_object
-from providers._retry import parse_retry_after, safe_code, transient_status
+from providers._retry import parse_retry_after, transient_status, vendor_code
 from providers._sdk import SdkDrafter, Send
 
 try:
@@ -210,7 +210,7 @@ def _map_error(exc: openai.APIError) -> DraftError:
         return TransientDraftError(f"{PROVIDER}: could not connect")
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
-        code = safe_code(exc.code) or safe_code(exc.type)
+        code = vendor_code(exc.code) or vendor_code(exc.type)  # never the vendor's text
         what = f"{PROVIDER}: HTTP {status}" + (f" ({code})" if code else "")
         if status == 429 and code == "insufficient_quota":
             return TerminalDraftError(f"{what}: the account's quota is used up")

@@ -3,25 +3,33 @@ rotation with reuse detection, the owner's passphrase and the consent page's fai
 
 Tokens live in the one token store (``store/tokens.py``, table ``auth_tokens``): an access token
 is kind ``access`` (15 minutes), a refresh token kind ``refresh``. Every token from one consent
-shares a ``family_id``. A refresh token is exchanged once: the exchange marks it ``rotated_at``
-and issues the next generation. Presenting it again is a replay: the immediately previous
-generation is accepted within a grace window (clients refresh in parallel, or retry a refresh
-whose answer they lost), and any other replay revokes the whole family. Codes, tokens and client
-secrets are stored only as SHA-256; the passphrase as an Argon2id hash. Nothing here logs.
+shares a ``family_id``. A refresh token is exchanged once: the exchange marks it ``rotated_at``,
+issues the next generation and keeps that successor pair sealed (AES-GCM) under a key derived
+from the exchanged token, which only its holder has. Presenting it again is a replay: within a
+grace window, while the successor is still unused, the replay is answered with *the same*
+successor (clients refresh in parallel, or retry a refresh whose answer they lost; no second
+chain is minted); any other replay, and any replay once the successor was used, revokes the
+whole family. A code is single use: its second exchange revokes the family the first one made
+(RFC 6749 §4.1.2). Codes, tokens and client secrets are stored only as SHA-256; the passphrase as
+an Argon2id hash. Nothing here logs.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
@@ -32,6 +40,8 @@ from store.tokens import IssuedToken, TokenStore, check_scopes
 ACCESS_SECONDS = 900  # 15 minutes (expires_in <= 900)
 REFRESH_UNUSED_DAYS = 365  # a refresh token lapses after a year unused
 CODE_SECONDS = 300
+STEP_UP_SECONDS = 600  # how long a step-up challenge keeps the family's refresh refused
+MIN_PASSPHRASE = 12  # characters; the consent throttle assumes a passphrase this long at least
 _SLUG = re.compile(r"[^A-Za-z0-9]+")
 #: Argon2id with argon2-cffi's default parameters (RFC 9106, low-memory profile); tests swap in
 #: the cheapest profile, since each hash costs ~0.1 s (seconds on a loaded machine)
@@ -44,6 +54,50 @@ def sha256(value: str) -> bytes:
 
 class InvalidGrant(Exception):
     """A code or refresh token that is unknown, used, expired, revoked or not the client's."""
+
+
+class CodeReuse(InvalidGrant):
+    """A used authorization code presented again: the tokens it produced are revoked."""
+
+    def __init__(self, revoked: int) -> None:
+        super().__init__("authorization code reused")
+        self.revoked = revoked
+
+
+@dataclass(frozen=True)
+class Exchanged:
+    """What /token answers: the pair, its scopes and the access token's remaining seconds."""
+
+    access: str
+    refresh: str | None
+    scopes: tuple[str, ...]
+    expires_in: int
+
+
+def _seal_key(token: str) -> bytes:
+    # domain-separated from the stored SHA-256 of the token, which must not unseal
+    return hashlib.sha256(b"pmem successor\x00" + token.encode("utf-8")).digest()
+
+
+def seal(token: str, value: dict[str, Any]) -> bytes:
+    nonce = secrets.token_bytes(12)
+    return nonce + AESGCM(_seal_key(token)).encrypt(nonce, json.dumps(value).encode(), None)
+
+
+def unseal(token: str, sealed: bytes) -> dict[str, Any] | None:
+    try:
+        plain = AESGCM(_seal_key(token)).decrypt(sealed[:12], sealed[12:], None)
+    except (InvalidTag, ValueError):
+        return None
+    value = json.loads(plain)
+    return value if isinstance(value, dict) else None
+
+
+class StepUpPending(InvalidGrant):
+    """The family was told a call needs a wider grant: refresh refused, nothing revoked."""
+
+    def __init__(self) -> None:
+        super().__init__("a call needed a scope beyond this grant: authorize again")
 
 
 class RefreshReuse(InvalidGrant):
@@ -208,22 +262,66 @@ class OAuthStore:
         return code, expires.timestamp()
 
     def load_code(self, code: str) -> dict[str, Any] | None:
+        """The code's row, used or not (``used_at``)."""
         with self.db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             cur.execute("SELECT * FROM oauth_codes WHERE code_hash = %s", (sha256(code),))
             return cur.fetchone()
 
-    def take_code(self, code: str, client_id: str) -> dict[str, Any]:
-        """Consume a code (single use, unexpired, the client's); InvalidGrant otherwise."""
+    def revoke_reused_code(self, code: str) -> int | None:
+        """A used code presented again: revoke the family its first exchange made; the number of
+        tokens revoked, or None when the code was never used (or is unknown)."""
+        with self.db.connection() as conn:
+            row = conn.execute(
+                "SELECT family_id FROM oauth_codes WHERE code_hash = %s AND used_at IS NOT NULL",
+                (sha256(code),),
+            ).fetchone()
+            if row is None:
+                return None
+            n = 0
+            if row[0] is not None:
+                n = conn.execute(
+                    "UPDATE auth_tokens SET revoked_at = now() WHERE family_id = %s AND revoked_at IS NULL",
+                    (row[0],),
+                ).rowcount
+            conn.commit()
+        return n
+
+    def redeem_code(self, code: str, client: Client) -> Exchanged:
+        """Exchange a code (single use, unexpired, the client's) for the first pair of a new
+        family, in one transaction; a code used before revokes that family (``CodeReuse``)."""
         with self.db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             cur.execute(
-                "DELETE FROM oauth_codes WHERE code_hash = %s RETURNING *, expires_at > now() AS live",
+                "SELECT *, expires_at > now() AS live FROM oauth_codes WHERE code_hash = %s FOR UPDATE",
                 (sha256(code),),
             )
             row = cur.fetchone()
+            if row is not None and row["used_at"] is not None:
+                n = 0
+                if row["family_id"] is not None:
+                    n = cur.execute(
+                        "UPDATE auth_tokens SET revoked_at = now() WHERE family_id = %s AND revoked_at IS NULL",
+                        (row["family_id"],),
+                    ).rowcount
+                conn.commit()
+                raise CodeReuse(n)
+            if row is None or not row["live"] or row["client_id"] != client.client_id:
+                conn.rollback()
+                raise InvalidGrant("authorization code unknown, used or expired")
+            family = "fam_" + secrets.token_hex(8)
+            access, refresh = self.issue(
+                client, row["scopes"], row["resource"], family_id=family, conn=conn
+            )
+            cur.execute(
+                "UPDATE oauth_codes SET used_at = now(), family_id = %s WHERE code_hash = %s",
+                (family, row["code_hash"]),
+            )
             conn.commit()
-        if row is None or not row["live"] or row["client_id"] != client_id:
-            raise InvalidGrant("authorization code unknown, used or expired")
-        return row
+        return Exchanged(
+            access.token,
+            refresh.token if refresh else None,
+            tuple(row["scopes"]),
+            ACCESS_SECONDS,
+        )
 
     # ---------------------------------------------------------------- tokens
 
@@ -295,19 +393,21 @@ class OAuthStore:
         scopes: list[str] | None,
         *,
         grace_seconds: float,
-    ) -> tuple[IssuedToken, IssuedToken]:
+    ) -> Exchanged:
         """Exchange a refresh token for a new access token and the next refresh token.
 
-        A live token is marked rotated. The immediately previous generation within
-        ``grace_seconds`` of its rotation gets a fresh pair too (parallel refreshes, a lost
-        answer). Any other replay revokes the family (``RefreshReuse``)."""
+        A live token is marked rotated and its successor pair kept sealed under a key derived
+        from it. Presented again within ``grace_seconds`` of its rotation while that successor
+        is unused, it is answered with the same successor (idempotent). Any other replay, or one
+        after the successor was used, revokes the family (``RefreshReuse``)."""
         with self.db.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
             cur.execute(
                 """SELECT token_id, client_id, family_id, scopes, resource, generation, rotated_at,
-                          revoked_at, expires_at < now() AS expired,
-                          extract(epoch FROM now() - rotated_at) AS since_rotation
+                          revoked_at, successor_sealed, expires_at < now() AS expired,
+                          extract(epoch FROM now() - rotated_at) AS since_rotation,
+                          step_up_at > now() - make_interval(secs => %s) AS step_up
                    FROM auth_tokens WHERE token_hash = %s AND kind = 'refresh' FOR UPDATE""",
-                (sha256(token),),
+                (STEP_UP_SECONDS, sha256(token)),
             )
             row = cur.fetchone()
             if row is None or row["client_id"] != client.client_id:
@@ -316,31 +416,26 @@ class OAuthStore:
             if row["revoked_at"] is not None or row["expired"]:
                 conn.rollback()
                 raise InvalidGrant("refresh token revoked or expired")
-            granted = list(row["scopes"])
-            wanted = [s for s in (scopes or granted) if s in granted]
-            if not wanted:
+            if row["step_up"] and row["rotated_at"] is None:
                 conn.rollback()
-                raise InvalidGrant("no granted scope requested")
+                raise StepUpPending
             family = row["family_id"]
-            if row["rotated_at"] is None:
-                cur.execute(
-                    "UPDATE auth_tokens SET rotated_at = now(), last_used_at = now() WHERE token_id = %s",
-                    (row["token_id"],),
-                )
-            else:
-                cur.execute(
-                    "SELECT max(generation) AS g FROM auth_tokens WHERE family_id = %s AND kind = 'refresh'",
-                    (family,),
-                )
-                latest = cur.fetchone()["g"]  # type: ignore[index]
-                in_grace = float(row["since_rotation"]) <= grace_seconds
-                if not (in_grace and row["generation"] == latest - 1):
+            if row["rotated_at"] is not None:
+                again = self._replay(cur, row, token, grace_seconds)
+                if again is None:
                     n = cur.execute(
                         "UPDATE auth_tokens SET revoked_at = now() WHERE family_id = %s AND revoked_at IS NULL",
                         (family,),
                     ).rowcount
                     conn.commit()
                     raise RefreshReuse(family, n)
+                conn.commit()
+                return again
+            granted = list(row["scopes"])
+            wanted = [s for s in (scopes or granted) if s in granted]
+            if not wanted:
+                conn.rollback()
+                raise InvalidGrant("no granted scope requested")
             access, refresh = self.issue(
                 client,
                 wanted,
@@ -350,9 +445,62 @@ class OAuthStore:
                 conn=conn,
                 refresh_scopes=granted,
             )
+            assert refresh is not None and access.info.expires_at is not None
+            sealed = seal(
+                token,
+                {
+                    "access": access.token,
+                    "refresh": refresh.token,
+                    "scopes": list(access.info.scopes),
+                    "access_expires": access.info.expires_at.timestamp(),
+                    "successor": refresh.info.token_id,
+                },
+            )
+            cur.execute(
+                """UPDATE auth_tokens SET rotated_at = now(), last_used_at = now(),
+                          successor_sealed = %s WHERE token_id = %s""",
+                (sealed, row["token_id"]),
+            )
+            # the earlier generations' sealed successors are of no use any more
+            cur.execute(
+                """UPDATE auth_tokens SET successor_sealed = NULL
+                   WHERE family_id = %s AND generation < %s AND successor_sealed IS NOT NULL""",
+                (family, row["generation"]),
+            )
             conn.commit()
-        assert refresh is not None
-        return access, refresh
+        return Exchanged(access.token, refresh.token, tuple(access.info.scopes), ACCESS_SECONDS)
+
+    @staticmethod
+    def _replay(
+        cur: Any, row: dict[str, Any], token: str, grace_seconds: float
+    ) -> Exchanged | None:
+        """The same successor for a replay inside the grace window while it is unused; None
+        when the replay must revoke the family."""
+        if float(row["since_rotation"]) > grace_seconds or row["successor_sealed"] is None:
+            return None
+        kept = unseal(token, bytes(row["successor_sealed"]))
+        if kept is None:
+            return None
+        cur.execute(
+            """SELECT rotated_at IS NULL AND revoked_at IS NULL AS unused FROM auth_tokens
+               WHERE token_id = %s AND family_id = %s""",
+            (kept["successor"], row["family_id"]),
+        )
+        succ = cur.fetchone()
+        if succ is None or not succ["unused"]:
+            return None
+        left = int(float(kept["access_expires"]) - datetime.now(UTC).timestamp())
+        if left <= 0:
+            return None
+        return Exchanged(kept["access"], kept["refresh"], tuple(kept["scopes"]), left)
+
+    def token_client(self, token: str) -> str | None:
+        """The client id a token (access or refresh, live or not) was issued to."""
+        with self.db.connection() as conn:
+            row = conn.execute(
+                "SELECT client_id FROM auth_tokens WHERE token_hash = %s", (sha256(token),)
+            ).fetchone()
+        return row[0] if row else None
 
     def revoke_token(self, token: str) -> int:
         """Revoke a token and its whole family (RFC 7009); the number of tokens revoked."""
@@ -373,9 +521,14 @@ class OAuthStore:
 
     # ---------------------------------------------------------------- the owner's passphrase
 
-    def set_owner_password(self, password: str) -> None:
-        if len(password) < 8:
-            raise ConfigError("the owner passphrase needs at least 8 characters")
+    def set_owner_password(self, password: str, *, rehash: bool = False) -> None:
+        """Store the passphrase's Argon2id hash. ``rehash``: the stored one again, under the
+        library's current parameters (one set before the minimum grew is kept, not refused)."""
+        if not rehash and len(password) < MIN_PASSPHRASE:
+            raise ConfigError(
+                f"the owner passphrase needs at least {MIN_PASSPHRASE} characters "
+                "(a few words are easier to type than symbols)"
+            )
         digest = PASSWORD_HASHER.hash(password)  # Argon2id
         with self.db.connection() as conn:
             conn.execute(
@@ -400,15 +553,64 @@ class OAuthStore:
         except (VerifyMismatchError, VerificationError, InvalidHashError):
             return False
         if hasher.check_needs_rehash(row[0]):
-            self.set_owner_password(password)
+            self.set_owner_password(password, rehash=True)
         return True
 
     # ---------------------------------------------------------------- consent throttle
 
-    def record_failure(self) -> None:
+    def attempt(
+        self,
+        *,
+        address: str,
+        client_id: str,
+        now: float,
+        window_seconds: float,
+        policy: Callable[[Attempts], float],
+    ) -> tuple[float, int | None]:
+        """One passphrase check asked for: under a lock, the wrong passphrases in the window per
+        address, per client and in all go to ``policy``; when it answers a wait, that wait and
+        None; otherwise (0.0, id of a failure recorded in advance). The caller clears it when the
+        passphrase was right (``clear_attempt``), so a parallel burst sees every check it makes."""
+        at = datetime.fromtimestamp(now, UTC)
+        since = at - timedelta(seconds=window_seconds)
+        with self.db.connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('consent-throttle', 7))")
+            row = conn.execute(
+                """SELECT count(*) FILTER (WHERE address = %(a)s),
+                          extract(epoch FROM %(at)s - max(at) FILTER (WHERE address = %(a)s)),
+                          count(*) FILTER (WHERE client_id = %(c)s),
+                          extract(epoch FROM %(at)s - max(at) FILTER (WHERE client_id = %(c)s)),
+                          count(*), extract(epoch FROM %(at)s - max(at)),
+                          EXISTS (SELECT 1 FROM auth_tokens WHERE client_id = %(c)s)
+                   FROM consent_failures WHERE at > %(since)s AND at <= %(at)s""",
+                {"a": address, "c": client_id, "at": at, "since": since},
+            ).fetchone()
+            assert row is not None
+
+            def last(v: Any) -> float | None:
+                return float(v) if v is not None else None
+
+            seen = Attempts(
+                (int(row[0]), last(row[1])),
+                (int(row[2]), last(row[3])),
+                (int(row[4]), last(row[5])),
+                bool(row[6]),
+            )
+            wait = policy(seen)
+            if wait > 0:
+                return wait, None
+            got = conn.execute(
+                "INSERT INTO consent_failures (at, address, client_id) VALUES (%s, %s, %s) RETURNING id",
+                (at, address, client_id),
+            ).fetchone()
+            conn.execute("DELETE FROM consent_failures WHERE at < %s", (at - timedelta(days=2),))
+        assert got is not None
+        return 0.0, int(got[0])
+
+    def clear_attempt(self, attempt_id: int) -> None:
+        """The passphrase was right: the failure recorded in advance goes."""
         with self.db.connection() as conn:
-            conn.execute("INSERT INTO consent_failures DEFAULT VALUES")
-            conn.execute("DELETE FROM consent_failures WHERE at < now() - interval '1 day'")
+            conn.execute("DELETE FROM consent_failures WHERE id = %s", (attempt_id,))
             conn.commit()
 
     def failures(self, window_seconds: float) -> tuple[int, float | None]:
@@ -421,3 +623,15 @@ class OAuthStore:
             ).fetchone()
         assert row is not None
         return int(row[0]), (float(row[1]) if row[1] is not None else None)
+
+
+@dataclass(frozen=True)
+class Attempts:
+    """Wrong passphrases in the throttle's window, as (count, seconds since the last one): from
+    this source address, for this client (from any address), and in all; and whether the client
+    is known (the owner approved it before: it holds or held tokens)."""
+
+    address: tuple[int, float | None]
+    client: tuple[int, float | None]
+    everyone: tuple[int, float | None]
+    known_client: bool

@@ -188,6 +188,18 @@ class TokenStore:
             )
             return [_info(r) for r in cur.fetchall()]
 
+    def mark_step_up(self, family_id: str) -> None:
+        """A call with a token of this family needed a scope beyond its grant: its live refresh
+        token's next exchange is refused (``store.oauth.OAuthStore.rotate``), so the client
+        authorizes again instead of refreshing the same grant."""
+        with self.db.connection() as conn:
+            conn.execute(
+                """UPDATE auth_tokens SET step_up_at = now() WHERE family_id = %s AND kind = 'refresh'
+                   AND rotated_at IS NULL AND revoked_at IS NULL""",
+                (family_id,),
+            )
+            conn.commit()
+
     def revoke(self, token_id_or_name: str) -> builtins.list[str]:
         """Revoke a token by its id, or every live token of a client name; the ids revoked."""
         with self.db.connection() as conn:

@@ -128,3 +128,36 @@ def test_parse_duration_and_codes() -> None:
         529,
     ]
     assert not transient_status(None)
+
+
+def test_vendor_errors_keep_only_published_codes() -> None:
+    """Finding 19 (issue 29): a vendor that echoes the prompt in its error code must not carry it
+    into our message (which Prefect records as the task's state and log): the status and a
+    published code stay, free text goes."""
+    import anthropic
+    import httpx
+    import openai
+    from google.genai import errors as genai_errors
+
+    from providers import anthropic_provider, gemini_provider, openai_provider
+    from providers._retry import vendor_code
+
+    echo = "ECHOCANARY_the_password_is_hunter2"
+    request = httpx.Request("POST", "https://vendor.example/v1")
+    response = httpx.Response(400, request=request)
+    oa = openai.APIStatusError(
+        "bad", response=response, body={"code": echo, "type": echo, "message": echo}
+    )
+    an = anthropic.APIStatusError(
+        "bad", response=response, body={"type": "error", "error": {"type": echo, "message": echo}}
+    )
+    ge = genai_errors.APIError(400, {"error": {"code": 400, "status": echo, "message": echo}})
+    for err in (
+        openai_provider._map_error(oa),
+        anthropic_provider._map_error(an),
+        gemini_provider._map_api_error(ge),
+    ):
+        assert "HTTP 400" in str(err) and "ECHOCANARY" not in str(err) and "hunter2" not in str(err)
+    known = openai.APIStatusError("x", response=response, body={"code": "context_length_exceeded"})
+    assert "(context_length_exceeded)" in str(openai_provider._map_error(known))
+    assert vendor_code("FinishReason.STOP") == "STOP" and vendor_code("stop_here_pw") is None

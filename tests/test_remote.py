@@ -411,7 +411,11 @@ def test_two_clients_share_one_memory_through_oauth(remote: dict[str, Any]) -> N
     assert memory_id in b["search2"]
     assert b_store.tokens is not None and b_store.tokens.scope == "memory.read"
     b_page = parse_form(b_browser.pages[0])
-    assert b_page.boxes == dict.fromkeys(SCOPES, True)  # each asked scope a checkbox, ticked
+    # each asked scope a checkbox; only read and propose ticked beforehand (least privilege)
+    assert b_page.boxes == {s: s in ("memory.read", "memory.propose") for s in SCOPES}
+    page_text = " ".join(" ".join(b_page.text).split())
+    assert "Write memories without asking you first" in page_text
+    assert "Ask to delete memories" in page_text and "Ask to publish memories" in page_text
     assert "ChatGPT Test" in "".join(b_page.text) and "127.0.0.1:43112" in "".join(b_page.text)
     assert "loopback" in "".join(b_page.text)  # the loopback warning
     b_access = b_store.tokens.access_token
@@ -442,20 +446,15 @@ def test_two_clients_share_one_memory_through_oauth(remote: dict[str, Any]) -> N
     )
     assert beyond.status_code == 403 and beyond.json()["error"] == "insufficient_scope"
     assert 'error="insufficient_scope"' in beyond.headers["www-authenticate"]
-    assert 'scope="memory.write"' in beyond.headers["www-authenticate"]
-    # the same token on the memory API under /v1: reads yes, commits no
+    # step-up (RFC 6750 §3.1): the grant's scope and the missing one, so asking again keeps read
+    assert 'scope="memory.read memory.write"' in beyond.headers["www-authenticate"]
+    # the token is bound to /mcp (RFC 8707): the memory API under /v1 does not take it
     v1 = httpx.post(
         base + "/v1/search",
         headers={"Authorization": f"Bearer {b_access}"},
         json={"query": "家計簿"},
     )
-    assert v1.status_code == 200 and any(h["id"] == memory_id for h in v1.json()["hits"])
-    assert (
-        httpx.post(
-            base + "/v1/commits", headers={"Authorization": f"Bearer {b_access}"}, json={}
-        ).status_code
-        == 403
-    )
+    assert v1.status_code == 401
 
     # ---------------------------------------------------------------- refresh rotation and replay
     def refresh(token: str, store: Memory) -> httpx.Response:
@@ -480,17 +479,33 @@ def test_two_clients_share_one_memory_through_oauth(remote: dict[str, Any]) -> N
     replay = refresh(r0, a_store)  # a parallel refresh / lost answer: inside the grace window
     assert replay.status_code == 200, replay.text
     r1b = replay.json()["refresh_token"]
+    # idempotent: the same successor, not a second chain
+    assert r1b == r1 and replay.json()["access_token"] == first.json()["access_token"]
     second = refresh(r1, a_store)
     assert second.status_code == 200
     r2, a2_access = second.json()["refresh_token"], second.json()["access_token"]
-    assert (
-        httpx.post(
-            base + "/v1/search",
-            headers={"Authorization": f"Bearer {a2_access}"},
-            json={"query": "x"},
+    mcp_init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+
+    def at_mcp(access: str) -> int:
+        return httpx.post(
+            base + "/mcp", json=mcp_init, headers=accept | {"Authorization": f"Bearer {access}"}
         ).status_code
-        == 200
-    )
+
+    assert at_mcp(a2_access) == 200
+    # r1 was used: a replay of r0 now (still inside the window) revokes the family
+    late = refresh(r0, a_store)
+    assert late.status_code == 400 and late.json()["error"] == "invalid_grant"
+    assert at_mcp(a2_access) == 401 and refresh(r2, a_store).status_code == 400
     with db.connection() as conn:  # r0 was rotated an hour ago: outside the window
         conn.execute(
             "UPDATE auth_tokens SET rotated_at = now() - interval '1 hour' WHERE token_hash = %s",
@@ -604,8 +619,7 @@ def test_two_clients_share_one_memory_through_oauth(remote: dict[str, Any]) -> N
         base + "/token", data=token_form | {"code_verifier": verifier, "resource": base + "/mcp"}
     )
     assert ok.status_code == 200, ok.text
-    again = httpx.post(base + "/token", data=token_form | {"code_verifier": verifier})
-    assert again.status_code == 400  # single use
+    # a second exchange of the code: tests/test_oauth_letter.py (it revokes these tokens)
     c_access, c_refresh = ok.json()["access_token"], ok.json()["refresh_token"]
     c_headers = mcp_headers | {"Authorization": f"Bearer {c_access}"}
     init = {

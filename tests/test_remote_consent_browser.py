@@ -102,10 +102,12 @@ def test_consent_page_in_headless_chromium(db, tmp_path: Path) -> None:  # type:
             body = page.inner_text("body")
             assert "Claude Code" in body and "127.0.0.1:45999" in body and "Warning" in body
             boxes = page.locator("input[type=checkbox]")
-            assert boxes.count() == 3 and all(boxes.nth(i).is_checked() for i in range(3))
+            # least privilege: read and propose ticked, write offered unticked with its line
+            assert boxes.count() == 3
+            assert [boxes.nth(i).is_checked() for i in range(3)] == [True, True, False]
             assert "Suggest new memories" in body and "Read your memories" in body
+            assert "Write memories without asking you first" in body
             page.screenshot(path=str(shot), full_page=True)
-            page.uncheck("input[value='memory.write']")
             page.uncheck("input[value='memory.propose']")
             page.fill("input[name=passphrase]", PASSPHRASE)
             page.click("button[value=approve]")

@@ -61,9 +61,9 @@ def world(pmem_env, db):
             evidence=[EvidenceIn(source_key=keys[2], text="カーシェアは近所のステーションを使う")],
         )
     )
-    from store.tokens import TokenStore
+    from store.tokens import SCOPES, TokenStore
 
-    token = TokenStore(db).create("phone").token
+    token = TokenStore(db).create("phone", SCOPES).token  # delete/publish need their scopes
     api = TestClient(
         create_app(db), base_url="http://127.0.0.1", headers={"Authorization": f"Bearer {token}"}
     )
