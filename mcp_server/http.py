@@ -2,8 +2,8 @@
 
 One ASGI app on one port:
 
-    /mcp                                       the MCP tools (the SDK's streamable HTTP transport:
-                                               the session wire and the stateless wire), behind
+    /mcp                                       the MCP tools (the SDK's streamable HTTP transport,
+                                               stateless: no session a restart could lose), behind
                                                ``McpGuard``: Host check, OAuth access token,
                                                per-client budget, scope of the tool called
     /.well-known/oauth-authorization-server    RFC 8414 metadata (issuer, endpoints, S256, iss)
@@ -357,6 +357,7 @@ def create_app(
     server.middleware.append(scope_middleware)
     mcp_app = server.streamable_http_app(
         streamable_http_path="/mcp",
+        stateless_http=True,  # no session to lose: a restart is invisible to clients (ADR 0043)
         transport_security=TransportSecuritySettings(
             enable_dns_rebinding_protection=False
         ),  # McpGuard checks Host
