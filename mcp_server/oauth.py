@@ -319,12 +319,12 @@ class PgOAuthProvider:
 def _oauth_token(
     access: str, refresh: str | None, scopes: list[str] | tuple[str, ...]
 ) -> OAuthToken:
-    from store.oauth import ACCESS_SECONDS
+    from store.oauth import access_seconds
 
     return OAuthToken(
         access_token=access,
         token_type="Bearer",
-        expires_in=ACCESS_SECONDS,
+        expires_in=access_seconds(),
         scope=" ".join(scopes),
         refresh_token=refresh,
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import re
 import secrets
 from dataclasses import dataclass
@@ -30,6 +31,24 @@ from store.db import Database
 from store.tokens import IssuedToken, TokenStore, check_scopes
 
 ACCESS_SECONDS = 900  # 15 minutes (expires_in <= 900)
+#: `PMEM_ACCESS_TOKEN_SECONDS` may only shorten the lifetime (for tests of refresh): 5 to 900 s
+ACCESS_SECONDS_MIN = 5
+
+
+def access_seconds() -> int:
+    """The access tokens' lifetime: ``ACCESS_SECONDS`` unless `PMEM_ACCESS_TOKEN_SECONDS` asks
+    for less (never more, never under ``ACCESS_SECONDS_MIN``; a value that is not a whole
+    number is refused)."""
+    raw = os.environ.get("PMEM_ACCESS_TOKEN_SECONDS", "").strip()
+    if not raw:
+        return ACCESS_SECONDS
+    if not raw.isdigit():
+        from core.errors import ConfigError
+
+        raise ConfigError(
+            f"PMEM_ACCESS_TOKEN_SECONDS must be a whole number of seconds, not {raw!r}"
+        )
+    return max(ACCESS_SECONDS_MIN, min(ACCESS_SECONDS, int(raw)))
 REFRESH_UNUSED_DAYS = 365  # a refresh token lapses after a year unused
 CODE_SECONDS = 300
 _SLUG = re.compile(r"[^A-Za-z0-9]+")
@@ -251,7 +270,7 @@ class OAuthStore:
                 client.name,
                 tuple(scopes),
                 kind="access",
-                expires_at=now + timedelta(seconds=ACCESS_SECONDS),
+                expires_at=now + timedelta(seconds=access_seconds()),
                 client_id=client.client_id,
                 family_id=family,
                 resource=resource,

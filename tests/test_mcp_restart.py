@@ -6,6 +6,8 @@ logs no ERROR line, even with a client connected."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
@@ -33,13 +35,44 @@ from tests.test_remote import (  # cheap_argon2: the autouse fixture of that mod
 )
 
 
-def test_a_restart_keeps_the_session(
-    pmem_env: dict[str, str],
-    db: Any,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from cli.main import app
+class HttpServer:
+    """`pmem serve --http` (the real command, uvicorn in a thread) that can be restarted on the
+    same port; every log record of the process is collected."""
 
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.running: list[Any] = []
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.lines = Lines()
+
+        def in_thread(app_: Any, *, host: str, port: int, log_level: str) -> None:
+            self.running.append(
+                memory_api.server.run_app_in_thread(app_, host=host, port=port, log_level=log_level)
+            )
+
+        monkeypatch.setattr(memory_api.server, "run_app_forever", in_thread)
+
+    def start(self) -> None:
+        from cli.main import app
+
+        result = CliRunner().invoke(app, ["serve", "--http", "--port", str(self.port)])
+        assert result.exit_code == 0, result.output
+
+    def stop(self) -> None:
+        while self.running:
+            self.running.pop().stop()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def errors(self) -> list[str]:
+        return [line for line in self.lines.lines if " ERROR " in line]
+
+
+@contextmanager
+def http_server(db: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[HttpServer]:
+    """The demo conversations in the ledger, an owner passphrase, the server started."""
     ledger = Ledger(db)
     imp = ledger.start_import("chatgpt", str(DEMO))
     for conv in iter_source("chatgpt", DEMO):
@@ -48,27 +81,24 @@ def test_a_restart_keeps_the_session(
     OAuthStore(db).set_owner_password(PASSPHRASE)
     monkeypatch.setenv("PMEM_EMBEDDER", "none")
     monkeypatch.setattr(core.settings, "_working_dir_dotenv", True)
-    running: list[Any] = []
-
-    def in_thread(app_: Any, *, host: str, port: int, log_level: str) -> None:
-        running.append(
-            memory_api.server.run_app_in_thread(app_, host=host, port=port, log_level=log_level)
-        )
-
-    monkeypatch.setattr(memory_api.server, "run_app_forever", in_thread)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-
-    def start() -> None:
-        result = CliRunner().invoke(app, ["serve", "--http", "--port", str(port)])
-        assert result.exit_code == 0, result.output
-
-    lines = Lines()
-    logging.getLogger().addHandler(lines)
-    start()
+    server = HttpServer(monkeypatch)
+    logging.getLogger().addHandler(server.lines)
+    server.start()
     try:
-        browser = Browser(base, ["memory.read"])
-        auth = provider(base, "restart-probe", "memory.read", browser, Memory())
+        yield server
+    finally:
+        server.stop()
+        logging.getLogger().removeHandler(server.lines)
+
+
+def test_a_restart_keeps_the_session(
+    pmem_env: dict[str, str], db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with http_server(db, monkeypatch) as server:
+        base = server.base
+        auth = provider(
+            base, "restart-probe", "memory.read", Browser(base, ["memory.read"]), Memory()
+        )
 
         async def session() -> None:
             async with (
@@ -79,17 +109,11 @@ def test_a_restart_keeps_the_session(
                 await s.initialize()
                 before = await s.call_tool("current_state", {})
                 assert not before.is_error
-                await anyio.to_thread.run_sync(running.pop().stop)  # a connected client
-                await anyio.to_thread.run_sync(start)
+                await anyio.to_thread.run_sync(server.restart)  # with the client connected
                 after = await s.call_tool("load_context", {"limit": 3})
                 assert not after.is_error, after.content
                 tools = await s.list_tools()
                 assert "recall" in {t.name for t in tools.tools}
 
         anyio.run(session)
-    finally:
-        for server in running:
-            server.stop()
-        logging.getLogger().removeHandler(lines)
-    errors = [line for line in lines.lines if " ERROR " in line]
-    assert errors == []
+    assert server.errors() == []
