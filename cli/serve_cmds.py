@@ -18,11 +18,14 @@ API_PORT = 8766  # `pmem serve --api` (the memory API alone) when no --port is g
 @handle_errors
 def serve(
     client: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--client", help="Name recorded on every revision written through this server (stdio)."
+            "--client",
+            help="Name recorded on every revision written through this server (stdio); "
+            "default: the name the client gives in its handshake (claude-code, codex-mcp-client, "
+            "…), else mcp.",
         ),
-    ] = "mcp",
+    ] = None,
     http: Annotated[
         bool,
         typer.Option(
@@ -102,7 +105,8 @@ def serve(
     if http:
         _serve_http(host, 8765 if port is None else port, public_url, log_level)
         return
-    run_stdio(client=client, front=front)
+    name = client or (front.client_name() if front is not None else None) or "mcp"
+    run_stdio(client=name, front=front)
 
 
 def _serve_http(host: str, port: int, public_url: str | None, log_level: str) -> None:

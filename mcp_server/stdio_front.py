@@ -45,6 +45,8 @@ class StdioFront:
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._early: tuple[Any, dict[str, Any]] | None = None  # (request id, result sent)
         self._dropped = threading.Event()
+        self._first = threading.Event()  # the first line (or the end of the wire) has come
+        self._client_name: str | None = None
         self._reader = threading.Thread(target=self._read, name="pmem-stdio-front", daemon=True)
 
     @classmethod
@@ -65,11 +67,13 @@ class StdioFront:
                 if first:
                     first = False
                     self._answer_handshake(line)
+                    self._first.set()
                 self._queue.put(line)
         except (OSError, ValueError):  # the wire closed under us: end as at EOF
             pass
         finally:
             self._queue.put(None)
+            self._first.set()
 
     def _answer_handshake(self, line: str) -> None:
         try:
@@ -85,6 +89,7 @@ class StdioFront:
         if result is None:
             return
         self._early = (request_id, result)
+        self._client_name = client_name(message["params"]["clientInfo"]["name"])
         response = {"jsonrpc": "2.0", "id": request_id, "result": result}
         self._write(json.dumps(response, ensure_ascii=False, separators=(",", ":")) + "\n")
 
@@ -106,6 +111,12 @@ class StdioFront:
     @property
     def answered_early(self) -> bool:
         return self._early is not None
+
+    def client_name(self) -> str | None:
+        """The name the client gave in its handshake (``clientInfo.name``, made a plain word),
+        once the first message has come; None when it gave none."""
+        self._first.wait()
+        return self._client_name
 
     def _pass(self, text: str) -> None:
         early = self._early
@@ -147,6 +158,14 @@ class _Output:
 
     def flush(self) -> None:
         pass  # every write is flushed whole
+
+
+def client_name(raw: str) -> str | None:
+    """``clientInfo.name`` as a name for the revisions: lower case, words joined by ``-``,
+    letters, digits, ``.`` and ``_`` kept, at most 40 characters ("Claude Code" → claude-code)."""
+    words = "".join(c if c.isalnum() or c in "._-" else " " for c in raw.lower()).split()
+    name = "-".join(words)[:40].strip("-")
+    return name or None
 
 
 def _compare(sent: dict[str, Any], sdk: object) -> None:

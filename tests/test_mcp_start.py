@@ -132,3 +132,28 @@ def test_a_first_message_that_is_not_a_handshake_goes_to_the_sdk() -> None:
     wire.close()
     thread.join(timeout=30)
     assert answer["id"] == 7 and not wire.front.answered_early
+
+
+def test_the_client_is_named_by_its_handshake() -> None:
+    from mcp_server.stdio_front import client_name
+
+    assert client_name("Claude Code") == "claude-code"
+    assert client_name("gemini-cli-mcp-client") == "gemini-cli-mcp-client"
+    assert client_name("MCP CLI Proxy") == "mcp-cli-proxy"
+    assert client_name("  ") is None and len(client_name("x" * 99) or "") == 40
+    wire = Wire()
+    wire.front._reader.start()
+    wire.send(
+        _request(
+            1,
+            "initialize",
+            {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "Claude Code", "version": "2.1"},
+            },
+        )
+    )
+    wire.receive()
+    assert wire.front.client_name() == "claude-code"
+    wire.close()
