@@ -49,6 +49,8 @@ def access_seconds() -> int:
             f"PMEM_ACCESS_TOKEN_SECONDS must be a whole number of seconds, not {raw!r}"
         )
     return max(ACCESS_SECONDS_MIN, min(ACCESS_SECONDS, int(raw)))
+
+
 REFRESH_UNUSED_DAYS = 365  # a refresh token lapses after a year unused
 CODE_SECONDS = 300
 _SLUG = re.compile(r"[^A-Za-z0-9]+")
