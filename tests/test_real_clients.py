@@ -55,49 +55,59 @@ def node_packages(name: str) -> Path:
     return root
 
 
+def run_probe(server: Any, root: Path, **extra: str) -> tuple[dict[str, dict[str, Any]], str]:
+    """Run the TypeScript probe against ``server``; its steps by name, and its stderr."""
+    probe = root / PROBE.name  # Node resolves the SDK from beside the script
+    shutil.copyfile(PROBE, probe)
+    env = dict(
+        os.environ,
+        PMEM_PROBE_BASE=server.base,
+        PMEM_PROBE_PASSPHRASE=PASSPHRASE,
+        PMEM_PROBE_EVIDENCE_KEY=DB_MESSAGE,
+        PMEM_PROBE_EVIDENCE_TEXT=EVIDENCE,
+        **extra,
+    )
+    child = subprocess.Popen(
+        ["node", str(probe)],
+        cwd=root,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    steps: dict[str, dict[str, Any]] = {}
+    try:
+        for line in child.stdout:
+            step = json.loads(line)
+            steps.setdefault(step["step"], step)
+            steps[step["step"] + "#last"] = step
+            if step["step"] == "restart":
+                server.restart()
+                child.stdin.write("go\n")
+                child.stdin.flush()
+            if step["step"] in ("done", "failed"):
+                break
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    return steps, child.stderr.read() if child.stderr else ""
+
+
 def test_the_typescript_sdk_client_stays_connected(
     pmem_env: dict[str, str], db: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = node_packages("ts-sdk")
-    probe = root / PROBE.name  # Node resolves the SDK from beside the script
-    shutil.copyfile(PROBE, probe)
     monkeypatch.setenv("PMEM_ACCESS_TOKEN_SECONDS", "5")
     with http_server(db, monkeypatch) as server:
-        env = dict(
-            os.environ,
-            PMEM_PROBE_BASE=server.base,
-            PMEM_PROBE_PASSPHRASE=PASSPHRASE,
+        steps, stderr = run_probe(
+            server,
+            root,
             PMEM_PROBE_SCOPES="memory.read memory.propose memory.write",
-            PMEM_PROBE_EVIDENCE_KEY=DB_MESSAGE,
-            PMEM_PROBE_EVIDENCE_TEXT=EVIDENCE,
             PMEM_PROBE_WAIT_MS="6000",  # past the 5 s access token
         )
-        child = subprocess.Popen(
-            ["node", str(probe)],
-            cwd=root,
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert child.stdin is not None and child.stdout is not None
-        steps: dict[str, dict[str, Any]] = {}
-        try:
-            for line in child.stdout:
-                step = json.loads(line)
-                steps[step["step"]] = step
-                if step["step"] == "restart":
-                    server.restart()
-                    child.stdin.write("go\n")
-                    child.stdin.flush()
-                if step["step"] in ("done", "failed"):
-                    break
-            child.wait(timeout=60)
-        finally:
-            if child.poll() is None:
-                child.kill()
-        stderr = child.stderr.read() if child.stderr else ""
     assert "failed" not in steps, (steps["failed"], stderr[-500:])
     assert steps["connected"]["registered"]
     assert steps["connected"]["server"]["name"] == "personal-memory"
@@ -109,6 +119,22 @@ def test_the_typescript_sdk_client_stays_connected(
     assert steps["after-restart"]["error"] is False
     assert "done" in steps
     assert server.errors() == []
+
+
+def test_the_typescript_sdk_steps_up_from_a_read_only_grant(
+    pmem_env: dict[str, str], db: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = node_packages("ts-sdk")
+    with http_server(db, monkeypatch) as server:
+        steps, stderr = run_probe(
+            server, root, PMEM_PROBE_SCOPES="memory.read", PMEM_PROBE_MODE="step-up"
+        )
+    assert "failed" not in steps, (steps["failed"], stderr[-500:])
+    assert steps["consent"]["scope"] == "memory.read"  # the first grant: read only
+    assert "commit_memory" not in steps["tools"]["names"]  # hidden beyond the grant
+    assert steps["step-up"]["consented"]
+    assert "memory.write" in steps["consent#last"]["scope"].split()  # asked for what it needed
+    assert steps["write"]["error"] is False and steps["write"]["text"].startswith("created:")
 
 
 def test_the_inspector_cli_lists_the_tools_over_stdio(pmem_env: dict[str, str]) -> None:

@@ -18,6 +18,7 @@ const nextLine = () => new Promise((resolve) => stdin.once("line", resolve));
 
 let info, tokens, verifier, code;
 let tokenSaves = 0;
+let consents = 0;
 const provider = {
   get redirectUrl() { return redirect; },
   get clientMetadata() {
@@ -52,12 +53,19 @@ async function consent(url) {
   for (const tag of html.match(/<input[^>]*type=hidden[^>]*>/g) || []) form.append(attr(tag, "name"), attr(tag, "value"));
   form.append("passphrase", env.PMEM_PROBE_PASSPHRASE);
   form.append("decision", "approve");
-  for (const s of env.PMEM_PROBE_SCOPES.split(" ")) form.append("grant", s);
+  // the first consent grants PMEM_PROBE_SCOPES (the owner ticks those); a later one (a step-up)
+  // grants what the page offers ticked, as an owner who approves the page as it is
+  consents += 1;
+  const ticked = (html.match(/<input[^>]*type=checkbox[^>]*>/g) || [])
+    .filter((tag) => /\schecked/.test(tag))
+    .map((tag) => attr(tag, "value"));
+  const asked = consents === 1 ? env.PMEM_PROBE_SCOPES : ticked.join(" ");
+  for (const s of asked.split(" ")) form.append("grant", s);
   const action = attr(html.match(/<form[^>]*>/)[0], "action");
   const answer = await fetch(new URL(action, base), { method: "POST", body: form, redirect: "manual" });
   const location = answer.headers.get("location");
   if (answer.status !== 302 || !location) throw new Error(`consent post: ${answer.status}`);
-  say({ step: "consent", status: answer.status });
+  say({ step: "consent", status: answer.status, scope: asked });
   return new URL(location).searchParams.get("code");
 }
 
@@ -74,23 +82,43 @@ async function connect() {
 }
 
 const text = (r) => (r.content && r.content[0] && r.content[0].text) || "";
-try {
+const commit = (title) => ({
+  name: "commit_memory",
+  arguments: {
+    title,
+    kind: "decision",
+    canonical_summary: env.PMEM_PROBE_EVIDENCE_TEXT,
+    index_summary: title,
+    evidence: [{ source_key: env.PMEM_PROBE_EVIDENCE_KEY, text: env.PMEM_PROBE_EVIDENCE_TEXT }],
+  },
+});
+
+async function stepUp() {
+  // a read-only grant, then a write: the 403 challenge leads the SDK to a second consent
+  await connect();
+  say({ step: "connected", server: client.getServerVersion(), registered: Boolean(info && info.client_id) });
+  const tools = await client.listTools();
+  say({ step: "tools", names: tools.tools.map((t) => t.name) });
+  let write;
+  try {
+    write = await client.callTool(commit("TS SDK step-up"));
+  } catch (err) {
+    if (!(err instanceof UnauthorizedError)) throw err;
+    say({ step: "step-up", consented: Boolean(code) });
+    await client.transport.finishAuth(code);
+    write = await client.callTool(commit("TS SDK step-up"));
+  }
+  say({ step: "write", error: Boolean(write.isError), text: text(write).slice(0, 80) });
+}
+
+async function session() {
   await connect();
   say({ step: "connected", server: client.getServerVersion(), registered: Boolean(info && info.client_id) });
   const tools = await client.listTools();
   say({ step: "tools", names: tools.tools.map((t) => t.name) });
   const read = await client.callTool({ name: "load_context", arguments: { limit: 3 } });
   say({ step: "read", error: Boolean(read.isError) });
-  const write = await client.callTool({
-    name: "commit_memory",
-    arguments: {
-      title: "TS SDK probe",
-      kind: "decision",
-      canonical_summary: env.PMEM_PROBE_EVIDENCE_TEXT,
-      index_summary: "TS SDK probe",
-      evidence: [{ source_key: env.PMEM_PROBE_EVIDENCE_KEY, text: env.PMEM_PROBE_EVIDENCE_TEXT }],
-    },
-  });
+  const write = await client.callTool(commit("TS SDK probe"));
   say({ step: "write", error: Boolean(write.isError), text: text(write).slice(0, 80) });
   const saves = tokenSaves;
   await new Promise((r) => setTimeout(r, Number(env.PMEM_PROBE_WAIT_MS)));
@@ -100,6 +128,10 @@ try {
   await nextLine();
   const afterRestart = await client.callTool({ name: "load_context", arguments: { limit: 3 } });
   say({ step: "after-restart", error: Boolean(afterRestart.isError) });
+}
+
+try {
+  await (env.PMEM_PROBE_MODE === "step-up" ? stepUp() : session());
   await client.close();
   say({ step: "done" });
 } catch (err) {
@@ -107,4 +139,5 @@ try {
   process.exitCode = 1;
 } finally {
   stdin.close();
+  process.exit(); // open sockets of a failed client must not keep the probe alive
 }
