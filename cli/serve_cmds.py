@@ -4,6 +4,7 @@ over streamable HTTP at /mcp, OAuth 2.1, the memory API under /v1; docs/remote.m
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -17,11 +18,14 @@ API_PORT = 8766  # `pmem serve --api` (the memory API alone) when no --port is g
 @handle_errors
 def serve(
     client: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--client", help="Name recorded on every revision written through this server (stdio)."
+            "--client",
+            help="Name recorded on every revision written through this server (stdio); "
+            "default: the name the client gives in its handshake (claude-code, codex-mcp-client, "
+            "…), else mcp.",
         ),
-    ] = "mcp",
+    ] = None,
     http: Annotated[
         bool,
         typer.Option(
@@ -79,6 +83,14 @@ def serve(
     from core.settings import ignore_working_dir_dotenv
 
     ignore_working_dir_dotenv()  # before anything reads settings
+    front = None
+    if not http and os.environ.get("PMEM_STDIO_FRONT", "1") != "0":
+        from importlib.util import find_spec
+
+        if find_spec("mcp") is not None:  # else the import below names what is missing
+            from mcp_server.stdio_front import StdioFront
+
+            front = StdioFront.start()  # answers initialize while the SDK loads (ADR 0043)
     try:
         from mcp_server.server import run_stdio
     except ModuleNotFoundError as err:
@@ -93,7 +105,8 @@ def serve(
     if http:
         _serve_http(host, 8765 if port is None else port, public_url, log_level)
         return
-    run_stdio(client=client)
+    name = client or (front.client_name() if front is not None else None) or "mcp"
+    run_stdio(client=name, front=front)
 
 
 def _serve_http(host: str, port: int, public_url: str | None, log_level: str) -> None:

@@ -249,9 +249,29 @@ def summarize_month(run: SummarizeRun, month: str, all_months: list[str]) -> dic
 
 
 def _keep_own_citations(draft: MonthDraft, inputs: MonthInputs) -> None:
-    """A month cites only its own memories and messages (a model may name others: dropped)."""
+    """A month cites only its own memories and messages (a model may name others: dropped), and
+    every line of it cites at least one of the month's memories: a line citing only messages is
+    cited through the memories drawn from their conversations; a line that no memory of the
+    month supports is left out (never a sentence without its source)."""
     mem = {m.id for m in inputs.memories}
     keys = {m.key for m in inputs.messages}
+    conversation = {m.key: m.conversation_key for m in inputs.messages}
+    records_of: dict[str, list[str]] = {}
+    for m in inputs.memories:
+        for ck in m.conversation_keys:
+            records_of.setdefault(ck, []).append(m.id)
+    if draft.citations:
+        lines, cites = [], []
+        for line, c in zip(draft.summary.splitlines(), draft.citations, strict=False):
+            own_keys = [k for k in c.get("message_keys", []) if k in keys]
+            own = [m for m in c.get("memory_ids", []) if m in mem]
+            for k in own_keys:
+                own.extend(m for m in records_of.get(conversation[k], []) if m not in own)
+            if own:
+                lines.append(line)
+                cites.append({"memory_ids": own, "message_keys": own_keys})
+        draft.summary = "\n".join(lines)
+        draft.citations = cites
     draft.memory_ids = [m for m in draft.memory_ids if m in mem]
     draft.message_keys = [k for k in draft.message_keys if k in keys]
 
@@ -274,6 +294,8 @@ def build_profile(run: SummarizeRun) -> dict[str, Any]:
     known = {m for mo in months for m in mo.memory_ids}
     draft.memory_ids = [m for m in draft.memory_ids if m in known]
     draft.months = [m for m in draft.months if m in {mo.month for mo in months}]
+    for c in draft.citations:  # a line cites only what the months it rests on cite
+        c["memory_ids"] = [m for m in c.get("memory_ids", []) if m in known]
     stored = run.store.add_profile(
         draft,
         inputs_hash=h,

@@ -2,11 +2,11 @@
 
 One ASGI app on one port:
 
-    /mcp                                       the MCP tools (the SDK's streamable HTTP transport:
-                                               the session wire and the stateless wire), behind
+    /mcp                                       the MCP tools (the SDK's streamable HTTP transport,
+                                               stateless: no session a restart could lose), behind
                                                ``McpGuard``: Host and Origin checks, an OAuth
                                                access token issued for /mcp, per-client budget,
-                                               the session's own client, scope of the tool called
+                                               scope of the tool called
     /.well-known/oauth-authorization-server    RFC 8414 metadata (issuer, endpoints, S256, iss)
     /.well-known/oauth-protected-resource[/mcp] RFC 9728 metadata (resource = issuer + /mcp)
     /authorize                                 the consent page (mcp_server/consent.py)
@@ -466,6 +466,7 @@ def create_app(
     server.middleware.append(scope_middleware)
     mcp_app = server.streamable_http_app(
         streamable_http_path="/mcp",
+        stateless_http=True,  # no session to lose: a restart is invisible to clients (ADR 0043)
         transport_security=TransportSecuritySettings(
             enable_dns_rebinding_protection=False
         ),  # McpGuard checks Host

@@ -36,8 +36,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Literal, TypeVar
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.stdio import stdio_server
 from mcp.types import ToolAnnotations
 from pydantic import AliasChoices, BaseModel, Field, ValidationError
 
@@ -46,6 +48,7 @@ from core.hashing import tagged_hash
 from core.models import ActionRequest, CommitRequest, EvidenceIn
 from core.settings import Settings, get_settings
 from mcp_server.arguments import _Param, _params_of, _sentence, explain_invalid, explain_unknown
+from mcp_server.identity import INSTRUCTIONS, NAME, version
 from mcp_server.render import (
     _n,
     _revision_line,
@@ -55,6 +58,7 @@ from mcp_server.render import (
     render_related,
 )
 from mcp_server.service import MemoryService, parse_bound
+from mcp_server.stdio_front import StdioFront
 
 log = logging.getLogger("pmem.mcp")
 T = TypeVar("T")
@@ -65,25 +69,6 @@ MemoryKind = Literal["episode", "decision", "project", "preference", "lesson", "
 #: what propose_memory may ask for: a memory to create or append, or an owner's action
 ProposalAction = Literal["create", "append", "correction", "merge", "delete", "publish"]
 
-INSTRUCTIONS = (
-    "personal-memory: the owner's long-term memory, built from their AI conversations (often in "
-    "Japanese). Start with load_context() for the index, then get_memory(memory_id) for one "
-    "record. Use search_memory(query) for topics, proper nouns and phrases (narrow it with kind, "
-    "since and until); use recall(query) for what was said at a time ('先週の火曜の夜に何を決め"
-    "た？', 'last summer laptop'): each hit names its conversation and the memory drafted from "
-    "it, if any. get_profile() gives who the owner is and how that changed, "
-    "get_month_summary(month) one month (YYYY-MM) with the memories it cites. current_state() "
-    "lists the owner's topic markers (short lines written when the topic changed, newest first); "
-    "when the owner says the topic is changing, add_marker(text) records one. "
-    "related_memories(text) takes what the owner just said (「最近、気分転換できていない」) and "
-    "returns past experiences linked to its concepts, each with why it came up: use them as "
-    "material, not as the owner's present wish. Writes: propose_memory(title, kind, canonical_summary) to suggest; "
-    "commit_memory(title, kind, canonical_summary, index_summary) to create, with memory_id and "
-    "expected_revision (the revision get_memory shows) to append. Evidence must be verbatim "
-    "excerpts of the owner's conversations (source_key = the message key recall shows); put your "
-    "own statements in stated_facts. Corrections, merges, deletes and publishing are the "
-    "owner's: propose_memory(action, memory_id) queues them for confirmation."
-)
 
 # ---------------------------------------------------------------- parameters (described once)
 
@@ -315,7 +300,7 @@ def build_server(
 
 
 def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
-    server = PmemMCPServer("personal-memory", instructions=INSTRUCTIONS, **options)
+    server = PmemMCPServer(NAME, instructions=INSTRUCTIONS, version=version(), **options)
 
     @server.pmem_tool(title="Memory index", annotations=READ_ONLY)
     def load_context(
@@ -723,13 +708,33 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
     return server
 
 
-def run_stdio(factory: Callable[[], MemoryService] | None = None, *, client: str = "mcp") -> None:
-    """Serve over stdin / stdout until the client closes the pipe."""
+def run_stdio(
+    factory: Callable[[], MemoryService] | None = None,
+    *,
+    client: str = "mcp",
+    front: StdioFront | None = None,
+) -> None:
+    """Serve over stdin / stdout until the client closes the pipe. With ``front`` (what
+    `pmem serve` starts before this module loads), the wire is the front's: it has answered
+    ``initialize`` already and queued every line since (``mcp_server.stdio_front``)."""
     lazy = _Lazy(factory or _default_factory)
     try:
-        _build(lazy, client).run("stdio")
+        server = _build(lazy, client)
+        if front is None:
+            server.run("stdio")
+        else:
+            anyio.run(_serve_through, server, front)
     finally:
         lazy.close()
+
+
+async def _serve_through(server: PmemMCPServer, front: StdioFront) -> None:
+    """``MCPServer.run_stdio_async`` over the front's queued lines instead of fd 0 and 1."""
+    lines = anyio.wrap_file(front.lines())  # type: ignore[arg-type]
+    output = anyio.wrap_file(front.output())  # type: ignore[arg-type]
+    async with stdio_server(stdin=lines, stdout=output) as (read_stream, write_stream):
+        lowlevel = server._lowlevel_server  # what run_stdio_async drives (the SDK's own path)
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
 
 __all__ = [

@@ -18,30 +18,46 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.secrets import redact_messages
 from core.summaries import MonthInputs, MonthSummary
 
-MONTH_PROMPT_VERSION = "month-summary-v1"
-PROFILE_PROMPT_VERSION = "profile-v1"
+MONTH_PROMPT_VERSION = "month-summary-v2"  # v2: a citation per sentence
+PROFILE_PROMPT_VERSION = "profile-v2"
 MONTH_SCHEMA_NAME = "month_summary"
 PROFILE_SCHEMA_NAME = "profile"
 MAX_MONTH_CHARS = 60_000  # of the person's text per month in one request
 MAX_MESSAGE_CHARS = 2_000
 
 
+class MonthSentence(BaseModel):
+    """One sentence of a month summary and what it is drawn from."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    text: str = Field(min_length=1)
+    memoryIds: list[str] = Field(default_factory=list)
+    messageKeys: list[str] = Field(default_factory=list)
+
+
 class MonthSummaryResponse(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    summary: str = Field(min_length=1)
+    sentences: list[MonthSentence] = Field(min_length=1)
     sentiment: float = Field(ge=-1.0, le=1.0)
     keywords: list[str] = Field(default_factory=list)
+
+
+class ProfileLine(BaseModel):
+    """One line of the profile and the months and case records it rests on."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    text: str = Field(min_length=1)
+    months: list[str] = Field(default_factory=list)
     memoryIds: list[str] = Field(default_factory=list)
-    messageKeys: list[str] = Field(default_factory=list)
 
 
 class ProfileResponse(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    profile: str = Field(min_length=1)
-    months: list[str] = Field(default_factory=list)
-    memoryIds: list[str] = Field(default_factory=list)
+    lines: list[ProfileLine] = Field(min_length=1)
 
 
 def month_schema() -> dict[str, Any]:
@@ -55,16 +71,17 @@ def profile_schema() -> dict[str, Any]:
 MONTH_STATIC = """You write one month's summary of a person's life from their conversations with AI assistants.
 Write in the language the person mostly wrote in that month. At most 400 characters.
 Say what happened, what they decided and why, and what stayed open, in their own terms; do not guess
-beyond the material. Give the month's overall mood as `sentiment` in [-1, 1] (-1 very bad, 0 neutral,
-1 very good), up to 8 `keywords` a person would search for, the ids of the case records the summary
-rests on in `memoryIds` (only ids listed below), and in `messageKeys` the keys of the messages it
-quotes or rests on (only keys listed below)."""
+beyond the material. Write it as `sentences`, one short sentence each, and give every sentence the ids
+of the case records it is drawn from in `memoryIds` (only ids listed below; at least one: a sentence
+no case record supports is left out) and the keys of the messages it quotes or rests on in
+`messageKeys` (only keys listed below). Give the month's overall mood as `sentiment` in [-1, 1]
+(-1 very bad, 0 neutral, 1 very good) and up to 8 `keywords` a person would search for."""
 
 PROFILE_STATIC = """You write a short profile of a person from their monthly summaries: who they are (work, family,
 interests), what they care about, and how that changed over time, with the months where it changed.
 At most 1200 characters, in the language the summaries mostly use. Do not guess beyond the summaries.
-List the months you rest on in `months` (YYYY-MM, only months given below) and the case-record ids
-you rest on in `memoryIds` (only ids given below)."""
+Write it as `lines`, one statement each, and give every line the months it rests on in `months`
+(YYYY-MM, only months given below) and the case-record ids in `memoryIds` (only ids given below)."""
 
 
 def build_month_prompt(inputs: MonthInputs) -> tuple[str, str]:

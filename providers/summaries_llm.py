@@ -56,14 +56,19 @@ class LlmSummarizer:
             raise TerminalDraftError(
                 f"{self.model}: the answer does not match the month-summary schema ({exc.error_count()} error(s))"
             ) from None
+        lines = [" ".join(x.text.split()) for x in r.sentences]
         return MonthDraft(
-            summary=r.summary,
+            summary="\n".join(lines),
             sentiment=r.sentiment,
             keywords=r.keywords[:8],
-            memory_ids=r.memoryIds,
-            message_keys=r.messageKeys,
+            memory_ids=_union(x.memoryIds for x in r.sentences),
+            message_keys=_union(x.messageKeys for x in r.sentences),
             input_tokens=tin,
             output_tokens=tout,
+            citations=[
+                {"memory_ids": list(x.memoryIds), "message_keys": list(x.messageKeys)}
+                for x in r.sentences
+            ],
         )
 
     def summarize_profile(self, months: Sequence[MonthSummary]) -> ProfileDraft:
@@ -77,10 +82,28 @@ class LlmSummarizer:
             raise TerminalDraftError(
                 f"{self.model}: the answer does not match the profile schema ({exc.error_count()} error(s))"
             ) from None
+        # a line citing months is drawn from those months' records, as the months cite them
+        of_month = {m.month: m.memory_ids for m in months}
+        cites = [
+            {
+                "memory_ids": _union([x.memoryIds, *(of_month.get(mo, ()) for mo in x.months)]),
+                "message_keys": [],
+            }
+            for x in r.lines
+        ]
         return ProfileDraft(
-            profile=r.profile,
-            months=r.months,
-            memory_ids=r.memoryIds,
+            profile="\n".join(" ".join(x.text.split()) for x in r.lines),
+            months=_union(x.months for x in r.lines),
+            memory_ids=_union(c["memory_ids"] for c in cites),
             input_tokens=tin,
             output_tokens=tout,
+            citations=cites,
         )
+
+
+def _union(groups: Iterable[Iterable[str]]) -> list[str]:
+    """Every id of the groups once, in the order first named."""
+    out: list[str] = []
+    for group in groups:
+        out.extend(x for x in group if x not in out)
+    return out

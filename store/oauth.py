@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import re
 import secrets
 from collections.abc import Callable
@@ -38,6 +39,26 @@ from store.db import Database
 from store.tokens import IssuedToken, TokenStore, check_scopes
 
 ACCESS_SECONDS = 900  # 15 minutes (expires_in <= 900)
+#: `PMEM_ACCESS_TOKEN_SECONDS` may only shorten the lifetime (for tests of refresh): 5 to 900 s
+ACCESS_SECONDS_MIN = 5
+
+
+def access_seconds() -> int:
+    """The access tokens' lifetime: ``ACCESS_SECONDS`` unless `PMEM_ACCESS_TOKEN_SECONDS` asks
+    for less (never more, never under ``ACCESS_SECONDS_MIN``; a value that is not a whole
+    number is refused)."""
+    raw = os.environ.get("PMEM_ACCESS_TOKEN_SECONDS", "").strip()
+    if not raw:
+        return ACCESS_SECONDS
+    if not raw.isdigit():
+        from core.errors import ConfigError
+
+        raise ConfigError(
+            f"PMEM_ACCESS_TOKEN_SECONDS must be a whole number of seconds, not {raw!r}"
+        )
+    return max(ACCESS_SECONDS_MIN, min(ACCESS_SECONDS, int(raw)))
+
+
 REFRESH_UNUSED_DAYS = 365  # a refresh token lapses after a year unused
 CODE_SECONDS = 300
 STEP_UP_SECONDS = 600  # how long a step-up challenge keeps the family's refresh refused
@@ -320,7 +341,7 @@ class OAuthStore:
             access.token,
             refresh.token if refresh else None,
             tuple(row["scopes"]),
-            ACCESS_SECONDS,
+            access_seconds(),
         )
 
     # ---------------------------------------------------------------- tokens
@@ -349,7 +370,7 @@ class OAuthStore:
                 client.name,
                 tuple(scopes),
                 kind="access",
-                expires_at=now + timedelta(seconds=ACCESS_SECONDS),
+                expires_at=now + timedelta(seconds=access_seconds()),
                 client_id=client.client_id,
                 family_id=family,
                 resource=resource,
@@ -468,7 +489,7 @@ class OAuthStore:
                 (family, row["generation"]),
             )
             conn.commit()
-        return Exchanged(access.token, refresh.token, tuple(access.info.scopes), ACCESS_SECONDS)
+        return Exchanged(access.token, refresh.token, tuple(access.info.scopes), access_seconds())
 
     @staticmethod
     def _replay(

@@ -416,16 +416,19 @@ def test_an_llm_summarizer_goes_through_the_adapter(
     june = store.latest("2024-06")
     assert june is not None and june.memory_ids
     reply = {
-        "summary": "健康診断の結果を受けて生活を見直した月。",
+        "sentences": [
+            {"text": "健康診断の結果を受けて生活を見直した月。", "memoryIds": [june.memory_ids[0]]},
+            {"text": "どこにも出てこない話。", "memoryIds": ["made-up-id"]},  # no own source
+            {"text": "LDL の値が気になった。", "messageKeys": ["chatgpt:nope:nope"]},
+        ],
         "sentiment": -0.2,
         "keywords": ["健康診断", "LDL"],
-        "memoryIds": [june.memory_ids[0], "made-up-id"],
-        "messageKeys": ["chatgpt:nope:nope"],
     }
     profile = {
-        "profile": "Go のバックエンドエンジニア。",
-        "months": ["2024-06", "1999-01"],
-        "memoryIds": ["made-up"],
+        "lines": [
+            {"text": "Go のバックエンドエンジニア。", "months": ["2024-06", "1999-01"]},
+            {"text": "作り話。", "memoryIds": ["made-up"]},
+        ]
     }
     from core.errors import ConsentRequired
     from core.settings import get_settings
@@ -454,7 +457,13 @@ def test_an_llm_summarizer_goes_through_the_adapter(
     assert (
         list(new.memory_ids) == [june.memory_ids[0]] and list(new.message_keys) == []
     )  # made-up ids dropped
-    assert store.profile().months == ("2024-06",)
+    # every sentence kept cites a memory of the month; those no memory of it supports are gone
+    assert new.summary == "健康診断の結果を受けて生活を見直した月。"
+    assert [c["memory_ids"] for c in new.citations] == [[june.memory_ids[0]]]
+    prof = store.profile()
+    assert prof.months == ("2024-06",)
+    assert prof.citations[0]["memory_ids"] == list(new.memory_ids)  # through the month it cites
+    assert prof.citations[1]["memory_ids"] == []
     back = _summarize()  # the offline summarizer again: only what the model wrote is redone
     assert back["months_drafted"] == 1 and back["profile_updated"] is True
 

@@ -42,11 +42,12 @@ INPUTS = MonthInputs(
     ),
 )
 ANSWER = {
-    "summary": "父の入院で不安な月。",
+    "sentences": [
+        {"text": "父の入院で不安な月。", "memoryIds": ["mem_1"], "messageKeys": ["chatgpt:c1:m1"]},
+        {"text": "仕事は今の会社に残ると決めた。", "memoryIds": ["mem_1"]},
+    ],
     "sentiment": -0.6,
     "keywords": ["入院"],
-    "memoryIds": ["mem_1"],
-    "messageKeys": ["chatgpt:c1:m1"],
 }
 
 
@@ -120,10 +121,15 @@ def test_a_vendor_month_summary_through_the_adapter(
         bodies = server.bodies()
     assert len(sleeps.waits) == 1 and sleeps.waits[0] >= 3.0  # the vendor's Retry-After
     assert (
-        draft.summary == ANSWER["summary"]
+        draft.summary == "父の入院で不安な月。\n仕事は今の会社に残ると決めた。"
         and draft.sentiment == -0.6
         and draft.memory_ids == ["mem_1"]
+        and draft.message_keys == ["chatgpt:c1:m1"]
     )
+    assert draft.citations == [  # one per sentence, as the model gave them
+        {"memory_ids": ["mem_1"], "message_keys": ["chatgpt:c1:m1"]},
+        {"memory_ids": ["mem_1"], "message_keys": []},
+    ]
     assert draft.input_tokens > 0 and draft.output_tokens > 0
     assert (
         all(SECRET not in b for b in bodies) and "memoryIds" in bodies[-1]
