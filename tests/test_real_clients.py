@@ -81,6 +81,7 @@ def run_probe(server: Any, root: Path, **extra: str) -> tuple[dict[str, dict[str
     try:
         for line in child.stdout:
             step = json.loads(line)
+            steps.setdefault("_all", []).append(step)  # type: ignore[arg-type]
             steps.setdefault(step["step"], step)
             steps[step["step"] + "#last"] = step
             if step["step"] == "restart":
@@ -129,7 +130,7 @@ def test_the_typescript_sdk_steps_up_from_a_read_only_grant(
         steps, stderr = run_probe(
             server, root, PMEM_PROBE_SCOPES="memory.read", PMEM_PROBE_MODE="step-up"
         )
-    assert "failed" not in steps, (steps["failed"], stderr[-500:])
+    assert "failed" not in steps, (json.dumps(steps["_all"]), stderr[-500:])
     assert steps["consent"]["scope"] == "memory.read"  # the first grant: read only
     assert "commit_memory" not in steps["tools"]["names"]  # hidden beyond the grant
     assert steps["step-up"]["consented"]

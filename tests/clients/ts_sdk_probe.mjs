@@ -38,6 +38,12 @@ const provider = {
   saveCodeVerifier(v) { verifier = v; },
   codeVerifier() { return verifier; },
   async redirectToAuthorization(url) { code = await consent(url); },
+  // what the SDK calls when the server refuses a grant (invalid_grant, invalid_client)
+  invalidateCredentials(what) {
+    if (what === "all" || what === "tokens") tokens = undefined;
+    if (what === "all" || what === "client") info = undefined;
+    if (what === "all" || what === "verifier") verifier = undefined;
+  },
 };
 
 function attr(tag, name) {
@@ -54,12 +60,11 @@ async function consent(url) {
   form.append("passphrase", env.PMEM_PROBE_PASSPHRASE);
   form.append("decision", "approve");
   // the first consent grants PMEM_PROBE_SCOPES (the owner ticks those); a later one (a step-up)
-  // grants what the page offers ticked, as an owner who approves the page as it is
+  // grants what the client asked for, as an owner who ticks the scope the client says it needs
   consents += 1;
-  const ticked = (html.match(/<input[^>]*type=checkbox[^>]*>/g) || [])
-    .filter((tag) => /\schecked/.test(tag))
-    .map((tag) => attr(tag, "value"));
-  const asked = consents === 1 ? env.PMEM_PROBE_SCOPES : ticked.join(" ");
+  const offered = (html.match(/<input[^>]*type=checkbox[^>]*>/g) || []).map((tag) => attr(tag, "value"));
+  const requested = (new URL(url).searchParams.get("scope") || "").split(" ").filter((s) => offered.includes(s));
+  const asked = consents === 1 ? env.PMEM_PROBE_SCOPES : requested.join(" ");
   for (const s of asked.split(" ")) form.append("grant", s);
   const action = attr(html.match(/<form[^>]*>/)[0], "action");
   const answer = await fetch(new URL(action, base), { method: "POST", body: form, redirect: "manual" });
