@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -73,8 +74,12 @@ def plain(monkeypatch: pytest.MonkeyPatch) -> None:
         dry_run: bool = False,
         llm: str | None = None,
         embed: bool = True,
+        max_wait: float | None = None,
+        **options: Any,
     ):
-        p = pl.Pipeline.open(get_settings(), llm)
+        settings = pl.with_max_wait(get_settings(), max_wait)
+        opts, excludes = pl.flow_options(settings, export_path=export_path, **options)
+        p = pl.Pipeline.open(settings, llm, options=opts, excludes=excludes)
         try:
             return pl.run_backfill(p, source, export_path, dry_run=dry_run, embed=embed)
         finally:
