@@ -381,7 +381,7 @@ def backfill(
         typer.Option(
             "--max-cost",
             metavar="USD",
-            help="Stop (exit 4) before the run's model spending, over all its resumes, would pass this; raise it and run the same command to go on.",
+            help="Stop (exit 4) before a batch whose estimate would take the run's model spending, over all its resumes, past this; raise it and run the same command to go on.",
         ),
     ] = None,
     price: Annotated[
