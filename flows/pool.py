@@ -109,6 +109,8 @@ def submit(
 
     n = max(1, settings.pool_fanout or online_workers(pool))
     tags = [f"source:{source}"] + ([f"export:{export_name}"] if export_name else [])
+    # the options given (a deployment registered before an option existed still takes the others)
+    given = {k: v for k, v in (options or {}).items() if v is not None and v is not False}
     ids: list[str] = []
     for i in range(n):
         try:
@@ -116,7 +118,7 @@ def submit(
                 deployment_name("backfill-pool", pool),
                 timeout=0,
                 as_subflow=False,
-                parameters={"run_id": run_id, "source": source, "embed": embed} | (options or {}),
+                parameters={"run_id": run_id, "source": source, "embed": embed} | given,
                 tags=tags,
                 flow_run_name=run_id if i == 0 else f"{run_id}-{i + 1}",
             )

@@ -3,12 +3,15 @@ handle (ADR 0032): ``--redraft`` keys and ``--exclude`` rules name a person's co
 (a chat's key, a title glob), and Prefect keeps every flow parameter in its database, so they
 never travel as parameters. The CLI writes them to ``<data dir>/requests/<id>.json`` (0600,
 written atomically with a checksum), passes the random ``id`` as the flow's ``request``
-parameter, and removes the file once the flow has returned; the flow reads it by that id."""
+parameter, and removes the file once the flow has returned; the flow reads it by that id. One
+a killed CLI left behind is removed by the next ``put`` after a day."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +42,7 @@ def put(data_dir: Path, request: Request) -> str | None:
     nothing private to hand over."""
     if request.redraft is None and not request.excludes:
         return None
+    _drop_stale(data_dir)
     request_id = secrets.token_hex(8)
     body = {
         "request_id": request_id,
@@ -47,6 +51,21 @@ def put(data_dir: Path, request: Request) -> str | None:
     }
     write_atomic(_path(data_dir, request_id), body, REQUEST_SCHEMA)
     return request_id
+
+
+STALE_SECONDS = 86_400.0  # a flow reads its request as it starts: older ones were left by a kill
+
+
+def _drop_stale(data_dir: Path) -> None:
+    """Remove the requests a killed CLI left behind (older than a day)."""
+    folder = data_dir / "requests"
+    if not folder.is_dir():
+        return
+    now = time.time()
+    for path in folder.glob("*.json"):
+        with contextlib.suppress(OSError):
+            if now - path.stat().st_mtime > STALE_SECONDS:
+                path.unlink()
 
 
 def read(data_dir: Path, request_id: str | None) -> Request:
