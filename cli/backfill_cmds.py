@@ -22,7 +22,13 @@ from cli.app import (
     print_json,
     settings,
 )
-from cli.prefect_env import _prefect_env, quiet_prefect_console
+from cli.prefect_env import (
+    _prefect_env,
+    flow_parameters,
+    quiet_prefect_console,
+    run_options,
+    run_request,
+)
 from cli.run_words import (
     _CONTRACT_KEYS,
     _print_summary,
@@ -38,11 +44,13 @@ from state.consent import Target
 # ---------------------------------------------------------------- write paths
 
 
-def _run_backfill(
-    source: str, export: str | None, dry_run: bool, llm: str | None, embed: bool = True
-) -> dict[str, Any]:
-    """The backfill flow over one export (a resolved path; None or "": --pending)."""
+def _run_backfill(a: dict[str, Any]) -> dict[str, Any]:
+    """The backfill flow over one export (a resolved path; None: --pending), the run's options
+    its parameters: plain values, and the id of the run request that holds what names
+    conversations (--redraft keys, --exclude rules: state/requests.py), removed once the flow
+    has returned."""
     from cli.foreground import foreground_run
+    from state import requests
 
     cfg = settings()
     # one run at a time per data dir; waits said out loud; Ctrl-C as one line (cli/foreground.py)
@@ -53,10 +61,37 @@ def _run_backfill(
 
         quiet_prefect_console()
         sweep_crashed_runs(cfg)  # runs a kill left RUNNING become Crashed
-        with tracked_runs(cfg):  # tags: this data dir and this process, for the next sweep
-            return backfill_flow(
-                source=source, export_path=export or "", dry_run=dry_run, llm=llm, embed=embed
-            )
+        request = requests.put(cfg.data_dir, run_request(a))
+        try:
+            with tracked_runs(cfg):  # tags: this data dir and this process, for the next sweep
+                return backfill_flow(
+                    source=a["source"],
+                    export_path=a["export"] or "",
+                    dry_run=a["dry_run"],
+                    llm=a["llm"],
+                    embed=not a["no_embed"],
+                    **flow_parameters(a),
+                    request=request,
+                )
+        finally:
+            requests.drop(cfg.data_dir, request)
+
+
+def plain_args(source: str, export: str | None, llm: str) -> dict[str, Any]:
+    """A backfill's arguments with no options (the demo's run)."""
+    return {
+        "source": source,
+        "export": export,
+        "llm": llm,
+        "dry_run": False,
+        "max_cost": None,
+        "price": None,
+        "parsed_price": None,
+        "max_wait": None,
+        "redraft": None,
+        "no_embed": False,
+        "exclude": [],
+    }
 
 
 class _EstimateOnly:
@@ -74,19 +109,22 @@ class _EstimateOnly:
         raise ConfigError("an estimate never drafts")
 
 
-def _estimate(source: str, export: str | None, llm: str | None) -> dict[str, Any]:
+def _estimate(a: dict[str, Any]) -> dict[str, Any]:
     """What the run would draft and cost; reads the export, writes nothing, needs no API key."""
     from flows.consent import drafting_target
     from flows.pipeline import Pipeline, estimate_run
+    from stages.exclude import parse_rules
 
     cfg = settings()
+    source, export, llm = a["source"], a["export"], a["llm"]
     spec = llm or cfg.llm
+    options, excludes = run_options(a), parse_rules(a["exclude"])
     try:
-        p = Pipeline.open(cfg, llm)
+        p = Pipeline.open(cfg, llm, options=options, excludes=excludes)
     except ConfigError:  # no API key or SDK: the estimate still works, the run would not
         if drafting_target(spec, source) is None or not spec.partition(":")[2].strip():
             raise
-        p = Pipeline.open(cfg, "extractive")
+        p = Pipeline.open(cfg, "extractive", options=options, excludes=excludes)
         p.drafter = _EstimateOnly(spec)
     try:
         return estimate_run(p, source, export)
@@ -98,22 +136,17 @@ def _interactive() -> bool:
     return sys.stdin.isatty()
 
 
-def _consent(
-    source: str,
-    export: str | None,
-    llm: str | None,
-    rules: list[str],
-    yes: bool,
-    est: dict[str, Any] | None,
-    include_others: bool = False,
-) -> None:
+def _consent(a: dict[str, Any], yes: bool, est: dict[str, Any] | None) -> None:
     """Before text leaves the machine: show what would be sent to each remote model that has no
     remembered consent for this data dir and scope, and ask (or take --yes). Without a terminal
     and without --yes: refuse (ConsentRequired, exit 77). Nothing has been sent at this point."""
     from flows import consent as cs
+    from stages.exclude import parse_rules
 
     cfg = settings()
-    scope = cs.drafting_scope(source, include_others)
+    source, llm = a["source"], a["llm"]
+    rules = [r.text for r in parse_rules(a["exclude"])]
+    scope = cs.drafting_scope(source, a.get("include_others", False))
     targets = [
         t
         for t in (cs.drafting_target(llm or cfg.llm, scope), cs.embedding_target())
@@ -121,7 +154,7 @@ def _consent(
     ]
     for target in targets:
         if target.kind == "drafting" and cs.find(cfg, target) is None:
-            est = est or _estimate(source, export, llm)
+            est = est or _estimate(a)
         confirm_send(target, est, rules, yes)
 
 
@@ -326,7 +359,7 @@ def backfill(
         typer.Option(
             "--max-cost",
             metavar="USD",
-            help="Stop (exit 4) before the run's model spending, over all its resumes, would pass this; raise it and run the same command to go on.",
+            help="Stop (exit 4) before a batch whose estimate would take the run's model spending, over all its resumes, past this; raise it and run the same command to go on.",
         ),
     ] = None,
     price: Annotated[
@@ -499,10 +532,6 @@ def backfill(
         if as_json:
             print_json(_failed_summary(err, args))
         raise
-    finally:
-        from flows.pipeline import set_run_options
-
-        set_run_options(None)  # this process's next pipeline (the demo, a test) starts plain
 
 
 def _backfill_args(
@@ -535,10 +564,8 @@ def _backfill_args(
         )
     if max_cost is not None and max_cost < 0:
         raise ConfigError("--max-cost must not be negative")
-    if max_wait is not None:
-        if max_wait < 0:
-            raise ConfigError("--max-wait must not be negative")
-        os.environ["PMEM_MAX_WAIT_SECONDS"] = f"{max_wait:g}"  # the settings of this process
+    if max_wait is not None and max_wait < 0:
+        raise ConfigError("--max-wait must not be negative")
     try:
         parsed_price = parse_price(price) if price else None
     except ValueError as err:
@@ -580,24 +607,12 @@ def _backfill_args(
 
 
 def _backfill(a: dict[str, Any], *, as_json: bool, estimate: bool, yes: bool) -> None:
-    from flows.pipeline import RunOptions, set_announce, set_excludes, set_run_options
-    from stages.exclude import parse_rules
+    from flows.pipeline import set_announce
 
-    rules = parse_rules(a["exclude"])
-    set_excludes(rules)  # process-local: private text never becomes a Prefect parameter
-    set_run_options(
-        RunOptions(
-            pending=a["export"] is None,
-            max_cost=a["max_cost"],
-            price=a["parsed_price"],
-            redraft=tuple(a["redraft"]) if a["redraft"] is not None else None,
-            include_others=a.get("include_others", False),
-        )
-    )
-    source, export, llm = a["source"], a["export"], a["llm"]
+    source, export = a["source"], a["export"]
     est: dict[str, Any] | None = None
     if estimate:
-        est = _estimate(source, export, llm)
+        est = _estimate(a)
         err_console.print(escape(estimate_words(est)), highlight=False)
         from flows.consent import drafting_scope, drafting_target, preview_lines
 
@@ -612,7 +627,7 @@ def _backfill(a: dict[str, Any], *, as_json: bool, estimate: bool, yes: bool) ->
         if as_json:
             print_json(est)
         return
-    _consent(source, export, llm, [r.text for r in rules], yes, est, a.get("include_others", False))
+    _consent(a, yes, est)
     resume, make = resume_commands(a)
 
     def said(kind: str, data: dict[str, Any]) -> None:
@@ -642,7 +657,7 @@ def _backfill(a: dict[str, Any], *, as_json: bool, estimate: bool, yes: bool) ->
                 pool_stopped(summary)
         else:
             with _progress_bars():
-                summary = _run_backfill(source, export, a["dry_run"], llm, embed=not a["no_embed"])
+                summary = _run_backfill(a)
     finally:
         set_announce(None)
     summary["resume_command"], summary["make_command"] = resume, make

@@ -92,14 +92,16 @@ def worker(
 def run_on_pool(a: dict[str, Any]) -> dict[str, Any]:
     """`pmem backfill --pool`: import and plan here, submit the run to the pool; with --wait,
     follow it to its end (the summary totalled over every worker)."""
+    from cli.prefect_env import flow_parameters, run_options
     from flows.pipeline import Pipeline
     from flows.pool import submit
     from flows.pool_run import follow_pool_run, submit_prepare
+    from stages.exclude import parse_rules
 
     cfg = settings()
     _prefect_env(cfg)
     quiet_prefect_console()
-    p = Pipeline.open(cfg, a["llm"])
+    p = Pipeline.open(cfg, a["llm"], options=run_options(a), excludes=parse_rules(a["exclude"]))
     try:
         with _progress_bars():
             summary = submit_prepare(
@@ -113,6 +115,7 @@ def run_on_pool(a: dict[str, Any]) -> dict[str, Any]:
             export_name=Path(a["export"]).name if a["export"] else "",
             embed=not a["no_embed"],
             settings=cfg,
+            options=flow_parameters(a),
         )
         err_console.print(
             f"run {run_id} submitted to the work pool {escape(a['pool'])}: "

@@ -1,11 +1,14 @@
 """The Prefect side of a command that runs a flow: its environment under the data dir (the
 managed local server, telemetry off) and a quiet console. Shared by `pmem backfill`, the pool
-commands, `pmem summary update` and `pmem prefect …`; Prefect itself is imported lazily."""
+commands, `pmem summary update` and `pmem prefect …`; Prefect itself is imported lazily. And a
+backfill's options as its flows take them: plain values as parameters, what names
+conversations as a run request (state/requests.py) the flow reads by id."""
 
 from __future__ import annotations
 
 import logging
 import os
+from typing import Any
 
 from cli.app import err_console
 from core.settings import Settings
@@ -57,3 +60,37 @@ def quiet_prefect_console() -> None:
             if isinstance(handler, logging.StreamHandler):
                 handler.setLevel(logging.CRITICAL)
     logging.getLogger("prefect").propagate = False  # nor through the CLI's own stderr handler
+
+
+def flow_parameters(a: dict[str, Any]) -> dict[str, Any]:
+    """The run's plain options as the backfill flows' parameters (the in-process flow and a
+    pool run's workers alike); what names conversations goes by a request id instead."""
+    return {
+        "max_cost": a["max_cost"],
+        "price": a["price"],
+        "include_others": a.get("include_others", False),
+        "max_wait": a["max_wait"],
+    }
+
+
+def run_request(a: dict[str, Any]) -> Any:
+    from state.requests import Request
+
+    redraft = a["redraft"]
+    return Request(
+        redraft=None if redraft is None else tuple(redraft), excludes=tuple(a["exclude"])
+    )
+
+
+def run_options(a: dict[str, Any]) -> Any:
+    """The run's options for a pipeline this process opens (the estimate, a pool run's
+    submitter)."""
+    from flows.resources import RunOptions
+
+    return RunOptions(
+        pending=a["export"] is None,
+        max_cost=a["max_cost"],
+        price=a["parsed_price"],
+        redraft=tuple(a["redraft"]) if a["redraft"] is not None else None,
+        include_others=a.get("include_others", False),
+    )

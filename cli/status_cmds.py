@@ -61,7 +61,7 @@ def demo(
     It works in
     a database of its own (`<your database>_demo`, made fresh each time) on the same server, so
     your memories and `pmem export` are untouched; --into-my-store writes into your store."""
-    from cli.backfill_cmds import _print_summary, _run_backfill
+    from cli.backfill_cmds import _print_summary, _run_backfill, plain_args
     from core.settings import PROJECT_ROOT
 
     def say(text: str) -> None:  # with --json, stdout holds only the JSON object
@@ -77,7 +77,7 @@ def demo(
     )
     export = PROJECT_ROOT / "examples" / "demo" / "conversations.json"
     with err_console.status("running the demo backfill…"):
-        summary = _run_backfill("chatgpt", str(export), False, "extractive")
+        summary = _run_backfill(plain_args("chatgpt", str(export), "extractive"))
     _print_summary(summary)
     from cli.read import hit_line, message_line
     from core.display import terminal_width

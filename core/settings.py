@@ -45,6 +45,7 @@ DATA_FOLDERS: dict[str, str] = {
     "backups": "the dump taken before a schema migration, data of another PostgreSQL (store/db.py)",
     "cache": "the local embedder's model files (providers/embeddings/usem3_embedder.py)",
     "demo": "`pmem runs demo`'s own run files (cli/status_cmds.py)",
+    "requests": "a running backfill's --redraft keys and --exclude rules, by id (state/requests.py)",
 }
 # folders under the runs folder that are not a backfill's run (runs/<run id>/)
 CONCEPT_CACHE = "concepts"  # the concept extractor's answer per memory (flows/concepts.py)

@@ -104,12 +104,34 @@ PREFECT_STEPS = pl.Steps(
     task_runner=ThreadPoolTaskRunner(max_workers=8),  # type: ignore[arg-type]
 )
 def backfill(
-    source: str, export_path: str, dry_run: bool = False, llm: str | None = None, embed: bool = True
+    source: str,
+    export_path: str,
+    dry_run: bool = False,
+    llm: str | None = None,
+    embed: bool = True,
+    max_cost: float | None = None,
+    price: str | None = None,
+    include_others: bool = False,
+    max_wait: float | None = None,
+    request: str | None = None,
 ) -> dict[str, Any]:
     """One backfill run; running it again with the same source and export resumes it. It ends
-    with the new messages indexed for recall and (``embed``) embedded by the local embedder."""
+    with the new messages indexed for recall and (``embed``) embedded by the local embedder.
+    The run's options are its parameters: plain values (``price``: --price's IN/OUT;
+    ``max_wait``: --max-wait, else PMEM_MAX_WAIT_SECONDS), and
+    ``request``, the id of what names conversations (--redraft keys, --exclude rules), which
+    the CLI stored for it (state/requests.py) and which never is a parameter itself."""
     logger = get_run_logger()
-    p = pl.Pipeline.open(get_settings(), llm)
+    settings = pl.with_max_wait(get_settings(), max_wait)
+    options, excludes = pl.flow_options(
+        settings,
+        export_path=export_path,
+        max_cost=max_cost,
+        price=price,
+        include_others=include_others,
+        request=request,
+    )
+    p = pl.Pipeline.open(settings, llm, options=options, excludes=excludes)
     link: list[str | None] = [None]
 
     def on_event(kind: str, data: dict[str, Any]) -> None:
@@ -147,14 +169,32 @@ def backfill(
     validate_parameters=True,
     task_runner=ThreadPoolTaskRunner(max_workers=8),  # type: ignore[arg-type]
 )
-def backfill_pool(run_id: str, source: str, embed: bool = True) -> dict[str, Any]:
+def backfill_pool(
+    run_id: str,
+    source: str,
+    embed: bool = True,
+    max_cost: float | None = None,
+    price: str | None = None,
+    include_others: bool = False,
+    max_wait: float | None = None,
+) -> dict[str, Any]:
     """One worker's part of a pool run (`pmem backfill --pool`: the submitter imported the export
     and planned the batches of ``run_id``): take the run's batches through the claims in
     PostgreSQL until none is left, alongside the run's other flow runs; the first to find them
     all done finishes the run (index, totals). The worker's own environment gives the database,
-    the run files' location (PMEM_RUNS_URL), the model's provider and key (PMEM_LLM)."""
+    the run files' location (PMEM_RUNS_URL), the model's provider and key (PMEM_LLM); the
+    run's options are parameters, as for ``backfill`` (what names conversations is not: the
+    submitter planned with it)."""
     logger = get_run_logger()
-    p = pl.Pipeline.open(get_settings())  # this worker's PMEM_LLM and provider key
+    settings = pl.with_max_wait(get_settings(), max_wait)
+    options, _ = pl.flow_options(
+        settings,
+        export_path="",
+        max_cost=max_cost,
+        price=price,
+        include_others=include_others,
+    )
+    p = pl.Pipeline.open(settings, options=options)  # this worker's PMEM_LLM and provider key
     try:
         summary = work_pool_run(p, run_id, steps=PREFECT_STEPS, embed=embed)
     finally:

@@ -1,5 +1,6 @@
-"""Step 3 of a backfill: one batch drafted and verified into its result.json (the drafter
-called through the cost meter and the provider's rate limit; a long conversation chunk by
+"""Step 3 of a backfill: one batch drafted and verified into its result.json (admitted under
+--max-cost by the cost meter before it starts, the drafter called within the provider's rate
+limit; a long conversation chunk by
 chunk, each chunk's answer kept), and the batch's files and run-state.json.
 """
 
@@ -18,6 +19,7 @@ from stages.chunking import chunk_conversation, merge_chunk_drafts
 from stages.drafting import offered_targets, refuse_unoffered
 from stages.evidence import verify_draft
 from state import batch as batch_state
+from state.cost import Hold
 from state.files import (
     CHUNK_SCHEMA,
     RESULT_SCHEMA,
@@ -64,20 +66,28 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
             "target_not_offered": existing.get("target_not_offered", 0),
         }
     batch = to_batch(row)
-    state = batch_state.load_state(state_path, batch_id, row["run_id"])
-    batch_state.save_state(state_path, state, "drafting", attempts=state.get("attempts", 0) + 1)
     conversations = [drafted(p, p.ledger.load(m.conversation_key)) for m in batch.members]
-    context = p.call(
-        p.target.related,
-        [c.key for c in conversations],
-        [c.title for c in conversations if c.title],
-    )
+    # --max-cost: the batch is admitted before anything of it starts, or the run stops here
+    hold = p.meter.admit(conversations) if p.meter is not None else Hold()
     try:
-        out, calls = _draft_in_chunks(p, batch_id, result_path.parent, conversations, context)
-    except DraftError as err:
-        batch_state.save_state(state_path, state, "failed", last_error=type(err).__name__)
-        p.runs.set_status(batch_id, "failed", error=type(err).__name__, attempt=True)
-        raise
+        state = batch_state.load_state(state_path, batch_id, row["run_id"])
+        batch_state.save_state(state_path, state, "drafting", attempts=state.get("attempts", 0) + 1)
+        context = p.call(
+            p.target.related,
+            [c.key for c in conversations],
+            [c.title for c in conversations if c.title],
+        )
+        try:
+            out, calls = _draft_in_chunks(
+                p, batch_id, result_path.parent, conversations, context, hold
+            )
+        except DraftError as err:
+            batch_state.save_state(state_path, state, "failed", last_error=type(err).__name__)
+            p.runs.set_status(batch_id, "failed", error=type(err).__name__, attempt=True)
+            raise
+    finally:
+        if p.meter is not None:
+            p.meter.release(hold)
     messages: dict[str, Message] = {m.key: m for c in conversations for m in c.messages}
     verified: list[VerifiedDraft] = []
     redacted_fields = 0
@@ -134,33 +144,28 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
 
 
 def _call_drafter(
-    p: Pipeline, conversations: list[Conversation], context: list[Any]
+    p: Pipeline, conversations: list[Conversation], context: list[Any], hold: Hold
 ) -> DraftOutput:
-    """One model request, held to --max-cost (CostLimitStop before it would pass the cap). When
-    the vendor answers "rate limited, retry after N s" beyond what its adapter retried, the run
-    waits that long and asks again, as long as its waits for this request stay within
-    --max-wait (PMEM_MAX_WAIT_SECONDS); past that it stops (RateLimitStop: exit 75, resume)."""
+    """One model request of a batch admitted under --max-cost (``hold``; CostLimitStop when an
+    earlier request took the run past the cap). When the vendor answers "rate limited, retry
+    after N s" beyond what its adapter retried, the run waits that long and asks again, as long
+    as its waits for this request stay within --max-wait (PMEM_MAX_WAIT_SECONDS); past that it
+    stops (RateLimitStop: exit 75, resume)."""
     fault_point("draft:before-call")
     waited = 0.0
     while True:
-        reserved = 0.0
+        if p.meter is not None:
+            p.meter.check()
         try:
-            with p.draft_cc.slot():  # reserved inside the slot: in flight at most as many as slots
-                reserved = p.meter.reserve(conversations) if p.meter is not None else 0.0
+            with p.draft_cc.slot():
                 out = p.drafter.draft(conversations, context)
         except TransientDraftError as err:
-            if p.meter is not None:
-                p.meter.release(reserved)
             if err.retry_after is None:
                 raise
             waited = _wait_for_vendor(p, err.retry_after, waited)
             continue
-        except BaseException:
-            if p.meter is not None:
-                p.meter.release(reserved)
-            raise
         if p.meter is not None:
-            p.meter.settle(reserved, out.input_tokens, out.output_tokens)
+            p.meter.settle(hold, conversations, out.input_tokens, out.output_tokens)
         break
     p.draft_cc.on_success()
     fault_point("draft:after-call")
@@ -183,7 +188,12 @@ def _wait_for_vendor(p: Pipeline, retry_after: float, waited: float) -> float:
 
 
 def _draft_in_chunks(
-    p: Pipeline, batch_id: str, folder: Path, conversations: list[Conversation], context: list[Any]
+    p: Pipeline,
+    batch_id: str,
+    folder: Path,
+    conversations: list[Conversation],
+    context: list[Any],
+    hold: Hold,
 ) -> tuple[DraftOutput, int]:
     """One drafter call for a normal batch. A conversation over the character cap (it is alone in
     its batch) is drafted chunk by chunk, each chunk's answer kept in its own file so a resumed
@@ -196,7 +206,7 @@ def _draft_in_chunks(
         else []
     )
     if len(parts) <= 1:
-        return _call_drafter(p, conversations, context), 1
+        return _call_drafter(p, conversations, context, hold), 1
     outputs: list[DraftOutput] = []
     calls = 0
     for i, part in enumerate(parts):
@@ -209,7 +219,7 @@ def _draft_in_chunks(
             continue
         except (ResultFileError, ValueError):
             pass
-        out = _call_drafter(p, [part], context)
+        out = _call_drafter(p, [part], context, hold)
         calls += 1
         write_atomic(
             cache,

@@ -171,6 +171,15 @@ def estimate_run(p: Pipeline, source: str, export_path: str | None) -> dict[str,
     }
 
 
+def batch_tokens(p: Pipeline, chars: int, tokens: int, conversations: int) -> tuple[int, int]:
+    """The estimated (input, output) tokens of drafting one batch: the static prompt once per
+    request (a batch over the character cap is a request per chunk), its conversations' tokens,
+    a detailed case record's answer per conversation. The dry run's estimate and --max-cost's
+    admission of each batch (``open_meter``) both count this way."""
+    chunks = max(1, -(-chars // p.settings.batch_max_chars))
+    return chunks * static_tokens() + tokens, OUTPUT_TOKENS_PER_CONVERSATION * conversations
+
+
 def _estimate_of(p: Pipeline, batches: list[list[_Candidate]]) -> dict[str, Any]:
     """Tokens, cost, commits and (over HTTP) the memory API's time for these batches."""
     static = static_tokens()
@@ -178,9 +187,9 @@ def _estimate_of(p: Pipeline, batches: list[list[_Candidate]]) -> dict[str, Any]
     dates: list[datetime] = []
     for members in batches:
         chars = sum(c.chars for c in members)
-        chunks = max(1, -(-chars // p.settings.batch_max_chars))
-        input_tokens += chunks * static + sum(c.tokens for c in members)
-        output_tokens += OUTPUT_TOKENS_PER_CONVERSATION * len(members)
+        tokens_in, tokens_out = batch_tokens(p, chars, sum(c.tokens for c in members), len(members))
+        input_tokens += tokens_in
+        output_tokens += tokens_out
         conversations += len(members)
         characters += chars
         dates += [c.created for c in members if c.created is not None]
@@ -259,16 +268,20 @@ def static_tokens() -> int:
 
 
 def open_meter(p: Pipeline, run_id: str) -> CostMeter:
-    """The run's cost meter: the model's price (``--price`` or the listed one), a request's
-    estimate from its conversations' tokens, held to ``--max-cost``."""
+    """The run's cost meter: the model's price (``--price`` or the listed one), a batch's (or a
+    request's) estimate as the dry run counts it (``batch_tokens``), held to ``--max-cost``."""
     price = p.options.price if p.options.price is not None else price_for(p.drafter.model)
 
     def estimate(conversations: list[Conversation]) -> float:
         assert price is not None
-        tokens = static_tokens() + sum(
-            estimate_tokens(m.text) for c in conversations for m in c.drafting_messages
+        texts = [m.text for c in conversations for m in c.drafting_messages]
+        tokens = batch_tokens(
+            p,
+            sum(len(t) for t in texts),
+            sum(estimate_tokens(t) for t in texts),
+            len(conversations),
         )
-        return cost_at(price, tokens, OUTPUT_TOKENS_PER_CONVERSATION * len(conversations))
+        return cost_at(price, *tokens)
 
     def cost(input_tokens: int, output_tokens: int) -> float:
         assert price is not None

@@ -30,10 +30,10 @@ from flows.indexing import index_for_search
 from flows.planning import apply_consent, plan
 from flows.resources import Pipeline, Steps, announce, pipeline, register, tick, unregister
 from flows.resources import RunOptions as RunOptions
+from flows.resources import flow_options as flow_options
 from flows.resources import set_announce as set_announce
-from flows.resources import set_excludes as set_excludes
 from flows.resources import set_progress as set_progress
-from flows.resources import set_run_options as set_run_options
+from flows.resources import with_max_wait as with_max_wait
 from providers.pricing import price_for
 from state.summary import (
     Outcome,

@@ -88,10 +88,18 @@ def online_workers(pool: str) -> int:
 
 
 def submit(
-    pool: str, *, run_id: str, source: str, export_name: str, embed: bool, settings: Settings
+    pool: str,
+    *,
+    run_id: str,
+    source: str,
+    export_name: str,
+    embed: bool,
+    settings: Settings,
+    options: dict[str, Any] | None = None,
 ) -> tuple[str, str | None, int]:
     """Flow runs of ``backfill-pool/<pool>`` for the planned run ``run_id``: one per worker
-    online in the pool (PMEM_POOL_FANOUT: that many), at least one; returns the first's id,
+    online in the pool (PMEM_POOL_FANOUT: that many), at least one, with the run's plain
+    options (``options``: the flow's parameters, as the in-process flow gets them); returns the first's id,
     the link to it in the Prefect UI and how many were submitted. ConfigError when the pool
     has no such deployment."""
     from prefect.deployments import run_deployment
@@ -101,6 +109,8 @@ def submit(
 
     n = max(1, settings.pool_fanout or online_workers(pool))
     tags = [f"source:{source}"] + ([f"export:{export_name}"] if export_name else [])
+    # the options given (a deployment registered before an option existed still takes the others)
+    given = {k: v for k, v in (options or {}).items() if v is not None and v is not False}
     ids: list[str] = []
     for i in range(n):
         try:
@@ -108,7 +118,7 @@ def submit(
                 deployment_name("backfill-pool", pool),
                 timeout=0,
                 as_subflow=False,
-                parameters={"run_id": run_id, "source": source, "embed": embed},
+                parameters={"run_id": run_id, "source": source, "embed": embed} | given,
                 tags=tags,
                 flow_run_name=run_id if i == 0 else f"{run_id}-{i + 1}",
             )

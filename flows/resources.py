@@ -1,6 +1,6 @@
 """The resources of one backfill in this process (``Pipeline``: the database, the stores, the
-drafter, the memory API, the budget and concurrency controllers, the run's options), found by
-run id by the steps; how each step is executed (``Steps``); where a run says what it does
+drafter, the memory API, the budget and concurrency controllers, the run's options, given as
+arguments), found by run id by the steps; how each step is executed (``Steps``); where a run says what it does
 (announce) and how far it is (progress)."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from core.models import Conversation
 from core.ports import Drafter, MemoryAPI
 from core.settings import Settings
 from providers import get_drafter
-from providers.pricing import Price
-from stages.exclude import ExcludeRule
+from providers.pricing import Price, parse_price
+from stages.exclude import ExcludeRule, parse_rules
+from state import requests
 from state.budget import SlidingWindowLimiter, Unlimited, Window
 from state.concurrency import AdaptiveConcurrency
 from state.cost import CostMeter
@@ -62,8 +63,8 @@ class Pipeline:
         options: RunOptions | None = None,
         excludes: list[ExcludeRule] | None = None,
     ) -> Pipeline:
-        """The pipeline of one run: ``options`` and ``excludes`` are the run's (None: what the
-        CLI handed over for the Prefect flow this process starts, ``hand_over``)."""
+        """The pipeline of one run: ``options`` and ``excludes`` are the run's (None: the
+        defaults; a flow gets them from its parameters, ``flow_options``)."""
         db = Database.open(settings)
         limit, window = settings.budget
         store = MemoryStore(db)
@@ -104,8 +105,8 @@ class Pipeline:
             target=target,
             commit_cc=cc("the memory API's rate limit"),
             draft_cc=cc("the model provider's rate limit"),
-            excludes=list(_handed_excludes if excludes is None else excludes),
-            options=_handed_options[0] if options is None else options,
+            excludes=list(excludes or ()),
+            options=RunOptions() if options is None else options,
         )
 
     def close(self) -> None:
@@ -132,24 +133,13 @@ class Pipeline:
 
 
 _PIPELINES: dict[str, Pipeline] = {}
-# The one hand-over left between the CLI and the Prefect flow it starts in this process: the flow
-# opens its own Pipeline from its parameters, and the run's options and --exclude rules name
-# private conversations, so they never travel as parameters. Everything below Pipeline.open
-# takes them as arguments (``p.options``, ``p.excludes``).
-_handed_excludes: list[ExcludeRule] = []
-
-
-def set_excludes(rules: list[ExcludeRule]) -> None:
-    """The owner's --exclude rules for the pipelines this process opens (the CLI sets them; they
-    are private text, so they never travel as flow parameters)."""
-    _handed_excludes[:] = list(rules)
 
 
 @dataclass(frozen=True)
 class RunOptions:
-    """A backfill's options besides the flow's parameters, set by the CLI for this process (like
-    the --exclude rules: conversation keys name private conversations, so they are never Prefect
-    parameters)."""
+    """A backfill's options besides its source, export, dry run and model: arguments of
+    ``Pipeline.open``. A flow gets the plain ones as its parameters and the ones that name
+    conversations (--redraft keys, with the --exclude rules) by a handle (``flow_options``)."""
 
     pending: bool = False  # --pending: draft everything pending in the ledger for the source
     redraft: tuple[str, ...] | None = None  # --redraft: these keys again (empty: the export's)
@@ -158,18 +148,40 @@ class RunOptions:
     include_others: bool = False  # --include-others: other speakers' messages go to the drafter
 
 
-_handed_options: list[RunOptions] = [RunOptions()]
+def flow_options(
+    settings: Settings,
+    *,
+    export_path: str,
+    max_cost: float | None = None,
+    price: str | None = None,
+    include_others: bool = False,
+    request: str | None = None,
+) -> tuple[RunOptions, list[ExcludeRule]]:
+    """A flow's options from its parameters: plain values (``price`` as --price's IN/OUT text),
+    and ``request``, the id of the run request the CLI stored (state/requests.py: the --redraft
+    keys and --exclude rules, private, never a parameter)."""
+    asked = requests.read(settings.data_dir, request)
+    options = RunOptions(
+        pending=not export_path,
+        redraft=asked.redraft,
+        max_cost=max_cost,
+        price=parse_price(price) if price else None,
+        include_others=include_others,
+    )
+    return options, parse_rules(list(asked.excludes))
+
+
+def with_max_wait(settings: Settings, max_wait: float | None) -> Settings:
+    """``settings`` with --max-wait, when given, as the longest wait for a rate limit."""
+    if max_wait is None:
+        return settings
+    return settings.model_copy(update={"max_wait_seconds": float(max_wait)})
 
 
 def drafted(p: Pipeline, conv: Conversation) -> Conversation:
     """``conv`` as the drafter sees it: other speakers' messages of a chat history (channel
     ``other``) only with ``--include-others`` (the consent scope says so too)."""
     return conv.model_copy(update={"include_others": True}) if p.options.include_others else conv
-
-
-def set_run_options(options: RunOptions | None) -> None:
-    """The run options for the pipelines this process opens (None: the defaults)."""
-    _handed_options[0] = options or RunOptions()
 
 
 Announce = Callable[[str, dict[str, Any]], None]

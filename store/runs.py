@@ -104,18 +104,24 @@ class RunStore:
         return row is not None
 
     def add_spent(
-        self, run_id: str, input_tokens: int, output_tokens: int, cost_usd: float
+        self,
+        run_id: str,
+        input_tokens: int,
+        output_tokens: int,
+        cost_usd: float,
+        estimate_usd: float = 0.0,
     ) -> tuple[int, int, float]:
         """Count a model request's actual tokens and cost on the run (cumulative across
-        resumes); returns the run's new totals."""
+        resumes), with what it was estimated to cost; returns the run's new totals."""
         with self.db.connection() as conn, conn.transaction():
             row = conn.execute(
                 """UPDATE backfill_runs SET spent_input_tokens = spent_input_tokens + %s,
                        spent_output_tokens = spent_output_tokens + %s,
-                       spent_cost_usd = spent_cost_usd + %s
+                       spent_cost_usd = spent_cost_usd + %s,
+                       spent_estimate_usd = spent_estimate_usd + %s
                    WHERE run_id = %s
                    RETURNING spent_input_tokens, spent_output_tokens, spent_cost_usd""",
-                (input_tokens, output_tokens, cost_usd, run_id),
+                (input_tokens, output_tokens, cost_usd, estimate_usd, run_id),
             ).fetchone()
         assert row is not None, f"no run {run_id}"
         return int(row[0]), int(row[1]), float(row[2])
@@ -129,6 +135,15 @@ class RunStore:
                 (run_id,),
             ).fetchone()
         return (0, 0, 0.0) if row is None else (int(row[0]), int(row[1]), float(row[2]))
+
+    def spent_estimate(self, run_id: str) -> float:
+        """What the run's model requests so far were estimated to cost, over all its resumes
+        (beside ``spent``'s actual cost: how far the estimate falls short)."""
+        with self.db.connection() as conn:
+            row = conn.execute(
+                "SELECT spent_estimate_usd FROM backfill_runs WHERE run_id = %s", (run_id,)
+            ).fetchone()
+        return 0.0 if row is None else float(row[0])
 
     def get_run(self, run_id: str) -> dict[str, Any] | None:
         with self.db.connection() as conn:

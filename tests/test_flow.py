@@ -4,6 +4,7 @@ user runs it, in subprocesses."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -36,11 +37,28 @@ def last_json(out: subprocess.CompletedProcess[str]) -> dict:
 def test_flow_runs_in_prefect_and_keeps_private_text_out_of_parameters(pmem_env, prefect_api):
     from prefect import get_client
 
+    from core.settings import Settings
     from flows.backfill import backfill
+    from state import requests
 
-    state = backfill(source="chatgpt", export_path=str(DEMO), return_state=True)
+    # the run's options are the flow's parameters; its --exclude rule (a title: private) goes by
+    # the id of the run request the CLI stores, which the flow reads (state/requests.py)
+    data_dir = Settings().data_dir
+    rule = "title:*バックアップ*"
+    request = requests.put(data_dir, requests.Request(excludes=(rule,)))
+    assert request is not None
+    state = backfill(
+        source="chatgpt",
+        export_path=str(DEMO),
+        max_cost=5.0,
+        price="0.4/1.6",
+        max_wait=30.0,
+        request=request,
+        return_state=True,
+    )
     summary = state.result()
-    assert summary["status"] == "complete" and summary["commits"] == 7
+    assert summary["status"] == "complete" and summary["commits"] == 6
+    assert summary["excluded_by_rule"] == {rule: 1} and summary["max_cost"] == 5.0
     flow_run_id = state.state_details.flow_run_id
 
     import anyio
@@ -53,7 +71,21 @@ def test_flow_runs_in_prefect_and_keeps_private_text_out_of_parameters(pmem_env,
 
     run, tasks = anyio.run(flow_runs)
     assert run.state is not None and run.state.is_completed()
-    assert set(run.parameters) == {"source", "export_path", "dry_run", "llm", "embed"}
+    assert set(run.parameters) <= {
+        "source",
+        "export_path",
+        "dry_run",
+        "llm",
+        "embed",
+        "max_cost",
+        "price",
+        "include_others",
+        "max_wait",
+        "request",
+    }
+    assert run.parameters["request"] == request and run.parameters["max_cost"] == 5.0
+    stored = json.dumps([run.parameters, run.name, run.tags], ensure_ascii=False)
+    assert "バックアップ" not in stored and "title:" not in stored
     mine = [run]
     names = {t.name.rsplit("-", 1)[0] for t in tasks if t.flow_run_id == mine[0].id}
     assert {"import-export", "plan-batches", "draft-batch", "commit-batch"} <= names
@@ -111,3 +143,28 @@ def test_cli_errors_name_the_problem(cli_env, tmp_path):
 def test_help_teaches(args, cli_env):
     out = pmem(cli_env, *args)
     assert "Usage" in out.stdout
+
+
+def test_a_run_request_is_read_by_its_id_only(tmp_path):
+    from core.errors import ConfigError
+    from state import requests
+
+    assert requests.put(tmp_path, requests.Request()) is None  # nothing private: no file
+    asked = requests.Request(redraft=("line:家族",), excludes=("title:*病院*",))
+    rid = requests.put(tmp_path, asked)
+    assert rid is not None and requests.read(tmp_path, rid) == asked
+    path = tmp_path / "requests" / f"{rid}.json"
+    assert path.stat().st_mode & 0o077 == 0  # private: the owner's only
+    for bad in ("../../etc/passwd", rid + "0"):  # a handle, never a path
+        with pytest.raises(ConfigError):
+            requests.read(tmp_path, bad)
+    path.write_text(path.read_text(encoding="utf-8").replace("病院", "x"), encoding="utf-8")
+    with pytest.raises(ConfigError, match="damaged"):  # never a run without its exclusions
+        requests.read(tmp_path, rid)
+    os.utime(path, (1, 1))  # left behind by a killed CLI: the next request removes it
+    other = requests.put(tmp_path, asked)
+    assert not path.exists() and (tmp_path / "requests" / f"{other}.json").exists()
+    requests.drop(tmp_path, other)
+    assert not list((tmp_path / "requests").iterdir())
+    with pytest.raises(ConfigError, match="missing"):
+        requests.read(tmp_path, rid)

@@ -172,8 +172,8 @@ class Recording(ScriptedDrafter):
         return super().draft(conversations, context)
 
 
-def _run(drafter: Recording) -> dict[str, Any]:
-    p = pl.Pipeline.open(Settings())
+def _run(drafter: Recording, options: pl.RunOptions | None = None) -> dict[str, Any]:
+    p = pl.Pipeline.open(Settings(), options=options)
     p.drafter = drafter
     try:
         return pl.run_backfill(p, "telegram", str(ACCOUNT), embed=False)
@@ -195,16 +195,13 @@ def test_other_speakers_reach_a_cloud_drafter_only_with_include_others(
     assert all(ch is not Channel.OTHER for ch, _ in plain.seen)
     assert not any("Jiro here" in t or "deleted account" in t for _, t in plain.seen)
 
-    pl.set_run_options(pl.RunOptions(include_others=True, redraft=()))
-    try:
-        others = Recording()
-        with pytest.raises(ConsentRequired):  # the consent given without them does not cover them
-            _run(others)
-        assert cs.drafting_scope("telegram", True) == "telegram+others"
-        cs.grant(cfg, cs.drafting_target(others.model, cs.drafting_scope("telegram", True)), [], {})
-        assert _run(others)["status"] == "complete"
-    finally:
-        pl.set_run_options(None)
+    options = pl.RunOptions(include_others=True, redraft=())
+    others = Recording()
+    with pytest.raises(ConsentRequired):  # the consent given without them does not cover them
+        _run(others, options)
+    assert cs.drafting_scope("telegram", True) == "telegram+others"
+    cs.grant(cfg, cs.drafting_target(others.model, cs.drafting_scope("telegram", True)), [], {})
+    assert _run(others, options)["status"] == "complete"
     assert (Channel.OTHER, "Jiro here, hi all") in others.seen
     assert all(ch is not Channel.MACHINERY for ch, _ in others.seen)  # service lines never
 

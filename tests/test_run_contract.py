@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -73,8 +74,12 @@ def plain(monkeypatch: pytest.MonkeyPatch) -> None:
         dry_run: bool = False,
         llm: str | None = None,
         embed: bool = True,
+        max_wait: float | None = None,
+        **options: Any,
     ):
-        p = pl.Pipeline.open(get_settings(), llm)
+        settings = pl.with_max_wait(get_settings(), max_wait)
+        opts, excludes = pl.flow_options(settings, export_path=export_path, **options)
+        p = pl.Pipeline.open(settings, llm, options=opts, excludes=excludes)
         try:
             return pl.run_backfill(p, source, export_path, dry_run=dry_run, embed=embed)
         finally:
@@ -323,6 +328,11 @@ def test_retry_after_past_max_wait_exits_75_with_json_and_the_full_resume_comman
 def test_max_cost_stops_on_actual_tokens_across_resumes_and_a_higher_cap_resumes(
     server: FakeServer, plain, monkeypatch
 ):
+    """--max-cost stops before a batch whose estimate would pass the cap. The model bills far
+    more than the dry run's estimate (200,000 prompt tokens a request: $0.08 for batches of a
+    few thousand tokens), so after the first batch the estimate of the next one is scaled by
+    that overrun: $0.08 spent + ~$0.08 would pass $0.10, and the run stops there (the check
+    after each batch on the plain estimate let a second one through: $0.16)."""
     monkeypatch.setenv("PMEM_BATCH_MAX_CONVERSATIONS", "2")  # 4 batches
     monkeypatch.setenv("PMEM_MAX_CONCURRENCY", "1")
     server.push(*[answer(prompt_tokens=200_000)] * 4)  # $0.08 each at $0.40 per million
@@ -330,24 +340,27 @@ def test_max_cost_stops_on_actual_tokens_across_resumes_and_a_higher_cap_resumes
     r = pmem(*args, "--max-cost", "0.1")
     assert r.exit_code == 4, r.stderr
     s = last_json(r.stdout)
-    assert s["status"] == "cost_limit" and s["drafter_calls"] == 2
-    assert s["cost_usd"] == pytest.approx(0.16) and s["input_tokens"] == 400_000
+    assert s["status"] == "cost_limit" and s["drafter_calls"] == 1
+    assert s["cost_usd"] == pytest.approx(0.08) and s["input_tokens"] == 200_000
+    assert s["cost_usd"] <= 0.1 and s["run_cost_usd"] <= 0.1  # the cap held
+    assert "its next batch" in s["stop_reason"] and "--max-cost $0.10" in s["stop_reason"]
     assert "--max-cost 0.1" in s["resume_command"] and "raise --max-cost" in r.stderr
     again = last_json(
         pmem(*args, "--max-cost", "0.1").stdout
-    )  # what was spent counts across resumes
+    )  # what was spent, and how far it passed its estimate, count across resumes
     assert (
         again["status"] == "cost_limit"
         and again["drafter_calls"] == 0
         and again["run_id"] == s["run_id"]
+        and again["run_cost_usd"] == pytest.approx(0.08)
     )
     done = pmem(*args, "--max-cost", "1")
     assert done.exit_code == 0, done.stderr
     d = last_json(done.stdout)
     assert d["run_id"] == s["run_id"] and d["resumed"] and d["status"] == "complete"
     assert (
-        d["drafter_calls"] == 2 and d["batches_total"] == 2
-    )  # the committed ones are not planned again
+        d["drafter_calls"] == 3 and d["batches_total"] == 3
+    )  # the committed one is not planned again
     assert d["run_cost_usd"] == pytest.approx(0.32) and len(server.requests) == 4
 
 

@@ -207,6 +207,8 @@ def test_yes_consents_and_excluded_conversations_never_reach_the_server(
     assert summary["status"] == "complete" and summary["excluded"] == 3
     assert summary["excluded_by_rule"] == dict.fromkeys(EXCLUDES, 1)
     assert summary["drafter_calls"] == len(server.requests) > 0
+    # the rules reached the flow by a run request's id; the request is gone once it returned
+    assert not list((Path(remote_env["PMEM_DATA_DIR"]) / "requests").glob("*"))
     bodies = sent_text(server)
     assert SENT_TEXT in bodies
     for fragment in EXCLUDED_TEXT:
@@ -246,21 +248,17 @@ def test_remembered_consent_keeps_its_exclusions_for_later_runs(remote_env) -> N
     target = cs.drafting_target(LLM, "chatgpt")
     assert target is not None
     cs.grant(Settings(), target, ["title:*バックアップ*"], {})
-    pl.set_excludes([])  # a later run given no --exclude (the monthly re-import)
+    # a later run given no --exclude (the monthly re-import)
     drafter = ScriptedDrafter(model=LLM)
     summary = run_plain(drafter)
     assert summary["status"] == "complete" and summary["excluded"] == 1
     drafted = {key for call in drafter.history for key in call}
     assert drafted and BACKUP not in drafted
     # a rule added by a later run joins the remembered ones (sending less needs no new question)
-    pl.set_excludes(parse_rules([f"key:{LAPTOP}"]))
-    try:
-        p = pl.Pipeline.open(Settings())
-        p.drafter = ScriptedDrafter(model=LLM)
-        pl.apply_consent(p, "chatgpt")
-        p.close()
-    finally:
-        pl.set_excludes([])
+    p = pl.Pipeline.open(Settings(), excludes=parse_rules([f"key:{LAPTOP}"]))
+    p.drafter = ScriptedDrafter(model=LLM)
+    pl.apply_consent(p, "chatgpt")
+    p.close()
     assert cs.find(Settings(), target).excludes == ["title:*バックアップ*", f"key:{LAPTOP}"]
 
 
