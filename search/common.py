@@ -74,6 +74,7 @@ class RecallHit(BaseModel):
     rank: int = 0  # 1 = most relevant
     lists: dict[str, int] = {}  # candidate list → this message's rank in it
     similarity: float | None = None  # cosine to the query (when vectors exist)
+    features: dict[str, float] = {}  # the reranker's inputs (``search.rank.rerank_features``)
     on_active_path: bool = True  # False: a ChatGPT branch that was not taken (edited, regenerated)
     memories: list[dict[str, str]] = []  # {"id", "title"} of the memories drafted from its
     # conversation (those citing this very message first)

@@ -137,3 +137,99 @@ def turn_features(
 def turn_score(features: Sequence[float], weights: Sequence[float] = TURN_WEIGHTS) -> float:
     """The ranker's linear score (higher is better)."""
     return math.fsum(a * b for a, b in zip(weights, features, strict=True))
+
+
+# ---------------------------------------------------------------- the reranker (ADR 0035)
+
+RERANK_FEATURES = (
+    "fused",
+    "r_lexical",
+    "r_vector",
+    "r_context",
+    "r_turn",
+    "coverage",
+    "lexical",
+    "sim",
+    "sim_gap",
+    "conv_sim",
+    "turn_gap",
+    "focus",
+    "decision",
+    "mention",
+    "other_language",
+)
+# Weights of a logistic reranker over the fused candidates (features as in ``rerank_features``),
+# fitted by ``bench/fit_rank.py`` (ADR 0035 gives the figures). The intercept does not change
+# the order; it makes ``rerank_score`` a probability-like 0-1 score.
+RERANK_WEIGHTS: dict[str, float] = {
+    "fused": 5.309,
+    "r_lexical": -0.780,
+    "r_vector": -6.322,
+    "r_context": 0.729,
+    "r_turn": 1.640,
+    "coverage": 1.559,
+    "lexical": 0.003,
+    "sim": -0.272,
+    "sim_gap": 7.783,
+    "conv_sim": 6.510,
+    "turn_gap": 0.142,
+    "focus": 0.187,
+    "decision": 2.466,
+    "mention": 0.584,
+    "other_language": 0.221,
+}
+RERANK_BIAS = -4.268
+
+
+def rerank_features(
+    ranks: Mapping[str, int],
+    *,
+    fused: float,
+    coverage: float,
+    lexical: float,
+    sim: float,
+    sim_gap: float,
+    conv_sim: float,
+    turn_gap: float,
+    focus: bool,
+    decision: bool,
+    mention: bool,
+    other_language: bool,
+) -> dict[str, float]:
+    """One fused candidate's features: its fused score ÷ the best one's; ``1/√rank`` in each
+    list (0 when absent); its share of the query's idf, its lexical score ÷ the best one's; its
+    cosine, and the cosine's gap to the best candidate's (the query's own distribution: a
+    question whose best match is weak is not judged by one fixed floor); its conversation's best
+    cosine; its turn score's gap to the best; whether it is the asked-about side's, states a
+    decision when one is asked about, is in the range by what it speaks of only, is in the other
+    language than the question."""
+    out = {"fused": fused}
+    for name in ("lexical", "vector", "context", "turn"):
+        r = ranks.get(name)
+        out[f"r_{name}"] = 1.0 / math.sqrt(r) if r else 0.0
+    out |= {
+        "coverage": coverage,
+        "lexical": lexical,
+        "sim": sim,
+        "sim_gap": sim_gap,
+        "conv_sim": conv_sim,
+        "turn_gap": max(-10.0, turn_gap),
+        "focus": 1.0 if focus else 0.0,
+        "decision": 1.0 if decision else 0.0,
+        "mention": 1.0 if mention else 0.0,
+        "other_language": 1.0 if other_language else 0.0,
+    }
+    return out
+
+
+def rerank_score(
+    features: Mapping[str, float],
+    weights: Mapping[str, float] | None = None,
+    bias: float | None = None,
+) -> float:
+    """The reranker's score, 0-1 (the logistic of its linear score): higher is better."""
+    w = RERANK_WEIGHTS if weights is None else weights
+    z = (RERANK_BIAS if bias is None else bias) + math.fsum(
+        w.get(k, 0.0) * v for k, v in features.items()
+    )
+    return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))

@@ -335,7 +335,7 @@ class Recall(IndexUpkeep):
             ctx = {r.key: conv_sim[r.conv] + OWN_SHARE * (r.sim or 0.0) for r in cands}
             lists["context"] = sorted(ctx, key=lambda k: (-ctx[k], k))[:LIST_LIMIT]
         weights = dict(WEIGHTS, lexical=WEIGHTS["lexical"] * best_cov)
-        lists["turn"], beside = _turn_list(
+        lists["turn"], beside, turn_at = _turn_list(
             rows, cands, terms, w, avg_len, conv_sim, set(lexical[:TURN_FLOOR_RANK])
         )
         weights["turn"] = rk.TURN_LIST_WEIGHT
@@ -399,6 +399,32 @@ class Recall(IndexUpkeep):
                 f.score *= DECISION_BOOST
             kept.append(f)
         kept.sort(key=lambda f: (-f.score, -len(f.ranks), f.key))
+        # 3b. the fitted reranker over the fused candidates (ADR 0035): each list's rank and
+        # score, the fused score itself, and the message's own evidence as features
+        top_fused = kept[0].score if kept else 1.0
+        top_lex = max((lex[f.key] for f in kept), default=0.0) or 1.0
+        top_sim = max((sim.get(f.key, 0.0) for f in kept), default=0.0)
+        top_turn = max((turn_at.get(f.key, -1e9) for f in kept), default=0.0)
+        feats = {
+            f.key: rk.rerank_features(
+                f.ranks,
+                fused=f.score / (top_fused or 1.0),
+                coverage=cov[f.key],
+                lexical=lex[f.key] / top_lex,
+                sim=sim.get(f.key, 0.0),
+                sim_gap=sim.get(f.key, 0.0) - top_sim if qv is not None else 0.0,
+                conv_sim=conv_sim[conv_of[f.key]],
+                turn_gap=turn_at[f.key] - top_turn if f.key in turn_at else -10.0,
+                focus=bool(side) and role[f.key] == side,
+                decision=f.key in decided,
+                mention=f.key in spoken_only,
+                other_language=shift[f.key] != 1.0,
+            )
+            for f in kept
+        }
+        for f in kept:
+            f.score = rk.rerank_score(feats[f.key])
+        kept.sort(key=lambda f: (-f.score, -len(f.ranks), f.key))
         # 4. branches that were not taken (rare): left out of the answer, or kept and marked when
         # asked for; looked up for the best candidates only, a batch at a time
         if not include_branches:
@@ -438,6 +464,7 @@ class Recall(IndexUpkeep):
                     rank=n,
                     lists=f.ranks,
                     similarity=round(sim[f.key], 4) if f.key in sim else None,
+                    features={k: round(v, 4) for k, v in feats[f.key].items()},
                     on_active_path=t["on_active_path"],
                     memories=t["memories"],
                     memory=t["memory"],
@@ -727,13 +754,14 @@ def _turn_list(
     avg_len: float,
     conv_sim: dict[str, float],
     lead: set[str],
-) -> tuple[list[str], set[str]]:
+) -> tuple[list[str], set[str], dict[str, float]]:
     """The candidates ranked by ``rank.turn_score`` (ADR 0035): the names of the chat's speakers
     are no content (a partner's "Wow, Maria, that looks great!" holds the word "Maria"), a name
     in the question points at that speaker's messages, and a message is read with its two
     neighbours (the question a turn answers is often in the turn before it) and its
     conversation's best lexical match. Also: the candidates beside one of ``lead`` (the lexical
-    list's first few) that holds at least ``MIN_COVERAGE`` of the content terms' idf mass."""
+    list's first few) that holds at least ``MIN_COVERAGE`` of the content terms' idf mass, and
+    every candidate's score."""
     person = person_names()
     names = rk.speaker_names((r.role for r in rows), person)
     content = [t.text.lower() not in names for t in terms]
@@ -787,7 +815,7 @@ def _turn_list(
                 r.length,
             )
         )
-    return sorted(score, key=lambda k: (-score[k], k))[:LIST_LIMIT], beside
+    return sorted(score, key=lambda k: (-score[k], k))[:LIST_LIMIT], beside, score
 
 
 def person_names() -> frozenset[str]:
