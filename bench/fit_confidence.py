@@ -4,7 +4,9 @@ on, the builds of ``bench/eval_locomo.py``), each answer's features (``ANSWER_FE
 each hit's (``HIT_FEATURES``) read off the returned hits, then two logistic regressions:
 
     answer   label: an evidence turn is among the first five hits (a category-5 question has
-             none: its answer is not in the conversation)
+             none: its answer is not in the conversation). Two stages: a fit that separates
+             category 5 from the answered questions of categories 1-4 (their misses left
+             out), then Platt scaling of its log-odds against the label over every question
     hit      label: this hit is an evidence turn
 
 Both are fitted leave-one-conversation-out first: the held-out predictions give the
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -33,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import eval_locomo as el  # noqa: E402
 
-L2 = 1e-4
+L2 = 1e-3
 THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))
 KEEP_WITHIN = 0.02
 
@@ -130,6 +131,29 @@ def predict(w: Any, x: Any) -> Any:
     return 1.0 / (1.0 + np.exp(-(xx @ w)))
 
 
+def _logit(p: Any) -> Any:
+    import numpy as np
+
+    q = np.clip(np.asarray(p, float), 1e-9, 1 - 1e-9)
+    return np.log(q / (1 - q))
+
+
+def fit_answer(rows: list[dict[str, Any]]) -> tuple[Any, Any]:
+    """The two stages: a separating fit (category 5 against the answered questions of
+    categories 1-4; their misses left out: an answer that is not found says nothing about
+    whether it exists), then Platt scaling of its log-odds against the label over every
+    question (that the answer is among the first five)."""
+    sep = [r for r in rows if r["category"] == 5 or r["label"]]
+    w = fit_logistic([r["features"] for r in sep], [r["label"] for r in sep])
+    lg = _logit(predict(w, [r["features"] for r in rows]))[:, None]
+    platt = fit_logistic(lg, [r["label"] for r in rows])
+    return w, platt
+
+
+def answer_conf(w: Any, platt: Any, feats: list[list[float]]) -> Any:
+    return predict(platt, _logit(predict(w, feats))[:, None])
+
+
 def _hit_x(rows: list[dict[str, Any]], logits: list[float]) -> tuple[list[list[float]], list[int]]:
     x: list[list[float]] = []
     y: list[int] = []
@@ -149,15 +173,15 @@ def held_out(rows: list[dict[str, Any]]) -> tuple[list[float], list[float], list
     for c in convs:
         train = [r for r in rows if r["conv"] != c]
         test = [i for i, r in enumerate(rows) if r["conv"] == c]
-        wa = fit_logistic([r["features"] for r in train], [r["label"] for r in train])
+        wa, platt = fit_answer(train)
         tr_logit = [
-            float(math.log(p / (1 - p))) for p in predict(wa, [r["features"] for r in train])
+            float(v) for v in _logit(answer_conf(wa, platt, [r["features"] for r in train]))
         ]
         wh = fit_logistic(*_hit_x(train, tr_logit))
-        ps = predict(wa, [rows[i]["features"] for i in test])
+        ps = answer_conf(wa, platt, [rows[i]["features"] for i in test])
         for i, p in zip(test, ps, strict=True):
             conf[i] = float(p)
-            lg = math.log(max(p, 1e-9) / max(1 - p, 1e-9))
+            lg = float(_logit([p])[0])
             xs = [[lg, *h["features"]] for h in rows[i]["hits"]]
             hit_conf[i] = [float(v) for v in predict(wh, xs)] if xs else []
     flat = [v for i in range(len(rows)) for v in hit_conf.get(i, [])]
@@ -247,12 +271,13 @@ def main(argv: list[str] | None = None) -> int:
         f"{brier([hp] * len(hit_labels), hit_labels):.4f})"
     )
     print("\n".join(reliability(hit_conf, hit_labels)))
-    wa = fit_logistic([r["features"] for r in rows], labels)
-    logits = [float(math.log(p / (1 - p))) for p in predict(wa, [r["features"] for r in rows])]
+    wa, platt = fit_answer(rows)
+    logits = [float(v) for v in _logit(answer_conf(wa, platt, [r["features"] for r in rows]))]
     wh = fit_logistic(*_hit_x(rows, logits))
     print("\n== fitted on all five (paste into search/confidence.py) ==")
     print("features:", ", ".join(ANSWER_FEATURES))
     print("ANSWER_WEIGHTS = (" + ", ".join(f"{v:.4g}" for v in wa) + ")")
+    print("ANSWER_PLATT = (" + ", ".join(f"{v:.4g}" for v in platt) + ")")
     print("features:", ", ".join(HIT_FEATURES))
     print("HIT_WEIGHTS = (" + ", ".join(f"{v:.4g}" for v in wh) + ")")
     print(f"ANSWERABLE_AT = {chosen:.2f}")
