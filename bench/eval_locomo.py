@@ -378,6 +378,7 @@ def ask(
                         hits = svc.search(q["question"], now=now, limit=LIMIT)
                         row["hits"] = [e["message_key"] for h in hits for e in h.evidence]
                         row["memories"] = [h.id for h in hits]
+                        row.update(svc.last_answer)  # answerable, confidence (ADR 0039)
                     out[mode].append(row)
                 log(
                     f"  {conv.conv}: {mode} asked {len(questions)} questions "
@@ -705,9 +706,11 @@ def report(
             )
     if "recall" in tables:
         out(f"\nrecall answers with range_widened: {widened(tables['recall'])}")
-        out("recall abstention (category 5 vs categories 1-4):")
-        for line in abstention(tables["recall"]):
-            out(f"  {line}")
+    for mode in ("recall", "search"):
+        if mode in tables:
+            out(f"{mode} abstention (category 5 vs categories 1-4):")
+            for line in abstention(tables[mode]):
+                out(f"  {line}")
     if res["drafting"]:
         out("\n-- drafting on LoCoMo (offline extractive drafter, --me speaker_a) --")
         out(drafting_text(res["drafting"]))

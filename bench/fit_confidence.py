@@ -18,6 +18,7 @@ the tuples to paste into ``search/confidence.py``.
 
     .venv/bin/python bench/fit_confidence.py              # ask (or reuse the cached features), fit
     .venv/bin/python bench/fit_confidence.py --ask        # ask again (the ranking changed)
+    .venv/bin/python bench/fit_confidence.py --search     # memory search (the drafted builds)
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ THRESHOLDS = tuple(round(0.05 * i, 2) for i in range(1, 20))
 KEEP_WITHIN = 0.02
 
 
-def ask_features(data_dir: Path, log: Any = print) -> list[dict[str, Any]]:
+def ask_features(data_dir: Path, mode: str = "recall", log: Any = print) -> list[dict[str, Any]]:
     """One row per question: conv, category, the answer's features and label, each hit's
-    features (without the answer's logit) and label."""
+    features (without the answer's logit) and label. ``mode`` "search": memory search on the
+    drafted builds, each memory standing for the turns its evidence cites (as ``make eval``)."""
     from mcp_server.service import MemoryService
     from providers.embeddings import embedder_from_env
     from search import confidence as cf
@@ -53,11 +55,16 @@ def ask_features(data_dir: Path, log: Any = print) -> list[dict[str, Any]]:
     export_dir = data_dir / "export"
     export_dir.mkdir(parents=True, exist_ok=True)
     server = el.Server(data_dir)
+    kind = "import" if mode == "recall" else "drafted"
     rows: list[dict[str, Any]] = []
     for cid in el.export(el.LOCOMO_DIR, export_dir):
         conv = el.Conv.load(export_dir, cid)
-        url, _ = el.ensure_build(server, conv, data_dir / cid, "import", rebuild=False, log=log)
+        url, _ = el.ensure_build(server, conv, data_dir / cid, kind, rebuild=False, log=log)
         dia_of = {mid: v["dia_id"] for mid, v in conv.turns.items()}
+
+        def dia(key: str, dia_of: dict[str, str] = dia_of) -> str | None:
+            return dia_of.get(key.rsplit(":", 1)[-1])
+
         with el.locomo_env(conv.me):
             svc = MemoryService(Database(url), embedder=embedder_from_env(), tz="UTC")
             try:
@@ -65,18 +72,26 @@ def ask_features(data_dir: Path, log: Any = print) -> list[dict[str, Any]]:
                 now = svc.now(conv.meta["now"])
                 person = person_names()
                 for q in conv.questions():
-                    rec = svc.recall(
-                        q["question"], now=now, limit=el.LIMIT, raw=True, max_chars=10**6
-                    )
                     uq = understand(q["question"], now, "UTC")
-                    content, asked = cf.content_terms(
-                        uq.terms, speaker_names((h.role for h in rec.hits), person)
-                    )
-                    views = cf.recall_views(rec.hits, person)
-                    lists = 4 if rec.vectors else 2
-                    feats, cov = cf.answer_features(content, asked, views, lists, el.LIMIT)
                     ev = set(q["evidence"]) if q["category"] != 5 else set()
-                    dias = [dia_of.get(h.message_key.rsplit(":", 1)[-1]) for h in rec.hits]
+                    if mode == "recall":
+                        rec = svc.recall(
+                            q["question"], now=now, limit=el.LIMIT, raw=True, max_chars=10**6
+                        )
+                        content, asked = cf.content_terms(
+                            uq.terms, speaker_names((h.role for h in rec.hits), person)
+                        )
+                        views = cf.recall_views(rec.hits, person)
+                        lists = 4 if rec.vectors else 2
+                        cited = [[dia(h.message_key)] for h in rec.hits]
+                    else:
+                        hits = svc.search(q["question"], now=now, limit=el.LIMIT, raw=True)
+                        content, asked = cf.content_terms(uq.terms, ())
+                        views = cf.search_views(hits)
+                        lists = 3
+                        cited = [[dia(e["message_key"]) for e in h.evidence] for h in hits]
+                    feats, cov = cf.answer_features(content, asked, views, lists, el.LIMIT)
+                    turns = [d for ds in cited for d in ds]  # score.py's list: the top five
                     first = views[0].score if views else 0.0
                     rows.append(
                         {
@@ -84,16 +99,18 @@ def ask_features(data_dir: Path, log: Any = print) -> list[dict[str, Any]]:
                             "qid": q["qid"],
                             "category": q["category"],
                             "features": list(feats),
-                            "label": int(any(d in ev for d in dias[: cf.TOP])),
+                            "label": int(any(d in ev for d in turns[: cf.TOP])),
                             "n_hits": len(views),
                             "hits": [
                                 {
                                     "features": list(cf.hit_features(0.0, v, c, first, n, asked))[
                                         1:
                                     ],
-                                    "label": int(d in ev),
+                                    "label": int(any(d in ev for d in ds)),
                                 }
-                                for n, (v, c, d) in enumerate(zip(views, cov, dias, strict=True), 1)
+                                for n, (v, c, ds) in enumerate(
+                                    zip(views, cov, cited, strict=True), 1
+                                )
                             ],
                         }
                     )
@@ -241,12 +258,16 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get("PMEM_LOCOMO_DIR", str(ROOT / ".pmem-eval" / "locomo")),
     )
     ap.add_argument("--ask", action="store_true", help="ask again (else reuse the cached features)")
+    ap.add_argument(
+        "--search", action="store_true", help="memory search on the drafted builds, not recall"
+    )
     a = ap.parse_args(argv)
     data_dir = Path(a.data_dir).resolve()
     os.environ.setdefault("PMEM_DATA_DIR", str(data_dir))
-    cache = data_dir / "confidence-features.jsonl"
+    mode = "search" if a.search else "recall"
+    cache = data_dir / f"confidence-features{'-search' if a.search else ''}.jsonl"
     if a.ask or not cache.exists():
-        rows = ask_features(data_dir, log=lambda m: print(m, file=sys.stderr))
+        rows = ask_features(data_dir, mode, log=lambda m: print(m, file=sys.stderr))
         cache.write_text("".join(json.dumps(r) + "\n" for r in rows))
     rows = [json.loads(line) for line in cache.read_text().splitlines()]
     from search.confidence import ANSWER_FEATURES, HIT_FEATURES
@@ -274,13 +295,18 @@ def main(argv: list[str] | None = None) -> int:
     wa, platt = fit_answer(rows)
     logits = [float(v) for v in _logit(answer_conf(wa, platt, [r["features"] for r in rows]))]
     wh = fit_logistic(*_hit_x(rows, logits))
-    print("\n== fitted on all five (paste into search/confidence.py) ==")
+    names = (
+        ("SEARCH_WEIGHTS", "SEARCH_PLATT", "SEARCH_HIT_WEIGHTS", "SEARCH_ANSWERABLE_AT")
+        if a.search
+        else ("ANSWER_WEIGHTS", "ANSWER_PLATT", "HIT_WEIGHTS", "ANSWERABLE_AT")
+    )
+    print(f"\n== {mode}, fitted on all five (paste into search/confidence.py) ==")
     print("features:", ", ".join(ANSWER_FEATURES))
-    print("ANSWER_WEIGHTS = (" + ", ".join(f"{v:.4g}" for v in wa) + ")")
-    print("ANSWER_PLATT = (" + ", ".join(f"{v:.4g}" for v in platt) + ")")
+    print(f"{names[0]} = (" + ", ".join(f"{v:.4g}" for v in wa) + ")")
+    print(f"{names[1]} = (" + ", ".join(f"{v:.4g}" for v in platt) + ")")
     print("features:", ", ".join(HIT_FEATURES))
-    print("HIT_WEIGHTS = (" + ", ".join(f"{v:.4g}" for v in wh) + ")")
-    print(f"ANSWERABLE_AT = {chosen:.2f}")
+    print(f"{names[2]} = (" + ", ".join(f"{v:.4g}" for v in wh) + ")")
+    print(f"{names[3]} = {chosen:.2f}")
     return 0
 
 

@@ -57,6 +57,48 @@ HIT_WEIGHTS: tuple[float, ...] = (-3.225, 0.1653, 1.541, -0.27, 0.5788, -0.9416,
 #: dev's categories 1-4 R@5 (a marked answer counted a miss) within 0.02 of R@5 unmarked
 ANSWERABLE_AT = 0.30
 
+# search's (memories: nobody speaks them, so the speaker features are 0), fitted the same way on
+# the LoCoMo dev split's drafted builds (``bench/fit_confidence.py --search``; one memory per
+# session, search's R@5 there 0.08): held out, answer Brier 0.050 (base rate alone 0.060), hit
+# Brier 0.0076 (0.0089).
+SEARCH_WEIGHTS: tuple[float, ...] = (
+    -3.002,
+    0.4076,
+    -1.586,
+    -2.188,
+    0.9757,
+    0.7987,
+    0,
+    0.7987,
+    0,
+    1.43,
+    0,
+    0,
+    0,
+    0,
+    -0.281,
+    -0.3594,
+    -1.276,
+    1.126,
+)
+SEARCH_PLATT: tuple[float, float] = (-1.283, 1.139)
+SEARCH_HIT_WEIGHTS: tuple[float, ...] = (-1.278, 0.7639, 0.08478, -0.4395, 0.6678, -1.196, 0, 0)
+SEARCH_ANSWERABLE_AT = 0.06
+
+
+@dataclass(frozen=True)
+class Model:
+    """One read path's fitted weights (see the constants above)."""
+
+    answer: tuple[float, ...]
+    platt: tuple[float, float]
+    hit: tuple[float, ...]
+    answerable_at: float
+
+
+RECALL = Model(ANSWER_WEIGHTS, ANSWER_PLATT, HIT_WEIGHTS, ANSWERABLE_AT)
+SEARCH = Model(SEARCH_WEIGHTS, SEARCH_PLATT, SEARCH_HIT_WEIGHTS, SEARCH_ANSWERABLE_AT)
+
 ANSWER_FEATURES = (
     "top_score",  # the first hit's fused score × 100
     "flatness",  # the fifth hit's score over the first's (1: no hit stands out)
@@ -193,20 +235,21 @@ def assess(
     hits: Sequence[HitView],
     lists_ran: int,
     limit: int,
+    model: Model = RECALL,
 ) -> Assessment:
-    """The answer's calibrated confidence, ``answerable`` (``confidence >= ANSWERABLE_AT``;
+    """The answer's calibrated confidence, ``answerable`` (``confidence >= answerable_at``;
     no hit at all: not answerable, confidence 0) and each hit's confidence."""
     if not hits:
         return Assessment(False, 0.0, ())
     feats, cov = answer_features(content, asked, hits, lists_ran, limit)
-    logit = ANSWER_PLATT[0] + ANSWER_PLATT[1] * _linear(ANSWER_WEIGHTS, feats)
+    logit = model.platt[0] + model.platt[1] * _linear(model.answer, feats)
     conf = _sigmoid(logit)
     first = hits[0].score
     per_hit = tuple(
-        round(_sigmoid(_linear(HIT_WEIGHTS, hit_features(logit, h, c, first, n, asked))), 4)
+        round(_sigmoid(_linear(model.hit, hit_features(logit, h, c, first, n, asked))), 4)
         for n, (h, c) in enumerate(zip(hits, cov, strict=True), start=1)
     )
-    return Assessment(conf >= ANSWERABLE_AT, round(conf, 4), per_hit)
+    return Assessment(conf >= model.answerable_at, round(conf, 4), per_hit)
 
 
 def recall_views(hits: Sequence[Any], person: Iterable[str]) -> list[HitView]:

@@ -219,9 +219,8 @@ class ReadService:
         from search import confidence as cf
 
         content, asked = cf.content_terms(q.terms, ())
-        a = cf.assess(
-            content, asked, cf.search_views(hits), 3 if self.embedder is not None else 2, limit
-        )
+        lists = 3 if self.embedder is not None else 2  # lexical, trigram; vector
+        a = cf.assess(content, asked, cf.search_views(hits), lists, limit, cf.SEARCH)
         # a time range with no topic lists what happened then: that is the answer
         listing = bool(hits) and q.time is not None and not q.topical
         self.last_answer = {"answerable": a.answerable or listing, "confidence": a.confidence}
