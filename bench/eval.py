@@ -259,7 +259,15 @@ def ask_all(
         for q in questions:
             now = svc.now(q["now"])
             rec = svc.recall(q["q"], now=now, limit=10).as_json()
-            out["recall"].append({"id": q["id"], "hits": rec["hits"], "range": rec.get("range")})
+            out["recall"].append(
+                {
+                    "id": q["id"],
+                    "hits": rec["hits"],
+                    "range": rec.get("range"),
+                    "answerable": rec["answerable"],  # ADR 0039
+                    "confidence": rec["confidence"],
+                }
+            )
             found = _search(svc, q["q"], now)
             out["search"].append({"id": q["id"], **found})
         log(f"  asked {len(questions)} questions twice ({time.monotonic() - t0:.1f}s)")
@@ -271,7 +279,11 @@ def ask_all(
 def _search(svc: Any, query: str, now: datetime) -> dict[str, Any]:
     """``pmem search Q --now T --json``'s object."""
     hits = svc.search(query, now=now, limit=10)
-    return {"hits": [h.model_dump(mode="json") for h in hits], "range": svc.last_range}
+    return {
+        "hits": [h.model_dump(mode="json") for h in hits],
+        "range": svc.last_range,
+        **svc.last_answer,  # answerable, confidence (ADR 0039)
+    }
 
 
 # ---------------------------------------------------------------- score

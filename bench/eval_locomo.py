@@ -96,7 +96,7 @@ DRAFT_CODE = (
     "state",
 )
 MODES = ("recall", "lexical", "bm25", "search")
-THRESHOLDS = (0.25, 0.5, 0.75)
+THRESHOLDS = (0.2, 0.3, 0.4, 0.5)
 
 
 # ---------------------------------------------------------------- the kit
@@ -378,6 +378,7 @@ def ask(
                         hits = svc.search(q["question"], now=now, limit=LIMIT)
                         row["hits"] = [e["message_key"] for h in hits for e in h.evidence]
                         row["memories"] = [h.id for h in hits]
+                        row.update(svc.last_answer)  # answerable, confidence (ADR 0039)
                     out[mode].append(row)
                 log(
                     f"  {conv.conv}: {mode} asked {len(questions)} questions "
@@ -499,26 +500,38 @@ def widened(t: Table) -> str:
 
 
 def abstention(t: Table) -> list[str]:
-    """Category 5 marked unanswerable vs categories 1-4 R@5 kept, at a few confidence
-    thresholds (an answer counts as marked when ``answerable`` is false or its ``confidence``
-    is below the threshold); ["n/a"] when the answers carry neither key."""
+    """Category 5 marked unanswerable vs categories 1-4 R@5 kept (a marked answer counted a
+    miss), by the ``answerable`` flag as shipped and at a few ``confidence`` thresholds, and the
+    confidence's Brier score against "an evidence turn is in the top 5" (category 5: never);
+    ["n/a"] when the answers carry neither key. ``bench/fit_confidence.py`` fits and prints
+    the full curve (ADR 0039)."""
     if not any("answerable" in r or "confidence" in r for r in t.rows):
         return ["n/a"]
 
     def marked(r: dict[str, Any], th: float | None) -> bool:
-        if r.get("answerable") is False:
-            return True
+        if th is None:
+            return r.get("answerable") is False
         conf = r.get("confidence")
-        return th is not None and isinstance(conf, int | float) and conf < th
+        return isinstance(conf, int | float) and conf < th
 
     c5 = [r for r in t.rows if r["category"] == 5]
     c14 = [r for r in t.rows if r["category"] in CATS]
     out = []
     for th in (None, *THRESHOLDS):
         m5 = sum(1 for r in c5 if marked(r, th)) / (len(c5) or 1)
+        m14 = sum(1 for r in c14 if marked(r, th)) / (len(c14) or 1)
         kept = sum(1 for r in c14 if r["r5"] and not marked(r, th)) / (len(c14) or 1)
         label = "answerable flag" if th is None else f"confidence < {th:.2f}"
-        out.append(f"{label:<18} cat-5 marked unanswerable {m5:.3f}; cat 1-4 R@5 kept {kept:.3f}")
+        out.append(
+            f"{label:<18} cat-5 marked unanswerable {m5:.3f}; cat 1-4 marked {m14:.3f}, "
+            f"R@5 kept {kept:.3f}"
+        )
+    scored = [r for r in t.rows if isinstance(r.get("confidence"), int | float)]
+    if scored:
+        brier = sum(
+            (r["confidence"] - (r["r5"] if r["category"] in CATS else 0.0)) ** 2 for r in scored
+        ) / len(scored)
+        out.append(f"confidence Brier score {brier:.4f} ({len(scored)} answers)")
     return out
 
 
@@ -693,9 +706,11 @@ def report(
             )
     if "recall" in tables:
         out(f"\nrecall answers with range_widened: {widened(tables['recall'])}")
-        out("recall abstention (category 5 vs categories 1-4):")
-        for line in abstention(tables["recall"]):
-            out(f"  {line}")
+    for mode in ("recall", "search"):
+        if mode in tables:
+            out(f"{mode} abstention (category 5 vs categories 1-4):")
+            for line in abstention(tables[mode]):
+                out(f"  {line}")
     if res["drafting"]:
         out("\n-- drafting on LoCoMo (offline extractive drafter, --me speaker_a) --")
         out(drafting_text(res["drafting"]))

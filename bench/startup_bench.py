@@ -5,6 +5,7 @@ load included; ADR 0027): wall time and CPU time (user + system of the child, wh
     .venv/bin/python bench/startup_bench.py                       # the eval data dir (make eval)
     .venv/bin/python bench/startup_bench.py --data-dir ~/.pmem --runs 9 "a question"
     .venv/bin/python bench/startup_bench.py --checkout ../old     # that checkout's code, alternated
+    .venv/bin/python bench/startup_bench.py --command recall --importtime 12   # + the slowest imports
 
 On a shared machine the wall clock follows the load; the CPU time much less. ``--checkout``
 runs another checkout's `cli.main` (same interpreter) alternately with this one: a before/after
@@ -45,6 +46,32 @@ def run(checkout: Path, args: list[str], env: dict[str, str]) -> tuple[float, fl
     return wall, usage.ru_utime + usage.ru_stime
 
 
+def import_times(checkout: Path, args: list[str], env: dict[str, str], top: int) -> list[str]:
+    """``python -X importtime`` of one fresh run: the ``top`` modules by cumulative import time
+    (a package's own line counts what it imports), and the total."""
+    p = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "cli.main", *args],
+        cwd=checkout,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=False,
+    )
+    rows: list[tuple[int, int, str]] = []
+    for line in p.stderr.splitlines():
+        if not line.startswith("import time:") or "cumulative" in line:
+            continue
+        own, cum, name = line[len("import time:") :].split("|", 2)
+        rows.append((int(cum), int(own), name[1:].rstrip()))  # one space after the bar
+    roots = [r for r in rows if not r[2].startswith(" ")]  # deeper imports are indented
+    total = sum(r[0] for r in roots)
+    out = [f"imports: {total / 1000:.0f} ms in all ({len(rows)} modules); slowest, cumulative:"]
+    for cum, own, name in sorted(rows, reverse=True)[:top]:
+        out.append(f"  {cum / 1000:7.1f} ms (own {own / 1000:5.1f})  {name.strip()}")
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -56,9 +83,19 @@ def main() -> int:
         "--checkout", type=Path, help="another checkout to compare with, run alternately"
     )
     ap.add_argument("--command", default="search", help="search (default), recall or show")
+    ap.add_argument(
+        "--importtime",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also one run under python -X importtime: the N slowest imports (cumulative)",
+    )
+    ap.add_argument("--database-url", help="the database to read (default: the data dir's)")
     a = ap.parse_args()
     env = dict(os.environ, PMEM_DATA_DIR=str(Path(a.data_dir).resolve()))
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # an installed pmem has its bytecode cached
+    if a.database_url:
+        env["PMEM_DATABASE_URL"] = a.database_url
     sides = {"this": ROOT} | ({"other": a.checkout.resolve()} if a.checkout else {})
     for q in a.questions:
         args = [a.command, q, "--json"]
@@ -75,7 +112,10 @@ def main() -> int:
                 f"(min {min(x[1] for x in xs):.2f})  n={len(xs)}",
                 flush=True,
             )
-    print(f"load average {os.getloadavg()[0]:.1f}; goal: a fresh search under 1 s")
+        if a.importtime:
+            for line in import_times(ROOT, args, env, a.importtime):
+                print(line, flush=True)
+    print(f"load average {os.getloadavg()[0]:.1f}; goal: a fresh search or recall under 0.5 s")
     return 0
 
 

@@ -191,16 +191,18 @@ def search(
             hits = svc.search(
                 query, limit=limit, kind=kind, since=lower, until=upper, now=ref, analyzer=analyzer
             )
-            span = svc.last_range
+            span, answer = svc.last_range, svc.last_answer
         finally:
             svc.close()
     finally:
         if ahead is not None:
             ahead.close()
     if as_json:
-        print_json({"hits": [h.model_dump(mode="json") for h in hits], "range": span})
+        print_json({"hits": [h.model_dump(mode="json") for h in hits], "range": span, **answer})
         return
     _print_hits(hits, span, explain, long)
+    if hits and not answer["answerable"]:
+        _note("(probably not in your memory)", dim=True)
 
 
 def _when(value: Any, zone: Any = None) -> str:
@@ -411,6 +413,8 @@ def _print_recall(result: Any, long: bool) -> None:
         )
     if not result.hits:
         _note("no messages found")
+    elif not result.answerable:
+        _note("(probably not in your memory)", dim=True)
     hits = result.hits
     if result.range:  # a time-scoped answer reads in time order (seed 004), the rank beside it
         hits = sorted(hits, key=lambda h: (h.created_at is None, h.created_at or now_min(), h.rank))

@@ -17,11 +17,15 @@ def _n(count: int, word: str, plural: str | None = None) -> str:
     return f"{count} {word if count == 1 else plural or word + 's'}"
 
 
-def render_hits(query: str, hits: list[RankedHit]) -> str:
+def render_hits(query: str, hits: list[RankedHit], answer: dict[str, Any] | None = None) -> str:
+    """Search hits as text; ``answer`` (``ReadService.last_answer``): whether the answer is
+    probably among them and the confidence (search.confidence), said in the first line."""
     if not hits:
         return f"no memories match {query!r}. Try other words, or recall for raw conversations."
     lines = [
-        f"{_n(len(hits), 'memory', 'memories')} for {query!r} (best first; get_memory(memory_id) for one):"
+        f"{_n(len(hits), 'memory', 'memories')} for {query!r} (best first; get_memory(memory_id) for one)"
+        + (_answer_note(answer) if answer else "")
+        + ":"
     ]
     for h in hits:
         when = f" | {h.occurred_at.date().isoformat()}" if h.occurred_at else ""
@@ -33,6 +37,11 @@ def render_hits(query: str, hits: list[RankedHit]) -> str:
         if h.sources:
             lines.append(f"  from: {', '.join(h.sources)}")
     return "\n".join(lines)
+
+
+def _answer_note(answer: dict[str, Any]) -> str:
+    said = "" if answer["answerable"] else "; probably not in the owner's memory"
+    return f"{said}; confidence {answer['confidence']:.2f}"
 
 
 def render_memory(view: MemoryView, *, evidence: bool, history: bool) -> str:
@@ -89,6 +98,10 @@ def render_recall(result: Any) -> str:
         )
     if not result.hits:
         return "\n".join(head + ["no messages found."])
+    head.append(
+        f"confidence that the answer is among them: {result.confidence:.2f}"
+        + ("" if result.answerable else " (probably not in the owner's memory)")
+    )
     lines = []
     for h in result.hits:
         when = h.created_at.isoformat() if h.created_at else "?"
@@ -98,7 +111,10 @@ def render_recall(result: Any) -> str:
             if h.conversation_title
             else h.conversation_key
         )
-        lines.append(f"- #{h.rank} {when} | {h.role} | message {h.message_key} ({h.match}){branch}")
+        conf = f"; confidence {h.confidence:.2f}" if h.confidence is not None else ""
+        lines.append(
+            f"- #{h.rank} {when} | {h.role} | message {h.message_key} ({h.match}{conf}){branch}"
+        )
         lines.append(f"  conversation: {title}")
         if h.memory:
             others = [m["id"] for m in h.memories if m["id"] != h.memory["id"]]

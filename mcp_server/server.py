@@ -358,7 +358,7 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
                 since=_bound(since, "since", now, svc.tz),
                 until=_bound(until, "until", now, svc.tz),
             )
-            return render_hits(query, hits)
+            return render_hits(query, hits, svc.last_answer)
 
         return _call(run)
 

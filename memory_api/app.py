@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+import threading
 from typing import Any
 
 from fastapi import FastAPI, Header, Request
@@ -106,6 +107,7 @@ def create_app(
     # expression filters on when the memory happened), texts through the secret guard
     reader = ReadService(db)
     store.reader = lambda query, limit: list(reader.search(query, limit=limit))
+    searching = threading.Lock()
     limit, window = budget
     app = FastAPI(
         title="personal-memory API", version="1", docs_url=None, redoc_url=None, openapi_url=None
@@ -172,9 +174,15 @@ def create_app(
 
     @app.post("/v1/search", response_model=None)
     def search(body: SearchBody, x_pmem_client: str = Header(DEFAULT_CLIENT)) -> Any:
-        return admit(x_pmem_client) or {
-            "hits": [h.model_dump(mode="json") for h in store.search(body.query, body.limit)]
-        }
+        refused = admit(x_pmem_client)
+        if refused:
+            return refused
+        # answerable / confidence beside the hits (search.confidence); one reader per app, so
+        # the hits and their assessment are read under one lock
+        with searching:
+            hits = [h.model_dump(mode="json") for h in store.search(body.query, body.limit)]
+            answer = dict(reader.last_answer)
+        return {"hits": hits, **answer}
 
     @app.post("/v1/related", response_model=None)
     def related(body: RelatedBody, x_pmem_client: str = Header(DEFAULT_CLIENT)) -> Any:

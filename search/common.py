@@ -51,6 +51,7 @@ class RankedHit(SearchHit):
     lists: dict[str, int] = {}  # candidate list → this hit's rank in it (lexical, trigram, vector)
     sources: list[str] = []  # "<source>:<conversation id>" of every conversation it rests on
     evidence: list[dict[str, str]] = []  # {"message_key", "conversation_key", "quote"}
+    confidence: float | None = None  # 0-1: that this memory answers the query (search.confidence)
 
     @property
     def ranks(self) -> dict[str, int]:
@@ -79,6 +80,7 @@ class RecallHit(BaseModel):
     memories: list[dict[str, str]] = []  # {"id", "title"} of the memories drafted from its
     # conversation (those citing this very message first)
     memory: dict[str, str] | None = None  # the first of them: where this message went
+    confidence: float | None = None  # 0-1: that this message answers the query (search.confidence)
 
 
 class RecallResult(BaseModel):

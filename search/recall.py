@@ -727,15 +727,17 @@ class Recall(IndexUpkeep):
         return int(row[0]) if row else 0
 
 
-# sent in the range, or speaking of a time that meets it (message_times, ADR 0036)
+# sent in the range, or speaking of a time that meets it (message_times, ADR 0036). The message's
+# own time is tested on the row and the spoken-of keys are read once as an array (an InitPlan):
+# a ``message_key IN (range UNION times)`` was planned as a hashed filter over every row of the
+# index (168 ms for a day's 586 messages at 1M messages, 0.9 ms so: bench/search_bench.py)
 _IN_RANGE = sql.SQL(
-    "((%(start)s::timestamptz IS NULL AND %(end)s::timestamptz IS NULL) OR s.message_key IN ("
-    "SELECT s3.message_key FROM message_search s3"
-    " WHERE (%(start)s::timestamptz IS NULL OR s3.created_at >= %(start)s)"
-    " AND (%(end)s::timestamptz IS NULL OR s3.created_at < %(end)s)"
-    " UNION SELECT t.message_key FROM message_times t"
+    "((%(start)s::timestamptz IS NULL AND %(end)s::timestamptz IS NULL)"
+    " OR ((%(start)s::timestamptz IS NULL OR s.created_at >= %(start)s)"
+    " AND (%(end)s::timestamptz IS NULL OR s.created_at < %(end)s))"
+    " OR s.message_key = ANY(ARRAY(SELECT t.message_key FROM message_times t"
     " WHERE t.span && tstzrange(%(start)s, %(end)s)"
-    " AND upper(t.span) - lower(t.span) <= %(end)s::timestamptz - %(start)s::timestamptz))"
+    " AND upper(t.span) - lower(t.span) <= %(end)s::timestamptz - %(start)s::timestamptz)))"
 )
 
 

@@ -98,6 +98,8 @@ class Recall(BaseModel):
     now: datetime
     range_widened: bool = False  # hits from outside the range were added (search.widen)
     range_used: dict[str, Any] | None = None  # then the range read: {"start", "end"} (None: open)
+    answerable: bool = False  # the answer is probably among the hits (search.confidence, ADR 0039)
+    confidence: float = 0.0  # 0-1, calibrated: that the answer is among the hits
 
     def as_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -125,6 +127,8 @@ class ReadService:
         self.index = SearchStore(db, embedder)
         self._redactor = redactor
         self.last_range: dict[str, Any] | None = None  # the range the last search's query named
+        # the last search's {"answerable", "confidence"} (search.confidence): the JSON's keys
+        self.last_answer: dict[str, Any] = {"answerable": False, "confidence": 0.0}
 
     @cached_property
     def records(self) -> MemoryStore:
@@ -195,6 +199,7 @@ class ReadService:
             )
         else:
             hits = self.index.search(q, limit=limit, kind=kind, since=since, until=until)
+        hits = self._assess_search(q, hits, limit)
         if raw:
             return hits
         redact = self._redactor or _default_redactor()
@@ -207,6 +212,20 @@ class ReadService:
                 }
             )
             for h in hits
+        ]
+
+    def _assess_search(self, q: Query, hits: list[RankedHit], limit: int) -> list[RankedHit]:
+        """Each hit's confidence and ``last_answer`` (ADR 0039): a flag, no hit moved or dropped."""
+        from search import confidence as cf
+
+        content, asked = cf.content_terms(q.terms, ())
+        lists = 3 if self.embedder is not None else 2  # lexical, trigram; vector
+        a = cf.assess(content, asked, cf.search_views(hits), lists, limit, cf.SEARCH)
+        # a time range with no topic lists what happened then: that is the answer
+        listing = bool(hits) and q.time is not None and not q.topical
+        self.last_answer = {"answerable": a.answerable or listing, "confidence": a.confidence}
+        return [
+            h.model_copy(update={"confidence": c}) for h, c in zip(hits, a.per_hit, strict=True)
         ]
 
     def now(self, value: str | None = None) -> datetime:
@@ -252,6 +271,7 @@ class ReadService:
         result = first.model_copy(
             update={"hits": [h.model_copy(update={"rank": n}) for n, h in enumerate(wide.hits, 1)]}
         )
+        answer = self._assess_recall(q, result, limit)  # on the texts as stored: ADR 0039
         used = wide.used if wide.widened else None
         redact = (lambda text: text) if raw else (self._redactor or _default_redactor())
         texts, titles = (
@@ -273,9 +293,10 @@ class ReadService:
                     else None,
                     "memories": [dict(m, title=redact(m["title"])) for m in h.memories],
                     "memory": dict(h.memory, title=redact(h.memory["title"])) if h.memory else None,
+                    "confidence": answer.per_hit[n],
                 }
             )
-            for h in result.hits
+            for n, h in enumerate(result.hits)
         ]
         span: dict[str, Any] | None = (
             {
@@ -318,7 +339,24 @@ class ReadService:
                 if used
                 else None
             ),
+            # a question with no content words lists its range: that listing is the answer
+            answerable=answer.answerable or (bool(hits) and not result.terms),
+            confidence=answer.confidence,
         )
+
+    def _assess_recall(self, q: Query, result: Any, limit: int) -> Any:
+        """``search.confidence.assess`` over recall's final hits: the speakers are the hits'
+        (a partner by name) and the person's names (``PMEM_ME``)."""
+        from search import confidence as cf
+        from search.rank import speaker_names
+        from search.recall import person_names
+
+        person = person_names()
+        content, asked = cf.content_terms(
+            q.terms, speaker_names((h.role for h in result.hits), person)
+        )
+        lists = 4 if result.vectors else 2  # lexical and turn; vector and context with vectors
+        return cf.assess(content, asked, cf.recall_views(result.hits, person), lists, limit)
 
     def _marker_span(
         self, since_marker: str, start: datetime | None, end: datetime | None
