@@ -475,7 +475,10 @@ def feature_names() -> list[str]:
     place += ["pos:decision_message", "pos:after_decision"]
     place += ["pos:before_decision"]
     meaning = ["sim:opening", "sim:decision", "len:log"]
-    return ["bias", *cues, *place, *meaning, *structure.feature_names()]
+    grammar = structure.feature_names()
+    # the same form said after the assistant answered (a conclusion) or in the opening (a plan
+    # or a question put to the assistant): one weight each, the model is linear
+    return ["bias", *cues, *place, *meaning, *grammar, *(f"after:{f}" for f in grammar)]
 
 
 def role_features(person: list[Sentence], rules: dict[int, str]) -> list[dict[str, float]]:
@@ -529,6 +532,8 @@ def role_features(person: list[Sentence], rules: dict[int, str]) -> list[dict[st
         row["len:log"] = math.log1p(len(s.text)) / 5.0
         for f in structure.flags(s.text):
             row[f] = 1.0
+            if row["pos:after_answer"]:
+                row[f"after:{f}"] = 1.0
         rows.append(row)
     return rows
 
