@@ -141,6 +141,15 @@ def ja_flags(text: str) -> frozenset[str]:
                 out.add("contrast")
         if m.surface in ("ため", "為") and i + 1 < len(ms) and ms[i + 1].surface == "に":
             out.add("causal")
+        if (  # の + で (思うので, 長距離なので): Sudachi's 準体助詞 and the copula's 連用形
+            m.pos[0] == "助詞"
+            and m.pos[1] == "準体助詞"
+            and i + 1 < len(ms)
+            and _ctype(ms[i + 1]) == "助動詞-ダ"
+            and _form(ms[i + 1]).startswith("連用形")
+            and ms[i + 1].surface == "で"
+        ):
+            out.add("causal")
         if (
             m.surface == "か"
             and m.pos[0] == "助詞"
