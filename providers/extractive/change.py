@@ -140,9 +140,12 @@ class _Said:
 def _said(person: list[Sentence], decisions: list[Sentence]) -> _Said:
     first = person[0].message.key
     opening = [s for s in person if s.message.key == first][:4]
+    # the turn back is said in the opening or beside the new decision: in a message that
+    # holds one of the first two decisions ("We're not getting the Fit after all. We'll …")
+    beside = [s for s in person if s.message.key in {d.message.key for d in decisions[:2]}]
     turning = [
         s.text
-        for s in _dedupe_by_index([*opening, *decisions])
+        for s in _dedupe_by_index([*opening, *decisions, *beside])
         if turns_back(s.text) and _about_a_plan(s.text)
     ]
     return _Said(
@@ -227,8 +230,9 @@ _CONTRAST = ("けれど", "けど", "が", "のに")
 _EN_TURN_RE = re.compile(
     r"\b(?:I|we) (?:was|were|had been) (?:going|planning) to\b"
     r"|\b(?:I|we) had (?:\w+ed|\w+en|bought|chosen|set)\b.*\bbut\b"  # past perfect set against now
-    r"|\b(?:I|we)(?:'m| am|'re| are) not (?:going to|doing|buying|taking|moving|going)\b"
-    r"|\b(?:I|we) (?:won't|will not|don't want to) (?:do|buy|take|go|move|keep)\b"
+    # an intent negated, whatever the verb: the clause head, not a list of verbs
+    r"|\b(?:I|we)(?:'m| am|'re| are) not (?:going to|[a-z]+ing)\b"
+    r"|\b(?:I|we) (?:won't|will not|don't want to) [a-z]+"
     r"|\bnot (?:doing|going with|going ahead with)\b.*\banymore\b|\binstead\b",
     re.IGNORECASE,
 )
