@@ -57,6 +57,14 @@ REVERSALS = [
         "school",
         ["英会話スクールに通う予定だったが、会社の研修で足りるので申し込まないことにした。"],
     ),
+    # the turn back beside the new decision, in a later message than the opening
+    (
+        "camera",
+        [
+            "The trip is in two weeks and the Sony A7 IV is back-ordered.",
+            "We're not ordering the Sony A7 IV. I'll rent a Fujifilm body for the trip photos.",
+        ],
+    ),
 ]
 
 # other matters that share a word with one of the memories
