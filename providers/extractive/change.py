@@ -11,7 +11,7 @@ from core.models import Conversation, DraftRecord, MemoryIndexEntry
 from core.sections import merge_summaries
 from core.textsearch import analyze
 from providers.extractive.roles import _INTENT_EN_RE, _decision_cue, _plain_intent
-from providers.extractive.sentences import _JA_CHAR_RE, Sentence, _content_terms, _dedupe
+from providers.extractive.sentences import _JA_CHAR_RE, Sentence, _dedupe, _name_terms
 from providers.extractive.titles import _MAX_ALIASES
 from providers.extractive.vectors import _similarity
 
@@ -110,10 +110,9 @@ SIM_DECISION = 0.445
 
 def _decides_the_same(decisions: list[Sentence], entry: MemoryIndexEntry) -> bool:
     theirs_text = "\n".join([entry.title, entry.index_summary, *entry.aliases])
-    theirs = _content_terms(theirs_text)
+    theirs = _name_terms(theirs_text)
     return any(
-        len(_content_terms(d.text) & theirs) >= 2
-        and _similarity(d.text, theirs_text) >= SIM_DECISION
+        len(_name_terms(d.text) & theirs) >= 2 and _similarity(d.text, theirs_text) >= SIM_DECISION
         for d in decisions[:2]
     )
 
@@ -150,9 +149,9 @@ def _said(person: list[Sentence], decisions: list[Sentence]) -> _Said:
     ]
     return _Said(
         text=" ".join(_dedupe([s.text for s in [*opening, *decisions[:2]]])),
-        names=frozenset().union(*(_content_terms(s.text) for s in person)),
+        names=frozenset().union(*(_name_terms(s.text) for s in person)),
         turning=tuple(turning),
-        turning_names=frozenset().union(*(_content_terms(t) for t in turning)),
+        turning_names=frozenset().union(*(_name_terms(t) for t in turning)),
     )
 
 
@@ -171,7 +170,7 @@ def pair_features(
     when ``embed``: the vectors cost time and decide only what the names let through)."""
     said = said or _said(person, decisions)
     theirs_text = "\n".join([entry.title, entry.index_summary, *entry.aliases])
-    theirs = _content_terms(theirs_text)
+    theirs = _name_terms(theirs_text)
     return {
         "shared": len(said.names & theirs),
         "turn": float(bool(said.turning)),
