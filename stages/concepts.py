@@ -38,7 +38,7 @@ from typing import Any
 
 from core.concepts import Concept, ExperienceInput, Extraction, FoundConcept, FoundRelation, norm
 
-OFFLINE_VERSION = "concepts-offline-v3"  # v3: 2/3 characters at least, topics, more stated cues
+OFFLINE_VERSION = "concepts-offline-v4"  # v4: compounds, apposition A(B), AのBC → C of A
 
 _SENTENCE = re.compile(r"[^。．！？!?\n]+[。．！？!?]?|(?<=[.!?])\s+")
 _LATIN_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
@@ -212,11 +212,55 @@ def _arguments(ts: Sequence[Token], head: int) -> list[tuple[int, str]]:
 MAX_ARGUMENTS = 3
 
 
+def _compound_head(ts: Sequence[Token], i: int) -> int:
+    """The head of the noun compound starting at ``i``: the last of the concept nouns that
+    follow one another with no particle between (小学校入学 → 入学; MacBook Pro → Pro, a single
+    space allowed between Latin names); ``i`` itself when it stands alone."""
+    j = i
+    while True:
+        k = j + 1
+        if k + 1 < len(ts) and ts[k].pos[0] == "空白" and not _JA.search(ts[j].surface):
+            k += 1  # MacBook Pro: Latin names written apart
+        if k < len(ts) and concept_token(ts[k]) and (k == j + 1 or not _JA.search(ts[k].surface)):
+            j = k
+            continue
+        return j
+
+
+def _continues(ts: Sequence[Token], i: int) -> bool:
+    """``ts[i]`` continues a compound begun before it."""
+    if i >= 1 and concept_token(ts[i - 1]):
+        return True
+    return (
+        i >= 2
+        and ts[i - 1].pos[0] == "空白"
+        and concept_token(ts[i - 2])
+        and not _JA.search(ts[i - 2].surface)
+        and not _JA.search(ts[i].surface)
+    )
+
+
 def _ja_relations(ts: list[Token]) -> list[tuple[int, int | str, str]]:
     """(source index, target index or a feeling's lemma, relation) of one sentence."""
     out: list[tuple[int, int | str, str]] = []
     n = len(ts)
     for i, t in enumerate(ts):
+        # a noun compound N1N2 says what AのB says (小学校入学 = 小学校の入学, 冬用手袋 =
+        # 冬用の手袋): the head is part of each noun before it; only at the compound's start
+        if concept_token(t) and not _continues(ts, i):
+            head = _compound_head(ts, i)
+            for k in range(i, head):
+                if concept_token(ts[k]):
+                    out.append((head, k, "part_of"))
+        # apposition A(B) / A（B）: 実家(静岡) says what 静岡の実家 says
+        if (
+            concept_token(t)
+            and i + 3 < n
+            and ts[i + 1].pos[:2] == ("補助記号", "括弧開")
+            and concept_token(ts[i + 2])
+            and ts[i + 3].pos[:2] == ("補助記号", "括弧閉")
+        ):
+            out.append((i, i + 2, "part_of"))
         # AとBする / AとBに行く / Aと一緒にBする
         if t.is_("助詞") and t.surface == "と" and (a := _noun_before(ts, i)) is not None:
             j = i + 1
@@ -283,6 +327,9 @@ def _ja_relations(ts: list[Token]) -> list[tuple[int, int | str, str]]:
             and concept_token(ts[i + 1])
         ):
             out.append((i + 1, a, "part_of"))
+            head = _compound_head(ts, i + 1)  # 陽菜の小学校入学: the 入学 is 陽菜's too
+            if head != i + 1:
+                out.append((head, a, "part_of"))
         # the arguments of one predicate (the seed's 「友人と丹沢山に登った」: 登山 ─ 丹沢山,
         # 登山 ─ 友人): the case-marked nouns of its clause are related by it; a verbal noun
         # (Bする) takes them by their role (DBを選定する: 選定 about DB; 丹沢で登山する: 登山 at

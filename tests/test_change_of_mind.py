@@ -30,6 +30,10 @@ EARLIER = {
         "The main reason is the autofocus on moving kids.",
         "Still not sure whether I need a second lens.",
     ],
+    "insurance": [
+        "終身保険を解約して、掛け捨ての収入保障保険に入ることにする。",
+        "理由は、保険料が半分以下になるから。",
+    ],
     "osaka": [
         "We'll move to Osaka next spring when my transfer starts.",
         "Mostly because the rent there is lower and my parents live nearby.",
@@ -56,6 +60,16 @@ REVERSALS = [
     (
         "school",
         ["英会話スクールに通う予定だったが、会社の研修で足りるので申し込まないことにした。"],
+    ),
+    # names the memory holds inside compounds (終身保険, 収入保障保険), said alone here
+    ("insurance", ["収入保障は審査で断られた。", "終身は解約しないで、このまま続ける。"]),
+    # the turn back beside the new decision, in a later message than the opening
+    (
+        "camera",
+        [
+            "The trip is in two weeks and the Sony A7 IV is back-ordered.",
+            "We're not ordering the Sony A7 IV. I'll rent a Fujifilm body for the trip photos.",
+        ],
     ),
 ]
 

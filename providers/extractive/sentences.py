@@ -4,8 +4,11 @@ the drafter's modules share."""
 from __future__ import annotations
 
 import re
+import threading
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from core.models import Channel, Message
 from core.textsearch import analyze
@@ -154,6 +157,38 @@ def _content_terms(text: str) -> set[str]:
         if w.casefold() not in _STOP_TERMS
     }
     return terms
+
+
+_local = threading.local()
+
+
+@lru_cache(maxsize=4096)
+def _name_terms(text: str) -> frozenset[str]:
+    """:func:`_content_terms` and the nouns inside its compounds (Sudachi's short units, split
+    mode A: 終身保険 → 終身, 保険): one thing named as a compound in one text and alone in another
+    (終身は…) is still the same name when two texts are compared."""
+    terms = set(_content_terms(text))
+    if not _JA_CHAR_RE.search(text):
+        return frozenset(terms)
+    tok = getattr(_local, "short", None)
+    if tok is None:
+        from sudachipy import SplitMode
+
+        from core.textsearch import _dictionary
+
+        tok = _local.short = _dictionary().tokenizer(mode=SplitMode.A)
+    norm = unicodedata.normalize("NFKC", text).lower()[:2000]
+    for m in tok.tokenize(norm):
+        pos = m.part_of_speech()
+        if (
+            pos[0] == "名詞"
+            and pos[1] in ("普通名詞", "固有名詞")
+            and len(m.surface()) >= 2
+            and m.normalized_form() not in _TERM_STOP
+            and _JA_CHAR_RE.search(m.surface())
+        ):
+            terms.add(m.normalized_form())
+    return frozenset(terms)
 
 
 def _is_filler(text: str) -> bool:

@@ -1,0 +1,118 @@
+"""The drafter's sentence roles by structure (issue 27 item 1): the grammar reader and the fitted
+role scorer beside the cue lists."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from providers.extractive import person_sentences, roles
+from providers.extractive.structure import en_flags, ja_flags
+from tests.test_extractive_drafter import make_conv
+
+
+@pytest.mark.parametrize(
+    ("text", "present", "absent"),
+    [
+        ("夏は実家に帰らないことにした。", {"koto_ni", "negated", "past"}, {"question"}),
+        ("今年は米にしよう", {"ni_suru", "volitional"}, {"past", "negated"}),
+        ("食費が浮くのを実感したいから。", {"causal", "desire"}, {"nonpast_verb"}),
+        ("講師を誰にするかはこれから考える。", {"embedded_question", "nonpast_verb"}, {"question"}),
+        ("どっちにしようかな", {"question", "volitional"}, {"embedded_question"}),
+        ("予約までしてたけど、見送る。", {"contrast", "nonpast_verb"}, {"past"}),
+        ("雨なら延期すればいい。", {"conditional", "adjective_end"}, {"past"}),
+    ],
+)
+def test_japanese_flags_come_from_the_forms(text: str, present: set[str], absent: set[str]) -> None:
+    got = ja_flags(text)
+    assert present <= got, got
+    assert not absent & got, got
+
+
+@pytest.mark.parametrize(
+    ("text", "present", "absent"),
+    [
+        ("We're not getting the car after all.", {"first_person", "negated"}, {"future"}),
+        ("I'll book the quick inspection, since it's done in a day.", {"future", "causal"}, set()),
+        ("I've signed up for the half marathon.", {"past", "first_person"}, {"negated"}),
+        (
+            "Still not sure whether my shoes are good enough.",
+            {"embedded_question", "unfinished"},
+            set(),
+        ),
+        ("We're dropping the gym plan.", {"progressive"}, {"past"}),
+        ("Should I keep the old one?", {"question", "hedge", "first_person"}, set()),
+    ],
+)
+def test_english_flags_come_from_the_clause_head(
+    text: str, present: set[str], absent: set[str]
+) -> None:
+    got = en_flags(text)
+    assert present <= got, got
+    assert not absent & got, got
+    assert not ja_flags(text)
+
+
+def test_the_shipped_weights_were_fitted_on_these_features() -> None:
+    """A feature added or renamed without a new fit (bench/fit_roles.py --write) fails here."""
+    w = json.loads(roles._WEIGHTS_FILE.read_text(encoding="utf-8"))
+    assert w["features"] == roles.feature_names()
+    for role in roles.SCORED_ROLES:
+        assert set(w["roles"][role]) <= set(w["features"])
+        assert 0 < w["thresholds"][role] < 1
+        held, rules = w["cv"]["held_out"][role], w["cv"]["rules_alone"][role]
+        assert held[1] == rules[1] > 0 and held[0] >= rules[0]
+
+
+@pytest.fixture
+def weights() -> Iterator[None]:
+    """A tiny hand-made model (the mechanism under test, not the fitted numbers): a volitional
+    form is a decision, the sentence right after the decision a reason."""
+    roles.set_role_weights(
+        {
+            "roles": {
+                "decision": {"bias": -3.0, "ja:volitional": 6.0},
+                "reason": {"bias": -3.0, "pos:after_decision": 6.0},
+                "open": {"bias": -9.0},
+            },
+            "thresholds": {"decision": 0.5, "reason": 0.5, "open": 0.5},
+        }
+    )
+    yield
+    roles.set_role_weights(None)
+
+
+CONV = [
+    ("user", "週末の予定で迷ってる。家で休むか、子どもと出かけるか。"),
+    ("assistant", "天気次第で決めるのもありです。"),
+    (
+        "user",
+        "土曜は子どもを連れて科学館へ行こう。雨の日に濡れるのがつらい。誰を誘うかは家族で話す。",
+    ),
+]
+
+
+def test_the_scorer_gives_a_role_where_the_rules_give_none(weights: None) -> None:
+    person = person_sentences(make_conv(CONV).drafting_messages)
+    rules = roles._rule_roles(person)
+    got = roles._roles(person)
+    decision = next(s.index for s in person if s.text == "土曜は子どもを連れて科学館へ行こう。")
+    assert decision not in rules  # no cue list knows 行こう
+    assert got[decision] == "decision"
+    # the rules' own roles stand; only sentences they leave without one are scored
+    assert all(got[i] == r for i, r in rules.items())
+    assert "decision" in rules.values()  # 誰を誘うかは家族で話す。 (a plain intent)
+
+
+def test_without_a_rule_decision_the_scorers_best_anchors_the_rest(weights: None) -> None:
+    turns = [("user", "引っ越しはしないでおこう。今の部屋のほうが駅に近い。")]
+    person = person_sentences(make_conv(turns).drafting_messages)
+    assert roles._rule_roles(person) == {}
+    got = roles._roles(person)
+    # the reason is the sentence after the decision: it has one only once the decision is found
+    assert [(person[i].text, r) for i, r in sorted(got.items())] == [
+        ("引っ越しはしないでおこう。", "decision"),
+        ("今の部屋のほうが駅に近い。", "reason"),
+    ]
