@@ -84,7 +84,10 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     redacted_fields = 0
     # one scan per conversation: for redact_draft here, and remembered for the store's guard
     per_conversation = {
-        c.key: secret_values(m.text for m in c.drafting_messages) for c in conversations
+        c.key: secret_values(
+            [m.text for m in c.drafting_messages], [m.channel for m in c.drafting_messages]
+        )
+        for c in conversations
     }
     for c in conversations:
         remember_secret_values(c.key, c.content_hash, per_conversation[c.key])

@@ -358,7 +358,7 @@ class ReadService:
         found = GuardCache(self.db).lookup(list(dict.fromkeys(keys.values())))
         for k in convs:  # one scan of each conversation that has none stored
             if keys[k] not in found:
-                found[keys[k]] = scan(title_of[k], said_texts[k])
+                found[keys[k]] = scan(title_of[k], said_texts[k], [m["channel"] for m in words[k]])
         titles = {k: apply_findings(title_of[k], found[keys[k]].get(0, [])) for k in convs}
         texts: dict[str, str] = {}
         for h in hits:
