@@ -186,6 +186,32 @@ def _joined_view(view: _View) -> _View | None:
     return _View("".join(out), starts, ends)
 
 
+# a run of token groups split by single spaces (or an ideographic space, NFKC: a space)
+_GROUP_RUN_RE = _Lazy(
+    r"(?<![A-Za-z0-9_\-])[A-Za-z0-9][A-Za-z0-9_\-.]{1,15}(?:[ \t]{1,2}[A-Za-z0-9_\-]{2,16}){2,}"
+)
+
+
+def _typed_in_groups(text: str) -> Iterator[tuple[int, int, str]]:
+    """A key of a known format typed in groups (``ghp_Xa9K q2Lm 7Pz4 ...``, as read off a
+    screen): the run with its spaces taken out matches a format from its start; the span is
+    the groups the format's match covers."""
+    for m in _GROUP_RUN_RE.finditer(text):
+        run = m.group()
+        keep = [k for k, ch in enumerate(run) if ch not in " \t"]
+        joined = "".join(run[k] for k in keep)
+        for kind, pattern, group, anchors in _FORMATS:
+            if anchors is not None and not any(joined.startswith(a) for a in anchors):
+                continue
+            fm = pattern.compiled().match(joined)
+            if fm is None or fm.end(group) - fm.start(group) < 16:
+                continue
+            if not _random_looking(fm.group(group)):
+                continue
+            yield m.start() + keep[fm.start(group)], m.start() + keep[fm.end(group) - 1] + 1, kind
+            break
+
+
 # ---------------------------------------------------------------- detection
 
 
@@ -226,6 +252,8 @@ def _find_spans(text: str, *, depth: int = 0) -> list[tuple[int, int, str]]:
     joined = _joined_view(view)
     if joined is not None:
         _scan_view(joined, add, depth=depth, formats_only=True)
+    for start, end, kind in _typed_in_groups(view.text):
+        add(view, start, end, kind)
 
     # a value found once is a secret wherever it occurs
     for value, kind in values.items():
@@ -456,29 +484,90 @@ def contains_secret(text: str) -> bool:
 # ---------------------------------------------------------------- a conversation
 
 
-def find_secrets_in_messages(messages: Sequence[str]) -> list[list[Finding]]:
+_SPLIT_END_RE = _Lazy(r"[A-Za-z0-9_\-+/]{8}\s*$")
+_SPLIT_START_RE = _Lazy(
+    r"\s*(?=[A-Za-z0-9_\-+/]{0,40}[0-9])[A-Za-z0-9_\-+/]{6,}(?![A-Za-z0-9_\-+/])"
+)
+
+#: how much of the end of one message and the start of the next one of the same person is
+#: scanned together for a secret split across them (a key's tail sent in the next message)
+_SPLIT_WINDOW = 256
+
+
+def find_secrets_in_messages(
+    messages: Sequence[str], speakers: Sequence[object] | None = None
+) -> list[list[Finding]]:
     """The findings of each message, with the conversation scanned as one text.
 
     A secret split across two consecutive messages (the end of one, the start of the next) is
     found whole and reported in both, each message's part with its own span. A value found in
-    one message is found in every other message of the conversation too.
+    one message is found in every other message of the conversation too. A secret split across
+    two messages of one person with another's turn between them (a key, then the assistant's
+    answer, then the key's tail) is found too: the end of each message and the start of the
+    same speaker's next one are scanned joined (``speakers``, one per message; without them
+    turns are taken to alternate, so each message is joined with the one after next).
     """
     texts = list(messages)
     out: list[list[Finding]] = [[] for _ in texts]
     if not any(texts):
         return out
-    offsets: list[int] = []
-    pos = 0
-    for t in texts:
+    _spread(texts, list(range(len(texts))), out, window=None)
+    for i, j in _same_speaker_pairs(texts, speakers):
+        _spread(texts, [i, j], out, window=_SPLIT_WINDOW)
+    for i in range(len(texts) - 1):  # a tail followed by more words: joined without a break
+        if _SPLIT_END_RE.search(texts[i]) and _SPLIT_START_RE.match(texts[i + 1]):
+            _spread(texts, [i, i + 1], out, window=_SPLIT_WINDOW)
+    return [_merge((f.start, f.end, f.type) for f in fs) if len(fs) > 1 else fs for fs in out]
+
+
+def _same_speaker_pairs(
+    texts: Sequence[str], speakers: Sequence[object] | None
+) -> Iterator[tuple[int, int]]:
+    """Each message and the next one of the same speaker, when another message is between."""
+    if speakers is None:
+        speakers = [i % 2 for i in range(len(texts))]
+    last: dict[object, int] = {}
+    for j, who in enumerate(speakers[: len(texts)]):
+        i = last.get(who)
+        if i is not None and j > i + 1 and texts[i] and texts[j]:
+            yield i, j
+        last[who] = j
+
+
+def _spread(
+    texts: Sequence[str], idxs: list[int], out: list[list[Finding]], *, window: int | None
+) -> None:
+    """Scan the messages ``idxs`` joined (with ``window``: the end of the first and the start
+    of the second only) and add each finding's part to the messages it covers."""
+    parts: list[tuple[int, int, int]] = []  # message, its offset in the message, length
+    for n, i in enumerate(idxs):
+        t = texts[i]
+        if window is None:
+            parts.append((i, 0, len(t)))
+        elif n == 0:
+            parts.append((i, max(0, len(t) - window), min(len(t), window)))
+        else:
+            parts.append((i, 0, min(len(t), window)))
+    pieces = [texts[i][start : start + length] for i, start, length in parts]
+    # a token run at the end of one and a token run with a digit or inner capital at the start
+    # of the next: one key sent in two messages, read as one run (the guard's joined view
+    # joins a wrapped line only when the next holds nothing else)
+    sep = _MESSAGE_SEPARATOR
+    if window is not None and _SPLIT_END_RE.search(pieces[0]) and _SPLIT_START_RE.match(pieces[1]):
+        sep = ""
+        (i, a, n), (j, b, m) = parts
+        lead = len(pieces[1]) - len(pieces[1].lstrip())
+        parts = [(i, a, len(pieces[0].rstrip())), (j, b + lead, m - lead)]
+        pieces = [texts[k][start : start + length] for k, start, length in parts]
+    offsets, pos = [], 0
+    for piece in pieces:
         offsets.append(pos)
-        pos += len(t) + len(_MESSAGE_SEPARATOR)
-    whole = _MESSAGE_SEPARATOR.join(texts)
-    for f in find_secrets(whole):
-        for i, (t, base) in enumerate(zip(texts, offsets, strict=True)):
-            start, end = max(f.start, base), min(f.end, base + len(t))
-            if start < end:
-                out[i].append(Finding(type=f.type, start=start - base, end=end - base))
-    return out
+        pos += len(piece) + len(sep)
+    for f in find_secrets(sep.join(pieces)):
+        for (i, start, length), base in zip(parts, offsets, strict=True):
+            a, b = max(f.start, base), min(f.end, base + length)
+            if a < b:
+                out[i].append(Finding(type=f.type, start=a - base + start, end=b - base + start))
 
 
 def redact_messages(messages: Sequence[str]) -> list[str]:
@@ -499,7 +588,7 @@ def redact_conversation(conv: Conversation) -> tuple[Conversation, int]:
     is cut into sentences, aliases or tags, and a secret split across two messages is found."""
     messages = conv.drafting_messages
     texts = [conv.title or "", *(m.text for m in messages)]
-    found = find_secrets_in_messages(texts)
+    found = find_secrets_in_messages(texts, ["title", *(m.channel for m in messages)])
     count = sum(len(f) for f in found)
     clean = [_apply(t, fs) if fs else t for t, fs in zip(texts, found, strict=True)]
     copy = conv.model_copy(
@@ -534,14 +623,15 @@ def secret_fields(draft: DraftRecord) -> list[str]:
     return found
 
 
-def secret_values(texts: Iterable[str]) -> set[str]:
+def secret_values(texts: Iterable[str], speakers: Sequence[object] | None = None) -> set[str]:
     """The secret values themselves, as found in these texts (to scrub them elsewhere).
 
     The texts are scanned as one conversation, so a secret split across two of them is found,
-    and each of its parts (6+ characters) is returned."""
+    and each of its parts (6+ characters) is returned (``speakers``: see
+    ``find_secrets_in_messages``)."""
     texts = list(texts)
     values: set[str] = set()
-    for text, findings in zip(texts, find_secrets_in_messages(texts), strict=True):
+    for text, findings in zip(texts, find_secrets_in_messages(texts, speakers), strict=True):
         for f in findings:
             value = text[f.start : f.end].strip()
             parts = re.split(r"\s+", value)

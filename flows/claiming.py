@@ -34,6 +34,7 @@ SUMMED = (
     "drafter_calls",
     "rejected_evidence",
     "target_not_offered",
+    "appends_proposed",
     "commits",
     "commits_replayed",
     "noops",

@@ -8,13 +8,34 @@ from typing import Any
 
 from core.errors import ConfigError, EvidenceRefused, StaleRevision, TombstonedMemory
 from core.faults import fault_point
-from core.models import TARGET_NOT_OFFERED, VerifiedDraft
+from core.models import TARGET_NOT_OFFERED, ActionRequest, EvidenceIn, VerifiedDraft
+from flows.append_gate import APPEND_PROPOSED
 from flows.drafting import batch_paths
 from flows.resources import Pipeline, tick
 from stages.drafting import commit_request, refuse_unoffered
 from state import batch as batch_state
 from state.batch import Stage
 from state.files import read_result
+
+
+def propose_append(p: Pipeline, v: VerifiedDraft, batch_id: str) -> str:
+    """Queue an append the gate held back (flows.append_gate) as a proposal for the owner:
+    its fields and verified evidence, nothing performed. The same draft queued twice is one
+    request (the queue's id is the hash of the request)."""
+    d = v.draft
+    fields = ("title", "canonical_summary", "index_summary", "aliases", "tags")
+    return p.store.queue(
+        ActionRequest(
+            action="append",
+            memory_id=d.target_memory_id,
+            expected_revision=d.expected_revision,
+            record={k: getattr(d, k) for k in fields},
+            evidence=[EvidenceIn(source_key=e.message_key, text=e.text) for e in v.evidence],
+            stated_facts=d.stated_facts,
+            note=f"{APPEND_PROPOSED}: run {p.run_id}, batch {batch_id}, draft {d.draft_id}",
+            client="pmem-backfill",
+        )
+    )
 
 
 def commit_batch(
@@ -38,12 +59,19 @@ def commit_batch(
         "memories_created": 0,
         "conflict_drafts": [],
         "target_not_offered": 0,
+        "appends_proposed": 0,
     }
     offered = result.get("offered", {})  # a result.json without it offered nothing
     batch_state.save_state(state_path, state, "committing")
     for raw in result["drafts"]:
         v = VerifiedDraft.model_validate(raw)
         draft_id = v.draft.draft_id
+        if v.reason == APPEND_PROPOSED and draft_id not in rejected and draft_id not in commits:
+            # an append the gate did not let through: the owner's to accept (`pmem queue`)
+            commits[draft_id] = {"proposed": propose_append(p, v, batch_id)}
+            counts["appends_proposed"] += 1
+            batch_state.save_state(state_path, state, "committing")
+            continue
         if not v.committable or draft_id in rejected or "memory_id" in commits.get(draft_id, {}):
             continue
         if not refuse_unoffered(v, offered).committable:  # checked again on what is committed

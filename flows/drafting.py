@@ -14,6 +14,7 @@ from core.errors import ConfigError, DraftError, RateLimitStop, ResultFileError,
 from core.faults import fault_point
 from core.models import TARGET_NOT_OFFERED, Conversation, DraftOutput, Message, VerifiedDraft
 from core.secrets import redact_conversation, redact_draft, secret_values
+from flows.append_gate import gate_append, retrieval
 from flows.resources import Pipeline, drafted, tick
 from stages.chunking import chunk_conversation, merge_chunk_drafts
 from stages.drafting import offered_targets, refuse_unoffered
@@ -93,17 +94,26 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     redacted_fields = 0
     # one scan per conversation: for redact_draft here, and remembered for the store's guard
     per_conversation = {
-        c.key: secret_values(m.text for m in c.drafting_messages) for c in conversations
+        c.key: secret_values(
+            [m.text for m in c.drafting_messages], [m.channel for m in c.drafting_messages]
+        )
+        for c in conversations
     }
     for c in conversations:
         remember_secret_values(c.key, c.content_hash, per_conversation[c.key])
     known = set().union(*per_conversation.values())
     offered = offered_targets(context)
+    # an offered memory is not yet one the conversation is about (flows.append_gate)
+    by_key, by_id, nearest = {c.key: c for c in conversations}, {m.id: m for m in context}, None
     for i, rec in enumerate(out.records):
         rec, leaked = redact_draft(rec, known)  # no secret in a memory, revision or index row
         redacted_fields += len(leaked)
         rec = rec.model_copy(update={"draft_id": f"d{i:02d}-" + rec.identity().split(":")[1][:12]})
-        verified.append(refuse_unoffered(verify_draft(rec, messages), offered))
+        v = refuse_unoffered(verify_draft(rec, messages), offered)
+        if v.committable and v.draft.action == "append":
+            nearest = nearest or retrieval(p.db)
+            v = gate_append(v, by_key, by_id, nearest)
+        verified.append(v)
     rejected = sum(len(v.rejected) for v in verified)
     not_offered = sum(v.reason == TARGET_NOT_OFFERED for v in verified)
     body = {

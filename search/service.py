@@ -22,6 +22,7 @@ The few writes an AI client may make (markers, proposals, commits) are
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from datetime import datetime
 from functools import cached_property
@@ -103,6 +104,22 @@ class Recall(BaseModel):
 
     def as_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+
+def _found_by_a_secret(query: str, raw: str, shown: str) -> bool:
+    """Whether a word of ``query`` (4+ characters) stands in a hit's text only inside what the
+    guard redacted: the hit then answers "is this my password?" (issue 29, finding 18), so
+    recall leaves it out, whatever list found it (exact, lexical or vector)."""
+    import unicodedata
+
+    def fold(text: str) -> str:
+        return unicodedata.normalize("NFKC", text).casefold()
+
+    if shown == raw:
+        return False
+    raw_f, shown_f = fold(raw), fold(shown)
+    words = {w for w in re.split(r"[\s、。,.!?「」()\[\]]+", fold(query)) if len(w) >= 4}
+    return any(w in raw_f and w not in shown_f for w in words)
 
 
 def _default_redactor() -> Callable[[str], str]:
@@ -282,6 +299,22 @@ class ReadService:
                 {h.conversation_key: redact(h.conversation_title or "") for h in result.hits},
             )
         )
+        if not raw:  # a hit found by a secret's own characters would confirm a guessed secret
+            result = result.model_copy(
+                update={
+                    "hits": [
+                        h.model_copy(update={"rank": n})
+                        for n, h in enumerate(
+                            (
+                                h
+                                for h in result.hits
+                                if not _found_by_a_secret(query, h.text, texts[h.message_key])
+                            ),
+                            1,
+                        )
+                    ]
+                }
+            )
         zone = check_zone(self.tz) or ref.tzinfo  # times are shown in the calendar of the query
         hits = [
             h.model_copy(
@@ -396,7 +429,7 @@ class ReadService:
         found = GuardCache(self.db).lookup(list(dict.fromkeys(keys.values())))
         for k in convs:  # one scan of each conversation that has none stored
             if keys[k] not in found:
-                found[keys[k]] = scan(title_of[k], said_texts[k])
+                found[keys[k]] = scan(title_of[k], said_texts[k], [m["channel"] for m in words[k]])
         titles = {k: apply_findings(title_of[k], found[keys[k]].get(0, [])) for k in convs}
         texts: dict[str, str] = {}
         for h in hits:

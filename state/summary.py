@@ -99,6 +99,7 @@ def new_summary(run_id: str, resumed: bool, dry_run: bool) -> dict[str, Any]:
         "drafter_calls": 0,
         "rejected_evidence": 0,
         "target_not_offered": 0,
+        "appends_proposed": 0,
         "commits": 0,
         "commits_replayed": 0,
         "noops": 0,
@@ -155,3 +156,4 @@ def add_commit(summary: dict[str, Any], s: dict[str, Any]) -> None:
     summary["target_not_offered"] = summary.get("target_not_offered", 0) + s.get(
         "target_not_offered", 0
     )
+    summary["appends_proposed"] = summary.get("appends_proposed", 0) + s.get("appends_proposed", 0)

@@ -48,9 +48,13 @@ def guard_key(title: str, words: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
-def scan(title: str, words: Sequence[str]) -> Findings:
-    """What the guard finds in the title and the words scanned as one conversation."""
-    found = find_secrets_in_messages([title, *words])
+def scan(title: str, words: Sequence[str], speakers: Sequence[object] | None = None) -> Findings:
+    """What the guard finds in the title and the words scanned as one conversation
+    (``speakers``: each word's channel, so a key's tail in the person's next message is found
+    across the assistant's turn between; without them turns are taken to alternate)."""
+    found = find_secrets_in_messages(
+        [title, *words], None if speakers is None else ["title", *speakers]
+    )
     return {i: fs for i, fs in enumerate(found) if fs}
 
 
@@ -120,9 +124,10 @@ class GuardCache:
             around = ledger.active_messages_of([key for key, _, _ in todo])
             rows = []
             for key, title, content_hash in todo:
-                words = [m["text"] for m in conversation_words(around.get(key, []))]
+                said = conversation_words(around.get(key, []))
+                words = [m["text"] for m in said]
                 title = title or ""
-                findings = scan(title, words)
+                findings = scan(title, words, [m["channel"] for m in said])
                 rows.append(
                     (key, guard_key(title, words), content_hash, version, Jsonb(_encode(findings)))
                 )

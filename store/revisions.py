@@ -473,11 +473,14 @@ class RevisionWriter:
             cached = _SECRET_CACHE.get((key, chash))
             if cached is None:
                 bodies = conn.execute(
-                    "SELECT body FROM source_messages WHERE conversation_key = %s", (key,)
+                    """SELECT body, channel FROM source_messages WHERE conversation_key = %s
+                       ORDER BY position, message_key""",
+                    (key,),
                 ).fetchall()
-                texts = [bytes_text(bytes(b)) for (b,) in bodies]
+                texts = [bytes_text(bytes(b)) for b, _ in bodies]
+                speakers = [c for _, c in bodies]  # a key's tail in the person's next message
                 # and every secret `pmem forget` erased that the ledger still holds (store.forget)
-                cached = frozenset(secret_values(texts) | forgotten_values(conn, texts))
+                cached = frozenset(secret_values(texts, speakers) | forgotten_values(conn, texts))
                 if len(_SECRET_CACHE) > 4096:
                     _SECRET_CACHE.clear()
                 _SECRET_CACHE[(key, chash)] = cached

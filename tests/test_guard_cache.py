@@ -76,9 +76,9 @@ def test_a_stored_scan_is_used_only_for_the_same_guard_and_texts(svc, db, monkey
     calls = []
     real = gc.find_secrets_in_messages
 
-    def counted(texts):
+    def counted(texts, speakers=None):
         calls.append(len(texts))
-        return real(texts)
+        return real(texts, speakers)
 
     monkeypatch.setattr(gc, "find_secrets_in_messages", counted)
     monkeypatch.setattr(gc, "guard_version", lambda: "another-guard")  # a changed rule

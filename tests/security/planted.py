@@ -38,10 +38,13 @@ class Planted:
     messages: list[str]
     secret: str
     parts: list[str] = field(default_factory=list)  # the secret as it appears in the text
+    roles: list[str] = field(default_factory=list)  # each message's author (default: the person)
 
     def __post_init__(self) -> None:
         if not self.parts:
             self.parts = [self.secret]
+        if not self.roles:
+            self.roles = ["user"] * len(self.messages)
 
 
 def _r(rng: random.Random, alphabet: str, n: int) -> str:
@@ -201,6 +204,53 @@ def _split_messages_en(rng: random.Random) -> Planted:
     return Planted(
         "split-two-messages-gitlab", [f"my gitlab token is {head}", tail], key, [head, tail]
     )
+
+
+def _split_after_reply(rng: random.Random) -> Planted:
+    """A key whose tail the person sends after the assistant's answer (issue 29, finding 3)."""
+    key = "sk-proj-" + _r(rng, URLSAFE, 40)
+    cut = rng.randint(16, 30)
+    head, tail = key[:cut], key[cut:]
+    reply = "キーの続きはありますか？途中で切れているようです。"
+    return Planted(
+        "split-after-reply",
+        [f"OpenAI のキーはこれ {head}", reply, f"{tail} です、続き"],
+        key,
+        [head, tail],
+        ["user", "assistant", "user"],
+    )
+
+
+def _split_after_reply_en(rng: random.Random) -> Planted:
+    key = "sk-ant-api03-" + _r(rng, URLSAFE, 40)
+    cut = rng.randint(18, 32)
+    head, tail = key[:cut], key[cut:]
+    return Planted(
+        "split-after-reply-en",
+        [f"here is the Anthropic key {head}", "It looks cut off.", f"{tail} is the rest"],
+        key,
+        [head, tail],
+        ["user", "assistant", "user"],
+    )
+
+
+def _typed_in_groups(rng: random.Random) -> Planted:
+    """A GitHub token read off a screen and typed in groups (issue 29, finding 3)."""
+    key = "ghp_" + _r(rng, ALNUM, 36)
+    size = rng.choice([4, 6, 8, 10])
+    start = rng.choice([0, 4])  # the prefix on its own, or joined to the first group
+    head = [key[:4]] if start else []
+    groups = head + [key[i : i + size] for i in range(start, len(key), size)]
+    sep = rng.choice([" ", "  ", "\u3000"])
+    value = sep.join(groups)
+    text = rng.choice(
+        [
+            "画面のトークンを書き写した: {} これで CI に入れる",
+            "GitHub のトークンは {} です",
+            "I typed the token off the screen: {} - does it work?",
+        ]
+    ).format(value)
+    return Planted("typed-in-groups", [text], key, groups)
 
 
 def _grouped(rng: random.Random) -> Planted:
@@ -522,6 +572,9 @@ FORMATS: list[Maker] = [
     _wrapped,
     _split_messages,
     _split_messages_en,
+    _split_after_reply,
+    _split_after_reply_en,
+    _typed_in_groups,
     _grouped,
     _base64_key,
     _hex_signing,

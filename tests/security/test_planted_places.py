@@ -73,7 +73,7 @@ def build_export(planted: list[Planted]) -> tuple[list[dict[str, Any]], dict[str
         decision, _ = _DECISIONS[n % len(_DECISIONS)]
         turns: list[tuple[str, str]] = [("user", decision)]
         for j, p in enumerate(group):
-            turns.extend(("user", text) for text in p.messages)
+            turns.extend(zip(p.roles, p.messages, strict=True))
             turns.append(("assistant", _REPLIES[(n + j) % 2]))
         turns.append(("user", "ありがとう、結局その方針で進めることにした。"))
         title = f"デプロイ設定 {group[0].parts[0]}" if n % 5 == 0 else f"設定の相談 {n}"
@@ -478,7 +478,10 @@ def test_no_planted_secret_outside_the_ledger_and_the_raw_index(
         Path(out).write_text(json.dumps({"table": table, "facts": {k: facts[k] for k in keep}}))
     # the runs did their work: memories from both drafters, requests went out
     assert facts["secrets"] >= 70 and facts["formats"] >= 45
-    assert facts["offline"]["commits"] >= 10 and facts["llm"]["commits"] >= 10
+    # an append of the offline drafter to another conversation's memory is a proposal here (no
+    # vectors: the append gate's retrieval is closed); its text passes the guard all the same
+    offline_work = facts["offline"]["commits"] + facts["offline"]["appends_proposed"]
+    assert offline_work >= 10 and facts["llm"]["commits"] >= 10
     assert facts["llm_requests"] >= 5 and facts["embedding_requests"] >= 1
     # the ledger keeps every secret as exported; the raw index has them too
     assert table[ALLOWED[0]] == facts["secrets"]

