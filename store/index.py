@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from core.errors import ConfigError
 from core.hashing import bytes_text
+from core.faults import fault_point
 from core.textsearch import (
     INDEX_VERSION,
     index_forms_many,
@@ -327,6 +328,7 @@ class IndexUpkeep(SearchBase):
                     ([r[0] for r in rows],),
                 )
                 done += len(present)
+            fault_point("index:after-forms-batch")  # tests: a kill in the index stage
             if progress is not None:
                 progress(len(rows))
             if len(rows) < batch:

@@ -109,3 +109,68 @@ def test_a_file_whose_import_did_not_finish_clean_is_read_again(
     assert stopped.exit_code != 0  # Ctrl-C: whole conversations stored, the import unfinished
     out = pmem_import(str(clean), "--source", "chatgpt")
     assert reads.count == 4 and "unchanged_file" not in out
+
+
+def _snapshot(url: str) -> dict[str, Any]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return {
+            "conversations": conn.execute(
+                "SELECT conversation_key, content_hash FROM source_conversations ORDER BY 1"
+            ).fetchall(),
+            "messages": conn.execute(
+                "SELECT message_key, content_hash, position FROM source_messages ORDER BY 1"
+            ).fetchall(),
+            "index": conn.execute(
+                "SELECT message_key, tokens::text FROM message_search ORDER BY 1"
+            ).fetchall(),
+            "pending": [
+                conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[index]
+                for t in ("message_search_pending", "message_forms_pending")
+            ],
+        }
+
+
+def test_a_kill_in_the_index_stage_then_a_rerun_equals_an_uninterrupted_import(
+    db_factory: Any, tmp_path: Path
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT
+
+    convs = [
+        one_conversation(
+            f"k-{i}",
+            f"引っ越し {i}",
+            [
+                ("user", f"{i}日に引っ越し業者を比べました。見積もりは三社から取りました。"),
+                ("assistant", "料金と日程を表にまとめましょう。"),
+                ("user", "週末の作業は避けたいと考えています。"),
+                ("assistant", "平日の午前が空いている業者を探します。"),
+            ],
+        )
+        for i in range(300)
+    ]
+    path = chatgpt_export(tmp_path / "conversations.json", convs)
+
+    def run(url: str, fault: str | None = None) -> int:
+        env = dict(os.environ, DATABASE_URL=url, PMEM_DATA_DIR=str(tmp_path / "data"))
+        env["PMEM_EMBEDDER"] = "none"
+        env.pop("PMEM_FAULT", None)
+        if fault:
+            env["PMEM_FAULT"] = fault
+        cmd = [sys.executable, "-m", "cli.main", "import", str(path), "--source", "chatgpt"]
+        return subprocess.run(cmd, env=env, cwd=PROJECT, capture_output=True).returncode
+
+    killed, whole = db_factory(), db_factory()
+    assert run(killed, "index:after-forms-batch@1") == -9  # SIGKILL after one batch of forms
+    interrupted = _snapshot(killed)
+    assert interrupted["pending"][1] > 0  # the kill left normal forms to do
+    assert run(killed) == 0  # the re-run: the file is unchanged, only the index is finished
+    assert run(whole) == 0
+    resumed, uninterrupted = _snapshot(killed), _snapshot(whole)
+    assert resumed["pending"] == [0, 0]
+    assert resumed == uninterrupted
