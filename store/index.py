@@ -16,8 +16,8 @@ from psycopg import Connection, sql
 from pydantic import BaseModel
 
 from core.errors import ConfigError
-from core.hashing import bytes_text
 from core.faults import fault_point
+from core.hashing import bytes_text
 from core.textsearch import (
     INDEX_VERSION,
     index_forms_many,
