@@ -18,6 +18,7 @@ message text.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import queue
 import threading
@@ -99,6 +100,7 @@ def run_import(
     index_messages: bool = False,
     seen: set[str] | None = None,
     items: ItemsFn | None = None,
+    skip_unchanged: bool = False,
 ) -> dict[str, Any]:
     """Import ``export_path`` with the importer of ``source``; returns the summary (counts,
     ``skipped`` by reason, ``errors``, ``input_error``). With ``raise_input_error`` an input
@@ -113,7 +115,20 @@ def run_import(
     ``seen`` collects the (stored) key of every conversation of the export: a backfill's scope.
     ``items`` (`pmem watch`: a file read from where the last pass stopped) yields what to store
     instead of the importer's read of the whole of ``export_path``; it counts bytes into the
-    report it is given."""
+    report it is given.
+
+    With ``skip_unchanged`` (`pmem import`), a file the ledger already holds whole is not read
+    again: same bytes (SHA-256), same reading code and person's names (``reader_version``), and
+    an earlier import of it that finished with no error. The summary then says
+    ``"unchanged_file": true`` and counts its conversations as unchanged."""
+    began = time.monotonic()
+    fingerprint = file_fingerprint(export_path) if skip_unchanged and items is None else None
+    if fingerprint is not None:
+        earlier = ledger.finished_import_of(source, fingerprint)
+        if earlier is not None:
+            stats = unchanged_file_stats(earlier, fingerprint)
+            stats["elapsed_seconds"] = round(time.monotonic() - began, 3)
+            return stats
     tokens = _Tokens() if index_messages else None
     indexer = _Indexer(ledger, tokens) if tokens is not None else None
     try:
@@ -128,6 +143,7 @@ def run_import(
             seen,
             items,
             tokens,
+            fingerprint,
         )
     finally:
         try:
@@ -177,6 +193,7 @@ def _run_import(
     seen: set[str] | None = None,
     items: ItemsFn | None = None,
     tokens: _Tokens | None = None,
+    fingerprint: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], InputError | None]:
     import_id = ledger.start_import(source, export_path)
     overrides = ledger.overrides()
@@ -296,8 +313,69 @@ def _run_import(
     if on_progress is not None:
         progress.bytes_read, progress.bytes_total = report.bytes_read, report.bytes_total
         on_progress(progress)
-    ledger.finish_import(import_id, {k: v for k, v in stats.items() if k != "errors"})
+    done = {k: v for k, v in stats.items() if k != "errors"}
+    if fingerprint is not None:
+        done["file_fingerprint"] = fingerprint  # what a re-import of the same file looks up
+    ledger.finish_import(import_id, done)
     return stats, input_exc
+
+
+_READER_CODE = (
+    "importers",
+    "core/models.py",
+    "core/people.py",
+    "stages/prefilter.py",
+    "store/ledger.py",
+    "store/ledger_rows.py",
+)
+
+
+def reader_version() -> str:
+    """What decides how a file becomes ledger rows: the reading and storing code (a hash of its
+    source, so any change to an importer reads the file again) and the person's names (they
+    decide whose messages are the person's)."""
+    from core.hashing import sha256_hex
+    from core.people import me_names
+
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha256()
+    for rel in _READER_CODE:
+        target = root / rel
+        files = sorted(target.rglob("*.py")) if target.is_dir() else [target]
+        for f in files:
+            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    h.update(b"rules\0" + RULE_VERSION.encode())
+    h.update(b"me\0" + sha256_hex("\0".join(sorted(me_names())).encode()).encode())
+    return h.hexdigest()[:32]
+
+
+def file_fingerprint(path: str) -> dict[str, Any] | None:
+    """The export file's size, SHA-256 and the reader version; None for a folder (a folder
+    export is read again)."""
+    target = Path(path)
+    if not target.is_file():
+        return None
+    h = hashlib.sha256()
+    with target.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return {"sha256": h.hexdigest(), "size": target.stat().st_size, "reader": reader_version()}
+
+
+def unchanged_file_stats(earlier: dict[str, Any], fingerprint: dict[str, Any]) -> dict[str, Any]:
+    """The summary of a re-import of a file the ledger holds whole: nothing read or written."""
+    stats = empty_stats()
+    n = int(earlier.get("conversations") or 0)
+    stats.update(
+        conversations=n,
+        conversations_unchanged=n,
+        kept=int(earlier.get("kept") or 0),
+        dropped=int(earlier.get("dropped") or 0),
+        drop_reasons=dict(earlier.get("drop_reasons") or {}),
+        bytes_total=int(fingerprint["size"]),
+        unchanged_file=True,
+    )
+    return stats
 
 
 def _where(q: Quarantined) -> str:

@@ -5,6 +5,7 @@ index, the Japanese normal forms, the guard's scans, the embedder's vectors.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from flows.resources import Pipeline, tick
@@ -70,7 +71,9 @@ def index_for_search(
     }
     try:
         index = SearchStore(p.db)
+        began = time.monotonic()
         out["indexed_messages"] = index.sync_messages(forms=forms)
+        out["lexical_seconds"] = round(time.monotonic() - began, 3)  # then recall finds them all
         unformed = backlog(p.db).messages_without_forms
         if forms and unformed:
             tick("forms", unformed)

@@ -16,6 +16,7 @@ from psycopg import Connection, sql
 from pydantic import BaseModel
 
 from core.errors import ConfigError
+from core.faults import fault_point
 from core.hashing import bytes_text
 from core.textsearch import (
     INDEX_VERSION,
@@ -327,6 +328,7 @@ class IndexUpkeep(SearchBase):
                     ([r[0] for r in rows],),
                 )
                 done += len(present)
+            fault_point("index:after-forms-batch")  # tests: a kill in the index stage
             if progress is not None:
                 progress(len(rows))
             if len(rows) < batch:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 import psycopg
 from psycopg import Connection
@@ -74,6 +75,21 @@ class Ledger:
                 "UPDATE import_runs SET finished_at = now(), stats = %s WHERE import_id = %s",
                 (Jsonb(_storable_json(stats)), import_id),
             )
+
+    def finished_import_of(self, source: str, fingerprint: dict[str, Any]) -> dict | None:
+        """The stats of the last import of a file with this fingerprint (bytes and reader
+        version) that finished with nothing quarantined and no input error, or None."""
+        with self.db.connection() as conn:
+            row = conn.execute(
+                """SELECT stats FROM import_runs
+                   WHERE source = %s AND finished_at IS NOT NULL
+                     AND stats -> 'file_fingerprint' = %s
+                     AND COALESCE((stats ->> 'errors_total')::int, 1) = 0
+                     AND stats ->> 'input_error' IS NULL
+                   ORDER BY finished_at DESC LIMIT 1""",
+                (source, Jsonb(fingerprint)),
+            ).fetchone()
+        return row[0] if row else None
 
     def upsert(
         self, conv: Conversation, import_id: str, decision: PrefilterDecision | None = None

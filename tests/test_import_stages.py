@@ -1,0 +1,176 @@
+"""`pmem import` by stages (issue 31): an unchanged file the ledger holds whole is not read again
+(bytes, reading code and the person's names decide), anything else is; and the `--json` keys of
+each stage."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import importers
+from cli.main import app
+from tests.test_ledger_cmds import chatgpt_export, one_conversation
+
+
+def pmem_import(*args: str, code: int = 0) -> dict[str, Any]:
+    result = CliRunner().invoke(app, ["import", *args, "--no-embed", "--json"])
+    assert result.exit_code == code, (result.output, result.exception)
+    out: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return out
+
+
+def export(tmp_path: Path, n: int = 3, extra: str = "") -> Path:
+    convs = [
+        one_conversation(
+            f"conv-{i}",
+            f"相談 {i}",
+            [
+                ("user", f"引っ越しの見積もりを比べたい {i}{extra}"),
+                ("assistant", "三社を比べましょう。"),
+            ],
+        )
+        for i in range(n)
+    ]
+    return chatgpt_export(tmp_path / "conversations.json", convs)
+
+
+class Reads:
+    """Counts the importer's reads of a file."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        real = importers.iter_source
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return real(*args, **kwargs)
+
+        import flows.importing
+
+        monkeypatch.setattr(flows.importing, "iter_source", counted)
+
+
+def test_an_unchanged_file_is_not_read_again(
+    pmem_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads = Reads(monkeypatch)
+    path = export(tmp_path)
+    first = pmem_import(str(path), "--source", "chatgpt")
+    assert first["conversations"]["new"] == 3 and reads.count == 1
+    assert "unchanged_file" not in first
+    ledger = first["stages"]["ledger"]
+    assert ledger["seconds"] > 0 and ledger["mb_per_s"] > 0
+    assert first["stages"]["index"]["seconds"] >= 0
+    assert first["time_to_answerable_s"] > 0 and set(first["stages"]) == {"ledger", "index"}
+
+    again = pmem_import(str(path), "--source", "chatgpt")
+    assert reads.count == 1, "the file was read again"
+    assert again["unchanged_file"] is True
+    assert again["conversations"] == {"new": 0, "changed": 0, "unchanged": 3, "quarantined": 0}
+    assert again["messages"]["new"] == 0
+
+    reread = pmem_import(str(path), "--source", "chatgpt", "--reread")
+    assert reads.count == 2 and reread["conversations"]["unchanged"] == 3
+
+    changed = export(tmp_path, extra="!")  # other bytes: read, and the change stored
+    out = pmem_import(str(changed), "--source", "chatgpt")
+    assert reads.count == 3 and out["conversations"]["changed"] == 3
+
+    monkeypatch.setenv("PMEM_ME", "someone else")  # other names: whose messages may change
+    pmem_import(str(changed), "--source", "chatgpt")
+    assert reads.count == 4
+
+
+def test_a_file_whose_import_did_not_finish_clean_is_read_again(
+    pmem_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads = Reads(monkeypatch)
+    convs = [one_conversation("ok", "ok", [("user", "ふつうの相談です")]), {"mapping": 7}]
+    path = chatgpt_export(tmp_path / "conversations.json", convs)
+    pmem_import(str(path), "--source", "chatgpt", code=3)  # one record quarantined
+    pmem_import(str(path), "--source", "chatgpt", code=3)  # reported again, not skipped
+    assert reads.count == 2
+
+    import store.ledger
+
+    def crash(self: Any, import_id: str, stats: dict[str, Any]) -> None:
+        raise KeyboardInterrupt  # the import stopped before it finished
+
+    other = tmp_path / "other"
+    other.mkdir()
+    clean = export(other, n=2)
+    with monkeypatch.context() as m:
+        m.setattr(store.ledger.Ledger, "finish_import", crash)
+        stopped = CliRunner().invoke(app, ["import", str(clean), "--source", "chatgpt"])
+    assert stopped.exit_code != 0  # Ctrl-C: whole conversations stored, the import unfinished
+    out = pmem_import(str(clean), "--source", "chatgpt")
+    assert reads.count == 4 and "unchanged_file" not in out
+
+
+def _snapshot(url: str) -> dict[str, Any]:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return {
+            "conversations": conn.execute(
+                "SELECT conversation_key, content_hash FROM source_conversations ORDER BY 1"
+            ).fetchall(),
+            "messages": conn.execute(
+                "SELECT message_key, content_hash, position FROM source_messages ORDER BY 1"
+            ).fetchall(),
+            "index": conn.execute(
+                "SELECT message_key, tokens::text FROM message_search ORDER BY 1"
+            ).fetchall(),
+            "pending": [
+                conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[index]
+                for t in ("message_search_pending", "message_forms_pending")
+            ],
+        }
+
+
+def test_a_kill_in_the_index_stage_then_a_rerun_equals_an_uninterrupted_import(
+    db_factory: Any, tmp_path: Path
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT
+
+    convs = [
+        one_conversation(
+            f"k-{i}",
+            f"引っ越し {i}",
+            [
+                ("user", f"{i}日に引っ越し業者を比べました。見積もりは三社から取りました。"),
+                ("assistant", "料金と日程を表にまとめましょう。"),
+                ("user", "週末の作業は避けたいと考えています。"),
+                ("assistant", "平日の午前が空いている業者を探します。"),
+            ],
+        )
+        for i in range(300)
+    ]
+    path = chatgpt_export(tmp_path / "conversations.json", convs)
+
+    def run(url: str, fault: str | None = None) -> int:
+        env = dict(os.environ, DATABASE_URL=url, PMEM_DATA_DIR=str(tmp_path / "data"))
+        env["PMEM_EMBEDDER"] = "none"
+        env.pop("PMEM_FAULT", None)
+        if fault:
+            env["PMEM_FAULT"] = fault
+        cmd = [sys.executable, "-m", "cli.main", "import", str(path), "--source", "chatgpt"]
+        return subprocess.run(cmd, env=env, cwd=PROJECT, capture_output=True).returncode
+
+    killed, whole = db_factory(), db_factory()
+    assert run(killed, "index:after-forms-batch@1") == -9  # SIGKILL after one batch of forms
+    interrupted = _snapshot(killed)
+    assert interrupted["pending"][1] > 0  # the kill left normal forms to do
+    assert run(killed) == 0  # the re-run: the file is unchanged, only the index is finished
+    assert run(whole) == 0
+    resumed, uninterrupted = _snapshot(killed), _snapshot(whole)
+    assert resumed["pending"] == [0, 0]
+    assert resumed == uninterrupted
