@@ -9,8 +9,8 @@ message (the store checks it: ``422 evidence_refused``); a client's own statemen
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI, Header, Request
