@@ -7,11 +7,11 @@ spellings (cli/aliases.py): an asking command added without a case here fails th
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 import typer.main
 
 from cli.aliases import MOVED
@@ -44,15 +44,15 @@ def _export(tmp_path: Path) -> Path:
 
 
 def _stray_run(tmp_path: Path) -> None:
-    stray = tmp_path / "data" / "runs" / "not-a-run-of-this-database"
-    stray.mkdir(parents=True)
+    stray = Path(os.environ["PMEM_DATA_DIR"]) / "runs" / "not-a-run-of-this-database"
+    stray.mkdir(parents=True, exist_ok=True)
     (stray / "x.json").write_text("{}")
 
 
 # the new name → (the arguments that reach its question, the exit code of a refusal)
 Case = Callable[[Any, Path], tuple[list[str], dict[str, str] | None]]
 CASES: dict[str, tuple[Case, int]] = {
-    "memory edit": (lambda w, t: ([w[1]], editor(t, "車を手放すことにした。", "持つ")), 1),
+    "memory edit": (lambda w, t: ([w[1]], editor(t, "車を手放した。", "持つ")), 1),
     "memory delete": (lambda w, t: ([w[1]], None), 1),
     "memory merge": (lambda w, t: ([w[2], w[1]], None), 1),
     "memory restore": (lambda w, t: ([w[1], "1"], None), 1),
@@ -91,29 +91,37 @@ def test_the_walk_covers_every_command_that_asks() -> None:
     assert any(hidden for hidden in asking.values())  # the old spellings are walked too
 
 
-@pytest.mark.parametrize("path", sorted(_commands_that_ask()))
 def test_a_question_nothing_answers_prints_one_json_object(
-    path: str,
     world,  # noqa: F811
     tmp_path: Path,
 ) -> None:
+    """Each asking command, new name and old spelling, in one store (a refusal changes
+    nothing, which is checked after each): the object, its four keys, its exit code."""
     store, a, b, _keys = world
-    case, exit_code = CASES[_new_name(path)]
-    if _new_name(path) == "memory restore":  # a second revision, so that 1 is an old one
-        runner.invoke(
-            app,
-            ["memory", "edit", a, "--yes"],
-            env=editor(tmp_path, "車を手放すことにした。", "車を手放した。"),
-        )
-        assert store.get(a).current_revision == 2
-    args, env = case(world, tmp_path)
-    before = {m: (store.get(m).current_revision, store.get(m).status) for m in (a, b)}
-    out = runner.invoke(app, [*path.split(), *args, "--json"], input="", env=env)
-    lines = out.stdout.strip().splitlines()
-    assert lines, (path, out.stdout, out.stderr)
-    body = json.loads(lines[-1])
-    assert {"error", "message", "hint", "exit_code"} <= set(body), (path, body)
-    assert out.exit_code == body["exit_code"] == exit_code, (path, out.exit_code, body)
-    assert body["hint"] and "--yes" in body["hint"], body
-    assert "Aborted" not in out.stdout + out.stderr
-    assert {m: (store.get(m).current_revision, store.get(m).status) for m in (a, b)} == before
+    runner.invoke(  # a second revision, so that `restore A 1` reaches its question
+        app,
+        ["memory", "edit", a, "--yes"],
+        env=editor(tmp_path, "車を手放すことにした。", "車を手放した。"),
+    )
+    assert store.get(a).current_revision == 2
+    wrong: dict[str, Any] = {}
+    for path in sorted(_commands_that_ask()):
+        case, exit_code = CASES[_new_name(path)]
+        where = tmp_path / path.replace(" ", "-")
+        where.mkdir()
+        args, env = case(world, where)
+        before = {m: (store.get(m).current_revision, store.get(m).status) for m in (a, b)}
+        out = runner.invoke(app, [*path.split(), *args, "--json"], input="", env=env)
+        lines = out.stdout.strip().splitlines()
+        body = json.loads(lines[-1]) if lines else {}
+        after = {m: (store.get(m).current_revision, store.get(m).status) for m in (a, b)}
+        if not (
+            {"error", "message", "hint", "exit_code"} <= set(body)
+            and out.exit_code == body["exit_code"] == exit_code
+            and body["hint"]
+            and "--yes" in body["hint"]
+            and "Aborted" not in out.stdout + out.stderr
+            and after == before
+        ):
+            wrong[path] = (out.exit_code, body, out.stderr[-300:])
+    assert wrong == {}
