@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from core.textsearch import analyze
-from providers.extractive import structure
 from providers.extractive.sentences import (
     _JA_CHAR_RE,
     Sentence,
@@ -21,6 +20,8 @@ from providers.extractive.sentences import (
     _is_question,
     _own,
 )
+from providers.extractive.structure import feature_names as grammar_features
+from providers.extractive.structure import flags as grammar_flags
 from providers.extractive.vectors import similarities
 from stages.prefilter import DECISION_RE, REASON_RE
 
@@ -478,7 +479,7 @@ def feature_names() -> list[str]:
     place += ["pos:decision_message", "pos:after_decision"]
     place += ["pos:before_decision"]
     meaning = ["sim:opening", "sim:decision", "len:log"]
-    grammar = structure.feature_names()
+    grammar = grammar_features()
     # the same form said after the assistant answered (a conclusion) or in the opening (a plan
     # or a question put to the assistant): one weight each, the model is linear
     return ["bias", *cues, *place, *meaning, *grammar, *(f"after:{f}" for f in grammar)]
@@ -544,7 +545,7 @@ def role_features(
         row["sim:opening"] = sim_open.get(s.index, 0.0)
         row["sim:decision"] = sim_dec.get(s.index, 0.0)
         row["len:log"] = math.log1p(len(s.text)) / 5.0
-        for f in structure.flags(s.text):
+        for f in grammar_flags(s.text):
             row[f] = 1.0
             if row["pos:after_answer"]:
                 row[f"after:{f}"] = 1.0
