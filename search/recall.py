@@ -18,7 +18,9 @@ a plain string is split into tokens as a fallback (``plain_query``). Then:
    above vector; the lexical list's weight scales with how much of the query its best message
    covers (a question in another language than its answer has few lexical matches, and those
    are noise). The person's messages weigh more when the question is about what the person
-   said or decided, the assistant's when it is about what they were told.
+   said or decided, the assistant's when it is about what they were told. The embedder sees
+   the question without the chat's speaker names; a ``turn`` list (a fitted ranker) joins, and
+   a fitted reranker orders what passes the floor (ADR 0035).
 4. **Floor.** A candidate is returned only when it holds a share of the query's terms, is
    similar enough to the query (a message in the other language than the question: to the floor
    times the embedder's cross-lingual shift, ``CROSS_LINGUAL_FLOOR``), or lies in a conversation
