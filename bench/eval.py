@@ -17,8 +17,9 @@ Steps:
    (``MemoryService.reindex``), as ``pmem reindex`` would; cheap when nothing changed.
 3. **Ask**: every question through ``MemoryService.recall`` (``--now`` of the question) and
    ``MemoryService.search`` (the same ``now``), in this process: what ``pmem recall Q --now T
-   --json`` and ``pmem search Q --now T --json`` print.
-4. **Score**: the hits go to ``<data dir>/results-{recall,search}.jsonl`` in the format
+   --json`` and ``pmem search Q --now T --json`` print; and recall with no embedder (its
+   lexical lists alone: the ablation the fusion must not fall below).
+4. **Score**: the hits go to ``<data dir>/results-{recall,lexical,search}.jsonl`` in the format
    ``score.py`` reads, and ``score.py`` (called, not copied) prints R@5 and MRR per kind, range
    correctness and the distractor rate for the time questions.
 
@@ -247,6 +248,7 @@ def ask_all(
     from store.db import Database
 
     svc = MemoryService(Database(db_url), embedder=embedder_from_env(), tz=None)
+    plain = MemoryService(Database(db_url), embedder=None, tz=None)  # the lexical ablation
     try:
         t0 = time.monotonic()
         stats = svc.reindex()
@@ -254,7 +256,7 @@ def ask_all(
             log(
                 f"  embedded {stats.memories} memories, {stats.messages} messages ({time.monotonic() - t0:.1f}s)"
             )
-        out: dict[str, list[dict[str, Any]]] = {"recall": [], "search": []}
+        out: dict[str, list[dict[str, Any]]] = {"recall": [], "search": [], "lexical": []}
         t0 = time.monotonic()
         for q in questions:
             now = svc.now(q["now"])
@@ -270,10 +272,13 @@ def ask_all(
             )
             found = _search(svc, q["q"], now)
             out["search"].append({"id": q["id"], **found})
-        log(f"  asked {len(questions)} questions twice ({time.monotonic() - t0:.1f}s)")
+            lex = plain.recall(q["q"], now=now, limit=10).as_json()
+            out["lexical"].append({"id": q["id"], "hits": lex["hits"], "range": lex.get("range")})
+        log(f"  asked {len(questions)} questions three times ({time.monotonic() - t0:.1f}s)")
         return out
     finally:
         svc.close()
+        plain.close()
 
 
 def _search(svc: Any, query: str, now: datetime) -> dict[str, Any]:
@@ -297,7 +302,7 @@ def score(results: Path, mode: str, eval_dir: Path, questions: list[dict[str, An
             str(eval_dir / "score.py"),
             str(results),
             "--mode",
-            mode,
+            "recall" if mode == "lexical" else mode,
             "--k",
             str(K),
             "--per-question",
@@ -631,9 +636,10 @@ def main(argv: list[str] | None = None) -> int:
         log=lambda m: print(m, file=sys.stderr),
         questions_too=not a.drafting_only,
     )
-    for mode in ("recall", "search") if not a.drafting_only else ():
+    titles = {"lexical": "recall, lexical list alone (no embedder: the ablation)"}
+    for mode in ("recall", "lexical", "search") if not a.drafting_only else ():
         s = res[mode]
-        print(f"\n== {mode} ==")
+        print(f"\n== {titles.get(mode, mode)} ==")
         if a.per_question:
             for r in s.rows:
                 print(json.dumps(r, ensure_ascii=False))

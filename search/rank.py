@@ -106,6 +106,20 @@ def speaker_names(roles: Iterable[str], person: Iterable[str] = ()) -> set[str]:
     return out | {p.strip().lower() for p in person if p.strip()}
 
 
+def without_names(text: str, names: Iterable[str]) -> str:
+    """``text`` without the words that are ``names`` (case-insensitive; an English possessive
+    "'s" goes with its name; a name in CJK script wherever it stands), spaces collapsed."""
+    out = text
+    for name in sorted({n for n in names if n}, key=len, reverse=True):
+        if _CJK_TOKEN.match(name):
+            out = out.replace(name, " ")
+        else:
+            out = re.sub(
+                rf"(?<!\w){re.escape(name)}(?:['’]s)?(?!\w)", " ", out, flags=re.IGNORECASE
+            )
+    return " ".join(out.split())
+
+
 def turn_features(
     own: float,
     coverage: float,
@@ -157,28 +171,43 @@ RERANK_FEATURES = (
     "decision",
     "mention",
     "other_language",
+    "t_own",
+    "t_coverage",
+    "t_neighbour",
+    "t_conv_best",
+    "t_named",
+    "t_other_named",
+    "t_length",
 )
+_TURN_NAMES = RERANK_FEATURES[-7:]  # turn_features' own except the two cosines
 # Weights of a logistic reranker over the fused candidates (features as in ``rerank_features``),
 # fitted by ``bench/fit_rank.py`` (ADR 0035 gives the figures). The intercept does not change
 # the order; it makes ``rerank_score`` a probability-like 0-1 score.
 RERANK_WEIGHTS: dict[str, float] = {
-    "fused": 5.309,
-    "r_lexical": -0.780,
-    "r_vector": -6.322,
-    "r_context": 0.729,
-    "r_turn": 1.640,
-    "coverage": 1.559,
-    "lexical": 0.003,
-    "sim": -0.272,
-    "sim_gap": 7.783,
-    "conv_sim": 6.510,
-    "turn_gap": 0.142,
-    "focus": 0.187,
-    "decision": 2.466,
-    "mention": 0.584,
-    "other_language": 0.221,
+    "fused": 2.874,
+    "r_lexical": 0.536,
+    "r_vector": -3.576,
+    "r_context": 0.798,
+    "r_turn": 0.994,
+    "coverage": 3.019,
+    "lexical": -1.698,
+    "sim": 0.159,
+    "sim_gap": 7.581,
+    "conv_sim": 5.786,
+    "turn_gap": 0.185,
+    "focus": 1.843,
+    "decision": 2.388,
+    "mention": -0.264,
+    "other_language": 1.134,
+    "t_own": -0.621,
+    "t_coverage": -0.14,
+    "t_neighbour": 0.122,
+    "t_conv_best": 0.462,
+    "t_named": 3.295,
+    "t_other_named": 1.511,
+    "t_length": 0.038,
 }
-RERANK_BIAS = -4.268
+RERANK_BIAS = -5.604
 
 
 def rerank_features(
@@ -195,6 +224,7 @@ def rerank_features(
     decision: bool,
     mention: bool,
     other_language: bool,
+    turn: Sequence[float] | None = None,
 ) -> dict[str, float]:
     """One fused candidate's features: its fused score ÷ the best one's; ``1/√rank`` in each
     list (0 when absent); its share of the query's idf, its lexical score ÷ the best one's; its
@@ -202,7 +232,8 @@ def rerank_features(
     question whose best match is weak is not judged by one fixed floor); its conversation's best
     cosine; its turn score's gap to the best; whether it is the asked-about side's, states a
     decision when one is asked about, is in the range by what it speaks of only, is in the other
-    language than the question."""
+    language than the question; and ``turn``'s (``turn_features``: all but the two cosines,
+    0 when the turn list did not score it)."""
     out = {"fused": fused}
     for name in ("lexical", "vector", "context", "turn"):
         r = ranks.get(name)
@@ -219,6 +250,8 @@ def rerank_features(
         "mention": 1.0 if mention else 0.0,
         "other_language": 1.0 if other_language else 0.0,
     }
+    t = (*turn[:2], *turn[4:]) if turn is not None else (0.0,) * len(_TURN_NAMES)
+    out |= dict(zip(_TURN_NAMES, t, strict=True))
     return out
 
 

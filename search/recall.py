@@ -18,7 +18,9 @@ a plain string is split into tokens as a fallback (``plain_query``). Then:
    above vector; the lexical list's weight scales with how much of the query its best message
    covers (a question in another language than its answer has few lexical matches, and those
    are noise). The person's messages weigh more when the question is about what the person
-   said or decided, the assistant's when it is about what they were told.
+   said or decided, the assistant's when it is about what they were told. The embedder sees
+   the question without the chat's speaker names; a ``turn`` list (a fitted ranker) joins, and
+   a fitted reranker orders what passes the floor (ADR 0035).
 4. **Floor.** A candidate is returned only when it holds a share of the query's terms, is
    similar enough to the query (a message in the other language than the question: to the floor
    times the embedder's cross-lingual shift, ``CROSS_LINGUAL_FLOOR``), or lies in a conversation
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -160,13 +162,7 @@ class Recall(IndexUpkeep):
                     in_range=count,
                     without_vectors=missing,
                 )
-            qv = (
-                _vector_literal(emb.embed([q.vector_text])[0])
-                if use_vec and emb is not None
-                else None
-            )
-            if qv is not None:
-                self._tune_vector_scan(conn)
+            vec = _query_vector(emb) if use_vec and emb is not None else None
             skipped: list[int] = [0]
             hits = self._rank(
                 conn,
@@ -175,8 +171,8 @@ class Recall(IndexUpkeep):
                 start,
                 end,
                 count,
-                qv,
-                emb if qv else None,
+                vec,
+                emb if vec else None,
                 limit,
                 include_branches=include_branches,
                 skipped=skipped,
@@ -186,7 +182,7 @@ class Recall(IndexUpkeep):
             start=start,
             end=end,
             terms=" ".join(t.text for t in terms),
-            vectors=qv is not None,
+            vectors=vec is not None,
             without_vectors=missing,
             in_range=count,
             branches_skipped=skipped[0],
@@ -202,7 +198,7 @@ class Recall(IndexUpkeep):
         start: datetime | None,
         end: datetime | None,
         count: int | None,
-        qv: str | None,
+        vec: Callable[[str], str] | None,
         emb: QueryEmbedder | None,
         limit: int,
         *,
@@ -218,7 +214,7 @@ class Recall(IndexUpkeep):
             "end": end,
             "tsqs": tsqs,
             "ws": w,
-            "qv": qv,
+            "qv": None,
             "tsq_any": " | ".join(f"({x})" for x in tsqs) if tsqs else None,
             "cap": TERM_CANDIDATES,
             "vk": VECTOR_CANDIDATES,
@@ -229,6 +225,14 @@ class Recall(IndexUpkeep):
         # 1. candidates, cheaply: key, conversation, role, time, length, the terms each holds
         range_first = ranged and count is not None and count <= max(RANGE_SCAN, sum(dfs))
         pool = self._lexical_pool(conn, params, whole_range=whole_range, range_first=range_first)
+        # the embedder sees the question without the chat's speaker names (the candidates' roles,
+        # the person's own): on short chat turns a shared name dominates the cosine (ADR 0035)
+        qv = None
+        if vec is not None:
+            names = rk.speaker_names((r.role for r in pool), person_names())
+            qv = vec(rk.without_names(q.vector_text, names) or q.vector_text)
+            self._tune_vector_scan(conn)
+            params["qv"] = qv
         # a range of no more messages than asked for: every one is a candidate
         keys = {
             r.key
@@ -335,7 +339,7 @@ class Recall(IndexUpkeep):
             ctx = {r.key: conv_sim[r.conv] + OWN_SHARE * (r.sim or 0.0) for r in cands}
             lists["context"] = sorted(ctx, key=lambda k: (-ctx[k], k))[:LIST_LIMIT]
         weights = dict(WEIGHTS, lexical=WEIGHTS["lexical"] * best_cov)
-        lists["turn"], beside, turn_at = _turn_list(
+        lists["turn"], beside, turn_at, turn_feats = _turn_list(
             rows, cands, terms, w, avg_len, conv_sim, set(lexical[:TURN_FLOOR_RANK])
         )
         weights["turn"] = rk.TURN_LIST_WEIGHT
@@ -419,6 +423,7 @@ class Recall(IndexUpkeep):
                 decision=f.key in decided,
                 mention=f.key in spoken_only,
                 other_language=shift[f.key] != 1.0,
+                turn=turn_feats.get(f.key),
             )
             for f in kept
         }
@@ -756,14 +761,14 @@ def _turn_list(
     avg_len: float,
     conv_sim: dict[str, float],
     lead: set[str],
-) -> tuple[list[str], set[str], dict[str, float]]:
+) -> tuple[list[str], set[str], dict[str, float], dict[str, tuple[float, ...]]]:
     """The candidates ranked by ``rank.turn_score`` (ADR 0035): the names of the chat's speakers
     are no content (a partner's "Wow, Maria, that looks great!" holds the word "Maria"), a name
     in the question points at that speaker's messages, and a message is read with its two
     neighbours (the question a turn answers is often in the turn before it) and its
     conversation's best lexical match. Also: the candidates beside one of ``lead`` (the lexical
     list's first few) that holds at least ``MIN_COVERAGE`` of the content terms' idf mass, and
-    every candidate's score."""
+    every candidate's score and features."""
     person = person_names()
     names = rk.speaker_names((r.role for r in rows), person)
     content = [t.text.lower() not in names for t in terms]
@@ -796,7 +801,8 @@ def _turn_list(
     top_own = max((own[r.key] for r in cands), default=0.0) or 1.0
     top_near = max((near[r.key] for r in cands), default=0.0) or 1.0
     top_conv = max(conv_best.values(), default=0.0) or 1.0
-    score = {}
+    score: dict[str, float] = {}
+    feats: dict[str, tuple[float, ...]] = {}
     for r in cands:
         speaker = r.role.lower()
         named = (
@@ -805,19 +811,23 @@ def _turn_list(
             else speaker in asked
             or (r.role == "user" and bool(asked & {p.lower() for p in person}))
         )
-        score[r.key] = rk.turn_score(
-            rk.turn_features(
-                own[r.key] / top_own,
-                math.fsum(w[i] for i in r.matched if content[i]) / mass,
-                r.sim or 0.0,
-                conv_sim[r.conv],
-                near[r.key] / top_near,
-                conv_best[r.conv] / top_conv,
-                named,
-                r.length,
-            )
+        feats[r.key] = rk.turn_features(
+            own[r.key] / top_own,
+            math.fsum(w[i] for i in r.matched if content[i]) / mass,
+            r.sim or 0.0,
+            conv_sim[r.conv],
+            near[r.key] / top_near,
+            conv_best[r.conv] / top_conv,
+            named,
+            r.length,
         )
-    return sorted(score, key=lambda k: (-score[k], k))[:LIST_LIMIT], beside, score
+        score[r.key] = rk.turn_score(feats[r.key])
+    return sorted(score, key=lambda k: (-score[k], k))[:LIST_LIMIT], beside, score, feats
+
+
+def _query_vector(emb: QueryEmbedder) -> Callable[[str], str]:
+    """The embedder's vector of a query text, as the SQL literal the vector scans take."""
+    return lambda text: _vector_literal(emb.embed([text])[0])
 
 
 def person_names() -> frozenset[str]:
