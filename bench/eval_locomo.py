@@ -29,9 +29,10 @@ Steps:
 4. **Score**: ``score.py``'s own rule per question (any evidence turn in the top k; all@10;
    MRR over the first 20), per category, category 5 apart; the hits of each mode are kept in
    ``<data dir>/hits-<mode>.jsonl`` (score.py reads them: ``score.py FILE --export-dir
-   <data dir>/export``). Recall's ``range_widened`` count, and the ``answerable`` /
-   ``confidence`` trade-off (category 5 marked unanswerable vs categories 1-4 R@5 kept), are
-   printed when recall's answers carry those keys, "n/a" otherwise.
+   <data dir>/export``). Recall's ``range_widened`` count, and recall's and search's
+   ``answerable`` / ``confidence`` trade-off (category 5 marked unanswerable vs categories 1-4
+   marked and R@5 kept; the Brier score), are printed when the answers carry those keys, "n/a"
+   otherwise (``bench/fit_confidence.py`` fits them: ADR 0039).
 5. **Drafting** (issue 27 item 5): each conversation back-filled with the offline extractive
    drafter through ``flows.pipeline`` in process, ``--me <speaker_a>``; the share of the
    person's observation evidence turns (``session_N_observation`` of speaker_a) that some
