@@ -473,3 +473,25 @@ def index_rows_many(
     if forms:
         return [(v, False) for v in vectors]
     return [(v, has_japanese(t)) for v, t in zip(vectors, texts, strict=True)]
+
+
+#: the least evidence quote (issue 29, item 2): this many characters besides white space and
+#: punctuation, and at least one content word (a Japanese noun, verb or adjective by Sudachi, or
+#: a Latin word of 3+ letters that is not a stop word). A 1-character quote ("は", "a") is
+#: verbatim in almost any message, so it proves nothing the record says.
+MIN_QUOTE_CHARS = 4
+
+
+def thin_quote(text: str) -> bool:
+    """Whether ``text`` is too little to be evidence (see ``MIN_QUOTE_CHARS``)."""
+    from core.stoplists import stop_words
+
+    norm = unicodedata.normalize("NFKC", text)
+    if sum(ch.isalnum() for ch in norm) < MIN_QUOTE_CHARS:
+        return True
+    if any(is_content(m) for m in analyze(norm)):
+        return False
+    stop = stop_words("en")
+    return not any(
+        w.lower() not in stop for w in re.findall(r"[A-Za-z][A-Za-z'-]{2,}|\d{2,}", norm)
+    )

@@ -44,7 +44,7 @@ from core.models import (
 )
 from core.secrets import contains_secret, find_secrets, redact, redaction_marker, secret_values
 from core.sections import merge_summaries
-from core.textsearch import index_tokens
+from core.textsearch import index_tokens, thin_quote
 from store.db import Database
 from store.erased import forgotten_in_record, forgotten_redactor, forgotten_values
 
@@ -429,6 +429,8 @@ class RevisionWriter:
         for i, e in enumerate(evidence):
             if not e.text.strip():
                 raise EvidenceRefused(i, e.source_key, "empty")
+            if thin_quote(e.text):  # a letter or a particle is verbatim anywhere
+                raise EvidenceRefused(i, e.source_key, "too-short")
             if contains_secret(e.text):
                 raise EvidenceRefused(i, e.source_key, "secret")
             src = sources.get(e.source_key)
