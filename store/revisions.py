@@ -131,10 +131,22 @@ def guard_record(
     lowered = [v.lower() for v in ordered]
     marker = redaction_marker("secret")
 
+    # a value that reads as a word ("password") is replaced as a whole word only: the title
+    # "Home lab passwords" keeps its word, a random value is replaced wherever it stands
+    patterns = [
+        re.compile(
+            re.escape(v)
+            if any(not c.isalpha() for c in v)
+            else r"(?<![A-Za-z0-9])" + re.escape(v) + r"(?![A-Za-z0-9])",
+            re.IGNORECASE,
+        )
+        for v in ordered
+    ]
+
     def scrub(text: str) -> str:
         text = redact(text)[0]
-        for v in ordered:
-            text = re.sub(re.escape(v), marker, text, flags=re.IGNORECASE)
+        for p in patterns:
+            text = p.sub(marker, text)
         return text
 
     def piece(label: str) -> bool:
