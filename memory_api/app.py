@@ -261,6 +261,12 @@ def create_app(
     def get(
         memory_id: str, history: bool = False, x_pmem_client: str = Header(DEFAULT_CLIENT)
     ) -> Any:
-        return admit(x_pmem_client) or store.get(memory_id, history=history).model_dump(mode="json")
+        refused = admit(x_pmem_client)
+        if refused is not None:
+            return refused
+        view = store.get(memory_id, history=history)
+        if view.status != "active":  # a deleted memory is not read by id (the owner: pmem show)
+            raise MemoryNotFound(memory_id)
+        return view.model_dump(mode="json")
 
     return app

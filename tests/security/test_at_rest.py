@@ -82,3 +82,51 @@ def test_review_of_a_missing_run_is_an_error(pmem_env, db_url) -> None:
             "SELECT count(*) FROM draft_decisions WHERE run_id = 'run_nope'"
         ).fetchone()
     assert rows is not None and rows[0] == 0
+
+
+def test_a_deleted_memory_is_not_read_by_id_except_by_the_owner(pmem_env, db) -> None:
+    """Over MCP and /v1 a deleted memory reads as a memory that does not exist; `pmem show`
+    says so too, and shows it with --deleted."""
+    from fastapi.testclient import TestClient
+
+    from core.models import CommitRequest, EvidenceIn
+    from mcp_server.server import build_server
+    from mcp_server.service import MemoryService
+    from memory_api.app import create_app
+    from store.records import MemoryStore
+    from store.tokens import TokenStore
+    from tests.security.trust_support import ToolError, call_tool, seed_conversation
+
+    keys = seed_conversation(
+        db, "chatgpt:lab", [("user", "自宅ラボのNASは来月に買い替えることにした。")]
+    )
+    store = MemoryStore(db)
+    mid = store.commit(
+        CommitRequest(
+            kind="decision",
+            title="NAS の買い替え",
+            canonical_summary="NAS を買い替える。",
+            index_summary="NAS の買い替え",
+            idempotency_key="lab-1",
+            evidence=[EvidenceIn(source_key=keys[0], text="NASは来月に買い替える")],
+        )
+    ).memory_id
+    store.delete(mid, expected_revision=1)
+
+    mcp = build_server(lambda: MemoryService(db, embedder=None, tz="UTC"))
+    for tool in ("get_memory", "memory_history"):
+        try:
+            out = call_tool(mcp, tool, {"memory_id": mid})
+        except ToolError as err:
+            out = str(err)
+        assert "NAS の" not in out and "does not exist" in out, (tool, out)
+    token = TokenStore(db).create("t").token
+    api = TestClient(
+        create_app(db), base_url="http://127.0.0.1", headers={"Authorization": f"Bearer {token}"}
+    )
+    res = api.get(f"/v1/memories/{mid}")
+    assert res.status_code == 404 and "NAS の" not in res.text
+    hidden = CliRunner().invoke(app, ["show", mid, "--json"])
+    assert hidden.exit_code != 0 and "NAS の" not in hidden.stdout
+    shown = CliRunner().invoke(app, ["show", mid, "--deleted", "--json"])
+    assert shown.exit_code == 0 and '"status": "deleted"' in shown.stdout.replace('":"', '": "')
