@@ -279,6 +279,14 @@ def forget(
     finally:
         db.close()
 
+    # pre-upgrade backups (store.db: a pg_dump and the old data folder) are copies no scrub
+    # can rewrite: named, so the owner deletes them once the upgrade is known good
+    backups = cfg.data_dir / "backups"
+    not_reached = (
+        sorted(str(p.relative_to(cfg.data_dir)) for p in backups.iterdir())
+        if backups.is_dir()
+        else []
+    )
     body = {
         "erasure_id": er.erasure_id,
         "target": er.target,
@@ -295,6 +303,8 @@ def forget(
         "remaining": remaining,
         "remaining_files": remaining_files,
         "ledger_kept": ledger_kept,
+        "not_reached": not_reached,  # backups: delete them yourself (docs/security.md)
+        "on_disk": vacuum.get("on_disk", []),
     }
     err_console.print(
         f"erased ({er.erasure_id}): {len(er.memories_erased)} memories erased, "
@@ -308,6 +318,11 @@ def forget(
         )
     if remaining or remaining_files:
         err_console.print(f"[red]a copy remains:[/] {sorted(remaining)} {remaining_files}")
+    if not_reached:
+        err_console.print(
+            f"[red]not reached[/]: {not_reached} (pre-upgrade backups hold the old data: delete "
+            "them once the upgrade is known good, then run the same forget again)"
+        )
     if vacuum["skipped"]:
         err_console.print(
             f"[red]not vacuumed[/] (another session holds them): {vacuum['skipped']}: stop "
@@ -315,5 +330,5 @@ def forget(
         )
     if as_json:
         print_json(body)
-    if remaining or remaining_files or vacuum["skipped"]:
+    if remaining or remaining_files or vacuum["skipped"] or not_reached:
         raise typer.Exit(EXIT_REMAINING)

@@ -556,6 +556,12 @@ def show(
         ),
     ],
     history: Annotated[bool, typer.Option("--history", help="Also list every revision.")] = False,
+    deleted: Annotated[
+        bool,
+        typer.Option(
+            "--deleted", help="Show it even when deleted (yours alone: no client reads it)."
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Print one memory with its evidence (and its revisions); or, for a message or
@@ -569,7 +575,12 @@ def show(
         _show_source(memory_id, as_json)
         return
     store = open_store(settings())
-    view = _redacted_view(store.get(memory_id, history=history))
+    view = store.get(memory_id, history=history)
+    if view.status != "active" and not deleted:  # shown to the owner who asks (--deleted)
+        from core.errors import MemoryNotFound
+
+        raise MemoryNotFound(memory_id)
+    view = _redacted_view(view)
     if as_json:
         print_json(view.model_dump(mode="json"))
         return

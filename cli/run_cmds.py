@@ -46,6 +46,10 @@ def review(
     cfg = settings()
     db = Database.open(cfg)
     runs = RunStore(db)
+    if runs.get_run(run_id) is None:  # no decision row for a run that does not exist
+        from core.errors import ConfigError
+
+        raise ConfigError(f"no run {run_id}", hint="`pmem status` lists the runs")
     for draft_id in reject or []:
         runs.set_decision(run_id, draft_id, "reject")
     for draft_id in accept or []:

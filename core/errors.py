@@ -80,7 +80,7 @@ class TombstonedMemory(StoreError):
 
 class EvidenceRefused(StoreError):
     """An evidence excerpt the store will not keep: ``reason`` is ``unknown-message``,
-    ``not-conversation-text``, ``not-verbatim``, ``empty`` or ``secret``. Names the message key,
+    ``not-conversation-text``, ``not-verbatim``, ``empty``, ``too-short`` (core.textsearch.thin_quote) or ``secret``. Names the message key,
     never the text."""
 
     def __init__(self, index: int, source_key: str, reason: str) -> None:

@@ -658,7 +658,9 @@ def _holds_piece(label: str, values: Iterable[str]) -> bool:
             piece = fv[i : i + _PIECE]
             if piece in folded and _random_looking(piece, long=99):
                 return True
-        if any(fv[i : i + 8] in folded for i in range(len(fv) - 7)):
+        if any(
+            fv[i : i + 8] in folded and _random_looking(fv[i : i + 8]) for i in range(len(fv) - 7)
+        ):
             return True
     return False
 
@@ -680,7 +682,10 @@ def _piece_spans(text: str, values: Sequence[str], size: int = 8) -> list[tuple[
                     a, i = a - 1, i - 1
                 while b < len(low) and j < len(fv) and low[b] == fv[j]:
                     b, j = b + 1, j + 1
-                spans.append((a, b))
+                # an ordinary word the secret happens to hold ("password" of "password2024!")
+                # is not a piece of it: "Home lab passwords" stays as it is
+                if _random_looking(text[a:b], long=12) or _inner_caps(text[a:b]):
+                    spans.append((a, b))
                 start = low.find(fv[k : k + size], start + 1)
     return spans
 

@@ -473,3 +473,130 @@ def index_rows_many(
     if forms:
         return [(v, False) for v in vectors]
     return [(v, has_japanese(t)) for v, t in zip(vectors, texts, strict=True)]
+
+
+#: the least evidence quote (issue 29, item 2): this many characters besides white space and
+#: punctuation, and at least one content word (a Japanese noun, verb or adjective by Sudachi, or
+#: a Latin word of 3+ letters that is not a function word, or a number). A 1-character quote ("は", "a") is
+#: verbatim in almost any message, so it proves nothing the record says.
+MIN_QUOTE_CHARS = 4
+
+
+#: English closed-class words (articles, pronouns, auxiliaries, prepositions, conjunctions,
+#: answer words): a quote of these alone says nothing. Not stopwords-iso's list, which also
+#: holds content words ("text", "home", "move").
+_FUNCTION_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "nor",
+        "so",
+        "yet",
+        "if",
+        "then",
+        "than",
+        "that",
+        "this",
+        "these",
+        "those",
+        "it",
+        "its",
+        "i",
+        "me",
+        "my",
+        "you",
+        "your",
+        "he",
+        "him",
+        "his",
+        "she",
+        "her",
+        "we",
+        "us",
+        "our",
+        "they",
+        "them",
+        "their",
+        "is",
+        "am",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "do",
+        "does",
+        "did",
+        "have",
+        "has",
+        "had",
+        "will",
+        "would",
+        "shall",
+        "should",
+        "can",
+        "could",
+        "may",
+        "might",
+        "must",
+        "not",
+        "no",
+        "yes",
+        "ok",
+        "okay",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "from",
+        "by",
+        "with",
+        "as",
+        "into",
+        "onto",
+        "about",
+        "over",
+        "under",
+        "up",
+        "down",
+        "out",
+        "off",
+        "also",
+        "too",
+        "very",
+        "just",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "all",
+        "any",
+        "some",
+        "each",
+        "there",
+        "here",
+    ]
+)
+
+
+def thin_quote(text: str) -> bool:
+    """Whether ``text`` is too little to be evidence (see ``MIN_QUOTE_CHARS``)."""
+    norm = unicodedata.normalize("NFKC", text)
+    if sum(ch.isalnum() for ch in norm) < MIN_QUOTE_CHARS:
+        return True
+    if any(is_content(m) for m in analyze(norm)):
+        return False
+    words = re.findall(r"[A-Za-z][A-Za-z'-]{2,}|\d{2,}", norm)
+    return not any(w.lower() not in _FUNCTION_WORDS for w in words)

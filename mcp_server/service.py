@@ -157,4 +157,11 @@ class MemoryService(ReadService):
                 f"an AI client may only create or append (reason {request.reason!r} refused)",
                 hint="corrections, merges, deletes and publishing go to the owner's queue",
             )
-        return self.writer.commit(request)
+        from core.client_writes import client_append
+
+        current = self.writer.get(request.memory_id).index_summary if request.memory_id else ""
+        request, correction = client_append(request, current)
+        result = self.writer.commit(request)
+        if correction is not None and not result.replayed:
+            self.propose(correction)  # the index line is the owner's to change
+        return result

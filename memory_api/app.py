@@ -235,7 +235,22 @@ def create_app(
                 },
                 status_code=422,
             )
-        return admit(x_pmem_client) or store.commit(body).model_dump(mode="json")
+        refused = admit(x_pmem_client)
+        if refused is not None:
+            return refused
+        from core.client_writes import client_append
+
+        current = store.get(body.memory_id).index_summary if body.memory_id else ""
+        try:
+            body, correction = client_append(body, current)
+        except ConfigError as err:
+            return JSONResponse(
+                {"error": "evidence_required", "message": str(err)}, status_code=422
+            )
+        result = store.commit(body)
+        if correction is not None and not result.replayed:
+            store.queue(correction)  # the index line is the owner's to change
+        return result.model_dump(mode="json")
 
     @app.post("/v1/requests", response_model=None)
     def request(body: ActionRequest, x_pmem_client: str = Header(DEFAULT_CLIENT)) -> Any:
@@ -266,6 +281,12 @@ def create_app(
     def get(
         memory_id: str, history: bool = False, x_pmem_client: str = Header(DEFAULT_CLIENT)
     ) -> Any:
-        return admit(x_pmem_client) or store.get(memory_id, history=history).model_dump(mode="json")
+        refused = admit(x_pmem_client)
+        if refused is not None:
+            return refused
+        view = store.get(memory_id, history=history)
+        if view.status != "active":  # a deleted memory is not read by id (the owner: pmem show)
+            raise MemoryNotFound(memory_id)
+        return view.model_dump(mode="json")
 
     return app

@@ -211,25 +211,33 @@ def _header(rv: Review) -> list[str]:
     ]
 
 
+def _md(text: str) -> str:
+    """Memory text for review.md: HTML escaped (a Markdown viewer renders raw HTML: a
+    conversation's ``<img onerror=…>`` must show as text, as review.html shows it)."""
+    return html.escape(text, quote=False)
+
+
 def to_markdown(rv: Review) -> str:
+    e = _md
     out = _header(rv)
     for d in rv.drafts:
         flag = " (rejected)" if d.rejected else ""
         out += [
             "",
-            f"## {d.title} [{d.action}{flag}]",
-            f"draft `{d.draft_id}` in batch `{d.batch_id}`",
+            f"## {e(d.title)} [{d.action}{flag}]",
+            f"draft `{e(d.draft_id)}` in batch `{e(d.batch_id)}`",
         ]
         if d.reason:
-            out.append(f"> {d.reason}")
+            out.append(f"> {e(d.reason)}")
         if d.action == "create":  # its headings below the draft's own (## Background → ####)
-            out += ["", *("##" + x if x.startswith("#") else x for x in d.summary.splitlines())]
+            out += ["", *("##" + e(x) if x.startswith("#") else e(x) for x in d.summary.splitlines())]
         if d.diff:
-            out += ["", "```diff", *d.diff, "```"]
+            # a code block shows its lines as text; a fence inside one cannot close it
+            out += ["", "```diff", *(x.replace("```", "`\u200b``") for x in d.diff), "```"]
         if d.aliases_added:
-            out += ["", "aliases added: " + ", ".join(d.aliases_added)]
+            out += ["", "aliases added: " + ", ".join(e(a) for a in d.aliases_added)]
         if d.evidence_added:
-            out += ["", "evidence added:"] + [f"- `{k}`: {t}" for k, t in d.evidence_added]
+            out += ["", "evidence added:"] + [f"- `{e(k)}`: {e(t)}" for k, t in d.evidence_added]
     return "\n".join(out) + "\n"
 
 

@@ -579,11 +579,22 @@ class ReadService:
             f"\nmessages: {', '.join(m.message_keys) or '-'}"
         )
 
-    def get(self, memory_id: str, *, history: bool = False) -> MemoryView:
-        return self.records.get(memory_id, history=history)
+    def get(self, memory_id: str, *, history: bool = False, deleted: bool = False) -> MemoryView:
+        return self._readable(self.records.get(memory_id, history=history), deleted)
 
     def history(self, memory_id: str) -> list[dict[str, Any]]:
+        self._readable(self.records.get(memory_id), False)
         return self.records.history(memory_id)
+
+    @staticmethod
+    def _readable(view: MemoryView, deleted: bool) -> MemoryView:
+        """A deleted memory is not read by id (MCP, /v1, `pmem show`), as if it did not exist,
+        except by the owner who asks for it (`pmem show --deleted`; issue 29, finding 20)."""
+        if view.status != "active" and not deleted:
+            from core.errors import MemoryNotFound
+
+            raise MemoryNotFound(view.id)
+        return view
 
     # ---------------------------------------------------------------- indexes
 

@@ -27,6 +27,7 @@ from core.models import (
     VerifiedEvidence,
 )
 from core.secrets import Finding, contains_secret, find_secrets, secret_values
+from core.textsearch import thin_quote
 
 Method = Literal["exact", "fuzzy"]
 FUZZY_THRESHOLD = 90.0
@@ -130,6 +131,9 @@ def verify_draft(draft: DraftRecord, messages: dict[str, Message]) -> VerifiedDr
             text = text[:MAX_CHARS]
         if not _storable(text):
             rejected.append(RejectedEvidence(message_key=p.message_key, reason="not-storable"))
+            continue
+        if thin_quote(text):  # the store refuses it too (EvidenceRefused "too-short")
+            rejected.append(RejectedEvidence(message_key=p.message_key, reason="too-short"))
             continue
         if text not in msg.text:  # the invariant, checked on what we are about to keep
             rejected.append(RejectedEvidence(message_key=p.message_key, reason="not-verbatim"))

@@ -426,11 +426,24 @@ class Forgetter(Redactor):
                     done.append(table)
                 except psycopg.errors.LockNotAvailable:
                     skipped.append(table)
+            # ANALYZE (above) wrote the tables' statistics anew from the clean rows; the old
+            # pg_statistic rows (most common values: the forgotten text itself) stay as dead
+            # tuples in pg_statistic's own pages until it is rewritten too
+            try:
+                conn.execute("VACUUM FULL pg_statistic")
+                out["statistics"] = "rebuilt"
+            except (psycopg.errors.InsufficientPrivilege, psycopg.errors.LockNotAvailable):
+                out["statistics"] = "not rewritten"
             try:
                 conn.execute("CHECKPOINT")
                 out["checkpoint"] = True
             except psycopg.errors.InsufficientPrivilege:
                 out["checkpoint"] = False
+        # what no SQL reaches: the write-ahead log holds the erased rows until PostgreSQL
+        # recycles its segments (after the checkpoint, as new writes fill them)
+        out["on_disk"] = ["pg_wal: segments written before the checkpoint, until recycled"]
+        if out["statistics"] != "rebuilt":
+            out["on_disk"].append("pg_statistic: dead rows of the old statistics")
         return out
 
     # ------------------------------------------------------------ internals

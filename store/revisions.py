@@ -44,7 +44,7 @@ from core.models import (
 )
 from core.secrets import contains_secret, find_secrets, redact, redaction_marker, secret_values
 from core.sections import merge_summaries
-from core.textsearch import index_tokens
+from core.textsearch import index_tokens, thin_quote
 from store.db import Database
 from store.erased import forgotten_in_record, forgotten_redactor, forgotten_values
 
@@ -131,10 +131,22 @@ def guard_record(
     lowered = [v.lower() for v in ordered]
     marker = redaction_marker("secret")
 
+    # a value that reads as a word ("password") is replaced as a whole word only: the title
+    # "Home lab passwords" keeps its word, a random value is replaced wherever it stands
+    patterns = [
+        re.compile(
+            re.escape(v)
+            if any(not c.isalpha() for c in v)
+            else r"(?<![A-Za-z0-9])" + re.escape(v) + r"(?![A-Za-z0-9])",
+            re.IGNORECASE,
+        )
+        for v in ordered
+    ]
+
     def scrub(text: str) -> str:
         text = redact(text)[0]
-        for v in ordered:
-            text = re.sub(re.escape(v), marker, text, flags=re.IGNORECASE)
+        for p in patterns:
+            text = p.sub(marker, text)
         return text
 
     def piece(label: str) -> bool:
@@ -429,6 +441,8 @@ class RevisionWriter:
         for i, e in enumerate(evidence):
             if not e.text.strip():
                 raise EvidenceRefused(i, e.source_key, "empty")
+            if thin_quote(e.text):  # a letter or a particle is verbatim anywhere
+                raise EvidenceRefused(i, e.source_key, "too-short")
             if contains_secret(e.text):
                 raise EvidenceRefused(i, e.source_key, "secret")
             src = sources.get(e.source_key)

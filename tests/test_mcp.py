@@ -149,6 +149,8 @@ def test_every_tool_over_stdio(server_env):
                     "kind": "decision",
                     "canonical_summary": "バックアップは pg_dump を毎晩。",
                     "index_summary": "家計簿アプリに PostgreSQL を採用、毎晩バックアップ",
+                    # an append needs evidence (issue 29); its index line goes to the queue
+                    "evidence": [{"source_key": DB_MESSAGE, "text": "PostgreSQL にします"}],
                 },
             )
         )
@@ -161,6 +163,7 @@ def test_every_tool_over_stdio(server_env):
                 "kind": "decision",
                 "canonical_summary": "古い",
                 "index_summary": "古い",
+                "evidence": [{"source_key": DB_MESSAGE, "text": "PostgreSQL にします"}],
             },
         )
         out["stale"] = (stale.is_error, text_of(stale))

@@ -195,6 +195,15 @@ def _ledger_tables(found: dict[str, int]) -> set[str]:
     return {k.split(".")[0] for k in found}
 
 
+def _statistics_bytes(db_url: str) -> bytes:
+    """The bytes of pg_statistic's file on disk (live and dead rows alike)."""
+    with psycopg.connect(db_url) as conn:
+        conn.execute("CHECKPOINT")  # its pages written out
+        folder = conn.execute("SHOW data_directory").fetchone()[0]
+        rel = conn.execute("SELECT pg_relation_filepath('pg_statistic')").fetchone()[0]
+    return b"".join(p.read_bytes() for p in Path(folder).glob(rel + "*"))
+
+
 def test_forget_a_secret_leaves_no_copy_then_from_ledger_survives_a_reimport(
     pmem_env, db_url, tmp_path, monkeypatch
 ) -> None:
@@ -228,6 +237,11 @@ def test_forget_a_secret_leaves_no_copy_then_from_ledger_survives_a_reimport(
     declined = _cli("forget", "--secret", SECRET, input="n\n")
     assert declined.exit_code == 1 and _sql_copies(db_url, SECRET) == before
 
+    # the planner's statistics hold it too (a histogram or common value of a text column)
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+    assert SECRET.encode() in _statistics_bytes(db_url)
+
     # the secret from a file (not the shell history); the ledger keeps the raw record
     secret_file = tmp_path / "secret.txt"
     secret_file.write_text(SECRET + "\n")
@@ -238,6 +252,10 @@ def test_forget_a_secret_leaves_no_copy_then_from_ledger_survives_a_reimport(
     assert body["remaining"] == {} and body["remaining_files"] == []
     assert body["vacuum"]["mode"] == "full" and "memories" in body["vacuum"]["tables"]
     assert body["vacuum"]["checkpoint"] is True
+    # pg_statistic rewritten after ANALYZE: no dead row keeps the old values on disk; what no
+    # SQL reaches is named (the WAL), and there is no backup it could not reach
+    assert body["vacuum"]["statistics"] == "rebuilt"
+    assert any(p.startswith("pg_wal") for p in body["on_disk"]) and body["not_reached"] == []
     assert SECRET not in res.stdout and SECRET not in res.stderr
     after = _sql_copies(db_url, SECRET)
     assert _ledger_tables(after) == {"source_messages", "source_conversations"}, after
@@ -283,6 +301,8 @@ def test_forget_a_secret_leaves_no_copy_then_from_ledger_survives_a_reimport(
     assert res.exit_code == 0, res.stderr
     assert _sql_copies(db_url, SECRET) == {}
     assert _file_copies(data, SECRET) == []
+    # nothing held it any more: the statistics on disk were rebuilt from clean rows
+    assert SECRET.encode() not in _statistics_bytes(db_url)
     key = data / "erasure.key"
     assert key.stat().st_mode & 0o777 == 0o600
     with psycopg.connect(db_url) as conn:
@@ -559,6 +579,19 @@ def test_a_backup_made_before_does_not_bring_a_forgotten_secret_back(
     with psycopg.connect(db_url) as conn:
         assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] >= 3
     assert _sql_copies(db_url, SECRET) == {}
+
+
+def test_a_pre_upgrade_backup_is_reported_as_not_reached(pmem_env, db_url, tmp_path) -> None:
+    """Issue 29, finding 4: the dump and the old data folder an upgrade set aside under
+    <data dir>/backups hold the old rows; forget names them and does not exit 0."""
+    backups = Path(pmem_env["PMEM_DATA_DIR"]) / "backups"
+    backups.mkdir(parents=True, exist_ok=True)
+    (backups / "pmem-pg16-20260101.dump").write_bytes(b"PGDMP compressed")
+    res = _cli("forget", "--secret", SECRET, "--yes", "--json")
+    assert res.exit_code == 4, res.stderr  # EXIT_REMAINING
+    body = _json(res)
+    assert body["not_reached"] == ["backups/pmem-pg16-20260101.dump"]
+    assert "not reached" in res.stderr and SECRET not in res.stderr
 
 
 def test_a_table_another_session_holds_is_reported_not_waited_for(db, db_url) -> None:

@@ -95,6 +95,7 @@ def test_mcp_commit_never_stores_a_secret(db, keys, mcp):
             "canonical_summary": f"追記: 新しいキー {OPENAI} を発行",
             "index_summary": "移行計画",
             "aliases": [OPENAI.upper()[8:]],
+            "evidence": [{"source_key": keys[1], "text": "まずバックアップを取り"}],
         },
     )
     assert MemoryStore(db).get(mid).current_revision == 2
