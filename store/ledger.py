@@ -120,6 +120,11 @@ class Ledger:
         keeping it up row by row, ADR 0044). True when the index is left to be built; on a store
         with index rows (or one another writer holds) it stays, and is built when a run killed
         before building it left it missing."""
+        with self.db.connection() as conn:  # without a lock first: a store with rows is usual
+            row = conn.execute("SELECT EXISTS (SELECT 1 FROM message_search)").fetchone()
+        if row is None or row[0]:
+            self.build_token_index()
+            return False
         try:
             with self.db.connection() as conn, conn.transaction():
                 conn.execute("SET LOCAL lock_timeout = '2s'")
@@ -140,6 +145,9 @@ class Ledger:
         """The message index's GIN index on tokens (migration 0003's), unless it exists: one
         sorted build in memory instead of a merge per pending list."""
         with self.db.connection() as conn, conn.transaction():
+            row = conn.execute("SELECT to_regclass('message_search_tokens')").fetchone()
+            if row is not None and row[0] is not None:
+                return  # there (the usual case): no lock on the table is taken
             conn.execute("SET LOCAL maintenance_work_mem = '256MB'")
             conn.execute(
                 "CREATE INDEX IF NOT EXISTS message_search_tokens ON message_search USING gin (tokens)"
