@@ -196,6 +196,7 @@ def _run_import(
     fingerprint: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], InputError | None]:
     import_id = ledger.start_import(source, export_path)
+    deferred = ledger.defer_token_index()  # an empty index: its GIN is built after the load
     overrides = ledger.overrides()
     report = ReadReport()
     stats = empty_stats()
@@ -305,7 +306,11 @@ def _run_import(
                 writer.put(batch)
             writer.close()  # waits for the last batch; re-raises a stage's error
         finally:
-            committer.close()
+            try:
+                committer.close()
+            finally:
+                if deferred:
+                    ledger.build_token_index()
     stats["skipped"] = dict(skipped + report.skipped)
     stats["unknown_types"] = dict(unknown)
     stats["bytes_read"], stats["bytes_total"] = report.bytes_read, report.bytes_total

@@ -80,7 +80,11 @@ class _ArrayScanner:
         """Read more (at least ``at_least`` bytes); drop what is consumed. False at the end."""
         if self.eof:
             return False
-        data = self.reader.read(max(at_least, _READ))
+        self.drop_consumed()
+        self.buf += self.more(at_least, self.chars + len(self.buf))
+        return not self.eof
+
+    def drop_consumed(self) -> None:
         if self.pos:
             done = self.buf[: self.pos]
             self.base += (
@@ -89,16 +93,19 @@ class _ArrayScanner:
             self.chars += self.pos
             self.buf = self.buf[self.pos :]
             self.pos = 0
+
+    def more(self, at_least: int, at: int) -> str:
+        """The next text read (at least ``at_least`` bytes), whose first character is the
+        stream's character ``at``; sets ``eof`` when nothing is left."""
+        data = self.reader.read(max(at_least, _READ))
         self.eof = not data
         text = self.decode(data, final=self.eof)
         if not text.isascii():  # O(1); then one strict encode (C speed) finds undecodable bytes
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError:
-                at = self.chars + len(self.buf)
                 self.undecodable += [at + m.start() for m in _UNDECODABLE.finditer(text)]
-        self.buf += text
-        return not self.eof
+        return text
 
     def offset(self, index: int) -> int:
         """File byte offset of ``buf[index]``."""
@@ -153,11 +160,12 @@ class _ArrayScanner:
             try:
                 value, end = _DECODER.raw_decode(self.buf, start)
             except json.JSONDecodeError as exc:
-                cut = exc.pos >= len(self.buf) - _NEAR_END or exc.msg.startswith(
-                    "Unterminated string"
-                )
-                if cut and not self.eof:
-                    self.fill(3 * (len(self.buf) - start))  # the item goes on: grow 4x (linear)
+                open_string = exc.msg.startswith("Unterminated string")
+                if open_string and not self.eof:
+                    self.read_past_string(exc.pos)  # then parse once more (geometric: linear)
+                    continue
+                if exc.pos >= len(self.buf) - _NEAR_END and not self.eof:
+                    self.fill(len(self.buf) - start)  # the item goes on: grow 2x (linear)
                     continue
                 if exc.msg.startswith("Invalid control character"):
                     what = "nul-byte" if self.buf[exc.pos] == "\x00" else "control-character"
@@ -176,6 +184,30 @@ class _ArrayScanner:
                     return self.bad(index, self.bytes_reason(self.undecodable[first] - self.chars))
             self.pos = end
             return value
+
+    def read_past_string(self, quote: int) -> None:
+        """Read until the buffer holds the end of the string whose opening quote is at ``quote``
+        (or the input ends), then half as much again as the item so far. The string's end is
+        looked for by ``str.find`` in the new text only, and the pieces read are joined once:
+        a 50 MB message is parsed twice (the first, cut try and the whole), not once per read,
+        and copied a bounded number of times."""
+        inside = quote + 1 - self.pos  # the string's first character, from the item's start
+        self.drop_consumed()
+        tail = self.buf[inside:]
+        pieces: list[str] = []
+        size = len(self.buf)  # chars held; each read doubles it
+        while not _closing_quote(tail) and not self.eof:
+            piece = self.more(size, self.chars + size)
+            pieces.append(piece)
+            size += len(piece)
+            if tail.endswith("\\"):  # a backslash run goes on into the piece: judge it whole
+                run = len(tail) - len(tail.rstrip("\\"))
+                piece = tail[len(tail) - run :] + piece
+            tail = piece
+        if not self.eof:
+            piece = self.more(max(_READ, size // 2), self.chars + size)
+            pieces.append(piece)
+        self.buf = "".join([self.buf, *pieces])
 
     def bytes_reason(self, index: int) -> str:
         at = self.offset(index)
@@ -206,6 +238,27 @@ class _ArrayScanner:
             record=str(index),
             reason="truncated",
         )
+
+
+def _closing_quote(text: str) -> bool:
+    """Whether ``text`` (inside a string) holds an unescaped ``"``. A text that starts with a
+    backslash run carried over from the previous piece is judged with it. Counted at C speed:
+    only a quote after two or more backslashes is looked at one by one."""
+    first = text.find('"')
+    if first == -1:
+        return False
+    if first == 0 or text[first - 1] != "\\" or text.count('"') > text.count('\\"'):
+        return True  # a quote with no backslash before it
+    at = text.find('\\\\"')  # the others follow one backslash (escaped) or a run
+    while at != -1:
+        quote = at + 2
+        run = quote
+        while run > 0 and text[run - 1] == "\\":
+            run -= 1
+        if (quote - run) % 2 == 0:
+            return True
+        at = text.find('\\\\"', quote + 1)
+    return False
 
 
 def _item_end(buf: str, start: int) -> int | None:
