@@ -71,8 +71,8 @@ SCOPE_TEXT = {
 
 UNKNOWN_CLIENT = (
     "This server does not know this client (its registration is unknown, or the owner revoked "
-    "it). The client has to register again: Claude Code: claude mcp remove NAME, then add it "
-    "again; Codex: codex mcp logout NAME, then codex mcp login NAME; mcp-remote (Claude Desktop): "
+    "it). The client has to register again: Claude Code: claude mcp logout NAME, then claude "
+    "mcp login NAME; Codex: codex mcp logout NAME, then codex mcp login NAME; mcp-remote (Claude Desktop): "
     "delete ~/.mcp-auth and restart; other clients: remove and add the server "
     '(docs/remote.md, "A client that is not known").'
 )

@@ -52,7 +52,7 @@ from mcp_server.oauth import OAuthEndpoints, Urls
 from mcp_server.service import MemoryService
 from memory_api.auth import allowed_hosts, host_name, is_loopback, step_up_scope
 from memory_api.limits import Limits, StrictJson, address_key
-from store.budget import PgWindow
+from store.budget import PgWindow, purge_buckets
 from store.db import Database
 from store.oauth import OAuthStore
 from store.tokens import TokenInfo, TokenStore
@@ -491,6 +491,7 @@ def create_app(
         # (whatever the answer), and REGISTRATIONS accepted ones in all; a refused request
         # (too large, bad metadata, refused URIs) never uses up the shared budget
         address = address_key(request.client.host if request.client else None)
+        await run_in_threadpool(purge_buckets, db, "dcr:", 600.0)  # other addresses' old events
         per_address = PgWindow(db, f"dcr:{address}", REGISTRATIONS_PER_ADDRESS, 600.0)
         registrations = PgWindow(db, "server:registrations", REGISTRATIONS, 600.0)
         wait = await run_in_threadpool(per_address.try_acquire)

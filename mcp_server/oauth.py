@@ -384,7 +384,11 @@ class PgOAuthProvider:
             asked = None if sorted(scopes) == sorted(SCOPES) else scopes
             try:
                 out = self.store.rotate(
-                    refresh_token.token, c, asked, grace_seconds=grace_seconds()
+                    refresh_token.token,
+                    c,
+                    asked,
+                    grace_seconds=grace_seconds(),
+                    default_resource=self.urls.resource,  # an older grant: bound to /mcp now
                 )
             except RefreshReuse as reuse:
                 log.warning(

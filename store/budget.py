@@ -49,3 +49,15 @@ class PgWindow:
                 (self.bucket, self.window),
             ).fetchone()
         return int(row[0]) if row else 0
+
+
+def purge_buckets(db: Database, prefix: str, window: float) -> None:
+    """Drop the expired events of every bucket whose name starts with ``prefix`` (buckets made
+    per source address are many, and each cleans only itself when used)."""
+    with db.connection() as conn:
+        conn.execute(
+            """DELETE FROM budget_events WHERE bucket >= %s AND bucket < %s
+               AND at <= clock_timestamp() - make_interval(secs => %s)""",
+            (prefix, prefix + "\uffff", window),
+        )
+        conn.commit()

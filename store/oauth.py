@@ -414,8 +414,11 @@ class OAuthStore:
         scopes: list[str] | None,
         *,
         grace_seconds: float,
+        default_resource: str | None = None,
     ) -> Exchanged:
         """Exchange a refresh token for a new access token and the next refresh token.
+        ``default_resource``: the audience for a grant made before tokens carried one (a
+        first-party client's stay unbound: they are the owner's).
 
         A live token is marked rotated and its successor pair kept sealed under a key derived
         from it. Presented again within ``grace_seconds`` of its rotation while that successor
@@ -460,7 +463,9 @@ class OAuthStore:
             access, refresh = self.issue(
                 client,
                 wanted,
-                row["resource"],
+                row["resource"]
+                if row["resource"] is not None or client.first_party
+                else default_resource,
                 family_id=family,
                 generation=row["generation"] + 1,
                 conn=conn,

@@ -78,6 +78,18 @@ def test_registration_limits_per_address_and_by_size(
     # the shared budget counts accepted registrations only: two accepted, now it is full
     full = register(base, [LOOPBACK], headers=xff("198.51.100.3"))
     assert full.status_code == 429
+    # a bucket per address, each cleaned by every registration once its events expire
+    with server["db"].connection() as conn:
+        conn.execute(
+            "UPDATE budget_events SET at = at - interval '11 minutes' WHERE bucket LIKE 'dcr:%'"
+        )
+        conn.commit()
+    assert register(base, [LOOPBACK], headers=xff("198.51.100.4")).status_code == 429  # shared
+    with server["db"].connection() as conn:
+        left = conn.execute(
+            "SELECT count(*) FROM budget_events WHERE bucket LIKE 'dcr:%'"
+        ).fetchone()[0]
+    assert left == 1  # the last request's own; the expired ones of other addresses are gone
 
 
 def test_consent_throttle_per_address_and_client(

@@ -304,6 +304,15 @@ def test_refresh_replays_codes_revocation_pkce_and_audience(server: dict[str, An
     code, verifier = consent(base, cid, ["memory.read"])  # no resource named: /mcp, advertised
     assert at_v1(base, exchange(base, cid, code, verifier).json()["access_token"]) == 401
 
+    # a grant made before tokens carried a resource: its next refresh binds it to /mcp
+    store = OAuthStore(db)
+    legacy_client = store.get_client(cid)
+    assert legacy_client is not None
+    _, legacy = store.issue(legacy_client, ["memory.read"], None)
+    assert legacy is not None
+    renewed = refresh(base, cid, legacy.token).json()["access_token"]
+    assert at_mcp(base, renewed) == 200 and at_v1(base, renewed) == 401
+
     # ---------------------------------------------------------------- an unknown client
     unknown = httpx.get(base + "/authorize?" + urlencode(q | {"client_id": "gone-client"}))
     assert unknown.status_code == 400 and "location" not in unknown.headers
