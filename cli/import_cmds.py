@@ -153,7 +153,7 @@ def stage_figures(
         "stages": {
             "ledger": {
                 "seconds": round(ledger, 3),
-                "mb_per_s": round(mb / ledger, 2) if ledger > 0 else None,
+                "mb_per_s": round(mb / ledger, 3) if ledger > 0 else None,
             },
             "index": {"seconds": round(ended - ledger_end, 3)},
         },

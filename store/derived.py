@@ -246,8 +246,10 @@ TABLE_STORES: tuple[TableStore, ...] = (
             "client_id",
             "family_id",
             "resource",
+            "successor_sealed",
         ),
-        guard="a client's name and scopes; tokens only as SHA-256",
+        guard="a client's name and scopes; tokens only as SHA-256 (a grace replay's successor "
+        "sealed under a key derived from the replayed token)",
     ),
     # ------------------------------------------------------------ the remote server (0018, 0019)
     TableStore(
@@ -259,11 +261,26 @@ TABLE_STORES: tuple[TableStore, ...] = (
     TableStore(
         "oauth_codes",
         "bookkeeping",
-        ids=("code_hash", "client_id", "scopes", "code_challenge", "redirect_uri", "resource"),
+        ids=(
+            "code_hash",
+            "client_id",
+            "scopes",
+            "code_challenge",
+            "redirect_uri",
+            "resource",
+            "family_id",
+        ),
         guard="single-use codes only as SHA-256",
     ),
     TableStore(
         "owner_credentials", "bookkeeping", ids=("password_hash",), guard="Argon2id hash only"
+    ),
+    # failed owner passphrases (0018, 0044): when, from which address and client id, never what
+    TableStore(
+        "consent_failures",
+        "bookkeeping",
+        ids=("address", "client_id"),
+        guard="an address and a client id; the passphrase tried is never stored",
     ),
     TableStore(
         "public_memories",

@@ -63,7 +63,7 @@ def test_an_unchanged_file_is_not_read_again(
     assert first["conversations"]["new"] == 3 and reads.count == 1
     assert "unchanged_file" not in first
     ledger = first["stages"]["ledger"]
-    assert ledger["seconds"] > 0 and ledger["mb_per_s"] > 0
+    assert ledger["seconds"] > 0 and ledger["mb_per_s"] is not None and ledger["mb_per_s"] >= 0
     assert first["stages"]["index"]["seconds"] >= 0
     assert first["time_to_answerable_s"] > 0 and set(first["stages"]) == {"ledger", "index"}
 

@@ -119,7 +119,12 @@ def test_a_read_command_leaves_without_teardown_and_keeps_its_exit_status(pmem_e
 
     ok = pmem("search", "データベース", "--json")
     assert ok.returncode == 0, ok.stderr
-    assert json.loads(ok.stdout.strip().splitlines()[-1]) == {"hits": [], "range": None}
+    assert json.loads(ok.stdout.strip().splitlines()[-1]) == {
+        "hits": [],
+        "range": None,
+        "answerable": False,
+        "confidence": 0.0,
+    }
     bad = pmem("search", "データベース", "--since", "not a time at all", "--json")
     assert bad.returncode == 1 and "error:" in bad.stderr
     assert json.loads(bad.stdout.strip().splitlines()[-1])["error"]
