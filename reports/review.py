@@ -230,7 +230,10 @@ def to_markdown(rv: Review) -> str:
         if d.reason:
             out.append(f"> {e(d.reason)}")
         if d.action == "create":  # its headings below the draft's own (## Background → ####)
-            out += ["", *("##" + e(x) if x.startswith("#") else e(x) for x in d.summary.splitlines())]
+            out += [
+                "",
+                *("##" + e(x) if x.startswith("#") else e(x) for x in d.summary.splitlines()),
+            ]
         if d.diff:
             # a code block shows its lines as text; a fence inside one cannot close it
             out += ["", "```diff", *(x.replace("```", "`\u200b``") for x in d.diff), "```"]
