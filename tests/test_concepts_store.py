@@ -150,7 +150,7 @@ def test_a_name_becomes_a_concept_when_it_recurs_or_relates(db, store) -> None:
     from store.concepts import ConceptStore
 
     cs = ConceptStore(db)
-    e1, e2 = memory(store, "r1", "一つ目"), memory(store, "r2", "二つ目")
+    e1, e2 = memory(store, "r1", "一つ目の山の記録"), memory(store, "r2", "二つ目の山の記録")
     cs.apply(resolved(e1, ["登山", "気分転換"], [("登山", "気分転換", "led_to")], topic=False))
     assert cs.find("登山") is None and cs.links() == []  # one experience, no topic
     assert cs.counts()["names"] == 2 and cs.counts()["relations"] == 1

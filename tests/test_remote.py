@@ -948,7 +948,9 @@ def test_a_real_backfill_through_pmem_serve_http_with_the_documented_scopes(
     assert line is not None, "docs/remote.md names the backfill's token command"
     documented = re.findall(r"--scope (\S+)", line.group(1))
 
-    def backfill(source: str, export_path: str, dry_run: bool = False, llm=None, embed=True):  # type: ignore[no-untyped-def]
+    def backfill(  # type: ignore[no-untyped-def]
+        source: str, export_path: str, dry_run: bool = False, llm=None, embed=True, **options
+    ):  # the flow's other parameters (the run's options) are the pipeline's defaults here
         p = pl.Pipeline.open(get_settings(), llm)
         try:
             return pl.run_backfill(p, source, export_path, dry_run=dry_run, embed=embed)

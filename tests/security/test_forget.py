@@ -409,7 +409,9 @@ def test_forget_a_memory_erases_it_and_no_later_draft_recreates_it(
                     title="引っ越し",
                     canonical_summary="川崎",
                     index_summary="川崎",
-                    evidence=[EvidenceIn(source_key=k, text="川崎") for k in keys],
+                    evidence=[
+                        EvidenceIn(source_key=k, text="引っ越し先は川崎に決めた") for k in keys
+                    ],
                     idempotency_key="again",
                 )
             )
