@@ -354,17 +354,30 @@ def reader_version() -> str:
     return h.hexdigest()[:32]
 
 
+def fingerprint(path: Path) -> str:
+    """An export's identity: ``sha256:`` of a file's bytes; a folder's member names, sizes and
+    times (``dir-sha256:``). The backfill's run key and the import's unchanged-file check."""
+    h = hashlib.sha256()
+    if path.is_dir():
+        for member in sorted(m for m in path.rglob("*") if m.is_file()):
+            h.update(str(member.relative_to(path)).encode())
+            h.update(str(member.stat().st_size).encode())
+            h.update(str(member.stat().st_mtime_ns).encode())
+        return f"dir-sha256:{h.hexdigest()}"
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return f"sha256:{h.hexdigest()}"
+
+
 def file_fingerprint(path: str) -> dict[str, Any] | None:
     """The export file's size, SHA-256 and the reader version; None for a folder (a folder
     export is read again)."""
     target = Path(path)
     if not target.is_file():
         return None
-    h = hashlib.sha256()
-    with target.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return {"sha256": h.hexdigest(), "size": target.stat().st_size, "reader": reader_version()}
+    digest = fingerprint(target).removeprefix("sha256:")
+    return {"sha256": digest, "size": target.stat().st_size, "reader": reader_version()}
 
 
 def unchanged_file_stats(earlier: dict[str, Any], fingerprint: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,6 @@ resume lives in our own state (state/batch.py: one batch-state model), not in Pr
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +25,7 @@ from flows.drafting import draft_batch
 # re-exported: the CLI, the benches and the tests name these through this module
 from flows.estimate import estimate_run as estimate_run
 from flows.estimate import open_meter, planned_estimate
+from flows.importing import fingerprint as fingerprint
 from flows.indexing import index_for_search
 from flows.planning import apply_consent, plan
 from flows.resources import Pipeline, Steps, announce, pipeline, register, tick, unregister
@@ -63,20 +63,6 @@ def resolve_export(settings: Settings, source: str, export: str | None) -> Path:
             hint=f"pass EXPORT=path (make) or --export PATH, or drop the export into {inbox}/",
         )
     return files[-1].resolve()
-
-
-def fingerprint(path: Path) -> str:
-    h = hashlib.sha256()
-    if path.is_dir():
-        for member in sorted(m for m in path.rglob("*") if m.is_file()):
-            h.update(str(member.relative_to(path)).encode())
-            h.update(str(member.stat().st_size).encode())
-            h.update(str(member.stat().st_mtime_ns).encode())
-        return f"dir-sha256:{h.hexdigest()}"
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return f"sha256:{h.hexdigest()}"
 
 
 # ---------------------------------------------------------------- 1. import + prefilter
