@@ -286,7 +286,11 @@ def _scan_view(view: _View, add, *, depth: int, formats_only: bool = False) -> N
         prose = m.group("prose") is not None
         if _credential_like(value, password=password, prose=prose, statement=statement):
             start = m.start("value")
-            add(view, start, start + len(value), "password" if password else "secret")
+            end = start + len(value)
+            if password:  # "hunter2!": a "!" written onto a password may be its last character
+                tail = m.group("value")[len(value) :]
+                end += len(tail) - len(tail.lstrip("!"))
+            add(view, start, end, "password" if password else "secret")
     for m in _PROXIMITY_RE.finditer(text):
         value = m.group("value")
         if _machine_made(value) and _plausible(value):

@@ -288,3 +288,11 @@ def test_secret_fields_names_the_fields_of_a_draft_that_hold_one() -> None:
         }
     )
     assert secret_fields(leaky) == ["canonical_summary", "tags"]
+
+
+def test_a_bang_written_onto_a_password_goes_with_it() -> None:
+    # the "!" may be the password's last character: never left beside the marker (a key's value
+    # is machine-made, so its "!" is the sentence's and stays)
+    assert redact("my password is password2024! ok")[0] == "my password is [REDACTED:password] ok"
+    assert redact("パスワードはabc123!です")[0] == "パスワードは[REDACTED:password]です"
+    assert redact("API key = abcdEF12345678xyz! ok")[0] == "API key = [REDACTED:secret]! ok"
