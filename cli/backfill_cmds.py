@@ -553,6 +553,8 @@ def _backfill_args(
     from providers.pricing import parse_price, price_for
     from stages.exclude import parse_rules
 
+    if redraft and keys == ["all"]:  # `--redraft all`, as `make backfill REDRAFT=all` reads
+        keys = []
     if keys and not redraft:
         raise ConfigError(
             f"unexpected argument {keys[0]!r}", hint="conversation keys go with --redraft KEY…"

@@ -426,3 +426,15 @@ def test_the_estimate_over_http_says_how_long_the_memory_api_budget_makes_the_co
     assert est["memory_api_requests"] == 900 and est["memory_api_seconds"] == 1200.0
     assert est["expected_commits"] == 400
     assert "the memory API's budget makes the commits take at least 20 min" in estimate_words(est)
+
+
+def test_redraft_all_is_the_whole_export_as_the_makefile_spells_it(pmem_env):
+    from cli.backfill_cmds import _backfill_args
+
+    def redraft(keys: list[str]) -> Any:
+        return _backfill_args(
+            keys, "chatgpt", str(DEMO), False, True, None, None, None, None, True, False, None
+        )["redraft"]
+
+    assert redraft(["all"]) == [] == redraft([])  # every conversation of the export
+    assert redraft(["chatgpt:a"]) == ["chatgpt:a"]
