@@ -14,6 +14,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from core.errors import ConfigError
+from core.settings import time_zone
 from search.timeexpr import parse_time_expression
 
 __all__ = ["TZ_ENV", "check_zone", "parse_bound", "parse_now", "recall_terms", "snippet"]
@@ -88,10 +89,12 @@ def check_zone(name: str | None) -> tzinfo | None:
 
 def parse_now(value: str | None, tz: str | None = None) -> datetime:
     """The reference time: ``value`` (ISO 8601; a naive one is read in ``tz`` or local time), or
-    the current time in ``tz`` (else with the machine's offset)."""
-    zone = check_zone(tz)
+    the current time in ``tz``. Local time is the machine's named zone (``TZ``, else
+    ``/etc/localtime``: ``core.settings.time_zone``), not its offset today: "last summer" asked
+    in winter keeps the summer's offset."""
+    zone = check_zone(tz) or check_zone(time_zone()[0])
     if value is None:
-        return datetime.now(zone) if zone else datetime.now().astimezone()
+        return datetime.now(zone)
     try:
         when = datetime.fromisoformat(value.strip())
     except ValueError:
@@ -100,7 +103,7 @@ def parse_now(value: str | None, tz: str | None = None) -> datetime:
             hint="e.g. --now 2025-01-24T12:00+09:00",
         ) from None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=zone) if zone else when.astimezone()
+        when = when.replace(tzinfo=zone)
     return when
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from core.textsearch import index_tokens
 from search import rank
@@ -124,3 +124,15 @@ def test_the_stop_lists_are_stopwordsiso_s_own() -> None:
     for lang in ("en", "ja"):
         assert stop_words(lang) == stopwordsiso.stopwords(lang) and stop_words(lang)
     assert stop_words("xx") == frozenset()
+
+
+def test_local_time_is_the_machines_named_zone_not_its_offset_today(monkeypatch):
+    from search.query import parse_now
+
+    monkeypatch.delenv("PMEM_TZ", raising=False)
+    monkeypatch.setenv("TZ", "Europe/Berlin")
+    # a naive --now in July is read at summer time even when today is winter
+    assert parse_now("2024-07-10T10:00").utcoffset() == timedelta(hours=2)
+    assert parse_now("2024-01-10T10:00").utcoffset() == timedelta(hours=1)
+    assert str(parse_now(None).tzinfo) == "Europe/Berlin"
+    assert parse_now("2024-07-10T10:00", "Asia/Tokyo").utcoffset() == timedelta(hours=9)
