@@ -149,7 +149,7 @@ VERB_ORDER: dict[str, tuple[str, ...]] = {
     "runs": ("review", "apply", "demo", "prices", "gc"),
     "summary": ("show", "list", "profile", "timeline", "update"),
     "concepts": ("show", "list", "graph", "rebuild"),
-    "backup": ("export", "load", "restore"),
+    "backup": ("export", "restore"),
     "db": ("status", "start", "stop", "url", "reindex", "init", "restore"),
     "prefect": ("status", "start", "stop", "schedule", "reimport", "deploy", "worker"),
     "auth": ("token", "tokens", "clients", "revoke", "set-password", "api-token", "consent"),
@@ -243,7 +243,9 @@ runs_app = noun(
     "the demo run.",
 )
 backup_app = noun(
-    "backup", "A canonical `pmem backup export` file: write it, load it, restore an empty store."
+    "backup",
+    "A canonical `pmem backup export` file: write it, restore it (into an empty store, or "
+    "--merge into one that holds memories).",
 )
 auth_app = noun(
     "auth",

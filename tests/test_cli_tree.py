@@ -14,7 +14,7 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from cli.aliases import MOVED
+from cli.aliases import KEPT, MOVED
 from cli.app import PANELS
 from cli.main import app
 from tests.conftest import PROJECT
@@ -142,8 +142,20 @@ def test_old_spellings_are_hidden_and_name_where_the_command_moved():
         assert resolve(new.split()) == (new.split(), None), new
         assert root.commands[old_path[0]].hidden, old  # not on `pmem --help`
         shown = runner.invoke(app, [*old_path, "--help"], terminal_width=200)
-        assert shown.exit_code == 0 and f"Moved to `pmem {new}`" in shown.stdout, old
+        spelled = KEPT.get(new, new)  # a kept verb: where its job is now
+        assert shown.exit_code == 0 and f"Moved to `pmem {spelled}`" in shown.stdout, old
     assert root.commands["api"].hidden  # `pmem serve --api` now
+    for old, new in KEPT.items():  # an old verb of a live noun: hidden in it
+        *noun, verb = old.split()
+        group = root
+        for word in noun:
+            group = group.commands[word]
+        assert group.commands[verb].hidden and not group.hidden, old
+        assert verb not in runner.invoke(app, [*noun, "--help"]).stdout.split()
+        command = new.split(" -")[0].split()  # the words before its options
+        assert resolve(command) == (command, None), new
+        shown = runner.invoke(app, [*old.split(), "--help"], terminal_width=200)
+        assert shown.exit_code == 0 and f"Moved to `pmem {new}`" in shown.stdout, old
 
 
 @pytest.mark.parametrize(("old", "new"), [(["prices"], ["runs", "prices"])])
