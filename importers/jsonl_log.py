@@ -442,7 +442,7 @@ def _whole_lines(path: Path, day: str, me: frozenset[str]) -> _Lines:
     if key is not None:
         _remember(key, lines.runs)
         if len(_LINES) >= 2:
-            _LINES.pop(next(iter(_LINES)))
+            _LINES.clear()  # the one read last is the one asked for next
         _LINES[memo] = lines
     return lines
 
