@@ -44,12 +44,12 @@ browser: ## Debian's Chromium and a CJK font (fonts-noto-cjk: the pages' Japanes
 	else echo "note: no chromium or no CJK font; the browser tests need both (apt install chromium fonts-noto-cjk / brew install --cask chromium font-noto-sans-cjk)"; fi
 
 TEST_WORKERS ?= 2
-test: ## run the whole test suite on TEST_WORKERS processes (default 2; TEST_WORKERS=0 runs it serially)
-	$(BIN)/python -m pytest $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
-
 SEED ?= 1
-test-random: ## the whole suite in a shuffled order (pytest-randomly, SEED=1 unless given: the same order again), on TEST_WORKERS processes
+test: ## the whole suite in a shuffled order (pytest-randomly; SEED=1 unless given, the same SEED the same order: `make test SEED=7` another) on TEST_WORKERS processes (default 2; 0: serially)
+	@echo "make test: the suite shuffled with SEED=$(SEED); this order again: make test SEED=$(SEED)"
 	$(BIN)/python -m pytest -p randomly --randomly-seed=$(SEED) $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
+
+test-random: test ## the old name of `make test` (which shuffles now), SEED as there
 
 lint: ## ruff (lint and the formatter's check) + mypy
 	$(BIN)/ruff check .

@@ -2,7 +2,8 @@
 hidden command, the same function with the same options, output and exit codes, which first
 says on stderr where it moved (stdout untouched: its `--json` is byte-identical).
 
-``MOVED`` is the whole list (docs/cli.md prints it as the aliases table). ``pmem api`` became an
+``MOVED`` is the whole list of moves (docs/cli.md prints it as the aliases table); ``KEPT`` the
+old verbs kept hidden in their noun where one verb now does their job. ``pmem api`` became an
 option (`pmem serve --api`): its alias is registered in cli/serve_cmds.py.
 """
 
@@ -49,6 +50,12 @@ MOVED: dict[str, str] = {
     "consent list": "auth consent list",
     "consent revoke": "auth consent revoke",
 }
+# old verbs of a noun that now does their job with one verb: kept in their group, hidden, with
+# their options and output (so their --json), saying where the job is now
+KEPT: dict[str, str] = {
+    "auth api-token list": "auth tokens --kind api",
+    "backup load": "backup restore --merge",
+}
 # the old groups that held moved commands (hidden too)
 _OLD_GROUPS = {
     "owner": "Moved: `pmem auth set-password`.",
@@ -93,6 +100,7 @@ def _install() -> None:
     for old, new in MOVED.items():
         *group, name = old.split()
         target = command_info(new)
+        new = KEPT.get(new, new)  # `token list` says where the job is, not its kept spelling
         parent = app
         if group:
             if group[0] not in olds:
@@ -105,6 +113,10 @@ def _install() -> None:
         fields.update(name=name, hidden=not group, callback=moved(target.callback, new, old))
         fields["help"] = None  # the docstring, which `moved` begins with the new spelling
         parent.registered_commands.append(CommandInfo(**fields))
+    for old, new in KEPT.items():
+        kept = command_info(old)
+        assert kept.callback is not None and kept.hidden, old
+        kept.callback = moved(kept.callback, new, old)
 
 
 _install()

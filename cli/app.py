@@ -101,18 +101,31 @@ def _readable_paragraphs() -> None:
         return
 
     def fix_linebreaks(paragraphs: list[str], markup_mode: Any) -> str:
-        out = []
-        for para in paragraphs:
-            lines = para.split("\n")
-            text = lines[0]
-            for line in lines[1:]:
-                keep = line[:1] in (" ", "-", "\b") or line[:1].isdigit()
-                text += ("\n" if keep else " ") + (line if keep else line.strip())
-            out.append(text)
-        return "\n\n".join(out)
+        return "\n\n".join(joined_lines(para) for para in paragraphs)
+
+    make_command_help = rich_utils._make_command_help
+
+    def command_help(*, help_text: str, markup_mode: Any) -> Any:
+        # a group's list of commands shows each one's first paragraph: Typer's Rich markup mode
+        # keeps its line breaks there, so a docstring's wrapped lines broke mid-sentence
+        first, *rest = inspect.cleandoc(help_text).split("\n\n")
+        text = "\n\n".join([joined_lines(first), *rest])
+        return make_command_help(help_text=text, markup_mode=markup_mode)
 
     fix_linebreaks._pmem = True  # type: ignore[attr-defined]
     rich_utils._fix_linebreaks = fix_linebreaks  # type: ignore[assignment]
+    rich_utils._make_command_help = command_help  # type: ignore[assignment]
+
+
+def joined_lines(paragraph: str) -> str:
+    """A docstring paragraph's wrapped lines as one line; a line that starts with a space, ``-``,
+    a digit or ``\\b`` (Click's "keep as written") keeps its own line."""
+    lines = paragraph.split("\n")
+    text = lines[0]
+    for line in lines[1:]:
+        keep = line[:1] in (" ", "-", "\b") or line[:1].isdigit()
+        text += ("\n" if keep else " ") + (line if keep else line.strip())
+    return text
 
 
 _readable_help()
@@ -136,7 +149,7 @@ VERB_ORDER: dict[str, tuple[str, ...]] = {
     "runs": ("review", "apply", "demo", "prices", "gc"),
     "summary": ("show", "list", "profile", "timeline", "update"),
     "concepts": ("show", "list", "graph", "rebuild"),
-    "backup": ("export", "load", "restore"),
+    "backup": ("export", "restore"),
     "db": ("status", "start", "stop", "url", "reindex", "init", "restore"),
     "prefect": ("status", "start", "stop", "schedule", "reimport", "deploy", "worker"),
     "auth": ("token", "tokens", "clients", "revoke", "set-password", "api-token", "consent"),
@@ -230,7 +243,9 @@ runs_app = noun(
     "the demo run.",
 )
 backup_app = noun(
-    "backup", "A canonical `pmem backup export` file: write it, load it, restore an empty store."
+    "backup",
+    "A canonical `pmem backup export` file: write it, restore it (into an empty store, or "
+    "--merge into one that holds memories).",
 )
 auth_app = noun(
     "auth",

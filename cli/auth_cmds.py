@@ -1,9 +1,10 @@
 """The owner's side of the remote server (`pmem serve --http`; docs/remote.md):
 
-    pmem owner set-password                 the passphrase the consent page asks for (Argon2id;
+    pmem auth set-password                  the passphrase the consent page asks for (Argon2id;
                                             PMEM_OWNER_PASSWORD sets it without a prompt)
     pmem auth clients [--all]               registered OAuth clients
-    pmem auth tokens [--all]                OAuth access and refresh tokens (ids, never secrets)
+    pmem auth tokens [--kind K] [--all]     every token: OAuth access and refresh tokens, the
+                                            memory API's tokens (ids, never secrets)
     pmem auth revoke CLIENT|TOKEN_ID        revoke a client (and all its tokens) or one token's grant
     pmem auth token --client NAME --scope S a refresh token for the owner's own client (the
                                             backfill committing through the server)
@@ -15,6 +16,7 @@ Exit codes: 0 done; 1 error (unknown id, nothing to revoke, not confirmed).
 from __future__ import annotations
 
 import os
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -96,34 +98,61 @@ def auth_clients(
         err_console.print("no clients (a client registers itself when you connect it)")
 
 
+class TokenKind(StrEnum):
+    oauth = "oauth"  # the remote server's access and refresh tokens
+    api = "api"  # the memory API's bearer tokens
+
+
+TOKEN_KINDS = {TokenKind.oauth: ("access", "refresh"), TokenKind.api: ("api",)}
+
+
 @auth_app.command("tokens")
 @handle_errors
 def auth_tokens(
+    kind: Annotated[
+        TokenKind | None,
+        typer.Option(
+            "--kind",
+            help="Only the remote server's OAuth tokens (access, refresh) or only the memory API's (api).",
+        ),
+    ] = None,
     all_: Annotated[
         bool, typer.Option("--all", help="Include revoked and expired tokens.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """OAuth access and refresh tokens (ids, clients, scopes, dates; never the tokens)."""
+    """Every token, with its kind: OAuth access and refresh tokens (`pmem serve --http`) and
+    memory-API tokens (`pmem serve --api`); ids, names, scopes, dates, never the tokens.
+
+    --json: one object with the lists `oauth_tokens` and `api_tokens` (with --kind, that kind's
+    only)."""
     from store.tokens import TokenStore
 
-    items = TokenStore(_db()).list(include_revoked=all_, kinds=("access", "refresh"))
+    store = TokenStore(_db())
+    lists = {
+        f"{k.value}_tokens": store.list(include_revoked=all_, kinds=TOKEN_KINDS[k])
+        for k in TokenKind
+        if kind in (None, k)
+    }
     if as_json:
-        print_json({"tokens": [t.as_json() for t in items]})
+        print_json({name: [t.as_json() for t in items] for name, items in lists.items()})
         return
-    for t in items:
-        state = (
-            f"revoked {t.revoked_at:%Y-%m-%d %H:%M}"
-            if t.revoked_at
-            else (f"expires {local_time(t.expires_at)}" if t.expires_at else "no expiry")
+    shown = [t for items in lists.values() for t in items]
+    for t in shown:
+        if t.revoked_at:
+            state = f"revoked {t.revoked_at:%Y-%m-%d %H:%M}"
+        elif t.kind == "api":
+            used = f"last used {local_time(t.last_used_at)}" if t.last_used_at else "never used"
+            state = f"created {t.created_at:%Y-%m-%d}  {used}"
+        else:
+            expiry = f"expires {local_time(t.expires_at)}" if t.expires_at else "no expiry"
+            state = f"family {t.family_id or '-'}  {expiry}"
+        typer.echo(tty(f"{t.token_id}  {t.kind:<7}  {t.name}  {','.join(t.scopes)}  {state}"))
+    if not shown:
+        err_console.print(
+            "no tokens (`pmem auth api-token create NAME` makes one for the memory API; a client "
+            "of the remote server gets its own when you connect it)"
         )
-        typer.echo(
-            tty(
-                f"{t.token_id}  {t.kind:<7}  {t.name}  {','.join(t.scopes)}  family {t.family_id or '-'}  {state}"
-            )
-        )
-    if not items:
-        err_console.print("no OAuth tokens")
 
 
 @auth_app.command("revoke")

@@ -1,4 +1,6 @@
-"""`pmem backup load FILE`: bring a `pmem export` file back into the memory store.
+"""`pmem backup load FILE`, the old spelling of `pmem backup restore FILE --merge` (hidden, kept
+with its output: cli/aliases.py ``KEPT``): bring a `pmem backup export` file back into a memory
+store that may already hold memories.
 
 The backup goes through the store's write boundary like any other write (docs/security.md,
 "Drafts, tombstones and confirmed actions"): secrets redacted from every field and revision,
@@ -16,7 +18,7 @@ import typer
 from cli.app import backup_app, err_console, handle_errors, print_json, settings
 
 
-@backup_app.command("load")
+@backup_app.command("load", hidden=True)
 @handle_errors
 def backup_load(
     file: Annotated[

@@ -397,36 +397,63 @@ def merge(
             )
 
 
-# ---------------------------------------------------------------- import-backup
+# ---------------------------------------------------------------- backup restore
 
 
 @backup_app.command("restore")
 def import_backup(
-    file: Annotated[Path, typer.Argument(help="A file written by `pmem export --out FILE`.")],
+    file: Annotated[
+        Path, typer.Argument(help="A file written by `pmem backup export --out FILE`.")
+    ],
+    merge: Annotated[
+        bool,
+        typer.Option(
+            "--merge",
+            help="Into a store that already holds memories: add those of the backup it lacks (the ones it has are skipped, never overwritten).",
+        ),
+    ] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Restore without asking.")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Restore a `pmem export` file into an empty memory store.
+    """Restore a `pmem backup export` file into an empty memory store, or with --merge into one
+    that already holds memories.
 
-    Memories, every revision,
-    evidence and tombstones, through the store's write guard (secrets redacted, evidence that is
-    not verbatim in a message this store's ledger holds left out). What `pmem forget` erased in
-    this store stays erased. `pmem export` afterwards writes the same bytes as the backup (for a
-    store with the same ledger, or none). Exit 0 restored, 1 error (the file, or a store that is
-    not empty: nothing written) or not confirmed."""
+    Memories, every revision, evidence and tombstones, through the store's write guard (secrets
+    redacted, evidence that is not verbatim in a message this store's ledger holds left out).
+    What `pmem forget` erased in this store stays erased. Into an empty store, `pmem backup
+    export` afterwards writes the same bytes as the backup (for a store with the same ledger,
+    or none); a store that is not empty is refused without --merge. Exit 0 restored, 1 error
+    (the file, or a store that is not empty: nothing written) or not confirmed."""
     from store.backup import import_backup as restore_rows
+    from store.backup import memory_rows
     from store.db import Database
     from store.export import read_export
+    from store.records import MemoryStore
 
     with _outcome(as_json, file=str(file)):
         if not file.is_file():
             raise ConfigError(f"{file}: no such file")
         rows = list(read_export(file))
         n = sum(1 for r in rows if r.get("type") == "memory")
+        db = Database.open(settings())
+        if merge:
+            _confirm(
+                f"add the {plural(n, 'memory', 'memories')} of {file.name} this store lacks?", yes
+            )
+            _merged(file, MemoryStore(db).load_backup(rows), as_json)
+            return
+        held = memory_rows(db)
+        if any(held.values()):
+            raise ConfigError(
+                f"the memory store is not empty ({plural(held['memories'], 'memory', 'memories')}); "
+                "without --merge a backup is restored into an empty store only",
+                hint=f"`pmem backup restore {file} --merge` adds the memories this store lacks; or "
+                "use another data dir (PMEM_DATA_DIR) or database (PMEM_DB_NAME)",
+            )
         _confirm(
             f"restore {plural(n, 'memory', 'memories')} from {file.name} into the empty store?", yes
         )
-        counts = restore_rows(Database.open(settings()), rows)
+        counts = restore_rows(db, rows)
         words = (
             f"restored {plural(counts['memories'], 'memory', 'memories')} "
             f"({plural(counts['revisions'], 'revision')}, {plural(counts['evidence'], 'evidence excerpt')}, "
@@ -464,3 +491,20 @@ def import_backup(
         )
         if as_json:
             print_json({"file": str(file), **counts})
+
+
+def _merged(file: Path, counts: dict[str, int], as_json: bool) -> None:
+    err_console.print(
+        tty(
+            f"loaded {plural(counts['memories'], 'memory', 'memories')} "
+            f"({plural(counts['revisions'], 'revision')}, {plural(counts['evidence'], 'evidence excerpt')}, "
+            f"{plural(counts['tombstones'], 'tombstone')}) from {file.name}; "
+            f"{counts['skipped_existing']} already here skipped; "
+            f"{plural(counts['evidence_refused'], 'evidence excerpt')} left out, "
+            f"{plural(counts['redacted_fields'], 'field')} redacted"
+        ),
+        highlight=False,
+        markup=False,
+    )
+    if as_json:
+        print_json({"file": str(file), "merged": True, **counts})

@@ -1,4 +1,5 @@
-"""`pmem token create|list|revoke`: bearer tokens for the memory API (`pmem api`).
+"""`pmem auth api-token create|revoke`: bearer tokens for the memory API (`pmem serve --api`);
+`pmem auth tokens` lists them with the OAuth tokens (`auth api-token list` is its old spelling).
 
 One token store (store/tokens.py), also the remote server's. A token's name is the client's
 name: the API records it on every revision the token writes and keys the client's budget by it.
@@ -13,7 +14,11 @@ import typer
 from cli.app import EXIT_ERROR, auth_app, err_console, handle_errors, print_json, settings
 from core.display import local_time
 
-token_app = typer.Typer(help="Bearer tokens for the memory API (`pmem api`).", no_args_is_help=True)
+token_app = typer.Typer(
+    help="Bearer tokens for the memory API (`pmem serve --api`): create, revoke; `pmem auth "
+    "tokens` lists them.",
+    no_args_is_help=True,
+)
 auth_app.add_typer(token_app, name="api-token")
 
 
@@ -54,13 +59,14 @@ def token_create(
     typer.echo(issued.token)
 
 
-@token_app.command("list")
+@token_app.command("list", hidden=True)  # moved: `pmem auth tokens` (cli/aliases.py KEPT)
 @handle_errors
 def token_list(
     all_: Annotated[bool, typer.Option("--all", help="Include revoked tokens.")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """List tokens (ids, names, scopes, dates; never the tokens themselves)."""
+    """List tokens (ids, names, scopes, dates; never the tokens themselves); its --json as it
+    was: {"tokens": [...]}, every kind."""
     items = _tokens().list(include_revoked=all_)
     if as_json:
         print_json({"tokens": [t.as_json() for t in items]})
@@ -75,7 +81,7 @@ def token_list(
             f"{t.token_id}  {t.name}  {','.join(t.scopes)}  created {t.created_at:%Y-%m-%d}  {state}"
         )
     if not items:
-        err_console.print("no tokens (create one with `pmem token create NAME`)")
+        err_console.print("no tokens (create one with `pmem auth api-token create NAME`)")
 
 
 @token_app.command("revoke")

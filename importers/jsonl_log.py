@@ -10,12 +10,16 @@ Input: one ``.jsonl`` (or ``.jsonl.zst``) file, or a folder of them at any depth
 
 Decisions:
 
-* **Conversations**: the turns of one ``session`` on one day, keyed
-  ``jsonl-log:<session>:<YYYY-MM-DD>``. The day is the date in the file's name when it has one
-  (``2026-03-01.jsonl``, ``log-20260301.jsonl``): a daily file holds whole conversations, so a
-  changed file re-imports on its own. Otherwise it is the day of ``ts`` in the configured time
-  zone (``PMEM_TZ``, see ``core.settings.time_zone``), and ``undated`` when there is no usable
-  ``ts``. Without ``session`` the file's name (without extensions) is the session.
+* **Conversations**: the turns of one ``session`` in one exchange, keyed
+  ``jsonl-log:<session>:<YYYY-MM-DD>`` by the day it started. The day is the date in the file's
+  name when it has one (``2026-03-01.jsonl``, ``log-20260301.jsonl``), otherwise the day of
+  ``ts`` in the configured time zone (``PMEM_TZ``, see ``core.settings.time_zone``), and
+  ``undated`` when there is no usable ``ts``. Without ``session`` the file's name (without
+  extensions) is the session. **Past midnight** a session goes on: a line within
+  ``SESSION_GAP`` (an hour) of the session's line before it stays in that line's conversation
+  (``importers._common.continues``, the LINE / Telegram rule), in the same file or, for a daily
+  file, at the start of the next day's file (once: see "sessions past midnight" below). Every
+  read that meets such a conversation yields it whole, from both files.
 * **Messages** are keyed ``<conversation key>:<node>``, the node being the sha1 (16 hex) of the
   line's bytes: no position, so a key is the same whether the file is read whole or from an
   offset (:func:`read_tail`), and a line written twice into one conversation is one message
@@ -40,7 +44,9 @@ Decisions:
 Reading from a byte offset (for ``pmem watch``): :func:`read_tail` reads a plain file from
 ``start`` (a line boundary; ``0`` for the whole file) and returns the conversations of the new
 lines only (each holds just the new messages), the quarantined lines, and ``end``, the offset
-after the last whole line read, where the next pass starts. A last line still being written (no
+after the last whole line read, where the next pass starts. Where each session stands at
+``start`` (which conversation its next line continues) is read from the lines before it (their
+session and time only), when a session may run on from the day before or the name has no date. A last line still being written (no
 newline, not yet valid JSON) is left for the next pass. :func:`merge` appends such a partial
 conversation to the one the ledger holds (``Ledger.load``), giving exactly what a full read of
 the grown file gives (same keys, same ``content_hash``)::
@@ -60,7 +66,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import IO, Any
 
@@ -73,6 +79,7 @@ from importers._common import (
     Quarantined,
     ReadError,
     ReadReport,
+    continues,
     nonempty_str,
     parse_iso,
     raw_json,
@@ -108,12 +115,18 @@ def iter_conversations(
     path = Path(path)
     people = me_names(me)
     parts = [file_part(f) for f in log_files(path, report)] if path.is_dir() else [file_part(path)]
+    yielded: set[str] = set()
 
     def read(part: Part) -> Iterator[Conversation | Quarantined]:
-        with open_jsonl(Path(part.label), part.report) as fp:
-            result = _read(fp, Path(part.label), people, 0, 1, hold_partial=False)
+        file = Path(part.label)
+        with open_jsonl(file, part.report) as fp:
+            result = _read_file(fp, file, people, 0, 1, hold_partial=False)
         yield from result.quarantined
-        yield from result.conversations
+        for conv, carried in result.conversations:
+            if carried and conv.key in yielded:
+                continue  # the day before's conversation, already yielded whole with its file
+            yielded.add(conv.key)
+            yield conv
 
     # the same session and day in two undated files: the first one wins
     yield from unique_conversations(iter_parts(parts, read, report))
@@ -157,8 +170,9 @@ def read_tail(
         if first_line is None:
             first_line = 1 + _count_newlines(fp, start)
         fp.seek(start)
-        result = _read(fp, path, me_names(me), start, first_line, hold_partial=True)
-    return Tail(result.conversations, result.quarantined, result.end, result.last_line)
+        result = _read_file(fp, path, me_names(me), start, first_line, hold_partial=True)
+    convs = [conv for conv, _ in result.conversations]
+    return Tail(convs, result.quarantined, result.end, result.last_line)
 
 
 def merge(stored: Conversation, new: Conversation) -> Conversation:
@@ -186,6 +200,163 @@ def merge(stored: Conversation, new: Conversation) -> Conversation:
     )
 
 
+# ---------------------------------------------------------------- sessions past midnight
+#
+# A session's conversation is its exchange on one day. A line continues the exchange of the
+# session's line before it when it comes within SESSION_GAP of it (``_common.continues``, the
+# rule LINE and Telegram follow), whatever the date: in a file without a date in its name the
+# day is each line's own, and a session that runs on past midnight stays in the day it started
+# on. A dated daily file holds its day; the lines at the start of a session in the next day's
+# file that continue its last line in this one (each within the gap of the one before) belong
+# to this day's conversation, unless the session had itself run on into this file from the day
+# before (an exchange crosses one file's midnight at most: a session logging all day and night
+# is one conversation a day). Every read that meets such a conversation yields it whole (its
+# lines from both files), so a file read alone, a folder and the watcher give the same
+# conversation and a re-import adds nothing.
+
+_State = dict[str, tuple[str, datetime]]  # session -> (the day of its conversation, its last time)
+
+
+@dataclass(slots=True)
+class _Run:
+    """One session in one file, read on its own: its first and last times and whether each of
+    its lines continues the one before (no gap of SESSION_GAP or more)."""
+
+    first: datetime
+    last: datetime
+    unbroken: bool
+
+
+_RUNS: dict[tuple[str, int, int], dict[str, _Run]] = {}
+
+
+def _place(state: _State, session: str, when: datetime | None, day: str) -> str:
+    """The day of the conversation a line of ``session`` at ``when`` (its own day ``day``)
+    belongs to; ``state`` is updated. A line without a time stays in its own day."""
+    if when is None:
+        return day
+    current = state.get(session)
+    if current is not None and (current[0] == day or continues(current[1], when)):
+        day = current[0]
+    state[session] = (day, when)
+    return day
+
+
+def _track(runs: dict[str, _Run], session: str, when: datetime | None) -> None:
+    if when is None:
+        return
+    run = runs.get(session)
+    if run is None:
+        runs[session] = _Run(when, when, True)
+    else:
+        run.unbroken = run.unbroken and continues(run.last, when)
+        run.last = when
+
+
+def _stat_key(path: Path) -> tuple[str, int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return str(path.resolve()), st.st_size, st.st_mtime_ns
+
+
+def _runs(path: Path) -> dict[str, _Run]:
+    """The sessions of a whole file (remembered while the file's size and mtime stay)."""
+    key = _stat_key(path)
+    if key is not None and key in _RUNS:
+        return _RUNS[key]
+    runs: dict[str, _Run] = {}
+    try:
+        with open_jsonl(path) as fp:
+            _scan(fp, path, {}, runs, None)
+    except (OSError, EOFError, ReadError):
+        pass  # what could be read counts
+    if key is not None:
+        _remember(key, runs)
+    return runs
+
+
+def _remember(key: tuple[str, int, int], runs: dict[str, _Run]) -> None:
+    if len(_RUNS) >= 4096:
+        _RUNS.clear()
+    _RUNS[key] = runs
+
+
+def _scan(
+    fp: IO[bytes], path: Path, state: _State, runs: dict[str, _Run], limit: int | None
+) -> None:
+    """Place the lines of ``fp`` (up to ``limit`` bytes) in ``state`` and ``runs`` without
+    building messages: the lines :func:`_feed` keeps, placed as it places them."""
+    file_day = file_date(path.name)
+    zone = None if file_day is not None else _zone()
+    stem = _stem(path.name)
+    read = 0
+    for raw in fp:
+        read += len(raw)
+        if limit is not None and read > limit:
+            break
+        record, _ = _parse(raw)
+        if record is None:
+            continue
+        try:
+            line = _fields(record)
+        except RECORD_ERRORS:
+            continue
+        if isinstance(line, str):
+            continue
+        session = line.session or stem
+        day = file_day or (_local_day(line.when, zone) if line.when and zone else UNDATED)
+        _place(state, session, line.when, day)
+        _track(runs, session, line.when)
+
+
+def _neighbour(path: Path, delta: int) -> tuple[Path, str] | None:
+    """The daily file ``delta`` days from ``path``'s (its name with the date moved, in the
+    same folder, plain or ``.zst``) and its day, when there is one."""
+    found = _date_in(path.name)
+    if found is None:
+        return None
+    m, day = found
+    other = date.fromisoformat(day) + timedelta(days=delta)
+    sep1, sep2 = _name_sep(m, 1), _name_sep(m, 2)  # "-" or "" (as the name writes it)
+    written = f"{other.year:04d}{sep1}{other.month:02d}{sep2}{other.day:02d}"
+    name = path.name[: m.start()] + written + path.name[m.end() :]
+    plain = name[: -len(ZST_SUFFIX)] if name.lower().endswith(ZST_SUFFIX) else name
+    for candidate in (plain, plain + ZST_SUFFIX):
+        p = path.with_name(candidate)
+        if p.is_file():
+            return p, other.isoformat()
+    return None
+
+
+def _name_sep(m: re.Match[str], after: int) -> str:
+    """What a file's name writes between the date's group ``after`` and the next one."""
+    return m.string[m.end(after) : m.start(after + 1)]
+
+
+def _carry_in(path: Path, day: str) -> _State:
+    """The sessions of the day before's file whose exchange a line of ``path`` may continue:
+    session -> (that day, its last time). A session that had run on into that file from the
+    day before it is left out (one midnight at most)."""
+    before = _neighbour(path, -1)
+    if before is None:
+        return {}
+    prev, prev_day = before
+    runs = _runs(prev)
+    older: dict[str, _Run] = {}
+    if any(run.unbroken for run in runs.values()):
+        two = _neighbour(prev, -1)
+        older = _runs(two[0]) if two is not None else {}
+    carry: _State = {}
+    for session, run in runs.items():
+        earlier = older.get(session)
+        if run.unbroken and earlier is not None and continues(earlier.last, run.first):
+            continue
+        carry[session] = (prev_day, run.last)
+    return carry
+
+
 # ---------------------------------------------------------------- reading
 
 
@@ -194,6 +365,7 @@ class _Group:
     session: str
     day: str
     first_line: int
+    label: str
     messages: list[Message] = field(default_factory=list)
     keys: set[str] = field(default_factory=set)
     unknown: Counter[str] = field(default_factory=Counter)
@@ -205,13 +377,22 @@ class _Group:
 
 @dataclass
 class _Result:
-    conversations: list[Conversation]
+    conversations: list[tuple[Conversation, bool]]  # (conversation, from the day before)
     quarantined: list[Quarantined]
     end: int
     last_line: int
 
 
-def _read(
+@dataclass
+class _Lines:
+    groups: dict[tuple[str, str], _Group]
+    quarantined: list[Quarantined]
+    end: int
+    last_line: int
+    runs: dict[str, _Run]
+
+
+def _read_file(
     fp: IO[bytes],
     path: Path,
     me: frozenset[str],
@@ -220,11 +401,117 @@ def _read(
     *,
     hold_partial: bool,
 ) -> _Result:
+    """The conversations of ``fp`` (``path`` from byte ``start``). Read whole (``start`` 0),
+    a conversation that crosses into the next day's file, or comes from the day before's, is
+    yielded whole; read from an offset, only the new lines' messages."""
+    day = file_date(path.name)
+    if start == 0 and not hold_partial and day is not None:
+        lines = _whole_lines(path, day, me)  # maybe read already, as the day before's neighbour
+        for _ in iter(lambda: fp.read(1 << 20), b""):
+            pass  # the caller's stream counts the bytes
+    else:
+        state: _State = _carry_in(path, day) if day is not None else {}
+        if start and (state or day is None):  # where each session stands at the offset
+            with open_regular(path) as head:
+                _scan(head, path, state, {}, start)
+        lines = _lines(fp, path, me, start, first_line, hold_partial=hold_partial, state=state)
+        key = _stat_key(path) if start == 0 and day is not None else None
+        if key is not None and key[1] == lines.end:
+            _remember(key, lines.runs)  # read whole: its sessions, for its neighbours' reads
+    groups = list(lines.groups.values())
+    if start == 0 and day is not None:
+        groups = _whole(path, day, me, groups)
+    label = str(path)
+    convs = [(_build(g, label), day is not None and g.day != day) for g in groups]
+    return _Result(convs, lines.quarantined, lines.end, lines.last_line)
+
+
+_LINES: dict[tuple[Any, ...], _Lines] = {}
+
+
+def _whole_lines(path: Path, day: str, me: frozenset[str]) -> _Lines:
+    """A daily file read whole with the sessions it continues from the day before; the last
+    two reads are remembered (a folder reads each file as the day before's neighbour first)."""
+    carry = _carry_in(path, day)
+    key = _stat_key(path)
+    memo = (key, me, tuple(sorted(carry.items())))
+    if key is not None and memo in _LINES:
+        return _LINES[memo]
+    with open_jsonl(path) as fp:
+        lines = _lines(fp, path, me, 0, 1, hold_partial=False, state=carry)
+    if key is not None:
+        _remember(key, lines.runs)
+        if len(_LINES) >= 2:
+            _LINES.clear()  # the one read last is the one asked for next
+        _LINES[memo] = lines
+    return lines
+
+
+def _whole(path: Path, day: str, me: frozenset[str], groups: list[_Group]) -> list[_Group]:
+    """``groups`` of a daily file read whole, each with its lines in the neighbouring files:
+    a session carried in from the day before after its lines there, one carried on into the
+    next day's file before its lines there."""
+    if any(g.day != day for g in groups):
+        before = _neighbour(path, -1)
+        assert before is not None  # a carried group has a day before
+        own = _groups_of(*before, me, own=True)
+        groups = [_join(own[g.session], g) if _carried(g, day, own) else g for g in groups]
+    after = _neighbour(path, +1)
+    if after is None:
+        return groups
+    later = _groups_of(*after, me, own=False)
+    return [
+        _join(g, later[g.session]) if g.day == day and g.session in later else g for g in groups
+    ]
+
+
+def _carried(group: _Group, day: str, own: dict[str, _Group]) -> bool:
+    return group.day != day and group.session in own
+
+
+def _groups_of(path: Path, day: str, me: frozenset[str], *, own: bool) -> dict[str, _Group]:
+    """The groups of another daily file read whole, by session: those of its own day (``own``),
+    else those carried in from the day before. A file that cannot be read holds none."""
+    try:
+        lines = _whole_lines(path, day, me)
+    except (OSError, EOFError, ReadError):
+        return {}
+    return {g.session: g for g in lines.groups.values() if (g.day == day) == own}
+
+
+def _join(first: _Group, then: _Group) -> _Group:
+    """One conversation of ``first``'s lines then ``then``'s (the same session and day from
+    two files); a line already in ``first`` is one message."""
+    joined = _Group(first.session, first.day, first.first_line, first.label)
+    joined.messages = list(first.messages)
+    joined.keys = set(first.keys)
+    joined.unknown = Counter(first.unknown)
+    joined.unknown.update(then.unknown)
+    for m in then.messages:
+        if m.key in joined.keys:
+            joined.unknown["skipped:duplicate-line"] += 1
+            continue
+        joined.keys.add(m.key)
+        joined.messages.append(m.model_copy(update={"position": len(joined.messages)}))
+    return joined
+
+
+def _lines(
+    fp: IO[bytes],
+    path: Path,
+    me: frozenset[str],
+    start: int,
+    first_line: int,
+    *,
+    hold_partial: bool,
+    state: _State,
+) -> _Lines:
     label = str(path)
     file_day = file_date(path.name)
     day_of: str | tzinfo = file_day if file_day is not None else _zone()
     stem = _stem(path.name)
     groups: dict[tuple[str, str], _Group] = {}
+    runs: dict[str, _Run] = {}
     bad: list[Quarantined] = []
     blank = 0
     offset = start
@@ -243,7 +530,7 @@ def _read(
                 bad.append(Quarantined(file=label, position=number, reason=reason, kind="record"))
                 continue
             try:
-                problem = _feed(groups, record, raw, number, me, day_of, stem)
+                problem = _feed(groups, record, raw, number, me, day_of, stem, state, runs, label)
             except RECORD_ERRORS as exc:  # a shape we did not foresee: set the line aside
                 problem = f"parse-error:{type(exc).__name__}"
             if problem:
@@ -256,10 +543,10 @@ def _read(
         ) from None
     except EOFError:  # a compressed file cut off: keep what was read
         bad.append(Quarantined(file=label, position=number + 1, reason="truncated", kind="file"))
-    convs = [_build(g, label) for g in groups.values()]
-    if blank and convs:
-        convs[0].unknown_types["skipped:blank-line"] = blank
-    return _Result(convs, bad, offset, number)
+    own = [g for g in groups.values() if file_day is None or g.day == file_day]
+    if blank and own:  # counted with the file's first conversation of its own
+        own[0].unknown["skipped:blank-line"] = blank
+    return _Lines(groups, bad, offset, number, runs)
 
 
 def _parse(raw: bytes) -> tuple[dict[str, Any] | None, str]:
@@ -278,16 +565,18 @@ def _parse(raw: bytes) -> tuple[dict[str, Any] | None, str]:
     return record, ""
 
 
-def _feed(
-    groups: dict[tuple[str, str], _Group],
-    rec: dict[str, Any],
-    raw: bytes,
-    number: int,
-    me: frozenset[str],
-    day_of: str | tzinfo,
-    stem: str,
-) -> str | None:
-    """Add one record to its conversation; returns a quarantine reason, or None."""
+@dataclass(slots=True)
+class _Line:
+    kind: str
+    text: str
+    actor: str | None
+    role_raw: str | None
+    when: datetime | None
+    session: str | None
+
+
+def _fields(rec: dict[str, Any]) -> _Line | str:
+    """The fields of one record, or the reason it is set aside."""
     kind = rec.get("type")
     kind = kind.strip().lower() if isinstance(kind, str) and kind.strip() else "text"
     text = rec.get("text")
@@ -300,22 +589,42 @@ def _feed(
     role_raw = nonempty_str(rec.get("role"))
     if role_raw is None and actor is None:
         return "missing-role"
-    unknown: list[str] = []
     when, ts_ok = parse_ts(rec.get("ts"))
     if not ts_ok:
         return "unreadable-time"
-    session = _session(rec.get("session")) or stem
+    return _Line(kind, text, actor, role_raw, when, _session(rec.get("session")))
+
+
+def _feed(
+    groups: dict[tuple[str, str], _Group],
+    rec: dict[str, Any],
+    raw: bytes,
+    number: int,
+    me: frozenset[str],
+    day_of: str | tzinfo,
+    stem: str,
+    state: _State,
+    runs: dict[str, _Run],
+    label: str,
+) -> str | None:
+    """Add one record to its conversation; returns a quarantine reason, or None."""
+    line = _fields(rec)
+    if isinstance(line, str):
+        return line
+    when = line.when
+    session = line.session or stem
     if isinstance(day_of, str):
-        day = day_of
+        own_day = day_of
     else:
-        day = _local_day(when, day_of) if when is not None else UNDATED
-    role, channel, content_type, raw_type = _classify(kind, role_raw, actor, me)
-    if raw_type is not None:
-        unknown.append(raw_type)
+        own_day = _local_day(when, day_of) if when is not None else UNDATED
+    role, channel, content_type, raw_type = _classify(line.kind, line.role_raw, line.actor, me)
+    day = _place(state, session, when, own_day)
+    _track(runs, session, when)
     group = groups.get((session, day))
     if group is None:
-        group = groups[(session, day)] = _Group(session, day, number)
-    group.unknown.update(unknown)
+        group = groups[(session, day)] = _Group(session, day, number, label)
+    if raw_type is not None:
+        group.unknown[raw_type] += 1
     node = hashlib.sha1(raw.rstrip(b"\r\n"), usedforsecurity=False).hexdigest()[:16]
     key = f"{group.key}:{node}"
     if key in group.keys:
@@ -329,7 +638,7 @@ def _feed(
             role=role,
             channel=channel,
             content_type=content_type,
-            text=text,
+            text=line.text,
             created_at=when,
             position=len(group.messages),
             raw_type=raw_type,
@@ -365,6 +674,7 @@ def _classify(
 
 
 def _build(group: _Group, label: str) -> Conversation:
+    label = group.label
     times = [m.created_at for m in group.messages if m.created_at is not None]
     try:
         return Conversation(
@@ -408,9 +718,14 @@ def parse_ts(value: Any) -> tuple[datetime | None, bool]:
 def file_date(name: str) -> str | None:
     """The date in a daily file's name (``2026-03-01.jsonl``, ``log-20260301.jsonl``) as
     ``YYYY-MM-DD``; None when the name holds no valid date."""
+    found = _date_in(name)
+    return found[1] if found is not None else None
+
+
+def _date_in(name: str) -> tuple[re.Match[str], str] | None:
     for m in _FILE_DATE.finditer(name):
         try:
-            return date(int(m.group(1)), int(m.group(2)), int(m.group(3))).isoformat()
+            return m, date(int(m.group(1)), int(m.group(2)), int(m.group(3))).isoformat()
         except ValueError:
             continue
     return None

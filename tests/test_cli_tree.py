@@ -14,7 +14,7 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from cli.aliases import MOVED
+from cli.aliases import KEPT, MOVED
 from cli.app import PANELS
 from cli.main import app
 from tests.conftest import PROJECT
@@ -142,8 +142,20 @@ def test_old_spellings_are_hidden_and_name_where_the_command_moved():
         assert resolve(new.split()) == (new.split(), None), new
         assert root.commands[old_path[0]].hidden, old  # not on `pmem --help`
         shown = runner.invoke(app, [*old_path, "--help"], terminal_width=200)
-        assert shown.exit_code == 0 and f"Moved to `pmem {new}`" in shown.stdout, old
+        spelled = KEPT.get(new, new)  # a kept verb: where its job is now
+        assert shown.exit_code == 0 and f"Moved to `pmem {spelled}`" in shown.stdout, old
     assert root.commands["api"].hidden  # `pmem serve --api` now
+    for old, new in KEPT.items():  # an old verb of a live noun: hidden in it
+        *noun, verb = old.split()
+        group = root
+        for word in noun:
+            group = group.commands[word]
+        assert group.commands[verb].hidden and not group.hidden, old
+        assert verb not in runner.invoke(app, [*noun, "--help"]).stdout.split()
+        command = new.split(" -")[0].split()  # the words before its options
+        assert resolve(command) == (command, None), new
+        shown = runner.invoke(app, [*old.split(), "--help"], terminal_width=200)
+        assert shown.exit_code == 0 and f"Moved to `pmem {new}`" in shown.stdout, old
 
 
 @pytest.mark.parametrize(("old", "new"), [(["prices"], ["runs", "prices"])])
@@ -204,3 +216,53 @@ def test_the_readme_reads_first_then_points_at_the_reference():
     reference = (PROJECT / "docs" / "cli.md").read_text()
     assert "## Every command, by what you do" in reference and "## Configuration" in reference
     assert "docs/cli.md" in text
+
+
+def _every_command(cmd: Any, path: list[str]) -> Iterator[list[str]]:
+    yield path
+    for name, sub in (getattr(cmd, "commands", None) or {}).items():
+        yield from _every_command(sub, [*path, name])
+
+
+_OPEN = (".", ":", ";", "!", "?")
+
+
+def broken_sentences(screen: str) -> list[str]:
+    """Lines of a help screen, drawn wide enough that nothing wraps, that go on with a sentence
+    the line before left open: a docstring's own line break shown as it was typed. In a panel a
+    line goes on from the one before when its first column is blank."""
+    out: list[str] = []
+    before: str | None = None
+    for raw in screen.splitlines():
+        inside = raw.startswith("│")
+        body = raw[1:].rstrip().removesuffix("│").rstrip() if inside else raw.rstrip()
+        text = body.strip()
+        if not text or text[:1] in "╭╰─":
+            before = None
+            continue
+        goes_on = len(body) - len(body.lstrip()) > 2 if inside else before is not None
+        if goes_on and before and text[:1].islower() and not before.endswith(_OPEN):
+            out.append(f"{before[-40:]!r} / {text[:40]!r}")
+        before = text
+    return out
+
+
+def test_no_help_screen_breaks_a_sentence():
+    runner = CliRunner()
+    broken: dict[str, list[str]] = {}
+    paths = list(_every_command(_root(), []))[1:]  # `pmem --help` is its own (one screen)
+    assert len(paths) > 100
+    for path in paths:
+        result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "4000"})
+        assert result.exit_code == 0, (path, result.output)
+        if found := broken_sentences(result.stdout):
+            broken[" ".join(path)] = found
+    assert broken == {}
+    shown = (
+        "╭─ Commands ─╮\n│ token   Issue one (you are the │\n│         owner here). │\n"
+        "│ tokens  every token │\n╰─╯\n Usage: x\n\n A line that\n goes on.\n"
+    )
+    assert broken_sentences(shown) == [
+        "'token   Issue one (you are the' / 'owner here).'",
+        "'A line that' / 'goes on.'",
+    ]

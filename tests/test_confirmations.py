@@ -59,7 +59,7 @@ CASES: dict[str, tuple[Case, int]] = {
     "memory forget": (lambda w, t: (["--memory", w[1]], None), 1),
     "memory publish": (lambda w, t: ([w[1]], None), 1),
     "runs gc": (lambda w, t: (_stray_run(t) or [], None), 1),
-    "backup restore": (lambda w, t: ([str(_export(t))], None), 1),
+    "backup restore": (lambda w, t: ([str(_export(t)), "--merge"], None), 1),
     "db restore": (lambda w, t: ([str(_export(t))], None), 1),
     "backfill": (
         lambda w, t: (["--export", str(_export_file(t)), "--llm", "openai:gpt-4.1-mini"], None),

@@ -38,11 +38,7 @@ def _kinds(conv: Conversation) -> list[tuple[str, str, str]]:
 def test_daily_files_sessions_per_day_and_who_speaks(monkeypatch) -> None:
     monkeypatch.setenv("PMEM_ME", "Taro, 太郎")
     convs, bad = _read(FIXTURES / "2026")
-    assert sorted(convs) == [
-        "jsonl-log:lab:2026-03-01",
-        "jsonl-log:night:2026-03-01",
-        "jsonl-log:night:2026-03-02",
-    ]
+    assert sorted(convs) == ["jsonl-log:lab:2026-03-01", "jsonl-log:night:2026-03-01"]
     lab = convs["jsonl-log:lab:2026-03-01"]
     assert _kinds(lab) == [
         ("person", "user", "text"),
@@ -55,11 +51,17 @@ def test_daily_files_sessions_per_day_and_who_speaks(monkeypatch) -> None:
     assert [m.key for m in lab.drafting_messages] == [m.key for m in lab.active_messages[:2]]
     assert lab.created_at.isoformat() == "2026-03-01T00:10:00+00:00"
     assert lab.updated_at.isoformat() == "2026-03-01T00:12:30+00:00"
-    # a session that spans midnight is one conversation per daily file (the file names the day)
-    night1, night2 = convs["jsonl-log:night:2026-03-01"], convs["jsonl-log:night:2026-03-02"]
-    assert [m.text for m in night1.active_messages][1] == "Noted — Friday it is. 🗓️"
-    assert lab.unknown_types == {"skipped:blank-line": 1} and night1.unknown_types == {}
-    assert [m.channel for m in night2.active_messages] == [Channel.PERSON, Channel.ASSISTANT]
+    # the session at 23:50 in Tokyo goes on in the next day's file at 00:05 (within the hour):
+    # one conversation, keyed by the day it started, each message with its own time
+    night = convs["jsonl-log:night:2026-03-01"]
+    assert [m.text for m in night.active_messages][1:3] == [
+        "Noted — Friday it is. 🗓️",
+        "日付が変わったけど、発表練習を続ける。",
+    ]
+    assert [m.channel for m in night.active_messages] == [Channel.PERSON, Channel.ASSISTANT] * 2
+    assert [m.position for m in night.active_messages] == [0, 1, 2, 3]
+    assert night.updated_at.isoformat() == "2026-03-01T15:05:09+00:00"
+    assert lab.unknown_types == {"skipped:blank-line": 1} and night.unknown_types == {}
     # damaged lines are set aside with the file, the line number and a reason; the rest is read
     assert sorted((Path(q.file).name, q.position, q.reason) for q in bad) == [
         ("2026-03-02.jsonl", 3, "missing-text"),
@@ -186,7 +188,7 @@ def test_import_sniffs_the_log_and_the_ledger_round_trips_it_byte_exact(
     assert result.exit_code == 3, result.output  # four lines quarantined, the rest imported
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["source"] == "jsonl-log"
-    assert out["conversations"] == {"new": 4, "changed": 0, "unchanged": 0, "quarantined": 4}
+    assert out["conversations"] == {"new": 3, "changed": 0, "unchanged": 0, "quarantined": 4}
     assert {(Path(e["file"]).name, e["record"], e["reason"]) for e in out["errors"]} >= {
         ("2026-03-02.jsonl", 3, "missing-text")
     }
@@ -222,3 +224,182 @@ def test_import_sniffs_the_log_and_the_ledger_round_trips_it_byte_exact(
 def test_iter_source_names_the_importer() -> None:
     items = list(iter_source("jsonl-log", DAY1))
     assert {i.source for i in items if isinstance(i, Conversation)} == {"jsonl-log"}
+
+
+def _line(ts: str, text: str, session: str = "s", role: str = "user") -> str:
+    return json.dumps({"ts": ts, "role": role, "text": text, "session": session}) + "\n"
+
+
+def _texts(conv: Conversation) -> list[str]:
+    return [m.text for m in conv.active_messages]
+
+
+def test_a_session_past_midnight_in_one_file_is_one_conversation(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("PMEM_TZ", "UTC")
+    lines = [
+        _line("2026-03-01T23:50:00Z", "still up?"),
+        _line("2026-03-01T23:55:00Z", "yes, writing", role="assistant"),
+        _line("2026-03-02T00:10:00Z", "past midnight, same talk"),
+        _line("2026-03-02T09:00:00Z", "next morning: a new talk"),  # nine hours later
+    ]
+    undated = tmp_path / "chat.jsonl"  # no date in the name: each line's day is its own
+    undated.write_text("".join(lines))
+    convs, _ = _read(undated)
+    assert sorted(convs) == ["jsonl-log:s:2026-03-01", "jsonl-log:s:2026-03-02"]
+    assert _texts(convs["jsonl-log:s:2026-03-01"]) == [
+        "still up?",
+        "yes, writing",
+        "past midnight, same talk",
+    ]
+    assert _texts(convs["jsonl-log:s:2026-03-02"]) == ["next morning: a new talk"]
+    # read from an offset (the watcher), the line after midnight still goes with its exchange
+    undated.write_text("".join(lines[:2]))
+    first = read_tail(undated)
+    with undated.open("a") as fp:
+        fp.write("".join(lines[2:]))
+    grown = read_tail(undated, first.end)
+    stored = {c.key: c for c in first.conversations}
+    by_key = {c.key: c for c in grown.conversations}
+    assert sorted(by_key) == ["jsonl-log:s:2026-03-01", "jsonl-log:s:2026-03-02"]
+    merged = merge(stored["jsonl-log:s:2026-03-01"], by_key["jsonl-log:s:2026-03-01"])
+    assert merged.content_hash == convs["jsonl-log:s:2026-03-01"].content_hash
+    # a daily file holds its day whatever the times say
+    dated = tmp_path / "2026-03-01.jsonl"
+    dated.write_text("".join(lines))
+    assert sorted(_read(dated)[0]) == ["jsonl-log:s:2026-03-01"]
+
+
+def _two_days(folder: Path) -> tuple[Path, Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    day1, day2 = folder / "2026-03-01.jsonl", folder / "2026-03-02.jsonl"
+    day1.write_text(
+        _line("2026-03-01T20:00:00Z", "an evening talk", session="t")
+        + _line("2026-03-01T23:50:00Z", "still up?")
+        + _line("2026-03-01T23:55:00Z", "yes, writing", role="assistant")
+    )
+    day2.write_text(
+        _line("2026-03-02T00:10:00Z", "past midnight, same talk")
+        + _line("2026-03-02T00:20:00Z", "good night", role="assistant")
+        + _line("2026-03-02T00:30:00Z", "another session, new", session="u")
+        + _line("2026-03-02T09:00:00Z", "next morning: a new talk")
+        + _line("2026-03-02T21:30:00Z", "t again, a day later", session="t")
+    )
+    return day1, day2
+
+
+def test_a_session_continued_in_the_next_days_file_is_one_conversation(tmp_path: Path) -> None:
+    day1, day2 = _two_days(tmp_path / "logs")
+    convs, bad = _read(tmp_path / "logs")
+    assert bad == []
+    assert sorted(convs) == [
+        "jsonl-log:s:2026-03-01",
+        "jsonl-log:s:2026-03-02",
+        "jsonl-log:t:2026-03-01",
+        "jsonl-log:t:2026-03-02",
+        "jsonl-log:u:2026-03-02",
+    ]
+    night = convs["jsonl-log:s:2026-03-01"]
+    assert _texts(night) == ["still up?", "yes, writing", "past midnight, same talk", "good night"]
+    assert [m.position for m in night.active_messages] == [0, 1, 2, 3]
+    assert night.provenance.file == str(day1) and night.provenance.position == 2
+    assert _texts(convs["jsonl-log:s:2026-03-02"]) == ["next morning: a new talk"]
+    # either file read alone yields that conversation whole, the same
+    for alone in (day1, day2):
+        got, _ = _read(alone)
+        assert got["jsonl-log:s:2026-03-01"].content_hash == night.content_hash
+    assert sorted(_read(day2)[0]) == [
+        "jsonl-log:s:2026-03-01",
+        "jsonl-log:s:2026-03-02",
+        "jsonl-log:t:2026-03-02",
+        "jsonl-log:u:2026-03-02",
+    ]
+    # the watcher: the next day's file written line by line, each pass merged into the stored
+    full = day2.read_text().splitlines(keepends=True)
+    day2.write_text(full[0])
+    stored = {c.key: c for c in read_tail(day2).conversations}
+    assert _texts(stored["jsonl-log:s:2026-03-01"]) == _texts(night)[:3]
+    end = day2.stat().st_size
+    for line in full[1:]:
+        with day2.open("a") as fp:
+            fp.write(line)
+        tail = read_tail(day2, end)
+        end = tail.end
+        for conv in tail.conversations:
+            stored[conv.key] = merge(stored[conv.key], conv) if conv.key in stored else conv
+    assert stored["jsonl-log:s:2026-03-01"].content_hash == night.content_hash
+    assert (
+        stored["jsonl-log:s:2026-03-02"].content_hash
+        == convs["jsonl-log:s:2026-03-02"].content_hash
+    )
+    # one midnight at most: a session that ran on into a file from the day before and through it
+    # starts a new conversation in the file after
+    day3 = tmp_path / "logs" / "2026-03-03.jsonl"
+    day2.write_text(_line("2026-03-02T00:10:00Z", "on") + _line("2026-03-02T00:50:00Z", "on"))
+    day3.write_text(_line("2026-03-02T01:20:00Z", "still on"))
+    again, _ = _read(tmp_path / "logs")
+    assert _texts(again["jsonl-log:s:2026-03-01"]) == ["still up?", "yes, writing", "on", "on"]
+    assert _texts(again["jsonl-log:s:2026-03-03"]) == ["still on"]
+
+
+def test_reimporting_logs_that_cross_midnight_adds_nothing(pmem_env, db, tmp_path: Path) -> None:
+    runner = CliRunner()
+
+    def imported(path: Path) -> dict[str, int]:
+        result = runner.invoke(app, ["import", str(path), "--no-embed", "--json"])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout.strip().splitlines()[-1])["conversations"]
+
+    def rows() -> list[tuple[str, str, int, int]]:
+        with db.connection() as conn:
+            return conn.execute(
+                """SELECT message_key, conversation_key, position, xmin::text::bigint
+                   FROM source_messages ORDER BY message_key"""
+            ).fetchall()
+
+    day1, day2 = _two_days(tmp_path / "logs")
+    later = day2.read_bytes()
+    day2.unlink()  # the next day's file is not written yet
+    assert imported(day1) == {"new": 2, "changed": 0, "unchanged": 0, "quarantined": 0}
+    day2.write_bytes(later)
+    # the next day's file: the earlier night's conversation grows by the two lines after midnight
+    assert imported(day2) == {"new": 3, "changed": 1, "unchanged": 0, "quarantined": 0}
+    before = rows()
+    assert len(before) == 8  # every line once
+    assert imported(tmp_path / "logs") == {"new": 0, "changed": 0, "unchanged": 5, "quarantined": 0}
+    assert imported(day1)["unchanged"] == 2 and imported(day2)["unchanged"] == 4
+    assert rows() == before  # not a row written again
+    night = Ledger(db).load("jsonl-log:s:2026-03-01")
+    assert _texts(night) == ["still up?", "yes, writing", "past midnight, same talk", "good night"]
+
+
+def test_a_ledger_keyed_by_file_day_keeps_its_rows_on_reimport(pmem_env, db, tmp_path) -> None:
+    """Before a session past midnight stayed one conversation, the next day's file's lines were
+    their own day's conversation. A re-import adds them to the earlier night's conversation
+    under its key; the rows stored under the old key stay (the ledger never deletes), so those
+    two lines are then in both conversations."""
+    runner = CliRunner()
+    day1, day2 = _two_days(tmp_path / "logs")
+    old = tmp_path / "old"  # the next day's file alone: read as the file-day keys read it
+    old.mkdir()
+    shutil.copy(day2, old / day2.name)
+    assert runner.invoke(app, ["import", str(old), "--no-embed", "--json"]).exit_code == 0
+    ledger = Ledger(db)
+    assert _texts(ledger.load("jsonl-log:s:2026-03-02")) == [
+        "past midnight, same talk",
+        "good night",
+        "next morning: a new talk",
+    ]
+    result = runner.invoke(app, ["import", str(tmp_path / "logs"), "--no-embed", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout.strip().splitlines()[-1])["conversations"]
+    assert out == {"new": 2, "changed": 1, "unchanged": 2, "quarantined": 0}
+    assert _texts(ledger.load("jsonl-log:s:2026-03-01"))[2:] == [
+        "past midnight, same talk",
+        "good night",
+    ]
+    with db.connection() as conn:
+        kept = conn.execute(
+            """SELECT m.position, m.on_active_path FROM source_messages m
+               WHERE conversation_key = 'jsonl-log:s:2026-03-02' ORDER BY message_key"""
+        ).fetchall()
+    assert len(kept) == 3  # the old rows are all there, not retired (the importer cannot)

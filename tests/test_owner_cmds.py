@@ -185,9 +185,18 @@ def test_export_import_backup_export_is_byte_identical(world, db_factory, monkey
         "proposal",
     }
 
-    # the store is not empty: refused, nothing written
+    # the store is not empty: refused, nothing written, and the refusal names --merge
     code, body, _ = pmem("import-backup", str(first), "--yes", "--json")
-    assert code == 1 and "not empty" in body["message"]
+    assert code == 1 and "not empty" in body["message"] and "--merge" in body["hint"]
+    # one verb: with --merge the backup goes into this store, the memories it has skipped
+    code, merged, said = pmem("backup", "restore", str(first), "--merge", "--yes", "--json")
+    assert code == 0 and merged["merged"] is True, said
+    assert merged["memories"] == 0 and merged["skipped_existing"] == 2
+    assert "2 already here skipped" in said
+    old = runner.invoke(app, ["backup", "load", str(first), "--json"])  # the old verb, hidden
+    assert old.exit_code == 0 and "is now `pmem backup restore --merge`" in old.stderr
+    kept = json.loads(old.stdout.strip().splitlines()[-1])
+    assert kept == {k: v for k, v in merged.items() if k not in ("file", "merged")}
 
     # an empty store (another database, no ledger): restored, and exported again byte for byte
     monkeypatch.setenv("DATABASE_URL", db_factory())
@@ -582,3 +591,28 @@ def test_a_deleted_or_forgotten_memory_leaves_the_public_page(world, db):
     code, body, _ = pmem("forget", "--memory", b, "--yes", "--json")
     assert code == 0, body
     assert reader.items() == []
+
+
+def test_one_verb_lists_every_token_with_its_kind(pmem_env, db) -> None:
+    """`pmem auth tokens` lists the OAuth tokens and the memory API's, with a kind column and
+    --kind; `auth api-token list` (and `token list`) is a hidden old verb with its old --json."""
+    code, api, said = pmem("auth", "api-token", "create", "reader", "--json")
+    assert code == 0, said
+    code, oauth, said = pmem("auth", "token", "--client", "backfill", "--json")
+    assert code == 0, said
+    code, both, said = pmem("auth", "tokens", "--json")
+    assert code == 0 and set(both) == {"oauth_tokens", "api_tokens"}, said
+    assert [t["token_id"] for t in both["api_tokens"]] == [api["token_id"]]
+    assert oauth["token_id"] in {t["token_id"] for t in both["oauth_tokens"]}
+    assert {t["kind"] for t in both["oauth_tokens"]} <= {"access", "refresh"}
+    assert api["token"] not in said and oauth["refresh_token"] not in said
+    code, only, _ = pmem("auth", "tokens", "--kind", "api", "--json")
+    assert code == 0 and only == {"api_tokens": both["api_tokens"]}
+    text = runner.invoke(app, ["auth", "tokens"]).stdout.splitlines()
+    assert {line.split()[1] for line in text} == {"api"} | {t["kind"] for t in both["oauth_tokens"]}
+    oauth_only = runner.invoke(app, ["auth", "tokens", "--kind", "oauth"]).stdout
+    assert api["token_id"] not in oauth_only and oauth["token_id"] in oauth_only
+    for old in (["auth", "api-token", "list"], ["token", "list"]):
+        out = runner.invoke(app, [*old, "--json"])
+        assert out.exit_code == 0 and "is now `pmem auth tokens --kind api`" in out.stderr
+        assert api["token_id"] in [t["token_id"] for t in json.loads(out.stdout)["tokens"]]

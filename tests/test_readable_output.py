@@ -118,7 +118,7 @@ def test_every_text_output_reads_as_words(pmem_env, tmp_path: Path, monkeypatch)
         ["memory", "mark", "家計簿アプリの準備"],
         ["memory", "marks"],
         ["auth", "api-token", "create", "reader"],
-        ["auth", "api-token", "list"],
+        ["auth", "tokens", "--kind", "api"],
         ["auth", "consent", "list"],
         ["auth", "clients"],
         ["auth", "tokens"],

@@ -139,7 +139,7 @@ def first_run(eval_env: dict[str, str], prefect_api: str) -> dict[str, Any]:
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     # the months as the first run left them, before any test of this module adds a version
-    # (tests run in any order: `make test-random`)
+    # (tests run in any order: `make test` shuffles them)
     with pytest.MonkeyPatch.context() as mp:
         for k, v in eval_env.items():
             mp.setenv(k, v)
