@@ -1,4 +1,4 @@
-"""`pmem import-backup FILE`: a `pmem export` file restored into an empty memory store.
+"""`pmem backup restore FILE`: a `pmem export` file restored into an empty memory store.
 
 Memories, revisions, evidence and tombstones go through ``MemoryStore.load_backup``; the owner's
 queue (``proposal`` rows) comes back here, its text through the same guard, and so do the
@@ -61,8 +61,8 @@ def import_backup(
     if any(held.values()):
         raise StoreError(
             f"the memory store is not empty ({held['memories']} memories, {held['revisions']} "
-            f"revisions, {held['evidence']} evidence rows); import-backup restores into an empty store only",
-            hint="use another data dir (PMEM_DATA_DIR) or database (PMEM_DB_NAME), or `pmem backup load FILE` "
+            f"revisions, {held['evidence']} evidence rows); `pmem backup restore` restores into an empty store only",
+            hint="use another data dir (PMEM_DATA_DIR) or database (PMEM_DB_NAME), or `pmem backup restore FILE --merge` "
             "to add the memories this store lacks",
         )
     erased = erased_memory_ids(db)

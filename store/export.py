@@ -5,7 +5,7 @@ from them and costs a model's time to make again: the month summaries and profil
 the concept memory (names, experiences, their links, the relations and the log of their
 weights; not the names' vectors, made again on first use) and the owner's markers. Sorted;
 timestamps of the write itself, run ids (which differ between runs) and serial numbers are left
-out; memory ids are content-derived and kept. ``read_export`` brings such a file back (`pmem backup load`) through the store's write
+out; memory ids are content-derived and kept. ``read_export`` brings such a file back (`pmem backup restore --merge`) through the store's write
 boundary (``MemoryStore.load_backup``: the secret guard and the evidence checks)."""
 
 from __future__ import annotations
