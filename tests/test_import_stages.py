@@ -218,6 +218,7 @@ def test_a_kill_while_the_index_trails_the_ledger_then_a_rerun_equals_an_uninter
 
     killed, whole = db_factory(), db_factory()
     assert run(killed, fault) == -9
+    assert _left_running(str(path)) == []  # its worker processes left with it
     interrupted = _snapshot(killed)
     stored = len(interrupted["conversations"])
     assert stored == 600 if ledger_whole else 0 < stored < 600  # whole batches of conversations
@@ -230,3 +231,23 @@ def test_a_kill_while_the_index_trails_the_ledger_then_a_rerun_equals_an_uninter
     resumed, uninterrupted = _snapshot(killed), _snapshot(whole)
     assert resumed["pending"] == [0, 0]
     assert resumed == uninterrupted
+
+
+def _left_running(marker: str, wait: float = 5.0) -> list[int]:
+    """The processes whose command line names ``marker`` once ``wait`` seconds have passed (a
+    worker notices its parent's end within a quarter of a second)."""
+    import time
+
+    deadline = time.monotonic() + wait
+    while True:
+        found = []
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit():
+                try:
+                    if marker.encode() in (proc / "cmdline").read_bytes():
+                        found.append(int(proc.name))
+                except OSError:
+                    continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
