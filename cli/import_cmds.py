@@ -140,14 +140,17 @@ def stage_figures(
     stats: dict[str, Any], started: float, index_began: float, indexed: dict[str, Any]
 ) -> dict[str, Any]:
     """The import's stages, wall clock inside the process (issue 31; the names are a contract):
-    the ledger stage (reading, hashing, the prefilter, the COPY: ``run_import``'s own time) with
-    its MB/s, the index stage (from the ledger's end until every index is current: the lexical
-    rows the import's pass left, the normal forms, the guard's scans, the vectors), and the time
-    from the start until a lexical recall finds every imported message."""
+    the ledger stage (reading, hashing, the prefilter, the COPY: until ``run_import``'s last
+    ledger commit) with its MB/s, the index stage (from the ledger's end until every index is
+    current: the lexical rows the workers write behind the ledger, the GIN built after a first
+    load, the rows the import's pass left, the normal forms, the guard's scans, the vectors),
+    and the time from the start until a lexical recall finds every imported message."""
     ledger = float(stats.get("elapsed_seconds") or 0.0)
     mb = (stats.get("bytes_read") or stats.get("bytes_total") or 0) / 1e6
     ended = time.monotonic()
-    ledger_end = index_began  # the pass's rows of the last batch are in when run_import returns
+    # the index rows the workers wrote behind the ledger, until run_import returned
+    behind = float(stats.pop("index_behind_seconds", 0.0) or 0.0)
+    ledger_end = index_began - behind
     lexical = float(indexed.get("lexical_seconds") or 0.0)
     return {
         "stages": {

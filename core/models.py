@@ -49,7 +49,8 @@ class Message(BaseModel):
         return (
             self.on_active_path
             and self.channel in (Channel.PERSON, Channel.ASSISTANT)
-            and bool(self.text.strip())
+            and bool(self.text)
+            and not self.text.isspace()  # = bool(text.strip()), without copying a huge text
         )
 
 

@@ -23,8 +23,9 @@ import logging
 import queue
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,13 +35,15 @@ from core.faults import fault_point
 from core.models import Conversation, PrefilterDecision
 from importers import Quarantined, ReadReport, iter_source
 from stages.prefilter import RULE_VERSION, prefilter
+from store.index_stream import StreamRow, write_streamed
 from store.ledger import BatchIndex, Digest, Ledger, digest, storable
-from store.ledger_rows import INDEXED
+from store.ledger_rows import INDEXED, index_text
 
 _log = logging.getLogger("pmem.import")
 
 BATCH_CONVERSATIONS = 250
 BATCH_BYTES = 4 << 20  # characters of message text per batch
+STREAM_AHEAD_CHARS = 6 * BATCH_BYTES  # text the ledger may be ahead of the index (memory bound)
 MAX_ERRORS = 1000  # errors listed in the summary (all are counted, and all are in the ledger)
 SKIP_PREFIX = "skipped:"  # importers count skipped lines in unknown_types under this prefix
 
@@ -152,7 +155,7 @@ def run_import(
             if tokens is not None:
                 tokens.close()
     if indexed is not None and tokens is not None:
-        stats["indexed_messages"] = indexed + tokens.written
+        stats["indexed_messages"] = indexed + tokens.written + stats.pop("indexed_behind", 0)
     if raise_input_error and input_exc is not None:
         raise input_exc
     return stats
@@ -219,9 +222,15 @@ def _run_import(
             have = state.get(storable(conv.key))
             if have is None or have[0] != dig[0] or have[1] is None:
                 batch.decisions[id(conv)] = prefilter(conv, overrides, content_hash=dig[0])
-        if tokens is not None:  # the index rows of what is new, computed while the commit runs
+        if tokens is not None:  # the index rows of what is new
             fresh = [c for c in batch.convs if storable(c.key) not in state]
-            if fresh:
+            if (
+                fresh
+                and streamer is not None
+                and all(len(m.text) <= _IN_PLACE for c in fresh for m in c.messages)
+            ):  # written behind the ledger's commit, in the workers
+                batch.index = BatchIndex(dict, streamed=True)
+            elif fresh:  # computed while the commit runs, stored in its transaction
                 batch.index = tokens.index(fresh)
         committer.put(batch)
 
@@ -240,11 +249,15 @@ def _run_import(
         results = ledger.write_batch(
             batch.convs, import_id, decided, RULE_VERSION, rows, batch.digests, index=batch.index
         )
+        handled = batch.index is not None and bool(batch.index.written or batch.index.queued)
         if batch.index is not None and tokens is not None:
             tokens.written += batch.index.written
+            if batch.index.queued and streamer is not None:
+                streamer.submit(batch.index.queued)  # the ledger has committed them
+                batch.index.queued = []
+                fault_point("import:after-index-handover")
         if indexer is not None and any(
-            o == "changed" or (o == "new" and (batch.index is None or not batch.index.written))
-            for o, *_ in results
+            o == "changed" or (o == "new" and not handled) for o, *_ in results
         ):
             indexer.poke()  # something reached the queue (the rows stored with the batch did not)
         with lock:
@@ -270,6 +283,7 @@ def _run_import(
         if stats["conversations"] and stats["conversations"] % 5000 < len(batch.convs):
             _log.info("imported %d conversations", stats["conversations"])
 
+    streamer = _Streamer(tokens, ledger.db.url) if tokens is not None and tokens.workers else None
     committer = _Stage(write, "pmem-import-commit")
     writer = _Stage(prepare, "pmem-import-prepare")
     batch = _Batch()
@@ -309,12 +323,20 @@ def _run_import(
             try:
                 committer.close()
             finally:
-                if deferred:
-                    ledger.build_token_index()
+                ledger_done = time.monotonic()  # the ledger stage ends; the index trails it
+                fault_point("import:ledger-done")
+                try:
+                    if streamer is not None:
+                        streamer.close()
+                        stats["indexed_behind"] = streamer.written
+                finally:
+                    if deferred:  # once every index row of the load is in
+                        ledger.build_token_index()
     stats["skipped"] = dict(skipped + report.skipped)
     stats["unknown_types"] = dict(unknown)
     stats["bytes_read"], stats["bytes_total"] = report.bytes_read, report.bytes_total
-    stats["elapsed_seconds"] = round(time.monotonic() - started, 3)
+    stats["elapsed_seconds"] = round(ledger_done - started, 3)
+    stats["index_behind_seconds"] = round(time.monotonic() - ledger_done, 3)
     if on_progress is not None:
         progress.bytes_read, progress.bytes_total = report.bytes_read, report.bytes_total
         on_progress(progress)
@@ -452,6 +474,7 @@ class _Indexer:
         self._pool: Any = None  # the import's workers, once something is queued
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._wake.set()  # a first pass at once (it also settles the index's token version)
         self.indexed = 0
         self._thread = threading.Thread(target=self._run, name="pmem-import-index", daemon=True)
         self._thread.start()
@@ -459,6 +482,10 @@ class _Indexer:
     def _run(self) -> None:
         try:
             while True:
+                # woken by a batch that queued something, or by the close: the new messages the
+                # workers write behind the ledger are queued too, and left to them meanwhile
+                self._wake.wait()
+                self._wake.clear()
                 stopping = self._stop.is_set()
                 if self._pool is None and self._tokens.workers and self._store.has_pending():
                     self._pool = self._tokens.pool()
@@ -470,9 +497,6 @@ class _Indexer:
                 self.indexed += n
                 if stopping:
                     return  # a whole pass after the last commit: everything stored is indexed
-                if n == 0:  # woken by a batch that queued something (else now and then)
-                    self._wake.wait(5.0)
-                    self._wake.clear()
         except Exception as err:  # noqa: BLE001 - derived data; the index step after catches up
             _log.warning(
                 "indexing beside the import stopped (%s); the index step catches up",
@@ -575,19 +599,49 @@ class _Tokens:
                 self._pool = None
 
 
-def _clean(text: str) -> str:
-    """``store.index.sanitize`` (what the index shows: no NUL, no lone surrogate), checked by
-    C-speed scans first: most texts have neither, and a 50 MB message is not run through a
-    regular expression."""
-    if "\x00" not in text:
-        try:
-            text.encode("utf-8")
-            return text
-        except UnicodeEncodeError:
-            pass
-    from store.index import sanitize
+_clean = index_text  # what the index shows of a text (``store.ledger_rows.index_text``)
 
-    return sanitize(text)
+
+class _Streamer:
+    """The index rows of the ledger's committed batches, handed to the import's worker processes
+    (``store.index_stream.write_streamed``: tokens and rows written there, niced, in their own
+    connections): the ledger goes on while they work. At most ``STREAM_AHEAD_CHARS`` of text
+    wait for them (then the ledger waits for the oldest batch); a failure leaves the batch's
+    messages queued for the index step (derived data: logged by its type, never fatal)."""
+
+    def __init__(self, tokens: _Tokens, url: str) -> None:
+        self._tokens = tokens
+        self._url = url
+        self._inflight: deque[tuple[Future[int], int]] = deque()
+        self._chars = 0
+        self.written = 0
+
+    def submit(self, rows: list[StreamRow]) -> None:
+        while self._inflight and self._inflight[0][0].done():
+            self._reap()
+        chars = sum(len(r[4]) for r in rows)
+        try:
+            future = self._tokens.pool().submit(write_streamed, self._url, rows)
+        except Exception as err:  # noqa: BLE001 - derived data; the queue keeps the messages
+            _failed(err)
+            return
+        self._inflight.append((future, chars))
+        self._chars += chars
+        while self._chars > STREAM_AHEAD_CHARS and len(self._inflight) > 1:
+            self._reap()
+
+    def _reap(self) -> None:
+        future, chars = self._inflight.popleft()
+        self._chars -= chars
+        try:
+            self.written += future.result()
+        except Exception as err:  # noqa: BLE001 - derived data; the queue keeps the messages
+            _failed(err)
+
+    def close(self) -> None:
+        """Wait until every batch handed over is written (or has failed)."""
+        while self._inflight:
+            self._reap()
 
 
 def _failed(err: BaseException) -> Callable[[], dict[str, tuple[str, bool]]]:

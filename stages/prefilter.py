@@ -154,22 +154,26 @@ _LOOKUP_RE = _rx(
     r"どういうこと",
 )
 
-_LOG_LINE_RE = _rx(
-    r"^\s*Traceback \(most recent call last\)",
-    r"^\s*File \".*\", line \d+",
-    r"^\s*at [\w.$<>/\\-]+ ?\(.*\)\s*$",
-    r"^\s*at .+:\d+(?::\d+)?\)?\s*$",
-    r"^\s*[\w.]*(?:Error|Exception|Warning)(?::|\s*$)",
-    r"^\s*\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}",
-    r"(?-i:^\s*\[?(?:ERROR|WARN|WARNING|FATAL|CRITICAL|DEBUG|INFO|TRACE)\]?[\s:|])",
-    r"^\s*npm ERR!",
-    r"^\s*error(?:\[E\d+\])?:",
-    r":\d+:\d+: (?:error|warning|note):",
-    r"^\s*(?:panic|fatal error|Segmentation fault|Caused by)\b",
-    r"^\s*\^+\s*$",
-    r"^\s*#\d+\s+0x[0-9a-f]+",
-    r"(?-i:^\s*E\s{2,}\S)",
+# a log line: one of these at its start (after white space), or the anywhere pattern. Compiled
+# with ``^\s*`` once before the alternation (not in each branch): the same lines match, and the
+# engine tries the branches only at a line's start (~3.5x faster; the import runs it per line)
+_LOG_LINE_AT_START = (
+    r"Traceback \(most recent call last\)",
+    r"File \".*\", line \d+",
+    r"at [\w.$<>/\\-]+ ?\(.*\)\s*$",
+    r"at .+:\d+(?::\d+)?\)?\s*$",
+    r"[\w.]*(?:Error|Exception|Warning)(?::|\s*$)",
+    r"\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}",
+    r"(?-i:\[?(?:ERROR|WARN|WARNING|FATAL|CRITICAL|DEBUG|INFO|TRACE)\]?[\s:|])",
+    r"npm ERR!",
+    r"error(?:\[E\d+\])?:",
+    r"(?:panic|fatal error|Segmentation fault|Caused by)\b",
+    r"\^+\s*$",
+    r"#\d+\s+0x[0-9a-f]+",
+    r"(?-i:E\s{2,}\S)",
 )
+_LOG_LINE_ANYWHERE = (r":\d+:\d+: (?:error|warning|note):",)
+_LOG_LINE_RE = _rx(r"^\s*(?:" + "|".join(_LOG_LINE_AT_START) + ")", *_LOG_LINE_ANYWHERE)
 
 PASTE_INTRO_RE = _rx(
     r"\bsummari[sz](?:e|ing)\b",

@@ -143,7 +143,28 @@ def token_pool(workers: int) -> Any:
     from concurrent.futures import ProcessPoolExecutor
 
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method))
+    return ProcessPoolExecutor(
+        max_workers=workers,
+        mp_context=multiprocessing.get_context(method),
+        initializer=_leave_with_parent,
+    )
+
+
+def _leave_with_parent() -> None:
+    """In a worker process: exit once the process that started it is gone. A forked worker
+    holds the ends of its pool's pipes itself, so a SIGKILL of the import would otherwise leave
+    it waiting for work for ever (with what it was writing rolled back by the server)."""
+    import threading
+    import time
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.25)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="pmem-worker-parent", daemon=True).start()
 
 
 class IndexUpkeep(SearchBase):

@@ -30,6 +30,7 @@ from store.ledger_rows import (
     _copy_new,
     _decision_row,
     _forgotten_any,
+    _queue_streamed,
     _storable_json,
     _upsert_locked,
     digest,
@@ -173,6 +174,8 @@ class Ledger:
         conversations, stored in the same transaction (``BatchIndex``). Returns per
         conversation: outcome, new messages, kept, reason.
         """
+        if index is not None:
+            index.queued = []  # filled by this transaction (a retry below queues by trigger)
         try:
             with self.db.connection() as conn, conn.transaction():
                 # whole batches or none either way; a power cut may lose the last committed batch,
@@ -194,6 +197,8 @@ class Ledger:
             return done
         except (psycopg.errors.UniqueViolation, psycopg.errors.ForeignKeyViolation):
             # another import wrote one of these keys meanwhile: the slow path, one at a time
+            if index is not None:
+                index.queued = []  # that transaction's queue rolled back: the trigger queues
             out: list[tuple[UpsertOutcome, int, bool, str]] = []
             for conv in convs:
                 d = decide(conv)
@@ -215,7 +220,7 @@ class Ledger:
                    FROM source_conversations c
                    LEFT JOIN prefilter_decisions d ON d.conversation_key = c.conversation_key
                         AND d.content_hash = c.content_hash AND d.rule_version = %s
-                   WHERE c.conversation_key = ANY(%s)""",
+                   WHERE c.conversation_key = ANY(%b)""",
                 (rule_version, keys),
             ).fetchall()
         return {key: (chash, keep) for key, chash, keep in rows}
@@ -276,7 +281,7 @@ class Ledger:
                    FROM source_conversations c
                    LEFT JOIN prefilter_decisions d ON d.conversation_key = c.conversation_key
                         AND d.content_hash = c.content_hash AND d.rule_version = %s
-                   WHERE c.conversation_key = ANY(%s)
+                   WHERE c.conversation_key = ANY(%b)
                    FOR UPDATE OF c""",
                 (rule_version, keys),
             )
@@ -311,7 +316,11 @@ class Ledger:
             _copy_new(conn, new_convs, import_id)
             if inline and index is not None:
                 conn.execute("SELECT set_config('pmem.inline_index', 'off', true)")
-                index[1].append(_copy_index(conn, [c for c, _ in new_convs], index[0]))
+                fresh = [c for c, _ in new_convs]
+                if index[0].streamed:  # the rows are written behind the ledger's commit
+                    _queue_streamed(conn, fresh, index[0])
+                else:
+                    index[1].append(_copy_index(conn, fresh, index[0]))
         with conn.cursor() as cur:
             if decisions:
                 cur.executemany(_INSERT_DECISION, [_decision_row(d) for d in decisions])

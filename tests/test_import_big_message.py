@@ -74,3 +74,41 @@ def test_a_big_message_costs_about_what_json_load_costs() -> None:
     baseline = cpu(lambda: json.load(io.BytesIO(data)))
     ours = cpu(lambda: list(iter_array_items(io.BytesIO(data), "f.json")))
     assert ours <= 3 * baseline, (ours, baseline)  # measured about 1.4x
+
+
+def test_the_import_of_one_big_message_is_linear_in_its_size(
+    db_factory: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The whole import of one conversation whose one message is 4x longer (parsing, hashes,
+    the prefilter, the ledger's COPY, the index rows and their tokens, every thread of this
+    process) costs about 4x the CPU beyond that of a short one, not 16x: nothing is repeated per read or per passage of
+    the text (issue 31, item 3). ``bench/import_bench.py --single-message --mb 50`` measures
+    the whole process against ``json.load``."""
+    from flows.importing import run_import
+    from store.db import Database
+    from store.ledger import Ledger
+    from tests.test_ledger_cmds import chatgpt_export, one_conversation
+
+    monkeypatch.setenv("PMEM_INDEX_WORKERS", "0")  # every part in this process (its CPU counted)
+
+    def import_cpu(chars: int) -> float:
+        path = chatgpt_export(
+            tmp_path / f"big-{chars}.json",
+            [one_conversation("big", "big", [("user", _big_text(chars)), ("assistant", "ok")])],
+        )
+        best = float("inf")
+        for _ in range(3):  # the best of three, each into a fresh store: the machine is shared
+            db = Database(db_factory())
+            try:
+                started = time.process_time()
+                stats = run_import(Ledger(db), "chatgpt", str(path), index_messages=True)
+                best = min(best, time.process_time() - started)
+            finally:
+                db.close()
+            assert stats["messages_new"] == 2 and stats["indexed_messages"] == 2
+        return best
+
+    # what the size adds beyond an import of a short message (the store, the threads)
+    fixed = import_cpu(1_000)
+    small, large = import_cpu(2_000_000) - fixed, import_cpu(8_000_000) - fixed
+    assert small > 0 and large <= 6 * small, (fixed, small, large)  # linear ~4x, quadratic ~16x

@@ -174,3 +174,80 @@ def test_a_kill_in_the_index_stage_then_a_rerun_equals_an_uninterrupted_import(
     resumed, uninterrupted = _snapshot(killed), _snapshot(whole)
     assert resumed["pending"] == [0, 0]
     assert resumed == uninterrupted
+
+
+@pytest.mark.parametrize(
+    ("fault", "ledger_whole"),
+    [("import:after-index-handover@1", False), ("import:ledger-done@1", True)],
+    ids=["while-both-run", "after-the-ledger"],
+)
+def test_a_kill_while_the_index_trails_the_ledger_then_a_rerun_equals_an_uninterrupted_import(
+    db_factory: Any, tmp_path: Path, fault: str, ledger_whole: bool
+) -> None:
+    """The index rows are written behind the ledger by the worker processes (ADR 0044): a
+    SIGKILL once the first batch is handed to them (the ledger goes on meanwhile), or once the
+    ledger stage is over, leaves whole conversations with their messages queued for the index;
+    the re-run gives the same ledger and index as an import never interrupted."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT
+
+    convs = [
+        one_conversation(
+            f"s-{i}",
+            f"見積もり {i}",
+            [
+                ("user", f"{i}社目の見積もりが届きました。予算の範囲に収まりそうです。"),
+                ("assistant", "条件を表に加えておきます。"),
+            ],
+        )
+        for i in range(600)  # three batches of the ledger
+    ]
+    path = chatgpt_export(tmp_path / "conversations.json", convs)
+
+    def run(url: str, fault: str | None = None) -> int:
+        env = dict(os.environ, DATABASE_URL=url, PMEM_DATA_DIR=str(tmp_path / "data"))
+        env.update(PMEM_EMBEDDER="none", PMEM_INDEX_WORKERS="2")
+        env.pop("PMEM_FAULT", None)
+        if fault:
+            env["PMEM_FAULT"] = fault
+        cmd = [sys.executable, "-m", "cli.main", "import", str(path), "--source", "chatgpt"]
+        return subprocess.run(cmd, env=env, cwd=PROJECT, capture_output=True).returncode
+
+    killed, whole = db_factory(), db_factory()
+    assert run(killed, fault) == -9
+    assert _left_running(str(path)) == []  # its worker processes left with it
+    interrupted = _snapshot(killed)
+    stored = len(interrupted["conversations"])
+    assert stored == 600 if ledger_whole else 0 < stored < 600  # whole batches of conversations
+    indexed = {k for k, _ in interrupted["index"]}
+    person = {k for k, *_ in interrupted["messages"]}
+    assert indexed <= person
+    assert len(indexed) + interrupted["pending"][0] == len(person)  # indexed, or queued for it
+    assert run(killed) == 0
+    assert run(whole) == 0
+    resumed, uninterrupted = _snapshot(killed), _snapshot(whole)
+    assert resumed["pending"] == [0, 0]
+    assert resumed == uninterrupted
+
+
+def _left_running(marker: str, wait: float = 5.0) -> list[int]:
+    """The processes whose command line names ``marker`` once ``wait`` seconds have passed (a
+    worker notices its parent's end within a quarter of a second)."""
+    import time
+
+    deadline = time.monotonic() + wait
+    while True:
+        found = []
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit():
+                try:
+                    if marker.encode() in (proc / "cmdline").read_bytes():
+                        found.append(int(proc.name))
+                except OSError:
+                    continue
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)

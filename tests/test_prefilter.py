@@ -288,3 +288,52 @@ def test_code_request_for_my_own_website_is_kept() -> None:
         ]
     )
     assert prefilter(conv).reason == "keep:default"
+
+
+def test_the_log_line_pattern_matches_the_lines_its_branches_match_one_by_one() -> None:
+    """``_LOG_LINE_RE`` puts ``^\\s*`` once before its branches (issue 31: the import runs it on
+    every line of the person's messages): it finds a log line exactly where one of its branches,
+    each anchored on its own, does."""
+    import random
+    import re
+
+    from stages.prefilter import _LOG_LINE_ANYWHERE, _LOG_LINE_AT_START, _LOG_LINE_RE
+
+    flags = re.IGNORECASE | re.MULTILINE
+    branches = [re.compile(r"^\s*" + p, flags) for p in _LOG_LINE_AT_START]
+    branches += [re.compile(p, flags) for p in _LOG_LINE_ANYWHERE]
+    samples = [
+        "Traceback (most recent call last):",
+        '  File "app.py", line 12, in <module>',
+        "    at com.example.Main.run(Main.java:42)",
+        "  at Object.<anonymous> (/srv/app/index.js:10:5)",
+        "ValueError: invalid literal",
+        "KeyError",
+        "[2024-03-01 12:30:01] started",
+        "ERROR: disk full",
+        "error: disk full",
+        "[warn] lower case is not the upper-case label",
+        "npm ERR! code ELIFECYCLE",
+        "error[E0382]: borrow of moved value",
+        "src/main.c:10:5: error: expected ';'",
+        "panic: runtime error",
+        "Caused by: java.io.IOException",
+        "     ^^^^",
+        "#3  0x00007f3 in main ()",
+        "E   assert 1 == 2",
+        "e   not pytest's lower-case e",
+        "I decided to keep the old laptop because it still works.",
+        "結局、前の方法の方が速かったです。",
+        "at home we prefer tea",
+        "",
+        "   ",
+    ]
+    rng = random.Random(31)
+    pieces = [*samples, " ", "\t", ":", "1", "E", "at ", "Error", "x", "(", ")", "#"]
+    lines = samples + [
+        "".join(rng.choice(pieces) for _ in range(rng.randint(1, 6))) for _ in range(3000)
+    ]
+    got = [bool(_LOG_LINE_RE.search(line)) for line in lines]
+    want = [any(b.search(line) for b in branches) for line in lines]
+    assert got == want
+    assert sum(got[: len(samples)]) == 17  # the check can fail: 17 log samples match, the rest not

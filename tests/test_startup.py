@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from cli.main import COMMAND_MODULES, FAST_COMMANDS, command_of
+from cli.main import COMMAND_MODULES, FAST_COMMANDS, ONE_MODULE_COMMANDS, command_of
 from tests.conftest import PROJECT
 
 # packages (or modules) a search has no use for: the flows' orchestrator, the terminal renderer,
@@ -45,7 +45,7 @@ def _loaded(names: list[str], heavy: tuple[str, ...]) -> list[str]:
 def test_fast_commands_name_the_module_that_registers_them():
     from cli.app import app
 
-    for command, module in FAST_COMMANDS.items():
+    for command, module in (FAST_COMMANDS | ONE_MODULE_COMMANDS).items():
         assert module in COMMAND_MODULES
         importlib.import_module(f"cli.{module}")
         names = {c.name or c.callback.__name__ for c in app.registered_commands if c.callback}
@@ -102,6 +102,32 @@ def test_a_search_process_imports_nothing_heavy(pmem_env: dict[str, str], shape:
     assert _loaded(modules, tuple(f"cli.{m}" for m in others)) == []
     # the check can fail: the whole app loads them
     assert "cli.backfill_cmds" in _loaded(modules + ["cli.backfill_cmds"], ("cli.backfill_cmds",))
+
+
+def test_an_import_registers_only_its_own_module_and_runs_as_a_write(
+    pmem_env: dict[str, str], tmp_path
+):
+    """`pmem import` (issue 31: an unchanged file's re-import is mostly the process's start)
+    builds only its own command's parameters, and keeps the cyclic collector and the normal
+    exit (it writes, and runs worker processes)."""
+    code = (
+        "import atexit, gc, json, sys\n"
+        f"sys.argv = ['pmem', 'import', {str(tmp_path / 'missing.json')!r}, '--json']\n"
+        "atexit.register(lambda: print(json.dumps(sorted(sys.modules) + (['gc enabled'] if gc.isenabled()\n"
+        "                else [])), flush=True))\n"
+        "from cli.main import main\n"
+        "main()\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=pmem_env, capture_output=True, text=True, cwd=PROJECT
+    )
+    assert out.returncode == 1, out.stderr  # the file is missing: an error, through SystemExit
+    lines = out.stdout.strip().splitlines()
+    assert json.loads(lines[-2])["exit_code"] == 1
+    modules = json.loads(lines[-1])
+    assert "cli.import_cmds" in modules and "gc enabled" in modules
+    others = [m for m in COMMAND_MODULES if m != "import_cmds"]
+    assert _loaded(modules, tuple(f"cli.{m}" for m in others)) == []
 
 
 def test_a_read_command_leaves_without_teardown_and_keeps_its_exit_status(pmem_env: dict[str, str]):
