@@ -66,6 +66,8 @@ SERVER_USER = "embedded_postgres"
 PG_HOME_ENV = "PMEM_PG_HOME"
 PG_HOME = "/var/lib/pmem"
 SUPERUSER = "postgres"
+#: the role every normal command connects as (no superuser; store/db.py hands it the schema)
+APP_ROLE = "pmem_app"
 HBA = (
     "# personal-memory (store/embedded.py): the Unix socket only, a scram-sha-256 password for\n"
     "# every role. No trust, no TCP.\n"
@@ -103,11 +105,11 @@ class ServerStatus:
     pgdata: str
     passfile: str | None = None
 
-    def uri(self, database: str = "postgres") -> str | None:
+    def uri(self, database: str = "postgres", user: str = SUPERUSER) -> str | None:
         """A libpq URL that connects: the socket folder and the passfile as parameters."""
         if not self.running or self.socket_dir is None:
             return None
-        url = f"postgresql://{SUPERUSER}@/{quote(database, safe='')}?host={quote(self.socket_dir, safe='/')}"
+        url = f"postgresql://{quote(user, safe='')}@/{quote(database, safe='')}?host={quote(self.socket_dir, safe='/')}"
         if self.passfile:
             url += f"&passfile={quote(self.passfile, safe='/')}"
         return url
@@ -402,32 +404,79 @@ def _write_owned(path: Path, text: str, account: Account) -> None:
     os.replace(tmp, path)
 
 
-def _write_passfile(pgdata: Path, password: str) -> None:
+def _write_passfile(pgdata: Path, password: str, user: str = SUPERUSER) -> None:
+    """Set ``user``'s line of the passfile (the superuser's first), keeping the other roles'."""
     from core.private import write_private
 
+    lines = {u: pw for u, pw in _passfile_lines(pgdata) if u != user}
+    lines = {user: password, **lines} if user == SUPERUSER else {**lines, user: password}
     # libpq passfile: host:port:database:user:password (':' and '\' escaped)
-    escaped = password.replace("\\", "\\\\").replace(":", "\\:")
-    write_private(passfile_path(pgdata), f"*:*:*:{SUPERUSER}:{escaped}\n")
+    text = "".join(
+        f"*:*:*:{u}:{pw.replace(chr(92), chr(92) * 2).replace(':', chr(92) + ':')}\n"
+        for u, pw in lines.items()
+    )
+    write_private(passfile_path(pgdata).resolve(), text)  # through the data dir's link
 
 
-def read_password(pgdata: Path) -> str | None:
+def _passfile_lines(pgdata: Path) -> list[tuple[str, str]]:
     try:
-        line = passfile_path(pgdata).read_text().strip().splitlines()[0]
-    except (OSError, IndexError):
-        return None
-    fields, cur, esc = [], "", False
-    for ch in line:
-        if esc:
-            cur, esc = cur + ch, False
-        elif ch == "\\":
-            esc = True
-        elif ch == ":":
-            fields.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    fields.append(cur)
-    return fields[4] if len(fields) == 5 else None
+        text = passfile_path(pgdata).read_text()
+    except OSError:
+        return []
+    out = []
+    for line in text.strip().splitlines():
+        fields, cur, esc = [], "", False
+        for ch in line:
+            if esc:
+                cur, esc = cur + ch, False
+            elif ch == "\\":
+                esc = True
+            elif ch == ":":
+                fields.append(cur)
+                cur = ""
+            else:
+                cur += ch
+        fields.append(cur)
+        if len(fields) == 5:
+            out.append((fields[3], fields[4]))
+    return out
+
+
+def read_password(pgdata: Path, user: str = SUPERUSER) -> str | None:
+    return next((pw for u, pw in _passfile_lines(pgdata) if u == user), None)
+
+
+def ensure_app_role(admin_url: str, pgdata: Path) -> None:
+    """The application's own role (issue 29, finding 20; ADR 0046): it logs in with its own
+    scram password (its line in the passfile) and is no superuser, creates no database and no
+    role. It may VACUUM and ANALYZE every table (``pg_maintain``: `pmem forget` rewrites
+    ``pg_statistic``) and take a checkpoint (``pg_checkpoint``). Made, or given a password that
+    the passfile has, by the superuser; a no-op once both hold."""
+    import psycopg
+    from psycopg import sql
+
+    have = read_password(pgdata, APP_ROLE)
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone()
+        if exists and have:
+            return
+        password = have or secrets.token_urlsafe(32)
+        conn.execute("SET password_encryption = 'scram-sha-256'")
+        verb = "ALTER" if exists else "CREATE"
+        conn.execute(
+            sql.SQL(
+                verb + " ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION "
+                "NOBYPASSRLS PASSWORD {}"
+            ).format(sql.Identifier(APP_ROLE), sql.Literal(password))
+        )
+        for granted in ("pg_maintain", "pg_checkpoint"):
+            if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (granted,)).fetchone():
+                conn.execute(
+                    sql.SQL("GRANT {} TO {}").format(
+                        sql.Identifier(granted), sql.Identifier(APP_ROLE)
+                    )
+                )
+        _write_passfile(pgdata, password, APP_ROLE)
 
 
 def _initdb(pgdata: Path, account: Account) -> None:
