@@ -166,6 +166,10 @@ def hand_over(conn: psycopg.Connection, role: str) -> int:
             )
             changed += 1
         conn.execute(_guard_sql(role))
+        # /public reads as pmem_public_reader (store/public.py, migration 0019): the role that
+        # makes that connection must be a member (the superuser needed none)
+        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'pmem_public_reader'").fetchone():
+            conn.execute(sql.SQL("GRANT pmem_public_reader TO {}").format(sql.Identifier(role)))
     return changed
 
 

@@ -23,6 +23,7 @@ import pytest
 from core.settings import Settings
 from store import embedded
 from store.db import Database, migrate, with_database
+from store.public import PublicReader
 from store.tokens import TokenStore
 
 
@@ -102,6 +103,15 @@ def test_the_application_role_is_no_superuser_and_cannot_do_a_superusers_things(
             }
             assert owners == {embedded.APP_ROLE}
             assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] > 0  # type: ignore[index]
+        # /public's reader is made from the role's own connection, and reads that table only
+        reader = PublicReader.for_database(db)
+        assert reader.items() == []
+        with reader.connect() as conn:
+            assert conn.execute("SELECT current_user").fetchone() == {
+                "current_user": "pmem_public_reader"
+            }
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("SELECT 1 FROM memories")
     finally:
         db.close()
     with psycopg.connect(with_database(admin, "pmem_roles_a")) as conn:
@@ -138,5 +148,49 @@ def test_a_database_made_by_an_older_pmem_is_handed_over_on_its_next_open(
                                         WHERE deptype = 'e')"""
             ).fetchone()
         assert left == (0,)
+    finally:
+        db.close()
+
+
+def test_forget_works_as_the_application_role(
+    server: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pmem forget`'s work as pmem_app: the audited revision functions (SECURITY DEFINER, now
+    the role's), the erasure of a secret from the ledger and the memories, then VACUUM FULL,
+    pg_statistic and the checkpoint."""
+    import secrets as pysecrets
+
+    from core.models import CommitRequest, EvidenceIn
+    from store.forget import Forgetter
+    from store.records import MemoryStore
+    from tests.security.trust_support import seed_conversation
+
+    data, _admin = server
+    db = Database.open(_settings(data, "pmem_roles_forget", monkeypatch))
+    try:
+        word = "zq" + pysecrets.token_hex(6)  # an unusual word to forget, not a secret shape
+        keys = seed_conversation(
+            db, "chatgpt:roles-1", [("user", f"My locker code word is {word} for the gym.")]
+        )
+        created = MemoryStore(db).commit(
+            CommitRequest(
+                kind="other",
+                title="Gym locker",
+                canonical_summary=f"The locker code word is {word}.",
+                evidence=[EvidenceIn(source_key=keys[0], text="My locker code word is")],
+                idempotency_key="roles-forget-1",
+            )
+        )
+        forgetter = Forgetter(db, pysecrets.token_bytes(32))
+        erasure = forgetter.forget_secret(word, from_ledger=True)
+        assert erasure is not None
+        out = forgetter.vacuum(["memories", "memory_revisions", "source_messages"])
+        assert out["checkpoint"] is True and out["statistics"] == "rebuilt"
+        assert "pg_statistic: dead rows of the old statistics" not in out["on_disk"]
+        view = MemoryStore(db).get(created.memory_id, history=True)
+        assert word not in str(view.model_dump())
+        with db.connection() as conn:
+            bodies = conn.execute("SELECT body FROM source_messages").fetchall()
+        assert all(word.encode() not in bytes(b) for (b,) in bodies)
     finally:
         db.close()
