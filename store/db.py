@@ -150,6 +150,7 @@ def hand_over(conn: psycopg.Connection, role: str) -> int:
     name = conn.info.dbname
     changed = 0
     with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext('pmem-hand-over'))")
         conn.execute(
             sql.SQL("GRANT CONNECT, TEMPORARY ON DATABASE {} TO {}").format(
                 sql.Identifier(name), sql.Identifier(role)

@@ -455,8 +455,10 @@ def ensure_app_role(admin_url: str, pgdata: Path) -> None:
     import psycopg
     from psycopg import sql
 
-    have = read_password(pgdata, APP_ROLE)
     with psycopg.connect(admin_url, autocommit=True) as conn:
+        # two commands starting at once: one makes the role and writes its password
+        conn.execute("SELECT pg_advisory_lock(hashtext('pmem-app-role'))")
+        have = read_password(pgdata, APP_ROLE)
         exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone()
         if exists and have:
             return
