@@ -27,8 +27,7 @@ from store.public import PublicReader
 from store.tokens import TokenStore
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[tuple[Path, str]]:
+def _server() -> Iterator[tuple[Path, str]]:
     base = Path(tempfile.mkdtemp(prefix="pmem-roles-"))
     os.chmod(base, 0o711)  # as root the server user traverses it (pmem never changes it)
     data = base / "data"
@@ -38,6 +37,18 @@ def server() -> Iterator[tuple[Path, str]]:
     finally:
         embedded.stop(data / "pgdata")
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[tuple[Path, str]]:
+    yield from _server()
+
+
+@pytest.fixture
+def old_server() -> Iterator[tuple[Path, str]]:
+    """A server of its own, as an older pmem left it: no application role, only the
+    superuser's line in the passfile."""
+    yield from _server()
 
 
 def _settings(data: Path, name: str, monkeypatch: pytest.MonkeyPatch) -> Settings:
@@ -122,9 +133,17 @@ def test_the_application_role_is_no_superuser_and_cannot_do_a_superusers_things(
 
 
 def test_a_database_made_by_an_older_pmem_is_handed_over_on_its_next_open(
-    server: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+    old_server: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data, admin = server
+    data, admin = old_server
+    assert embedded.read_password(data / "pgdata", embedded.APP_ROLE) is None
+    with psycopg.connect(admin) as conn:
+        assert (
+            conn.execute(
+                "SELECT 1 FROM pg_roles WHERE rolname = %s", (embedded.APP_ROLE,)
+            ).fetchone()
+            is None
+        )
     name = "pmem_roles_old"
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
@@ -150,6 +169,8 @@ def test_a_database_made_by_an_older_pmem_is_handed_over_on_its_next_open(
         assert left == (0,)
     finally:
         db.close()
+    assert embedded.read_password(data / "pgdata", embedded.APP_ROLE)  # its line was added
+    assert embedded.read_password(data / "pgdata")  # and the superuser's kept
 
 
 def test_forget_works_as_the_application_role(
