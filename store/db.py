@@ -96,7 +96,7 @@ _OWNED = """
                           WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, c.oid::regclass::text
       FROM pg_class c
      WHERE c.relnamespace = current_schema()::regnamespace
-       AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
+       AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
        AND c.relowner <> %(role)s::regrole
        AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
                           AND d.objid = c.oid AND d.deptype IN ('e', 'a', 'i'))
