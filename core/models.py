@@ -228,7 +228,7 @@ class CommitRequest(BaseModel):
     kind: str
     title: str
     canonical_summary: str
-    index_summary: str
+    index_summary: str = ""  # empty: the store derives it (a client's is never taken)
     aliases: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     occurred_at: datetime | None = None

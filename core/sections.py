@@ -206,3 +206,26 @@ def _merge_free_text(current: str, new: str) -> str:
     have = {_norm(p) for p in current.split("\n\n") if p.strip()}
     fresh = [p for p in new.split("\n\n") if p.strip() and _norm(p) not in have]
     return "\n\n".join([current, *fresh]) if fresh else current
+
+
+#: the longest derived index line (the offline drafter's own cap)
+INDEX_MAX = 140
+_BULLET_RE = re.compile(r"^\s*(?:[-*・•]|\d+[.)])\s*")
+
+
+def _cap(text: str, limit: int = INDEX_MAX) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def derived_index_line(title: str, summary: str) -> str:
+    """One line to recognise a memory by, from its own content: the first line of its summary
+    that is not a heading, a history line or the title again; else the title."""
+    gist = normalize_for_identity(title)
+    for raw in summary.splitlines():
+        line = " ".join(_BULLET_RE.sub("", raw).split())
+        if not line or raw.lstrip().startswith("#"):
+            continue
+        said = normalize_for_identity(line)
+        if said and said != gist:
+            return _cap(line)
+    return _cap(" ".join(title.split()))

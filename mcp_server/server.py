@@ -127,7 +127,13 @@ CanonicalSummary = Annotated[
         description="the detailed record: what was decided or learned, why, and the specifics",
     ),
 ]
-IndexSummary = Annotated[str, Field(description="one line for the index that load_context shows")]
+IndexSummary = Annotated[
+    str,
+    Field(
+        description="ignored: the index line load_context shows is derived by the store from "
+        "the memory's content, never taken from a client (kept so older calls still validate)",
+    ),
+]
 Aliases = Annotated[
     list[str] | None,
     Field(
@@ -623,7 +629,7 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
         title: Title,
         kind: Annotated[MemoryKind, Field(description="the memory's kind")],
         canonical_summary: CanonicalSummary,
-        index_summary: IndexSummary,
+        index_summary: IndexSummary = "",
         memory_id: Annotated[
             str | None,
             Field(
@@ -646,9 +652,11 @@ def _build(lazy: _Lazy, client: str, **options: Any) -> PmemMCPServer:
     ) -> str:
         """Create a memory (no memory_id), or append to one (memory_id + expected_revision = its
         current revision from get_memory; a stale revision is refused with the current one).
-        An append never shortens the record. Evidence must be verbatim excerpts of the owner's
-        conversation messages (anything else is refused); your own statements go in
-        stated_facts. Replaying the same call (or idempotency_key) returns the first result."""
+        An append needs evidence: verbatim excerpts of the owner's conversation messages
+        (anything else is refused); it adds the evidence, stated facts, aliases and tags, while
+        a change to the summary waits in the owner's queue as a correction. The index line is
+        derived from the summary by the store. Your own statements go in stated_facts.
+        Replaying the same call (or idempotency_key) returns the first result."""
         if memory_id is not None and expected_revision is None:
             raise ToolError(
                 "appending needs expected_revision: pass the current revision that "

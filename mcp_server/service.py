@@ -15,6 +15,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Self
 
+from core.client_writes import after_commit, client_write
 from core.errors import ConfigError, ConfirmationRequired
 from core.models import CONFIRMED_ACTIONS, STANDING_ACTIONS
 from core.settings import Settings
@@ -157,11 +158,14 @@ class MemoryService(ReadService):
                 f"an AI client may only create or append (reason {request.reason!r} refused)",
                 hint="corrections, merges, deletes and publishing go to the owner's queue",
             )
-        from core.client_writes import client_append
-
-        current = self.writer.get(request.memory_id).index_summary if request.memory_id else ""
-        request, correction = client_append(request, current)
+        view = self.writer.get(request.memory_id) if request.memory_id else None
+        request, correction = client_write(
+            request,
+            view.canonical_summary if view else "",
+            view.index_summary if view else "",
+        )
         result = self.writer.commit(request)
-        if correction is not None and not result.replayed:
-            self.propose(correction)  # the index line is the owner's to change
+        queued = after_commit(correction, result.revision)
+        if queued is not None and not result.replayed:
+            self.propose(queued)  # what the memory says is the owner's to change
         return result

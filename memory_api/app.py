@@ -17,6 +17,7 @@ from fastapi import FastAPI, Header, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from core.client_writes import after_commit, client_write
 from core.errors import (
     ConfigError,
     EvidenceRefused,
@@ -33,6 +34,7 @@ from store.budget import PgWindow
 from store.db import Database
 from store.markers import MarkerStore
 from store.records import MemoryStore
+from store.runs import RunStore
 from store.tokens import TokenStore
 
 DEFAULT_CLIENT = "anonymous"
@@ -74,6 +76,18 @@ def _record_of(body: CommitRequest) -> dict[str, Any]:
             "valid_from",
         },
     )
+
+
+def _a_runs_draft(db: Database, request: Request, body: CommitRequest) -> bool:
+    """A commit of the owner's own backfill over HTTP (``PMEM_MEMORY_URL``), which keeps its
+    drafter's index line and merges its summary like the in-process commit: made with a token
+    the owner created at the terminal (``pmem api token``, kind ``api``; never an OAuth access
+    token) and naming a backfill run that is open now. Any other commit is a client's
+    (core/client_writes.py)."""
+    token = getattr(request.state, "token", None)
+    if body.run_id is None or getattr(token, "kind", None) != "api":
+        return False
+    return RunStore(db).is_open(body.run_id)
 
 
 def queued(action: str, proposal_id: str) -> JSONResponse:
@@ -202,6 +216,7 @@ def create_app(
     @app.post("/v1/commits", response_model=None)
     def commit(
         body: CommitRequest,
+        request: Request,
         x_pmem_client: str = Header(DEFAULT_CLIENT),
         idempotency_key: str | None = Header(None),
     ) -> Any:
@@ -238,18 +253,23 @@ def create_app(
         refused = admit(x_pmem_client)
         if refused is not None:
             return refused
-        from core.client_writes import client_append
-
-        current = store.get(body.memory_id).index_summary if body.memory_id else ""
+        if _a_runs_draft(db, request, body):  # the owner's backfill: its drafter's record
+            return store.commit(body).model_dump(mode="json")
+        view = store.get(body.memory_id) if body.memory_id else None
         try:
-            body, correction = client_append(body, current)
+            body, correction = client_write(
+                body,
+                view.canonical_summary if view else "",
+                view.index_summary if view else "",
+            )
         except ConfigError as err:
             return JSONResponse(
                 {"error": "evidence_required", "message": str(err)}, status_code=422
             )
         result = store.commit(body)
-        if correction is not None and not result.replayed:
-            store.queue(correction)  # the index line is the owner's to change
+        asked = after_commit(correction, result.revision)
+        if asked is not None and not result.replayed:
+            store.queue(asked)  # what the memory says is the owner's to change
         return result.model_dump(mode="json")
 
     @app.post("/v1/requests", response_model=None)

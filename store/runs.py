@@ -92,6 +92,14 @@ class RunStore:
                 (pool, Jsonb(summary), run_id),
             )
 
+    def is_open(self, run_id: str) -> bool:
+        """Whether the backfill run exists and is open (being drafted and committed now)."""
+        with self.db.connection() as conn:
+            row = conn.execute(
+                "SELECT 1 FROM backfill_runs WHERE run_id = %s AND status = 'open'", (run_id,)
+            ).fetchone()
+        return row is not None
+
     def take_finish(self, run_id: str, worker: str) -> bool:
         """The one worker that finishes a pool run (indexes, totals): the first to ask while the
         run is open."""

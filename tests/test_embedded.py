@@ -92,3 +92,77 @@ def test_as_root_the_server_runs_as_a_system_user(pgdata: Path):
         assert st.running
     finally:
         embedded.stop(pgdata)
+
+
+def _modes(path: Path) -> dict[str, tuple[int, int, int]]:
+    return {str(p): (p.stat().st_mode, p.stat().st_uid, p.stat().st_gid) for p in path.parents}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only meaningful when run as root")
+def test_as_root_the_data_dirs_parents_are_never_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 29, finding 17: a data dir under a 0700 folder (as /root is) keeps that folder
+    0700; the cluster is placed under a folder made for it ($PMEM_PG_HOME) and the data dir links
+    to it. A data dir the server user can reach keeps its cluster in place; no parent changes."""
+    import psycopg
+
+    base = Path(tempfile.mkdtemp(prefix="pmem-test-par-"))
+    os.chmod(base, 0o755)
+    home = base / "pg-home"
+    monkeypatch.setenv(embedded.PG_HOME_ENV, str(home))
+    closed = base / "root-like"
+    closed.mkdir(mode=0o700)
+    os.chmod(closed, 0o700)
+    pgdata = closed / "data" / "pgdata"
+    before = _modes(closed / "data")
+    try:
+        st = embedded.start(pgdata)
+        assert st.running and _modes(closed / "data") == before
+        assert os.stat(closed).st_mode & 0o777 == 0o700
+        assert pgdata.is_symlink() and pgdata.resolve().is_relative_to(home)
+        assert (closed / "data" / "pgpass").is_symlink()
+        assert os.stat(home).st_mode & 0o777 == 0o710
+        url = embedded.status(pgdata).uri("postgres")  # what Settings would use: the link
+        assert url is not None
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        # stopped and started again through the link: the same cluster, nothing new made
+        assert embedded.stop(pgdata)
+        again = embedded.start(pgdata)
+        assert again.running and Path(str(again.socket_dir)) == pgdata.resolve()
+        assert sorted(p.name for p in home.iterdir()) == [pgdata.resolve().parent.name]
+        embedded.stop(pgdata)
+
+        # a reachable data dir: the cluster in place, its parents as they were
+        open_dir = base / "open" / "data"
+        open_dir.mkdir(parents=True)
+        os.chmod(open_dir.parent, 0o755)
+        before = _modes(open_dir)
+        embedded.start(open_dir / "pgdata")
+        assert not (open_dir / "pgdata").is_symlink()
+        assert (open_dir / "pgdata" / "PG_VERSION").exists() and _modes(open_dir) == before
+    finally:
+        embedded.stop(base / "open" / "data" / "pgdata")
+        embedded.stop(pgdata)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_linked_cluster_is_set_aside_beside_itself(tmp_path: Path) -> None:
+    """A major-version change moves a cluster that lives under $PMEM_PG_HOME within its own
+    folder (its owner kept, no copy across file systems) and links it from backups/; the data
+    dir's link then names the place where the new cluster is made."""
+    side = tmp_path / "home" / "abc"
+    real = side / "pgdata"
+    real.mkdir(parents=True)
+    (real / "PG_VERSION").write_text("17\n")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "pgdata").symlink_to(real)
+    target = embedded.set_aside(data / "pgdata", data / "backups", "pgdata-pg17-x", copy=False)
+    assert target.is_symlink() and target.resolve() == side / "pgdata-pg17-x"
+    assert (target / "PG_VERSION").read_text() == "17\n"
+    assert (data / "pgdata").is_symlink() and (data / "pgdata").resolve() == real
+    assert not real.exists()
+    copy = embedded.set_aside(target, data / "backups", "copy", copy=True)
+    assert not copy.is_symlink() and (copy / "PG_VERSION").read_text() == "17\n"

@@ -60,15 +60,21 @@ def test_commit_get_search_and_errors_over_http(api_server, api_token, store, db
         assert api.search("引っ越し")[0].id == first.memory_id
         assert api.related(["chatgpt:c"], [])[0].id == first.memory_id
         assert api.propose("run", "batch", "d1", {"x": 1}).startswith("prop:")
-        api.commit(
+        seed_message(db, "chatgpt:d", "n1", "駅までは歩いて十分くらい")
+        appended = api.commit(
             req(
                 "k2",
                 memory_id=first.memory_id,
                 expected_revision=1,
                 reason="append",
                 canonical_summary="追記",
+                evidence=[EvidenceIn(source_key="chatgpt:d:n1", text="駅までは歩いて十分")],
             )
         )
+        # the append adds its evidence; its summary waits for the owner (issue 29, item 2)
+        assert appended.revision == 2 and appended.evidence_added == 1
+        assert api.get(first.memory_id).canonical_summary == "川沿いの街にした。"
+        assert [q["action"] for q in store.proposals() if q["memory_id"]] == ["correction"]
         with pytest.raises(StaleRevision) as err:
             api.commit(
                 req(

@@ -234,7 +234,10 @@ def test_standing_approval_still_creates_and_appends(world):
         },
     )
     assert ok.status_code == 200 and ok.json()["created"]
-    assert pmem("proposals", "list", "--json")[1]["count"] == 0
+    # the append added its evidence; its summary change is the owner's (issue 29, item 2)
+    listed = pmem("proposals", "list", "--json")[1]
+    assert listed["count"] == 1 and listed["proposals"][0]["action"] == "correction"
+    assert "駐車場代" not in store.get(a).canonical_summary
     # a request without expectedRevision is made against the revision current when it is queued
     pid = call_tool(mcp, "propose_memory", {"action": "publish", "memory_id": a}).split()[1]
     assert store.proposal(pid)["expected_revision"] == 2

@@ -62,6 +62,7 @@ def embedded_home(prefect_api: str) -> Iterator[tuple[Path, dict[str, str]]]:
     """A fresh data dir with its own embedded PostgreSQL, made by `pmem db init` (the test
     process keeps umask 022: the modes must come from pmem itself)."""
     base = Path(tempfile.mkdtemp(prefix="pmem-sec-"))
+    os.chmod(base, 0o711)  # as root the server user must traverse it: pmem never changes it
     data = base / "data"
     env = {
         k: v

@@ -83,7 +83,8 @@ def test_mcp_commit_never_stores_a_secret(db, keys, mcp):
     assert view.aliases == ["server migration"] and view.tags == ["migration"]
     assert view.title.startswith("サーバー移行 [REDACTED:")
     assert len(view.stated_facts) == 1 and view.evidence[0]["text"] == "まずバックアップを取り"
-    # an append with more secrets: the merged, final text is guarded too
+    # an append with more secrets: its summary waits as a correction (issue 29, item 2), and
+    # accepting it, the merged, final text is guarded too
     call_tool(
         mcp,
         "commit_memory",
@@ -98,7 +99,12 @@ def test_mcp_commit_never_stores_a_secret(db, keys, mcp):
             "evidence": [{"source_key": keys[1], "text": "まずバックアップを取り"}],
         },
     )
-    assert MemoryStore(db).get(mid).current_revision == 2
+    queued = [q for q in MemoryStore(db).proposals() if q["memory_id"] == mid]
+    assert [q["action"] for q in queued] == ["correction"]
+    assert_no_secret_stored(db)
+    MemoryStore(db).decide(queued[0]["proposal_id"], accept=True)
+    view = MemoryStore(db).get(mid)
+    assert view.current_revision == 2 and "新しいキー" in view.canonical_summary
     assert_no_secret_stored(db)
 
 
