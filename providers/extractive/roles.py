@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -436,6 +436,10 @@ def _reason_clauses(decisions: list[Sentence]) -> list[Sentence]:
     out: list[Sentence] = []
     for s in decisions:
         m = REASON_RE.search(s.text)
+        so = _SO_RE.search(s.text)
+        if m is None and so is not None:  # "X, so we won't renew": the cause comes first
+            out.append(Sentence(s.message, s.text[: so.start()].strip(), s.index))
+            continue
         if m is None:
             continue
         if m.group()[0].isascii():
@@ -446,6 +450,45 @@ def _reason_clauses(decisions: list[Sentence]) -> list[Sentence]:
             clause = s.text
         out.append(Sentence(s.message, clause.strip(), s.index))
     return out
+
+
+_SO_RE = re.compile(r",\s*so\b(?! that)", re.IGNORECASE)
+
+
+def change_reasons(parts: _Parts, person: list[Sentence]) -> _Parts:
+    """The parts of a conversation that changes an earlier decision, with what made it change:
+    the statements of fact before the new decision in its message (past, negated, a result;
+    not a question, an open point or a decision) are its reasons ("it turned out the contract
+    has a 12-month minimum", 「体験に行ったら泣いちゃって…」), said before the decision as a
+    change is usually told."""
+    if not parts.decisions:
+        return parts
+    first = parts.decisions[0]
+    taken = {s.index for s in [*parts.decisions, *parts.reasons, *parts.open_points]}
+    taken |= {o.index for o, _ in parts.resolved}
+    results = {s.index for s in parts.results}
+    added = [
+        s
+        for s in person
+        if s.message.key == first.message.key
+        and s.index < first.index
+        and s.index not in taken
+        and not _is_question(s.text)
+        and not _is_filler(s.text)
+        and (
+            s.index in results
+            or {"ja:past", "en:past", "ja:negated", "en:negated"} & grammar_flags(s.text)
+        )
+    ][:3]
+    if not added:
+        return parts
+    ids = {s.index for s in added}
+    return replace(
+        parts,
+        reasons=sorted([*parts.reasons, *added], key=lambda s: s.index),
+        background=[s for s in parts.background if s.index not in ids],
+        results=[s for s in parts.results if s.index not in ids],
+    )
 
 
 def _last_question(person: list[Sentence], used: set[int]) -> list[Sentence]:

@@ -276,7 +276,8 @@ def en_flags(text: str) -> frozenset[str]:
     if re.search(r"\b(?:because|since|so that|as it|cause)\b|, so\b", low):
         out.add("causal")
     if any(w in ("whether", "if") for w in words[1:]) or re.search(
-        r"\b(?:how|what|which|where|when) to\b", low
+        r"\b(?:how|what|which|where|when) (?:[a-z]+ ){0,3}?to [a-z]+",
+        low,  # which site to use
     ):
         out.add("embedded_question")
     if any(w in ("still", "yet") for w in words):
