@@ -183,8 +183,8 @@ def _restates_nearest(
 
 
 def _negated(text: str) -> bool:
-    """The sentence negates a predicate (Sudachi: the auxiliary ない/ず/ぬ; English: not, n't,
-    never, no longer)."""
+    """The sentence negates (Sudachi: the auxiliary ない/ず/ぬ, 無い, 無し; English: not, n't,
+    never)."""
     f = grammar_flags(text)
     return "ja:negated" in f or "en:negated" in f or _ja_negation(text)
 
@@ -192,10 +192,12 @@ def _negated(text: str) -> bool:
 def _ja_negation(text: str) -> bool:
     if not _JA_CHAR_RE.search(text):
         return False
+    # the auxiliary, and the negative existential as an adjective (無い) or a noun (無し, なし:
+    # 「Xの件、なしになった」)
     return any(
-        m.pos[0] == "助動詞"
-        and m.normalized in ("ない", "ず", "ぬ")
+        (m.pos[0] == "助動詞" and m.normalized in ("ない", "ず", "ぬ"))
         or (m.pos[0] == "形容詞" and m.normalized == "無い")
+        or (m.pos[0] == "名詞" and m.normalized in ("無し", "なし"))
         for m in analyze(text)
     )
 
