@@ -285,8 +285,10 @@ def _decision_score(s: Sentence, message: list[Sentence], report: bool = False) 
     elif _decision_cue(own):
         score += 1  # "…って決めたけど": an earlier decision named, maybe a new one in the clause
     intent = 2 if _INTENT_EN_RE.search(text) else 1 if _plain_intent(text) else 0
-    if intent and (message[0].index != 0 or report):
-        intent += 1  # said after the assistant answered (or reported): a conclusion, not a request
+    if intent and message[0].index != 0:
+        intent += 1  # said after the assistant answered: a conclusion, not the opening request
+    elif intent and report:
+        intent = 3  # in an opening that asks nothing: a decision the person reports
     score += intent
     after = [n for n in message if n.index > s.index][:1]
     if (
