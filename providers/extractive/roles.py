@@ -20,6 +20,7 @@ from providers.extractive.sentences import (
     _is_question,
     _own,
 )
+from providers.extractive.structure import IRREGULAR_PAST
 from providers.extractive.structure import feature_names as grammar_features
 from providers.extractive.structure import flags as grammar_flags
 from providers.extractive.vectors import similarities
@@ -480,6 +481,7 @@ def change_reasons(parts: _Parts, person: list[Sentence]) -> _Parts:
         and (
             s.index in results
             or {"ja:past", "en:past", "ja:negated", "en:negated"} & grammar_flags(s.text)
+            or _told_in_the_past(s.text)
         )
     ][:3]
     if not added:
@@ -491,6 +493,16 @@ def change_reasons(parts: _Parts, person: list[Sentence]) -> _Parts:
         background=[s for s in parts.background if s.index not in ids],
         results=[s for s in parts.results if s.index not in ids],
     )
+
+
+def _told_in_the_past(text: str) -> bool:
+    """An English sentence whose verb is in the past tense whatever its subject ("His best
+    friend dropped out", "The landlord came back"): what happened, told. The clause-head
+    reader (``structure.en_flags``) reads the past only after I / we."""
+    if _JA_CHAR_RE.search(text):
+        return False
+    words = re.findall(r"[a-z]+", text.lower())
+    return any(w in IRREGULAR_PAST or (len(w) > 4 and w.endswith("ed")) for w in words[1:])
 
 
 def _last_question(person: list[Sentence], used: set[int]) -> list[Sentence]:
