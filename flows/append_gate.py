@@ -110,3 +110,20 @@ def retrieval(db: Any) -> Any:
         return cache[conv.key]
 
     return nearest
+
+
+def nearest_titles(conversations: Iterable[Conversation], nearest: Any, kind_of: Any) -> list[str]:
+    """The titles of the decision memories the gate's retrieval finds nearest to these
+    conversations (cosine at least ``APPEND_SIM``): offered to the drafter beside the store's
+    own choice (``related``: same conversation, same title, shared names), so a later
+    conversation that takes up an earlier decision in other words is offered the one memory an
+    append of it could pass this gate for. ``kind_of(memory_id) -> (kind, title) | None``."""
+    out: list[str] = []
+    for conv in conversations:
+        found = nearest(conv)
+        if found is None or found[1] < APPEND_SIM:
+            continue
+        seen = kind_of(found[0])
+        if seen is not None and seen[0] == "decision" and seen[1] not in out:
+            out.append(seen[1])
+    return out

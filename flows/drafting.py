@@ -10,11 +10,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from core.errors import ConfigError, DraftError, RateLimitStop, ResultFileError, TransientDraftError
+from core.errors import (
+    ConfigError,
+    DraftError,
+    MemoryNotFound,
+    RateLimitStop,
+    ResultFileError,
+    TransientDraftError,
+)
 from core.faults import fault_point
 from core.models import TARGET_NOT_OFFERED, Conversation, DraftOutput, Message, VerifiedDraft
 from core.secrets import redact_conversation, redact_draft, secret_values
-from flows.append_gate import gate_append, retrieval
+from flows.append_gate import gate_append, nearest_titles, retrieval
 from flows.resources import Pipeline, drafted, tick
 from stages.chunking import chunk_conversation, merge_chunk_drafts
 from stages.drafting import offered_targets, refuse_unoffered
@@ -51,6 +58,14 @@ def batch_paths(p: Pipeline, batch_id: str) -> tuple[Path, Path]:
     return paths_of(p, batch_row(p, batch_id))
 
 
+def _kind_title(p: Pipeline, memory_id: str) -> tuple[str, str] | None:
+    try:
+        view = p.store.get(memory_id)
+    except MemoryNotFound:  # deleted meanwhile: nothing to offer
+        return None
+    return view.kind, view.title
+
+
 def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     """Draft and verify one batch, unless its result.json is already complete."""
     row = batch_row(p, batch_id)
@@ -73,11 +88,10 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     try:
         state = batch_state.load_state(state_path, batch_id, row["run_id"])
         batch_state.save_state(state_path, state, "drafting", attempts=state.get("attempts", 0) + 1)
-        context = p.call(
-            p.target.related,
-            [c.key for c in conversations],
-            [c.title for c in conversations if c.title],
-        )
+        nearest = retrieval(p.db)
+        titles = [c.title for c in conversations if c.title]
+        titles += nearest_titles(conversations, nearest, lambda mid: _kind_title(p, mid))
+        context = p.call(p.target.related, [c.key for c in conversations], titles)
         try:
             out, calls = _draft_in_chunks(
                 p, batch_id, result_path.parent, conversations, context, hold
@@ -104,14 +118,13 @@ def draft_batch(p: Pipeline, batch_id: str) -> dict[str, Any]:
     known = set().union(*per_conversation.values())
     offered = offered_targets(context)
     # an offered memory is not yet one the conversation is about (flows.append_gate)
-    by_key, by_id, nearest = {c.key: c for c in conversations}, {m.id: m for m in context}, None
+    by_key, by_id = {c.key: c for c in conversations}, {m.id: m for m in context}
     for i, rec in enumerate(out.records):
         rec, leaked = redact_draft(rec, known)  # no secret in a memory, revision or index row
         redacted_fields += len(leaked)
         rec = rec.model_copy(update={"draft_id": f"d{i:02d}-" + rec.identity().split(":")[1][:12]})
         v = refuse_unoffered(verify_draft(rec, messages), offered)
         if v.committable and v.draft.action == "append":
-            nearest = nearest or retrieval(p.db)
             v = gate_append(v, by_key, by_id, nearest)
         verified.append(v)
     rejected = sum(len(v.rejected) for v in verified)

@@ -10,7 +10,7 @@ import pytest
 
 from core.models import DraftRecord, MemoryIndexEntry
 from providers.extractive import draft_record
-from providers.extractive.change import _CHANGE_RE
+from providers.extractive.change import _CHANGE_RE, turns_back
 from tests.test_extractive_drafter import make_conv
 
 A = "ご相談です"  # an assistant turn between the person's messages
@@ -146,3 +146,72 @@ def test_another_matter_sharing_a_word_is_not_appended(
     record = draft_record(_later(LOOK_ALIKES[i], 100 + i), list(memories.values()))
     assert record is not None
     assert record.action == "create", (LOOK_ALIKES[i], record.target_memory_id)
+
+
+# earlier decisions of titled conversations (exports carry a title, so the record's index line
+# is its decision), reversed by a sentence that restates the decision and drops it, with no
+# turn-back structure the drafter reads (ADR 0037: the restatement of the nearest memory)
+TITLED = {
+    "drums": (
+        "ドラム教室",
+        ["駅前のドラム教室に月2回通うことにする。", "理由は、ストレス解消になるから。"],
+    ),
+    "sofa": ("ソファ 買い替え", ["無印の3人掛けソファを買うことにした。", "座面が広いから。"]),
+    "pottery": (
+        "Pottery class",
+        ["I'll join the Saturday pottery class at the community studio.", "A friend goes there."],
+    ),
+}
+
+RESTATED = [
+    ("drums", ["駅前のドラム教室に通う話は、なしにした。", "家で電子ドラムを練習する。"]),
+    ("sofa", ["無印の3人掛けソファは、うちの玄関を通らないと言われた。", "2人掛けのを買う。"]),
+    (
+        "pottery",
+        [
+            "The Saturday pottery class at the community studio is not happening for me.",
+            "I'll take an online course at home.",
+        ],
+    ),
+]
+
+RESTATED_LOOK_ALIKES = [
+    ["ドラマの最終回、録画して週末に見ることにする。", "平日は帰りが遅いから。"],
+    ["I'll paint the studio wall white this weekend.", "The old color is too dark."],
+]
+
+
+@pytest.fixture(scope="module")
+def titled(memories: dict[str, MemoryIndexEntry]) -> list[MemoryIndexEntry]:
+    out = list(memories.values())
+    for name, (title, lines) in TITLED.items():
+        conv = make_conv(_turns(lines), key=f"chatgpt:{name}", title=title)
+        record = draft_record(conv, [])
+        assert record is not None and record.memory_kind == "decision"
+        out.append(_entry(name, record))
+    return out
+
+
+def test_the_restatements_use_no_cue_word_nor_turn_back() -> None:
+    for _, lines in RESTATED:
+        assert not any(_CHANGE_RE.search(line) for line in lines), lines
+        assert not any(turns_back(line) for line in lines), lines
+
+
+@pytest.mark.parametrize("i", range(len(RESTATED)))
+def test_a_restated_and_dropped_decision_appends_to_its_memory(
+    i: int, titled: list[MemoryIndexEntry]
+) -> None:
+    name, lines = RESTATED[i]
+    record = draft_record(_later(lines, 200 + i), titled)
+    assert record is not None
+    assert (record.action, record.target_memory_id) == ("append", f"mem-{name}"), lines
+
+
+@pytest.mark.parametrize("i", range(len(RESTATED_LOOK_ALIKES)))
+def test_a_look_alike_of_a_titled_memory_is_not_appended(
+    i: int, titled: list[MemoryIndexEntry]
+) -> None:
+    record = draft_record(_later(RESTATED_LOOK_ALIKES[i], 300 + i), titled)
+    assert record is not None
+    assert record.action == "create", (RESTATED_LOOK_ALIKES[i], record.target_memory_id)

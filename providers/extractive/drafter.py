@@ -18,7 +18,13 @@ from core.models import (
 from core.secrets import redact_conversation
 from prompts.case_record import PROMPT_VERSION, build_prompt
 from providers.extractive.change import _CHANGE_RE, _IN_BATCH, _action, _merge_into
-from providers.extractive.roles import _ANNOUNCES_RE, _LEAD_FILLER_RE, _Parts, _parts
+from providers.extractive.roles import (
+    _ANNOUNCES_RE,
+    _LEAD_FILLER_RE,
+    _Parts,
+    _parts,
+    change_reasons,
+)
 from providers.extractive.sentences import (
     _REDACTED_RE,
     Sentence,
@@ -167,6 +173,9 @@ def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRe
     title = _title(conv, messages, parts, terms)
     occurred = _occurred_at(conv, messages)
     action, target, revision = _action(conv, person, context, parts.decisions)
+    own = {e.id for e in context if conv.key in e.source_conversation_keys}
+    if action == "append" and target not in own:  # a change of an earlier decision
+        parts = change_reasons(parts, person)
     return DraftRecord(
         action=action,
         target_memory_id=target,

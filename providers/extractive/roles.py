@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from providers.extractive.sentences import (
     _is_question,
     _own,
 )
+from providers.extractive.structure import IRREGULAR_PAST
 from providers.extractive.structure import feature_names as grammar_features
 from providers.extractive.structure import flags as grammar_flags
 from providers.extractive.vectors import similarities
@@ -180,7 +181,9 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
     by_message: dict[str, list[Sentence]] = {}
     for s in person:
         by_message.setdefault(s.message.key, []).append(s)
-    scores = {s.index: _decision_score(s, by_message[s.message.key]) for s in person}
+    opening = _first_message(person)
+    report = bool(opening) and not any(_is_question(s.text) for s in opening)
+    scores = {s.index: _decision_score(s, by_message[s.message.key], report) for s in person}
     for s in person:
         if _opens(s.text):
             roles[s.index] = "open"
@@ -203,7 +206,9 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
         for s in msg_sentences:
             role = roles.get(s.index)
             if role is None:
-                if _is_question(s.text):
+                if prev == "decision" and _replaces(roles, msg_sentences, s):
+                    role = "decision"  # 「Xは行かないことにした。代わりにYに通わせる。」
+                elif _is_question(s.text):
                     if (
                         _SELF_QUESTION_RE.search(s.text)
                         and first_decision is not None
@@ -235,20 +240,42 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
     return roles
 
 
+def _replaces(roles: dict[int, str], message: list[Sentence], s: Sentence) -> bool:
+    """``s`` states an intent right after a decision that is a negation (a plan given up): the
+    plan that replaces it is a decision too, not that decision's reason."""
+    before = [n for n in message if n.index < s.index][-1:]
+    if not before or roles.get(before[0].index) != "decision":
+        return False
+    negated = {"ja:negated", "en:negated"} & grammar_flags(before[0].text)
+    return bool(negated) and bool(_plain_intent(s.text) or _INTENT_EN_RE.search(s.text))
+
+
 def _opens(text: str) -> bool:
     own = _own(text)
     return bool(
-        _STRONG_OPEN_RE.search(own) or _OPEN_RE.search(own)
+        _STRONG_OPEN_RE.search(own) or _OPEN_RE.search(own) or _open_by_structure(own)
     ) and not _EXTRA_DECISION_RE.search(own)
+
+
+def _open_by_structure(text: str) -> bool:
+    """An English statement (not a question, no intent) holding an embedded question ("which
+    site to use is the next question", "what happens if … is unclear") or an aspect not reached
+    by the person ("I still want to …"): something left open."""
+    f = grammar_flags(text)
+    if "en:question" in f or _INTENT_EN_RE.search(text):
+        return False
+    return "en:embedded_question" in f or {"en:unfinished", "en:first_person"} <= f
 
 
 def _reasons(text: str) -> bool:
     return bool(REASON_RE.search(text) or _EXTRA_REASON_RE.search(text))
 
 
-def _decision_score(s: Sentence, message: list[Sentence]) -> float:
+def _decision_score(s: Sentence, message: list[Sentence], report: bool = False) -> float:
     """How clearly ``s`` states a decision: a cue word counts 3, a plain statement of intent 1
-    (2 in English: "I'll ..."), a justification right after it 2, an opener (結論、 じゃあ、) 1."""
+    (2 in English: "I'll ..."), a justification right after it 2, an opener (結論、 じゃあ、) 1.
+    An intent counts one more when said after the assistant answered, or in an opening that
+    asks nothing (``report``: the person comes having decided and says so)."""
     text = s.text
     if _is_question(text) or _is_filler(text) or _REASON_LEAD_RE.match(text):
         return 0
@@ -261,6 +288,8 @@ def _decision_score(s: Sentence, message: list[Sentence]) -> float:
     intent = 2 if _INTENT_EN_RE.search(text) else 1 if _plain_intent(text) else 0
     if intent and message[0].index != 0:
         intent += 1  # said after the assistant answered: a conclusion, not the opening request
+    elif intent and report:
+        intent = 3  # in an opening that asks nothing: a decision the person reports
     score += intent
     after = [n for n in message if n.index > s.index][:1]
     if (
@@ -277,6 +306,7 @@ def _decision_score(s: Sentence, message: list[Sentence]) -> float:
         score += 1
         rest = _LEAD_FILLER_RE.sub("", text).strip()
         verdict = _VERDICT_RE.match(text) and rest and not _is_filler(rest) and len(rest) <= 30
+        verdict = verdict and not ({"ja:past", "en:past"} & grammar_flags(rest))  # a report
         if message[0].index != 0 and verdict and not intent:
             score += 2  # "Ok, Go first." / 「じゃあ、Aで。」: a short verdict after the answer
     if _reasons(text) and score < 3:
@@ -312,6 +342,15 @@ def _plain_intent(text: str) -> bool:
     if not morphemes:
         return False
     last = morphemes[-1]
+    if (  # a causative in its dictionary form (通わせる, 習わせる): what the person will have done
+        last.pos[0] == "助動詞"
+        and last.normalized in ("せる", "させる")
+        and len(morphemes) > 1
+        and morphemes[-2].pos[0] == "動詞"
+        and len(last.pos) > 5
+        and last.pos[5].startswith("終止形")
+    ):
+        return True
     if last.pos[0] == "動詞" and len(last.pos) > 5 and last.pos[5].startswith("終止形"):
         return last.surface not in ("思う", "いる", "ある", "なる", "できる", "わかる", "言う")
     if (
@@ -400,6 +439,10 @@ def _reason_clauses(decisions: list[Sentence]) -> list[Sentence]:
     out: list[Sentence] = []
     for s in decisions:
         m = REASON_RE.search(s.text)
+        so = _SO_RE.search(s.text)
+        if m is None and so is not None:  # "X, so we won't renew": the cause comes first
+            out.append(Sentence(s.message, s.text[: so.start()].strip(), s.index))
+            continue
         if m is None:
             continue
         if m.group()[0].isascii():
@@ -410,6 +453,56 @@ def _reason_clauses(decisions: list[Sentence]) -> list[Sentence]:
             clause = s.text
         out.append(Sentence(s.message, clause.strip(), s.index))
     return out
+
+
+_SO_RE = re.compile(r",\s*so\b(?! that)", re.IGNORECASE)
+
+
+def change_reasons(parts: _Parts, person: list[Sentence]) -> _Parts:
+    """The parts of a conversation that changes an earlier decision, with what made it change:
+    the statements of fact before the new decision in its message (past, negated, a result;
+    not a question, an open point or a decision) are its reasons ("it turned out the contract
+    has a 12-month minimum", 「体験に行ったら泣いちゃって…」), said before the decision as a
+    change is usually told."""
+    if not parts.decisions:
+        return parts
+    first = parts.decisions[0]
+    taken = {s.index for s in [*parts.decisions, *parts.reasons, *parts.open_points]}
+    taken |= {o.index for o, _ in parts.resolved}
+    results = {s.index for s in parts.results}
+    added = [
+        s
+        for s in person
+        if s.message.key == first.message.key
+        and s.index < first.index
+        and s.index not in taken
+        and not _is_question(s.text)
+        and not _is_filler(s.text)
+        and (
+            s.index in results
+            or {"ja:past", "en:past", "ja:negated", "en:negated"} & grammar_flags(s.text)
+            or _told_in_the_past(s.text)
+        )
+    ][:3]
+    if not added:
+        return parts
+    ids = {s.index for s in added}
+    return replace(
+        parts,
+        reasons=sorted([*parts.reasons, *added], key=lambda s: s.index),
+        background=[s for s in parts.background if s.index not in ids],
+        results=[s for s in parts.results if s.index not in ids],
+    )
+
+
+def _told_in_the_past(text: str) -> bool:
+    """An English sentence whose verb is in the past tense whatever its subject ("His best
+    friend dropped out", "The landlord came back"): what happened, told. The clause-head
+    reader (``structure.en_flags``) reads the past only after I / we."""
+    if _JA_CHAR_RE.search(text):
+        return False
+    words = re.findall(r"[a-z]+", text.lower())
+    return any(w in IRREGULAR_PAST or (len(w) > 4 and w.endswith("ed")) for w in words[1:])
 
 
 def _last_question(person: list[Sentence], used: set[int]) -> list[Sentence]:

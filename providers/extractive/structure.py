@@ -195,7 +195,7 @@ _AUX = frozenset(
     ]
 )
 #: the irregular past forms of the commonest verbs (grammar, not topics)
-_IRREGULAR_PAST = frozenset(
+IRREGULAR_PAST = frozenset(
     [
         "went",
         "got",
@@ -268,7 +268,7 @@ def en_flags(text: str) -> frozenset[str]:
             out.add("progressive")
         verb = rest[1] if rest[0] in ("have", "had") and len(rest) > 1 else rest[0]
         if rest[0] in ("have", "had") or (
-            verb not in _AUX and (verb.endswith("ed") or verb in _IRREGULAR_PAST)
+            verb not in _AUX and (verb.endswith("ed") or verb in IRREGULAR_PAST)
         ):
             out.add("past")
     if any(w in ("not", "never") or w.endswith("n't") for w in words):
@@ -276,7 +276,8 @@ def en_flags(text: str) -> frozenset[str]:
     if re.search(r"\b(?:because|since|so that|as it|cause)\b|, so\b", low):
         out.add("causal")
     if any(w in ("whether", "if") for w in words[1:]) or re.search(
-        r"\b(?:how|what|which|where|when) to\b", low
+        r"\b(?:how|what|which|where|when) (?:[a-z]+ ){0,3}?to [a-z]+",
+        low,  # which site to use
     ):
         out.add("embedded_question")
     if any(w in ("still", "yet") for w in words):
