@@ -114,25 +114,17 @@ class Recall(RecallReads):
         the module's docstring). An empty query lists the range in time order. Messages on
         ChatGPT branches that were not taken are left out unless ``include_branches`` (then
         they are marked ``on_active_path=False``)."""
-        self.sync_messages()
-        sync_times(self.db, mentioned_times)
+        if not self._index_current():  # one statement when there is nothing to catch up
+            self.sync_messages()
+            sync_times(self.db, mentioned_times)
         q: Query = plain_query(query) if isinstance(query, str) else query
         emb = self.embedder if embedder == "default" else embedder
         terms = [t for t in q.terms if all(len(x) <= MAX_TOKEN_CHARS for x in t.lexemes)]
         with self.db.connection() as conn, conn.transaction():
             ranged = start is not None or end is not None
-            count = self._count_range(conn, start, end) if ranged else None
-            use_vec = bool(
-                emb is not None
-                and emb.local
-                and q.vector_text
-                and self._has_vectors("message_embeddings", emb, conn)
-            )
-            missing = (
-                self._without_vectors(conn, emb, start, end)
-                if emb is not None and emb.local
-                else None
-            )
+            local = emb if emb is not None and emb.local else None
+            count, has_vectors, missing = self._state(conn, start, end, local)
+            use_vec = bool(local is not None and q.vector_text and has_vectors)
             if not terms and not (use_vec and q.vector_text and not ranged):
                 hits = self._list_range(conn, start, end, limit, include_branches) if ranged else []
                 return RecallResult(
@@ -212,7 +204,6 @@ class Recall(RecallReads):
         if vec is not None:
             names = rk.speaker_names((r.role for r in pool), person_names())
             qv = vec(rk.without_names(q.vector_text, names) or q.vector_text)
-            self._tune_vector_scan(conn)
             params["qv"] = qv
         # a range of no more messages than asked for: every one is a candidate
         keys = {

@@ -16,9 +16,11 @@ from typing import Any
 from psycopg import Connection, sql
 from psycopg.rows import dict_row
 
+from core.textsearch import INDEX_VERSION
 from search.common import KANA, RecallHit
 from search.provenance import memories_drafted, where_it_went
-from store.index import IndexUpkeep, QueryEmbedder
+from store.index import CONVERSATION_INDEX, IndexUpkeep, QueryEmbedder
+from store.message_times import TIMES_VERSION, calendar_zone
 
 # a message stating a decision, a reason or what is still open (PostgreSQL regex, both languages);
 # 「AにするかBにするか」「でいくか」 weigh options (deliberation), they decide nothing
@@ -47,13 +49,87 @@ class _Row:
 class RecallReads(IndexUpkeep):
     """The reads behind ``Recall`` (one connection, in its transaction)."""
 
+    def _index_current(self) -> bool:
+        """Whether the message index and the times messages speak of are current, in one
+        statement: the index's token scheme and its conversation index (``ensure_index_version``),
+        no message waiting for the index (``sync_messages``), the times resolved by this
+        ``TIMES_VERSION`` in this calendar (``ensure_times_version``) and none waiting
+        (``sync_times``). Recall then skips their upkeep, which would find nothing to do."""
+        with self.db.connection() as conn:
+            row = conn.execute(
+                """SELECT coalesce((SELECT max(version) FROM search_index_version) = %(iv)s, false)
+                          AND to_regclass(%(ci)s) IS NOT NULL
+                          AND NOT EXISTS (SELECT 1 FROM message_search_pending)
+                          AND coalesce((SELECT version = %(tv)s AND zone = %(zone)s
+                                        FROM message_times_version LIMIT 1), false)
+                          AND NOT EXISTS (SELECT 1 FROM message_times_pending)""",
+                {
+                    "iv": INDEX_VERSION,
+                    "ci": CONVERSATION_INDEX,
+                    "tv": TIMES_VERSION,
+                    "zone": calendar_zone()[0],
+                },
+            ).fetchone()
+        return bool(row and row[0])
+
     @staticmethod
-    def _count_range(conn: Connection, start: datetime | None, end: datetime | None) -> int:
+    def _state(
+        conn: Connection, start: datetime | None, end: datetime | None, emb: QueryEmbedder | None
+    ) -> tuple[int | None, bool, int | None]:
+        """In one statement: the messages in the range (None without one), whether the
+        embedder has message vectors and how many messages (in the range, if any) have none
+        (False and None without a local embedder). With one it also tunes this transaction's
+        HNSW scans (``_tune_vector_scan``: only ``_nearest`` walks the index)."""
+        ranged = start is not None or end is not None
+        tune: sql.Composable
+        has: sql.Composable
+        missing: sql.Composable
+        count = (
+            sql.SQL("(SELECT count(*) FROM message_search s WHERE {r})").format(r=_IN_RANGE)
+            if ranged
+            else sql.SQL("NULL::bigint")
+        )
+        if emb is None:
+            tune = has = missing = sql.SQL("NULL")
+        else:
+            tune = sql.SQL(
+                "set_config('hnsw.ef_search', '100', true), "
+                "set_config('hnsw.iterative_scan', 'relaxed_order', true)"
+            )
+            has = sql.SQL(
+                "EXISTS (SELECT 1 FROM message_embeddings WHERE model = %(model)s AND dim = %(dim)s)"
+            )
+            missing = (  # the whole index: two index-only counts (a vector row always belongs
+                # to an indexed message: its foreign key cascades)
+                sql.SQL(
+                    """greatest(0, (SELECT count(*) FROM message_search)
+                          - (SELECT count(*) FROM message_embeddings
+                             WHERE model = %(model)s AND dim = %(dim)s))"""
+                )
+                if not ranged
+                else sql.SQL(
+                    """(SELECT count(*) FROM message_search s WHERE {r} AND NOT EXISTS (
+                           SELECT 1 FROM message_embeddings e WHERE e.message_key = s.message_key
+                             AND e.model = %(model)s AND e.dim = %(dim)s))"""
+                ).format(r=_IN_RANGE)
+            )
         row = conn.execute(
-            sql.SQL("SELECT count(*) FROM message_search s WHERE {r}").format(r=_IN_RANGE),
-            {"start": start, "end": end},
+            sql.SQL("SELECT {count}, {has}, {missing}, {tune}").format(
+                count=count, has=has, missing=missing, tune=tune
+            ),
+            {
+                "start": start,
+                "end": end,
+                "model": emb.model if emb else None,
+                "dim": emb.dim if emb else None,
+            },
         ).fetchone()
-        return int(row[0]) if row else 0
+        assert row is not None
+        return (
+            int(row[0]) if row[0] is not None else None,
+            bool(row[1]),
+            int(row[2]) if row[2] is not None else None,
+        )
 
     @staticmethod
     def _lexical_pool(
@@ -118,27 +194,26 @@ class RecallReads(IndexUpkeep):
         """The ``VECTOR_CANDIDATES`` messages nearest to the query (a message's best passage
         counts): in a small range by an exact scan of its vectors, else through the model's HNSW
         index (iterative scan under the range filter)."""
-        out: set[str] = set()
         dist = _dist(emb)
         order = sql.SQL("({}) + 0").format(dist) if exact else dist  # + 0: not the index's order
-        for table in ("message_embeddings", "message_passage_embeddings"):
-            rows = conn.execute(
-                sql.SQL(
-                    """SELECT e.message_key FROM {t} e
-                       JOIN message_search s ON s.message_key = e.message_key
-                       WHERE e.model = {m} AND e.dim = {d} AND {r}
-                       ORDER BY {order} LIMIT %(vk)s"""
-                ).format(
-                    t=sql.Identifier(table),
-                    m=sql.Literal(emb.model),
-                    d=sql.Literal(emb.dim),
-                    r=_IN_RANGE,
-                    order=order,
-                ),
-                params,
-            ).fetchall()
-            out.update(r[0] for r in rows)
-        return out
+        nearest = sql.SQL(
+            """(SELECT e.message_key FROM {t} e
+                JOIN message_search s ON s.message_key = e.message_key
+                WHERE e.model = {m} AND e.dim = {d} AND {r}
+                ORDER BY {order} LIMIT %(vk)s)"""
+        )
+        each = [  # one statement: the messages' vectors and their passages' (each its own scan)
+            nearest.format(
+                t=sql.Identifier(table),
+                m=sql.Literal(emb.model),
+                d=sql.Literal(emb.dim),
+                r=_IN_RANGE,
+                order=order,
+            )
+            for table in ("message_embeddings", "message_passage_embeddings")
+        ]
+        rows = conn.execute(sql.SQL(" UNION ALL ").join(each), params).fetchall()
+        return {r[0] for r in rows}
 
     @staticmethod
     def _features(
@@ -275,31 +350,6 @@ class RecallReads(IndexUpkeep):
         ]
         texts = cls._texts(conn, keys)
         return [RecallHit(**texts[k], match="range", rank=n) for n, k in enumerate(keys, start=1)]
-
-    @staticmethod
-    def _without_vectors(
-        conn: Connection, emb: QueryEmbedder | None, start: datetime | None, end: datetime | None
-    ) -> int:
-        """Messages (in the range, if any) that have no vector for the embedder."""
-        if emb is None:
-            return 0
-        if start is None and end is None:  # the whole index: two index-only counts (a vector
-            # row always belongs to an indexed message: its foreign key cascades)
-            row = conn.execute(
-                """SELECT (SELECT count(*) FROM message_search)
-                          - (SELECT count(*) FROM message_embeddings WHERE model = %(model)s AND dim = %(dim)s)""",
-                {"model": emb.model, "dim": emb.dim},
-            ).fetchone()
-            return max(0, int(row[0])) if row else 0
-        row = conn.execute(
-            sql.SQL(
-                """SELECT count(*) FROM message_search s WHERE {r} AND NOT EXISTS (
-                       SELECT 1 FROM message_embeddings e WHERE e.message_key = s.message_key
-                         AND e.model = %(model)s AND e.dim = %(dim)s)"""
-            ).format(r=_IN_RANGE),
-            {"start": start, "end": end, "model": emb.model, "dim": emb.dim},
-        ).fetchone()
-        return int(row[0]) if row else 0
 
 
 # sent in the range, or speaking of a time that meets it (message_times, ADR 0036). The message's
