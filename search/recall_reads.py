@@ -142,46 +142,66 @@ class RecallReads(IndexUpkeep):
         per term (no range, or a range wider than what the terms match)."""
         source: sql.Composable
         where: sql.Composable
+        # the idf mass a message holds, summed in the terms' order (``q``: the terms, weighted)
+        score = sql.SQL("coalesce((SELECT sum(q.w) FROM q WHERE s.tokens @@ q.t), 0)")
+        terms = sql.SQL(
+            """WITH q AS (SELECT q.t AS t, q.w AS w, q.i::int AS i
+                          FROM unnest(%(tsqs)s::tsquery[], %(ws)s::float8[]) WITH ORDINALITY q(t, w, i))"""
+        )
         if whole_range:
             source, where = sql.SQL("message_search s"), _IN_RANGE
-            tail = sql.SQL("")
+            if params["tsq_any"] is None:  # no terms: the range's messages, for their lengths
+                statement = sql.SQL(
+                    """SELECT s.message_key, s.conversation_key, s.role, s.created_at,
+                              length(s.tokens), '{{}}'::int[], 0.0 FROM {source} WHERE {where}"""
+                ).format(source=source, where=where)
+            else:
+                statement = sql.SQL(
+                    """{terms}
+                       SELECT s.message_key, s.conversation_key, s.role, s.created_at,
+                              length(s.tokens), m.matched, m.score
+                       FROM {source}
+                       CROSS JOIN LATERAL (
+                           SELECT coalesce(array_agg(q.i - 1 ORDER BY q.i), '{{}}') AS matched,
+                                  coalesce(sum(q.w), 0) AS score
+                           FROM q WHERE s.tokens @@ q.t) m
+                       WHERE {where}"""
+                ).format(terms=terms, source=source, where=where)
         elif params["tsq_any"] is None:
             return []
         elif range_first:  # OFFSET 0 keeps the planner on the range (the time index)
-            source = sql.SQL(
-                """(SELECT s.message_key, s.conversation_key, s.role, s.created_at, s.tokens
-                    FROM message_search s WHERE {r} OFFSET 0) s"""
-            ).format(r=_IN_RANGE)
-            where = sql.SQL("s.tokens @@ %(tsq_any)s::tsquery")
-            tail = sql.SQL("ORDER BY m.score DESC, s.message_key LIMIT %(pool)s")
-        else:
-            source = sql.SQL("message_search s")
-            where = sql.SQL(
-                """s.message_key IN (
-                       SELECT c.message_key FROM unnest(%(tsqs)s::tsquery[]) q(t) CROSS JOIN LATERAL (
-                           SELECT s.message_key FROM message_search s
-                           WHERE s.tokens @@ q.t AND {r} LIMIT %(cap)s) c)"""
-            ).format(r=_IN_RANGE)
-            tail = sql.SQL("ORDER BY m.score DESC, s.message_key LIMIT %(pool)s")
-        if params["tsq_any"] is None:  # no terms: the range's messages, for their lengths
+            pool = sql.SQL(
+                """SELECT s.message_key, s.conversation_key, s.role, s.created_at, s.tokens,
+                          length(s.tokens) AS n, {score} AS score
+                   FROM (SELECT s.message_key, s.conversation_key, s.role, s.created_at, s.tokens
+                         FROM message_search s WHERE {r} OFFSET 0) s
+                   WHERE s.tokens @@ %(tsq_any)s::tsquery
+                   ORDER BY score DESC, s.message_key LIMIT %(pool)s"""
+            ).format(score=score, r=_IN_RANGE)
+            tokens, join = sql.SQL("p.tokens"), sql.SQL("")
+        else:  # each term's first ``cap`` matches through the GIN index, scored as they are read
+            # (narrow rows to de-duplicate); only the pool's messages are read again, for the
+            # terms each holds
+            pool = sql.SQL(
+                """SELECT c.* FROM (
+                       SELECT DISTINCT ON (c.message_key) c.*
+                       FROM unnest(%(tsqs)s::tsquery[]) u(t) CROSS JOIN LATERAL (
+                           SELECT s.message_key, s.conversation_key, s.role, s.created_at,
+                                  length(s.tokens) AS n, {score} AS score
+                           FROM message_search s WHERE s.tokens @@ u.t AND {r} LIMIT %(cap)s) c
+                       ORDER BY c.message_key) c
+                   ORDER BY c.score DESC, c.message_key LIMIT %(pool)s"""
+            ).format(score=score, r=_IN_RANGE)
+            tokens = sql.SQL("x.tokens")
+            join = sql.SQL("JOIN message_search x ON x.message_key = p.message_key")
+        if not whole_range:  # the pool, best first, with the terms each message holds
             statement = sql.SQL(
-                """SELECT s.message_key, s.conversation_key, s.role, s.created_at, length(s.tokens),
-                          '{{}}'::int[], 0.0 FROM {source} WHERE {where}"""
-            ).format(source=source, where=where)
-        else:
-            statement = sql.SQL(
-                """WITH q AS (SELECT q.t AS t, q.w AS w, q.i::int AS i
-                              FROM unnest(%(tsqs)s::tsquery[], %(ws)s::float8[]) WITH ORDINALITY q(t, w, i))
-                   SELECT s.message_key, s.conversation_key, s.role, s.created_at, length(s.tokens),
-                          m.matched, m.score
-                   FROM {source}
-                   CROSS JOIN LATERAL (
-                       SELECT coalesce(array_agg(q.i - 1 ORDER BY q.i), '{{}}') AS matched,
-                              coalesce(sum(q.w), 0) AS score
-                       FROM q WHERE s.tokens @@ q.t) m
-                   WHERE {where}
-                   {tail}"""
-            ).format(source=source, where=where, tail=tail)
+                """{terms}
+                   SELECT p.message_key, p.conversation_key, p.role, p.created_at, p.n,
+                          array(SELECT q.i - 1 FROM q WHERE {tokens} @@ q.t ORDER BY q.i), p.score
+                   FROM ({pool}) p {join}
+                   ORDER BY p.score DESC, p.message_key"""
+            ).format(terms=terms, tokens=tokens, pool=pool, join=join)
         return [
             _Row(k, c, role, at, int(n), list(m), None)
             for k, c, role, at, n, m, _score in conn.execute(statement, params).fetchall()
