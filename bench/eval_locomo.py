@@ -84,6 +84,12 @@ IMPORT_CODE = (
     "core/hashing.py",
     "core/models.py",
     "providers/embeddings",
+    # the guard's stored scans of each conversation (the import's later stage, ADR 0029): keyed
+    # by the guard's version, so a build made by another guard leaves recall scanning them itself
+    "core/secrets.py",
+    "core/secret_rules.py",
+    "store/guard_cache.py",
+    "flows/indexing.py",
 )
 #: what drafts and commits the memories, besides the import (the drafting build)
 DRAFT_CODE = (

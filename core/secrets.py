@@ -195,21 +195,31 @@ _GROUP_RUN_RE = _Lazy(
 def _typed_in_groups(text: str) -> Iterator[tuple[int, int, str]]:
     """A key of a known format typed in groups (``ghp_Xa9K q2Lm 7Pz4 ...``, as read off a
     screen): the run with its spaces taken out matches a format from its start; the span is
-    the groups the format's match covers."""
+    the groups the format's match covers. Most runs are words of prose: one test against every
+    format's anchors leaves them only the formats without anchors to try."""
     for m in _GROUP_RUN_RE.finditer(text):
         run = m.group()
-        keep = [k for k, ch in enumerate(run) if ch not in " \t"]
-        joined = "".join(run[k] for k in keep)
-        for kind, pattern, group, anchors in _FORMATS:
-            if anchors is not None and not any(joined.startswith(a) for a in anchors):
+        joined = run.replace(" ", "").replace("\t", "")  # the run holds no other white space
+        keep: list[int] | None = None
+        for kind, pattern, group, anchors in (
+            _FORMATS if joined.startswith(_FORMAT_ANCHORS) else _UNANCHORED_FORMATS
+        ):
+            if anchors is not None and not joined.startswith(anchors):
                 continue
             fm = pattern.compiled().match(joined)
             if fm is None or fm.end(group) - fm.start(group) < 16:
                 continue
             if not _random_looking(fm.group(group)):
                 continue
+            if keep is None:
+                keep = [k for k, ch in enumerate(run) if ch not in " \t"]
             yield m.start() + keep[fm.start(group)], m.start() + keep[fm.end(group) - 1] + 1, kind
             break
+
+
+#: every format's anchors (a run that starts with none of them can match an unanchored format only)
+_FORMAT_ANCHORS = tuple(a for *_, anchors in _FORMATS if anchors is not None for a in anchors)
+_UNANCHORED_FORMATS = tuple(f for f in _FORMATS if f[3] is None)
 
 
 # ---------------------------------------------------------------- detection
@@ -265,13 +275,14 @@ def _find_spans(text: str, *, depth: int = 0) -> list[tuple[int, int, str]]:
 def _scan_view(view: _View, add, *, depth: int, formats_only: bool = False) -> None:  # noqa: ANN001
     text = view.text
     lower = text.lower()
+    has, has_lower = text.__contains__, lower.__contains__
     for kind, pattern, group, anchors in _FORMATS:
-        if anchors is not None and not any(a in text for a in anchors):
+        if anchors is not None and not any(map(has, anchors)):
             continue
         for m in pattern.finditer(text):
             add(view, m.start(group), m.end(group), kind)
     for kind, pattern, group, anchors in _PATTERNS:
-        if anchors is not None and not any(a in lower for a in anchors):
+        if anchors is not None and not any(map(has_lower, anchors)):
             continue
         for m in pattern.finditer(text):
             if kind in _PASSWORD_KINDS and not _credential_like(

@@ -3,6 +3,7 @@ indexes they read. One module per part, joined here into ``SearchStore``:
 
     hybrid.py    ``search``: lexical + trigram + vector candidates fused by weighted RRF
     recall.py    ``recall``: time-first recall over the raw messages
+                 (its SQL reads in recall_reads.py, the turn list in turn_list.py)
     context.py   ``load_context``: the short index an AI client reads first
     common.py    the default fusion, result models and helpers they share
     store.index  ``sync_messages``, ``embed_pending``, vector indexes: the derived indexes (the

@@ -32,22 +32,16 @@ shows a time-scoped answer in time order.
 
 from __future__ import annotations
 
-import math
-import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from psycopg import Connection, sql
-from psycopg.rows import dict_row
 
-from core.people import ME_ENV, parse_names
 from core.textsearch import query_tokens
 from search import rank as rk
 from search.common import (
     CROSS_LINGUAL_FLOOR,
-    KANA,
     RecallHit,
     RecallResult,
     _norm,
@@ -55,10 +49,21 @@ from search.common import (
     writes_japanese,
 )
 from search.mentions import mentioned_times
-from search.provenance import memories_drafted, where_it_went
+from search.recall_reads import DECISION_STATEMENT, RecallReads, _Row
+from search.turn_list import LIST_LIMIT, MIN_COVERAGE, person_names, turn_list
 from search.understand import Query, Term
-from store.index import MAX_TOKEN_CHARS, IndexUpkeep, QueryEmbedder, _vector_literal
+from store.index import MAX_TOKEN_CHARS, QueryEmbedder, _vector_literal
 from store.message_times import sync_times
+
+__all__ = [
+    "DECISION_STATEMENT",
+    "LIST_LIMIT",
+    "MIN_COVERAGE",
+    "Recall",
+    "RecallReads",
+    "person_names",
+    "plain_query",
+]
 
 RANGE_ALL = 5000  # a range with at most this many messages: every one is a candidate
 RANGE_SCAN = 100_000  # up to this many messages, a range is read and tested term by term
@@ -67,23 +72,14 @@ LEXICAL_POOL = 300  # lexical candidates kept (by the idf mass of the terms they
 VECTOR_CANDIDATES = 100  # nearest messages by vector
 CONTEXT_CONVERSATIONS = 12  # conversations whose messages join the candidates
 CONTEXT_MESSAGES = 80  # at most this many messages of each (the first ones: a long session is cut)
-LIST_LIMIT = 50  # each list contributes at most this many ranks
 WEIGHTS = {"lexical": 1.0, "vector": 0.5, "context": 0.5}  # lexical above vector
 RRF_K = 60
 FOCUS_BOOST = 1.4  # the asked-about side's messages (the person's or the assistant's)
 TITLE_SHARE = 0.3  # a term in the conversation's title, not in the message
 CONVERSATION_SHARE = 0.3  # the idf of the terms found anywhere in the conversation
 OWN_SHARE = 0.3  # the message's own similarity inside the context score
-MIN_COVERAGE = 0.3  # floor: share of the query's idf mass a message (with its title) holds
 MIN_SIMILARITY = 0.3  # floor: cosine of the message, or of its conversation's best message
 DECISION_BOOST = 1.5  # a message that states a decision, its reasons or open points, when asked
-# a message stating a decision, a reason or what is still open (PostgreSQL regex, both languages);
-# 「AにするかBにするか」「でいくか」 weigh options (deliberation), they decide nothing
-DECISION_STATEMENT = (
-    r"(にする(?!か)|ことにし|に決め|で決め|でいく(?!か)|にした|決め手|理由は|まだ決めて|まだわから|残ってる課題"
-    r"|[Ii]'ll (go|use|ask|take|try|keep|do|buy|stay|pick)|[Ii] decided|[Ii]'m going with|going with"
-    r"|[Ii] picked|[Ii] chose|[Ii] went with|because|the reason)"
-)
 MIN_SIMILARITY_IN_RANGE = 0.15  # inside a time range the range itself is evidence
 MENTION_WEIGHT = 0.5  # a message in the range by what it speaks of, not by when it was sent
 TURN_FLOOR_RANK = 5  # the turn list's first few pass the floor beside the lexical first few
@@ -102,22 +98,7 @@ def plain_query(text: str) -> Query:
     )
 
 
-@dataclass
-class _Row:
-    key: str
-    conv: str
-    role: str
-    created_at: datetime | None
-    length: int
-    matched: list[int]
-    sim: float | None
-    decision: bool = False
-    japanese: bool = False  # written in Japanese (kana): the floors are chosen by language
-    candidate: bool = True  # False: read for its conversation's context only (outside the range)
-    position: int | None = None  # its place in its conversation (neighbours are one apart)
-
-
-class Recall(IndexUpkeep):
+class Recall(RecallReads):
     def recall(
         self,
         query: str | Query,
@@ -133,25 +114,17 @@ class Recall(IndexUpkeep):
         the module's docstring). An empty query lists the range in time order. Messages on
         ChatGPT branches that were not taken are left out unless ``include_branches`` (then
         they are marked ``on_active_path=False``)."""
-        self.sync_messages()
-        sync_times(self.db, mentioned_times)
+        if not self._index_current():  # one statement when there is nothing to catch up
+            self.sync_messages()
+            sync_times(self.db, mentioned_times)
         q: Query = plain_query(query) if isinstance(query, str) else query
         emb = self.embedder if embedder == "default" else embedder
         terms = [t for t in q.terms if all(len(x) <= MAX_TOKEN_CHARS for x in t.lexemes)]
         with self.db.connection() as conn, conn.transaction():
             ranged = start is not None or end is not None
-            count = self._count_range(conn, start, end) if ranged else None
-            use_vec = bool(
-                emb is not None
-                and emb.local
-                and q.vector_text
-                and self._has_vectors("message_embeddings", emb, conn)
-            )
-            missing = (
-                self._without_vectors(conn, emb, start, end)
-                if emb is not None and emb.local
-                else None
-            )
+            local = emb if emb is not None and emb.local else None
+            count, has_vectors, missing = self._state(conn, start, end, local)
+            use_vec = bool(local is not None and q.vector_text and has_vectors)
             if not terms and not (use_vec and q.vector_text and not ranged):
                 hits = self._list_range(conn, start, end, limit, include_branches) if ranged else []
                 return RecallResult(
@@ -231,7 +204,6 @@ class Recall(IndexUpkeep):
         if vec is not None:
             names = rk.speaker_names((r.role for r in pool), person_names())
             qv = vec(rk.without_names(q.vector_text, names) or q.vector_text)
-            self._tune_vector_scan(conn)
             params["qv"] = qv
         # a range of no more messages than asked for: every one is a candidate
         keys = {
@@ -339,7 +311,7 @@ class Recall(IndexUpkeep):
             ctx = {r.key: conv_sim[r.conv] + OWN_SHARE * (r.sim or 0.0) for r in cands}
             lists["context"] = sorted(ctx, key=lambda k: (-ctx[k], k))[:LIST_LIMIT]
         weights = dict(WEIGHTS, lexical=WEIGHTS["lexical"] * best_cov)
-        lists["turn"], beside, turn_at, turn_feats = _turn_list(
+        lists["turn"], beside, turn_at, turn_feats = turn_list(
             rows, cands, terms, w, avg_len, conv_sim, set(lexical[:TURN_FLOOR_RANK])
         )
         weights["turn"] = rk.TURN_LIST_WEIGHT
@@ -477,360 +449,7 @@ class Recall(IndexUpkeep):
             )
         return out
 
-    # ---------------------------------------------------------------- reads
-
-    @staticmethod
-    def _count_range(conn: Connection, start: datetime | None, end: datetime | None) -> int:
-        row = conn.execute(
-            sql.SQL("SELECT count(*) FROM message_search s WHERE {r}").format(r=_IN_RANGE),
-            {"start": start, "end": end},
-        ).fetchone()
-        return int(row[0]) if row else 0
-
-    @staticmethod
-    def _lexical_pool(
-        conn: Connection, params: dict[str, Any], *, whole_range: bool, range_first: bool
-    ) -> list[_Row]:
-        """The candidates by their terms, with the cheap features only (no text, no vectors):
-        every message of a small range; else the ``LEXICAL_POOL`` messages holding the most of
-        the query's idf mass, found by reading the range and testing each message (a range
-        smaller than the terms' matches) or through the terms' GIN index, ``TERM_CANDIDATES``
-        per term (no range, or a range wider than what the terms match)."""
-        source: sql.Composable
-        where: sql.Composable
-        if whole_range:
-            source, where = sql.SQL("message_search s"), _IN_RANGE
-            tail = sql.SQL("")
-        elif params["tsq_any"] is None:
-            return []
-        elif range_first:  # OFFSET 0 keeps the planner on the range (the time index)
-            source = sql.SQL(
-                """(SELECT s.message_key, s.conversation_key, s.role, s.created_at, s.tokens
-                    FROM message_search s WHERE {r} OFFSET 0) s"""
-            ).format(r=_IN_RANGE)
-            where = sql.SQL("s.tokens @@ %(tsq_any)s::tsquery")
-            tail = sql.SQL("ORDER BY m.score DESC, s.message_key LIMIT %(pool)s")
-        else:
-            source = sql.SQL("message_search s")
-            where = sql.SQL(
-                """s.message_key IN (
-                       SELECT c.message_key FROM unnest(%(tsqs)s::tsquery[]) q(t) CROSS JOIN LATERAL (
-                           SELECT s.message_key FROM message_search s
-                           WHERE s.tokens @@ q.t AND {r} LIMIT %(cap)s) c)"""
-            ).format(r=_IN_RANGE)
-            tail = sql.SQL("ORDER BY m.score DESC, s.message_key LIMIT %(pool)s")
-        if params["tsq_any"] is None:  # no terms: the range's messages, for their lengths
-            statement = sql.SQL(
-                """SELECT s.message_key, s.conversation_key, s.role, s.created_at, length(s.tokens),
-                          '{{}}'::int[], 0.0 FROM {source} WHERE {where}"""
-            ).format(source=source, where=where)
-        else:
-            statement = sql.SQL(
-                """WITH q AS (SELECT q.t AS t, q.w AS w, q.i::int AS i
-                              FROM unnest(%(tsqs)s::tsquery[], %(ws)s::float8[]) WITH ORDINALITY q(t, w, i))
-                   SELECT s.message_key, s.conversation_key, s.role, s.created_at, length(s.tokens),
-                          m.matched, m.score
-                   FROM {source}
-                   CROSS JOIN LATERAL (
-                       SELECT coalesce(array_agg(q.i - 1 ORDER BY q.i), '{{}}') AS matched,
-                              coalesce(sum(q.w), 0) AS score
-                       FROM q WHERE s.tokens @@ q.t) m
-                   WHERE {where}
-                   {tail}"""
-            ).format(source=source, where=where, tail=tail)
-        return [
-            _Row(k, c, role, at, int(n), list(m), None)
-            for k, c, role, at, n, m, _score in conn.execute(statement, params).fetchall()
-        ]
-
-    @staticmethod
-    def _nearest(
-        conn: Connection, params: dict[str, Any], emb: QueryEmbedder, *, exact: bool
-    ) -> set[str]:
-        """The ``VECTOR_CANDIDATES`` messages nearest to the query (a message's best passage
-        counts): in a small range by an exact scan of its vectors, else through the model's HNSW
-        index (iterative scan under the range filter)."""
-        out: set[str] = set()
-        dist = _dist(emb)
-        order = sql.SQL("({}) + 0").format(dist) if exact else dist  # + 0: not the index's order
-        for table in ("message_embeddings", "message_passage_embeddings"):
-            rows = conn.execute(
-                sql.SQL(
-                    """SELECT e.message_key FROM {t} e
-                       JOIN message_search s ON s.message_key = e.message_key
-                       WHERE e.model = {m} AND e.dim = {d} AND {r}
-                       ORDER BY {order} LIMIT %(vk)s"""
-                ).format(
-                    t=sql.Identifier(table),
-                    m=sql.Literal(emb.model),
-                    d=sql.Literal(emb.dim),
-                    r=_IN_RANGE,
-                    order=order,
-                ),
-                params,
-            ).fetchall()
-            out.update(r[0] for r in rows)
-        return out
-
-    @staticmethod
-    def _features(
-        conn: Connection,
-        where: sql.Composable,
-        params: dict[str, Any],
-        emb: QueryEmbedder | None,
-        known: dict[str, _Row] | None = None,
-    ) -> list[_Row]:
-        """Each message's features: its length and the terms it holds (taken from ``known``
-        when the lexical pool read them already: ``where`` must then be ``s.message_key =
-        ANY(%(keys)s)``), its similarity to the query, whether it states a decision (a person's
-        message only)."""
-        sim = (
-            sql.SQL(
-                """(SELECT max(1 - ({dist})) FROM (
-                        SELECT e.embedding FROM message_embeddings e
-                        WHERE e.message_key = s.message_key AND e.model = {m} AND e.dim = {d}
-                        UNION ALL
-                        SELECT e.embedding FROM message_passage_embeddings e
-                        WHERE e.message_key = s.message_key AND e.model = {m} AND e.dim = {d}) e)"""
-            ).format(dist=_dist(emb), m=sql.Literal(emb.model), d=sql.Literal(emb.dim))
-            if emb is not None and params.get("qv") is not None
-            else sql.SQL("NULL::float8")
-        )
-        known = known or {}
-        if known:  # their terms and lengths are read already: only the rest is
-            keys = list(params.get("keys") or [])
-            fresh = [k for k in keys if k not in known]
-            rows = Recall._features(conn, where, params | {"keys": fresh}, emb) if fresh else []
-            terms = sql.SQL("NULL::int, NULL::int[]")
-            params = params | {"keys": [k for k in keys if k in known]}
-        else:
-            rows = []
-            terms = sql.SQL(
-                "length(s.tokens), array(SELECT q.i - 1 FROM q WHERE s.tokens @@ q.t ORDER BY q.i)"
-            )
-        statement = sql.SQL(
-            """WITH q AS (SELECT q.t AS t, q.i::int AS i
-                          FROM unnest(%(tsqs)s::tsquery[]) WITH ORDINALITY q(t, i))
-               SELECT s.message_key, s.conversation_key, s.role, s.created_at, {terms}, {sim},
-                      s.role = 'user' AND s.text ~ {decision}, s.text ~ {kana},
-                      (SELECT m.position FROM source_messages m WHERE m.message_key = s.message_key)
-               FROM message_search s WHERE {where}"""
-        ).format(
-            terms=terms,
-            sim=sim,
-            where=where,
-            decision=sql.Literal(DECISION_STATEMENT),
-            kana=sql.Literal(KANA),
-        )
-        out = rows
-        for k, c, role, at, n, m, v, d, ja, pos in conn.execute(statement, params).fetchall():
-            had = known.get(k)
-            out.append(
-                _Row(
-                    k,
-                    c,
-                    role,
-                    at,
-                    had.length if had else int(n),
-                    had.matched if had else list(m),
-                    float(v) if v is not None else None,
-                    bool(d),
-                    bool(ja),
-                    position=pos,
-                )
-            )
-        return out
-
-    @staticmethod
-    def _titles(conn: Connection, convs: list[str]) -> dict[str, str | None]:
-        rows = conn.execute(
-            "SELECT conversation_key, title FROM source_conversations WHERE conversation_key = ANY(%s)",
-            (convs,),
-        ).fetchall()
-        return {k: t for k, t in rows}
-
-    @staticmethod
-    def _texts(conn: Connection, keys: list[str]) -> dict[str, dict[str, Any]]:
-        rows = (
-            conn.cursor(row_factory=dict_row)
-            .execute(
-                """SELECT s.message_key, s.conversation_key, c.title AS conversation_title, s.role,
-                      s.created_at, s.text, m.on_active_path
-               FROM message_search s
-               JOIN source_messages m ON m.message_key = s.message_key
-               LEFT JOIN source_conversations c ON c.conversation_key = s.conversation_key
-               WHERE s.message_key = ANY(%s)""",
-                (keys,),
-            )
-            .fetchall()
-        )
-        out = {r["message_key"]: r for r in rows}
-        went = memories_drafted(conn, list({r["conversation_key"] for r in rows}))
-        for r in rows:
-            r.update(where_it_went(went.get(r["conversation_key"], []), r["message_key"]))
-        return out
-
-    @staticmethod
-    def _off_path(conn: Connection, keys: list[str]) -> set[str]:
-        """Those of ``keys`` that lie on a branch that was not taken (an edited or regenerated
-        ChatGPT turn)."""
-        if not keys:
-            return set()
-        rows = conn.execute(
-            "SELECT message_key FROM source_messages WHERE message_key = ANY(%s) AND NOT on_active_path",
-            (keys,),
-        ).fetchall()
-        return {r[0] for r in rows}
-
-    @classmethod
-    def _list_range(
-        cls,
-        conn: Connection,
-        start: datetime | None,
-        end: datetime | None,
-        limit: int,
-        include_branches: bool = False,
-    ) -> list[RecallHit]:
-        keys = [
-            r[0]
-            for r in conn.execute(
-                sql.SQL(
-                    """SELECT s.message_key FROM message_search s
-                   JOIN source_messages m ON m.message_key = s.message_key
-                   WHERE {r} AND (%(branches)s OR m.on_active_path)
-                   ORDER BY s.created_at, s.message_key LIMIT %(limit)s"""
-                ).format(r=_IN_RANGE),
-                {"start": start, "end": end, "limit": limit, "branches": include_branches},
-            ).fetchall()
-        ]
-        texts = cls._texts(conn, keys)
-        return [RecallHit(**texts[k], match="range", rank=n) for n, k in enumerate(keys, start=1)]
-
-    @staticmethod
-    def _without_vectors(
-        conn: Connection, emb: QueryEmbedder | None, start: datetime | None, end: datetime | None
-    ) -> int:
-        """Messages (in the range, if any) that have no vector for the embedder."""
-        if emb is None:
-            return 0
-        if start is None and end is None:  # the whole index: two index-only counts (a vector
-            # row always belongs to an indexed message: its foreign key cascades)
-            row = conn.execute(
-                """SELECT (SELECT count(*) FROM message_search)
-                          - (SELECT count(*) FROM message_embeddings WHERE model = %(model)s AND dim = %(dim)s)""",
-                {"model": emb.model, "dim": emb.dim},
-            ).fetchone()
-            return max(0, int(row[0])) if row else 0
-        row = conn.execute(
-            sql.SQL(
-                """SELECT count(*) FROM message_search s WHERE {r} AND NOT EXISTS (
-                       SELECT 1 FROM message_embeddings e WHERE e.message_key = s.message_key
-                         AND e.model = %(model)s AND e.dim = %(dim)s)"""
-            ).format(r=_IN_RANGE),
-            {"start": start, "end": end, "model": emb.model, "dim": emb.dim},
-        ).fetchone()
-        return int(row[0]) if row else 0
-
-
-# sent in the range, or speaking of a time that meets it (message_times, ADR 0036). The message's
-# own time is tested on the row and the spoken-of keys are read once as an array (an InitPlan):
-# a ``message_key IN (range UNION times)`` was planned as a hashed filter over every row of the
-# index (168 ms for a day's 586 messages at 1M messages, 0.9 ms so: bench/search_bench.py)
-_IN_RANGE = sql.SQL(
-    "((%(start)s::timestamptz IS NULL AND %(end)s::timestamptz IS NULL)"
-    " OR ((%(start)s::timestamptz IS NULL OR s.created_at >= %(start)s)"
-    " AND (%(end)s::timestamptz IS NULL OR s.created_at < %(end)s))"
-    " OR s.message_key = ANY(ARRAY(SELECT t.message_key FROM message_times t"
-    " WHERE t.span && tstzrange(%(start)s, %(end)s)"
-    " AND upper(t.span) - lower(t.span) <= %(end)s::timestamptz - %(start)s::timestamptz)))"
-)
-
-
-def _dist(emb: QueryEmbedder | None) -> sql.Composable:
-    assert emb is not None
-    return sql.SQL("e.embedding::halfvec({d}) <=> %(qv)s::halfvec({d})").format(
-        d=sql.Literal(emb.dim)
-    )
-
-
-def _turn_list(
-    rows: Sequence[_Row],
-    cands: Sequence[_Row],
-    terms: Sequence[Term],
-    w: Sequence[float],
-    avg_len: float,
-    conv_sim: dict[str, float],
-    lead: set[str],
-) -> tuple[list[str], set[str], dict[str, float], dict[str, tuple[float, ...]]]:
-    """The candidates ranked by ``rank.turn_score`` (ADR 0035): the names of the chat's speakers
-    are no content (a partner's "Wow, Maria, that looks great!" holds the word "Maria"), a name
-    in the question points at that speaker's messages, and a message is read with its two
-    neighbours (the question a turn answers is often in the turn before it) and its
-    conversation's best lexical match. Also: the candidates beside one of ``lead`` (the lexical
-    list's first few) that holds at least ``MIN_COVERAGE`` of the content terms' idf mass, and
-    every candidate's score and features."""
-    person = person_names()
-    names = rk.speaker_names((r.role for r in rows), person)
-    content = [t.text.lower() not in names for t in terms]
-    asked = {t.text.lower() for t in terms if t.text.lower() in names}
-    mass = math.fsum(x for x, keep in zip(w, content, strict=True) if keep) or 1.0
-    own = {r.key: rk.bm25((w[i] for i in r.matched if content[i]), r.length, avg_len) for r in rows}
-    by_conv: dict[str, list[_Row]] = {}
-    for r in rows:
-        by_conv.setdefault(r.conv, []).append(r)
-    near: dict[str, float] = {}
-    beside: set[str] = set()
-    for rs in by_conv.values():
-        at = {r.position: own[r.key] for r in rs if r.position is not None}
-        held = {
-            r.position
-            for r in rs
-            if r.position is not None
-            and r.key in lead
-            and math.fsum(w[i] for i in r.matched if content[i]) / mass >= MIN_COVERAGE
-        }
-        beside |= {
-            r.key
-            for r in rs
-            if r.position is not None and (r.position - 1 in held or r.position + 1 in held)
-        }
-        for r in rs:
-            p = r.position
-            near[r.key] = max(at.get(p - 1, 0.0), at.get(p + 1, 0.0)) if p is not None else 0.0
-    conv_best = {c: max(own[r.key] for r in rs) for c, rs in by_conv.items()}
-    top_own = max((own[r.key] for r in cands), default=0.0) or 1.0
-    top_near = max((near[r.key] for r in cands), default=0.0) or 1.0
-    top_conv = max(conv_best.values(), default=0.0) or 1.0
-    score: dict[str, float] = {}
-    feats: dict[str, tuple[float, ...]] = {}
-    for r in cands:
-        speaker = r.role.lower()
-        named = (
-            None
-            if not asked
-            else speaker in asked
-            or (r.role == "user" and bool(asked & {p.lower() for p in person}))
-        )
-        feats[r.key] = rk.turn_features(
-            own[r.key] / top_own,
-            math.fsum(w[i] for i in r.matched if content[i]) / mass,
-            r.sim or 0.0,
-            conv_sim[r.conv],
-            near[r.key] / top_near,
-            conv_best[r.conv] / top_conv,
-            named,
-            r.length,
-        )
-        score[r.key] = rk.turn_score(feats[r.key])
-    return sorted(score, key=lambda k: (-score[k], k))[:LIST_LIMIT], beside, score, feats
-
 
 def _query_vector(emb: QueryEmbedder) -> Callable[[str], str]:
     """The embedder's vector of a query text, as the SQL literal the vector scans take."""
     return lambda text: _vector_literal(emb.embed([text])[0])
-
-
-def person_names() -> frozenset[str]:
-    """The person's own names from ``PMEM_ME`` in the environment, normalised as the importers
-    compare them (``core.people``; the data dir's ``.env`` is not read on this path)."""
-    return parse_names(os.environ.get(ME_ENV))
