@@ -29,6 +29,7 @@ from typing import Any, Literal
 from psycopg import Connection, sql
 from psycopg.rows import dict_row
 
+from search.bridge import with_bridge
 from search.common import (
     CROSS_LINGUAL_FLOOR,
     DEFAULT_FUSION,
@@ -296,6 +297,9 @@ class HybridSearch(SearchBase):
         ctes: dict[str, sql.Composable] = {}
 
         if "lexical" in lists and terms:
+            asked = len(terms)
+            # the terms' words of the other script, from the store's own vocabulary (ADR 0045)
+            terms = with_bridge(conn, "search_projections", emb, terms)
             tsqs = [t.tsquery() for t in terms]
             n_docs, dfs = doc_frequencies(conn, "search_projections", tsqs)
             weights = [idf(n_docs, df) * t.weight for t, df in zip(terms, dfs, strict=True)]
@@ -304,9 +308,9 @@ class HybridSearch(SearchBase):
                 "tsq_all": " & ".join(f"({x})" for x in tsqs),
                 "tsqs": tsqs,
                 "ws": weights,
-                "wsum": sum(weights) or 1.0,
+                "wsum": sum(x for x, t in zip(weights, terms, strict=True) if not t.bridge) or 1.0,
                 "min_cov": (MIN_COVERAGE * RANGE_FLOOR if ranged else MIN_COVERAGE)
-                if len(terms) > 1
+                if asked > 1
                 else 1.0,
                 "lex_limit": lists["lexical"].limit,
                 "cap": LEXICAL_CANDIDATES,

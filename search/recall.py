@@ -44,6 +44,7 @@ from psycopg.rows import dict_row
 
 from core.people import ME_ENV, parse_names
 from core.textsearch import query_tokens
+from search import bridge
 from search import rank as rk
 from search.common import (
     CROSS_LINGUAL_FLOOR,
@@ -205,10 +206,13 @@ class Recall(IndexUpkeep):
         include_branches: bool = False,
         skipped: list[int] | None = None,
     ) -> list[RecallHit]:
+        asked = list(terms)
+        # the terms' words of the other script, from the store's own vocabulary (ADR 0045)
+        terms = bridge.with_bridge(conn, "message_search", emb, terms)
         tsqs = [t.tsquery() for t in terms]
         n_docs, dfs = doc_frequencies(conn, "message_search", tsqs)
         w = [rk.idf(n_docs, df) * t.weight for t, df in zip(terms, dfs, strict=True)]
-        total = sum(w) or 1.0
+        total = sum(x for x, t in zip(w, terms, strict=True) if not t.bridge) or 1.0
         params: dict[str, Any] = {
             "start": start,
             "end": end,
@@ -321,6 +325,7 @@ class Recall(IndexUpkeep):
         avg_len = sum(lengths.values()) / len(lengths) if lengths else 1.0  # over every candidate
         lex: dict[str, float] = {}
         cov: dict[str, float] = {}
+        bridged: dict[str, float] = {}  # the part of it held through the other script's words
         for r in cands:
             own = set(r.matched)
             in_title = title_terms[r.conv] - own
@@ -330,6 +335,7 @@ class Recall(IndexUpkeep):
                 + CONVERSATION_SHARE * sum(w[i] for i in conv_terms[r.conv])
             )
             cov[r.key] = sum(w[i] for i in own | in_title) / total
+            bridged[r.key] = sum(w[i] for i in own | in_title if terms[i].bridge) / total
         lexical = sorted((k for k in lex if cov[k] > 0), key=lambda k: (-lex[k], k))[:LIST_LIMIT]
         best_cov = max((cov[k] for k in lexical), default=0.0)
         lists: dict[str, list[str]] = {"lexical": lexical}
@@ -382,6 +388,9 @@ class Recall(IndexUpkeep):
                 cov[f.key] >= MIN_COVERAGE
                 or f.key in in_turn
                 or own_sim >= own_floor
+                # across languages the evidence adds up: the share of the query held through
+                # bridged words and the cosine, each against its own floor (ADR 0045)
+                or bridged[f.key] / MIN_COVERAGE + own_sim / own_floor >= 1.0
                 or (
                     conv_sim[conv] >= conv_floor[conv]
                     and "context" in f.ranks
@@ -446,7 +455,7 @@ class Recall(IndexUpkeep):
             kept = shown
         kept = kept[:limit]
         texts = self._texts(conn, [f.key for f in kept])
-        phrase = _norm(" ".join(t.text for t in terms))
+        phrase = _norm(" ".join(t.text for t in asked))
         out = []
         for n, f in enumerate(kept, start=1):
             t = texts[f.key]
