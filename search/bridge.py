@@ -109,7 +109,7 @@ def bridge_terms(
                 s = float(row[i])
                 if s < MIN_SIMILARITY or taken >= PER_TERM:
                     break
-                b = _term(vocab.words[i], other, t.weight * WEIGHT * s)
+                b = _term(vocab.words[i], other, t.weight * WEIGHT * s, t.text)
                 if any(lex in have for lex in b.lexemes):
                     continue  # a form already searched (kayaks for kayak)
                 have.update(b.lexemes)
@@ -118,16 +118,15 @@ def bridge_terms(
     return out
 
 
-def _term(word: str, lang: Lang, weight: float) -> Term:
-    """A vocabulary word as a query term: an English word by its stem as a prefix (as
-    ``understand`` makes one), a Japanese word exactly."""
+def _term(word: str, lang: Lang, weight: float, source: str) -> Term:
+    """A vocabulary word as a query term standing for ``source``: an English word by its stem
+    as a prefix (as ``understand`` makes one), a Japanese word exactly."""
     if lang == "en":
         st = stem(word)
-        if len(st) >= MIN_PREFIX:
-            return Term(word, (st,), (True,), weight, "en", bridge=True)
-        lex = tuple(dict.fromkeys((word, st)))
-        return Term(word, lex, (False,) * len(lex), weight, "en", bridge=True)
-    return Term(word, (word,), (False,), weight, "ja", bridge=True)
+        lex = (st,) if len(st) >= MIN_PREFIX else tuple(dict.fromkeys((word, st)))
+        pre = (True,) if len(st) >= MIN_PREFIX else (False,) * len(lex)
+        return Term(word, lex, pre, weight, "en", bridge=True, stands_for=source)
+    return Term(word, (word,), (False,), weight, "ja", bridge=True, stands_for=source)
 
 
 def _vocabulary(conn: Connection, table: Table, emb: QueryEmbedder, lang: Lang) -> _Vocabulary:

@@ -335,7 +335,10 @@ class Recall(IndexUpkeep):
                 + CONVERSATION_SHARE * sum(w[i] for i in conv_terms[r.conv])
             )
             cov[r.key] = sum(w[i] for i in own | in_title) / total
-            bridged[r.key] = sum(w[i] for i in own | in_title if terms[i].bridge) / total
+            via = {i for i in own | in_title if terms[i].bridge}
+            # two words of the query at least (one stands for a verb of saying as often as not)
+            if len({terms[i].stands_for for i in via}) >= min(2, len(asked)):
+                bridged[r.key] = sum(w[i] for i in via) / total
         lexical = sorted((k for k in lex if cov[k] > 0), key=lambda k: (-lex[k], k))[:LIST_LIMIT]
         best_cov = max((cov[k] for k in lexical), default=0.0)
         lists: dict[str, list[str]] = {"lexical": lexical}
@@ -389,8 +392,12 @@ class Recall(IndexUpkeep):
                 or f.key in in_turn
                 or own_sim >= own_floor
                 # across languages the evidence adds up: the share of the query held through
-                # bridged words and the cosine, each against its own floor (ADR 0045)
-                or bridged[f.key] / MIN_COVERAGE + own_sim / own_floor >= 1.0
+                # bridged words and the cosine (at least half its floor), each against its own
+                # floor (ADR 0045)
+                or (
+                    own_sim >= own_floor / 2
+                    and bridged.get(f.key, 0.0) / MIN_COVERAGE + own_sim / own_floor >= 1.0
+                )
                 or (
                     conv_sim[conv] >= conv_floor[conv]
                     and "context" in f.ranks
