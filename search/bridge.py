@@ -100,8 +100,7 @@ def bridge_terms(
             continue
         qv = np.asarray(emb.embed([t.text for t in group]), dtype=np.float32)
         qv /= np.linalg.norm(qv, axis=1, keepdims=True) + 1e-12
-        # (not BLAS: its idle threads spin after a product this small, ~100 ms of CPU a query)
-        sims = np.einsum("qd,vd->qv", qv, vocab.vectors, optimize=False)
+        sims = qv @ vocab.vectors.T
         for t, row in zip(group, sims, strict=True):
             best = np.argsort(-row)[: PER_TERM * 3]
             taken = 0
