@@ -29,6 +29,7 @@ from typing import Any, Literal
 from psycopg import Connection, sql
 from psycopg.rows import dict_row
 
+from search.bridge import with_bridge
 from search.common import (
     CROSS_LINGUAL_FLOOR,
     DEFAULT_FUSION,
@@ -99,18 +100,24 @@ class HybridSearch(SearchBase):
         (``occurred_at``, else when it was recorded).
         """
         q: Query = plain_query(query) if isinstance(query, str) else query
+        emb = self.embedder if embedder == "default" else embedder
         with self.db.connection() as conn, conn.transaction():
-            hits = self._search(
-                conn,
-                q,
-                limit=limit,
-                kind=kind,
-                since=since,
-                until=until,
-                config=config,
-                emb=self.embedder if embedder == "default" else embedder,
-                min_similarity=min_similarity,
-            )
+            for bridged in (False, True):
+                # the other script's words only when the question's own find nothing (ADR 0045)
+                hits = self._search(
+                    conn,
+                    q,
+                    limit=limit,
+                    kind=kind,
+                    since=since,
+                    until=until,
+                    config=config,
+                    emb=emb,
+                    min_similarity=min_similarity,
+                    bridged=bridged,
+                )
+                if hits or emb is None or not emb.local:
+                    break
             return self._with_provenance(conn, hits)
 
     def list_memories(
@@ -199,6 +206,7 @@ class HybridSearch(SearchBase):
         config: SearchConfig | None,
         emb: QueryEmbedder | None,
         min_similarity: float,
+        bridged: bool = False,
     ) -> list[RankedHit]:
         cfg = config or DEFAULT_FUSION
         ranged = since is not None or until is not None
@@ -296,6 +304,10 @@ class HybridSearch(SearchBase):
         ctes: dict[str, sql.Composable] = {}
 
         if "lexical" in lists and terms:
+            asked = len(terms)
+            # the terms' words of the other script, from the store's own vocabulary (ADR 0045)
+            if bridged:
+                terms = with_bridge(conn, "search_projections", emb, terms)
             tsqs = [t.tsquery() for t in terms]
             n_docs, dfs = doc_frequencies(conn, "search_projections", tsqs)
             weights = [idf(n_docs, df) * t.weight for t, df in zip(terms, dfs, strict=True)]
@@ -304,9 +316,9 @@ class HybridSearch(SearchBase):
                 "tsq_all": " & ".join(f"({x})" for x in tsqs),
                 "tsqs": tsqs,
                 "ws": weights,
-                "wsum": sum(weights) or 1.0,
+                "wsum": sum(x for x, t in zip(weights, terms, strict=True) if not t.bridge) or 1.0,
                 "min_cov": (MIN_COVERAGE * RANGE_FLOOR if ranged else MIN_COVERAGE)
-                if len(terms) > 1
+                if asked > 1
                 else 1.0,
                 "lex_limit": lists["lexical"].limit,
                 "cap": LEXICAL_CANDIDATES,

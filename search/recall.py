@@ -39,6 +39,7 @@ from typing import Any, Literal
 from psycopg import Connection, sql
 
 from core.textsearch import query_tokens
+from search import bridge
 from search import rank as rk
 from search.common import (
     CROSS_LINGUAL_FLOOR,
@@ -137,19 +138,26 @@ class Recall(RecallReads):
                 )
             vec = _query_vector(emb) if use_vec and emb is not None else None
             skipped: list[int] = [0]
-            hits = self._rank(
-                conn,
-                q,
-                terms,
-                start,
-                end,
-                count,
-                vec,
-                emb if vec else None,
-                limit,
-                include_branches=include_branches,
-                skipped=skipped,
-            )
+            for bridged in (False, True):
+                # the other script's words only when the question's own find nothing: the
+                # bridge's vocabulary costs a fresh process ~0.6 CPU-s (ADR 0045)
+                skipped[0] = 0
+                hits = self._rank(
+                    conn,
+                    q,
+                    terms,
+                    start,
+                    end,
+                    count,
+                    vec,
+                    emb if vec else None,
+                    limit,
+                    include_branches=include_branches,
+                    skipped=skipped,
+                    bridged=bridged,
+                )
+                if hits or vec is None:
+                    break
         return RecallResult(
             hits=hits,
             start=start,
@@ -177,11 +185,15 @@ class Recall(RecallReads):
         *,
         include_branches: bool = False,
         skipped: list[int] | None = None,
+        bridged: bool = False,
     ) -> list[RecallHit]:
+        asked = list(terms)
+        if bridged:  # the terms' words of the other script, from the store's own vocabulary
+            terms = bridge.with_bridge(conn, "message_search", emb, terms)
         tsqs = [t.tsquery() for t in terms]
         n_docs, dfs = doc_frequencies(conn, "message_search", tsqs)
         w = [rk.idf(n_docs, df) * t.weight for t, df in zip(terms, dfs, strict=True)]
-        total = sum(w) or 1.0
+        total = sum(x for x, t in zip(w, terms, strict=True) if not t.bridge) or 1.0
         params: dict[str, Any] = {
             "start": start,
             "end": end,
@@ -293,6 +305,7 @@ class Recall(RecallReads):
         avg_len = sum(lengths.values()) / len(lengths) if lengths else 1.0  # over every candidate
         lex: dict[str, float] = {}
         cov: dict[str, float] = {}
+        bridged: dict[str, float] = {}  # the part of it held through the other script's words
         for r in cands:
             own = set(r.matched)
             in_title = title_terms[r.conv] - own
@@ -302,6 +315,10 @@ class Recall(RecallReads):
                 + CONVERSATION_SHARE * sum(w[i] for i in conv_terms[r.conv])
             )
             cov[r.key] = sum(w[i] for i in own | in_title) / total
+            via = {i for i in own | in_title if terms[i].bridge}
+            # two words of the query at least (one stands for a verb of saying as often as not)
+            if len({terms[i].stands_for for i in via}) >= min(2, len(asked)):
+                bridged[r.key] = sum(w[i] for i in via) / total
         lexical = sorted((k for k in lex if cov[k] > 0), key=lambda k: (-lex[k], k))[:LIST_LIMIT]
         best_cov = max((cov[k] for k in lexical), default=0.0)
         lists: dict[str, list[str]] = {"lexical": lexical}
@@ -354,6 +371,13 @@ class Recall(RecallReads):
                 cov[f.key] >= MIN_COVERAGE
                 or f.key in in_turn
                 or own_sim >= own_floor
+                # across languages the evidence adds up: the share of the query held through
+                # bridged words and the cosine (at least half its floor), each against its own
+                # floor (ADR 0045)
+                or (
+                    own_sim >= own_floor / 2
+                    and bridged.get(f.key, 0.0) / MIN_COVERAGE + own_sim / own_floor >= 1.0
+                )
                 or (
                     conv_sim[conv] >= conv_floor[conv]
                     and "context" in f.ranks
@@ -418,7 +442,7 @@ class Recall(RecallReads):
             kept = shown
         kept = kept[:limit]
         texts = self._texts(conn, [f.key for f in kept])
-        phrase = _norm(" ".join(t.text for t in terms))
+        phrase = _norm(" ".join(t.text for t in asked))
         out = []
         for n, f in enumerate(kept, start=1):
             t = texts[f.key]

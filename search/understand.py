@@ -60,6 +60,8 @@ class Term:
     weight: float = 1.0
     lang: Literal["ja", "en"] = "en"
     generic: bool = False  # a word of deciding / choosing itself (決める, decide): no topic
+    bridge: bool = False  # a word of the other script standing in for a term (search.bridge)
+    stands_for: str = ""  # ... for this term of the query (its text)
 
     def tsquery(self) -> str:
         """This term as one tsquery text (its lexemes OR-ed, prefixes marked)."""

@@ -146,11 +146,40 @@ class Usem3Embedder:
 def _limit_blas_threads(n: int) -> None:
     """One short query is a few tiny matrix products: OpenBLAS's thread pool only adds latency
     (measured on a busy 2-core machine: p95 115 ms with the default threads, 6 ms with one).
-    Effective only before numpy is first imported; an explicit setting in the environment wins."""
-    if "numpy" in sys.modules:
+    Before numpy is first imported, through the environment; after (a long-lived process that
+    imported it first: the MCP server, the evaluation), through numpy's own OpenBLAS: once a
+    large batch (the cross-lingual bridge's vocabulary, ADR 0045) has woken its thread pool,
+    its threads spun after every later product (an evaluation run: 22 s of CPU against 3 s).
+    An explicit setting in the environment wins."""
+    names = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    if "numpy" not in sys.modules:
+        for var in names:
+            os.environ.setdefault(var, str(max(1, n)))
         return
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ.setdefault(var, str(max(1, n)))
+    if any(var in os.environ for var in names):
+        return
+    _set_openblas_threads(max(1, n))
+
+
+def _set_openblas_threads(n: int) -> None:
+    """The thread count of the OpenBLAS numpy's wheel ships (``numpy.libs``), where there is one."""
+    import ctypes
+    import glob
+
+    where = getattr(sys.modules["numpy"], "__file__", None)
+    if not where:
+        return
+    folder = Path(where).parent.parent / "numpy.libs"
+    for lib in sorted(glob.glob(str(folder / "*openblas*"))):
+        try:
+            handle = ctypes.CDLL(lib)
+        except OSError:
+            continue
+        for name in ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_"):
+            setter = getattr(handle, name, None)
+            if setter is not None:
+                setter(ctypes.c_int(n))
+                return
 
 
 def _write_cache(obj: Any, path: Path) -> None:
