@@ -154,7 +154,7 @@ class Recall(RecallReads):
                     limit,
                     include_branches=include_branches,
                     skipped=skipped,
-                    bridged=bridged,
+                    bridge_words=bridged,
                 )
                 if hits or vec is None:
                     break
@@ -185,10 +185,10 @@ class Recall(RecallReads):
         *,
         include_branches: bool = False,
         skipped: list[int] | None = None,
-        bridged: bool = False,
+        bridge_words: bool = False,
     ) -> list[RecallHit]:
         asked = list(terms)
-        if bridged:  # the terms' words of the other script, from the store's own vocabulary
+        if bridge_words:  # the terms' words of the other script, from the store's own vocabulary
             terms = bridge.with_bridge(conn, "message_search", emb, terms)
         tsqs = [t.tsquery() for t in terms]
         n_docs, dfs = doc_frequencies(conn, "message_search", tsqs)
