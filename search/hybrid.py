@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Literal
@@ -29,7 +29,7 @@ from typing import Any, Literal
 from psycopg import Connection, sql
 from psycopg.rows import dict_row
 
-from search.bridge import with_bridge
+from search.bridge import bridge_terms
 from search.common import (
     CROSS_LINGUAL_FLOOR,
     DEFAULT_FUSION,
@@ -47,7 +47,7 @@ from search.common import (
 from search.fusion import SearchConfig
 from search.rank import fuse, idf
 from search.recall import MIN_SIMILARITY_IN_RANGE, plain_query
-from search.understand import Query
+from search.understand import Query, Term
 from store.index import MAX_TOKEN_CHARS, QueryEmbedder, SearchBase, _vector_literal
 
 MIN_COVERAGE = 0.3  # share of the query's idf mass a memory must hold (several terms)
@@ -102,8 +102,8 @@ class HybridSearch(SearchBase):
         q: Query = plain_query(query) if isinstance(query, str) else query
         emb = self.embedder if embedder == "default" else embedder
         with self.db.connection() as conn, conn.transaction():
-            for bridged in (False, True):
-                # the other script's words only when the question's own find nothing (ADR 0045)
+            extra: list[Term] = []
+            while True:
                 hits = self._search(
                     conn,
                     q,
@@ -114,9 +114,15 @@ class HybridSearch(SearchBase):
                     config=config,
                     emb=emb,
                     min_similarity=min_similarity,
-                    bridged=bridged,
+                    bridged_terms=extra,
                 )
-                if hits or emb is None or not emb.local:
+                if hits or extra:
+                    break
+                # the other script's words only when the question's own find nothing, and
+                # again only when there are such words (ADR 0045)
+                own = [t for t in q.terms if all(len(x) <= MAX_TOKEN_CHARS for x in t.lexemes)]
+                extra = bridge_terms(conn, "search_projections", emb, own)
+                if not extra:
                     break
             return self._with_provenance(conn, hits)
 
@@ -206,7 +212,7 @@ class HybridSearch(SearchBase):
         config: SearchConfig | None,
         emb: QueryEmbedder | None,
         min_similarity: float,
-        bridged: bool = False,
+        bridged_terms: Sequence[Term] = (),
     ) -> list[RankedHit]:
         cfg = config or DEFAULT_FUSION
         ranged = since is not None or until is not None
@@ -306,8 +312,7 @@ class HybridSearch(SearchBase):
         if "lexical" in lists and terms:
             asked = len(terms)
             # the terms' words of the other script, from the store's own vocabulary (ADR 0045)
-            if bridged:
-                terms = with_bridge(conn, "search_projections", emb, terms)
+            terms = [*terms, *bridged_terms]
             tsqs = [t.tsquery() for t in terms]
             n_docs, dfs = doc_frequencies(conn, "search_projections", tsqs)
             weights = [idf(n_docs, df) * t.weight for t, df in zip(terms, dfs, strict=True)]

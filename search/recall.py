@@ -138,10 +138,8 @@ class Recall(RecallReads):
                 )
             vec = _query_vector(emb) if use_vec and emb is not None else None
             skipped: list[int] = [0]
-            for bridged in (False, True):
-                # the other script's words only when the question's own find nothing: the
-                # bridge's vocabulary costs a fresh process ~0.6 CPU-s (ADR 0045)
-                skipped[0] = 0
+            extra: list[Term] = []
+            while True:
                 hits = self._rank(
                     conn,
                     q,
@@ -154,10 +152,17 @@ class Recall(RecallReads):
                     limit,
                     include_branches=include_branches,
                     skipped=skipped,
-                    bridge_words=bridged,
+                    bridged_terms=extra,
                 )
-                if hits or vec is None:
+                if hits or extra or vec is None:
                     break
+                # the other script's words only when the question's own find nothing (the
+                # vocabulary costs a fresh process ~0.6 CPU-s), and again only when there are
+                # such words (ADR 0045)
+                extra = bridge.bridge_terms(conn, "message_search", emb, terms)
+                if not extra:
+                    break
+                skipped[0] = 0
         return RecallResult(
             hits=hits,
             start=start,
@@ -185,11 +190,10 @@ class Recall(RecallReads):
         *,
         include_branches: bool = False,
         skipped: list[int] | None = None,
-        bridge_words: bool = False,
+        bridged_terms: Sequence[Term] = (),
     ) -> list[RecallHit]:
         asked = list(terms)
-        if bridge_words:  # the terms' words of the other script, from the store's own vocabulary
-            terms = bridge.with_bridge(conn, "message_search", emb, terms)
+        terms = [*terms, *bridged_terms]  # the terms' words of the other script (ADR 0045)
         tsqs = [t.tsquery() for t in terms]
         n_docs, dfs = doc_frequencies(conn, "message_search", tsqs)
         w = [rk.idf(n_docs, df) * t.weight for t, df in zip(terms, dfs, strict=True)]
