@@ -33,7 +33,7 @@ from core.textsearch import analyze, is_content, stem
 from search.understand import MIN_PREFIX, Term
 from store.index import QueryEmbedder
 
-__all__ = ["bridge_terms", "with_bridge"]
+__all__ = ["bridge_terms"]
 
 Table = Literal["message_search", "search_projections"]
 Lang = Literal["ja", "en"]
@@ -65,13 +65,6 @@ class _Vocabulary:
 
 _cache: dict[tuple[str, str, str, int, Lang], _Vocabulary] = {}
 _lock = threading.Lock()
-
-
-def with_bridge(
-    conn: Connection, table: Table, emb: QueryEmbedder | None, terms: Sequence[Term]
-) -> list[Term]:
-    """``terms`` and their bridge terms (``bridge_terms``): what the lexical lists search."""
-    return [*terms, *bridge_terms(conn, table, emb, terms)]
 
 
 def bridge_terms(

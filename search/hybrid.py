@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Literal
@@ -47,7 +47,7 @@ from search.common import (
 from search.fusion import SearchConfig
 from search.rank import fuse, idf
 from search.recall import MIN_SIMILARITY_IN_RANGE, plain_query
-from search.understand import Query, Term
+from search.understand import Query
 from store.index import MAX_TOKEN_CHARS, QueryEmbedder, SearchBase, _vector_literal
 
 MIN_COVERAGE = 0.3  # share of the query's idf mass a memory must hold (several terms)
@@ -102,28 +102,20 @@ class HybridSearch(SearchBase):
         q: Query = plain_query(query) if isinstance(query, str) else query
         emb = self.embedder if embedder == "default" else embedder
         with self.db.connection() as conn, conn.transaction():
-            extra: list[Term] = []
-            while True:
-                hits = self._search(
-                    conn,
-                    q,
-                    limit=limit,
-                    kind=kind,
-                    since=since,
-                    until=until,
-                    config=config,
-                    emb=emb,
-                    min_similarity=min_similarity,
-                    bridged_terms=extra,
-                )
-                if hits or extra:
-                    break
-                # the other script's words only when the question's own find nothing, and
-                # again only when there are such words (ADR 0045)
-                own = [t for t in q.terms if all(len(x) <= MAX_TOKEN_CHARS for x in t.lexemes)]
-                extra = bridge_terms(conn, "search_projections", emb, own)
-                if not extra:
-                    break
+            search = functools.partial(
+                self._search,
+                conn,
+                q,
+                limit=limit,
+                kind=kind,
+                since=since,
+                until=until,
+                config=config,
+                emb=emb,
+                min_similarity=min_similarity,
+            )
+            # the other script's words only when the question's own find nothing (ADR 0045)
+            hits = search() or search(bridge=True)
             return self._with_provenance(conn, hits)
 
     def list_memories(
@@ -212,12 +204,15 @@ class HybridSearch(SearchBase):
         config: SearchConfig | None,
         emb: QueryEmbedder | None,
         min_similarity: float,
-        bridged_terms: Sequence[Term] = (),
+        bridge: bool = False,
     ) -> list[RankedHit]:
         cfg = config or DEFAULT_FUSION
         ranged = since is not None or until is not None
         lists = dict(cfg.lists())
         terms = [t for t in q.terms if all(len(x) <= MAX_TOKEN_CHARS for x in t.lexemes)]
+        extra = bridge_terms(conn, "search_projections", emb, terms) if bridge else []
+        if bridge and not extra:
+            return []  # no words of the other script: the first pass stands
         query = q.vector_text
         phrase = _norm(query)
         params: dict[str, Any] = {
@@ -312,7 +307,7 @@ class HybridSearch(SearchBase):
         if "lexical" in lists and terms:
             asked = len(terms)
             # the terms' words of the other script, from the store's own vocabulary (ADR 0045)
-            terms = [*terms, *bridged_terms]
+            terms = [*terms, *extra]
             tsqs = [t.tsquery() for t in terms]
             n_docs, dfs = doc_frequencies(conn, "search_projections", tsqs)
             weights = [idf(n_docs, df) * t.weight for t, df in zip(terms, dfs, strict=True)]

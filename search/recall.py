@@ -32,6 +32,7 @@ shows a time-scoped answer in time order.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, Literal
@@ -138,31 +139,29 @@ class Recall(RecallReads):
                 )
             vec = _query_vector(emb) if use_vec and emb is not None else None
             skipped: list[int] = [0]
-            extra: list[Term] = []
-            while True:
-                hits = self._rank(
-                    conn,
-                    q,
-                    terms,
-                    start,
-                    end,
-                    count,
-                    vec,
-                    emb if vec else None,
-                    limit,
-                    include_branches=include_branches,
-                    skipped=skipped,
-                    bridged_terms=extra,
-                )
-                if hits or extra or vec is None:
-                    break
+            rank = functools.partial(
+                self._rank,
+                conn,
+                q,
+                terms,
+                start,
+                end,
+                count,
+                vec,
+                emb if vec else None,
+                limit,
+                include_branches=include_branches,
+                skipped=skipped,
+            )
+            hits = rank()
+            if not hits and vec is not None:
                 # the other script's words only when the question's own find nothing (the
-                # vocabulary costs a fresh process ~0.6 CPU-s), and again only when there are
-                # such words (ADR 0045)
+                # vocabulary costs a fresh process ~0.6 CPU-s), and only when there are such
+                # words (ADR 0045)
                 extra = bridge.bridge_terms(conn, "message_search", emb, terms)
-                if not extra:
-                    break
-                skipped[0] = 0
+                if extra:
+                    skipped[0] = 0
+                    hits = rank(bridged_terms=extra)
         return RecallResult(
             hits=hits,
             start=start,

@@ -277,12 +277,6 @@ class IndexUpkeep(SearchBase):
         _log.info("search indexes re-tokenised for index version %d", INDEX_VERSION)
         return True
 
-    def has_unformed(self) -> bool:
-        """Whether any indexed message waits for its Japanese normalised forms."""
-        with self.db.connection() as conn:
-            row = conn.execute("SELECT EXISTS (SELECT 1 FROM message_forms_pending)").fetchone()
-        return bool(row and row[0])
-
     def sync_forms(
         self,
         batch: int = 1000,

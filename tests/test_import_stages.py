@@ -5,6 +5,9 @@ each stage."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +16,22 @@ from typer.testing import CliRunner
 
 import importers
 from cli.main import app
+from tests.conftest import PROJECT
 from tests.test_ledger_cmds import chatgpt_export, one_conversation
+
+
+def _import_process(
+    path: Path, data_dir: Path, url: str, fault: str | None = None, **env_extra: str
+) -> int:
+    """`pmem import PATH` in a process of its own (no embedder; ``fault``: PMEM_FAULT), its
+    exit status (-9 when the fault killed it)."""
+    env = dict(os.environ, DATABASE_URL=url, PMEM_DATA_DIR=str(data_dir), PMEM_EMBEDDER="none")
+    env.update(env_extra)
+    env.pop("PMEM_FAULT", None)
+    if fault:
+        env["PMEM_FAULT"] = fault
+    cmd = [sys.executable, "-m", "cli.main", "import", str(path), "--source", "chatgpt"]
+    return subprocess.run(cmd, env=env, cwd=PROJECT, capture_output=True).returncode
 
 
 def pmem_import(*args: str, code: int = 0) -> dict[str, Any]:
@@ -135,12 +153,6 @@ def _snapshot(url: str) -> dict[str, Any]:
 def test_a_kill_in_the_index_stage_then_a_rerun_equals_an_uninterrupted_import(
     db_factory: Any, tmp_path: Path
 ) -> None:
-    import os
-    import subprocess
-    import sys
-
-    from tests.conftest import PROJECT
-
     convs = [
         one_conversation(
             f"k-{i}",
@@ -157,13 +169,7 @@ def test_a_kill_in_the_index_stage_then_a_rerun_equals_an_uninterrupted_import(
     path = chatgpt_export(tmp_path / "conversations.json", convs)
 
     def run(url: str, fault: str | None = None) -> int:
-        env = dict(os.environ, DATABASE_URL=url, PMEM_DATA_DIR=str(tmp_path / "data"))
-        env["PMEM_EMBEDDER"] = "none"
-        env.pop("PMEM_FAULT", None)
-        if fault:
-            env["PMEM_FAULT"] = fault
-        cmd = [sys.executable, "-m", "cli.main", "import", str(path), "--source", "chatgpt"]
-        return subprocess.run(cmd, env=env, cwd=PROJECT, capture_output=True).returncode
+        return _import_process(path, tmp_path / "data", url, fault)
 
     killed, whole = db_factory(), db_factory()
     assert run(killed, "index:after-forms-batch@1") == -9  # SIGKILL after one batch of forms
@@ -188,12 +194,6 @@ def test_a_kill_while_the_index_trails_the_ledger_then_a_rerun_equals_an_uninter
     SIGKILL once the first batch is handed to them (the ledger goes on meanwhile), or once the
     ledger stage is over, leaves whole conversations with their messages queued for the index;
     the re-run gives the same ledger and index as an import never interrupted."""
-    import os
-    import subprocess
-    import sys
-
-    from tests.conftest import PROJECT
-
     convs = [
         one_conversation(
             f"s-{i}",
@@ -208,13 +208,7 @@ def test_a_kill_while_the_index_trails_the_ledger_then_a_rerun_equals_an_uninter
     path = chatgpt_export(tmp_path / "conversations.json", convs)
 
     def run(url: str, fault: str | None = None) -> int:
-        env = dict(os.environ, DATABASE_URL=url, PMEM_DATA_DIR=str(tmp_path / "data"))
-        env.update(PMEM_EMBEDDER="none", PMEM_INDEX_WORKERS="2")
-        env.pop("PMEM_FAULT", None)
-        if fault:
-            env["PMEM_FAULT"] = fault
-        cmd = [sys.executable, "-m", "cli.main", "import", str(path), "--source", "chatgpt"]
-        return subprocess.run(cmd, env=env, cwd=PROJECT, capture_output=True).returncode
+        return _import_process(path, tmp_path / "data", url, fault, PMEM_INDEX_WORKERS="2")
 
     killed, whole = db_factory(), db_factory()
     assert run(killed, fault) == -9
