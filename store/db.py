@@ -42,12 +42,19 @@ def create_database_sql(name: str, server_version_num: int) -> sql.Composed:
 
 
 def ensure_database(admin_url: str, name: str) -> None:
+    """Create the database when it is missing; safe when two first opens race (the one that
+    loses the race finds the database the other made)."""
     with psycopg.connect(admin_url, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
         if exists:
             return
         version = conn.info.server_version
-        conn.execute(create_database_sql(name, version))
+        try:
+            conn.execute(create_database_sql(name, version))
+        except (psycopg.errors.DuplicateDatabase, psycopg.errors.UniqueViolation):
+            # both saw no database; the other CREATE DATABASE committed first
+            _log.info("database %s was created by another process", name)
+            return
         _log.info("created database %s", name)
 
 

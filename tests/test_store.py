@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import uuid
 
 import psycopg
 import pytest
@@ -372,3 +373,40 @@ def test_a_decision_from_another_conversation_supersedes_and_keeps_the_history(s
     record = view.revisions[-1]["record"]
     assert res.revision == 2 and record["stated_facts"] == ["PostgreSQL にした"]
     assert record["inferences"] == ["JSON を多用する設計らしい", "運用の手間を嫌った"]
+
+
+def test_two_first_opens_at_once_both_get_the_database(pg_admin_url):
+    """Two processes opening a new data dir at the same moment both see no database and both
+    run CREATE DATABASE; the one that loses the race finds the database the other made instead
+    of failing (store.db.ensure_database)."""
+    from store.db import ensure_database
+
+    name = "pmem_race_" + uuid.uuid4().hex[:8]
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def open_first() -> None:
+        barrier.wait()
+        try:
+            ensure_database(pg_admin_url, name)
+        except BaseException as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_first) for _ in range(4)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        with psycopg.connect(pg_admin_url) as admin:
+            assert admin.execute(
+                "SELECT count(*) FROM pg_database WHERE datname = %s", (name,)
+            ).fetchone() == (1,)
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as admin:
+            admin.execute(
+                psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                    psycopg.sql.Identifier(name)
+                )
+            )
