@@ -182,7 +182,8 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
     for s in person:
         by_message.setdefault(s.message.key, []).append(s)
     opening = _first_message(person)
-    report = bool(opening) and not any(_is_question(s.text) for s in opening)
+    # an opening that asks nothing and leaves nothing open reports a decision already taken
+    report = bool(opening) and not any(_is_question(s.text) or _opens(s.text) for s in opening)
     scores = {s.index: _decision_score(s, by_message[s.message.key], report) for s in person}
     for s in person:
         if _opens(s.text):
@@ -309,9 +310,16 @@ def _decision_score(s: Sentence, message: list[Sentence], report: bool = False) 
         verdict = verdict and not ({"ja:past", "en:past"} & grammar_flags(rest))  # a report
         if message[0].index != 0 and verdict and not intent:
             score += 2  # "Ok, Go first." / 「じゃあ、Aで。」: a short verdict after the answer
-    if _reasons(text) and score < 3:
+    if _reasons(text) and score < 3 and not (intent >= 2 and _cause_then_intent(own)):
         score -= 1  # "…ので…する": a reason that ends in a verb, not a decision of its own
     return score
+
+
+def _cause_then_intent(text: str) -> bool:
+    """A Japanese sentence whose causal clause (…から、 …ので、) is set off by a comma before
+    its final clause: the final clause is the decision, the first its reason
+    (「本人が行きたいって言ってるから、駅前のスクールに通わせる。」)."""
+    return bool(_JA_CHAR_RE.search(text)) and bool(re.search(r"(?:から|ので)[、,]", text))
 
 
 # a verdict that names only that something was decided (方法を決めました, 方針が決まった, we
