@@ -182,8 +182,7 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
     for s in person:
         by_message.setdefault(s.message.key, []).append(s)
     opening = _first_message(person)
-    # an opening that asks nothing and leaves nothing open reports a decision already taken
-    report = bool(opening) and not any(_is_question(s.text) or _opens(s.text) for s in opening)
+    report = _reports(opening)
     scores = {s.index: _decision_score(s, by_message[s.message.key], report) for s in person}
     for s in person:
         if _opens(s.text):
@@ -241,6 +240,20 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
     return roles
 
 
+def _reports(opening: list[Sentence]) -> bool:
+    """The opening reports a decision already taken: it asks nothing, and leaves nothing open
+    before its first intent (「…引っ越すか迷ってる。」 first is the question the conversation
+    will answer; an open point after the intent is what the decision leaves open)."""
+    if not opening or any(_is_question(s.text) for s in opening):
+        return False
+    for s in opening:
+        if _plain_intent(s.text) or _INTENT_EN_RE.search(s.text):
+            return True
+        if _opens(s.text):
+            return False
+    return True
+
+
 def _replaces(roles: dict[int, str], message: list[Sentence], s: Sentence) -> bool:
     """``s`` states an intent right after a decision that is a negation (a plan given up): the
     plan that replaces it is a decision too, not that decision's reason."""
@@ -252,10 +265,23 @@ def _replaces(roles: dict[int, str], message: list[Sentence], s: Sentence) -> bo
 
 
 def _opens(text: str) -> bool:
+    """The sentence leaves something open. A weak cue (later, まだ) inside a sentence whose
+    main clause is an intent ("We'll replace the stove now and leave the cabinets for later")
+    qualifies what the decision leaves for later: the sentence is the decision."""
     own = _own(text)
-    return bool(
-        _STRONG_OPEN_RE.search(own) or _OPEN_RE.search(own) or _open_by_structure(own)
-    ) and not _EXTRA_DECISION_RE.search(own)
+    if _STRONG_OPEN_RE.search(own) or _open_by_structure(own):
+        return not _EXTRA_DECISION_RE.search(own)
+    if not _OPEN_RE.search(own) or _EXTRA_DECISION_RE.search(own):
+        return False
+    return not (_INTENT_HEAD_RE.match(own) or _plain_intent(own))
+
+
+#: an English sentence whose main clause is an intent: I / we + will / going to at its start
+_INTENT_HEAD_RE = re.compile(
+    r"^\W*(?:(?:so|ok(?:ay)?|then|well),?\s+)?(?:I|we)(?:'ll|\s+will|'m going to|'re going to"
+    r"|\s+am going to|\s+are going to)\b",
+    re.IGNORECASE,
+)
 
 
 def _open_by_structure(text: str) -> bool:
