@@ -51,6 +51,9 @@ EN_FLAGS = (
 )
 
 _SKIP_END = ("補助記号", "空白")
+#: verbs of being, becoming, ability and knowing: a state, not an act the person will do (the
+#: same verbs ``roles._plain_intent`` reads as no intent)
+_STATE_VERBS = ("有る", "居る", "成る", "出来る", "分かる", "思う", "言う")
 
 
 def _final(ms: list[Morpheme]) -> int:
@@ -108,8 +111,12 @@ def ja_flags(text: str) -> frozenset[str]:
     verb = last
     if last.normalized == "ます" and end > 0:
         verb = ms[end - 1]
-    if verb.pos[0] == "動詞" and _form(last).startswith("終止形"):
-        out.add("nonpast_verb")
+    if (
+        verb.pos[0] == "動詞"
+        and _form(last).startswith("終止形")
+        and verb.normalized not in _STATE_VERBS
+    ):
+        out.add("nonpast_verb")  # an act in its dictionary form, not a state (ある, いる, なる)
     if any(_form(m) == "意志推量形" for m in clause):
         out.add("volitional")
     for i in range(len(ms) - 2):
