@@ -287,11 +287,33 @@ _INTENT_HEAD_RE = re.compile(
 def _open_by_structure(text: str) -> bool:
     """An English statement (not a question, no intent) holding an embedded question ("which
     site to use is the next question", "what happens if … is unclear") or an aspect not reached
-    by the person ("I still want to …"): something left open."""
+    by the person ("I still want to …"): something left open. A decision deferred until a
+    condition is met (「…検査をしてからにする」: V + てから + にする; "only once X is known") is
+    open too: what it waits for is not settled."""
+    if _defers(text):
+        return True
     f = grammar_flags(text)
     if "en:question" in f or _INTENT_EN_RE.search(text):
         return False
     return "en:embedded_question" in f or {"en:unfinished", "en:first_person"} <= f
+
+
+def _defers(text: str) -> bool:
+    """The sentence's final predicate defers the act until a condition: Japanese V + て + から
+    + に + する (検査をしてからにする, 見てからにします), the condition made the thing decided."""
+    if not _JA_CHAR_RE.search(text):
+        return False
+    ms = [m for m in analyze(text[-60:]) if m.pos[0] not in ("補助記号", "空白")]
+    for i in range(len(ms) - 3):
+        if (
+            ms[i].surface in ("て", "で")
+            and ms[i].pos[1] == "接続助詞"
+            and ms[i + 1].surface == "から"
+            and ms[i + 2].surface == "に"
+            and ms[i + 3].normalized == "為る"
+        ):
+            return i + 3 >= len(ms) - 3  # in the final predicate (にする, にした, にします)
+    return False
 
 
 def _reasons(text: str) -> bool:
