@@ -365,7 +365,7 @@ _EN_DROPPED = re.compile(
     rf"(?:happen(?:ing)?|work(?:ing)?(?:\s+out)?)\b",
     re.IGNORECASE,
 )
-_NO_THING = ("件", "こと", "事")
+_NO_THING = ("件", "こと", "事", "話", "予定")
 _EN_GENERIC = frozenset(["plan", "plans", "idea", "thing", "whole", "option", "trip", "one"])
 
 
@@ -383,20 +383,25 @@ def content_stems(text: str) -> frozenset[str]:
     """The stems of ``text``'s content words: Japanese common and proper nouns and independent
     verbs (not する, なる, いる: Sudachi's 非自立可能), English words outside stopwords-iso's
     list (three letters or more)."""
-    out: set[str] = set()
+    return frozenset(content_stems_ordered(text))
+
+
+def content_stems_ordered(text: str) -> list[str]:
+    """:func:`content_stems` in the order said."""
+    out: list[str] = []
     if _JA_CHAR_RE.search(text):
         for m in analyze(text):
             content = (m.pos[0] == "名詞" and m.pos[1] in ("普通名詞", "固有名詞")) or (
                 m.pos[0] == "動詞" and m.pos[1] == "一般"
             )
             if content and m.normalized not in DROP_HEADS_JA and m.normalized not in _NO_THING:
-                out.add(_stem(m.normalized))
+                out.append(_stem(m.normalized))
     english = _en_stop()
     for w in re.findall(r"[A-Za-z][A-Za-z0-9']{2,}", text):
         lw = w.lower()
         if lw not in english and lw not in _EN_GENERIC:
-            out.add(_stem(lw))
-    return frozenset(out)
+            out.append(_stem(lw))
+    return out
 
 
 @lru_cache(maxsize=1)
@@ -422,9 +427,16 @@ def dropped_things(text: str) -> frozenset[str]:
     out: set[str] = set()
     for m in _EN_DROPPED.finditer(low):
         arg = m.group("obj") or m.group("subj") or m.group("neg") or ""
-        arg = re.split(r"\b(?:and|instead|because|since|for now|for this|this year)\b", arg)[0]
-        out |= content_stems(arg)
+        # the noun phrase's head: its last content word before a preposition or a clause
+        arg = re.split(
+            r"\b(?:and|instead|because|since|for|at|in|on|with|from|of|to|this|next|now)\b", arg
+        )[0]
+        out |= _head(content_stems_ordered(arg))
     return frozenset(out)
+
+
+def _head(stems: list[str]) -> set[str]:
+    return {stems[-1]} if stems else set()
 
 
 def _ja_dropped(text: str) -> frozenset[str]:
@@ -448,10 +460,10 @@ def _ja_dropped(text: str) -> frozenset[str]:
             or (ms[k - 1].pos[0] == "助詞" and ms[k - 1].pos[1] == "接続助詞")
         ):
             k -= 1
-        clause = "".join(x.surface for x in ms[k:i])
-        out |= content_stems(clause)
-        if negated_plan:
+        if negated_plan:  # the negated verb is what is given up (通わせないことにした)
             out.add(_stem(m.normalized))
+        else:  # the head of the argument it governs: the last content word before it
+            out |= _head(content_stems_ordered("".join(x.surface for x in ms[k:i])))
     return frozenset(out)
 
 
