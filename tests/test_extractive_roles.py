@@ -116,3 +116,51 @@ def test_without_a_rule_decision_the_scorers_best_anchors_the_rest(weights: None
         ("引っ越しはしないでおこう。", "decision"),
         ("今の部屋のほうが駅に近い。", "reason"),
     ]
+
+
+def _rule_roles_of(turns: list[tuple[str, str]]) -> dict[str, str]:
+    person = person_sentences(make_conv(turns).drafting_messages)
+    got = roles._rule_roles(person)
+    return {s.text: got.get(s.index, "-") for s in person}
+
+
+def test_a_state_in_the_dictionary_form_is_no_act() -> None:
+    assert "nonpast_verb" in ja_flags("来週の木曜に出す。")
+    assert "nonpast_verb" not in ja_flags("公園の隣に駐輪場がある。")
+
+
+def test_an_opening_that_leaves_the_choice_open_reports_no_decision() -> None:
+    got = _rule_roles_of(
+        [
+            ("user", "ピアノ教室を変えるか迷ってる。月謝は月2千円上がる。"),
+            ("assistant", "何が決め手になりそうですか？"),
+            ("user", "隣町の教室に移る。先生の教え方が合うから。"),
+        ]
+    )
+    assert got["月謝は月2千円上がる。"] != "decision"
+    assert got["隣町の教室に移る。"] == "decision"
+
+
+def test_a_causal_clause_set_off_before_an_intent_is_its_reason() -> None:
+    turns = [
+        ("user", "娘の自転車、補助輪を外すか迷ってる。"),
+        ("assistant", "本人は乗りたがっていますか？"),
+        ("user", "本人が外したいって言ってるから、今週末に補助輪を外す。"),
+    ]
+    person = person_sentences(make_conv(turns).drafting_messages)
+    parts = roles._parts(person)
+    assert [d.text for d in parts.decisions] == [
+        "本人が外したいって言ってるから、今週末に補助輪を外す。"
+    ]
+    assert any(r.text.endswith("言ってるから") for r in parts.reasons), parts.reasons
+
+
+def test_a_weak_open_cue_inside_an_intent_leaves_it_the_decision() -> None:
+    assert not roles._opens("I'll repaint the hallway now and do the bedroom later.")
+    assert roles._opens("The bedroom can wait until later.")
+    assert roles._opens("Not sure yet whether the bedroom needs a second coat.")
+
+
+def test_a_decision_deferred_until_a_condition_is_open() -> None:
+    assert roles._opens("車を買うのは、駐車場の抽選に当たってからにする。")
+    assert not roles._opens("駐車場の抽選に申し込むことにする。")
