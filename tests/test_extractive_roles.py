@@ -164,3 +164,26 @@ def test_a_weak_open_cue_inside_an_intent_leaves_it_the_decision() -> None:
 def test_a_decision_deferred_until_a_condition_is_open() -> None:
     assert roles._opens("車を買うのは、駐車場の抽選に当たってからにする。")
     assert not roles._opens("駐車場の抽選に申し込むことにする。")
+
+
+def test_an_intent_under_a_condition_is_no_decision() -> None:
+    got = _rule_roles_of(
+        [
+            ("user", "来月から自転車通勤にしたい。どの自転車がいい？"),
+            ("assistant", "クロスバイクが人気です。"),
+            ("user", "ボーナスが出たら、クロスバイクを買う。"),
+        ]
+    )
+    assert got["ボーナスが出たら、クロスバイクを買う。"] != "decision"
+    got = _rule_roles_of(
+        [
+            ("user", "I want to repaint the kitchen."),
+            ("assistant", "A light color makes it brighter."),
+            ("user", "Once the lease is signed, we'll paint it pale green."),
+        ]
+    )
+    assert got["Once the lease is signed, we'll paint it pale green."] != "decision"
+    assert not roles.conditional_intent("We'll paint the kitchen in May.")
+    assert not roles.conditional_intent("If anything, we'll paint it sooner.")
+    # a rule that holds a condition, quoted and decided, is a decision's content
+    assert not roles.conditional_intent("雨が降ったら中止、ってルールにする。")

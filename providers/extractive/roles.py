@@ -298,6 +298,35 @@ def _open_by_structure(text: str) -> bool:
     return "en:embedded_question" in f or {"en:unfinished", "en:first_person"} <= f
 
 
+def conditional_intent(text: str) -> bool:
+    """The sentence's intent is governed by a condition: Japanese a conditional form (たら, なら,
+    仮定形 + ば) whose clause the final predicate follows with no quotation between (「…たら…
+    に下りる、ってルールにする」 decides a rule, and is none); English an if / once / unless /
+    until / as soon as clause before or after an I / we + will clause."""
+    if _JA_CHAR_RE.search(text):
+        ms = [m for m in analyze(text) if m.pos[0] != "空白"]
+        cond = [
+            i
+            for i, m in enumerate(ms)
+            if (len(m.pos) > 5 and m.pos[5].startswith("仮定形"))
+            or (m.pos[1] == "接続助詞" and m.surface == "ば")
+        ]
+        if not cond:
+            return False
+        after = ms[cond[-1] + 1 :]
+        if any(m.surface in ("って", "と", "という") and m.pos[0] == "助詞" for m in after):
+            return False
+        return _plain_intent(text)
+    return bool(_EN_CONDITION_RE.search(text)) and bool(_INTENT_EN_RE.search(text))
+
+
+_EN_CONDITION_RE = re.compile(
+    r"^\W*(?:if(?! anything)|once|unless|until|as soon as)\b[^,]+,"
+    r"|\b(?:I|we)(?:'ll| will)\b[^,.;]*\b(?:if|once|unless|until|as soon as)\b",
+    re.IGNORECASE,
+)
+
+
 def _defers(text: str) -> bool:
     """The sentence's final predicate defers the act until a condition: Japanese V + て + から
     + に + する (検査をしてからにする, 見てからにします), the condition made the thing decided."""
@@ -330,6 +359,10 @@ def _decision_score(s: Sentence, message: list[Sentence], report: bool = False) 
         return 0
     score = 0.0
     own = _own(text)
+    if conditional_intent(own) and not _decision_cue(own):
+        return (
+            0  # 「涼しくなったら走り始める」, "I'll buy it once the price drops": not yet decided
+        )
     if _decision_cue(own) and not _refers_back(own):
         score += 3
     elif _decision_cue(own):
