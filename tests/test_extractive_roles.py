@@ -103,7 +103,9 @@ def test_the_scorer_gives_a_role_where_the_rules_give_none(weights: None) -> Non
     assert got[decision] == "decision"
     # the rules' own roles stand; only sentences they leave without one are scored
     assert all(got[i] == r for i, r in rules.items())
-    assert "decision" in rules.values()  # 誰を誘うかは家族で話す。 (a plain intent)
+    # 誰を誘うかは家族で話す。: an intent to settle an embedded question, an open point
+    ask = next(s.index for s in person if s.text == "誰を誘うかは家族で話す。")
+    assert rules[ask] == "open"
 
 
 def test_without_a_rule_decision_the_scorers_best_anchors_the_rest(weights: None) -> None:
@@ -187,3 +189,28 @@ def test_an_intent_under_a_condition_is_no_decision() -> None:
     assert not roles.conditional_intent("If anything, we'll paint it sooner.")
     # a rule that holds a condition, quoted and decided, is a decision's content
     assert not roles.conditional_intent("雨が降ったら中止、ってルールにする。")
+
+
+def test_a_sentence_that_stops_at_a_cause_is_a_reason() -> None:
+    assert roles._reasons("駅から近いし。")
+    assert roles._reasons("先輩もそこに通ってるからね。")
+    assert not roles._reasons("駅から近いところに住む。")
+
+
+def test_finding_out_an_embedded_question_is_open() -> None:
+    assert roles._opens("週末に空いてる枠があるか電話で聞く。")
+    assert roles._opens("The price depends on how many people sign up.")
+    assert not roles._opens("空いてる枠があるか聞いたら、土曜が空いてた。")
+
+
+def test_a_change_takes_what_was_reported_in_its_opening_as_reasons() -> None:
+    turns = [
+        ("user", "管理会社から連絡があって、来年から駐車場代が倍になるらしい。"),
+        ("assistant", "それは大きな負担ですね。"),
+        ("user", "車は手放して、電車とバスで通う。"),
+    ]
+    person = person_sentences(make_conv(turns).drafting_messages)
+    parts = roles.change_reasons(roles._parts(person), person)
+    assert any("倍になるらしい" in r.text for r in parts.reasons), parts.reasons
+    assert roles._reported("友達が手伝ってくれるって。")
+    assert not roles._reported("友達に手伝ってもらう。")

@@ -285,7 +285,7 @@ _INTENT_HEAD_RE = re.compile(
 
 
 def _open_by_structure(text: str) -> bool:
-    """An English statement (not a question, no intent) holding an embedded question ("which
+    """A Japanese intent to find out an embedded question (…か探す); an English statement (not a question, no intent) holding an embedded question ("which
     site to use is the next question", "what happens if … is unclear") or an aspect not reached
     by the person ("I still want to …"): something left open. A decision deferred until a
     condition is met (「…検査をしてからにする」: V + てから + にする; "only once X is known") is
@@ -293,6 +293,8 @@ def _open_by_structure(text: str) -> bool:
     if _defers(text):
         return True
     f = grammar_flags(text)
+    if "ja:embedded_question" in f and not {"ja:question", "ja:past"} & f and _plain_intent(text):
+        return True  # 「…移せないか探す」: an act of finding out what is not yet known
     if "en:question" in f or _INTENT_EN_RE.search(text):
         return False
     return "en:embedded_question" in f or {"en:unfinished", "en:first_person"} <= f
@@ -346,7 +348,21 @@ def _defers(text: str) -> bool:
 
 
 def _reasons(text: str) -> bool:
-    return bool(REASON_RE.search(text) or _EXTRA_REASON_RE.search(text))
+    return bool(REASON_RE.search(text) or _EXTRA_REASON_RE.search(text) or _ends_in_cause(text))
+
+
+def _ends_in_cause(text: str) -> bool:
+    """A Japanese sentence that stops at a conjunctive particle of cause (…行ってるし。
+    …近いから。 …だので。): a reason clause said on its own, its main clause left unsaid."""
+    if not _JA_CHAR_RE.search(text):
+        return False
+    ms = [m for m in analyze(text[-30:]) if m.pos[0] not in ("補助記号", "空白")]
+    while ms and ms[-1].pos[0] == "助詞" and ms[-1].pos[1] == "終助詞":
+        ms.pop()  # …からね, …しさ
+    last = ms[-1] if ms else None
+    return bool(
+        last and last.pos[1] == "接続助詞" and last.surface in ("から", "ので", "し")
+    )
 
 
 def _decision_score(s: Sentence, message: list[Sentence], report: bool = False) -> float:
@@ -556,13 +572,16 @@ def change_reasons(parts: _Parts, person: list[Sentence]) -> _Parts:
     if not parts.decisions:
         return parts
     first = parts.decisions[0]
+    # what happened is told before the new decision: in its message, or in the opening when the
+    # decision comes in a later message (「大家さんから連絡があって…」 … 「今の部屋で更新する。」)
+    told = {first.message.key, person[0].message.key}
     taken = {s.index for s in [*parts.decisions, *parts.reasons, *parts.open_points]}
     taken |= {o.index for o, _ in parts.resolved}
     results = {s.index for s in parts.results}
     added = [
         s
         for s in person
-        if s.message.key == first.message.key
+        if s.message.key in told
         and s.index < first.index
         and s.index not in taken
         and not _is_question(s.text)
@@ -571,6 +590,7 @@ def change_reasons(parts: _Parts, person: list[Sentence]) -> _Parts:
             s.index in results
             or {"ja:past", "en:past", "ja:negated", "en:negated"} & grammar_flags(s.text)
             or _told_in_the_past(s.text)
+            or _reported(s.text)
         )
     ][:3]
     if not added:
@@ -581,6 +601,26 @@ def change_reasons(parts: _Parts, person: list[Sentence]) -> _Parts:
         reasons=sorted([*parts.reasons, *added], key=lambda s: s.index),
         background=[s for s in parts.background if s.index not in ids],
         results=[s for s in parts.results if s.index not in ids],
+    )
+
+
+def _reported(text: str) -> bool:
+    """A Japanese sentence that reports what someone said or what is heard: it ends in the
+    quotative って (…下げてくれるって。) or a hearsay auxiliary (…要るらしい。 …降るそうだ。)."""
+    if not _JA_CHAR_RE.search(text):
+        return False
+    ms = [m for m in analyze(text[-30:]) if m.pos[0] not in ("補助記号", "空白")]
+    while ms and ms[-1].pos[0] == "助詞" and ms[-1].pos[1] == "終助詞":
+        ms.pop()
+    if not ms:
+        return False
+    last = ms[-1]
+    if last.surface == "って" and last.pos[0] == "助詞":
+        return True
+    if last.pos[0] == "助動詞" and last.normalized == "らしい":
+        return True
+    return (
+        len(ms) > 1 and last.normalized in ("だ", "です") and ms[-2].pos[1:2] == ("助動詞語幹",)
     )
 
 

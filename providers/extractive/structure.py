@@ -163,7 +163,12 @@ def ja_flags(text: str) -> frozenset[str]:
             and m.pos[0] == "助詞"
             and i < end
             and i + 1 < len(ms)
-            and ms[i + 1].surface in ("は", "を", "が", "も", "どう", "、", "で", "に")
+            and (
+                ms[i + 1].surface in ("は", "を", "が", "も", "どう", "、", "で", "に")
+                # a clause closed by か inside the sentence (枠があるか電話で聞く, 移せないか
+                # 探す): a question as the object, not a choice between two nouns (AかB)
+                or (i > 0 and ms[i - 1].pos[0] in ("動詞", "助動詞", "形容詞"))
+            )
         ):
             out.add("embedded_question")
     if last.pos[0] == "形容詞" or (
@@ -283,9 +288,11 @@ def en_flags(text: str) -> frozenset[str]:
         out.add("negated")
     if re.search(r"\b(?:because|since|so that|as it|cause)\b|, so\b", low):
         out.add("causal")
-    if any(w in ("whether", "if") for w in words[1:]) or re.search(
-        r"\b(?:how|what|which|where|when) (?:[a-z]+ ){0,3}?to [a-z]+",
-        low,  # which site to use
+    if (
+        any(w in ("whether", "if") for w in words[1:])
+        or re.search(r"\b(?:how|what|which|where|when) (?:[a-z]+ ){0,3}?to [a-z]+", low)
+        # a wh-clause as a preposition's object: "depends on when the clinic has a slot"
+        or re.search(r"\b(?:on|about|of|upon|over) (?:how|what|which|where|when|who)\b", low)
     ):
         out.add("embedded_question")
     if any(w in ("still", "yet") for w in words):
