@@ -360,9 +360,7 @@ def _ends_in_cause(text: str) -> bool:
     while ms and ms[-1].pos[0] == "助詞" and ms[-1].pos[1] == "終助詞":
         ms.pop()  # …からね, …しさ
     last = ms[-1] if ms else None
-    return bool(
-        last and last.pos[1] == "接続助詞" and last.surface in ("から", "ので", "し")
-    )
+    return bool(last and last.pos[1] == "接続助詞" and last.surface in ("から", "ので", "し"))
 
 
 def _decision_score(s: Sentence, message: list[Sentence], report: bool = False) -> float:
@@ -619,9 +617,7 @@ def _reported(text: str) -> bool:
         return True
     if last.pos[0] == "助動詞" and last.normalized == "らしい":
         return True
-    return (
-        len(ms) > 1 and last.normalized in ("だ", "です") and ms[-2].pos[1:2] == ("助動詞語幹",)
-    )
+    return len(ms) > 1 and last.normalized in ("だ", "です") and ms[-2].pos[1:2] == ("助動詞語幹",)
 
 
 def _told_in_the_past(text: str) -> bool:
