@@ -214,3 +214,23 @@ def test_a_change_takes_what_was_reported_in_its_opening_as_reasons() -> None:
     assert any("倍になるらしい" in r.text for r in parts.reasons), parts.reasons
     assert roles._reported("友達が手伝ってくれるって。")
     assert not roles._reported("友達に手伝ってもらう。")
+
+
+def test_a_condition_opens_a_clause_an_adverb_does_not() -> None:
+    assert roles.conditional_intent("We'll paint the kitchen if the landlord agrees.")
+    assert not roles.conditional_intent("I'll swim once a week and rest until then.")
+
+
+def test_what_the_person_does_not_know_is_open() -> None:
+    assert roles._opens("We have no idea which route the bus takes.")
+    assert not roles._opens("We won't go where it's crowded.")
+
+
+def test_a_weak_cue_inside_a_cause_leaves_it_a_reason() -> None:
+    assert not roles._opens("家からはまだ遠いから。")
+    assert roles._reasons("家からはまだ遠いから。")
+
+
+def test_reported_speech_in_english() -> None:
+    assert roles._reported("The vet says she needs a week of rest.")
+    assert not roles._reported("I said I'd think about it.")

@@ -273,7 +273,9 @@ def _opens(text: str) -> bool:
         return not _EXTRA_DECISION_RE.search(own)
     if not _OPEN_RE.search(own) or _EXTRA_DECISION_RE.search(own):
         return False
-    return not (_INTENT_HEAD_RE.match(own) or _plain_intent(own))
+    # a weak cue inside an intent, or inside a clause of cause (「人前で弾くのはまだ恥ずかしい
+    # から。」: why, not what is open)
+    return not (_INTENT_HEAD_RE.match(own) or _plain_intent(own) or _ends_in_cause(own))
 
 
 #: an English sentence whose main clause is an intent: I / we + will / going to at its start
@@ -297,7 +299,19 @@ def _open_by_structure(text: str) -> bool:
         return True  # 「…移せないか探す」: an act of finding out what is not yet known
     if "en:question" in f or _INTENT_EN_RE.search(text):
         return False
-    return "en:embedded_question" in f or {"en:unfinished", "en:first_person"} <= f
+    return (
+        "en:embedded_question" in f
+        or {"en:unfinished", "en:first_person"} <= f
+        or bool(_EN_NOT_KNOWN_RE.search(text))
+    )
+
+
+#: a negation followed by a wh-clause: what the person does not know ("I have no idea what
+#: pace to aim for", "we don't know where the venue is")
+_EN_NOT_KNOWN_RE = re.compile(
+    r"\b(?:no|not|never|\w+n't)\b(?:\s+\w+){0,3}?\s+(?:what|which|where|when|how|who|whether|if)\b",
+    re.IGNORECASE,
+)
 
 
 def conditional_intent(text: str) -> bool:
@@ -322,9 +336,14 @@ def conditional_intent(text: str) -> bool:
     return bool(_EN_CONDITION_RE.search(text)) and bool(_INTENT_EN_RE.search(text))
 
 
+#: a conjunction of condition that opens a clause: its subject follows (a pronoun or a
+#: determiner), not an adverb ("until then", "once a week", "if anything")
+_EN_CONDITION = (
+    r"(?:if|once|unless|until|as soon as)\s+(?!a\s+(?:week|month|day|year)\b)"
+    r"(?:I|we|you|he|she|it|they|the|my|our|your|his|her|their|this|that|these|those|a|an)\b"
+)
 _EN_CONDITION_RE = re.compile(
-    r"^\W*(?:if(?! anything)|once|unless|until|as soon as)\b[^,]+,"
-    r"|\b(?:I|we)(?:'ll| will)\b[^,.;]*\b(?:if|once|unless|until|as soon as)\b",
+    rf"^\W*{_EN_CONDITION}[^,]+,|\b(?:I|we)(?:'ll| will)\b[^,.;]*\b{_EN_CONDITION}",
     re.IGNORECASE,
 )
 
@@ -603,10 +622,11 @@ def change_reasons(parts: _Parts, person: list[Sentence]) -> _Parts:
 
 
 def _reported(text: str) -> bool:
-    """A Japanese sentence that reports what someone said or what is heard: it ends in the
-    quotative って (…下げてくれるって。) or a hearsay auxiliary (…要るらしい。 …降るそうだ。)."""
+    """A sentence that reports what someone said or what is heard: Japanese ending in the
+    quotative って (…下げてくれるって。) or a hearsay auxiliary (…要るらしい。 …降るそうだ。);
+    English someone else + a verb of saying ("The physio says …")."""
     if not _JA_CHAR_RE.search(text):
-        return False
+        return bool(_EN_REPORTED_RE.search(text))
     ms = [m for m in analyze(text[-30:]) if m.pos[0] not in ("補助記号", "空白")]
     while ms and ms[-1].pos[0] == "助詞" and ms[-1].pos[1] == "終助詞":
         ms.pop()
@@ -618,6 +638,13 @@ def _reported(text: str) -> bool:
     if last.pos[0] == "助動詞" and last.normalized == "らしい":
         return True
     return len(ms) > 1 and last.normalized in ("だ", "です") and ms[-2].pos[1:2] == ("助動詞語幹",)
+
+
+#: English reported speech: a subject other than I / we + a verb of saying ("The physio says
+#: no running", "my landlord told us")
+_EN_REPORTED_RE = re.compile(
+    r"^\W*(?!(?:I|we)\b)(?:\w+\s+){1,3}?(?:says|said|tells|told|warned|wrote)\b", re.IGNORECASE
+)
 
 
 def _told_in_the_past(text: str) -> bool:
