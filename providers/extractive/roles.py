@@ -20,7 +20,7 @@ from providers.extractive.sentences import (
     _is_question,
     _own,
 )
-from providers.extractive.structure import IRREGULAR_PAST
+from providers.extractive.structure import IRREGULAR_PAST, clause_question
 from providers.extractive.structure import feature_names as grammar_features
 from providers.extractive.structure import flags as grammar_flags
 from providers.extractive.vectors import similarities
@@ -295,12 +295,17 @@ def _open_by_structure(text: str) -> bool:
     if _defers(text):
         return True
     f = grammar_flags(text)
-    if "ja:embedded_question" in f and not {"ja:question", "ja:past"} & f and _plain_intent(text):
+    ja_asks = "ja:embedded_question" in f or (
+        bool(_JA_CHAR_RE.search(text)) and clause_question(text)
+    )
+    if ja_asks and not {"ja:question", "ja:past"} & f and _plain_intent(text):
         return True  # 「…移せないか探す」: an act of finding out what is not yet known
     if "en:question" in f or _INTENT_EN_RE.search(text):
         return False
+    english = not _JA_CHAR_RE.search(text)
     return (
         "en:embedded_question" in f
+        or (english and clause_question(text))
         or {"en:unfinished", "en:first_person"} <= f
         or bool(_EN_NOT_KNOWN_RE.search(text))
     )

@@ -163,12 +163,7 @@ def ja_flags(text: str) -> frozenset[str]:
             and m.pos[0] == "助詞"
             and i < end
             and i + 1 < len(ms)
-            and (
-                ms[i + 1].surface in ("は", "を", "が", "も", "どう", "、", "で", "に")
-                # a clause closed by か inside the sentence (枠があるか電話で聞く, 移せないか
-                # 探す): a question as the object, not a choice between two nouns (AかB)
-                or (i > 0 and ms[i - 1].pos[0] in ("動詞", "助動詞", "形容詞"))
-            )
+            and ms[i + 1].surface in ("は", "を", "が", "も", "どう", "、", "で", "に")
         ):
             out.add("embedded_question")
     if last.pos[0] == "形容詞" or (
@@ -288,11 +283,9 @@ def en_flags(text: str) -> frozenset[str]:
         out.add("negated")
     if re.search(r"\b(?:because|since|so that|as it|cause)\b|, so\b", low):
         out.add("causal")
-    if (
-        any(w in ("whether", "if") for w in words[1:])
-        or re.search(r"\b(?:how|what|which|where|when) (?:[a-z]+ ){0,3}?to [a-z]+", low)
-        # a wh-clause as a preposition's object: "depends on when the clinic has a slot"
-        or re.search(r"\b(?:on|about|of|upon|over) (?:how|what|which|where|when|who)\b", low)
+    if any(w in ("whether", "if") for w in words[1:]) or re.search(
+        r"\b(?:how|what|which|where|when) (?:[a-z]+ ){0,3}?to [a-z]+",
+        low,  # which site to use
     ):
         out.add("embedded_question")
     if any(w in ("still", "yet") for w in words):
@@ -302,6 +295,28 @@ def en_flags(text: str) -> frozenset[str]:
     if "let's" in words[:3] or words[:2] == ["let", "us"]:
         out.add("lets")
     return frozenset(out)
+
+
+@lru_cache(maxsize=8192)
+def clause_question(text: str) -> bool:
+    """An embedded question the flags do not read: Japanese a clause closed by か inside the
+    sentence (枠があるか電話で聞く, 移せないか探す: a question as the object; not a choice
+    between two nouns, AかB); English a wh-clause as a preposition's object ("depends on when
+    the clinic has a slot"). Read by the rules (``roles``), not a feature of the fitted scorer."""
+    own = _own(text)
+    if _JA_CHAR_RE.search(own):
+        ms = [m for m in analyze(own[-120:]) if m.pos[0] not in ("空白",)]
+        end = _final(ms)
+        return any(
+            m.surface == "か"
+            and m.pos[0] == "助詞"
+            and 0 < i < end
+            and ms[i - 1].pos[0] in ("動詞", "助動詞", "形容詞")
+            for i, m in enumerate(ms)
+        )
+    return bool(
+        re.search(r"\b(?:on|about|of|upon|over) (?:how|what|which|where|when|who)\b", own.lower())
+    )
 
 
 def flags(text: str) -> frozenset[str]:
