@@ -231,13 +231,15 @@ def main(argv: list[str] | None = None) -> int:
         fn = sum(1 for p, y in oof_masked[r] if p < t and y)
         prf_masked[r] = (tp / max(tp + fp, 1), tp / max(tp + fn, 1))
 
+    per_fold: dict[bool, list[dict[str, tuple[int, int]]]] = {True: [], False: []}
+
     def held_out(alone: bool) -> dict[str, tuple[int, int]]:
         sums = {r: [0, 0] for r in LABEL_OF}
         for k in range(FOLDS):
             roles.set_role_weights({"roles": fold_weights[k], "thresholds": best, "alone": alone})
-            for r, (g, n) in drafted(
-                [c for c, f in zip(convs, folds, strict=True) if f == k]
-            ).items():
+            got = drafted([c for c, f in zip(convs, folds, strict=True) if f == k])
+            per_fold[alone].append(got)
+            for r, (g, n) in got.items():
                 sums[r][0] += g
                 sums[r][1] += n
         return {r: (g, n) for r, (g, n) in sums.items()}
@@ -259,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
             },
             "scorer_alone_drafted": {r: list(v) for r, v in held_alone.items()},
             "held_out": {r: list(v) for r, v in held.items()},
+            "held_out_folds": [{r: list(v) for r, v in got.items()} for got in per_fold[False]],
+            "scorer_alone_folds": [{r: list(v) for r, v in got.items()} for got in per_fold[True]],
             "rules_alone": {r: list(v) for r, v in rules_alone.items()},
         },
     }
@@ -279,7 +283,11 @@ def main(argv: list[str] | None = None) -> int:
     for r, (prec, rec) in prf_masked.items():
         print(f"  the same with the cue features off, {r:<8} P {prec:.2f} R {rec:.2f}")
     print(f"scorer alone, held-out folds, drafted        {fmt(held_alone)}")
+    for k, got in enumerate(per_fold[True]):
+        print(f"  fold {k + 1} (scorer alone)                  {fmt(got)}")
     print(f"rules + scorer, held-out folds, drafted      {fmt(held)}")
+    for k, got in enumerate(per_fold[False]):
+        print(f"  fold {k + 1} (rules + scorer)                {fmt(got)}")
     print(f"in-sample              {fmt(inside)}")
     for name, d in checks.items():
         print(f"check {name}: {fmt(d)}")

@@ -9,8 +9,9 @@ from datetime import timedelta
 import pytest
 
 from core.models import DraftRecord, MemoryIndexEntry
-from providers.extractive import draft_record
+from providers.extractive import change, draft_record
 from providers.extractive.change import _CHANGE_RE, turns_back
+from providers.extractive.structure import dropped_things
 from tests.test_extractive_drafter import make_conv
 
 A = "ご相談です"  # an assistant turn between the person's messages
@@ -215,3 +216,63 @@ def test_a_look_alike_of_a_titled_memory_is_not_appended(
     record = draft_record(_later(RESTATED_LOOK_ALIKES[i], 300 + i), titled)
     assert record is not None
     assert record.action == "create", (RESTATED_LOOK_ALIKES[i], record.target_memory_id)
+
+
+# a decision given up by a predicate whose head stops, cancels or refuses what it governs, or
+# by a state of being given up ("X is out"), with that argument the nearest memory's decision
+# (ADR 0037: structure.dropped_things); each fails with that reading off
+GIVEN_UP = [
+    (
+        "osaka",
+        [
+            "Osaka is out for now, my transfer got postponed by a year.",
+            "We'll renew the lease here.",
+        ],
+    ),
+    (
+        "pottery",
+        ["The pottery class is over for me, the stools hurt my back.", "I'll swim on Saturdays."],
+    ),
+    ("kyoto", ["一泊旅行は見送って、日帰りで鎌倉に行く。"]),
+    ("sofa", ["3人掛けソファは見合わせて、今のを張り替える。"]),
+]
+
+# a giving-up predicate whose argument is another thing than a memory's decision, though the
+# sentence names a memory's thing (京都, ソファ, camera)
+GIVEN_UP_LOOK_ALIKES = [
+    ["京都のお土産を買うのはやめて、駅でお菓子を買う。"],
+    ["ソファの下の掃除はロボット掃除機をやめて、手でやる。"],
+    ["Scrap the old camera bag, I'll get a backpack for hiking.", "It hurts my shoulder."],
+]
+
+
+@pytest.mark.parametrize("i", range(len(GIVEN_UP)))
+def test_a_decision_given_up_appends_to_its_memory(
+    i: int, titled: list[MemoryIndexEntry], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name, lines = GIVEN_UP[i]
+    assert not any(_CHANGE_RE.search(line) for line in lines), lines
+    record = draft_record(_later(lines, 400 + i), titled)
+    assert record is not None
+    assert (record.action, record.target_memory_id) == ("append", f"mem-{name}"), lines
+    monkeypatch.setattr(change, "_drops_nearest", lambda *a: False)
+    record = draft_record(_later(lines, 400 + i), titled)
+    assert record is not None and record.action == "create", "passes without the reading"
+
+
+@pytest.mark.parametrize("i", range(len(GIVEN_UP_LOOK_ALIKES)))
+def test_giving_up_another_thing_is_not_appended(i: int, titled: list[MemoryIndexEntry]) -> None:
+    lines = GIVEN_UP_LOOK_ALIKES[i]
+    assert any(dropped_things(line) for line in lines), lines
+    record = draft_record(_later(lines, 450 + i), titled)
+    assert record is not None
+    assert record.action == "create", (lines, record.target_memory_id)
+
+
+def test_the_index_line_after_a_change_names_the_new_plan(
+    titled: list[MemoryIndexEntry],
+) -> None:
+    lines = ["駅前のドラム教室には、もう通わないことにした。", "代わりに家で電子ドラムを練習する。"]
+    record = draft_record(_later(lines, 470), titled)
+    assert record is not None and record.target_memory_id == "mem-drums"
+    assert "電子ドラム" in record.index_summary, record.index_summary

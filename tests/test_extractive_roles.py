@@ -103,7 +103,9 @@ def test_the_scorer_gives_a_role_where_the_rules_give_none(weights: None) -> Non
     assert got[decision] == "decision"
     # the rules' own roles stand; only sentences they leave without one are scored
     assert all(got[i] == r for i, r in rules.items())
-    assert "decision" in rules.values()  # 誰を誘うかは家族で話す。 (a plain intent)
+    # 誰を誘うかは家族で話す。: an intent to settle an embedded question, an open point
+    ask = next(s.index for s in person if s.text == "誰を誘うかは家族で話す。")
+    assert rules[ask] == "open"
 
 
 def test_without_a_rule_decision_the_scorers_best_anchors_the_rest(weights: None) -> None:
@@ -116,3 +118,119 @@ def test_without_a_rule_decision_the_scorers_best_anchors_the_rest(weights: None
         ("引っ越しはしないでおこう。", "decision"),
         ("今の部屋のほうが駅に近い。", "reason"),
     ]
+
+
+def _rule_roles_of(turns: list[tuple[str, str]]) -> dict[str, str]:
+    person = person_sentences(make_conv(turns).drafting_messages)
+    got = roles._rule_roles(person)
+    return {s.text: got.get(s.index, "-") for s in person}
+
+
+def test_a_state_in_the_dictionary_form_is_no_act() -> None:
+    assert "nonpast_verb" in ja_flags("来週の木曜に出す。")
+    assert "nonpast_verb" not in ja_flags("公園の隣に駐輪場がある。")
+
+
+def test_an_opening_that_leaves_the_choice_open_reports_no_decision() -> None:
+    got = _rule_roles_of(
+        [
+            ("user", "ピアノ教室を変えるか迷ってる。月謝は月2千円上がる。"),
+            ("assistant", "何が決め手になりそうですか？"),
+            ("user", "隣町の教室に移る。先生の教え方が合うから。"),
+        ]
+    )
+    assert got["月謝は月2千円上がる。"] != "decision"
+    assert got["隣町の教室に移る。"] == "decision"
+
+
+def test_a_causal_clause_set_off_before_an_intent_is_its_reason() -> None:
+    turns = [
+        ("user", "娘の自転車、補助輪を外すか迷ってる。"),
+        ("assistant", "本人は乗りたがっていますか？"),
+        ("user", "本人が外したいって言ってるから、今週末に補助輪を外す。"),
+    ]
+    person = person_sentences(make_conv(turns).drafting_messages)
+    parts = roles._parts(person)
+    assert [d.text for d in parts.decisions] == [
+        "本人が外したいって言ってるから、今週末に補助輪を外す。"
+    ]
+    assert any(r.text.endswith("言ってるから") for r in parts.reasons), parts.reasons
+
+
+def test_a_weak_open_cue_inside_an_intent_leaves_it_the_decision() -> None:
+    assert not roles._opens("I'll repaint the hallway now and do the bedroom later.")
+    assert roles._opens("The bedroom can wait until later.")
+    assert roles._opens("Not sure yet whether the bedroom needs a second coat.")
+
+
+def test_a_decision_deferred_until_a_condition_is_open() -> None:
+    assert roles._opens("車を買うのは、駐車場の抽選に当たってからにする。")
+    assert not roles._opens("駐車場の抽選に申し込むことにする。")
+
+
+def test_an_intent_under_a_condition_is_no_decision() -> None:
+    got = _rule_roles_of(
+        [
+            ("user", "来月から自転車通勤にしたい。どの自転車がいい？"),
+            ("assistant", "クロスバイクが人気です。"),
+            ("user", "ボーナスが出たら、クロスバイクを買う。"),
+        ]
+    )
+    assert got["ボーナスが出たら、クロスバイクを買う。"] != "decision"
+    got = _rule_roles_of(
+        [
+            ("user", "I want to repaint the kitchen."),
+            ("assistant", "A light color makes it brighter."),
+            ("user", "Once the lease is signed, we'll paint it pale green."),
+        ]
+    )
+    assert got["Once the lease is signed, we'll paint it pale green."] != "decision"
+    assert not roles.conditional_intent("We'll paint the kitchen in May.")
+    assert not roles.conditional_intent("If anything, we'll paint it sooner.")
+    # a rule that holds a condition, quoted and decided, is a decision's content
+    assert not roles.conditional_intent("雨が降ったら中止、ってルールにする。")
+
+
+def test_a_sentence_that_stops_at_a_cause_is_a_reason() -> None:
+    assert roles._reasons("駅から近いし。")
+    assert roles._reasons("先輩もそこに通ってるからね。")
+    assert not roles._reasons("駅から近いところに住む。")
+
+
+def test_finding_out_an_embedded_question_is_open() -> None:
+    assert roles._opens("週末に空いてる枠があるか電話で聞く。")
+    assert roles._opens("The price depends on how many people sign up.")
+    assert not roles._opens("空いてる枠があるか聞いたら、土曜が空いてた。")
+
+
+def test_a_change_takes_what_was_reported_in_its_opening_as_reasons() -> None:
+    turns = [
+        ("user", "管理会社から連絡があって、来年から駐車場代が倍になるらしい。"),
+        ("assistant", "それは大きな負担ですね。"),
+        ("user", "車は手放して、電車とバスで通う。"),
+    ]
+    person = person_sentences(make_conv(turns).drafting_messages)
+    parts = roles.change_reasons(roles._parts(person), person)
+    assert any("倍になるらしい" in r.text for r in parts.reasons), parts.reasons
+    assert roles._reported("友達が手伝ってくれるって。")
+    assert not roles._reported("友達に手伝ってもらう。")
+
+
+def test_a_condition_opens_a_clause_an_adverb_does_not() -> None:
+    assert roles.conditional_intent("We'll paint the kitchen if the landlord agrees.")
+    assert not roles.conditional_intent("I'll swim once a week and rest until then.")
+
+
+def test_what_the_person_does_not_know_is_open() -> None:
+    assert roles._opens("We have no idea which route the bus takes.")
+    assert not roles._opens("We won't go where it's crowded.")
+
+
+def test_a_weak_cue_inside_a_cause_leaves_it_a_reason() -> None:
+    assert not roles._opens("家からはまだ遠いから。")
+    assert roles._reasons("家からはまだ遠いから。")
+
+
+def test_reported_speech_in_english() -> None:
+    assert roles._reported("The vet says she needs a week of rest.")
+    assert not roles._reported("I said I'd think about it.")

@@ -20,6 +20,7 @@ from providers.extractive.sentences import (
     _is_question,
     _name_terms,
 )
+from providers.extractive.structure import content_stems, dropped_things
 from providers.extractive.structure import flags as grammar_flags
 from providers.extractive.titles import _MAX_ALIASES
 from providers.extractive.vectors import _similarity
@@ -106,6 +107,7 @@ def changed_memory(
         elif not (
             _decides_the_same(decisions, entry)
             or _restates_nearest(said, entry, sims[entry.id], ranked)
+            or _drops_nearest(said, entry, sims[entry.id], ranked)
         ):
             continue
         rank = (f["near"], f["shared"], f["sim"])
@@ -173,6 +175,24 @@ def _restates_nearest(
         if not _name_terms(t) & theirs or _is_question(t) or _opens(t):
             continue  # what is still open or asked restates no decision
         if _negated(t) and _similarity(t, entry.index_summary) >= SIM_RESTATE:
+            return True
+    return False
+
+
+def _drops_nearest(said: _Said, entry: MemoryIndexEntry, sim: float, ranked: list[float]) -> bool:
+    """``entry`` is the nearest of the offered decision memories (``SIM_FLOOR``), and a
+    sentence of the opening or of a decision's message gives up (``structure.dropped_things``:
+    a predicate headed by a giving-up lemma, a negated plan, "X is off") something its decision
+    or title names: 「引っ越しは見合わせて…」 against 「大通の近くに引っ越す」, "So aligners are
+    out." against "I'm going to get clear aligners". What is given up must be the decision's own
+    argument: cancelling the old router is no change of the decision to get fiber."""
+    if sim < SIM_FLOOR or sim < ranked[0]:
+        return False
+    theirs = content_stems("\n".join([entry.title, entry.index_summary]))
+    for t in said.framing:
+        if _is_question(t) or _opens(t):
+            continue
+        if dropped_things(t) & theirs:
             return True
     return False
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from datetime import datetime
 
 from core.models import (
@@ -35,6 +36,8 @@ from providers.extractive.sentences import (
     person_sentences,
     split_sentences,
 )
+from providers.extractive.structure import dropped_things
+from providers.extractive.structure import flags as grammar_flags
 from providers.extractive.titles import (
     _aliases,
     _comparable,
@@ -174,7 +177,8 @@ def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRe
     occurred = _occurred_at(conv, messages)
     action, target, revision = _action(conv, person, context, parts.decisions)
     own = {e.id for e in context if conv.key in e.source_conversation_keys}
-    if action == "append" and target not in own:  # a change of an earlier decision
+    changing = action == "append" and target not in own  # a change of an earlier decision
+    if changing:
         parts = change_reasons(parts, person)
     return DraftRecord(
         action=action,
@@ -183,7 +187,7 @@ def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRe
         title=title,
         memory_kind=kind,
         canonical_summary=_summary(parts, lang),
-        index_summary=_index_summary(parts, title),
+        index_summary=_index_summary(parts, title, changing),
         aliases=_aliases(title, terms),
         tags=_tags(conv.source, kind, terms),
         occurred_at=occurred,
@@ -250,9 +254,15 @@ def _section(heading: str, items: list[Sentence]) -> str:
     return "\n".join([f"## {heading}", *_dedupe(lines)])
 
 
-def _index_summary(parts: _Parts, title: str) -> str:
+def _index_summary(parts: _Parts, title: str, changing: bool = False) -> str:
     """One line to recognise the case by: the current decision, else the result, else the first
-    thing said that is not the title again."""
+    thing said that is not the title again. For a conversation that changes an earlier decision
+    (``changing``) the current decision is the new plan, not the sentence that gives the old one
+    up (「…もう通わせないことにした。」 before 「秋からはサッカー教室に入れる。」)."""
+    if changing:
+        plans = [d for d in parts.decisions if not _gives_up(d.text)]
+        if plans and len(plans) < len(parts.decisions):
+            parts = replace(parts, decisions=plans)
     # the current decision: the first one, unless the person later changed their mind (then the
     # first decision of the message that says so); details decided after it are not the gist
     changed = [s for s in parts.decisions[1:] if _CHANGE_RE.search(s.text)]
@@ -284,6 +294,11 @@ def _index_summary(parts: _Parts, title: str) -> str:
     return f"{_one_line(title)} ({len(people) or 1} message{'s' if len(people) > 1 else ''})"[
         :_INDEX_MAX
     ]
+
+
+def _gives_up(text: str) -> bool:
+    """The sentence gives a plan up (``structure.dropped_things``) or negates its predicate."""
+    return bool(dropped_things(text)) or bool({"ja:negated", "en:negated"} & grammar_flags(text))
 
 
 def _valid_from(parts: _Parts, occurred: datetime | None) -> datetime | None:

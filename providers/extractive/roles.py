@@ -20,7 +20,7 @@ from providers.extractive.sentences import (
     _is_question,
     _own,
 )
-from providers.extractive.structure import IRREGULAR_PAST
+from providers.extractive.structure import IRREGULAR_PAST, clause_question
 from providers.extractive.structure import feature_names as grammar_features
 from providers.extractive.structure import flags as grammar_flags
 from providers.extractive.vectors import similarities
@@ -182,7 +182,7 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
     for s in person:
         by_message.setdefault(s.message.key, []).append(s)
     opening = _first_message(person)
-    report = bool(opening) and not any(_is_question(s.text) for s in opening)
+    report = _reports(opening)
     scores = {s.index: _decision_score(s, by_message[s.message.key], report) for s in person}
     for s in person:
         if _opens(s.text):
@@ -240,6 +240,20 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
     return roles
 
 
+def _reports(opening: list[Sentence]) -> bool:
+    """The opening reports a decision already taken: it asks nothing, and leaves nothing open
+    before its first intent (「…引っ越すか迷ってる。」 first is the question the conversation
+    will answer; an open point after the intent is what the decision leaves open)."""
+    if not opening or any(_is_question(s.text) for s in opening):
+        return False
+    for s in opening:
+        if _plain_intent(s.text) or _INTENT_EN_RE.search(s.text):
+            return True
+        if _opens(s.text):
+            return False
+    return True
+
+
 def _replaces(roles: dict[int, str], message: list[Sentence], s: Sentence) -> bool:
     """``s`` states an intent right after a decision that is a negation (a plan given up): the
     plan that replaces it is a decision too, not that decision's reason."""
@@ -251,24 +265,126 @@ def _replaces(roles: dict[int, str], message: list[Sentence], s: Sentence) -> bo
 
 
 def _opens(text: str) -> bool:
+    """The sentence leaves something open. A weak cue (later, まだ) inside a sentence whose
+    main clause is an intent ("We'll replace the stove now and leave the cabinets for later")
+    qualifies what the decision leaves for later: the sentence is the decision."""
     own = _own(text)
-    return bool(
-        _STRONG_OPEN_RE.search(own) or _OPEN_RE.search(own) or _open_by_structure(own)
-    ) and not _EXTRA_DECISION_RE.search(own)
+    if _STRONG_OPEN_RE.search(own) or _open_by_structure(own):
+        return not _EXTRA_DECISION_RE.search(own)
+    if not _OPEN_RE.search(own) or _EXTRA_DECISION_RE.search(own):
+        return False
+    # a weak cue inside an intent, or inside a clause of cause (「人前で弾くのはまだ恥ずかしい
+    # から。」: why, not what is open)
+    return not (_INTENT_HEAD_RE.match(own) or _plain_intent(own) or _ends_in_cause(own))
+
+
+#: an English sentence whose main clause is an intent: I / we + will / going to at its start
+_INTENT_HEAD_RE = re.compile(
+    r"^\W*(?:(?:so|ok(?:ay)?|then|well),?\s+)?(?:I|we)(?:'ll|\s+will|'m going to|'re going to"
+    r"|\s+am going to|\s+are going to)\b",
+    re.IGNORECASE,
+)
 
 
 def _open_by_structure(text: str) -> bool:
-    """An English statement (not a question, no intent) holding an embedded question ("which
+    """A Japanese intent to find out an embedded question (…か探す); an English statement (not a question, no intent) holding an embedded question ("which
     site to use is the next question", "what happens if … is unclear") or an aspect not reached
-    by the person ("I still want to …"): something left open."""
+    by the person ("I still want to …"): something left open. A decision deferred until a
+    condition is met (「…検査をしてからにする」: V + てから + にする; "only once X is known") is
+    open too: what it waits for is not settled."""
+    if _defers(text):
+        return True
     f = grammar_flags(text)
+    ja_asks = "ja:embedded_question" in f or (
+        bool(_JA_CHAR_RE.search(text)) and clause_question(text)
+    )
+    if ja_asks and not {"ja:question", "ja:past"} & f and _plain_intent(text):
+        return True  # 「…移せないか探す」: an act of finding out what is not yet known
     if "en:question" in f or _INTENT_EN_RE.search(text):
         return False
-    return "en:embedded_question" in f or {"en:unfinished", "en:first_person"} <= f
+    english = not _JA_CHAR_RE.search(text)
+    return (
+        "en:embedded_question" in f
+        or (english and clause_question(text))
+        or {"en:unfinished", "en:first_person"} <= f
+        or bool(_EN_NOT_KNOWN_RE.search(text))
+    )
+
+
+#: a negation followed by a wh-clause: what the person does not know ("I have no idea what
+#: pace to aim for", "we don't know where the venue is")
+_EN_NOT_KNOWN_RE = re.compile(
+    r"\b(?:no|not|never|\w+n't)\b(?:\s+\w+){0,3}?\s+(?:what|which|where|when|how|who|whether|if)\b",
+    re.IGNORECASE,
+)
+
+
+def conditional_intent(text: str) -> bool:
+    """The sentence's intent is governed by a condition: Japanese a conditional form (たら, なら,
+    仮定形 + ば) whose clause the final predicate follows with no quotation between (「…たら…
+    に下りる、ってルールにする」 decides a rule, and is none); English an if / once / unless /
+    until / as soon as clause before or after an I / we + will clause."""
+    if _JA_CHAR_RE.search(text):
+        ms = [m for m in analyze(text) if m.pos[0] != "空白"]
+        cond = [
+            i
+            for i, m in enumerate(ms)
+            if (len(m.pos) > 5 and m.pos[5].startswith("仮定形"))
+            or (m.pos[1] == "接続助詞" and m.surface == "ば")
+        ]
+        if not cond:
+            return False
+        after = ms[cond[-1] + 1 :]
+        if any(m.surface in ("って", "と", "という") and m.pos[0] == "助詞" for m in after):
+            return False
+        return _plain_intent(text)
+    return bool(_EN_CONDITION_RE.search(text)) and bool(_INTENT_EN_RE.search(text))
+
+
+#: a conjunction of condition that opens a clause: its subject follows (a pronoun or a
+#: determiner), not an adverb ("until then", "once a week", "if anything")
+_EN_CONDITION = (
+    r"(?:if|once|unless|until|as soon as)\s+(?!a\s+(?:week|month|day|year)\b)"
+    r"(?:I|we|you|he|she|it|they|the|my|our|your|his|her|their|this|that|these|those|a|an)\b"
+)
+_EN_CONDITION_RE = re.compile(
+    rf"^\W*{_EN_CONDITION}[^,]+,|\b(?:I|we)(?:'ll| will)\b[^,.;]*\b{_EN_CONDITION}",
+    re.IGNORECASE,
+)
+
+
+def _defers(text: str) -> bool:
+    """The sentence's final predicate defers the act until a condition: Japanese V + て + から
+    + に + する (検査をしてからにする, 見てからにします), the condition made the thing decided."""
+    if not _JA_CHAR_RE.search(text):
+        return False
+    ms = [m for m in analyze(text[-60:]) if m.pos[0] not in ("補助記号", "空白")]
+    for i in range(len(ms) - 3):
+        if (
+            ms[i].surface in ("て", "で")
+            and ms[i].pos[1] == "接続助詞"
+            and ms[i + 1].surface == "から"
+            and ms[i + 2].surface == "に"
+            and ms[i + 3].normalized == "為る"
+        ):
+            return i + 3 >= len(ms) - 3  # in the final predicate (にする, にした, にします)
+    return False
 
 
 def _reasons(text: str) -> bool:
-    return bool(REASON_RE.search(text) or _EXTRA_REASON_RE.search(text))
+    return bool(REASON_RE.search(text) or _EXTRA_REASON_RE.search(text) or _ends_in_cause(text))
+
+
+def _ends_in_cause(text: str) -> bool:
+    """A Japanese sentence that stops at a conjunctive particle of cause (…行ってるし。
+    …近いから。 …だので。): a reason clause said on its own, its main clause left unsaid."""
+    if not _JA_CHAR_RE.search(text):
+        return False
+    ms = [m for m in analyze(text[-30:]) if m.pos[0] not in ("補助記号", "空白")]
+    while ms and ms[-1].pos[0] == "助詞" and ms[-1].pos[1] == "終助詞":
+        ms.pop()  # …からね, …しさ
+    last = ms[-1] if ms else None
+    return bool(last and last.pos[1] == "接続助詞" and last.surface in ("から", "ので", "し"))
 
 
 def _decision_score(s: Sentence, message: list[Sentence], report: bool = False) -> float:
@@ -281,6 +397,10 @@ def _decision_score(s: Sentence, message: list[Sentence], report: bool = False) 
         return 0
     score = 0.0
     own = _own(text)
+    if conditional_intent(own) and not _decision_cue(own):
+        return (
+            0  # 「涼しくなったら走り始める」, "I'll buy it once the price drops": not yet decided
+        )
     if _decision_cue(own) and not _refers_back(own):
         score += 3
     elif _decision_cue(own):
@@ -309,9 +429,16 @@ def _decision_score(s: Sentence, message: list[Sentence], report: bool = False) 
         verdict = verdict and not ({"ja:past", "en:past"} & grammar_flags(rest))  # a report
         if message[0].index != 0 and verdict and not intent:
             score += 2  # "Ok, Go first." / 「じゃあ、Aで。」: a short verdict after the answer
-    if _reasons(text) and score < 3:
+    if _reasons(text) and score < 3 and not (intent >= 2 and _cause_then_intent(own)):
         score -= 1  # "…ので…する": a reason that ends in a verb, not a decision of its own
     return score
+
+
+def _cause_then_intent(text: str) -> bool:
+    """A Japanese sentence whose causal clause (…から、 …ので、) is set off by a comma before
+    its final clause: the final clause is the decision, the first its reason
+    (「本人が行きたいって言ってるから、駅前のスクールに通わせる。」)."""
+    return bool(_JA_CHAR_RE.search(text)) and bool(re.search(r"(?:から|ので)[、,]", text))
 
 
 # a verdict that names only that something was decided (方法を決めました, 方針が決まった, we
@@ -467,13 +594,16 @@ def change_reasons(parts: _Parts, person: list[Sentence]) -> _Parts:
     if not parts.decisions:
         return parts
     first = parts.decisions[0]
+    # what happened is told before the new decision: in its message, or in the opening when the
+    # decision comes in a later message (「大家さんから連絡があって…」 … 「今の部屋で更新する。」)
+    told = {first.message.key, person[0].message.key}
     taken = {s.index for s in [*parts.decisions, *parts.reasons, *parts.open_points]}
     taken |= {o.index for o, _ in parts.resolved}
     results = {s.index for s in parts.results}
     added = [
         s
         for s in person
-        if s.message.key == first.message.key
+        if s.message.key in told
         and s.index < first.index
         and s.index not in taken
         and not _is_question(s.text)
@@ -482,6 +612,7 @@ def change_reasons(parts: _Parts, person: list[Sentence]) -> _Parts:
             s.index in results
             or {"ja:past", "en:past", "ja:negated", "en:negated"} & grammar_flags(s.text)
             or _told_in_the_past(s.text)
+            or _reported(s.text)
         )
     ][:3]
     if not added:
@@ -493,6 +624,32 @@ def change_reasons(parts: _Parts, person: list[Sentence]) -> _Parts:
         background=[s for s in parts.background if s.index not in ids],
         results=[s for s in parts.results if s.index not in ids],
     )
+
+
+def _reported(text: str) -> bool:
+    """A sentence that reports what someone said or what is heard: Japanese ending in the
+    quotative って (…下げてくれるって。) or a hearsay auxiliary (…要るらしい。 …降るそうだ。);
+    English someone else + a verb of saying ("The physio says …")."""
+    if not _JA_CHAR_RE.search(text):
+        return bool(_EN_REPORTED_RE.search(text))
+    ms = [m for m in analyze(text[-30:]) if m.pos[0] not in ("補助記号", "空白")]
+    while ms and ms[-1].pos[0] == "助詞" and ms[-1].pos[1] == "終助詞":
+        ms.pop()
+    if not ms:
+        return False
+    last = ms[-1]
+    if last.surface == "って" and last.pos[0] == "助詞":
+        return True
+    if last.pos[0] == "助動詞" and last.normalized == "らしい":
+        return True
+    return len(ms) > 1 and last.normalized in ("だ", "です") and ms[-2].pos[1:2] == ("助動詞語幹",)
+
+
+#: English reported speech: a subject other than I / we + a verb of saying ("The physio says
+#: no running", "my landlord told us")
+_EN_REPORTED_RE = re.compile(
+    r"^\W*(?!(?:I|we)\b)(?:\w+\s+){1,3}?(?:says|said|tells|told|warned|wrote)\b", re.IGNORECASE
+)
 
 
 def _told_in_the_past(text: str) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from core.stoplists import stop_words
 from core.textsearch import Morpheme, analyze
 from providers.extractive.sentences import _JA_CHAR_RE, _own
 
@@ -50,6 +51,9 @@ EN_FLAGS = (
 )
 
 _SKIP_END = ("補助記号", "空白")
+#: verbs of being, becoming, ability and knowing: a state, not an act the person will do (the
+#: same verbs ``roles._plain_intent`` reads as no intent)
+_STATE_VERBS = ("有る", "居る", "成る", "出来る", "分かる", "思う", "言う")
 
 
 def _final(ms: list[Morpheme]) -> int:
@@ -107,8 +111,12 @@ def ja_flags(text: str) -> frozenset[str]:
     verb = last
     if last.normalized == "ます" and end > 0:
         verb = ms[end - 1]
-    if verb.pos[0] == "動詞" and _form(last).startswith("終止形"):
-        out.add("nonpast_verb")
+    if (
+        verb.pos[0] == "動詞"
+        and _form(last).startswith("終止形")
+        and verb.normalized not in _STATE_VERBS
+    ):
+        out.add("nonpast_verb")  # an act in its dictionary form, not a state (ある, いる, なる)
     if any(_form(m) == "意志推量形" for m in clause):
         out.add("volitional")
     for i in range(len(ms) - 2):
@@ -289,6 +297,28 @@ def en_flags(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
+@lru_cache(maxsize=8192)
+def clause_question(text: str) -> bool:
+    """An embedded question the flags do not read: Japanese a clause closed by か inside the
+    sentence (枠があるか電話で聞く, 移せないか探す: a question as the object; not a choice
+    between two nouns, AかB); English a wh-clause as a preposition's object ("depends on when
+    the clinic has a slot"). Read by the rules (``roles``), not a feature of the fitted scorer."""
+    own = _own(text)
+    if _JA_CHAR_RE.search(own):
+        ms = [m for m in analyze(own[-120:]) if m.pos[0] not in ("空白",)]
+        end = _final(ms)
+        return any(
+            m.surface == "か"
+            and m.pos[0] == "助詞"
+            and 0 < i < end
+            and ms[i - 1].pos[0] in ("動詞", "助動詞", "形容詞")
+            for i, m in enumerate(ms)
+        )
+    return bool(
+        re.search(r"\b(?:on|about|of|upon|over) (?:how|what|which|where|when|who)\b", own.lower())
+    )
+
+
 def flags(text: str) -> frozenset[str]:
     """Both languages' flags, prefixed by language (``ja:past``, ``en:future``)."""
     return frozenset([f"ja:{f}" for f in ja_flags(text)] + [f"en:{f}" for f in en_flags(text)])
@@ -296,3 +326,168 @@ def flags(text: str) -> frozenset[str]:
 
 def feature_names() -> list[str]:
     return [f"ja:{f}" for f in JA_FLAGS] + [f"en:{f}" for f in EN_FLAGS]
+
+
+#: The heads of a predicate that gives something up: verbs (and サ変 nouns with する) whose
+#: lemma stops, cancels, refuses or defers what they govern. A closed lemma class, like the
+#: negation auxiliaries: it is read only as the head of a clause, and what counts is the
+#: argument it governs (``dropped_things``), not the word.
+DROP_HEADS_JA = frozenset(
+    [
+        "止める",
+        "やめる",
+        "辞める",
+        "取り止める",
+        "取りやめる",
+        "見合わせる",
+        "見送る",
+        "諦める",
+        "断る",
+        "取り消す",
+        "中止",
+        "解約",
+        "キャンセル",
+        "撤回",
+        "断念",
+        "白紙",
+    ]
+)
+DROP_VERBS_EN = (
+    "cancel",
+    "drop",
+    "quit",
+    "scrap",
+    "skip",
+    "abandon",
+    "ditch",
+    "shelve",
+    "forget",
+    "give up",
+    "call off",
+    "back out of",
+    "pull out of",
+)
+#: what an English copular predicate says of its subject when it is given up ("X is off")
+DROP_STATES_EN = ("off", "out", "dead", "over", "cancelled", "canceled", "scrapped", "shelved")
+
+_EN_DROP_VERB = "|".join(v.replace(" ", r"\s+") for v in DROP_VERBS_EN)
+_EN_DROPPED = re.compile(
+    # a clause head: I / we (+ will / going to) + a giving-up verb + its object; or the verb
+    # first (an imperative, "Scrap the Berlin plan")
+    rf"(?:\b(?:i|we)(?:'ll|\s+will|'m\s+going\s+to|'re\s+going\s+to|\s+am\s+going\s+to"
+    rf"|\s+are\s+going\s+to|'ve|\s+have|\s+had)?\s+|^\W*)(?:{_EN_DROP_VERB})(?:s|ed|ped|ping|ting)?"
+    rf"\s+(?:on\s+)?(?P<obj>[^.,;!?]+)"
+    # a copular clause: its subject + be + a state of being given up ("Portugal is off")
+    rf"|(?:^|[,;:]\s*|\bso\s+|\bbut\s+|\band\s+)(?P<subj>[a-z][a-z0-9' -]{{0,60}}?)\s+"
+    rf"(?:is|are|'s|was|were)\s+(?:now\s+|definitely\s+|officially\s+)?"
+    rf"(?:{'|'.join(DROP_STATES_EN)})\b(?!\s+(?:of|to|with|there|and about))"
+    # a plan that will not happen: its subject + won't / isn't going to + happen / work
+    rf"|(?:^|[,;:]\s*|\bso\s+|\bbut\s+)(?P<neg>[a-z][a-z0-9' -]{{0,60}}?)\s+"
+    rf"(?:won't|will\s+not|isn't\s+going\s+to|is\s+not\s+going\s+to|isn't|is\s+not)\s+"
+    rf"(?:happen(?:ing)?|work(?:ing)?(?:\s+out)?)\b",
+    re.IGNORECASE,
+)
+_NO_THING = ("件", "こと", "事", "話", "予定")
+_EN_GENERIC = frozenset(["plan", "plans", "idea", "thing", "whole", "option", "trip", "one"])
+
+
+def _stem(word: str) -> str:
+    """A lemma's stem: a Japanese verb or its nominal form (引っ越す, 引っ越し → 引っ越), the
+    trailing kana of its ending off; an English word lower-cased, a plural s off."""
+    if _JA_CHAR_RE.search(word):
+        stem = re.sub(r"[ぁ-ゖ]+$", "", word)
+        return stem or word
+    w = word.lower()
+    return w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
+
+
+def content_stems(text: str) -> frozenset[str]:
+    """The stems of ``text``'s content words: Japanese common and proper nouns and independent
+    verbs (not する, なる, いる: Sudachi's 非自立可能), English words outside stopwords-iso's
+    list (three letters or more)."""
+    return frozenset(content_stems_ordered(text))
+
+
+def content_stems_ordered(text: str) -> list[str]:
+    """:func:`content_stems` in the order said."""
+    out: list[str] = []
+    if _JA_CHAR_RE.search(text):
+        for m in analyze(text):
+            content = (m.pos[0] == "名詞" and m.pos[1] in ("普通名詞", "固有名詞")) or (
+                m.pos[0] == "動詞" and m.pos[1] == "一般"
+            )
+            if content and m.normalized not in DROP_HEADS_JA and m.normalized not in _NO_THING:
+                out.append(_stem(m.normalized))
+    english = _en_stop()
+    for w in re.findall(r"[A-Za-z][A-Za-z0-9']{2,}", text):
+        lw = w.lower()
+        if lw not in english and lw not in _EN_GENERIC:
+            out.append(_stem(lw))
+    return out
+
+
+@lru_cache(maxsize=1)
+def _en_stop() -> frozenset[str]:
+    return stop_words("en")
+
+
+@lru_cache(maxsize=8192)
+def dropped_things(text: str) -> frozenset[str]:
+    """The stems of what ``text`` gives up, read by clause structure; empty when it gives up
+    nothing. Japanese: a predicate headed by a lemma of ``DROP_HEADS_JA`` (見合わせる,
+    お断りする, 解約して, 白紙に戻す) and the content words of its clause before it (the
+    argument it governs: 「引っ越しは見合わせて」, 「売るのはやめて」); or a verb negated under
+    ことにする / 方向 / でおく (通わせないことにした), the verb itself and its clause.
+    English: I / we (+ will) or an imperative + a giving-up verb and its object ("I'll quit
+    the class", "Scrap the Berlin plan"); a subject + be + a state of being given up ("So
+    aligners are out", "Portugal is off for this year"); a subject + won't / isn't going to
+    happen / work."""
+    own = _own(text)
+    if _JA_CHAR_RE.search(own):
+        return _ja_dropped(own)
+    low = own.replace("’", "'")
+    out: set[str] = set()
+    for m in _EN_DROPPED.finditer(low):
+        arg = m.group("obj") or m.group("subj") or m.group("neg") or ""
+        # the noun phrase's head: its last content word before a preposition or a clause
+        arg = re.split(
+            r"\b(?:and|instead|because|since|for|at|in|on|with|from|of|to|this|next|now)\b", arg
+        )[0]
+        out |= _head(content_stems_ordered(arg))
+    return frozenset(out)
+
+
+def _head(stems: list[str]) -> set[str]:
+    return {stems[-1]} if stems else set()
+
+
+def _ja_dropped(text: str) -> frozenset[str]:
+    ms = [m for m in analyze(text) if m.pos[0] != "空白"]
+    out: set[str] = set()
+    for i, m in enumerate(ms):
+        head = m.normalized in DROP_HEADS_JA and m.pos[0] in ("動詞", "名詞")
+        negated_plan = False
+        if not head and m.pos[0] == "動詞":
+            j = i + 1  # the verb's voice (causative, passive) before its negation
+            while j < len(ms) and ms[j].pos[0] == "助動詞" and ms[j].normalized in _VOICES:
+                j += 1
+            if j < len(ms) and ms[j].pos[0] == "助動詞" and _ctype(ms[j]) in _NEG_TYPES:
+                rest = "".join(x.surface for x in ms[j + 1 : j + 4])
+                negated_plan = bool(re.match(r"(?:ことに|方向|でお|で置)", rest))
+        if not (head or negated_plan):
+            continue
+        k = i  # the clause it heads: back to punctuation or a conjunctive particle
+        while k > 0 and not (
+            ms[k - 1].pos[0] == "補助記号"
+            or (ms[k - 1].pos[0] == "助詞" and ms[k - 1].pos[1] == "接続助詞")
+        ):
+            k -= 1
+        if negated_plan:  # the negated verb is what is given up (通わせないことにした)
+            out.add(_stem(m.normalized))
+        else:  # the head of the argument it governs: the last content word before it
+            out |= _head(content_stems_ordered("".join(x.surface for x in ms[k:i])))
+    return frozenset(out)
+
+
+_VOICES = ("せる", "させる", "れる", "られる")
+_NEG_TYPES = ("助動詞-ナイ", "助動詞-ヌ")
