@@ -600,16 +600,21 @@ class ReadService:
 
     def reindex(self, *, messages: bool | None = None) -> EmbedStats | None:
         """Catch the message index up (with its later stage, the Japanese normalised forms the
-        import left out), then embed what has no vector for the embedder."""
+        import left out), then embed what has no vector for the embedder; the tables that grew
+        are vacuumed and analyzed (``store.settle``)."""
+        from search.mentions import mentioned_times
         from store.guard_cache import GuardCache
+        from store.message_times import sync_times
+        from store.settle import settle
 
         self.index.sync_messages()
-        from search.mentions import mentioned_times
-        from store.message_times import sync_times
-
         sync_times(self.db, mentioned_times)  # the times the messages speak of (ADR 0036)
         self.index.sync_forms()
         GuardCache(self.db).fill()
-        if self.embedder is None:
-            return None
-        return self.index.embed_pending(self.embedder, messages=messages)
+        stats = (
+            None
+            if self.embedder is None
+            else self.index.embed_pending(self.embedder, messages=messages)
+        )
+        settle(self.db)
+        return stats
