@@ -408,8 +408,9 @@ class ReadService:
         return lo, hi, {"id": m.id, "at": m.at, "next_at": m_end}
 
     def _redacted_in_context(self, hits: list[Any]) -> tuple[dict[str, str], dict[str, str]]:
-        """Each hit's conversation scanned as one text, its title and its active person and
-        assistant messages (``core.secrets.find_secrets_in_messages``): a value stated as a
+        """Each hit's conversation scanned as one text, its title and its active messages of
+        the channels recall shows (the person's, the assistant's, a chat partner's:
+        ``store.guard_cache.WORD_CHANNELS``; ``core.secrets.find_secrets_in_messages``): a value stated as a
         secret anywhere in it goes from its title and from every hit, and a secret split across
         two messages goes from both. The import's later stage stores that scan
         (``store.guard_cache``); a conversation without a stored scan is scanned here. A hit
