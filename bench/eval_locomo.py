@@ -90,6 +90,7 @@ IMPORT_CODE = (
     "core/secret_rules.py",
     "store/guard_cache.py",
     "flows/indexing.py",
+    "store/settle.py",  # the tables vacuumed and analyzed at the end of the load
 )
 #: what drafts and commits the memories, besides the import (the drafting build)
 DRAFT_CODE = (
@@ -369,13 +370,15 @@ def ask(
             now = svc.now(conv.meta["now"])
             for mode in modes:
                 t0 = time.monotonic()
+                cpu0, srv0 = time.process_time(), server_cpu(svc.db)
                 for q in questions:
                     row: dict[str, Any] = {"conv": conv.conv, "qid": q["qid"]}
                     if mode in ("recall", "lexical"):
                         s = svc if mode == "recall" else plain
-                        t1 = time.perf_counter()
+                        t1, c1 = time.perf_counter(), time.process_time()
                         rec = s.recall(q["question"], now=now, limit=LIMIT).as_json()
                         row["ms"] = (time.perf_counter() - t1) * 1000  # in one process
+                        row["cpu_ms"] = (time.process_time() - c1) * 1000  # this process's
                         row["hits"] = [h["message_key"] for h in rec["hits"]]
                         row["range"] = rec.get("range")
                         for key in ("range_widened", "answerable", "confidence"):
@@ -387,14 +390,42 @@ def ask(
                         row["memories"] = [h.id for h in hits]
                         row.update(svc.last_answer)  # answerable, confidence (ADR 0039)
                     out[mode].append(row)
+                n = len(questions) or 1
+                cpu = (time.process_time() - cpu0) * 1000 / n
+                srv1 = server_cpu(svc.db)
+                srv = (srv1 - srv0) * 1000 / n if srv0 is not None and srv1 is not None else 0.0
                 log(
                     f"  {conv.conv}: {mode} asked {len(questions)} questions "
-                    f"({time.monotonic() - t0:.1f}s)"
+                    f"({time.monotonic() - t0:.1f}s; CPU per question: client {cpu:.1f} ms, "
+                    f"server {srv:.1f} ms)"
                 )
         finally:
             svc.close()
             plain.close()
     return out
+
+
+def server_cpu(db: Any) -> float | None:
+    """CPU seconds the database server has spent so far (its postmaster and every backend and
+    worker, living or reaped: autovacuum's too), read from ``/proc``; None when the server is
+    not local (or not Linux)."""
+    with db.connection() as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def stat(pid: int) -> list[str]:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+        return raw[raw.rindex(")") + 2 :].split()  # fields from the state on
+
+    try:
+        master = int(stat(int(row[0]))[1])  # the backend's parent
+        total = sum(int(x) for x in stat(master)[11:15])  # utime stime cutime cstime
+        for child in Path(f"/proc/{master}/task/{master}/children").read_text().split():
+            with contextlib.suppress(OSError):
+                total += sum(int(x) for x in stat(int(child))[11:15])
+    except (OSError, ValueError, IndexError, TypeError):
+        return None
+    return total / tick
 
 
 def bm25_hits(conv: Conv, questions: list[dict[str, Any]], sessions: int | None = None) -> list:
@@ -725,8 +756,11 @@ def report(
         ms = sorted(r["ms"] for r in res["answers"].get(mode, []) if "ms" in r)
         if ms:
             p50, p95 = ms[len(ms) // 2], ms[min(len(ms) - 1, int(len(ms) * 0.95))]
+            cpu = [r["cpu_ms"] for r in res["answers"].get(mode, []) if "cpu_ms" in r]
+            mean = f", client CPU {sum(cpu) / len(cpu):.1f} ms per ask" if cpu else ""
             out(
-                f"{mode} latency in one process: p50 {p50:.0f} ms, p95 {p95:.0f} ms ({len(ms)} asks)"
+                f"{mode} latency in one process: p50 {p50:.0f} ms, p95 {p95:.0f} ms "
+                f"({len(ms)} asks{mean})"
             )
     out("\ntimings: " + ", ".join(f"{k} {v:.1f}s" for k, v in res["timings"].items() if v))
 

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from flows.resources import Pipeline, tick
+from store.settle import settle
 
 _log = logging.getLogger("pmem.backfill")
 
@@ -41,6 +42,15 @@ class _CountingEmbedder:
 def index_for_search(
     p: Pipeline, *, embed: bool = True, memories: bool = True, forms: bool = True
 ) -> dict[str, Any]:
+    """``_index_for_search``, then the tables the load grew vacuumed and analyzed
+    (``store.settle``: statistics and visibility maps ready before the first read, not when
+    autovacuum's first pass lands; their names in ``settled_tables``)."""
+    out = _index_for_search(p, embed=embed, memories=memories, forms=forms)
+    out["settled_tables"] = settle(p.db)
+    return out
+
+
+def _index_for_search(p: Pipeline, *, embed: bool, memories: bool, forms: bool) -> dict[str, Any]:
     """Bring the derived search indexes up to date after an import or a backfill, so that what
     was imported is answerable at once: every new ledger message into the recall index (lexical),
     then the vectors the configured embedder lacks: new or changed memories (``memories``) and,

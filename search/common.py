@@ -120,26 +120,32 @@ def doc_frequencies(conn: Connection, table: str, tsqs: list[str]) -> tuple[int,
     it: counted (up to ``DF_COUNT_CAP``) in a small table; in a large one, the planner's
     estimate from the column's statistics (most common elements), a planning call per term."""
     ident = sql.Identifier(table)
-    est = conn.execute(
-        "SELECT reltuples FROM pg_class WHERE oid = %s::regclass", (table,)
-    ).fetchone()
-    n_est = int(est[0]) if est and est[0] and est[0] > 0 else 0
-    if n_est > EXACT_COUNT_ROWS:
-        dfs = []
-        for t in tsqs:
-            plan = conn.execute(
-                sql.SQL(
-                    "EXPLAIN (FORMAT JSON) SELECT 1 FROM {} s WHERE s.tokens @@ {}::tsquery"
-                ).format(ident, sql.Literal(t))
-            ).fetchone()
-            dfs.append(int(plan[0][0]["Plan"]["Plan Rows"]) if plan else 1)
-        return n_est, dfs
-    n = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(ident)).fetchone()
-    rows = conn.execute(
+    # one statement: the estimate, and (only when it is small: a CASE evaluates only its taken
+    # branch's subqueries) the exact count and each term's capped count
+    row = conn.execute(
         sql.SQL(
-            """SELECT (SELECT count(*) FROM (SELECT 1 FROM {} s WHERE s.tokens @@ q.t LIMIT %(cap)s) x)
-               FROM unnest(%(tsqs)s::tsquery[]) WITH ORDINALITY q(t, i) ORDER BY q.i"""
-        ).format(ident),
-        {"tsqs": tsqs, "cap": DF_COUNT_CAP},
-    ).fetchall()
-    return max(1, int(n[0]) if n else 1), [int(r[0]) for r in rows]
+            """SELECT r.n, CASE WHEN r.n <= %(exact)s THEN (SELECT count(*) FROM {t}) END,
+                      CASE WHEN r.n <= %(exact)s THEN ARRAY(
+                          SELECT (SELECT count(*) FROM (
+                                      SELECT 1 FROM {t} s WHERE s.tokens @@ q.t LIMIT %(cap)s) x)
+                          FROM unnest(%(tsqs)s::tsquery[]) WITH ORDINALITY q(t, i) ORDER BY q.i)
+                      END
+               FROM (SELECT floor(greatest(coalesce(
+                         (SELECT reltuples FROM pg_class WHERE oid = %(table)s::regclass), 0), 0))
+                         ::bigint AS n) r"""
+        ).format(t=ident),
+        {"exact": EXACT_COUNT_ROWS, "cap": DF_COUNT_CAP, "tsqs": tsqs, "table": table},
+    ).fetchone()
+    assert row is not None
+    n_est = int(row[0])
+    if row[1] is not None:
+        return max(1, int(row[1])), [int(x) for x in row[2]]
+    dfs = []
+    for t in tsqs:
+        plan = conn.execute(
+            sql.SQL(
+                "EXPLAIN (FORMAT JSON) SELECT 1 FROM {} s WHERE s.tokens @@ {}::tsquery"
+            ).format(ident, sql.Literal(t))
+        ).fetchone()
+        dfs.append(int(plan[0][0]["Plan"]["Plan Rows"]) if plan else 1)
+    return n_est, dfs

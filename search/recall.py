@@ -430,21 +430,26 @@ class Recall(RecallReads):
             f.score = rk.rerank_score(feats[f.key])
         kept.sort(key=lambda f: (-f.score, -len(f.ranks), f.key))
         # 4. branches that were not taken (rare): left out of the answer, or kept and marked when
-        # asked for; looked up for the best candidates only, a batch at a time
+        # asked for; the best candidates' texts are read a batch at a time, and each tells
+        # whether it lies on the active path (one statement for the usual first batch)
         if not include_branches:
             shown: list[Any] = []
+            texts: dict[str, dict[str, Any]] = {}
             step = max(2 * limit, 20)
             for at in range(0, len(kept), step):
                 batch = kept[at : at + step]
-                off = self._off_path(conn, [f.key for f in batch])
+                read = self._texts(conn, [f.key for f in batch])
+                off = {k for k, t in read.items() if not t["on_active_path"]}
+                texts |= read
                 shown += [f for f in batch if f.key not in off]
                 if skipped is not None:
                     skipped[0] += len(off)
                 if len(shown) >= limit:
                     break
-            kept = shown
-        kept = kept[:limit]
-        texts = self._texts(conn, [f.key for f in kept])
+            kept = shown[:limit]
+        else:
+            kept = kept[:limit]
+            texts = self._texts(conn, [f.key for f in kept])
         phrase = _norm(" ".join(t.text for t in asked))
         out = []
         for n, f in enumerate(kept, start=1):

@@ -335,18 +335,6 @@ class RecallReads(IndexUpkeep):
             r.update(where_it_went(went.get(r["conversation_key"], []), r["message_key"]))
         return out
 
-    @staticmethod
-    def _off_path(conn: Connection, keys: list[str]) -> set[str]:
-        """Those of ``keys`` that lie on a branch that was not taken (an edited or regenerated
-        ChatGPT turn)."""
-        if not keys:
-            return set()
-        rows = conn.execute(
-            "SELECT message_key FROM source_messages WHERE message_key = ANY(%s) AND NOT on_active_path",
-            (keys,),
-        ).fetchall()
-        return {r[0] for r in rows}
-
     @classmethod
     def _list_range(
         cls,

@@ -408,8 +408,9 @@ class ReadService:
         return lo, hi, {"id": m.id, "at": m.at, "next_at": m_end}
 
     def _redacted_in_context(self, hits: list[Any]) -> tuple[dict[str, str], dict[str, str]]:
-        """Each hit's conversation scanned as one text, its title and its active person and
-        assistant messages (``core.secrets.find_secrets_in_messages``): a value stated as a
+        """Each hit's conversation scanned as one text, its title and its active messages of
+        the channels recall shows (the person's, the assistant's, a chat partner's:
+        ``store.guard_cache.WORD_CHANNELS``; ``core.secrets.find_secrets_in_messages``): a value stated as a
         secret anywhere in it goes from its title and from every hit, and a secret split across
         two messages goes from both. The import's later stage stores that scan
         (``store.guard_cache``); a conversation without a stored scan is scanned here. A hit
@@ -600,16 +601,21 @@ class ReadService:
 
     def reindex(self, *, messages: bool | None = None) -> EmbedStats | None:
         """Catch the message index up (with its later stage, the Japanese normalised forms the
-        import left out), then embed what has no vector for the embedder."""
+        import left out), then embed what has no vector for the embedder; the tables that grew
+        are vacuumed and analyzed (``store.settle``)."""
+        from search.mentions import mentioned_times
         from store.guard_cache import GuardCache
+        from store.message_times import sync_times
+        from store.settle import settle
 
         self.index.sync_messages()
-        from search.mentions import mentioned_times
-        from store.message_times import sync_times
-
         sync_times(self.db, mentioned_times)  # the times the messages speak of (ADR 0036)
         self.index.sync_forms()
         GuardCache(self.db).fill()
-        if self.embedder is None:
-            return None
-        return self.index.embed_pending(self.embedder, messages=messages)
+        stats = (
+            None
+            if self.embedder is None
+            else self.index.embed_pending(self.embedder, messages=messages)
+        )
+        settle(self.db)
+        return stats

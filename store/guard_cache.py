@@ -27,8 +27,10 @@ from psycopg.types.json import Jsonb
 from core.secrets import Finding, find_secrets_in_messages, guard_version, redaction_marker
 from store.db import Database
 
-#: the channels whose messages are a conversation's words (what recall shows and scans with)
-WORD_CHANNELS = ("person", "assistant")
+#: the channels whose messages are a conversation's words: every channel recall indexes and
+#: shows (the person, the assistant, another human of a chat history), so each of its hits is
+#: redacted with its whole conversation as context from the stored scan
+WORD_CHANNELS = ("person", "assistant", "other")
 
 Findings = dict[int, list[Finding]]  # 0: the title; i: the i-th word
 
@@ -36,6 +38,13 @@ Findings = dict[int, list[Finding]]  # 0: the title; i: the i-th word
 def conversation_words(messages: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages of an active path (``Ledger.active_messages_of``) that are its words."""
     return [m for m in messages if m["channel"] in WORD_CHANNELS]
+
+
+def scan_version() -> str:
+    """What a stored scan was made by (the ``guard_version`` column): the guard's version and
+    the channels scanned. A scan stored by another guard, or before the partner's messages of a
+    chat history were among the words, counts as missing (``GuardCache.pending``)."""
+    return f"{guard_version()} {'+'.join(WORD_CHANNELS)}"
 
 
 def guard_key(title: str, words: Sequence[str]) -> str:
@@ -97,7 +106,7 @@ class GuardCache:
         """Conversations whose current content has no stored scan under this guard."""
         with self.db.connection() as conn:
             row = conn.execute(
-                _PENDING.format(columns="count(*)", tail=""), (guard_version(),)
+                _PENDING.format(columns="count(*)", tail=""), (scan_version(),)
             ).fetchone()
         return int(row[0]) if row else 0
 
@@ -107,7 +116,7 @@ class GuardCache:
         is one transaction. Returns the number of conversations scanned."""
         from store.ledger import Ledger
 
-        version = guard_version()
+        version = scan_version()
         ledger = Ledger(self.db)
         done = 0
         while True:
@@ -159,4 +168,4 @@ _PENDING = """SELECT {columns} FROM source_conversations c
     {tail}"""
 
 
-__all__ = ["GuardCache", "conversation_words", "guard_key", "scan"]
+__all__ = ["GuardCache", "conversation_words", "guard_key", "scan", "scan_version"]

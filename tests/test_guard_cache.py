@@ -109,3 +109,52 @@ def test_a_changed_conversation_is_scanned_again_and_rows_hold_no_text(svc, db, 
 def test_reindex_runs_the_stage(svc, db) -> None:
     svc.reindex()
     assert GuardCache(db).pending() == 0
+
+
+def test_a_chat_partners_message_is_redacted_from_the_stored_scan(db, monkeypatch) -> None:
+    """A chat history's partner (channel ``other``) is one of the conversation's words: recall
+    shows the partner's messages, so the stored scan covers them, with the whole conversation
+    as context (a value the person stated as a password three messages before goes from the
+    partner's repeat of it too; redacting the partner's hit with its neighbours alone left it)."""
+    from core.models import Channel, Message
+
+    texts = [
+        ("user", Channel.PERSON, f"wifi password: {VALUE}"),
+        ("Sam", Channel.OTHER, "ok, noted"),
+        ("user", Channel.PERSON, "see you at the lake house"),
+        ("Sam", Channel.OTHER, "the lake house then"),
+        ("Sam", Channel.OTHER, f"lake house wifi was {VALUE} right?"),
+    ]
+    conv = _conversation([t for _, _, t in texts], title="lake house", key="p1", when=WHEN)
+    conv = conv.model_copy(
+        update={
+            "messages": [
+                Message(**(m.model_dump() | {"role": role, "channel": channel}))
+                for m, (role, channel, _) in zip(conv.messages, texts, strict=True)
+            ]
+        }
+    )
+    ledger = Ledger(db)
+    ledger.upsert(conv, ledger.start_import("chatgpt", "synthetic"))
+    svc = MemoryService(db, embedder=None, tz="UTC")
+    assert GuardCache(db).fill() == 1 and GuardCache(db).pending() == 0
+
+    def no_scan(*_a, **_k):
+        raise AssertionError("scanned at query time although the scan is stored")
+
+    monkeypatch.setattr(gc, "find_secrets_in_messages", no_scan)
+    monkeypatch.setattr(
+        "core.secrets.find_secrets_in_messages", no_scan
+    )  # the neighbours' scan  # the neighbours' scan
+    hits = {h.message_key: h.text for h in svc.recall("lake house wifi", now=NOW).hits}
+    assert "chatgpt:p1:n4" in hits and VALUE not in " ".join(hits.values())
+    assert "[REDACTED" in hits["chatgpt:p1:n4"]
+
+
+def test_a_scan_stored_before_the_partners_were_words_is_made_again(svc, db, monkeypatch) -> None:
+    """A stored scan records what made it (the guard's version and the channels scanned): one
+    made over fewer channels counts as missing, so the next later stage scans again."""
+    monkeypatch.setattr(gc, "WORD_CHANNELS", ("person", "assistant"))
+    assert GuardCache(db).fill() == 2 and GuardCache(db).pending() == 0
+    monkeypatch.undo()
+    assert GuardCache(db).pending() == 2 and GuardCache(db).fill() == 2
