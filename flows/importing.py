@@ -18,6 +18,8 @@ message text.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import logging
 import queue
@@ -135,19 +137,20 @@ def run_import(
     tokens = _Tokens() if index_messages else None
     indexer = _Indexer(ledger, tokens) if tokens is not None else None
     try:
-        stats, input_exc = _run_import(
-            ledger,
-            source,
-            export_path,
-            on_progress,
-            batch_conversations,
-            batch_bytes,
-            indexer,
-            seen,
-            items,
-            tokens,
-            fingerprint,
-        )
+        with _fewer_collections():
+            stats, input_exc = _run_import(
+                ledger,
+                source,
+                export_path,
+                on_progress,
+                batch_conversations,
+                batch_bytes,
+                indexer,
+                seen,
+                items,
+                tokens,
+                fingerprint,
+            )
     finally:
         try:
             indexed = indexer.close() if indexer is not None else None
@@ -159,6 +162,25 @@ def run_import(
     if raise_input_error and input_exc is not None:
         raise input_exc
     return stats
+
+
+#: allocations between two young collections while importing (the interpreter's default: 700)
+GC_YOUNG_THRESHOLD = 50_000
+
+
+@contextlib.contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """The cyclic collector runs less often while importing: the parsed JSON (dicts, lists,
+    strings) and the models built from it hold no cycles, so a collection finds nothing to free
+    and only walks what is alive (at the default threshold ~700 collections, ~0.5-0.7 CPU-s per
+    100 MB). The thresholds are restored after; a cycle made meanwhile is freed by a later
+    collection (young ones still run, every ``GC_YOUNG_THRESHOLD`` allocations)."""
+    before = gc.get_threshold()
+    gc.set_threshold(max(before[0], GC_YOUNG_THRESHOLD), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 def empty_stats(input_error: str | None = None) -> dict[str, Any]:

@@ -37,11 +37,30 @@ _niced = False
 
 
 def _connection(url: str) -> psycopg.Connection[Any]:
-    """This worker process's own connection (kept for the next batch)."""
+    """This worker process's own connection (kept for the next batch). Its server process is
+    niced as the worker is, where the server runs on this machine under a user this one may
+    renice (the embedded server): the rows' heap, btree and tsvector work is the index's too, and
+    yields the CPU to the ledger's transactions as the tokens do."""
     global _conn
     if _conn is None or _conn.closed or _conn.broken:
         _conn = psycopg.connect(url, autocommit=True)
+        _nice_backend(_conn)
     return _conn
+
+
+def _nice_backend(conn: psycopg.Connection[Any]) -> None:
+    """Lower the priority of ``conn``'s server process to ``WORKER_NICE`` (never raise it):
+    nothing happens for a server on another machine (its process id is not one here, or not
+    a PostgreSQL process) or one this user may not renice."""
+    if not conn.info.host.startswith("/"):  # a TCP server: its process is not on this machine
+        return
+    pid = conn.info.backend_pid
+    with contextlib.suppress(OSError):
+        with open(f"/proc/{pid}/cmdline", "rb") as f:  # that server's process, not another's
+            if not f.read(64).startswith(b"postgres"):
+                return
+        if os.getpriority(os.PRIO_PROCESS, pid) < WORKER_NICE:
+            os.setpriority(os.PRIO_PROCESS, pid, WORKER_NICE)
 
 
 def write_streamed(url: str, rows: list[StreamRow]) -> int:

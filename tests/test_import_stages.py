@@ -245,3 +245,40 @@ def _left_running(marker: str, wait: float = 5.0) -> list[int]:
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.1)
+
+
+def test_a_worker_nices_its_own_server_process(db_url: str) -> None:
+    """The index rows' server work yields the CPU as the worker's tokens do: the connection a
+    worker writes through has its server process niced (the embedded server: same machine)."""
+    import psycopg
+
+    from store import index_stream
+
+    with psycopg.connect(db_url) as other:
+        if not other.info.host.startswith("/"):
+            pytest.skip("a server reached over TCP: its processes are not this machine's")
+        before = os.getpriority(os.PRIO_PROCESS, other.info.backend_pid)
+        index_stream._conn = None
+        try:
+            conn = index_stream._connection(db_url)
+            pid = conn.info.backend_pid
+            assert os.getpriority(os.PRIO_PROCESS, pid) == max(before, index_stream.WORKER_NICE)
+            # only that process: another connection's is left as it was
+            assert os.getpriority(os.PRIO_PROCESS, other.info.backend_pid) == before
+        finally:
+            if index_stream._conn is not None:
+                index_stream._conn.close()
+            index_stream._conn = None
+
+
+def test_the_collector_runs_less_often_while_importing_and_as_before_after() -> None:
+    import gc
+
+    from flows.importing import GC_YOUNG_THRESHOLD, _fewer_collections
+
+    before = gc.get_threshold()
+    with pytest.raises(RuntimeError), _fewer_collections():
+        assert gc.get_threshold()[0] == max(before[0], GC_YOUNG_THRESHOLD)
+        assert gc.get_threshold()[1:] == before[1:]
+        raise RuntimeError("the import failed")
+    assert gc.get_threshold() == before
