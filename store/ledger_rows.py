@@ -231,7 +231,15 @@ class BatchIndex:
     #: the new messages and fills ``queued`` with what a worker is to index once it commits
     streamed: bool = False
     queued: list[StreamRow] = field(default_factory=list)
+    #: with ``streamed``, the new conversations' prefilter is decided by that worker too (in the
+    #: transaction of their index rows): key, content hash, the channel and text of each of its
+    #: ``drafting_messages``. A kill before leaves them without a decision; the next import
+    #: decides them (``Ledger.write_batch``: a stored conversation without one is decided)
+    undecided: list[Undecided] = field(default_factory=list)
+    defer_decisions: bool = False
 
+
+Undecided = tuple[str, str, list[tuple[Channel, str]]]  # key, content hash, drafting texts
 
 INDEXED = (Channel.PERSON, Channel.ASSISTANT)  # the messages the import's pass indexes
 QUEUED = (Channel.PERSON, Channel.ASSISTANT, Channel.OTHER)  # what the trigger queues (0022, 0030)
@@ -285,15 +293,25 @@ def index_text(text: str) -> str:
     return sanitize(text)
 
 
-def _queue_streamed(conn: Connection, convs: list[Conversation], index: BatchIndex) -> None:
+def _queue_streamed(
+    conn: Connection,
+    convs: list[tuple[Conversation, Digest]],
+    index: BatchIndex,
+    undecided: set[int] | None = None,
+) -> None:
     """The new conversations' messages queued for the index in one set-based insert (the
     trigger is off, as for ``_copy_index``), and ``index.queued`` filled with the rows a worker
     writes once this transaction commits (``store.index_stream.write_streamed``): a kill before
-    leaves them queued for the index step."""
+    leaves them queued for the index step. ``undecided`` (positions in ``convs``): the
+    conversations whose prefilter decision the worker makes (``index.undecided``)."""
     keys: list[str] = []
     rows: list[StreamRow] = []
-    for conv in convs:
+    index.undecided = []
+    for i, (conv, dig) in enumerate(convs):
         ckey = storable(conv.key)
+        if undecided is not None and i in undecided:
+            drafting = [(m.channel, m.text) for m in conv.drafting_messages]
+            index.undecided.append((conv.key, dig[0], drafting))
         for m in conv.messages:
             if m.channel not in QUEUED:
                 continue
