@@ -327,11 +327,11 @@ class Ledger:
         if new_convs:
             if inline:  # the trigger does not queue what this transaction indexes itself
                 conn.execute("SELECT set_config('pmem.inline_index', 'on', true)")
-            _copy_new(conn, new_convs, import_id)
+            drafted = _copy_new(conn, new_convs, import_id)
             if inline and index is not None:
                 conn.execute("SELECT set_config('pmem.inline_index', 'off', true)")
                 if index[0].streamed:  # the rows are written behind the ledger's commit
-                    _queue_streamed(conn, new_convs, index[0], undecided)
+                    _queue_streamed(conn, new_convs, index[0], undecided, drafted)
                 else:
                     index[1].append(_copy_index(conn, [c for c, _ in new_convs], index[0]))
         with conn.cursor() as cur:
