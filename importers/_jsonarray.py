@@ -113,15 +113,16 @@ class _ArrayScanner:
             self.buf = self.buf[self.pos :]
             self.pos = 0
 
-    def more(self, at_least: int, at: int) -> str:
+    def more(self, at_least: int, at: int, one_by_one: bool = False) -> str:
         """The next text read (at least ``at_least`` bytes), whose first character is the
-        stream's character ``at``; sets ``eof`` when nothing is left."""
+        stream's character ``at``; sets ``eof`` when nothing is left. ``one_by_one``: what it
+        holds is read item by item (a long item's text: not looked at for digits)."""
         data = self.reader.read(max(at_least, _READ))
         self.eof = not data
         text = self.decode(data, final=self.eof)
         # a run of _LONG_RUN digits (C speed: digits to "0", then one find): what holds it is
         # read one by one, so that an integer beyond 64 bits stays exact
-        if b"0" * _LONG_RUN in (self.digit_tail + data).translate(_DIGITS):
+        if one_by_one or b"0" * _LONG_RUN in (self.digit_tail + data).translate(_DIGITS):
             self.one_by_one_until = max(self.one_by_one_until, at + len(text))
         self.digit_tail = data[-_LONG_RUN:]
         if not text.isascii():  # O(1); then one strict encode (C speed) finds undecodable bytes
@@ -273,7 +274,7 @@ class _ArrayScanner:
         pieces: list[str] = []
         size = len(self.buf)  # chars held; each read doubles it
         while not _closing_quote(tail) and not self.eof:
-            piece = self.more(size, self.chars + size)
+            piece = self.more(size, self.chars + size, one_by_one=True)
             pieces.append(piece)
             size += len(piece)
             if tail.endswith("\\"):  # a backslash run goes on into the piece: judge it whole
@@ -281,7 +282,7 @@ class _ArrayScanner:
                 piece = tail[len(tail) - run :] + piece
             tail = piece
         if not self.eof:
-            piece = self.more(max(_READ, size // 2), self.chars + size)
+            piece = self.more(max(_READ, size // 2), self.chars + size, one_by_one=True)
             pieces.append(piece)
         self.buf = "".join([self.buf, *pieces])
 
