@@ -18,6 +18,8 @@ message text.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import hashlib
 import logging
 import queue
@@ -34,10 +36,10 @@ from core.errors import InputError
 from core.faults import fault_point
 from core.models import Conversation, PrefilterDecision
 from importers import Quarantined, ReadReport, iter_source
-from stages.prefilter import RULE_VERSION, prefilter
-from store.index_stream import StreamRow, write_streamed
+from stages.prefilter import RULE_VERSION, prefilter, prefilter_texts
+from store.index_stream import StreamRow, nice_worker, write_streamed
 from store.ledger import BatchIndex, Digest, Ledger, digest, storable
-from store.ledger_rows import INDEXED, index_text
+from store.ledger_rows import INDEXED, Undecided, _decision_row, index_text
 
 _log = logging.getLogger("pmem.import")
 
@@ -135,19 +137,20 @@ def run_import(
     tokens = _Tokens() if index_messages else None
     indexer = _Indexer(ledger, tokens) if tokens is not None else None
     try:
-        stats, input_exc = _run_import(
-            ledger,
-            source,
-            export_path,
-            on_progress,
-            batch_conversations,
-            batch_bytes,
-            indexer,
-            seen,
-            items,
-            tokens,
-            fingerprint,
-        )
+        with _fewer_collections():
+            stats, input_exc = _run_import(
+                ledger,
+                source,
+                export_path,
+                on_progress,
+                batch_conversations,
+                batch_bytes,
+                indexer,
+                seen,
+                items,
+                tokens,
+                fingerprint,
+            )
     finally:
         try:
             indexed = indexer.close() if indexer is not None else None
@@ -159,6 +162,25 @@ def run_import(
     if raise_input_error and input_exc is not None:
         raise input_exc
     return stats
+
+
+#: allocations between two young collections while importing (the interpreter's default: 700)
+GC_YOUNG_THRESHOLD = 50_000
+
+
+@contextlib.contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """The cyclic collector runs less often while importing: the parsed JSON (dicts, lists,
+    strings) and the models built from it hold no cycles, so a collection finds nothing to free
+    and only walks what is alive (at the default threshold ~700 collections, ~0.5-0.7 CPU-s per
+    100 MB). The thresholds are restored after; a cycle made meanwhile is freed by a later
+    collection (young ones still run, every ``GC_YOUNG_THRESHOLD`` allocations)."""
+    before = gc.get_threshold()
+    gc.set_threshold(max(before[0], GC_YOUNG_THRESHOLD), *before[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
 
 
 def empty_stats(input_error: str | None = None) -> dict[str, Any]:
@@ -218,21 +240,37 @@ def _run_import(
         its transaction (COPY, waiting on the server) overlaps the next batch's preparation."""
         batch.digests = [digest(c) for c in batch.convs]
         state = ledger.stored_state(batch.convs, RULE_VERSION)
+        fresh = [c for c in batch.convs if storable(c.key) not in state]
+        streamed = (
+            tokens is not None
+            and streamer is not None
+            and bool(fresh)
+            and all(len(m.text) <= _IN_PLACE for c in fresh for m in c.messages)
+        )
         for conv, dig in zip(batch.convs, batch.digests, strict=True):
             have = state.get(storable(conv.key))
+            if have is None and streamed:
+                continue  # decided by the worker that indexes it, behind the commit
             if have is None or have[0] != dig[0] or have[1] is None:
                 batch.decisions[id(conv)] = prefilter(conv, overrides, content_hash=dig[0])
-        if tokens is not None:  # the index rows of what is new
-            fresh = [c for c in batch.convs if storable(c.key) not in state]
-            if (
-                fresh
-                and streamer is not None
-                and all(len(m.text) <= _IN_PLACE for c in fresh for m in c.messages)
-            ):  # written behind the ledger's commit, in the workers
-                batch.index = BatchIndex(dict, streamed=True)
-            elif fresh:  # computed while the commit runs, stored in its transaction
-                batch.index = tokens.index(fresh)
+        if streamed:  # the index rows and decisions written behind the ledger's commit
+            batch.index = BatchIndex(dict, streamed=True, defer_decisions=True)
+        elif tokens is not None and fresh:  # computed while the commit runs, in its transaction
+            batch.index = tokens.index(fresh)
         committer.put(batch)
+
+    def count_decision(keep: bool, reason: str) -> None:
+        if keep:
+            stats["kept"] += 1
+        else:
+            stats["dropped"] += 1
+            stats["drop_reasons"][reason] = stats["drop_reasons"].get(reason, 0) + 1
+
+    def decided_behind(outcomes: list[tuple[bool, str]]) -> None:
+        """The decisions an index worker made (or the import, when it failed)."""
+        with lock:
+            for keep, reason in outcomes:
+                count_decision(keep, reason)
 
     def add_error(entry: dict[str, Any]) -> None:
         stats["errors_total"] += 1
@@ -252,9 +290,10 @@ def _run_import(
         handled = batch.index is not None and bool(batch.index.written or batch.index.queued)
         if batch.index is not None and tokens is not None:
             tokens.written += batch.index.written
-            if batch.index.queued and streamer is not None:
-                streamer.submit(batch.index.queued)  # the ledger has committed them
-                batch.index.queued = []
+            if (batch.index.queued or batch.index.undecided) and streamer is not None:
+                # the ledger has committed them
+                streamer.submit(batch.index.queued, batch.index.undecided)
+                batch.index.queued, batch.index.undecided = [], []
                 fault_point("import:after-index-handover")
         if indexer is not None and any(
             o == "changed" or (o == "new" and not handled) for o, *_ in results
@@ -274,16 +313,17 @@ def _run_import(
                     (skipped if t.startswith(SKIP_PREFIX) else unknown)[
                         t.removeprefix(SKIP_PREFIX)
                     ] += n
-                if keep:
-                    stats["kept"] += 1
-                else:
-                    stats["dropped"] += 1
-                    stats["drop_reasons"][reason] = stats["drop_reasons"].get(reason, 0) + 1
+                if keep is not None:  # None: the index worker decides it (counted then)
+                    count_decision(keep, reason or "")
                 fault_point("import:after-conversation")
         if stats["conversations"] and stats["conversations"] % 5000 < len(batch.convs):
             _log.info("imported %d conversations", stats["conversations"])
 
-    streamer = _Streamer(tokens, ledger.db.url) if tokens is not None and tokens.workers else None
+    streamer = (
+        _Streamer(tokens, ledger, overrides, decided_behind)
+        if tokens is not None and tokens.workers
+        else None
+    )
     committer = _Stage(write, "pmem-import-commit")
     writer = _Stage(prepare, "pmem-import-prepare")
     batch = _Batch()
@@ -603,45 +643,82 @@ _clean = index_text  # what the index shows of a text (``store.ledger_rows.index
 
 
 class _Streamer:
-    """The index rows of the ledger's committed batches, handed to the import's worker processes
-    (``store.index_stream.write_streamed``: tokens and rows written there, niced, in their own
-    connections): the ledger goes on while they work. At most ``STREAM_AHEAD_CHARS`` of text
-    wait for them (then the ledger waits for the oldest batch); a failure leaves the batch's
-    messages queued for the index step (derived data: logged by its type, never fatal)."""
+    """The index rows of the ledger's committed batches, and the prefilter decisions of their
+    new conversations, handed to the import's worker processes (``_index_behind``: decisions,
+    tokens and rows written there, niced, in their own connections): the ledger goes on while
+    they work. At most ``STREAM_AHEAD_CHARS`` of text wait for them (then the ledger waits for
+    the oldest batch); a failure leaves the batch's messages queued for the index step (derived
+    data: logged by its type, never fatal) and its decisions are made here."""
 
-    def __init__(self, tokens: _Tokens, url: str) -> None:
+    def __init__(
+        self,
+        tokens: _Tokens,
+        ledger: Ledger,
+        overrides: dict[str, bool],
+        on_decided: Callable[[list[tuple[bool, str]]], None],
+    ) -> None:
         self._tokens = tokens
-        self._url = url
-        self._inflight: deque[tuple[Future[int], int]] = deque()
+        self._ledger = ledger
+        self._url = ledger.db.url
+        self._overrides = overrides
+        self._on_decided = on_decided
+        self._inflight: deque[
+            tuple[Future[tuple[int, list[tuple[bool, str]]]], int, list[Undecided]]
+        ] = deque()
         self._chars = 0
         self.written = 0
 
-    def submit(self, rows: list[StreamRow]) -> None:
+    def submit(self, rows: list[StreamRow], undecided: list[Undecided]) -> None:
         while self._inflight and self._inflight[0][0].done():
             self._reap()
         chars = sum(len(r[4]) for r in rows)
         try:
-            future = self._tokens.pool().submit(write_streamed, self._url, rows)
+            future = self._tokens.pool().submit(
+                _index_behind, self._url, rows, undecided, self._overrides
+            )
         except Exception as err:  # noqa: BLE001 - derived data; the queue keeps the messages
             _failed(err)
+            self._decide_here(undecided)
             return
-        self._inflight.append((future, chars))
+        self._inflight.append((future, chars, undecided))
         self._chars += chars
         while self._chars > STREAM_AHEAD_CHARS and len(self._inflight) > 1:
             self._reap()
 
     def _reap(self) -> None:
-        future, chars = self._inflight.popleft()
+        future, chars, undecided = self._inflight.popleft()
         self._chars -= chars
         try:
-            self.written += future.result()
+            written, outcomes = future.result()
         except Exception as err:  # noqa: BLE001 - derived data; the queue keeps the messages
             _failed(err)
+            self._decide_here(undecided)
+            return
+        self.written += written
+        self._on_decided(outcomes)
+
+    def _decide_here(self, undecided: list[Undecided]) -> None:
+        """The decisions a failed worker did not store, made and stored by the import."""
+        decisions = [prefilter_texts(k, h, d, self._overrides) for k, h, d in undecided]
+        self._ledger.record_decisions(decisions)
+        self._on_decided([(d.keep, d.reason) for d in decisions])
 
     def close(self) -> None:
         """Wait until every batch handed over is written (or has failed)."""
         while self._inflight:
             self._reap()
+
+
+def _index_behind(
+    url: str, rows: list[StreamRow], undecided: list[Undecided], overrides: dict[str, bool]
+) -> tuple[int, list[tuple[bool, str]]]:
+    """In a worker process: the prefilter decisions of a committed batch's new conversations
+    and their messages' index rows, in one transaction (``write_streamed``); the rows written
+    and each decision's keep and reason."""
+    nice_worker()
+    decisions = [prefilter_texts(k, h, d, overrides) for k, h, d in undecided]
+    written = write_streamed(url, rows, [_decision_row(d) for d in decisions])
+    return written, [(d.keep, d.reason) for d in decisions]
 
 
 def _failed(err: BaseException) -> Callable[[], dict[str, tuple[str, bool]]]:

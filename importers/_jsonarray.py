@@ -1,10 +1,16 @@
 """Stream the items of one big JSON array (ChatGPT and Claude.ai exports).
 
-The array is read in chunks and each item is parsed by the standard library's C JSON scanner
-(``json.JSONDecoder.raw_decode``), one item at a time: memory holds one chunk and the item being
-parsed, whatever the file's size, and the time is linear in the size of the file and of any one
-item (a 50 MB message costs about what ``json.load`` costs for it: when an item is longer than
-the buffer, the buffer grows geometrically).
+The array is read in chunks. The whole items a chunk holds are parsed by orjson in one call
+(the text up to the last ``}, {`` of its next 256K characters, as an array): a cut there parses only when it
+falls between two items, so a success is exactly those items; anything orjson refuses (a lone
+surrogate escape, ``NaN``, a number beyond a double, bad bytes, a cut inside a string or an
+item) and a chunk holding a run of 19 digits (orjson reads an integer beyond 64 bits as a
+float) are read item by item by the standard library's C JSON scanner
+(``json.JSONDecoder.raw_decode``), which keeps every value exactly and finds what is wrong.
+Memory holds one chunk and the items being parsed, whatever the file's size, and the time is
+linear in the size of the file and of any one item (a 50 MB message costs about what
+``json.load`` costs for it: when an item is longer than the buffer, the buffer grows
+geometrically).
 
 Bad bytes stay local: an item holding invalid UTF-8 (a stray byte, an encoded lone surrogate), a
 raw NUL or another control character in a string, nesting deeper than the parser's recursion
@@ -29,6 +35,7 @@ from types import ModuleType
 from typing import IO, Any
 
 import ijson
+import orjson
 
 from importers._common import ReadError, where
 
@@ -41,6 +48,15 @@ _WS = re.compile(r"[ \t\n\r]*")
 _UNDECODABLE = re.compile("[\udc80-\udcff]")
 _STRUCTURE = re.compile(r'["\\{}\[\],]')
 _DECODER = json.JSONDecoder()
+# a cut between two array items is at one of these (orjson's parse decides whether it is one)
+# (a quote after the "{": a key opens the next item; inside a string that quote would be escaped)
+_BOUNDARY = re.compile(r'\}[ \t\n\r]*,[ \t\n\r]*\{[ \t\n\r]*"')
+_DUMPS_CUT = '}, {"'  # the same, as json.dumps writes it (the exports' usual form)
+_TRIES = 3  # cuts tried, last first, before the span is read one by one (a nested "}, {")
+_SPAN = 1 << 18  # characters parsed by orjson at most at once (the items' objects held at once)
+_TAIL = 1 << 15  # characters at the end of the span looked at first for its last cut
+_LONG_RUN = 19  # digits: orjson reads an integer from 2**63 (19 digits) on as a float
+_DIGITS = bytes(0x30 if 0x30 <= i <= 0x39 else 0x20 for i in range(256))  # digits -> "0"
 
 
 @dataclass(frozen=True)
@@ -73,6 +89,9 @@ class _ArrayScanner:
         self.eof = False
         self.chars = 0  # characters dropped from the front of buf so far
         self.undecodable: list[int] = []  # stream character indices of bytes that were not UTF-8
+        # stream character index before which items are read one by one (orjson refused there)
+        self.one_by_one_until = 0
+        self.digit_tail = b""  # the last bytes read, for a run of digits cut by a read
 
     # ------------------------------------------------------------ buffer
 
@@ -94,12 +113,18 @@ class _ArrayScanner:
             self.buf = self.buf[self.pos :]
             self.pos = 0
 
-    def more(self, at_least: int, at: int) -> str:
+    def more(self, at_least: int, at: int, one_by_one: bool = False) -> str:
         """The next text read (at least ``at_least`` bytes), whose first character is the
-        stream's character ``at``; sets ``eof`` when nothing is left."""
+        stream's character ``at``; sets ``eof`` when nothing is left. ``one_by_one``: what it
+        holds is read item by item (a long item's text: not looked at for digits)."""
         data = self.reader.read(max(at_least, _READ))
         self.eof = not data
         text = self.decode(data, final=self.eof)
+        # a run of _LONG_RUN digits (C speed: digits to "0", then one find): what holds it is
+        # read one by one, so that an integer beyond 64 bits stays exact
+        if one_by_one or b"0" * _LONG_RUN in (self.digit_tail + data).translate(_DIGITS):
+            self.one_by_one_until = max(self.one_by_one_until, at + len(text))
+        self.digit_tail = data[-_LONG_RUN:]
         if not text.isascii():  # O(1); then one strict encode (C speed) finds undecodable bytes
             try:
                 text.encode("utf-8")
@@ -136,7 +161,14 @@ class _ArrayScanner:
         while True:
             if not self.skip_ws():
                 raise self.truncated(index)
-            yield index, self.item(index)
+            many = self.whole_items()
+            if many:
+                for value in many[:-1]:
+                    yield index, value
+                    index += 1
+                yield index, many[-1]
+            else:
+                yield index, self.item(index)
             if not self.skip_ws():
                 raise self.truncated(index + 1)
             sep = self.buf[self.pos]
@@ -152,6 +184,51 @@ class _ArrayScanner:
                 )
             self.pos += 1
             index += 1
+
+    def whole_items(self) -> list[Any] | None:
+        """The whole items from ``pos`` to the last cut between items of the next ``_SPAN``
+        characters, parsed by orjson at once (``pos`` ends after them; the last ``_TRIES``
+        possible cuts are tried). None when there is none, when orjson refuses the text (then
+        items are read one by one past the last cut) and for the text up to the end of a read
+        that held a run of ``_LONG_RUN`` digits (an integer stays exact)."""
+        if self.chars + self.pos < self.one_by_one_until:
+            return None
+        if len(self.buf) - self.pos < _READ // 2 and not self.eof:
+            self.fill()  # a fuller buffer: fewer items left to the one-by-one reader
+            if self.chars + self.pos < self.one_by_one_until:
+                return None
+        cuts = self.last_cuts()
+        for cut in cuts:
+            try:
+                values: list[Any] = orjson.loads("[" + self.buf[self.pos : cut] + "]")
+            except orjson.JSONDecodeError:
+                continue
+            self.pos = cut
+            return values
+        if cuts:
+            self.one_by_one_until = self.chars + cuts[0]
+        return None
+
+    def last_cuts(self) -> list[int]:
+        """Indices just past the ``}`` of the last ``_TRIES`` ``}, {"`` in the ``_SPAN``
+        characters after ``pos`` (possible cuts between two items), the last first: looked for
+        by ``str.rfind`` as ``json.dumps`` separates items (C speed), else by a pattern that
+        allows any white space."""
+        end = min(len(self.buf), self.pos + _SPAN)
+        found: list[int] = []
+        at = end
+        while len(found) < _TRIES:
+            at = self.buf.rfind(_DUMPS_CUT, self.pos, at)
+            if at == -1:
+                break
+            found.append(at + 1)
+        if found:
+            return found
+        for start in (max(self.pos, end - _TAIL), self.pos):
+            found = [m.start() + 1 for m in _BOUNDARY.finditer(self.buf, start, end)]
+            if len(found) >= _TRIES or start == self.pos:
+                return found[: -_TRIES - 1 : -1]
+        return []
 
     def item(self, index: int) -> Any:
         """The item at ``pos`` (or a BadItem); ``pos`` ends after it."""
@@ -197,7 +274,7 @@ class _ArrayScanner:
         pieces: list[str] = []
         size = len(self.buf)  # chars held; each read doubles it
         while not _closing_quote(tail) and not self.eof:
-            piece = self.more(size, self.chars + size)
+            piece = self.more(size, self.chars + size, one_by_one=True)
             pieces.append(piece)
             size += len(piece)
             if tail.endswith("\\"):  # a backslash run goes on into the piece: judge it whole
@@ -205,7 +282,7 @@ class _ArrayScanner:
                 piece = tail[len(tail) - run :] + piece
             tail = piece
         if not self.eof:
-            piece = self.more(max(_READ, size // 2), self.chars + size)
+            piece = self.more(max(_READ, size // 2), self.chars + size, one_by_one=True)
             pieces.append(piece)
         self.buf = "".join([self.buf, *pieces])
 

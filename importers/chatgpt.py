@@ -201,9 +201,10 @@ def _build_conversation(item: Any, provenance: Provenance) -> Conversation:
     if not isinstance(mapping, dict):
         raise _Unparseable("mapping-not-object")
     _check_nodes(mapping)
-    active = _active_path(mapping, item.get("current_node"))
+    tree = _Tree(mapping)
+    active = _active_path(tree, item.get("current_node"))
     unknown: Counter[str] = Counter()
-    messages = _build_messages(conv_id, mapping, active, unknown)
+    messages = _build_messages(conv_id, tree, active, unknown)
     times = [m.created_at for m in messages if m.created_at is not None]
     created = _epoch(item.get("create_time")) or (min(times) if times else None)
     updated = _epoch(item.get("update_time"))
@@ -253,36 +254,44 @@ def _epoch(value: Any) -> datetime | None:
 # ---------------------------------------------------------------- the tree
 
 
-def _parent(mapping: dict[Any, Any], node_id: str) -> str | None:
-    parent = mapping[node_id].get("parent")
-    return parent if isinstance(parent, str) else None
+class _Tree:
+    """A conversation's node links, read once: each node's parent (None when it is not a
+    string) and its children (the strings of its ``children`` list)."""
+
+    __slots__ = ("children", "mapping", "parent")
+
+    def __init__(self, mapping: dict[Any, Any]) -> None:
+        self.mapping = mapping
+        self.parent: dict[Any, str | None] = {}
+        self.children: dict[Any, list[str]] = {}
+        for node_id, node in mapping.items():
+            parent = node.get("parent")
+            self.parent[node_id] = parent if isinstance(parent, str) else None
+            kids = node.get("children")
+            self.children[node_id] = (
+                [c for c in kids if isinstance(c, str)] if isinstance(kids, list) else []
+            )
 
 
-def _children(mapping: dict[Any, Any], node_id: str) -> list[str]:
-    children = mapping[node_id].get("children")
-    if not isinstance(children, list):
-        return []
-    return [c for c in children if isinstance(c, str)]
-
-
-def _chain_up(mapping: dict[Any, Any], start: str) -> list[str]:
+def _chain_up(tree: _Tree, start: str) -> list[str]:
     """``start`` and its ancestors, nearest first; stops at a missing parent or a cycle."""
     chain: list[str] = []
     seen: set[str] = set()
+    parent = tree.parent
     node: str | None = start
-    while node is not None and node in mapping and node not in seen:
+    while node is not None and node in parent and node not in seen:
         seen.add(node)
         chain.append(node)
-        node = _parent(mapping, node)
+        node = parent[node]
     return chain
 
 
-def _active_path(mapping: dict[Any, Any], current: Any) -> list[str]:
+def _active_path(tree: _Tree, current: Any) -> list[str]:
     """Root-first node ids from the root to ``current_node`` (or the fallback leaf)."""
-    start = current if isinstance(current, str) and current in mapping else _fallback_leaf(mapping)
+    start = current if isinstance(current, str) and current in tree.parent else _fallback_leaf(tree)
     if start is None:
         return []
-    return list(reversed(_chain_up(mapping, start)))
+    return list(reversed(_chain_up(tree, start)))
 
 
 def _node_time(mapping: dict[Any, Any], node_id: str) -> float:
@@ -291,28 +300,29 @@ def _node_time(mapping: dict[Any, Any], node_id: str) -> float:
     return when.timestamp() if when is not None else -math.inf
 
 
-def _fallback_leaf(mapping: dict[Any, Any]) -> str | None:
+def _fallback_leaf(tree: _Tree) -> str | None:
     """The deepest leaf; among equally deep leaves the newest ``create_time``."""
-    ids = [k for k in mapping if isinstance(k, str)]
-    leaves = [k for k in ids if not any(c in mapping for c in _children(mapping, k))] or ids
+    ids = [k for k in tree.parent if isinstance(k, str)]
+    leaves = [k for k in ids if not any(c in tree.parent for c in tree.children[k])] or ids
     if not leaves:
         return None
-    depth = _depths(mapping, ids)
-    return max(leaves, key=lambda k: (depth[k], _node_time(mapping, k), k))
+    depth = _depths(tree, ids)
+    return max(leaves, key=lambda k: (depth[k], _node_time(tree.mapping, k), k))
 
 
-def _depths(mapping: dict[Any, Any], ids: list[str]) -> dict[str, int]:
+def _depths(tree: _Tree, ids: list[str]) -> dict[str, int]:
     """Number of nodes from each node up to its root, each node walked once (a cycle ends the
     walk where it closes)."""
     depth: dict[str, int] = {}
+    parent = tree.parent
     for start in ids:
         path: list[str] = []
         seen: set[str] = set()
         node: str | None = start
-        while node is not None and node in mapping and node not in depth and node not in seen:
+        while node is not None and node in parent and node not in depth and node not in seen:
             seen.add(node)
             path.append(node)
-            node = _parent(mapping, node)
+            node = parent[node]
         base = depth.get(node, 0) if node is not None else 0
         for n in reversed(path):
             base += 1
@@ -320,36 +330,37 @@ def _depths(mapping: dict[Any, Any], ids: list[str]) -> dict[str, int]:
     return depth
 
 
-def _tree_order(mapping: dict[Any, Any]) -> list[str]:
+def _tree_order(tree: _Tree) -> list[str]:
     """Every node id once: depth-first from the roots in children order, then any orphans."""
-    ids = sorted(k for k in mapping if isinstance(k, str))
-    roots = [k for k in ids if _parent(mapping, k) not in mapping]
+    parent, children = tree.parent, tree.children
+    ids = sorted(k for k in parent if isinstance(k, str))
+    roots = [k for k in ids if parent[k] not in parent]
     order: list[str] = []
     seen: set[str] = set()
     for start in [*roots, *ids]:
         stack = [start]
         while stack:
             node = stack.pop()
-            if node in seen or node not in mapping:
+            if node in seen or node not in parent:
                 continue
             seen.add(node)
             order.append(node)
-            stack.extend(reversed(_children(mapping, node)))
+            stack.extend(reversed(children[node]))
     return order
 
 
-def _branch_indexes(mapping: dict[Any, Any]) -> dict[str, int]:
+def _branch_indexes(tree: _Tree) -> dict[str, int]:
     """Each node's index among its parent's children (its first place when listed twice), for
     every node at once: 30,000 regenerations of one prompt stay linear."""
     index: dict[str, int] = {}
-    for node_id in mapping:
+    parents = tree.parent
+    for node_id, parent in parents.items():
         if not isinstance(node_id, str):
             continue
-        parent = _parent(mapping, node_id)
-        if parent is None or parent not in mapping or node_id in index:
+        if parent is None or parent not in parents or node_id in index:
             continue
-        for i, child in enumerate(_children(mapping, parent)):
-            if child in mapping and child not in index and _parent(mapping, child) == parent:
+        for i, child in enumerate(tree.children[parent]):
+            if child in parents and child not in index and parents[child] == parent:
                 index[child] = i
     return index
 
@@ -358,20 +369,24 @@ def _branch_indexes(mapping: dict[Any, Any]) -> dict[str, int]:
 
 
 def _build_messages(
-    conv_id: str, mapping: dict[Any, Any], active: list[str], unknown: Counter[str]
+    conv_id: str, tree: _Tree, active: list[str], unknown: Counter[str]
 ) -> list[Message]:
+    mapping = tree.mapping
     active_positions: dict[str, int] = {}
     for node_id in active:
         if isinstance(mapping[node_id].get("message"), dict):
             active_positions[node_id] = len(active_positions)
     messages: list[Message] = []
-    branch = _branch_indexes(mapping)
-    for node_id in _tree_order(mapping):
+    branch = _branch_indexes(tree)
+    parents = tree.parent
+    for node_id in _tree_order(tree):
         message = mapping[node_id].get("message")
         if not isinstance(message, dict):
             continue
         messages.append(
-            _build_message(conv_id, node_id, mapping, message, active_positions, unknown, branch)
+            _build_message(
+                conv_id, node_id, parents[node_id], message, active_positions, unknown, branch
+            )
         )
     return messages
 
@@ -379,7 +394,7 @@ def _build_messages(
 def _build_message(
     conv_id: str,
     node_id: str,
-    mapping: dict[Any, Any],
+    parent_id: str | None,
     message: dict[str, Any],
     active_positions: dict[str, int],
     unknown: Counter[str],
@@ -404,7 +419,7 @@ def _build_message(
     return Message(
         key=f"{SOURCE}:{conv_id}:{node_id}",
         node_id=node_id,
-        parent_id=_parent(mapping, node_id),
+        parent_id=parent_id,
         role=role or "unknown",
         channel=channel,
         content_type=content_type or "missing",
@@ -468,7 +483,12 @@ def _content_text(content_type: str, content: dict[str, Any]) -> str:
 
 def _is_hidden(message: dict[str, Any]) -> bool:
     metadata = message.get("metadata")
-    return isinstance(metadata, dict) and any(metadata.get(flag) for flag in HIDDEN_FLAGS)
+    if not isinstance(metadata, dict) or not metadata:
+        return False
+    for flag in HIDDEN_FLAGS:  # noqa: SIM110 - a loop, not any(genexpr): no generator per message
+        if metadata.get(flag):
+            return True
+    return False
 
 
 def _channel(role: str, content_type: str, message: dict[str, Any]) -> Channel:

@@ -28,10 +28,10 @@ mentions something of theirs ("my website") is not dropped as code-only or a wor
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from core.models import Channel, Conversation, Message, PrefilterDecision
+from core.models import Channel, Conversation, PrefilterDecision
 
 RULE_VERSION = "prefilter-v2"  # v2: drop:code-fix
 
@@ -220,20 +220,35 @@ def prefilter(
 ) -> PrefilterDecision:
     """Decide whether ``conv`` goes on to drafting, with a machine-readable reason.
     ``content_hash``: the conversation's hash when the caller has it already (saves a pass)."""
-    keep, reason = _decide(conv, overrides or {})
+    drafting = [(m.channel, m.text) for m in conv.drafting_messages]
+    return prefilter_texts(conv.key, content_hash or conv.content_hash, drafting, overrides)
+
+
+def prefilter_texts(
+    key: str,
+    content_hash: str,
+    drafting: Sequence[tuple[Channel, str]],
+    overrides: dict[str, bool] | None = None,
+) -> PrefilterDecision:
+    """:func:`prefilter` of a conversation given by its key, its hash and the channel and text
+    of each of its ``drafting_messages`` in order: what the import hands its index workers,
+    which decide behind the ledger's commit (the same decision)."""
+    keep, reason = _decide(key, drafting, overrides or {})
     return PrefilterDecision(
-        conversation_key=conv.key,
-        content_hash=content_hash or conv.content_hash,
+        conversation_key=key,
+        content_hash=content_hash,
         keep=keep,
         reason=reason,
         rule_version=RULE_VERSION,
     )
 
 
-def _decide(conv: Conversation, overrides: dict[str, bool]) -> tuple[bool, str]:
-    if conv.key in overrides:
-        return (True, "keep:override") if overrides[conv.key] else (False, "drop:override")
-    sig = _signals(conv.drafting_messages)
+def _decide(
+    key: str, drafting: Sequence[tuple[Channel, str]], overrides: dict[str, bool]
+) -> tuple[bool, str]:
+    if key in overrides:
+        return (True, "keep:override") if overrides[key] else (False, "drop:override")
+    sig = _signals(drafting)
     if sig.person_messages == 0:
         return False, "drop:empty"
     keep_reason = _keep_reason(sig.person_prose)
@@ -315,9 +330,9 @@ def _is_word_lookup(sig: _Signals) -> bool:
 # ---------------------------------------------------------------- signals
 
 
-def _signals(messages: list[Message]) -> _Signals:
-    person = [m.text for m in messages if m.channel == Channel.PERSON]
-    assistant = [m.text for m in messages if m.channel == Channel.ASSISTANT]
+def _signals(messages: Sequence[tuple[Channel, str]]) -> _Signals:
+    person = [text for channel, text in messages if channel == Channel.PERSON]
+    assistant = [text for channel, text in messages if channel == Channel.ASSISTANT]
     prose_parts: list[str] = []
     log_chars = 0
     has_code = False
@@ -332,7 +347,7 @@ def _signals(messages: list[Message]) -> _Signals:
         person_has_code=has_code,
         log_chars=log_chars,
         assistant_code_share=_code_share(assistant),
-        total_chars=sum(len(m.text) for m in messages),
+        total_chars=sum(len(text) for _, text in messages),
     )
 
 

@@ -37,6 +37,10 @@ from store.ledger_rows import (
     storable,
 )
 
+#: per conversation of a batch: outcome, new messages, kept, reason (kept and reason None: a
+#: new conversation whose decision the index worker makes behind the commit, ``BatchIndex``)
+BatchResult = tuple[UpsertOutcome, int, bool | None, str | None]
+
 
 class Ledger:
     def __init__(self, db: Database, erasure_key: bytes | None = None) -> None:
@@ -163,7 +167,7 @@ class Ledger:
         quarantined: Sequence[tuple[str, str, int, str]] = (),
         digests: list[Digest] | None = None,
         index: BatchIndex | None = None,
-    ) -> list[tuple[UpsertOutcome, int, bool, str]]:
+    ) -> list[BatchResult]:
         """Store many conversations in one transaction: whole conversations or none (what resume
         relies on), with one look-up of the stored content hashes and prefilter decisions for the
         whole batch, the new conversations and their messages by COPY, the changed ones message by
@@ -174,8 +178,8 @@ class Ledger:
         conversations, stored in the same transaction (``BatchIndex``). Returns per
         conversation: outcome, new messages, kept, reason.
         """
-        if index is not None:
-            index.queued = []  # filled by this transaction (a retry below queues by trigger)
+        if index is not None:  # filled by this transaction (a retry below queues by trigger)
+            index.queued, index.undecided = [], []
         try:
             with self.db.connection() as conn, conn.transaction():
                 # whole batches or none either way; a power cut may lose the last committed batch,
@@ -197,9 +201,9 @@ class Ledger:
             return done
         except (psycopg.errors.UniqueViolation, psycopg.errors.ForeignKeyViolation):
             # another import wrote one of these keys meanwhile: the slow path, one at a time
-            if index is not None:
-                index.queued = []  # that transaction's queue rolled back: the trigger queues
-            out: list[tuple[UpsertOutcome, int, bool, str]] = []
+            if index is not None:  # that transaction's queue rolled back: the trigger queues
+                index.queued, index.undecided = [], []
+            out: list[BatchResult] = []
             for conv in convs:
                 d = decide(conv)
                 outcome, new = self.upsert(conv, import_id, d)
@@ -235,7 +239,7 @@ class Ledger:
         quarantined: Sequence[tuple[str, str, int, str]],
         digests: list[Digest] | None = None,
         index: tuple[BatchIndex, list[int]] | None = None,
-    ) -> list[tuple[UpsertOutcome, int, bool, str]]:
+    ) -> list[BatchResult]:
         erased = self._erasures(conn)
         gone: set[int] = set()  # positions of conversations `pmem forget --from-ledger` erased
         if erased is not None:  # what was erased stays erased (see upsert)
@@ -272,7 +276,7 @@ class Ledger:
         quarantined: Sequence[tuple[str, str, int, str]],
         digests: list[Digest] | None = None,
         index: tuple[BatchIndex, list[int]] | None = None,
-    ) -> list[tuple[UpsertOutcome, int, bool, str]]:
+    ) -> list[BatchResult]:
         keys = [storable(c.key) for c in convs]
         stored = {
             key: (chash, keep, reason)
@@ -286,9 +290,15 @@ class Ledger:
                 (rule_version, keys),
             )
         }
-        out: list[tuple[UpsertOutcome, int, bool, str]] = []
+        out: list[BatchResult] = []
         new_convs: list[tuple[Conversation, Digest]] = []
         decisions: list[PrefilterDecision] = []
+        # new conversations streamed to the index workers are decided there (BatchIndex)
+        inline = (
+            index is not None and any(k not in stored for k in keys) and not _forgotten_any(conn)
+        )
+        defer = inline and index is not None and index[0].streamed and index[0].defer_decisions
+        undecided: set[int] = set()
         for i, (conv, key) in enumerate(zip(convs, keys, strict=True)):
             dig = digests[i] if digests is not None else digest(conv)
             chash = dig[0]
@@ -301,6 +311,11 @@ class Ledger:
                 decisions.append(d)
                 out.append(("unchanged", 0, d.keep, d.reason))
                 continue
+            if have is None and defer:
+                undecided.add(len(new_convs))
+                new_convs.append((conv, dig))
+                out.append(("new", len(conv.messages), None, None))
+                continue
             d = decide(conv)
             if have is None:
                 new_convs.append((conv, dig))
@@ -310,17 +325,15 @@ class Ledger:
                 out.append((outcome, new, d.keep, d.reason))
             decisions.append(d)
         if new_convs:
-            inline = index is not None and not _forgotten_any(conn)
             if inline:  # the trigger does not queue what this transaction indexes itself
                 conn.execute("SELECT set_config('pmem.inline_index', 'on', true)")
-            _copy_new(conn, new_convs, import_id)
+            drafted = _copy_new(conn, new_convs, import_id)
             if inline and index is not None:
                 conn.execute("SELECT set_config('pmem.inline_index', 'off', true)")
-                fresh = [c for c, _ in new_convs]
                 if index[0].streamed:  # the rows are written behind the ledger's commit
-                    _queue_streamed(conn, fresh, index[0])
+                    _queue_streamed(conn, new_convs, index[0], undecided, drafted)
                 else:
-                    index[1].append(_copy_index(conn, fresh, index[0]))
+                    index[1].append(_copy_index(conn, [c for c, _ in new_convs], index[0]))
         with conn.cursor() as cur:
             if decisions:
                 cur.executemany(_INSERT_DECISION, [_decision_row(d) for d in decisions])
@@ -372,6 +385,14 @@ class Ledger:
                 )
                 .fetchall()
             )
+
+    def record_decisions(self, decisions: Sequence[PrefilterDecision]) -> None:
+        """Store prefilter decisions made outside a batch's transaction (the import's, when the
+        index worker that was to store them failed); a decision already stored stays."""
+        if not decisions:
+            return
+        with self.db.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(_INSERT_DECISION, [_decision_row(d) for d in decisions])
 
     def decisions(self, source: str) -> list[dict]:
         with self.db.connection() as conn:

@@ -15,7 +15,7 @@ from psycopg import Connection
 from psycopg.types.json import Jsonb
 
 from core.hashing import sha256_hex, tagged_hash, text_bytes
-from core.models import Channel, Conversation, PrefilterDecision
+from core.models import Channel, Conversation, Message, PrefilterDecision
 from store.index import sanitize
 from store.index_stream import StreamRow
 
@@ -114,7 +114,10 @@ def _title(title: str | None) -> tuple[str | None, bytes | None]:
     return clean, (text_bytes(title) if clean != title else None)
 
 
-def _conversation_params(conv: Conversation, chash: str, import_id: str) -> dict:
+def _conversation_params(
+    conv: Conversation, chash: str, import_id: str, chars: int | None = None
+) -> dict:
+    """``chars``: its drafting characters when the caller has counted them."""
     title, title_raw = _title(conv.title)
     return {
         "key": storable(conv.key),
@@ -126,7 +129,7 @@ def _conversation_params(conv: Conversation, chash: str, import_id: str) -> dict
         "updated": conv.updated_at,
         "hash": chash,
         "n": len(conv.messages),
-        "chars": conv.drafting_chars,
+        "chars": conv.drafting_chars if chars is None else chars,
         "prov": Jsonb(
             {
                 k: _opt(v) if isinstance(v, str) else v
@@ -182,13 +185,21 @@ def _message_rows(conv: Conversation, import_id: str, dig: Digest | None = None)
     ]
 
 
-def _copy_new(conn: Connection, convs: list[tuple[Conversation, Digest]], import_id: str) -> None:
-    """New conversations and all their messages, by binary COPY (no per-row round trip)."""
+def _copy_new(
+    conn: Connection, convs: list[tuple[Conversation, Digest]], import_id: str
+) -> list[list[Message]]:
+    """New conversations and all their messages, by binary COPY (no per-row round trip); each
+    conversation's ``drafting_messages`` (looked for once)."""
+    drafted: list[list[Message]] = []
     with conn.cursor() as cur:
         with cur.copy(_COPY_CONVERSATIONS) as copy:
             copy.set_types(_CONVERSATION_TYPES)
             for conv, dig in convs:
-                p = _conversation_params(conv, dig[0], import_id)
+                drafting = conv.drafting_messages
+                drafted.append(drafting)
+                p = _conversation_params(
+                    conv, dig[0], import_id, sum(len(m.text) for m in drafting)
+                )
                 copy.write_row(
                     (
                         p["key"],
@@ -212,6 +223,7 @@ def _copy_new(conn: Connection, convs: list[tuple[Conversation, Digest]], import
             for conv, dig in convs:
                 for row in _message_rows(conv, import_id, dig):
                     copy.write_row(row)
+    return drafted
 
 
 @dataclass
@@ -231,7 +243,15 @@ class BatchIndex:
     #: the new messages and fills ``queued`` with what a worker is to index once it commits
     streamed: bool = False
     queued: list[StreamRow] = field(default_factory=list)
+    #: with ``streamed``, the new conversations' prefilter is decided by that worker too (in the
+    #: transaction of their index rows): key, content hash, the channel and text of each of its
+    #: ``drafting_messages``. A kill before leaves them without a decision; the next import
+    #: decides them (``Ledger.write_batch``: a stored conversation without one is decided)
+    undecided: list[Undecided] = field(default_factory=list)
+    defer_decisions: bool = False
 
+
+Undecided = tuple[str, str, list[tuple[Channel, str]]]  # key, content hash, drafting texts
 
 INDEXED = (Channel.PERSON, Channel.ASSISTANT)  # the messages the import's pass indexes
 QUEUED = (Channel.PERSON, Channel.ASSISTANT, Channel.OTHER)  # what the trigger queues (0022, 0030)
@@ -285,27 +305,39 @@ def index_text(text: str) -> str:
     return sanitize(text)
 
 
-def _queue_streamed(conn: Connection, convs: list[Conversation], index: BatchIndex) -> None:
+def _queue_streamed(
+    conn: Connection,
+    convs: list[tuple[Conversation, Digest]],
+    index: BatchIndex,
+    undecided: set[int],
+    drafted: list[list[Message]],
+) -> None:
     """The new conversations' messages queued for the index in one set-based insert (the
-    trigger is off, as for ``_copy_index``), and ``index.queued`` filled with the rows a worker
-    writes once this transaction commits (``store.index_stream.write_streamed``): a kill before
-    leaves them queued for the index step."""
-    keys: list[str] = []
+    trigger is off, as for ``_copy_index``; the server takes their keys from the rows just
+    copied), and ``index.queued`` filled with the rows a worker writes once this transaction
+    commits (``store.index_stream.write_streamed``): a kill before leaves them queued for the
+    index step. ``undecided`` (positions in ``convs``): the conversations whose prefilter
+    decision the worker makes (``index.undecided``, from ``drafted``: each one's
+    ``drafting_messages``)."""
     rows: list[StreamRow] = []
-    for conv in convs:
+    index.undecided = []
+    ckeys: list[str] = []
+    for i, (conv, dig) in enumerate(convs):
         ckey = storable(conv.key)
+        ckeys.append(ckey)
+        if i in undecided:
+            index.undecided.append((conv.key, dig[0], [(m.channel, m.text) for m in drafted[i]]))
         for m in conv.messages:
-            if m.channel not in QUEUED:
-                continue
-            key = storable(m.key)
-            keys.append(key)
             if m.channel in INDEXED:
+                key = storable(m.key)
                 rows.append((key, ckey, storable(m.role), m.created_at, index_text(m.text)))
-    if keys:
-        conn.execute(
-            "INSERT INTO message_search_pending (message_key) SELECT unnest(%b::text[]) ON CONFLICT DO NOTHING",
-            (keys,),
-        )
+    conn.execute(
+        """INSERT INTO message_search_pending (message_key)
+           SELECT message_key FROM source_messages
+           WHERE conversation_key = ANY(%b) AND channel = ANY(%b)
+           ON CONFLICT DO NOTHING""",
+        (ckeys, [c.value for c in QUEUED]),
+    )
     index.queued = rows
 
 

@@ -143,6 +143,10 @@ def _snapshot(url: str) -> dict[str, Any]:
             "index": conn.execute(
                 "SELECT message_key, tokens::text FROM message_search ORDER BY 1"
             ).fetchall(),
+            "decisions": conn.execute(
+                """SELECT conversation_key, content_hash, rule_version, keep, reason
+                   FROM prefilter_decisions ORDER BY 1"""
+            ).fetchall(),
             "pending": [
                 conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[index]
                 for t in ("message_search_pending", "message_forms_pending")
@@ -245,3 +249,119 @@ def _left_running(marker: str, wait: float = 5.0) -> list[int]:
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.1)
+
+
+def test_a_worker_nices_its_own_server_process(db_url: str) -> None:
+    """The index rows' server work yields the CPU as the worker's tokens do: the connection a
+    worker writes through has its server process niced (the embedded server: same machine)."""
+    import psycopg
+
+    from store import index_stream
+
+    with psycopg.connect(db_url) as other:
+        if not other.info.host.startswith("/"):
+            pytest.skip("a server reached over TCP: its processes are not this machine's")
+        before = os.getpriority(os.PRIO_PROCESS, other.info.backend_pid)
+        index_stream._conn = None
+        try:
+            conn = index_stream._connection(db_url)
+            pid = conn.info.backend_pid
+            assert os.getpriority(os.PRIO_PROCESS, pid) == max(before, index_stream.WORKER_NICE)
+            # only that process: another connection's is left as it was
+            assert os.getpriority(os.PRIO_PROCESS, other.info.backend_pid) == before
+        finally:
+            if index_stream._conn is not None:
+                index_stream._conn.close()
+            index_stream._conn = None
+
+
+def test_the_collector_runs_less_often_while_importing_and_as_before_after() -> None:
+    import gc
+
+    from flows.importing import GC_YOUNG_THRESHOLD, _fewer_collections
+
+    before = gc.get_threshold()
+    with pytest.raises(RuntimeError), _fewer_collections():
+        assert gc.get_threshold()[0] == max(before[0], GC_YOUNG_THRESHOLD)
+        assert gc.get_threshold()[1:] == before[1:]
+        raise RuntimeError("the import failed")
+    assert gc.get_threshold() == before
+
+
+class _Counted:
+    """Counts the calls of ``module.name`` made in this process."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> None:
+        self.count = 0
+        real = getattr(module, name)
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.count += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+
+
+def _mixed(n: int) -> list[Any]:
+    """Conversations the prefilter keeps and drops for several reasons."""
+    kinds = [
+        [
+            ("user", "転職することに決めました。来月から新しい会社で働きます。"),
+            ("assistant", "おめでとうございます。"),
+        ],
+        [("assistant", "何かお手伝いできることはありますか。")],  # no words of the person's
+        [("user", "```python\nprint(1/0)\n```\nfix"), ("assistant", "```python\nprint(1)\n```")],
+        [("user", "What does 'ephemeral' mean?"), ("assistant", "Lasting a very short time.")],
+    ]
+    return [one_conversation(f"m-{i}", f"mix {i}", kinds[i % len(kinds)]) for i in range(n)]
+
+
+def _decisions(url: str) -> list[Any]:
+    return _snapshot(url)["decisions"]
+
+
+def test_the_workers_decide_the_prefilter_as_the_import_itself_does(
+    pmem_env: dict[str, str], db_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The new conversations streamed to the index workers are decided there, in the index
+    rows' transaction: the same decisions, and the same counts in the summary, as an import
+    that decides them itself (no workers)."""
+    import flows.importing
+
+    here = _Counted(monkeypatch, flows.importing, "prefilter")  # in this process only
+    path = chatgpt_export(tmp_path / "conversations.json", _mixed(40))
+    outs, decided, calls = [], [], []
+    for workers in ("2", "0"):
+        url = db_factory()
+        monkeypatch.setenv("DATABASE_URL", url)
+        monkeypatch.setenv("PMEM_INDEX_WORKERS", workers)
+        outs.append(pmem_import(str(path), "--source", "chatgpt"))
+        decided.append(_decisions(url))
+        calls.append(here.count)
+    assert calls[0] == 0 and calls[1] == 40  # with workers, none was decided in this process
+    assert len(decided[0]) == 40 and decided[0] == decided[1]
+    assert len({r[4] for r in decided[0]}) >= 3  # several reasons: a check that can fail
+    for key in ("kept", "dropped", "drop_reasons"):
+        assert outs[0][key] == outs[1][key]
+    assert outs[0]["kept"] + outs[0]["dropped"] == 40 and outs[0]["dropped"] > 0
+
+
+def test_a_failed_worker_leaves_its_decisions_to_the_import(
+    pmem_env: dict[str, str], db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that fails stores nothing (its messages stay queued for the index step); the
+    import makes and stores that batch's decisions itself."""
+    import flows.importing
+
+    def broken(*args: Any, **kwargs: Any) -> int:
+        raise RuntimeError("the worker's connection broke")
+
+    monkeypatch.setattr(flows.importing, "write_streamed", broken)  # the forked workers too
+    here = _Counted(monkeypatch, flows.importing, "prefilter_texts")
+    monkeypatch.setenv("PMEM_INDEX_WORKERS", "2")
+    path = chatgpt_export(tmp_path / "conversations.json", _mixed(40))
+    out = pmem_import(str(path), "--source", "chatgpt")
+    assert here.count == 40  # decided here, once the workers had failed
+    assert out["kept"] + out["dropped"] == 40
+    assert len(_decisions(db_url)) == 40
+    assert out["indexed_messages"] > 0  # the index step indexed what the workers did not
