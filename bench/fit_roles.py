@@ -170,7 +170,13 @@ def drafted(convs: list[tuple[dict[str, Any], Any]]) -> dict[str, tuple[int, int
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--eval-dir", type=Path, default=EVAL_DIR)
+    ap.add_argument(
+        "--eval-dir",
+        type=Path,
+        action="append",
+        default=[],
+        help="a labelled corpus to fit on (repeat for several: the folds are then the corpora)",
+    )
     ap.add_argument(
         "--check",
         type=Path,
@@ -184,9 +190,14 @@ def main(argv: list[str] | None = None) -> int:
     from providers.extractive import roles
 
     names = roles.feature_names()
-    convs = [(c, v) for c, v in conversations(a.eval_dir) if c.get("kind") == "decision"]
+    dirs = a.eval_dir or [EVAL_DIR]
+    convs, folds = [], []
+    for k, d in enumerate(dirs):
+        got = [(c, v) for c, v in conversations(d) if c.get("kind") == "decision"]
+        convs += got
+        folds += [k if len(dirs) > 1 else i % FOLDS for i in range(len(got))]
+    nfolds = len(dirs) if len(dirs) > 1 else FOLDS
     data = [rows_of(c, v) for c, v in convs]
-    folds = [i % FOLDS for i in range(len(convs))]
 
     # thresholds above 1: the rules alone
     roles.set_role_weights(
@@ -197,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     # out-of-fold probabilities: each fold scored with weights fitted on the other folds
     fold_weights = [
         weights_of([d for d, f in zip(data, folds, strict=True) if f != k], names)
-        for k in range(FOLDS)
+        for k in range(nfolds)
     ]
     oof: dict[str, list[tuple[float, int]]] = {r: [] for r in LABEL_OF}
     oof_masked: dict[str, list[tuple[float, int]]] = {r: [] for r in LABEL_OF}
@@ -235,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def held_out(alone: bool) -> dict[str, tuple[int, int]]:
         sums = {r: [0, 0] for r in LABEL_OF}
-        for k in range(FOLDS):
+        for k in range(nfolds):
             roles.set_role_weights({"roles": fold_weights[k], "thresholds": best, "alone": alone})
             got = drafted([c for c, f in zip(convs, folds, strict=True) if f == k])
             per_fold[alone].append(got)
@@ -249,12 +260,12 @@ def main(argv: list[str] | None = None) -> int:
 
     final = weights_of(data, names)
     weights = {
-        "fitted_on": str(a.eval_dir.name),
+        "fitted_on": ", ".join(d.name for d in dirs),
         "features": names,
         "roles": final,
         "thresholds": best,
         "cv": {
-            "folds": FOLDS,
+            "folds": nfolds,
             "scorer_alone_sentences": {r: [round(x, 3) for x in v] for r, v in prf.items()},
             "scorer_alone_no_cues_sentences": {
                 r: [round(x, 3) for x in v] for r, v in prf_masked.items()
