@@ -14,7 +14,9 @@ Each stage runs alone in this process, one after the other, on every conversatio
 - ``index tokens``: the message index's tokens of the person's and assistant's messages (the
   import's pass, without SudachiPy's normal forms: ``flows.importing._index_rows``).
 
-The database's share (COPY, the GIN index on ``tokens``) is not here: `bench/import_bench.py`
+The stages after ``json.load`` run with the collector's thresholds the import sets
+(``flows.importing._fewer_collections``). The database's share (COPY, the GIN index on
+``tokens``) is not here: `bench/import_bench.py`
 reports the server's CPU beside the import's. The import overlaps these stages in threads and
 worker processes, but on two cores their sum (with the server's) bounds what overlap can give.
 """
@@ -52,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from core.models import Conversation
-    from flows.importing import _clean, _index_rows
+    from flows.importing import _clean, _fewer_collections, _index_rows
     from importers import ReadReport, iter_source
     from importers._jsonarray import iter_array_items
     from stages.prefilter import prefilter
@@ -61,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[tuple[str, float]] = []
     with args.export.open("rb") as f:
         rows.append(("json.load", cpu(lambda: json.load(f))[0]))
+    collector = _fewer_collections()
+    collector.__enter__()
     with args.export.open("rb") as f:
         rows.append(
             (
@@ -97,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     texts = [_clean(m.text) for c in convs for m in c.messages if m.channel in INDEXED]
     rows.append(("index tokens", cpu(lambda: _index_rows(texts))[0]))
+    collector.__exit__(None, None, None)
     base = rows[0][1]
     mb = args.export.stat().st_size / 1e6
     print(f"{mb:.1f} MB, {len(convs)} conversations, {len(texts)} indexed messages")
