@@ -20,7 +20,7 @@ from providers.extractive.sentences import (
     _is_question,
     _own,
 )
-from providers.extractive.structure import IRREGULAR_PAST, clause_question
+from providers.extractive.structure import IRREGULAR_PAST, clause_question, past_act, potential
 from providers.extractive.structure import feature_names as grammar_features
 from providers.extractive.structure import flags as grammar_flags
 from providers.extractive.vectors import similarities
@@ -187,14 +187,21 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
     for s in person:
         if _opens(s.text):
             roles[s.index] = "open"
-        elif scores[s.index] >= 3:
+        elif scores[s.index] >= 3 or _headline(s, opening):
             roles[s.index] = "decision"
     if not any(r == "decision" for r in roles.values()):  # no clear decision: the best intent
+        # or, failing one, an act the person tells as done ("I booked …" after the answer)
+        done = {s.index for s in person if s.index not in roles and past_act(s.text)}
         intents = [
             s
             for s in person
-            if s.index not in roles and (_plain_intent(s.text) or _INTENT_EN_RE.search(s.text))
+            if s.index not in roles
+            and (_plain_intent(s.text) or _INTENT_EN_RE.search(s.text) or s.index in done)
         ]
+        for s in intents:
+            if s.index in done and not _plain_intent(s.text) and not _INTENT_EN_RE.search(s.text):
+                # an act told as done counts as a plain intent: one more after the answer
+                scores[s.index] += 1 + float(by_message[s.message.key][0].index != 0)
         best = max(intents, key=lambda s: (scores[s.index], -s.index), default=None)
         if best is not None and scores[best.index] >= 2:
             roles[best.index] = "decision"
@@ -238,6 +245,14 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
         if roles.get(s.index) == "open" and first_decision is not None and s.index < first_decision:
             roles[s.index] = "background_open"
     return roles
+
+
+def _headline(s: Sentence, opening: list[Sentence]) -> bool:
+    """``s`` opens the conversation by telling an act of the person's own as done
+    (「青葉マルシェに出店申し込んだ！」「お盆の北海道旅行、冬休みにずらした。」, "I booked
+    flights to …"): the news the person comes with is a decision already carried out, and what
+    follows is its circumstances and what it leaves to do."""
+    return bool(opening) and s.index == opening[0].index == 0 and past_act(s.text)
 
 
 def _reports(opening: list[Sentence]) -> bool:
@@ -479,6 +494,8 @@ def _plain_intent(text: str) -> bool:
     ):
         return True
     if last.pos[0] == "動詞" and len(last.pos) > 5 and last.pos[5].startswith("終止形"):
+        if potential(last):  # 払える, 手伝える: what the person can do, not what they will
+            return False
         return last.surface not in ("思う", "いる", "ある", "なる", "できる", "わかる", "言う")
     if (
         last.normalized == "ます"
@@ -487,7 +504,7 @@ def _plain_intent(text: str) -> bool:
         and last.pos[5].startswith("終止形")
     ):
         verb = morphemes[-2]  # the polite form (使います, してもらいます): the same plain intent
-        return verb.pos[0] == "動詞" and verb.normalized not in (
+        return verb.pos[0] == "動詞" and not potential(verb) and verb.normalized not in (
             "思う",
             "居る",
             "有る",
@@ -692,7 +709,12 @@ def _decision_cue(text: str) -> bool:
     """A decision marker other than a bare 結局 ("after all" also tells what happened)."""
     if _EXTRA_DECISION_RE.search(text):
         return True
-    return any(m.group() != "結局" for m in DECISION_RE.finditer(text))
+    if any(m.group() != "結局" for m in DECISION_RE.finditer(text)):
+        return True
+    # a resolution (こと + に + する) in a clause that goes on (「迎えることにして、今日申込書
+    # 出した」): the structure the cue list reads only at the sentence's end
+    f = grammar_flags(text)
+    return "ja:koto_ni" in f and not {"ja:question", "ja:embedded_question"} & f
 
 
 # ---------------------------------------------------------------- the fitted role scorer

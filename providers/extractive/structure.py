@@ -491,3 +491,64 @@ def _ja_dropped(text: str) -> frozenset[str]:
 
 _VOICES = ("せる", "させる", "れる", "られる")
 _NEG_TYPES = ("助動詞-ナイ", "助動詞-ヌ")
+
+
+#: English adverbs that may stand between I / we and the verb of a past act
+_EN_ACT_ADVERBS = r"(?:just|already|finally|actually|also|officially|now)"
+#: the irregular past forms that tell a transaction or a choice (the others — got, found, saw,
+#: thought, felt, was — tell what happened to the person or what they perceived)
+_EN_ACT_IRREGULAR = ("bought", "chose", "paid", "sent", "sold", "quit")
+_EN_PAST_ACT_RE = re.compile(
+    rf"(?:^|[,;:—–-]\s*|\b(?:so|and|then)\s+)(?:i|we)\s+(?:{_EN_ACT_ADVERBS}\s+){{0,2}}"
+    rf"(?:[a-z]{{3,}}ed|{'|'.join(_EN_ACT_IRREGULAR)})\b(?!\s+to\b)",
+    re.IGNORECASE,
+)
+
+
+@lru_cache(maxsize=8192)
+def past_act(text: str) -> bool:
+    """The person tells an act of their own as done (申し込んだ, 冬休みにずらした, キャンセル
+    の連絡した, "I booked …", "I signed up …"): a decision already carried out when nothing
+    else in the conversation states one. Japanese: the final predicate is an independent verb
+    (or a サ変 noun + する) + the past auxiliary た, its final clause names no subject with
+    が (小麦粉が上がった is what happened, not what the person did), the verb is no state
+    (なる, いる, できる), no auxiliary after て (行ってきた, 見てみた: an experience told), no
+    passive, causative or desire between verb and た, and the sentence holds no condition
+    (電話したら…だった: a narration) and asks nothing. English: I / we (+ just, already) + a
+    regular past not followed by to (wanted to, tried to), or a past of a transaction."""
+    own = _own(text)
+    if not _JA_CHAR_RE.search(own):
+        if own.rstrip().endswith("?"):
+            return False
+        return bool(_EN_PAST_ACT_RE.search(own.replace("’", "'")))
+    f = ja_flags(text)
+    if {"question", "negated", "conditional"} & f or "past" not in f:
+        return False
+    ms = [m for m in analyze(own[-120:]) if m.pos[0] != "空白"]
+    end = _final(ms)
+    if end < 1 or _ctype(ms[end]) != "助動詞-タ":
+        return False
+    verb = ms[end - 1]
+    if verb.pos[0] != "動詞" or verb.normalized in _STATE_VERBS or potential(verb):
+        return False
+    if end >= 2 and ms[end - 2].pos[0] == "助詞" and ms[end - 2].surface in ("て", "で"):
+        return False  # 行ってきた, 試してみた, 買っておいた: the auxiliary use of the verb
+    start = end
+    while start > 0 and not (
+        ms[start - 1].pos[0] == "補助記号"
+        or (ms[start - 1].pos[0] == "助詞" and ms[start - 1].pos[1] == "接続助詞")
+    ):
+        start -= 1
+    return not any(m.surface == "が" and m.pos[1] == "格助詞" for m in ms[start:end])
+
+
+def potential(m: Morpheme) -> bool:
+    """A verb in its potential form (払える, 手伝える, 行ける): Sudachi reads it as a 下一段
+    verb whose normalised form is the 五段 verb it is made from (手伝う): an ability, not an
+    act the person will do."""
+    return (
+        m.pos[0] == "動詞"
+        and _ctype(m).startswith("下一段")
+        and bool(m.normalized)
+        and not m.normalized.endswith("る")
+    )
