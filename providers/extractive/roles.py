@@ -200,8 +200,11 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
         ]
         for s in intents:
             if s.index in done and not _plain_intent(s.text) and not _INTENT_EN_RE.search(s.text):
-                # an act told as done counts as a plain intent: one more after the answer
-                scores[s.index] += 1 + float(by_message[s.message.key][0].index != 0)
+                # an act told as done counts as an intent (English 2, Japanese 1, as in
+                # ``_decision_score``), one more after the answer
+                english = not _JA_CHAR_RE.search(s.text)
+                after = by_message[s.message.key][0].index != 0
+                scores[s.index] += (2 if english else 1) + float(after)
         best = max(intents, key=lambda s: (scores[s.index], -s.index), default=None)
         if best is not None and scores[best.index] >= 2:
             roles[best.index] = "decision"
@@ -215,6 +218,13 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
             if role is None:
                 if prev == "decision" and _replaces(roles, msg_sentences, s):
                     role = "decision"  # 「Xは行かないことにした。代わりにYに通わせる。」
+                elif (
+                    first_decision is not None
+                    and s.index > first_decision
+                    and not _is_question(s.text)
+                    and "ja:question" in grammar_flags(s.text)
+                ):
+                    role = "open"  # 「当日の店は休みにするか。」: a question put to oneself, no ？
                 elif _is_question(s.text):
                     if (
                         _SELF_QUESTION_RE.search(s.text)
@@ -284,6 +294,14 @@ def _opens(text: str) -> bool:
     main clause is an intent ("We'll replace the stove now and leave the cabinets for later")
     qualifies what the decision leaves for later: the sentence is the decision."""
     own = _own(text)
+    if _resolves(own):
+        return False  # 「…売り切れ次第、…閉めることにする。」: the final predicate resolves
+    main = _main_clause(own)
+    if main != own and not _is_question(own) and not _STRONG_OPEN_RE.search(main):
+        # a cue inside a clause of cause or concession (「…わからないし、…もういや。」
+        # 「…わからないけど、…申し込んだ。」): the main clause says what the sentence does
+        if not _open_by_structure(main) and not _OPEN_RE.search(main):
+            return False
     if _STRONG_OPEN_RE.search(own) or _open_by_structure(own):
         return not _EXTRA_DECISION_RE.search(own)
     if not _OPEN_RE.search(own) or _EXTRA_DECISION_RE.search(own):
@@ -291,6 +309,29 @@ def _opens(text: str) -> bool:
     # a weak cue inside an intent, or inside a clause of cause (「人前で弾くのはまだ恥ずかしい
     # から。」: why, not what is open)
     return not (_INTENT_HEAD_RE.match(own) or _plain_intent(own) or _ends_in_cause(own))
+
+
+def _resolves(text: str) -> bool:
+    """A Japanese sentence whose final predicate is a resolution (…ことにする, …ことにした)
+    and which asks nothing, embedded or not."""
+    if not _JA_CHAR_RE.search(text):
+        return False
+    f = grammar_flags(text)
+    if "ja:koto_ni" not in f or {"ja:question", "ja:embedded_question"} & f:
+        return False
+    return bool(re.search(r"ことに(?:する|します|した|しました)[。．！!\s笑wｗ]*$", text))
+
+
+def _main_clause(text: str) -> str:
+    """The Japanese sentence's main clause: what follows its last conjunctive particle of
+    cause or concession set off by a comma (…し、 …から、 …けど、); the sentence itself when
+    it has none (or is English)."""
+    if not _JA_CHAR_RE.search(text):
+        return text
+    m = None
+    for m in re.finditer(r"(?:し|から|ので|けど|けれど|けれども|のに)[、,]", text):
+        pass
+    return text[m.end() :].strip() if m is not None and m.end() < len(text) else text
 
 
 #: an English sentence whose main clause is an intent: I / we + will / going to at its start
