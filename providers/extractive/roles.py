@@ -251,6 +251,7 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
                 if role is not None:
                     roles[s.index] = role
             prev = role
+    _concluded_reasons(person, roles, by_message)
     for s in person:  # an open point before any decision: the question the decision answered
         if roles.get(s.index) == "open" and first_decision is not None and s.index < first_decision:
             roles[s.index] = "background_open"
@@ -293,7 +294,9 @@ def _opens(text: str) -> bool:
     """The sentence leaves something open. A weak cue (later, まだ) inside a sentence whose
     main clause is an intent ("We'll replace the stove now and leave the cabinets for later")
     qualifies what the decision leaves for later: the sentence is the decision."""
-    own = _own(text)
+    # an aside in brackets (「…言ってくれた(腰が心配だけど本人はやる気)。」) does not set the
+    # sentence's role
+    own = _ASIDE_RE.sub("", _own(text)) or _own(text)
     if _resolves(own):
         return False  # 「…売り切れ次第、…閉めることにする。」: the final predicate resolves
     main = _main_clause(own)
@@ -309,6 +312,9 @@ def _opens(text: str) -> bool:
     # a weak cue inside an intent, or inside a clause of cause (「人前で弾くのはまだ恥ずかしい
     # から。」: why, not what is open)
     return not (_INTENT_HEAD_RE.match(own) or _plain_intent(own) or _ends_in_cause(own))
+
+
+_ASIDE_RE = re.compile(r"[(（][^()（）]*[)）]")
 
 
 def _resolves(text: str) -> bool:
@@ -427,8 +433,38 @@ def _defers(text: str) -> bool:
     return False
 
 
+#: a connective of consequence that opens a sentence (「なので、…」「だから…」 "So …"): what
+#: follows is concluded from what was said before it; the sentence itself gives no reason
+_CONSEQUENCE_RE = re.compile(
+    r"^\W*(?:(?:なので|だから|ですので|それで|そのため|ということで)[、,]?\s*"
+    r"|(?:so|therefore|that's why|hence)(?:,\s*|\s+))",
+    re.IGNORECASE,
+)
+
+
 def _reasons(text: str) -> bool:
+    text = _CONSEQUENCE_RE.sub("", text)
     return bool(REASON_RE.search(text) or _EXTRA_REASON_RE.search(text) or _ends_in_cause(text))
+
+
+def _concluded_reasons(
+    person: list[Sentence], roles: dict[int, str], by_message: dict[str, list[Sentence]]
+) -> None:
+    """A decision opened by a connective of consequence (「なので、週4の正社員として残る。」
+    "So I'm going to …") is concluded from the statements before it in its message: those the
+    reading gave no role (back to a question, an open point or another decision, at most
+    three) are its reasons."""
+    for s in person:
+        if roles.get(s.index) != "decision" or not _CONSEQUENCE_RE.match(s.text):
+            continue
+        added = 0
+        for b in reversed([n for n in by_message[s.message.key] if n.index < s.index]):
+            role = roles.get(b.index)
+            if role in ("decision", "open", "background_open") or _is_question(b.text):
+                break
+            if role is None and not _is_filler(b.text) and added < 3:
+                roles[b.index] = "reason"
+                added += 1
 
 
 def _ends_in_cause(text: str) -> bool:
@@ -467,6 +503,8 @@ def _decision_score(s: Sentence, message: list[Sentence], report: bool = False) 
     elif intent and report:
         intent = 3  # in an opening that asks nothing: a decision the person reports
     score += intent
+    if intent and _CONSEQUENCE_RE.match(text):
+        score += 2  # 「なので、…残る。」: a conclusion drawn from what was said before
     after = [n for n in message if n.index > s.index][:1]
     if (
         after
@@ -623,7 +661,8 @@ def _reason_clauses(decisions: list[Sentence]) -> list[Sentence]:
     """The reason inside a decision sentence ("... because X", "Xので、..."), as a substring."""
     out: list[Sentence] = []
     for s in decisions:
-        m = REASON_RE.search(s.text)
+        lead = _CONSEQUENCE_RE.match(s.text)  # 「なので、…」: the reason was said before
+        m = REASON_RE.search(s.text, lead.end() if lead else 0)
         so = _SO_RE.search(s.text)
         if m is None and so is not None:  # "X, so we won't renew": the cause comes first
             out.append(Sentence(s.message, s.text[: so.start()].strip(), s.index))
