@@ -74,10 +74,17 @@ def _split_span(text: str, start: int, end: int) -> list[str]:
     for m in _SENTENCE_END_RE.finditer(text, start, end):
         if m.group() != "\n" and _bracket_depth(text[pos : m.start()]) > 0:
             continue
+        if m.group() == "." and _ABBREVIATION_RE.search(text, pos, m.start() + 1):
+            continue  # "Mt. Hakodate", "Dr. Sato": a title's abbreviation, not a sentence end
         _add_sentence(out, text[pos : m.end()])
         pos = m.end()
     _add_sentence(out, text[pos:end])
     return out
+
+
+#: a capitalised word of two or three letters with no vowel, then its period (Mt., Dr., St.,
+#: Mr., Mrs., Jr.): the spelling of an abbreviation, which a name follows
+_ABBREVIATION_RE = re.compile(r"(?<![A-Za-z])[A-Z][b-df-hj-np-tv-xz]{1,2}\.$")
 
 
 def _bracket_depth(piece: str) -> int:
