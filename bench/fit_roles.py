@@ -118,7 +118,13 @@ def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 CUES = ("cue:decision", "cue:reason", "cue:open")
-ANCHORED = ("pos:decision_message", "pos:after_decision", "sim:decision")
+ANCHORED = (
+    "pos:decision_message",
+    "pos:after_decision",
+    "sim:decision",
+    "pos:before_decision_in_message",
+    "pos:decision_opens_message",
+)
 
 
 def masked(row: dict[str, float]) -> dict[str, float]:

@@ -830,6 +830,9 @@ def feature_names() -> list[str]:
     place += ["pos:last_in_message", "pos:relative", "pos:reply_to_answer"]
     place += ["pos:decision_message", "pos:after_decision"]
     place += ["pos:before_decision"]
+    # the circumstances a decision is told with: before it in its message, or in the message
+    # it opens (a decision told first, its situation after it); a report of what was said
+    place += ["pos:before_decision_in_message", "pos:decision_opens_message", "form:reported"]
     meaning = ["sim:opening", "sim:decision", "len:log"]
     grammar = grammar_features()
     # the same form said after the assistant answered (a conclusion) or in the opening (a plan
@@ -894,6 +897,11 @@ def role_features(
             row["pos:decision_message"] = float(s.message.key == first.message.key)
             row["pos:after_decision"] = float(s.index == first.index + 1)
             row["pos:before_decision"] = float(s.index == first.index - 1)
+            same = s.message.key == first.message.key
+            row["pos:before_decision_in_message"] = float(same and s.index < first.index)
+            opens = first.index == by_message[first.message.key][0].index
+            row["pos:decision_opens_message"] = float(same and opens and s.index > first.index)
+        row["form:reported"] = float(_reported(s.text))
         row["sim:opening"] = sim_open.get(s.index, 0.0)
         row["sim:decision"] = sim_dec.get(s.index, 0.0)
         row["len:log"] = math.log1p(len(s.text)) / 5.0
