@@ -205,7 +205,14 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
                 english = not _JA_CHAR_RE.search(s.text)
                 after = by_message[s.message.key][0].index != 0
                 scores[s.index] += (2 if english else 1) + float(after)
-        best = max(intents, key=lambda s: (scores[s.index], -s.index), default=None)
+        told = done - {
+            s.index for s in intents if _plain_intent(s.text) or _INTENT_EN_RE.search(s.text)
+        }
+        # an intent before an act told as done at the same score ("業者さんと話した。" is
+        # what led to 「…リースで入れる。」)
+        best = max(
+            intents, key=lambda s: (scores[s.index], s.index not in told, -s.index), default=None
+        )
         if best is not None and scores[best.index] >= 2:
             roles[best.index] = "decision"
     decided = [s for s in person if roles.get(s.index) == "decision"]
@@ -583,14 +590,19 @@ def _plain_intent(text: str) -> bool:
         and last.pos[5].startswith("終止形")
     ):
         verb = morphemes[-2]  # the polite form (使います, してもらいます): the same plain intent
-        return verb.pos[0] == "動詞" and not potential(verb) and verb.normalized not in (
-            "思う",
-            "居る",
-            "有る",
-            "成る",
-            "出来る",
-            "分かる",
-            "言う",
+        return (
+            verb.pos[0] == "動詞"
+            and not potential(verb)
+            and verb.normalized
+            not in (
+                "思う",
+                "居る",
+                "有る",
+                "成る",
+                "出来る",
+                "分かる",
+                "言う",
+            )
         )
     return False
 
