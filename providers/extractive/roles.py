@@ -724,6 +724,23 @@ def change_reasons(parts: _Parts, person: list[Sentence]) -> _Parts:
             or _reported(s.text)
         )
     ][:3]
+    message = [s for s in person if s.message.key == first.message.key]
+    if not added and first.index == message[0].index:
+        # the new decision opens its message (「お盆の北海道旅行、冬休みにずらした。」): what made
+        # it change is told after it, up to the person's first question
+        asked = next((s.index for s in message if _is_question(s.text)), None)
+        added = [
+            s
+            for s in message
+            if s.index > first.index
+            and (asked is None or s.index < asked)
+            and s.index not in taken
+            and not _is_filler(s.text)
+            and not _opens(s.text)
+            and not _plain_intent(s.text)
+            and not _INTENT_EN_RE.search(s.text)
+            and "ja:question" not in grammar_flags(s.text)
+        ][:3]
     if not added:
         return parts
     ids = {s.index for s in added}
