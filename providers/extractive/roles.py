@@ -259,6 +259,7 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
                     roles[s.index] = role
             prev = role
     _concluded_reasons(person, roles, by_message)
+    _enumerated_reasons(person, roles, by_message)
     for s in person:  # an open point before any decision: the question the decision answered
         if roles.get(s.index) == "open" and first_decision is not None and s.index < first_decision:
             roles[s.index] = "background_open"
@@ -452,6 +453,34 @@ _CONSEQUENCE_RE = re.compile(
 def _reasons(text: str) -> bool:
     text = _CONSEQUENCE_RE.sub("", text)
     return bool(REASON_RE.search(text) or _EXTRA_REASON_RE.search(text) or _ends_in_cause(text))
+
+
+#: an enumeration begun inside a sentence (「理由はいくつかあって、まず…」 "First, …"): its
+#: items follow in the next sentences
+_ENUM_START_RE = re.compile(r"(?:^|[、,]\s*)(?:まず|第一に|一つ目は|1つ目は|ひとつは|first(?:ly)?,)", re.I)
+
+
+def _enumerated_reasons(
+    person: list[Sentence], roles: dict[int, str], by_message: dict[str, list[Sentence]]
+) -> None:
+    """A reason that begins an enumeration (「理由はいくつかあって、まず寝室デスク作戦、3ヶ月で
+    限界だった。」) is continued by the statements after it in its message: those the reading
+    gave no role (up to a question, an intent or an open point, at most three) are reasons
+    too."""
+    for s in person:
+        if roles.get(s.index) != "reason" or not _ENUM_START_RE.search(s.text):
+            continue
+        added = 0
+        for b in [n for n in by_message[s.message.key] if n.index > s.index]:
+            if roles.get(b.index) is not None:
+                if roles[b.index] == "reason":
+                    continue
+                break
+            if _is_question(b.text) or _plain_intent(b.text) or _INTENT_EN_RE.search(b.text):
+                break
+            if not _is_filler(b.text) and added < 3:
+                roles[b.index] = "reason"
+                added += 1
 
 
 def _concluded_reasons(
