@@ -308,11 +308,16 @@ def _opens(text: str) -> bool:
     if _resolves(own):
         return False  # 「…売り切れ次第、…閉めることにする。」: the final predicate resolves
     main = _main_clause(own)
-    if main != own and not _is_question(own) and not _STRONG_OPEN_RE.search(main):
-        # a cue inside a clause of cause or concession (「…わからないし、…もういや。」
-        # 「…わからないけど、…申し込んだ。」): the main clause says what the sentence does
-        if not _open_by_structure(main) and not _OPEN_RE.search(main):
-            return False
+    # a cue inside a clause of cause or concession (「…わからないし、…もういや。」
+    # 「…わからないけど、…申し込んだ。」): the main clause says what the sentence does
+    if (
+        main != own
+        and not _is_question(own)
+        and not _STRONG_OPEN_RE.search(main)
+        and not _open_by_structure(main)
+        and not _OPEN_RE.search(main)
+    ):
+        return False
     if _STRONG_OPEN_RE.search(own) or _open_by_structure(own):
         return not _EXTRA_DECISION_RE.search(own)
     if not _OPEN_RE.search(own) or _EXTRA_DECISION_RE.search(own):
@@ -342,10 +347,8 @@ def _main_clause(text: str) -> str:
     it has none (or is English)."""
     if not _JA_CHAR_RE.search(text):
         return text
-    m = None
-    for m in re.finditer(r"(?:し|から|ので|けど|けれど|けれども|のに)[、,]", text):
-        pass
-    return text[m.end() :].strip() if m is not None and m.end() < len(text) else text
+    ends = [m.end() for m in re.finditer(r"(?:し|から|ので|けど|けれど|けれども|のに)[、,]", text)]
+    return text[ends[-1] :].strip() if ends and ends[-1] < len(text) else text
 
 
 #: an English sentence whose main clause is an intent: I / we + will / going to at its start
@@ -457,7 +460,9 @@ def _reasons(text: str) -> bool:
 
 #: an enumeration begun inside a sentence (「理由はいくつかあって、まず…」 "First, …"): its
 #: items follow in the next sentences
-_ENUM_START_RE = re.compile(r"(?:^|[、,]\s*)(?:まず|第一に|一つ目は|1つ目は|ひとつは|first(?:ly)?,)", re.I)
+_ENUM_START_RE = re.compile(
+    r"(?:^|[、,]\s*)(?:まず|第一に|一つ目は|1つ目は|ひとつは|first(?:ly)?,)", re.I
+)
 
 
 def _enumerated_reasons(
