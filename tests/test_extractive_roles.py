@@ -234,3 +234,146 @@ def test_a_weak_cue_inside_a_cause_leaves_it_a_reason() -> None:
 def test_reported_speech_in_english() -> None:
     assert roles._reported("The vet says she needs a week of rest.")
     assert not roles._reported("I said I'd think about it.")
+
+
+# ---------------------------------------------------------------- acts told as done, issue 27
+
+
+@pytest.mark.parametrize(
+    ("text", "done"),
+    [
+        ("秋の陶芸市、ブース出展に申し込んだ！", True),
+        ("歯医者の予約、来月にずらした。", True),
+        ("ジムの退会手続きした。", True),
+        ("I registered for the autumn pottery fair.", True),
+        ("So I just did it, I bought the blue one.", True),
+        ("ガス代が先月から上がった。", False),  # a subject with が: what happened
+        ("駅前の教室に見学に行ってきた。", False),  # て + くる: an experience told
+        ("先生に褒められた。", False),  # passive
+        ("電話したら、空きがあった。", False),  # a narration under a condition
+        ("予約できなかった。", False),  # negated
+        ("I got a letter from the school.", False),
+        ("I wanted to ask about the fees.", False),
+    ],
+)
+def test_an_act_told_as_done_is_read_by_structure(text: str, done: bool) -> None:
+    from providers.extractive.structure import past_act
+
+    assert past_act(text) is done
+
+
+def test_the_opening_that_tells_an_act_done_first_holds_the_decision() -> None:
+    got = _rule_roles_of(
+        [
+            ("user", "秋の陶芸市、ブース出展に申し込んだ！場所は河川敷。何を持っていけばいい？"),
+            ("assistant", "テーブルと値札、釣り銭があると安心です。"),
+            ("user", "ありがとう、テーブルは借りる。"),
+        ]
+    )
+    assert got["秋の陶芸市、ブース出展に申し込んだ！"] == "decision"
+    # a narration in the same place is no decision
+    got = _rule_roles_of(
+        [
+            ("user", "ガス代が先月から上がった。どう節約すればいい？"),
+            ("assistant", "給湯の温度を下げるのが手軽です。"),
+        ]
+    )
+    assert got["ガス代が先月から上がった。"] != "decision"
+
+
+def test_with_no_intent_said_an_act_done_after_the_answer_is_the_decision() -> None:
+    turns = [
+        ("user", "We are planning a weekend away. Lake or mountains, what would you pick?"),
+        ("assistant", "The lake is calmer for a first trip."),
+        ("user", "I booked two nights at the lake cabin. Thanks."),
+    ]
+    person = person_sentences(make_conv(turns).drafting_messages)
+    parts = roles._parts(person)
+    assert [d.text for d in parts.decisions] == ["I booked two nights at the lake cabin."]
+
+
+def test_an_intent_outranks_an_act_done_at_the_same_score() -> None:
+    turns = [
+        ("user", "古いソファ、直すか買い替えるか迷ってる。"),
+        ("assistant", "修理の見積もりを取ってみては？"),
+        ("user", "家具屋さんと話した。修理はやめて、新しいのを買う。"),
+    ]
+    person = person_sentences(make_conv(turns).drafting_messages)
+    parts = roles._parts(person)
+    assert "修理はやめて、新しいのを買う。" in [d.text for d in parts.decisions]
+    assert "家具屋さんと話した。" not in [d.text for d in parts.decisions]
+
+
+def test_a_potential_form_is_no_intent() -> None:
+    assert not roles._plain_intent("週末なら手伝える。")
+    assert roles._plain_intent("週末に手伝う。")
+
+
+def test_a_connective_of_consequence_makes_a_conclusion_of_what_came_before() -> None:
+    turns = [
+        (
+            "user",
+            "教室の月謝が4月から上がる。駐車場も遠くなった。なので、教室は今月でやめる。",
+        ),
+    ]
+    person = person_sentences(make_conv(turns).drafting_messages)
+    parts = roles._parts(person)
+    assert [d.text for d in parts.decisions] == ["なので、教室は今月でやめる。"]
+    reasons = [r.text for r in parts.reasons]
+    assert "駐車場も遠くなった。" in reasons and "教室の月謝が4月から上がる。" in reasons
+    assert "なので" not in reasons  # the connective is no reason clause
+
+
+def test_a_cue_inside_a_subordinate_clause_yields_to_the_main_clause() -> None:
+    assert not roles._opens("設定は自分じゃわからないし、休日がつぶれるのはもういや。")
+    assert roles._opens("設定は自分じゃわからない。")
+    # a resolution as the final predicate, whatever a clause before it says
+    assert not roles._opens("雨次第で、朝のうちに決めることにする。")
+    # an aside in brackets sets no role
+    assert not roles._opens("兄が車を出してくれる(渋滞が心配だけど)。")
+
+
+def test_a_question_without_a_question_mark_after_the_decision_is_open() -> None:
+    got = _rule_roles_of(
+        [
+            ("user", "町内の清掃、今年は幹事を引き受けることにした。"),
+            ("user", "悩んでるのは、道具を買うか借りるか。"),
+        ]
+    )
+    assert got["悩んでるのは、道具を買うか借りるか。"] == "open"
+
+
+def test_an_enumerated_reason_is_continued_by_the_next_statements() -> None:
+    turns = [
+        ("user", "車を手放すか迷ってる。"),
+        ("assistant", "使う頻度はどうですか？"),
+        (
+            "user",
+            "手放すことにした。理由はいくつかあって、まず月に2回しか乗ってない。"
+            "駐車場代も高い。何か手続きで気をつけることある？",
+        ),
+    ]
+    got = _rule_roles_of(turns)
+    assert got["駐車場代も高い。"] == "reason"
+    assert got["何か手続きで気をつけることある？"] != "reason"
+
+
+def test_a_change_told_first_takes_what_follows_as_its_reasons() -> None:
+    turns = [
+        ("user", "来月の帰省、年末にずらした。父の手術が来月に決まって。病院は隣の市。"),
+        ("user", "年末はどのくらい混む？"),
+    ]
+    person = person_sentences(make_conv(turns).drafting_messages)
+    parts = roles._parts(person)
+    assert parts.decisions[0].text == "来月の帰省、年末にずらした。"
+    changed = roles.change_reasons(parts, person)
+    assert "父の手術が来月に決まって。" in [r.text for r in changed.reasons]
+
+
+def test_a_titles_abbreviation_ends_no_sentence() -> None:
+    from providers.extractive.sentences import split_sentences
+
+    assert split_sentences("We want to climb Mt. Fuji in July. It is far.") == [
+        "We want to climb Mt. Fuji in July.",
+        "It is far.",
+    ]

@@ -594,6 +594,37 @@ def _refers_back(text: str) -> bool:
     return not _decision_cue(text[m.end() :])
 
 
+#: the first-person pronouns (a closed class) that may be the subject of the person's own act
+_FIRST_PERSON_JA = ("私", "僕", "俺", "わたし", "ぼく", "おれ", "自分", "うち", "あたし")
+
+
+def _other_subject(morphemes: list[Any]) -> bool:
+    """The final clause names its subject with the case particle が, and it is not the
+    person (月謝が上がる, 電車が止まる; not 僕が払う)."""
+    i = len(morphemes) - 1
+    while i > 0 and not (
+        morphemes[i - 1].pos[0] == "補助記号"
+        or (morphemes[i - 1].pos[0] == "助詞" and morphemes[i - 1].pos[1] == "接続助詞")
+    ):
+        i -= 1
+    clause = morphemes[i:]
+    verbs = [k for k, m in enumerate(clause) if m.pos[0] == "動詞"]
+    if not verbs:
+        return False
+    head = verbs[-1]
+    return any(
+        m.surface == "が"
+        and m.pos[0] == "助詞"
+        and m.pos[1] == "格助詞"
+        and k > 0
+        and clause[k - 1].surface not in _FIRST_PERSON_JA
+        # its predicate is the final verb: no other predicate between (枠があるか聞く: が is
+        # the embedded clause's)
+        and not any(x.pos[0] in ("動詞", "形容詞", "助動詞") for x in clause[k + 1 : head])
+        for k, m in enumerate(clause)
+    )
+
+
 def _plain_intent(text: str) -> bool:
     """A Japanese sentence that ends in a verb's dictionary form (受ける。 移す。 始めてみる。):
     a plain statement of what the person will do."""
@@ -604,6 +635,8 @@ def _plain_intent(text: str) -> bool:
     if not morphemes:
         return False
     last = morphemes[-1]
+    if _other_subject(morphemes):
+        return False  # 「月謝が4月から上がる。」: what someone or something else does
     if (  # a causative in its dictionary form (通わせる, 習わせる): what the person will have done
         last.pos[0] == "助動詞"
         and last.normalized in ("せる", "させる")
