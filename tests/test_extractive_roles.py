@@ -377,3 +377,14 @@ def test_a_titles_abbreviation_ends_no_sentence() -> None:
         "We want to climb Mt. Fuji in July.",
         "It is far.",
     ]
+
+
+def test_an_act_done_just_now_is_a_decision_wherever_it_is_said() -> None:
+    got = _rule_roles_of(
+        [
+            ("user", "冬の講座の締め切りが今日だった。去年は入門をとった。"),
+            ("user", "続けられるか正直わからないけど、中級の講座にさっき申し込んだ。"),
+        ]
+    )
+    assert got["続けられるか正直わからないけど、中級の講座にさっき申し込んだ。"] == "decision"
+    assert got["去年は入門をとった。"] != "decision"  # an act of long ago: the situation

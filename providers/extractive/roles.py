@@ -187,7 +187,7 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
     for s in person:
         if _opens(s.text):
             roles[s.index] = "open"
-        elif scores[s.index] >= 3 or _headline(s, opening):
+        elif scores[s.index] >= 3 or _headline(s, opening) or _done_just_now(s.text):
             roles[s.index] = "decision"
     if not any(r == "decision" for r in roles.values()):  # no clear decision: the best intent
         # or, failing one, an act the person tells as done ("I booked …" after the answer)
@@ -272,6 +272,18 @@ def _headline(s: Sentence, opening: list[Sentence]) -> bool:
     flights to …"): the news the person comes with is a decision already carried out, and what
     follows is its circumstances and what it leaves to do."""
     return bool(opening) and s.index == opening[0].index == 0 and past_act(s.text)
+
+
+#: adverbs of the perfective aspect (a closed class): an act finished just now or already
+_PERFECTIVE_RE = re.compile(
+    r"もう|さっき|先ほど|ついに|とうとう|今日|\b(?:just|already|finally)\b", re.IGNORECASE
+)
+
+
+def _done_just_now(text: str) -> bool:
+    """An act of the person's own told as done with a perfective adverb (「さっき申し込んだ」
+    "I just booked …"): a decision carried out, wherever it is said."""
+    return past_act(text) and bool(_PERFECTIVE_RE.search(_own(text)))
 
 
 def _reports(opening: list[Sentence]) -> bool:
