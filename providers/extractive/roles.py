@@ -383,8 +383,8 @@ def _open_by_structure(text: str) -> bool:
     ja_asks = "ja:embedded_question" in f or (
         bool(_JA_CHAR_RE.search(text)) and clause_question(text)
     )
-    if ja_asks and not {"ja:question", "ja:past"} & f and _plain_intent(text):
-        return True  # 「…移せないか探す」: an act of finding out what is not yet known
+    if ja_asks and not {"ja:question", "ja:past"} & f and (_plain_intent(text) or "ja:desire" in f):
+        return True  # 「…移せないか探す」「…使えるか考えたい」: finding out what is not yet known
     if "en:question" in f or _INTENT_EN_RE.search(text):
         return False
     english = not _JA_CHAR_RE.search(text)
