@@ -941,6 +941,7 @@ def feature_names() -> list[str]:
     # the circumstances a decision is told with: before it in its message, or in the message
     # it opens (a decision told first, its situation after it); a report of what was said
     place += ["pos:before_decision_in_message", "pos:decision_opens_message", "form:reported"]
+    place += ["pos:situation"]
     meaning = ["sim:opening", "sim:decision", "len:log"]
     grammar = grammar_features()
     # the same form said after the assistant answered (a conclusion) or in the opening (a plan
@@ -1010,6 +1011,16 @@ def role_features(
             opens = first.index == by_message[first.message.key][0].index
             row["pos:decision_opens_message"] = float(same and opens and s.index > first.index)
         row["form:reported"] = float(_reported(s.text))
+        statement = not (
+            _is_question(s.text)
+            or "ja:question" in grammar_flags(s.text)
+            or _plain_intent(s.text)
+            or _INTENT_EN_RE.search(s.text)
+            or _opens(s.text)
+            or _is_filler(s.text)
+        )
+        asked = next((o.index for o in by_message[keys[0]] if _is_question(o.text)), n)
+        row["pos:situation"] = float(statement and s.message.key == keys[0] and s.index < asked)
         row["sim:opening"] = sim_open.get(s.index, 0.0)
         row["sim:decision"] = sim_dec.get(s.index, 0.0)
         row["len:log"] = math.log1p(len(s.text)) / 5.0
