@@ -139,14 +139,15 @@ _MAX_OPEN = 5
 
 
 def _parts(person: list[Sentence]) -> _Parts:
-    roles = _roles(person)
+    rules = _rule_roles(person)
+    roles = learned_roles(person, rules)
     pick = {
         role: [s for s in person if roles.get(s.index) == role]
         for role in ("decision", "reason", "open", "result", "background_open")
     }
     decisions = _best_decisions(pick["decision"], person)
     # a decision past the cap is no decision here: it may still give its reason clause
-    reasons = _rank_reasons(pick["reason"], decisions)
+    reasons = _rank_reasons(pick["reason"], decisions, rules)
     reasons = sorted([*reasons, *_reason_clauses(decisions)], key=lambda s: (s.index, -len(s.text)))
     reasons = _dedupe_sentences(reasons)[: _MAX_REASONS + len(decisions)]
     open_points = pick["open"]
@@ -700,12 +701,16 @@ def _best_decisions(decisions: list[Sentence], person: list[Sentence]) -> list[S
     return [s for s in decisions if s.index in keep]
 
 
-def _rank_reasons(reasons: list[Sentence], decisions: list[Sentence]) -> list[Sentence]:
-    """Reasons said in a message that holds a decision first, then the others; text order."""
+def _rank_reasons(
+    reasons: list[Sentence], decisions: list[Sentence], rules: dict[int, str] | None = None
+) -> list[Sentence]:
+    """Reasons said in a message that holds a decision first, then the others; within each,
+    those the rule reading gave before those only the scorer gave (the rules are the more
+    precise reading); kept in text order."""
     near = {s.message.key for s in decisions}
-    first = [s for s in reasons if s.message.key in near]
-    rest = [s for s in reasons if s.message.key not in near]
-    keep = {s.index for s in [*first, *rest][:_MAX_REASONS]}
+    ruled = {i for i, r in (rules or {}).items() if r == "reason"}
+    ranked = sorted(reasons, key=lambda s: (s.message.key not in near, s.index not in ruled))
+    keep = {s.index for s in ranked[:_MAX_REASONS]}
     return [s for s in reasons if s.index in keep]
 
 
