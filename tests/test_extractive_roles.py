@@ -388,3 +388,18 @@ def test_an_act_done_just_now_is_a_decision_wherever_it_is_said() -> None:
     )
     assert got["続けられるか正直わからないけど、中級の講座にさっき申し込んだ。"] == "decision"
     assert got["去年は入門をとった。"] != "decision"  # an act of long ago: the situation
+
+
+def test_a_list_of_reasons_goes_on_past_an_aside() -> None:
+    got = _rule_roles_of(
+        [
+            ("user", "英会話、どっちの教室にするか迷ってる。"),
+            ("assistant", "通いやすさはどうですか？"),
+            (
+                "user",
+                "駅前の教室にすることにした。決め手は、先生が固定なこと。体験のとき話しやすかった。"
+                "あと、振替が前日まで効く。",
+            ),
+        ]
+    )
+    assert got["あと、振替が前日まで効く。"] == "reason"

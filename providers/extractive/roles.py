@@ -221,6 +221,7 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
     decision_messages = {s.message.key for s in decided}
     for msg_sentences in by_message.values():
         prev: str | None = None
+        last: str | None = None  # the last role given in this message
         for s in msg_sentences:
             role = roles.get(s.index)
             if role is None:
@@ -240,7 +241,9 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
                         and s.index > first_decision
                     ):
                         role = "open"
-                elif _reasons(s.text) or (prev == "reason" and _CONTINUE_RE.search(s.text)):
+                elif _reasons(s.text) or (
+                    last == "reason" and _CONTINUE_RE.search(s.text)
+                ):  # 「決め手は…。…って。あと…」: the list of reasons goes on past an aside
                     role = "reason"
                 elif prev == "open" and _CONTINUE_RE.search(s.text):
                     role = "open"
@@ -259,6 +262,7 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
                 if role is not None:
                     roles[s.index] = role
             prev = role
+            last = role or last
     _concluded_reasons(person, roles, by_message)
     _enumerated_reasons(person, roles, by_message)
     for s in person:  # an open point before any decision: the question the decision answered
