@@ -1,0 +1,253 @@
+"""Fit the offline drafter's pair model of the change of mind (issue 27 item 2,
+``providers.extractive.pairing``) on every labelled corpus and report it leave-one-set-out.
+
+A pair is a later conversation C and an earlier decision conversation M of the same corpus, M
+drafted as the offline drafter drafts it alone (its title, index line, aliases: what the
+drafter is offered of a memory); the label is 1 when C's ``revises`` names M. Every kept
+conversation (not pure-code) is a C, every earlier one drafted as a decision an M.
+
+    .venv/bin/python bench/fit_pairing.py                 # features, LOSO report; no writing
+    .venv/bin/python bench/fit_pairing.py --write         # and write pair_weights.json
+
+Printed per held-out corpus and pooled, one C each (what the drafter does: the most probable of
+the memories offered, when over the threshold): changes of mind appended to the memory they
+change, and false appends (an append to any other memory, or of a conversation that changes
+none), for the rules alone (``change.changed_memory`` with every earlier decision memory
+offered, as the drafter asks it), the model alone, and rules + model (the hook: the model is
+asked when the rules create). Each fold's weights are fitted on the other corpora and its
+threshold chosen by an inner leave-one-set-out on them: the least probability over every
+inner-held-out wrong pick (0 false appends), so the held-out corpus never sets anything. The
+gate (``flows.append_gate``: C's person text nearest to M among every earlier record of the
+corpus, cosine >= APPEND_SIM) is simulated on each model append.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+CORPORA = [ROOT.parent / "shared" / "eval"] + [
+    Path(f"/tmp/draft_unseen{n}") for n in ("", "2", "3", "4", "5", "6", "7")
+]
+L2 = 1.0  # ridge on the weights (not the bias): ~1,500 pairs, 40 positives, 22 features
+MARGIN = 0.02  # the threshold this far above the highest wrong pick seen out of fold
+CACHE = Path(os.environ.get("PAIRING_CACHE", "/tmp/pairing_fit/rows.pkl"))
+
+
+def corpus_pairs(eval_dir: Path) -> list[dict[str, Any]]:
+    """One item per C of the corpus: its pair rows, the memory ids, the truth, the rules' pick,
+    the gate's nearest."""
+    from fit_roles import conversations
+
+    from core.models import Channel, MemoryIndexEntry
+    from core.secrets import redact_conversation
+    from flows.append_gate import memory_text, person_text
+    from providers.extractive import draft_record, person_sentences
+    from providers.extractive.change import changed_memory
+    from providers.extractive.pairing import features, set_pair_weights, side_of
+    from providers.extractive.roles import _parts
+    from providers.extractive.vectors import similarities
+
+    set_pair_weights({"off": True})
+    convs = sorted(conversations(eval_dir), key=lambda lc: lc[1].created_at)
+    drafted: list[tuple[dict[str, Any], Any, MemoryIndexEntry]] = []
+    items = []
+    for labels, conv in convs:
+        if labels.get("kind") == "pure-code":
+            continue
+        rec = draft_record(conv, [])
+        if rec is None:
+            continue
+        entry = MemoryIndexEntry(
+            id=labels["id"],
+            title=rec.title,
+            index_summary=rec.index_summary,
+            kind=rec.memory_kind,
+            current_revision=1,
+            aliases=rec.aliases,
+            source_conversation_keys=[conv.key],
+        )
+        red, _ = redact_conversation(conv)
+        person = person_sentences(red.drafting_messages)
+        entries = [e for _, _, e in drafted if e.kind == "decision"]
+        if person and entries:
+            parts = _parts(person)
+            side = side_of(person, parts.decisions)
+            rows = features(side, entries)
+            rule = changed_memory(person, entries, parts.decisions) if parts.decisions else None
+            ptext = person_text(
+                m.text for m in red.drafting_messages if m.channel == Channel.PERSON
+            )
+            every = [e for _, _, e in drafted]
+            gate = similarities(
+                [memory_text(e.title, e.aliases, e.index_summary) for e in every], ptext
+            )
+            k = int(np.argmax(gate))
+            items.append(
+                {
+                    "set": eval_dir.name,
+                    "c": labels["id"],
+                    "truth": labels.get("revises"),
+                    "ids": [e.id for e in entries],
+                    "rows": rows,
+                    "rule": rule.id if rule else None,
+                    "has_decision": bool(parts.decisions),
+                    "gate": (every[k].id, float(gate[k])),
+                }
+            )
+        truth = labels.get("revises")
+        at = [i for i, (lab, _, _) in enumerate(drafted) if lab["id"] == truth]
+        if at and rec.memory_kind == "decision":
+            # the pipeline appends a change to the memory it changes: that memory now holds
+            # the later decision (its index line) and both conversations, and the later one
+            # is no memory of its own
+            lab, c0, e0 = drafted[at[0]]
+            drafted[at[0]] = (
+                lab,
+                c0,
+                e0.model_copy(
+                    update={
+                        "index_summary": rec.index_summary or e0.index_summary,
+                        "aliases": list(dict.fromkeys([*e0.aliases, *rec.aliases])),
+                        "source_conversation_keys": [*e0.source_conversation_keys, conv.key],
+                    }
+                ),
+            )
+            continue
+        drafted.append((labels, conv, entry))
+    return items
+
+
+def matrix(items: list[dict[str, Any]], names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    x = np.array([[r[n] for n in names] for it in items for r in it["rows"]], dtype=float)
+    y = np.array([float(i == it["truth"]) for it in items for i in it["ids"]])
+    return x, y
+
+
+def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Class-weighted logistic regression by Newton's method, a ridge on all but the bias."""
+    pos = max(y.sum(), 1.0)
+    cw = np.where(y > 0, (len(y) - pos) / pos, 1.0)
+    w = np.zeros(x.shape[1])
+    ridge = np.full(x.shape[1], L2)
+    ridge[0] = 1e-6
+    for _ in range(60):
+        p = 1 / (1 + np.exp(-np.clip(x @ w, -30, 30)))
+        grad = x.T @ (cw * (p - y)) + ridge * w
+        hess = (x * (cw * p * (1 - p))[:, None]).T @ x + np.diag(ridge)
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return w
+
+
+def picks(items: list[dict[str, Any]], w: np.ndarray, names: list[str]) -> list[tuple[str, float]]:
+    """Each C's most probable memory and its probability."""
+    out = []
+    for it in items:
+        x = np.array([[r[n] for n in names] for r in it["rows"]])
+        p = 1 / (1 + np.exp(-np.clip(x @ w, -30, 30)))
+        k = int(np.argmax(p))
+        out.append((it["ids"][k], float(p[k])))
+    return out
+
+
+def threshold(items: list[dict[str, Any]], names: list[str]) -> float:
+    """Leave-one-set-out over ``items``' corpora: the least threshold with no wrong pick out of
+    fold (over the highest wrong one by ``MARGIN``)."""
+    sets = sorted({it["set"] for it in items})
+    wrong = [0.5]
+    for s in sets:
+        train = [it for it in items if it["set"] != s]
+        test = [it for it in items if it["set"] == s]
+        w = fit(*matrix(train, names))
+        for it, (mid, p) in zip(test, picks(test, w, names), strict=True):
+            if it["rule"] is None and mid != it["truth"]:
+                wrong.append(p)  # a wrong pick where the rules create: a false append
+    return min(max(wrong) + MARGIN, 0.999)
+
+
+def score(items: list[dict[str, Any]], chosen: list[str | None]) -> tuple[int, int, int]:
+    """(changes appended to the memory they change, changes, false appends)."""
+    changes = sum(1 for it in items if it["truth"])
+    hit = sum(1 for it, c in zip(items, chosen, strict=True) if it["truth"] and c == it["truth"])
+    false = sum(1 for it, c in zip(items, chosen, strict=True) if c and c != it["truth"])
+    return hit, changes, false
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--write", action="store_true", help="write pair_weights.json")
+    ap.add_argument("--refresh", action="store_true", help="recompute the pair features")
+    a = ap.parse_args()
+    from providers.extractive.pairing import _WEIGHTS_FILE, FEATURES
+
+    names = list(FEATURES)
+    if a.refresh or not CACHE.exists():
+        CACHE.parent.mkdir(parents=True, exist_ok=True)
+        items = [it for d in CORPORA for it in corpus_pairs(d)]
+        CACHE.write_bytes(pickle.dumps(items))
+    items = pickle.loads(CACHE.read_bytes())
+    for it in items:  # the rows must be finite
+        assert all(np.isfinite(v) for r in it["rows"] for v in r.values())
+    sets = list(dict.fromkeys(it["set"] for it in items))
+    print(
+        f"{len(items)} later conversations, {sum(len(it['ids']) for it in items)} pairs, "
+        f"{sum(1 for it in items if it['truth'])} changes of mind"
+    )
+    print(f"{'held out':16} {'rules':>14} {'model':>14} {'rules+model':>14} {'thr':>5}  gate")
+    pooled: dict[str, list[int]] = {k: [0, 0, 0] for k in ("rules", "model", "both")}
+    gate_pass = gate_all = 0
+    for s in sets:
+        train = [it for it in items if it["set"] != s]
+        test = [it for it in items if it["set"] == s]
+        w = fit(*matrix(train, names))
+        t = threshold(train, names)
+        model = [mid if p >= t else None for mid, p in picks(test, w, names)]
+        both = [it["rule"] or m for it, m in zip(test, model, strict=True)]
+        rows = {
+            "rules": score(test, [it["rule"] for it in test]),
+            "model": score(test, model),
+            "both": score(test, both),
+        }
+        added = [(it, m) for it, m in zip(test, model, strict=True) if m and not it["rule"]]
+        passed = sum(1 for it, m in added if it["gate"][0] == m and it["gate"][1] >= 0.2)
+        gate_pass += passed
+        gate_all += len(added)
+        for k, v in rows.items():
+            pooled[k] = [a + b for a, b in zip(pooled[k], v, strict=True)]
+        cells = "".join(f"{f'{h}/{n} fa {fa}':>15}" for h, n, fa in rows.values())
+        print(f"{s:16}{cells} {t:5.2f}  {passed}/{len(added)} model appends pass")
+    cells = "".join(f"{f'{h}/{n} fa {fa}':>15}" for h, n, fa in pooled.values())
+    print(f"{'pooled':16}{cells}        {gate_pass}/{gate_all} model appends pass")
+    w = fit(*matrix(items, names))
+    t = threshold(items, names)
+    print(f"all corpora: threshold {t:.3f}")
+    for n, v in sorted(zip(names, w, strict=True), key=lambda kv: -abs(kv[1])):
+        print(f"  {n:22} {v:+.3f}")
+    if a.write:
+        out = {
+            "threshold": round(t, 4),
+            "weights": {n: round(float(v), 4) for n, v in zip(names, w, strict=True)},
+            "fitted_on": [it for it in sets],
+        }
+        _WEIGHTS_FILE.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {_WEIGHTS_FILE}")
+    print(json.dumps({"pooled": pooled, "gate": [gate_pass, gate_all], "threshold": t}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
