@@ -86,6 +86,11 @@ def corpus_pairs(eval_dir: Path) -> list[dict[str, Any]]:
             side = side_of(person, parts.decisions)
             rows = features(side, entries)
             rule = changed_memory(person, entries, parts.decisions) if parts.decisions else None
+            alone = [  # the rules' answer with each memory offered alone
+                e.id
+                for e in entries
+                if parts.decisions and changed_memory(person, [e], parts.decisions) is not None
+            ]
             ptext = person_text(
                 m.text for m in red.drafting_messages if m.channel == Channel.PERSON
             )
@@ -102,6 +107,7 @@ def corpus_pairs(eval_dir: Path) -> list[dict[str, Any]]:
                     "ids": [e.id for e in entries],
                     "rows": rows,
                     "rule": rule.id if rule else None,
+                    "rule_alone": alone,
                     "has_decision": bool(parts.decisions),
                     "gate": (every[k].id, float(gate[k])),
                 }
@@ -209,13 +215,15 @@ def main() -> int:
     )
     print(f"{'held out':16} {'rules':>14} {'model':>14} {'rules+model':>14} {'thr':>5}  gate")
     pooled: dict[str, list[int]] = {k: [0, 0, 0] for k in ("rules", "model", "both")}
-    gate_pass = gate_all = 0
+    gate_pass = gate_all = top = 0
     for s in sets:
         train = [it for it in items if it["set"] != s]
         test = [it for it in items if it["set"] == s]
         w = fit(*matrix(train, names))
         t = threshold(train, names)
-        model = [mid if p >= t else None for mid, p in picks(test, w, names)]
+        best = picks(test, w, names)
+        top += sum(1 for it, (mid, _) in zip(test, best, strict=True) if it["truth"] == mid)
+        model = [mid if p >= t else None for mid, p in best]
         both = [it["rule"] or m for it, m in zip(test, model, strict=True)]
         rows = {
             "rules": score(test, [it["rule"] for it in test]),
@@ -229,11 +237,24 @@ def main() -> int:
         for k, v in rows.items():
             pooled[k] = [a + b for a, b in zip(pooled[k], v, strict=True)]
         cells = "".join(f"{f'{h}/{n} fa {fa}':>15}" for h, n, fa in rows.values())
-        print(f"{s:16}{cells} {t:5.2f}  {passed}/{len(added)} model appends pass")
+        print(f"{s:16}{cells} {t:5.3f} {passed}/{len(added)} model appends pass")
     cells = "".join(f"{f'{h}/{n} fa {fa}':>15}" for h, n, fa in pooled.values())
     print(f"{'pooled':16}{cells}        {gate_pass}/{gate_all} model appends pass")
+    print(f"the model's most probable memory is the changed one (held out): {top} changes")
+    true = sum(1 for it in items for i in it["rule_alone"] if i == it["truth"])
+    false = sum(1 for it in items for i in it["rule_alone"] if i != it["truth"])
+    print(
+        f"pairs, the rules with each memory offered alone: {true}/{sum(1 for it in items if it['truth'])} changes, {false} false"
+    )
     w = fit(*matrix(items, names))
     t = threshold(items, names)
+    gated = [it for it in items if it["truth"]]
+    ok = [it for it in gated if it["gate"][0] == it["truth"] and it["gate"][1] >= 0.2]
+    missed = [it for it in gated if not it["rule"]]
+    print(
+        f"the gate on every change: {len(ok)}/{len(gated)} pass; on those the rules miss: "
+        f"{sum(1 for it in missed if it in ok)}/{len(missed)}"
+    )
     print(f"all corpora: threshold {t:.3f}")
     for n, v in sorted(zip(names, w, strict=True), key=lambda kv: -abs(kv[1])):
         print(f"  {n:22} {v:+.3f}")

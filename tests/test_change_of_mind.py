@@ -256,6 +256,7 @@ def test_a_decision_given_up_appends_to_its_memory(
     assert record is not None
     assert (record.action, record.target_memory_id) == ("append", f"mem-{name}"), lines
     monkeypatch.setattr(change, "_drops_nearest", lambda *a: False)
+    monkeypatch.setattr("providers.extractive.pairing._weights", {"off": True})  # rules alone
     record = draft_record(_later(lines, 400 + i), titled)
     assert record is not None and record.action == "create", "passes without the reading"
 

