@@ -15,6 +15,7 @@ Modules, by responsibility (each imports only those above it):
 * ``roles``: the role of each sentence and the case parts;
 * ``titles``: titles, salient terms, aliases, tags;
 * ``change``: append or create (the change of mind found by meaning);
+* ``pairing``: the learned pair model of the change of mind, asked when ``change`` creates;
 * ``drafter``: the record itself and :class:`ExtractiveDrafter`.
 """
 
