@@ -77,7 +77,8 @@ def _probabilities(lines: list[str], context: list[MemoryIndexEntry]) -> dict[st
 
 
 def test_the_model_loads(weights: dict) -> None:
-    assert 0.0 < weights["threshold"] <= 1.0
+    # above 1 means off: no held-out fold of bench/fit_pairing.py passed without a false append
+    assert 0.0 < weights["threshold"] < 2.0
     assert set(pairing.FEATURES) <= set(weights["weights"])
     assert all(math.isfinite(v) for v in weights["weights"].values())
 
@@ -110,8 +111,8 @@ def test_the_changed_memory_ranks_first_and_above_the_look_alike(
 def test_the_hook_appends_what_the_model_passes(
     memories: dict[str, MemoryIndexEntry], weights: dict
 ) -> None:
-    """At the logistic midpoint (0.5; the shipped threshold is the leave-one-set-out one, see
-    ADR 0037), the switch and the past-tense postponement append to the memory they change,
+    """At the logistic midpoint (0.5; the shipped threshold is the leave-one-set-out one, above
+    1 at present: the model is off, see ADR 0037), the switch and the past-tense postponement append to the memory they change,
     the switch's decision (the rules found none) the model's; the look-alike creates. With the hook off all three create."""
     context = list(memories.values())
     cases = [(SWITCH, "mem-bike", "ロードバイクを注文した"), (POSTPONE, "mem-wedding", None)]

@@ -87,7 +87,9 @@ _weights: dict[str, Any] | None = None
 
 
 def pair_weights() -> dict[str, Any]:
-    """The fitted weights and threshold (``bench/fit_pairing.py`` writes ``pair_weights.json``)."""
+    """The fitted weights and threshold (``bench/fit_pairing.py`` writes ``pair_weights.json``;
+    a threshold above 1 turns the model off: no fold of the fit could pass it without a false
+    append)."""
     global _weights
     if _weights is None:
         _weights = json.loads(_WEIGHTS_FILE.read_text(encoding="utf-8"))
@@ -268,8 +270,8 @@ def changed_by_model(
     is off."""
     w = pair_weights()
     entries = [e for e in context if e.kind == "decision"]
-    if w.get("off") or not person or not entries:
-        return None
+    if w.get("off") or w["threshold"] > 1.0 or not person or not entries:
+        return None  # off, or no probability can pass: nothing to compute
     side = side_of(person, decisions)
     probs = [probability(r, w["weights"]) for r in features(side, entries)]
     i = max(range(len(entries)), key=lambda k: probs[k])
