@@ -37,12 +37,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-CORPORA = [ROOT.parent / "shared" / "eval"] + [
-    Path(f"/tmp/draft_unseen{n}") for n in ("", "2", "3", "4", "5", "6", "7")
-]
+#: the labelled corpora by default (``--eval-dir``, repeated, names others)
+CORPORA = [Path("/work/shared/eval"), Path("/work/heldout/H1"), Path("/work/heldout/H2")]
 L2 = 1.0  # ridge on the weights (not the bias): ~1,500 pairs, 40 positives, 22 features
 MARGIN = 0.02  # the threshold this far above the highest wrong pick seen out of fold
-CACHE = Path(os.environ.get("PAIRING_CACHE", "/tmp/pairing_fit/rows.pkl"))
+CACHE = Path(
+    os.environ.get("PAIRING_CACHE", "/tmp/pairing_fit/rows.pkl")
+)  # per corpus: <name>.pkl beside it
 
 
 def corpus_pairs(eval_dir: Path) -> list[dict[str, Any]]:
@@ -55,7 +56,13 @@ def corpus_pairs(eval_dir: Path) -> list[dict[str, Any]]:
     from flows.append_gate import memory_text, person_text
     from providers.extractive import draft_record, person_sentences
     from providers.extractive.change import changed_memory
-    from providers.extractive.pairing import features, set_pair_weights, side_of
+    from providers.extractive.pairing import (
+        GATE_SIM,
+        REVISIT_KINDS,
+        features,
+        set_pair_weights,
+        side_of,
+    )
     from providers.extractive.roles import _parts
     from providers.extractive.vectors import similarities
 
@@ -84,8 +91,8 @@ def corpus_pairs(eval_dir: Path) -> list[dict[str, Any]]:
         if person and entries:
             parts = _parts(person)
             side = side_of(person, parts.decisions)
-            rows = features(side, entries)
             rule = changed_memory(person, entries, parts.decisions) if parts.decisions else None
+            rows = features(side, entries, rule=rule.id if rule else None)
             alone = [  # the rules' answer with each memory offered alone
                 e.id
                 for e in entries
@@ -99,6 +106,9 @@ def corpus_pairs(eval_dir: Path) -> list[dict[str, Any]]:
                 [memory_text(e.title, e.aliases, e.index_summary) for e in every], ptext
             )
             k = int(np.argmax(gate))
+            for e, r in zip(entries, rows, strict=True):
+                # the one candidate: the store's nearest memory to the person text (the gate)
+                r["gate:ok"] = float(e.id == every[k].id and gate[k] >= GATE_SIM)
             items.append(
                 {
                     "set": eval_dir.name,
@@ -110,6 +120,14 @@ def corpus_pairs(eval_dir: Path) -> list[dict[str, Any]]:
                     "rule_alone": alone,
                     "has_decision": bool(parts.decisions),
                     "gate": (every[k].id, float(gate[k])),
+                    "gate_rank": {
+                        e.id: sum(h > g for h in gate) for e, g in zip(every, gate, strict=True)
+                    },
+                    "opening": " ".join(s.text for s in person[:3])[:160],
+                    "entries": [e.model_dump() for e in entries],
+                    "side": side,
+                    "decisions": [d.text[:100] for d in parts.decisions[:2]],
+                    "rev": [sorted(k for k in REVISIT_KINDS if r[f"rev:{k}"]) for r in rows],
                 }
             )
         truth = labels.get("revises")
@@ -136,8 +154,12 @@ def corpus_pairs(eval_dir: Path) -> list[dict[str, Any]]:
 
 
 def matrix(items: list[dict[str, Any]], names: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    x = np.array([[r[n] for n in names] for it in items for r in it["rows"]], dtype=float)
-    y = np.array([float(i == it["truth"]) for it in items for i in it["ids"]])
+    """Every (conversation, earlier decision memory) pair and its label."""
+    pairs = [
+        (r, i == it["truth"]) for it in items for i, r in zip(it["ids"], it["rows"], strict=True)
+    ]
+    x = np.array([[r[n] for n in names] for r, _ in pairs], dtype=float)
+    y = np.array([float(t) for _, t in pairs])
     return x, y
 
 
@@ -164,10 +186,18 @@ def picks(items: list[dict[str, Any]], w: np.ndarray, names: list[str]) -> list[
     out = []
     for it in items:
         x = np.array([[r[n] for n in names] for r in it["rows"]])
-        p = 1 / (1 + np.exp(-np.clip(x @ w, -30, 30)))
+        # what does not revisit the memory's decision is no change of it, whatever the score
+        p = gated(1 / (1 + np.exp(-np.clip(x @ w, -30, 30))), it["rows"])
         k = int(np.argmax(p))
         out.append((it["ids"][k], float(p[k])))
     return out
+
+
+def gated(p: np.ndarray, rows: list[dict[str, float]]) -> np.ndarray:
+    """The probabilities with every memory but the one candidate (the gate's nearest) and every
+    memory the conversation does not revisit at 0 (``pairing.changed_by_model`` does the
+    same)."""
+    return p * np.array([r.get("rev:any", 1.0) * r.get("gate:ok", 1.0) for r in rows])
 
 
 def threshold(items: list[dict[str, Any]], names: list[str]) -> float:
@@ -181,7 +211,7 @@ def threshold(items: list[dict[str, Any]], names: list[str]) -> float:
         test = [it for it in items if it["set"] == s]
         w = fit(*matrix(train, names))
         for it, (mid, p) in zip(test, picks(test, w, names), strict=True):
-            if it["rule"] is None and mid != it["truth"]:
+            if mid != it["truth"]:
                 wrong.append(p)  # a wrong pick where the rules create: a false append
     # above 1 when a wrong pick out of fold is within MARGIN of certainty: the model is off
     return max(wrong) + MARGIN
@@ -195,28 +225,81 @@ def score(items: list[dict[str, Any]], chosen: list[str | None]) -> tuple[int, i
     return hit, changes, false
 
 
+def diagnose(items: list[dict[str, Any]], names: list[str]) -> None:
+    """Each change of mind, out of fold (in sample with one corpus): the rules' pick, the
+    model's probability and rank of the changed memory, how the conversation revisits it
+    (``pairing.revisits``), the gate's rank of it; then the wrong picks over 0.2 (the ones a
+    threshold must stay above) with how they revisit."""
+    sets = sorted({it["set"] for it in items})
+    for s in sets:
+        train = [it for it in items if it["set"] != s] or items
+        test = [it for it in items if it["set"] == s]
+        w = fit(*matrix(train, names))
+        print(f"== {s} ({'out of fold' if len(sets) > 1 else 'in sample'})")
+        wrong = []
+        for it in test:
+            x = np.array([[r[n] for n in names] for r in it["rows"]])
+            p = gated(1 / (1 + np.exp(-np.clip(x @ w, -30, 30))), it["rows"])
+            k = int(np.argmax(p))
+            if it["truth"]:
+                i = it["ids"].index(it["truth"]) if it["truth"] in it["ids"] else None
+                if i is None:
+                    print(f"  {it['c']} -> {it['truth']}: not an earlier decision memory")
+                    continue
+                rank = int((p > p[i]).sum())
+                print(
+                    f"  {it['c']} -> {it['truth']}: rules {it['rule']}, p {p[i]:.3f} rank {rank}"
+                    f" (top {it['ids'][k]} {p[k]:.3f}), rev {it['rev'][i]},"
+                    f" gate rank {it['gate_rank'].get(it['truth'])} (nearest {it['gate'][0]}"
+                    f" {it['gate'][1]:.2f})"
+                )
+                print(f"      opening: {it['opening']}")
+                print(f"      decisions: {it['decisions']}")
+            for j in np.argsort(-p)[:3]:
+                if it["ids"][j] != it["truth"] and p[j] >= 0.2:
+                    wrong.append((float(p[j]), it["c"], it["ids"][j], it["rev"][j], it["truth"]))
+        for pj, c, mid, rev, truth in sorted(wrong, reverse=True)[:12]:
+            print(f"  wrong {c} -> {mid}: p {pj:.3f} rev {rev} (truth {truth})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--write", action="store_true", help="write pair_weights.json")
     ap.add_argument("--refresh", action="store_true", help="recompute the pair features")
+    ap.add_argument(
+        "--eval-dir",
+        action="append",
+        type=Path,
+        help="a labelled corpus (repeat; default: CORPORA)",
+    )
+    ap.add_argument("--diag", action="store_true", help="each change of mind and wrong pick")
     a = ap.parse_args()
+    corpora = a.eval_dir or CORPORA
     from providers.extractive.pairing import _WEIGHTS_FILE, FEATURES
 
     names = list(FEATURES)
-    if a.refresh or not CACHE.exists():
-        CACHE.parent.mkdir(parents=True, exist_ok=True)
-        items = [it for d in CORPORA for it in corpus_pairs(d)]
-        CACHE.write_bytes(pickle.dumps(items))
-    items = pickle.loads(CACHE.read_bytes())
+    items = []
+    for d in corpora:  # one cache file per corpus
+        cache = CACHE.with_name(f"{d.name}.pkl")
+        if a.refresh or not cache.exists():
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            cache.write_bytes(pickle.dumps(corpus_pairs(d)))
+        items += pickle.loads(cache.read_bytes())
     for it in items:  # the rows must be finite
         assert all(np.isfinite(v) for r in it["rows"] for v in r.values())
     sets = list(dict.fromkeys(it["set"] for it in items))
+    if a.diag:
+        diagnose(items, names)
+        if len(sets) < 2:
+            return 0
     print(
         f"{len(items)} later conversations, {sum(len(it['ids']) for it in items)} pairs, "
         f"{sum(1 for it in items if it['truth'])} changes of mind"
     )
-    print(f"{'held out':16} {'rules':>14} {'model':>14} {'rules+model':>14} {'thr':>5}  gate")
-    pooled: dict[str, list[int]] = {k: [0, 0, 0] for k in ("rules", "model", "both")}
+    print(
+        f"{'held out':16} {'rules':>14} {'revisit':>14} {'model':>14} {'model+gate':>14} {'thr':>5}  gate"
+    )
+    pooled: dict[str, list[int]] = {k: [0, 0, 0] for k in ("rules", "revisit", "model", "both")}
     gate_pass = gate_all = top = 0
     for s in sets:
         train = [it for it in items if it["set"] != s]
@@ -226,9 +309,21 @@ def main() -> int:
         best = picks(test, w, names)
         top += sum(1 for it, (mid, _) in zip(test, best, strict=True) if it["truth"] == mid)
         model = [mid if p >= t else None for mid, p in best]
-        both = [it["rule"] or m for it, m in zip(test, model, strict=True)]
+        both = model  # the model's pick is already gated (the candidate, revisited)
+        revisit = [  # what the drafter does: the gate's candidate when the conversation revisits it
+            next(
+                (
+                    i
+                    for i, r in zip(it["ids"], it["rows"], strict=True)
+                    if r["gate:ok"] and r["rev:any"]
+                ),
+                None,
+            )
+            for it in test
+        ]
         rows = {
             "rules": score(test, [it["rule"] for it in test]),
+            "revisit": score(test, revisit),
             "model": score(test, model),
             "both": score(test, both),
         }

@@ -177,10 +177,11 @@ def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRe
     title = _title(conv, messages, parts, terms)
     occurred = _occurred_at(conv, messages)
     action, target, revision = _action(conv, person, context, parts.decisions)
-    if action == "create" and (hit := model_change(conv, person, context, parts)):
-        (action, target, revision), parts = hit  # the pair model adds an append (ADR 0037)
-        kind = _kind(parts, person)
     own = {e.id for e in context if conv.key in e.source_conversation_keys}
+    rule = target if action == "append" and target not in own else None
+    if target not in own and (hit := model_change(conv, person, context, parts, rule)):
+        (action, target, revision), parts = hit  # the pair model decides the change (ADR 0037)
+        kind = _kind(parts, person)
     changing = action == "append" and target not in own  # a change of an earlier decision
     if changing:
         parts = change_reasons(parts, person)
