@@ -299,6 +299,10 @@ REVISITED = {
         "Because two clients already asked me for work.",
     ],
     "cram": ["娘を駅前の個別指導の塾に入れることにした。", "理由は、数学の点が伸びないから。"],
+    "roadbike": [
+        "通勤とロングライド用に、Giant の Contend AR 3 にする。",
+        "理由は、予算内で一番軽いから。",
+    ],
     "flat": [
         "引っ越しはしないで、今の部屋の契約を更新する。",
         "理由は、更新料が家賃1か月分で済むから。",
@@ -325,6 +329,14 @@ REVISITS = [
     ),
     # a giving up whose topic is the decision's thing (drops)
     ("cram", ["塾は今月いっぱいでやめて、数学は祖父に見てもらう。"]),
+    # a giving up and a decision in one sentence, of the conversation's own decision (replaces)
+    (
+        "roadbike",
+        [
+            "ロードバイクの件でまた相談。",
+            "お店に相談して、頼んでた方は取り消してもらって、グラベルの Topstone 2 にすることにした。",
+        ],
+    ),
     # an earlier plan quoted and turned back (recalls)
     (
         "flat",

@@ -364,7 +364,7 @@ def revisits(
         turns_on_plan = near and turns_back(t) and (_about_a_plan(t) or _quoted_plan(t))
         if recalls(t) and (opens_past or turns_on_plan):
             out.add("recalls")
-        if near and dropped and {"ja:koto_ni", "ja:ni_suru"} & f:
+        if (near or t in side.decisions) and dropped and {"ja:koto_ni", "ja:ni_suru"} & f:
             out.add("replaces")
     theirs = _values(decided)
     for d in side.decisions:
