@@ -303,6 +303,10 @@ REVISITED = {
         "通勤とロングライド用に、Giant の Contend AR 3 にする。",
         "理由は、予算内で一番軽いから。",
     ],
+    "ryokan": [
+        "箱根の旅行、強羅の旅館を2泊予約することにした。",
+        "理由は、露天風呂付きの部屋が空いていたから。",
+    ],
     "flat": [
         "引っ越しはしないで、今の部屋の契約を更新する。",
         "理由は、更新料が家賃1か月分で済むから。",
@@ -350,6 +354,7 @@ REVISITS = [
 # the same matters taken up again without a change: the decision kept, a past state, a date of
 # another thing, a giving up of another thing, a question about the past
 REVISIT_LOOK_ALIKES = [
+    ("ryokan", ["3月に予約した強羅の旅館、最高だった。", "露天風呂付きの部屋にしてよかった。"]),
     ("price", ["4月に値上げした食パン、思ったより売れてる。", "このまま420円で続ける。"]),
     (
         "cram",
@@ -415,6 +420,7 @@ def test_the_readers() -> None:
     assert pairing.recalls("The flights I booked in May are gone.")
     assert not pairing.recalls("昨日、やっと山に行ってきた。")  # dated, but no earlier act named
     assert pairing.past_state("いつの間にかやめてた。") and pairing.past_state("やめていた。")
+    assert pairing._past_act("取り下げた。") and not pairing._past_act("最高だった。")
     assert not pairing.past_state("出店キャンセルの連絡した。")
     assert pairing._quoted_plan("10月に「今の部屋に残る」って話したけど、変わった。")
     assert not pairing._quoted_plan("「車いるかな」って思ってたけど、いらなそう。")

@@ -360,7 +360,9 @@ def revisits(
             out.add("drops")
         if turns_back(t) and len(shared) >= 2:
             out.add("turn")
-        opens_past = t == first and {"ja:past", "en:past"} & f
+        # an act told in the past (取り下げた, 白紙に戻すことにした), not an evaluation of what
+        # was done (「3月に予約した旅館、最高だった」: the plan kept and lived)
+        opens_past = t == first and ("en:past" in f or ("ja:past" in f and _past_act(t)))
         turns_on_plan = near and turns_back(t) and (_about_a_plan(t) or _quoted_plan(t))
         if recalls(t) and (opens_past or turns_on_plan):
             out.add("recalls")
@@ -453,6 +455,19 @@ def _quoted_plan(text: str) -> bool:
     question): 「10月に「今の部屋に残る」って話したけど…」, not 「…車いるかなって思ってたけど」."""
     quotes = _QUOTED_RE.findall(unicodedata.normalize("NFKC", text))
     return any(_intends(q) and not _is_question(q) for q in quotes)
+
+
+def _past_act(text: str) -> bool:
+    """The final た of the sentence follows a verb (with ます between): 取り下げた, 白紙に戻す
+    ことにした, 連絡しました; not the copula or an adjective (最高だった, 楽しかった)."""
+    ms = [m for m in analyze(text) if m.pos[0] not in ("補助記号", "空白")]
+    for i in range(len(ms) - 1, 0, -1):
+        if ms[i].pos[0] == "助動詞" and ms[i].normalized == "た":
+            j = i - 1
+            while j > 0 and ms[j].pos[0] == "助動詞" and ms[j].normalized == "ます":
+                j -= 1
+            return ms[j].pos[0] == "動詞"
+    return False
 
 
 def past_state(text: str) -> bool:
