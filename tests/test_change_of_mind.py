@@ -322,7 +322,7 @@ REVISITS = [
     # another date for a thing both name (redo)
     ("wedding", ["ビザの期限がわかった。", "入籍は3/14に前倒しする。"]),
     # a dated earlier act opening the conversation in the past tense (recalls)
-    ("job_ad", ["2月に出したアルバイトの募集、取り下げた。", "応募が一人も来なかった。"]),
+    ("job_ad", ["2月に出したアルバイトの募集、取り下げることにした。", "応募が一人も来なかった。"]),
     # the same, in Japanese against an English memory: by meaning, not by names
     (
         "freelance",
@@ -341,6 +341,15 @@ REVISITS = [
             "お店に相談して、頼んでた方は取り消してもらって、グラベルの Topstone 2 にすることにした。",
         ],
     ),
+    # new phrasings of giving up, turning back, another date, in both languages
+    ("job_ad", ["アルバイトの募集、結局やめた。", "土曜は母に手伝ってもらう。"]),
+    ("wedding", ["入籍、6月はやめて秋にする。"]),
+    (
+        "freelance",
+        ["I'm not going freelance; my company offered me a four-day week.", "I'll stay."],
+    ),
+    ("cram", ["塾、合わなかったのでやめることにした。", "家で通信教育にする。"]),
+    ("roadbike", ["Contend AR 3 はキャンセルして、Topstone にした。"]),
     # an earlier plan quoted and turned back (recalls)
     (
         "flat",
@@ -354,6 +363,19 @@ REVISITS = [
 # the same matters taken up again without a change: the decision kept, a past state, a date of
 # another thing, a giving up of another thing, a question about the past
 REVISIT_LOOK_ALIKES = [
+    # a dated earlier act opening the conversation, the plan going on: nothing decided, given
+    # up or negated
+    ("job_ad", ["2月に出したアルバイトの募集、3人応募が来た。", "来週面接する。"]),
+    ("price", ["4月に値上げした食パン、先週から売れ行きが戻ってきた。", "この値段で続ける。"]),
+    (
+        "freelance",
+        [
+            "I told my manager in April that I'm leaving in July, and she took it well.",
+            "Now I need a logo.",
+        ],
+    ),
+    ("cram", ["先月入れた塾の面談に行ってきた。", "先生は丁寧だった。"]),
+    ("roadbike", ["Giant の Contend AR 3、納車された。", "初ライドで糸島まで走った。"]),
     ("ryokan", ["3月に予約した強羅の旅館、最高だった。", "露天風呂付きの部屋にしてよかった。"]),
     ("price", ["4月に値上げした食パン、思ったより売れてる。", "このまま420円で続ける。"]),
     (
@@ -395,8 +417,10 @@ def test_a_revisit_appends_to_the_memory_it_changes(
     record = draft_record(_later(lines, 500 + i), revisited)
     assert record is not None
     assert (record.action, record.target_memory_id) == ("append", f"mem-{name}"), lines
-    # the revisit reading is what appends: without it the same conversation creates
+    # the revisit reading (or the rules' turn back / giving up, which it confirms) is what
+    # appends: without both the same conversation creates
     monkeypatch.setattr(pairing, "revisits", lambda *a, **k: frozenset())
+    monkeypatch.setattr(change, "changed_memory", lambda *a, **k: None)
     record = draft_record(_later(lines, 500 + i), revisited)
     assert record is not None and record.action == "create", ("passes without it", lines)
 

@@ -358,11 +358,20 @@ def revisits(
         f = grammar_flags(t)
         if dropped & (dstems_all | dnames_all):
             out.add("drops")
-        if turns_back(t) and len(shared) >= 2:
+        # two of the decision's things, or one its title names when the turning sentence is
+        # about a plan and about this memory ("I'm not going freelance after all"); a name of
+        # the index line alone may be a person's, not the matter's
+        titled = shared & (_name_terms(entry.title) | content_stems(entry.title))
+        if turns_back(t) and (len(shared) >= 2 or (titled and near and _about_a_plan(t))):
             out.add("turn")
         # an act told in the past (取り下げた, 白紙に戻すことにした), not an evaluation of what
         # was done (「3月に予約した旅館、最高だった」: the plan kept and lived)
-        opens_past = t == first and ("en:past" in f or ("ja:past" in f and _past_act(t)))
+        # ... and that act changes something: it decides, gives up or negates (「…白紙に戻す
+        # ことにした」), not how the plan went on (「2月に出した募集、3人応募が来た」)
+        changes = bool({"ja:koto_ni", "ja:ni_suru", "ja:negated", "en:negated"} & f or dropped)
+        opens_past = (
+            t == first and changes and ("en:past" in f or ("ja:past" in f and _past_act(t)))
+        )
         turns_on_plan = near and turns_back(t) and (_about_a_plan(t) or _quoted_plan(t))
         if recalls(t) and (opens_past or turns_on_plan):
             out.add("recalls")
@@ -424,6 +433,11 @@ def given_up(text: str) -> frozenset[str]:
         return frozenset(out)
     ms = [m for m in analyze(text) if m.pos[0] != "空白"]
     start, kept, own = 0, False, set()
+    # a bare topic opening the sentence (「塾、合わなかったのでやめることにした」)
+    comma = next((i for i, m in enumerate(ms) if m.surface in ("、", ",")), None)
+    bare = (
+        content_stems(ms[comma - 1].surface) if comma and ms[comma - 1].pos[0] == "名詞" else set()
+    )
     for i, m in enumerate(ms):
         if m.pos[0] == "補助記号" or (m.pos[0] == "助詞" and m.pos[1] == "接続助詞"):
             start = i + 1
@@ -435,7 +449,7 @@ def given_up(text: str) -> frozenset[str]:
             kept = True
             continue
         clause = ms[start:i]
-        own |= _head(content_stems_ordered("".join(x.surface for x in clause)))
+        own |= _head(content_stems_ordered("".join(x.surface for x in clause))) | bare
         for j, x in enumerate(clause):
             if x.pos[1:2] == ("係助詞",) and x.normalized == "は" and j:
                 before = clause[j - 1]
