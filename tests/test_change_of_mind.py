@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from core.models import DraftRecord, MemoryIndexEntry
-from providers.extractive import change, draft_record
+from providers.extractive import change, draft_record, pairing
 from providers.extractive.change import _CHANGE_RE, turns_back
 from providers.extractive.structure import dropped_things
 from tests.test_extractive_drafter import make_conv
@@ -256,6 +256,7 @@ def test_a_decision_given_up_appends_to_its_memory(
     assert record is not None
     assert (record.action, record.target_memory_id) == ("append", f"mem-{name}"), lines
     monkeypatch.setattr(change, "_drops_nearest", lambda *a: False)
+    monkeypatch.setattr(pairing, "given_up", lambda text: frozenset())  # the revisit's too
     record = draft_record(_later(lines, 400 + i), titled)
     assert record is not None and record.action == "create", "passes without the reading"
 
@@ -276,3 +277,177 @@ def test_the_index_line_after_a_change_names_the_new_plan(
     record = draft_record(_later(lines, 470), titled)
     assert record is not None and record.target_memory_id == "mem-drums"
     assert "電子ドラム" in record.index_summary, record.index_summary
+
+
+# --- the revisit (providers.extractive.pairing.revisits): the one candidate is the memory
+# nearest to the person's text (the append gate's measure); it is changed only when a sentence
+# revisits its decision: another value for it, a dated earlier act told in the past, a giving
+# up whose topic is the decision's thing, an earlier plan quoted and turned back
+
+REVISITED = {
+    "price": [
+        "店の食パン、4月から1斤420円に値上げすることにした。",
+        "理由は、小麦とバターが上がったから。",
+    ],
+    "wedding": ["入籍は来年の6月にする。", "理由は、二人とも仕事が落ち着くから。"],
+    "job_ad": [
+        "土曜だけのアルバイトを1人募集することにした。",
+        "理由は、土曜の午前が一人では回らないから。",
+    ],
+    "freelance": [
+        "I'm going to quit my job at the end of April and go freelance from July.",
+        "Because two clients already asked me for work.",
+    ],
+    "cram": ["娘を駅前の個別指導の塾に入れることにした。", "理由は、数学の点が伸びないから。"],
+    "roadbike": [
+        "通勤とロングライド用に、Giant の Contend AR 3 にする。",
+        "理由は、予算内で一番軽いから。",
+    ],
+    "ryokan": [
+        "箱根の旅行、強羅の旅館を2泊予約することにした。",
+        "理由は、露天風呂付きの部屋が空いていたから。",
+    ],
+    "flat": [
+        "引っ越しはしないで、今の部屋の契約を更新する。",
+        "理由は、更新料が家賃1か月分で済むから。",
+    ],
+}
+
+REVISITS = [
+    # another amount for the same thing (redo)
+    (
+        "price",
+        ["食パンの値段、もう一度考えた。", "売れ行きが落ちたので、食パンは5月から380円に下げる。"],
+    ),
+    # another date for a thing both name (redo)
+    ("wedding", ["ビザの期限がわかった。", "入籍は3/14に前倒しする。"]),
+    # a dated earlier act opening the conversation in the past tense (recalls)
+    ("job_ad", ["2月に出したアルバイトの募集、取り下げることにした。", "応募が一人も来なかった。"]),
+    # the same, in Japanese against an English memory: by meaning, not by names
+    (
+        "freelance",
+        [
+            "4月に話した独立の件、いったん白紙に戻すことにした。",
+            "会社が週4日の勤務を認めてくれて、フリーランスになるのはやめる。",
+        ],
+    ),
+    # a giving up whose topic is the decision's thing (drops)
+    ("cram", ["塾は今月いっぱいでやめて、数学は祖父に見てもらう。"]),
+    # a giving up and a decision in one sentence, of the conversation's own decision (replaces)
+    (
+        "roadbike",
+        [
+            "ロードバイクの件でまた相談。",
+            "お店に相談して、頼んでた方は取り消してもらって、グラベルの Topstone 2 にすることにした。",
+        ],
+    ),
+    # new phrasings of giving up, turning back, another date, in both languages
+    ("job_ad", ["アルバイトの募集、結局やめた。", "土曜は母に手伝ってもらう。"]),
+    ("wedding", ["入籍、6月はやめて秋にする。"]),
+    (
+        "freelance",
+        ["I'm not going freelance; my company offered me a four-day week.", "I'll stay."],
+    ),
+    ("cram", ["塾、合わなかったのでやめることにした。", "家で通信教育にする。"]),
+    ("roadbike", ["Contend AR 3 はキャンセルして、Topstone にした。"]),
+    # an earlier plan quoted and turned back (recalls)
+    (
+        "flat",
+        [
+            "11月に「今の部屋に残る」って話したけど、あれはひっくり返すことになった。",
+            "駅近の2LDKに申し込んだ。",
+        ],
+    ),
+]
+
+# the same matters taken up again without a change: the decision kept, a past state, a date of
+# another thing, a giving up of another thing, a question about the past
+REVISIT_LOOK_ALIKES = [
+    # a dated earlier act opening the conversation, the plan going on: nothing decided, given
+    # up or negated
+    ("job_ad", ["2月に出したアルバイトの募集、3人応募が来た。", "来週面接する。"]),
+    ("price", ["4月に値上げした食パン、先週から売れ行きが戻ってきた。", "この値段で続ける。"]),
+    (
+        "freelance",
+        [
+            "I told my manager in April that I'm leaving in July, and she took it well.",
+            "Now I need a logo.",
+        ],
+    ),
+    ("cram", ["先月入れた塾の面談に行ってきた。", "先生は丁寧だった。"]),
+    ("roadbike", ["Giant の Contend AR 3、納車された。", "初ライドで糸島まで走った。"]),
+    ("ryokan", ["3月に予約した強羅の旅館、最高だった。", "露天風呂付きの部屋にしてよかった。"]),
+    ("price", ["4月に値上げした食パン、思ったより売れてる。", "このまま420円で続ける。"]),
+    (
+        "cram",
+        [
+            "去年の夏に塾の体験に行ったけど、娘は楽しかったらしい。",
+            "今日は数学のテストが返ってきた。",
+        ],
+    ),
+    ("cram", ["娘のピアノは今月いっぱいでやめて、水泳に変える。"]),
+    ("wedding", ["入籍の前に、両家で食事会をすることにした。", "場所は駅前の和食のお店にする。"]),
+    (
+        "flat",
+        ["1年前は今の部屋の契約更新のたびに相見積もりを取ってたけど、いつの間にかやめてた。"],
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def revisited() -> list[MemoryIndexEntry]:
+    out = []
+    for name, lines in REVISITED.items():
+        record = draft_record(make_conv(_turns(lines), key=f"chatgpt:{name}"), [])
+        assert record is not None and record.memory_kind == "decision", lines
+        out.append(_entry(name, record))
+    return out
+
+
+def test_the_revisits_use_no_cue_word() -> None:
+    for _, lines in REVISITS:
+        assert not any(_CHANGE_RE.search(line) for line in lines), lines
+
+
+@pytest.mark.parametrize("i", range(len(REVISITS)))
+def test_a_revisit_appends_to_the_memory_it_changes(
+    i: int, revisited: list[MemoryIndexEntry], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name, lines = REVISITS[i]
+    record = draft_record(_later(lines, 500 + i), revisited)
+    assert record is not None
+    assert (record.action, record.target_memory_id) == ("append", f"mem-{name}"), lines
+    # the revisit reading (or the rules' turn back / giving up, which it confirms) is what
+    # appends: without both the same conversation creates
+    monkeypatch.setattr(pairing, "revisits", lambda *a, **k: frozenset())
+    monkeypatch.setattr(change, "changed_memory", lambda *a, **k: None)
+    record = draft_record(_later(lines, 500 + i), revisited)
+    assert record is not None and record.action == "create", ("passes without it", lines)
+
+
+@pytest.mark.parametrize("i", range(len(REVISIT_LOOK_ALIKES)))
+def test_the_same_matter_without_a_change_is_not_appended(
+    i: int, revisited: list[MemoryIndexEntry]
+) -> None:
+    name, lines = REVISIT_LOOK_ALIKES[i]
+    record = draft_record(_later(lines, 550 + i), revisited)
+    assert record is not None
+    assert record.action == "create", (lines, record.target_memory_id)
+    # it is near the memory it looks like: the gate's candidate, so the revisit decides
+    conv = _later(lines, 550 + i)
+    near = pairing.gate_nearest(pairing.gate_text(conv), revisited)
+    assert near is not None and near[0].id == f"mem-{name}", (lines, near)
+
+
+def test_the_readers() -> None:
+    assert pairing.recalls("3月に出した土曜の求人、取り下げた。")
+    assert pairing.recalls("The flights I booked in May are gone.")
+    assert not pairing.recalls("昨日、やっと山に行ってきた。")  # dated, but no earlier act named
+    assert pairing.past_state("いつの間にかやめてた。") and pairing.past_state("やめていた。")
+    assert pairing._past_act("取り下げた。") and not pairing._past_act("最高だった。")
+    assert not pairing.past_state("出店キャンセルの連絡した。")
+    assert pairing._quoted_plan("10月に「今の部屋に残る」って話したけど、変わった。")
+    assert not pairing._quoted_plan("「車いるかな」って思ってたけど、いらなそう。")
+    assert "塾" in pairing.given_up("塾は9月いっぱいでやめて、数学は祖父に見てもらう。")
+    assert not pairing.given_up("終身は解約しないで、このまま続ける。")  # kept, not given up
+    assert pairing._values("400円に下げる、4/11に") == {"円": {"400"}, "月": {"4"}}

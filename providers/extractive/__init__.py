@@ -15,6 +15,8 @@ Modules, by responsibility (each imports only those above it):
 * ``roles``: the role of each sentence and the case parts;
 * ``titles``: titles, salient terms, aliases, tags;
 * ``change``: append or create (the change of mind found by meaning);
+* ``pairing``: the change of mind decided: the append gate's candidate and the revisit of its
+  decision (and the learned pair model, a report of ``bench/fit_pairing.py`` only);
 * ``drafter``: the record itself and :class:`ExtractiveDrafter`.
 """
 

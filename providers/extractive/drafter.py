@@ -19,6 +19,7 @@ from core.models import (
 from core.secrets import redact_conversation
 from prompts.case_record import PROMPT_VERSION, build_prompt
 from providers.extractive.change import _CHANGE_RE, _IN_BATCH, _action, _merge_into
+from providers.extractive.pairing import model_change
 from providers.extractive.roles import (
     _ANNOUNCES_RE,
     _LEAD_FILLER_RE,
@@ -177,6 +178,10 @@ def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRe
     occurred = _occurred_at(conv, messages)
     action, target, revision = _action(conv, person, context, parts.decisions)
     own = {e.id for e in context if conv.key in e.source_conversation_keys}
+    rule = target if action == "append" and target not in own else None
+    if target not in own and (hit := model_change(conv, person, context, parts, rule)):
+        (action, target, revision), parts = hit  # the pair model decides the change (ADR 0037)
+        kind = _kind(parts, person)
     changing = action == "append" and target not in own  # a change of an earlier decision
     if changing:
         parts = change_reasons(parts, person)
