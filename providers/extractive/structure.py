@@ -54,6 +54,8 @@ _SKIP_END = ("補助記号", "空白")
 #: verbs of being, becoming, ability and knowing: a state, not an act the person will do (the
 #: same verbs ``roles._plain_intent`` reads as no intent)
 _STATE_VERBS = ("有る", "居る", "成る", "出来る", "分かる", "思う", "言う")
+#: the verbs of thinking: 「もう一度考えた」 tells a deliberation, no act carried out (past_act)
+_THINKING_VERBS = ("考える", "迷う", "悩む")
 
 
 def _final(ms: list[Morpheme]) -> int:
@@ -529,7 +531,11 @@ def past_act(text: str) -> bool:
     if end < 1 or _ctype(ms[end]) != "助動詞-タ":
         return False
     verb = ms[end - 1]
-    if verb.pos[0] != "動詞" or verb.normalized in _STATE_VERBS or potential(verb):
+    if (
+        verb.pos[0] != "動詞"
+        or verb.normalized in _STATE_VERBS + _THINKING_VERBS
+        or potential(verb)
+    ):
         return False
     if end >= 2 and ms[end - 2].pos[0] == "助詞" and ms[end - 2].surface in ("て", "で"):
         return False  # 行ってきた, 試してみた, 買っておいた: the auxiliary use of the verb
