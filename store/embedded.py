@@ -24,7 +24,8 @@ root, starts the server with the caller's group (root) and supplementary groups.
   packages keep theirs under ``/var/lib/postgresql``: ``$PMEM_PG_HOME`` (default
   ``/var/lib/pmem``, ``root:embedded_postgres`` 0710) ``/<hash of the data dir>/`` holds
   ``pgdata`` and the password file, and the data dir links to both (``pgdata`` and ``pgpass``
-  are symbolic links; see docs/runbook.md).
+  are symbolic links; see docs/runbook.md). The folder notes its data dir (``datadir``): when
+  that data dir is deleted, the next cluster placed there removes the orphan (``_sweep_orphans``).
 
 A cluster made by an older pmem (or by the wheel's ``get_server``: ``trust``, socket maybe
 elsewhere, group root) is brought to this state on the next start: restarted with our options,
@@ -43,6 +44,7 @@ import logging
 import os
 import secrets
 import shlex
+import shutil
 import stat
 import subprocess
 import time
@@ -241,11 +243,15 @@ def _cluster_folder(pgdata: Path, account: Account) -> Path:
             f"{SERVER_USER} can reach neither the data dir {data_dir} nor {home}",
             hint=f"set {PG_HOME_ENV} to a folder whose parents {SERVER_USER} can traverse",
         )
+    _sweep_orphans(home)
     for folder in (home, home / _cluster_id(data_dir)):
         folder.mkdir(mode=0o710, parents=True, exist_ok=True)
         os.chown(folder, os.geteuid(), account.gid or 0)
         os.chmod(folder, 0o710)
     side = home / _cluster_id(data_dir)
+    owner = side / DATA_DIR_NOTE  # which data dir this is, for the sweep (root's, 0600)
+    owner.write_text(str(data_dir) + "\n", encoding="utf-8")
+    os.chmod(owner, 0o600)
     os.chown(data_dir, os.geteuid(), account.gid or 0)  # as a data dir in place is (0710)
     os.chmod(data_dir, 0o710)
     os.symlink(side / pgdata.name, pgdata)
@@ -259,6 +265,53 @@ def _cluster_folder(pgdata: Path, account: Account) -> Path:
         side,
     )
     return side / pgdata.name
+
+
+#: In a cluster's folder under ``pg_home()``: the data dir it was placed for.
+DATA_DIR_NOTE = "datadir"
+
+
+def _sweep_orphans(home: Path) -> list[Path]:
+    """Remove the clusters under ``home`` whose data dir is gone: its note names a data dir
+    whose parent folder exists but which no longer links to this cluster (deleted, or made
+    again elsewhere), and no server runs from it. Deleting a data dir thus deletes its
+    cluster the next time one is placed, as a data dir that holds its cluster does at once. A
+    data dir whose parent is missing too (an unmounted disk) is left alone, as is a folder
+    with no note (placed by an older pmem). Returns the folders removed."""
+    removed: list[Path] = []
+    if not home.is_dir():
+        return removed
+    for side in sorted(home.iterdir()):
+        note = side / DATA_DIR_NOTE
+        try:
+            data_dir = Path(note.read_text(encoding="utf-8").strip())
+        except OSError:
+            continue
+        if not data_dir.is_absolute() or not data_dir.parent.is_dir():
+            continue
+        link = data_dir / "pgdata"
+        if link.is_symlink() and Path(os.readlink(link)) == side / "pgdata":
+            continue
+        if _postmaster_alive(side / "pgdata"):
+            continue
+        shutil.rmtree(side, ignore_errors=True)
+        removed.append(side)
+        _log.warning("removed the cluster %s: its data dir %s is gone", side, data_dir)
+    return removed
+
+
+def _postmaster_alive(pgdata: Path) -> bool:
+    try:
+        pid = int((pgdata / "postmaster.pid").read_text(encoding="utf-8").split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _cluster_id(data_dir: Path) -> str:

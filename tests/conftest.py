@@ -24,6 +24,20 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
+# As root, a data dir under a folder the server's user cannot traverse (pytest's tmp_path is
+# under a 0700 folder) has its cluster placed under $PMEM_PG_HOME: the tests' go to a folder
+# of the session's own, removed when the session ends, never to the machine's /var/lib/pmem.
+_OWN_PG_HOME: str | None = None
+if "PMEM_PG_HOME" not in os.environ:
+    _OWN_PG_HOME = tempfile.mkdtemp(prefix="pmem-test-pghome-")
+    os.environ["PMEM_PG_HOME"] = _OWN_PG_HOME
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if _OWN_PG_HOME is not None:
+        shutil.rmtree(_OWN_PG_HOME, ignore_errors=True)
+
+
 PROJECT = Path(__file__).resolve().parents[1]
 SHARED = PROJECT.parent / "shared"
 REAL = SHARED / "fixtures" / "real"

@@ -166,3 +166,38 @@ def test_a_linked_cluster_is_set_aside_beside_itself(tmp_path: Path) -> None:
     assert not real.exists()
     copy = embedded.set_aside(target, data / "backups", "copy", copy=True)
     assert not copy.is_symlink() and (copy / "PG_VERSION").read_text() == "17\n"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only meaningful when run as root")
+def test_a_placed_cluster_whose_data_dir_is_gone_is_removed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cluster placed under $PMEM_PG_HOME outlived its deleted data dir (the test suite alone
+    left 60 GB under /var/lib/pmem): the next cluster placed removes it. One whose data dir's
+    parent is missing too (an unmounted disk) stays, as does a running one."""
+    base = Path(tempfile.mkdtemp(prefix="pmem-test-orph-"))
+    os.chmod(base, 0o755)
+    home = base / "pg-home"
+    monkeypatch.setenv(embedded.PG_HOME_ENV, str(home))
+    closed = base / "root-like"
+    closed.mkdir(mode=0o700)
+    first, second, third = (closed / n / "pgdata" for n in ("first", "second", "third"))
+    try:
+        embedded.start(first)
+        side = first.resolve().parent
+        assert (side / embedded.DATA_DIR_NOTE).read_text().strip() == str(first.parent)
+        embedded.stop(first)
+        # a note naming a data dir on a missing disk: left alone
+        unmounted = home / "0000000000000000"
+        unmounted.mkdir()
+        (unmounted / embedded.DATA_DIR_NOTE).write_text("/nonexistent-disk/pmem\n")
+        embedded.start(second)  # running: stays when the third is placed
+        shutil.rmtree(first.parent)  # the owner deletes the first data dir
+        embedded.start(third)
+        names = {p.name for p in home.iterdir()}
+        assert side.name not in names
+        assert {unmounted.name, second.resolve().parent.name, third.resolve().parent.name} <= names
+    finally:
+        for p in (first, second, third):
+            embedded.stop(p)
+        shutil.rmtree(base, ignore_errors=True)
