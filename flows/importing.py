@@ -49,7 +49,7 @@ BATCH_BYTES = 4 << 20  # characters of message text per batch
 STREAM_AHEAD_CHARS = 6 * BATCH_BYTES  # text the ledger may be ahead of the index (memory bound)
 #: batches stored at once, each in its own transaction and connection: the commit stage (COPY,
 #: waiting on the server) was the ledger's bottleneck, with the reader waiting for it (ADR 0044)
-COMMIT_THREADS = 3
+COMMIT_THREADS = 2
 MAX_ERRORS = 1000  # errors listed in the summary (all are counted, and all are in the ledger)
 SKIP_PREFIX = "skipped:"  # importers count skipped lines in unknown_types under this prefix
 

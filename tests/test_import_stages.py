@@ -208,7 +208,7 @@ def test_a_kill_while_the_index_trails_the_ledger_then_a_rerun_equals_an_uninter
             ],
         )
         # five batches of the ledger: a kill at the first hand-over finds at most
-        # COMMIT_THREADS (3) of them committed
+        # COMMIT_THREADS (2) of them committed
         for i in range(1200)
     ]
     path = chatgpt_export(tmp_path / "conversations.json", convs)
