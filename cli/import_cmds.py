@@ -84,7 +84,8 @@ def import_(
     (`pmem ledger quarantine` lists them); 1 the input could not be read (what was read before
     the damage is kept). Each problem is an `error:` line on stderr naming the file and record."""
     from flows.importing import empty_stats, error_entry, run_import
-    from flows.pipeline import Pipeline, index_for_search
+    from flows.indexing import index_for_search  # not flows.pipeline: the drafting path is not
+    from flows.resources import Pipeline  # this verb's (~40 ms of imports at every start)
     from importers import IMPORTERS, check_source
 
     target = Path(path).expanduser()

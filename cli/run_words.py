@@ -182,7 +182,7 @@ _STAGES = {
 def _progress_bars(first: str = "importing") -> Iterator[None]:
     """Progress bars on stderr while importing, drafting, committing and embedding (none when not
     a TTY)."""
-    from flows import pipeline as pl
+    from flows import resources as pl  # set_progress (flows.pipeline would load the drafting path)
 
     bars = step_bars()
     tasks: dict[str, Any] = {"import": bars.add_task(first, total=None)}

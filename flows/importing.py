@@ -1,11 +1,12 @@
 """The import step: an export streamed into the source ledger at the speed of parsing.
 
-Three threads: this one reads the export (the importer's parser) and hands conversations over in
-batches; a prepare thread hashes each text once and runs the prefilter where the ledger holds no
-decision for that content; a commit thread stores each batch in one transaction
-(``Ledger.write_batch``: one locked look-up of the stored hashes for the batch, COPY for new
-conversations). Parsing and preparing the next batches overlap the database's work on the last. A
-batch holds whole conversations (at most ``BATCH_CONVERSATIONS`` or ``BATCH_BYTES`` of text), so
+Three stages: this thread reads the export (the importer's parser) and hands conversations over
+in batches; a prepare thread hashes each text once and runs the prefilter where the ledger holds
+no decision for that content; ``COMMIT_THREADS`` commit threads store the batches, each batch in
+one transaction on its own connection (``Ledger.write_batch``: one locked look-up of the stored
+hashes for the batch, COPY for new conversations), several at once (batches hold distinct
+conversations; they may commit out of order). Parsing and preparing the next batches overlap the
+database's work on the last ones. A batch holds whole conversations (at most ``BATCH_CONVERSATIONS`` or ``BATCH_BYTES`` of text), so
 a crash leaves whole conversations or none and a re-run finishes the rest (re-reading what is
 stored is a look-up per batch, no write).
 
@@ -46,6 +47,9 @@ _log = logging.getLogger("pmem.import")
 BATCH_CONVERSATIONS = 250
 BATCH_BYTES = 4 << 20  # characters of message text per batch
 STREAM_AHEAD_CHARS = 6 * BATCH_BYTES  # text the ledger may be ahead of the index (memory bound)
+#: batches stored at once, each in its own transaction and connection: the commit stage (COPY,
+#: waiting on the server) was the ledger's bottleneck, with the reader waiting for it (ADR 0044)
+COMMIT_THREADS = 2
 MAX_ERRORS = 1000  # errors listed in the summary (all are counted, and all are in the ledger)
 SKIP_PREFIX = "skipped:"  # importers count skipped lines in unknown_types under this prefix
 
@@ -228,6 +232,7 @@ def _run_import(
     started = time.monotonic()
     progress = ImportProgress()
     lock = threading.Lock()
+    handover = threading.Lock()
     unknown: Counter[str] = Counter()
     skipped: Counter[str] = Counter()
 
@@ -289,12 +294,13 @@ def _run_import(
         )
         handled = batch.index is not None and bool(batch.index.written or batch.index.queued)
         if batch.index is not None and tokens is not None:
-            tokens.written += batch.index.written
-            if (batch.index.queued or batch.index.undecided) and streamer is not None:
-                # the ledger has committed them
-                streamer.submit(batch.index.queued, batch.index.undecided)
-                batch.index.queued, batch.index.undecided = [], []
-                fault_point("import:after-index-handover")
+            with handover:  # the commit threads hand over in turn
+                tokens.written += batch.index.written
+                if (batch.index.queued or batch.index.undecided) and streamer is not None:
+                    # the ledger has committed them
+                    streamer.submit(batch.index.queued, batch.index.undecided)
+                    batch.index.queued, batch.index.undecided = [], []
+                    fault_point("import:after-index-handover")
         if indexer is not None and any(
             o == "changed" or (o == "new" and not handled) for o, *_ in results
         ):
@@ -324,7 +330,7 @@ def _run_import(
         if tokens is not None and tokens.workers
         else None
     )
-    committer = _Stage(write, "pmem-import-commit")
+    committer = _Stage(write, "pmem-import-commit", COMMIT_THREADS)
     writer = _Stage(prepare, "pmem-import-prepare")
     batch = _Batch()
     input_exc: InputError | None = None
@@ -463,15 +469,19 @@ def _where(q: Quarantined) -> str:
 
 
 class _Stage:
-    """One thread handling batches in order; ``put`` blocks when two batches are waiting (memory
-    stays bounded), and an error in the stage stops the one feeding it at its next ``put``."""
+    """Threads handling batches (one: in order); ``put`` blocks when a batch is waiting beside
+    those being handled (memory stays bounded), and an error in the stage stops the one feeding
+    it at its next ``put``."""
 
-    def __init__(self, write: Callable[[_Batch], None], name: str) -> None:
+    def __init__(self, write: Callable[[_Batch], None], name: str, threads: int = 1) -> None:
         self._write = write
         self._queue: queue.Queue[_Batch | None] = queue.Queue(maxsize=1)
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=self._run, name=name, daemon=True) for _ in range(threads)
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def _run(self) -> None:
         while True:
@@ -491,9 +501,11 @@ class _Stage:
         self._queue.put(batch)
 
     def close(self) -> None:
-        if self._thread.is_alive():
+        alive = [t for t in self._threads if t.is_alive()]
+        for _ in alive:
             self._queue.put(None)
-            self._thread.join()
+        for thread in alive:
+            thread.join()
         if self._error is not None:
             err, self._error = self._error, None
             raise err

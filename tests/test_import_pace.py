@@ -156,12 +156,14 @@ def test_a_batch_stores_its_index_rows_in_its_own_transaction(db, monkeypatch) -
             ).fetchone()
 
     convs, first, indexed, queued = counts()
-    assert convs == 2 and indexed == first > 0 and queued == 0  # the first batch, whole
+    # whole batches but the failed one (the commit threads store batches at once: the one after
+    # it may have committed too), each with its index rows
+    assert convs in (2, 4) and indexed == first > 0 and queued == 0
     monkeypatch.setattr(sl, "_copy_index", real)
     stats = run_import(
         Ledger(db), "chatgpt", str(SUBSET), batch_conversations=2, index_messages=True
     )
-    assert (stats["conversations_unchanged"], stats["conversations_new"]) == (2, 4)
+    assert (stats["conversations_unchanged"], stats["conversations_new"]) == (convs, 6 - convs)
     convs, messages, indexed, queued = counts()
     assert convs == 6 and indexed == messages > 50 and queued == 0
     assert stats["indexed_messages"] == messages - first  # all of them stored with their batches

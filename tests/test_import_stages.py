@@ -207,7 +207,9 @@ def test_a_kill_while_the_index_trails_the_ledger_then_a_rerun_equals_an_uninter
                 ("assistant", "条件を表に加えておきます。"),
             ],
         )
-        for i in range(600)  # three batches of the ledger
+        # five batches of the ledger: a kill at the first hand-over finds at most
+        # COMMIT_THREADS (2) of them committed
+        for i in range(1200)
     ]
     path = chatgpt_export(tmp_path / "conversations.json", convs)
 
@@ -219,7 +221,7 @@ def test_a_kill_while_the_index_trails_the_ledger_then_a_rerun_equals_an_uninter
     assert _left_running(str(path)) == []  # its worker processes left with it
     interrupted = _snapshot(killed)
     stored = len(interrupted["conversations"])
-    assert stored == 600 if ledger_whole else 0 < stored < 600  # whole batches of conversations
+    assert stored == 1200 if ledger_whole else 0 < stored < 1200  # whole batches of conversations
     indexed = {k for k, _ in interrupted["index"]}
     person = {k for k, *_ in interrupted["messages"]}
     assert indexed <= person
@@ -249,6 +251,41 @@ def _left_running(marker: str, wait: float = 5.0) -> list[int]:
         if not found or time.monotonic() > deadline:
             return found
         time.sleep(0.1)
+
+
+def test_the_commit_stage_stores_batches_at_once_each_once_and_stops_on_an_error() -> None:
+    """The ledger's commit stage runs ``COMMIT_THREADS`` writers at once (the import waited on
+    one transaction at a time): three writes meet at a barrier only if they run together; every
+    batch is written exactly once; a writer's error is raised to the feeding thread."""
+    import threading
+
+    import flows.importing as fi
+
+    assert fi.COMMIT_THREADS >= 2
+    met = threading.Barrier(3, timeout=10)
+    written: list[int] = []
+    lock = threading.Lock()
+
+    def write(batch: Any) -> None:
+        if batch.chars < 3:  # the first three: only together do they pass the barrier
+            met.wait()
+        with lock:
+            written.append(batch.chars)
+
+    stage = fi._Stage(write, "test-commit", 3)
+    for i in range(20):
+        stage.put(fi._Batch(chars=i))
+    stage.close()
+    assert sorted(written) == list(range(20))
+
+    def fail(batch: Any) -> None:
+        raise RuntimeError("disk full")
+
+    stage = fi._Stage(fail, "test-commit", 3)
+    with pytest.raises(RuntimeError, match="disk full"):
+        for i in range(10):
+            stage.put(fi._Batch(chars=i))
+        stage.close()
 
 
 def test_a_worker_nices_its_own_server_process(db_url: str) -> None:

@@ -130,6 +130,35 @@ def test_an_import_registers_only_its_own_module_and_runs_as_a_write(
     assert _loaded(modules, tuple(f"cli.{m}" for m in others)) == []
 
 
+def test_an_import_does_not_load_the_drafting_path(pmem_env: dict[str, str], tmp_path):
+    """A real `pmem import` (issue 31: a 50 MB message's import is mostly the process's start)
+    loads neither the drafting nor the committing flow, nor what only they need (rapidfuzz)."""
+    from tests.test_ledger_cmds import chatgpt_export, one_conversation
+
+    path = chatgpt_export(
+        tmp_path / "conversations.json",
+        [one_conversation("c-1", "t", [("user", "hello there"), ("assistant", "hi")])],
+    )
+    code = (
+        "import atexit, json, sys\n"
+        f"sys.argv = ['pmem', 'import', {str(path)!r}, '--source', 'chatgpt', '--json', '--no-embed']\n"
+        "atexit.register(lambda: print(json.dumps(sorted(sys.modules)), flush=True))\n"
+        "from cli.main import main\n"
+        "main()\n"
+    )
+    env = dict(pmem_env, PMEM_EMBEDDER="none")
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=PROJECT
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert json.loads(lines[-2])["conversations"]["new"] == 1  # it imported
+    modules = json.loads(lines[-1])
+    heavy = ("flows.pipeline", "flows.drafting", "flows.committing", "rapidfuzz")
+    assert _loaded(modules, heavy) == []
+    assert "flows.importing" in modules  # the check can fail: the import's own flow is there
+
+
 def test_a_read_command_leaves_without_teardown_and_keeps_its_exit_status(pmem_env: dict[str, str]):
     """A fresh search ends through os._exit once it has answered (the interpreter's teardown
     cost ~0.1-0.25 s): its whole answer is on stdout, and its exit status is the command's."""
