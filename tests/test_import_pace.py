@@ -6,6 +6,7 @@ forms, resumably, and the index is then the same as one built in a single pass."
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -135,10 +136,14 @@ def test_a_batch_stores_its_index_rows_in_its_own_transaction(db, monkeypatch) -
     real = sl._copy_index
     calls = {"n": 0}
 
+    lock = threading.Lock()  # the commit stage runs batches in two threads
+
     def die_on_the_second(*args, **kwargs):
-        calls["n"] += 1
+        with lock:
+            calls["n"] += 1
+            mine = calls["n"]
         n = real(*args, **kwargs)
-        if calls["n"] == 2:
+        if mine == 2:
             raise RuntimeError("power cut")
         return n
 
