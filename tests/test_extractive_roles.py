@@ -403,3 +403,14 @@ def test_a_list_of_reasons_goes_on_past_an_aside() -> None:
         ]
     )
     assert got["あと、振替が前日まで効く。"] == "reason"
+
+
+def test_a_question_clause_as_the_predicates_argument_is_open() -> None:
+    # a question closed by か and taken up by は / が / も: what the person says of a question
+    # still theirs, whatever the predicate (問題, 気になる, 難しい); own wording, not the sets'
+    assert roles._opens("駐輪場をどこに借りるかが一番の問題。")
+    assert roles._opens("保育園の送りを誰がやるかも気になる。")
+    assert roles._opens("発表の順番をどう決めるかが難しい。")
+    # answered (past, a resolution) or a choice between nouns: not open
+    assert not roles._opens("送りを誰がやるかは夫と話し合うことにした。")
+    assert not roles._opens("自転車か電車が候補。")

@@ -20,7 +20,13 @@ from providers.extractive.sentences import (
     _is_question,
     _own,
 )
-from providers.extractive.structure import IRREGULAR_PAST, clause_question, past_act, potential
+from providers.extractive.structure import (
+    IRREGULAR_PAST,
+    clause_question,
+    past_act,
+    potential,
+    question_as_argument,
+)
 from providers.extractive.structure import feature_names as grammar_features
 from providers.extractive.structure import flags as grammar_flags
 from providers.extractive.vectors import similarities
@@ -390,6 +396,8 @@ def _open_by_structure(text: str) -> bool:
     )
     if ja_asks and not {"ja:question", "ja:past"} & f and (_plain_intent(text) or "ja:desire" in f):
         return True  # 「…移せないか探す」「…使えるか考えたい」: finding out what is not yet known
+    if question_as_argument(text):
+        return True  # 「英語をどうするかが問題。」: a question the person says is still theirs
     if "en:question" in f or _INTENT_EN_RE.search(text):
         return False
     english = not _JA_CHAR_RE.search(text)
