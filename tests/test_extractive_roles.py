@@ -414,3 +414,23 @@ def test_a_question_clause_as_the_predicates_argument_is_open() -> None:
     # answered (past, a resolution) or a choice between nouns: not open
     assert not roles._opens("送りを誰がやるかは夫と話し合うことにした。")
     assert not roles._opens("自転車か電車が候補。")
+
+
+def test_a_decision_concluded_by_te_koto_de_takes_the_statements_before_it() -> None:
+    # ってことで / てことで: the colloquial forms of ということで, a connective of consequence
+    conv = make_conv(
+        [
+            ("user", "引っ越しの相談。"),
+            ("assistant", "どうぞ。"),
+            (
+                "user",
+                "今の部屋は駅から歩いて25分かかる。家賃も来月から上がるらしい。"
+                "ってことで駅前の1DKに移る。",
+            ),
+        ]
+    )
+    person = person_sentences(conv.messages)
+    got = roles._rule_roles(person)
+    by_text = {s.text: got.get(s.index) for s in person}
+    assert by_text["ってことで駅前の1DKに移る。"] == "decision"
+    assert by_text["今の部屋は駅から歩いて25分かかる。"] == "reason"
