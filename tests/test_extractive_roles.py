@@ -434,3 +434,14 @@ def test_a_decision_concluded_by_te_koto_de_takes_the_statements_before_it() -> 
     by_text = {s.text: got.get(s.index) for s in person}
     assert by_text["ってことで駅前の1DKに移る。"] == "decision"
     assert by_text["今の部屋は駅から歩いて25分かかる。"] == "reason"
+
+
+def test_an_act_after_a_deliberation_is_the_decision() -> None:
+    # the first clause deliberates (考えたけど、 迷ったけど、 …と話して、), the main clause acts
+    assert roles._deliberated("だいぶ考えたけど、週末の当番を引き受けた。")
+    assert roles._deliberated("迷ったけど、今年は合宿に参加させない。")
+    assert roles._deliberated("妻と話して、車は手放した。")
+    # the deliberation goes on, or nothing is settled: no decision
+    assert not roles._deliberated("夫と話して、来月また考える。")
+    assert not roles._deliberated("考えたけど、まだ決められない。")
+    assert not roles._deliberated("話してたら楽しかった。")

@@ -194,7 +194,12 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
     for s in person:
         if _opens(s.text):
             roles[s.index] = "open"
-        elif scores[s.index] >= 3 or _headline(s, opening) or _done_just_now(s.text):
+        elif (
+            scores[s.index] >= 3
+            or _headline(s, opening)
+            or _done_just_now(s.text)
+            or _deliberated(s.text)
+        ):
             roles[s.index] = "decision"
     if not any(r == "decision" for r in roles.values()):  # no clear decision: the best intent
         # or, failing one, an act the person tells as done ("I booked …" after the answer)
@@ -289,6 +294,48 @@ def _headline(s: Sentence, opening: list[Sentence]) -> bool:
 _PERFECTIVE_RE = re.compile(
     r"もう|さっき|先ほど|ついに|とうとう|今日|\b(?:just|already|finally)\b", re.IGNORECASE
 )
+
+
+#: the lemmas of deliberation (a closed class, read only as the head of a sentence's first
+#: clause): what the person did before deciding
+_DELIBERATE = frozenset(["考える", "迷う", "悩む", "話す", "話し合う", "相談", "検討"])
+
+
+def _deliberated(text: str) -> bool:
+    """A Japanese sentence whose first clause tells a deliberation (考えたけど、 迷ったけど、
+    真帆と話して、) and whose main clause then tells an act or an intent of the person's own
+    (「いろいろ考えたけど、…英訳を引き受けた。」「迷ったけど、…練習試合にも出さない。」): the
+    outcome of the deliberation, a decision."""
+    own = _own(text)
+    if not _JA_CHAR_RE.search(own) or _is_question(own):
+        return False
+    ms = [m for m in analyze(own[:60]) if m.pos[0] != "空白"]
+    for i, m in enumerate(ms[:12]):
+        if m.normalized not in _DELIBERATE or m.pos[0] not in ("動詞", "名詞"):
+            continue
+        for j in range(i + 1, min(i + 5, len(ms))):
+            if ms[j].pos[0] == "助詞" and ms[j].pos[1] == "接続助詞" and ms[j].surface in (
+                "て",
+                "で",
+                "けど",
+                "けれど",
+                "が",
+            ):
+                head = "".join(x.surface for x in ms[: j + 1])
+                main = own[len(head) :].lstrip("、, ")
+                if not main or _opens(main) or conditional_intent(main):
+                    return False
+                verbs = [x for x in analyze(main) if x.pos[0] == "動詞"]
+                if verbs and verbs[-1].normalized in _DELIBERATE:
+                    return False  # 「夫と話して、来月また考える。」: the deliberation goes on
+                negated = "ja:negated" in grammar_flags(main) and "ja:past" not in grammar_flags(
+                    main
+                )
+                return past_act(main) or _plain_intent(main) or negated
+            if ms[j].pos[0] in ("補助記号",):
+                break
+        return False
+    return False
 
 
 def _done_just_now(text: str) -> bool:
