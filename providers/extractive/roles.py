@@ -314,12 +314,17 @@ def _deliberated(text: str) -> bool:
         if m.normalized not in _DELIBERATE or m.pos[0] not in ("動詞", "名詞"):
             continue
         for j in range(i + 1, min(i + 5, len(ms))):
-            if ms[j].pos[0] == "助詞" and ms[j].pos[1] == "接続助詞" and ms[j].surface in (
-                "て",
-                "で",
-                "けど",
-                "けれど",
-                "が",
+            if (
+                ms[j].pos[0] == "助詞"
+                and ms[j].pos[1] == "接続助詞"
+                and ms[j].surface
+                in (
+                    "て",
+                    "で",
+                    "けど",
+                    "けれど",
+                    "が",
+                )
             ):
                 head = "".join(x.surface for x in ms[: j + 1])
                 main = own[len(head) :].lstrip("、, ")
