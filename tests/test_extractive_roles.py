@@ -445,3 +445,9 @@ def test_an_act_after_a_deliberation_is_the_decision() -> None:
     assert not roles._deliberated("夫と話して、来月また考える。")
     assert not roles._deliberated("考えたけど、まだ決められない。")
     assert not roles._deliberated("話してたら楽しかった。")
+
+
+def test_a_quotation_under_the_passive_of_iu_is_reported() -> None:
+    assert roles._reported("工事は来月以降になるって言われた。")
+    assert roles._reported("部品の入荷は秋と言われて、")
+    assert not roles._reported("僕は無理だと言った。")

@@ -916,6 +916,14 @@ def _reported(text: str) -> bool:
         return True
     if last.pos[0] == "助動詞" and last.normalized == "らしい":
         return True
+    # a quotation (と / って) governed by the passive of 言う (…って言われた, …と言われて):
+    # what the person was told
+    verbs = [k for k, m in enumerate(ms) if m.pos[0] == "動詞"]
+    if verbs and ms[verbs[-1]].normalized == "言う" and verbs[-1] > 0:
+        k = verbs[-1]
+        quoted = ms[k - 1].surface in ("と", "って") and ms[k - 1].pos[0] == "助詞"
+        if quoted and any(m.normalized in ("れる", "られる") for m in ms[k + 1 : k + 3]):
+            return True
     return len(ms) > 1 and last.normalized in ("だ", "です") and ms[-2].pos[1:2] == ("助動詞語幹",)
 
 
