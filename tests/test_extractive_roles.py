@@ -451,3 +451,12 @@ def test_a_quotation_under_the_passive_of_iu_is_reported() -> None:
     assert roles._reported("工事は来月以降になるって言われた。")
     assert roles._reported("部品の入荷は秋と言われて、")
     assert not roles._reported("僕は無理だと言った。")
+
+
+def test_a_polite_past_is_an_act_told_as_done() -> None:
+    from providers.extractive.structure import past_act
+
+    assert past_act("先週、管理会社に退去の連絡をしました。")
+    assert past_act("ジムの月会員に申し込みました。")
+    assert not past_act("体験に行ってきました。")  # an experience told, an auxiliary after て
+    assert not past_act("電車が止まりました。")  # another subject with が

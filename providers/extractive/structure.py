@@ -556,6 +556,8 @@ def past_act(text: str) -> bool:
     end = _final(ms)
     if end < 1 or _ctype(ms[end]) != "助動詞-タ":
         return False
+    if end >= 2 and ms[end - 1].pos[0] == "助動詞" and ms[end - 1].normalized == "ます":
+        end -= 1  # the polite past (連絡しました, 申し込みました): the same act told
     verb = ms[end - 1]
     if verb.pos[0] != "動詞" or verb.normalized in _STATE_VERBS or potential(verb):
         return False
