@@ -460,3 +460,25 @@ def test_a_polite_past_is_an_act_told_as_done() -> None:
     assert past_act("ジムの月会員に申し込みました。")
     assert not past_act("体験に行ってきました。")  # an experience told, an auxiliary after て
     assert not past_act("電車が止まりました。")  # another subject with が
+
+
+def test_an_opening_that_leads_with_a_plan_reports_the_decision() -> None:
+    conv = make_conv(
+        [
+            (
+                "user",
+                "About the piano lessons: I'm stopping them after March. "
+                "The teacher is moving away and the new school is too far. "
+                "Can you help me write a thank-you note?",
+            ),
+            ("assistant", "Of course. Here is a draft."),
+            ("user", "Thanks, I'll send it tomorrow."),
+        ]
+    )
+    person = person_sentences(conv.messages)
+    got = roles._rule_roles(person)
+    assert got.get(person[0].index) == "decision"
+    # a plan under a condition does not lead as news
+    conv = make_conv([("user", "If the price drops, I'll buy the bike. Which size fits me?")])
+    person = person_sentences(conv.messages)
+    assert roles._rule_roles(person).get(person[0].index) != "decision"

@@ -287,7 +287,17 @@ def _headline(s: Sentence, opening: list[Sentence]) -> bool:
     (「青葉マルシェに出店申し込んだ！」「お盆の北海道旅行、冬休みにずらした。」, "I booked
     flights to …"): the news the person comes with is a decision already carried out, and what
     follows is its circumstances and what it leaves to do."""
-    return bool(opening) and s.index == opening[0].index == 0 and past_act(s.text)
+    if not (opening and s.index == opening[0].index == 0) or _is_question(s.text):
+        return False
+    if past_act(s.text):
+        return True
+    # the news told as a plan under way ("About the trip in October: I'm cancelling it and
+    # will join the sessions online instead."): an English intent that heads a topic (X: …)
+    own = _own(s.text)
+    rest = own.partition(":")[2].strip() or own
+    if conditional_intent(rest) or _opens(rest):
+        return False
+    return bool(_INTENT_HEAD_RE.match(rest) or _INTENT_EN_RE.match(rest) or _plain_intent(rest))
 
 
 #: adverbs of the perfective aspect (a closed class): an act finished just now or already
