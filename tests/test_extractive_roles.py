@@ -478,7 +478,11 @@ def test_an_opening_that_leads_with_a_plan_reports_the_decision() -> None:
     person = person_sentences(conv.messages)
     got = roles._rule_roles(person)
     assert got.get(person[0].index) == "decision"
-    # a plan under a condition does not lead as news
-    conv = make_conv([("user", "If the price drops, I'll buy the bike. Which size fits me?")])
-    person = person_sentences(conv.messages)
-    assert roles._rule_roles(person).get(person[0].index) != "decision"
+    # a plan the opening then puts to the assistant as a choice, or one under a condition,
+    # does not lead as news
+    for text in (
+        "We're repainting the kitchen. Green or grey, what would you pick?",
+        "If the quote is fair, we'll repaint the kitchen. What should we ask the painter?",
+    ):
+        person = person_sentences(make_conv([("user", text)]).messages)
+        assert not roles._headline(person[0], person)

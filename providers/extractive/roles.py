@@ -297,7 +297,19 @@ def _headline(s: Sentence, opening: list[Sentence]) -> bool:
     rest = own.partition(":")[2].strip() or own
     if conditional_intent(rest) or _opens(rest):
         return False
+    # an opening that then puts a choice to the assistant ("Lake or mountains, what would you
+    # pick?", 「AにするかBにするか」) brings a plan to decide, not a decision
+    if any(_is_question(o.text) and _offers_choice(o.text) for o in opening):
+        return False
     return bool(_INTENT_HEAD_RE.match(rest) or _INTENT_EN_RE.match(rest) or _plain_intent(rest))
+
+
+def _offers_choice(text: str) -> bool:
+    """A sentence that names alternatives: English "A or B", Japanese two clauses closed by
+    か (…にするか…にするか) or the disjunction か between nouns put as a question."""
+    if not _JA_CHAR_RE.search(text):
+        return bool(re.search(r"\b\w+\s+or\s+\w+", text, re.IGNORECASE))
+    return len(re.findall(r"か", _own(text))) >= 2 or "ja:embedded_question" in grammar_flags(text)
 
 
 #: adverbs of the perfective aspect (a closed class): an act finished just now or already
