@@ -486,3 +486,8 @@ def test_an_opening_that_leads_with_a_plan_reports_the_decision() -> None:
     ):
         person = person_sentences(make_conv([("user", text)]).messages)
         assert not roles._headline(person[0], person)
+
+
+def test_a_question_clause_set_off_by_an_ellipsis_is_open() -> None:
+    assert roles._opens("あとは引き継ぎを誰に頼むか…先輩はみんな忙しいと思う。")
+    assert not roles._opens("引き継ぎを誰に頼むか…もう決めた。")

@@ -341,8 +341,12 @@ def question_as_argument(text: str) -> bool:
         and m.pos[0] == "助詞"
         and 0 < i < end
         and ms[i - 1].pos[0] in ("動詞", "助動詞", "形容詞")
-        and ms[i + 1].surface in ("は", "が", "も")
-        and ms[i + 1].pos[0] == "助詞"
+        and (
+            (ms[i + 1].surface in ("は", "が", "も") and ms[i + 1].pos[0] == "助詞")
+            # or set off on its own by an ellipsis (「…どう説明するか…本人めっちゃ落ち込む
+            # と思う。」): the person asking it of themselves
+            or (ms[i + 1].pos[0] == "補助記号" and ms[i + 1].surface in (".", "…", "‥"))
+        )
         for i, m in enumerate(ms)
     )
 
