@@ -491,3 +491,10 @@ def test_an_opening_that_leads_with_a_plan_reports_the_decision() -> None:
 def test_a_question_clause_set_off_by_an_ellipsis_is_open() -> None:
     assert roles._opens("あとは引き継ぎを誰に頼むか…先輩はみんな忙しいと思う。")
     assert not roles._opens("引き継ぎを誰に頼むか…もう決めた。")
+
+
+def test_an_open_cue_inside_a_sentence_that_stops_at_a_cause_is_a_reason() -> None:
+    text = "夜だと駅までの道がわからないって娘が言ってたから。"
+    assert not roles._opens(text)
+    assert roles._reasons(text)
+    assert roles._opens("駅までの道がわからない。")

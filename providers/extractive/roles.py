@@ -415,6 +415,8 @@ def _opens(text: str) -> bool:
         and not _OPEN_RE.search(main)
     ):
         return False
+    if _ends_in_cause(own) and not _is_question(own):
+        return False  # 「…わからないって母が言ってたから。」: a cue inside a clause of cause
     if _STRONG_OPEN_RE.search(own) or _open_by_structure(own):
         return not _EXTRA_DECISION_RE.search(own)
     if not _OPEN_RE.search(own) or _EXTRA_DECISION_RE.search(own):
