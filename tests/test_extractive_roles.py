@@ -498,3 +498,18 @@ def test_an_open_cue_inside_a_sentence_that_stops_at_a_cause_is_a_reason() -> No
     assert not roles._opens(text)
     assert roles._reasons(text)
     assert roles._opens("駅までの道がわからない。")
+
+
+def test_what_a_decision_weighed_in_its_first_clause_is_its_reason() -> None:
+    text = "母の通院を考えて、今年の帰省は夏だけにする。"
+    assert roles._weighed_clause(text) == "母の通院を考えて"
+    conv = make_conv(
+        [
+            ("user", "年末どうしよう。"),
+            ("assistant", "状況を教えてください。"),
+            ("user", "寒い時期の長旅はきついよね、って二人で話して、年末の帰省はなしにする。"),
+        ]
+    )
+    parts = roles._parts(person_sentences(conv.messages))
+    assert any("長旅はきつい" in r.text for r in parts.reasons)
+    assert roles._weighed_clause("夫と話して、車は手放した。") == ""  # nothing named

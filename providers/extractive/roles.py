@@ -365,6 +365,32 @@ def _deliberated(text: str) -> bool:
     return False
 
 
+def _weighed_clause(text: str) -> str:
+    """The first clause of a Japanese decision sentence that weighs something before deciding:
+    a deliberation verb (``_DELIBERATE``) with a quotation (…って話して, …と考えて) or an
+    object (父の体調を考えて) before it, followed by て / けど and the main clause: what was
+    weighed is the decision's reason. Empty when there is none (いろいろ考えたけど: nothing
+    named)."""
+    own = _own(text)
+    if not _JA_CHAR_RE.search(own) or own != text:
+        return ""
+    ms = [m for m in analyze(text[:80]) if m.pos[0] != "空白"]
+    for i, m in enumerate(ms):
+        if m.normalized not in _DELIBERATE or m.pos[0] not in ("動詞", "名詞") or i < 2:
+            continue
+        named = ms[i - 1].pos[0] == "助詞" and ms[i - 1].surface == "を"
+        # a quotation a few words before (…だよね、って二人で話して): what was said
+        named = named or any(
+            x.pos[0] == "助詞" and x.surface == "って" for x in ms[max(0, i - 4) : i]
+        )
+        for j in range(i + 1, min(i + 5, len(ms))):
+            if ms[j].pos[0] == "助詞" and ms[j].surface in ("て", "で", "けど"):
+                head = "".join(x.surface for x in ms[: j + 1])
+                return head.strip() if named and text.startswith(head) else ""
+        return ""
+    return ""
+
+
 def _done_just_now(text: str) -> bool:
     """An act of the person's own told as done with a perfective adverb (「さっき申し込んだ」
     "I just booked …"): a decision carried out, wherever it is said."""
@@ -845,6 +871,10 @@ def _reason_clauses(decisions: list[Sentence]) -> list[Sentence]:
     """The reason inside a decision sentence ("... because X", "Xので、..."), as a substring."""
     out: list[Sentence] = []
     for s in decisions:
+        weighed = _weighed_clause(s.text)
+        if weighed:  # 「…無理だよね、って二人で話して、…なしにする。」: what was weighed
+            out.append(Sentence(s.message, weighed, s.index))
+            continue
         lead = _CONSEQUENCE_RE.match(s.text)  # 「なので、…」: the reason was said before
         m = REASON_RE.search(s.text, lead.end() if lead else 0)
         so = _SO_RE.search(s.text)
