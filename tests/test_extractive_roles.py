@@ -403,3 +403,113 @@ def test_a_list_of_reasons_goes_on_past_an_aside() -> None:
         ]
     )
     assert got["あと、振替が前日まで効く。"] == "reason"
+
+
+def test_a_question_clause_as_the_predicates_argument_is_open() -> None:
+    # a question closed by か and taken up by は / が / も: what the person says of a question
+    # still theirs, whatever the predicate (問題, 気になる, 難しい); own wording, not the sets'
+    assert roles._opens("駐輪場をどこに借りるかが一番の問題。")
+    assert roles._opens("保育園の送りを誰がやるかも気になる。")
+    assert roles._opens("発表の順番をどう決めるかが難しい。")
+    # answered (past, a resolution) or a choice between nouns: not open
+    assert not roles._opens("送りを誰がやるかは夫と話し合うことにした。")
+    assert not roles._opens("自転車か電車が候補。")
+
+
+def test_a_decision_concluded_by_te_koto_de_takes_the_statements_before_it() -> None:
+    # ってことで / てことで: the colloquial forms of ということで, a connective of consequence
+    conv = make_conv(
+        [
+            ("user", "引っ越しの相談。"),
+            ("assistant", "どうぞ。"),
+            (
+                "user",
+                "今の部屋は駅から歩いて25分かかる。家賃も来月から上がるらしい。"
+                "ってことで駅前の1DKに移る。",
+            ),
+        ]
+    )
+    person = person_sentences(conv.messages)
+    got = roles._rule_roles(person)
+    by_text = {s.text: got.get(s.index) for s in person}
+    assert by_text["ってことで駅前の1DKに移る。"] == "decision"
+    assert by_text["今の部屋は駅から歩いて25分かかる。"] == "reason"
+
+
+def test_an_act_after_a_deliberation_is_the_decision() -> None:
+    # the first clause deliberates (考えたけど、 迷ったけど、 …と話して、), the main clause acts
+    assert roles._deliberated("だいぶ考えたけど、週末の当番を引き受けた。")
+    assert roles._deliberated("迷ったけど、今年は合宿に参加させない。")
+    assert roles._deliberated("妻と話して、車は手放した。")
+    # the deliberation goes on, or nothing is settled: no decision
+    assert not roles._deliberated("夫と話して、来月また考える。")
+    assert not roles._deliberated("考えたけど、まだ決められない。")
+    assert not roles._deliberated("話してたら楽しかった。")
+
+
+def test_a_quotation_under_the_passive_of_iu_is_reported() -> None:
+    assert roles._reported("工事は来月以降になるって言われた。")
+    assert roles._reported("部品の入荷は秋と言われて、")
+    assert not roles._reported("僕は無理だと言った。")
+
+
+def test_a_polite_past_is_an_act_told_as_done() -> None:
+    from providers.extractive.structure import past_act
+
+    assert past_act("先週、管理会社に退去の連絡をしました。")
+    assert past_act("ジムの月会員に申し込みました。")
+    assert not past_act("体験に行ってきました。")  # an experience told, an auxiliary after て
+    assert not past_act("電車が止まりました。")  # another subject with が
+
+
+def test_an_opening_that_leads_with_a_plan_reports_the_decision() -> None:
+    conv = make_conv(
+        [
+            (
+                "user",
+                "About the piano lessons: I'm stopping them after March. "
+                "The teacher is moving away and the new school is too far. "
+                "Can you help me write a thank-you note?",
+            ),
+            ("assistant", "Of course. Here is a draft."),
+            ("user", "Thanks, I'll send it tomorrow."),
+        ]
+    )
+    person = person_sentences(conv.messages)
+    got = roles._rule_roles(person)
+    assert got.get(person[0].index) == "decision"
+    # a plan the opening then puts to the assistant as a choice, or one under a condition,
+    # does not lead as news
+    for text in (
+        "We're repainting the kitchen. Green or grey, what would you pick?",
+        "If the quote is fair, we'll repaint the kitchen. What should we ask the painter?",
+    ):
+        person = person_sentences(make_conv([("user", text)]).messages)
+        assert not roles._headline(person[0], person)
+
+
+def test_a_question_clause_set_off_by_an_ellipsis_is_open() -> None:
+    assert roles._opens("あとは引き継ぎを誰に頼むか…先輩はみんな忙しいと思う。")
+    assert not roles._opens("引き継ぎを誰に頼むか…もう決めた。")
+
+
+def test_an_open_cue_inside_a_sentence_that_stops_at_a_cause_is_a_reason() -> None:
+    text = "夜だと駅までの道がわからないって娘が言ってたから。"
+    assert not roles._opens(text)
+    assert roles._reasons(text)
+    assert roles._opens("駅までの道がわからない。")
+
+
+def test_what_a_decision_weighed_in_its_first_clause_is_its_reason() -> None:
+    text = "母の通院を考えて、今年の帰省は夏だけにする。"
+    assert roles._weighed_clause(text) == "母の通院を考えて"
+    conv = make_conv(
+        [
+            ("user", "年末どうしよう。"),
+            ("assistant", "状況を教えてください。"),
+            ("user", "寒い時期の長旅はきついよね、って二人で話して、年末の帰省はなしにする。"),
+        ]
+    )
+    parts = roles._parts(person_sentences(conv.messages))
+    assert any("長旅はきつい" in r.text for r in parts.reasons)
+    assert roles._weighed_clause("夫と話して、車は手放した。") == ""  # nothing named

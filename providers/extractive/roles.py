@@ -20,7 +20,13 @@ from providers.extractive.sentences import (
     _is_question,
     _own,
 )
-from providers.extractive.structure import IRREGULAR_PAST, clause_question, past_act, potential
+from providers.extractive.structure import (
+    IRREGULAR_PAST,
+    clause_question,
+    past_act,
+    potential,
+    question_as_argument,
+)
 from providers.extractive.structure import feature_names as grammar_features
 from providers.extractive.structure import flags as grammar_flags
 from providers.extractive.vectors import similarities
@@ -188,7 +194,12 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
     for s in person:
         if _opens(s.text):
             roles[s.index] = "open"
-        elif scores[s.index] >= 3 or _headline(s, opening) or _done_just_now(s.text):
+        elif (
+            scores[s.index] >= 3
+            or _headline(s, opening)
+            or _done_just_now(s.text)
+            or _deliberated(s.text)
+        ):
             roles[s.index] = "decision"
     if not any(r == "decision" for r in roles.values()):  # no clear decision: the best intent
         # or, failing one, an act the person tells as done ("I booked …" after the answer)
@@ -276,13 +287,108 @@ def _headline(s: Sentence, opening: list[Sentence]) -> bool:
     (「青葉マルシェに出店申し込んだ！」「お盆の北海道旅行、冬休みにずらした。」, "I booked
     flights to …"): the news the person comes with is a decision already carried out, and what
     follows is its circumstances and what it leaves to do."""
-    return bool(opening) and s.index == opening[0].index == 0 and past_act(s.text)
+    if not (opening and s.index == opening[0].index == 0) or _is_question(s.text):
+        return False
+    if past_act(s.text):
+        return True
+    # the news told as a plan under way ("About the trip in October: I'm cancelling it and
+    # will join the sessions online instead."): an English intent that heads a topic (X: …)
+    own = _own(s.text)
+    rest = own.partition(":")[2].strip() or own
+    if conditional_intent(rest) or _opens(rest):
+        return False
+    # an opening that then puts a choice to the assistant ("Lake or mountains, what would you
+    # pick?", 「AにするかBにするか」) brings a plan to decide, not a decision
+    if any(_is_question(o.text) and _offers_choice(o.text) for o in opening):
+        return False
+    return bool(_INTENT_HEAD_RE.match(rest) or _INTENT_EN_RE.match(rest) or _plain_intent(rest))
+
+
+def _offers_choice(text: str) -> bool:
+    """A sentence that names alternatives: English "A or B", Japanese two clauses closed by
+    か (…にするか…にするか) or the disjunction か between nouns put as a question."""
+    if not _JA_CHAR_RE.search(text):
+        return bool(re.search(r"\b\w+\s+or\s+\w+", text, re.IGNORECASE))
+    return len(re.findall(r"か", _own(text))) >= 2 or "ja:embedded_question" in grammar_flags(text)
 
 
 #: adverbs of the perfective aspect (a closed class): an act finished just now or already
 _PERFECTIVE_RE = re.compile(
     r"もう|さっき|先ほど|ついに|とうとう|今日|\b(?:just|already|finally)\b", re.IGNORECASE
 )
+
+
+#: the lemmas of deliberation (a closed class, read only as the head of a sentence's first
+#: clause): what the person did before deciding
+_DELIBERATE = frozenset(["考える", "迷う", "悩む", "話す", "話し合う", "相談", "検討"])
+
+
+def _deliberated(text: str) -> bool:
+    """A Japanese sentence whose first clause tells a deliberation (考えたけど、 迷ったけど、
+    真帆と話して、) and whose main clause then tells an act or an intent of the person's own
+    (「いろいろ考えたけど、…英訳を引き受けた。」「迷ったけど、…練習試合にも出さない。」): the
+    outcome of the deliberation, a decision."""
+    own = _own(text)
+    if not _JA_CHAR_RE.search(own) or _is_question(own):
+        return False
+    ms = [m for m in analyze(own[:60]) if m.pos[0] != "空白"]
+    for i, m in enumerate(ms[:12]):
+        if m.normalized not in _DELIBERATE or m.pos[0] not in ("動詞", "名詞"):
+            continue
+        for j in range(i + 1, min(i + 5, len(ms))):
+            if (
+                ms[j].pos[0] == "助詞"
+                and ms[j].pos[1] == "接続助詞"
+                and ms[j].surface
+                in (
+                    "て",
+                    "で",
+                    "けど",
+                    "けれど",
+                    "が",
+                )
+            ):
+                head = "".join(x.surface for x in ms[: j + 1])
+                main = own[len(head) :].lstrip("、, ")
+                if not main or _opens(main) or conditional_intent(main):
+                    return False
+                verbs = [x for x in analyze(main) if x.pos[0] == "動詞"]
+                if verbs and verbs[-1].normalized in _DELIBERATE:
+                    return False  # 「夫と話して、来月また考える。」: the deliberation goes on
+                negated = "ja:negated" in grammar_flags(main) and "ja:past" not in grammar_flags(
+                    main
+                )
+                return past_act(main) or _plain_intent(main) or negated
+            if ms[j].pos[0] in ("補助記号",):
+                break
+        return False
+    return False
+
+
+def _weighed_clause(text: str) -> str:
+    """The first clause of a Japanese decision sentence that weighs something before deciding:
+    a deliberation verb (``_DELIBERATE``) with a quotation (…って話して, …と考えて) or an
+    object (父の体調を考えて) before it, followed by て / けど and the main clause: what was
+    weighed is the decision's reason. Empty when there is none (いろいろ考えたけど: nothing
+    named)."""
+    own = _own(text)
+    if not _JA_CHAR_RE.search(own) or own != text:
+        return ""
+    ms = [m for m in analyze(text[:80]) if m.pos[0] != "空白"]
+    for i, m in enumerate(ms):
+        if m.normalized not in _DELIBERATE or m.pos[0] not in ("動詞", "名詞") or i < 2:
+            continue
+        named = ms[i - 1].pos[0] == "助詞" and ms[i - 1].surface == "を"
+        # a quotation a few words before (…だよね、って二人で話して): what was said
+        named = named or any(
+            x.pos[0] == "助詞" and x.surface == "って" for x in ms[max(0, i - 4) : i]
+        )
+        for j in range(i + 1, min(i + 5, len(ms))):
+            if ms[j].pos[0] == "助詞" and ms[j].surface in ("て", "で", "けど"):
+                head = "".join(x.surface for x in ms[: j + 1])
+                return head.strip() if named and text.startswith(head) else ""
+        return ""
+    return ""
 
 
 def _done_just_now(text: str) -> bool:
@@ -335,6 +441,8 @@ def _opens(text: str) -> bool:
         and not _OPEN_RE.search(main)
     ):
         return False
+    if _ends_in_cause(own) and not _is_question(own):
+        return False  # 「…わからないって母が言ってたから。」: a cue inside a clause of cause
     if _STRONG_OPEN_RE.search(own) or _open_by_structure(own):
         return not _EXTRA_DECISION_RE.search(own)
     if not _OPEN_RE.search(own) or _EXTRA_DECISION_RE.search(own):
@@ -390,6 +498,8 @@ def _open_by_structure(text: str) -> bool:
     )
     if ja_asks and not {"ja:question", "ja:past"} & f and (_plain_intent(text) or "ja:desire" in f):
         return True  # 「…移せないか探す」「…使えるか考えたい」: finding out what is not yet known
+    if question_as_argument(text):
+        return True  # 「英語をどうするかが問題。」: a question the person says is still theirs
     if "en:question" in f or _INTENT_EN_RE.search(text):
         return False
     english = not _JA_CHAR_RE.search(text)
@@ -464,7 +574,7 @@ def _defers(text: str) -> bool:
 #: a connective of consequence that opens a sentence (「なので、…」「だから…」 "So …"): what
 #: follows is concluded from what was said before it; the sentence itself gives no reason
 _CONSEQUENCE_RE = re.compile(
-    r"^\W*(?:(?:なので|だから|ですので|それで|そのため|ということで)[、,]?\s*"
+    r"^\W*(?:(?:なので|だから|ですので|それで|そのため|(?:という|っていう|って|て)?ことで)[、,]?\s*"
     r"|(?:so|therefore|that's why|hence)(?:,\s*|\s+))",
     re.IGNORECASE,
 )
@@ -761,6 +871,10 @@ def _reason_clauses(decisions: list[Sentence]) -> list[Sentence]:
     """The reason inside a decision sentence ("... because X", "Xので、..."), as a substring."""
     out: list[Sentence] = []
     for s in decisions:
+        weighed = _weighed_clause(s.text)
+        if weighed:  # 「…無理だよね、って二人で話して、…なしにする。」: what was weighed
+            out.append(Sentence(s.message, weighed, s.index))
+            continue
         lead = _CONSEQUENCE_RE.match(s.text)  # 「なので、…」: the reason was said before
         m = REASON_RE.search(s.text, lead.end() if lead else 0)
         so = _SO_RE.search(s.text)
@@ -856,6 +970,14 @@ def _reported(text: str) -> bool:
         return True
     if last.pos[0] == "助動詞" and last.normalized == "らしい":
         return True
+    # a quotation (と / って) governed by the passive of 言う (…って言われた, …と言われて):
+    # what the person was told
+    verbs = [k for k, m in enumerate(ms) if m.pos[0] == "動詞"]
+    if verbs and ms[verbs[-1]].normalized == "言う" and verbs[-1] > 0:
+        k = verbs[-1]
+        quoted = ms[k - 1].surface in ("と", "って") and ms[k - 1].pos[0] == "助詞"
+        if quoted and any(m.normalized in ("れる", "られる") for m in ms[k + 1 : k + 3]):
+            return True
     return len(ms) > 1 and last.normalized in ("だ", "です") and ms[-2].pos[1:2] == ("助動詞語幹",)
 
 

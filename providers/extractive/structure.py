@@ -321,6 +321,38 @@ def clause_question(text: str) -> bool:
     )
 
 
+@lru_cache(maxsize=8192)
+def question_as_argument(text: str) -> bool:
+    """A Japanese question clause that is the argument of the sentence's own predicate: a
+    clause closed by か after a predicate (a verb, an auxiliary, an adjective) and taken up by
+    the topic or subject particle は / が / も (「英語をどうするかが問題。」「週何回走れるかが
+    一番の問題」「ロープウェイが動くかも気になる」), with the final predicate neither past nor a
+    resolution: what the person says of a question they have not answered."""
+    own = _own(text)
+    if not _JA_CHAR_RE.search(own):
+        return False
+    ms = [m for m in analyze(own[-120:]) if m.pos[0] not in ("空白",)]
+    end = _final(ms)
+    if end < 0:
+        return False
+    f = ja_flags(text)
+    if {"past", "koto_ni", "question"} & f:
+        return False
+    return any(
+        m.surface == "か"
+        and m.pos[0] == "助詞"
+        and 0 < i < end
+        and ms[i - 1].pos[0] in ("動詞", "助動詞", "形容詞")
+        and (
+            (ms[i + 1].surface in ("は", "が", "も") and ms[i + 1].pos[0] == "助詞")
+            # or set off on its own by an ellipsis (「…どう説明するか…本人めっちゃ落ち込む
+            # と思う。」): the person asking it of themselves
+            or (ms[i + 1].pos[0] == "補助記号" and ms[i + 1].surface in (".", "…", "‥"))
+        )
+        for i, m in enumerate(ms)
+    )
+
+
 def flags(text: str) -> frozenset[str]:
     """Both languages' flags, prefixed by language (``ja:past``, ``en:future``)."""
     return frozenset([f"ja:{f}" for f in ja_flags(text)] + [f"en:{f}" for f in en_flags(text)])
@@ -530,6 +562,8 @@ def past_act(text: str) -> bool:
     end = _final(ms)
     if end < 1 or _ctype(ms[end]) != "助動詞-タ":
         return False
+    if end >= 2 and ms[end - 1].pos[0] == "助動詞" and ms[end - 1].normalized == "ます":
+        end -= 1  # the polite past (連絡しました, 申し込みました): the same act told
     verb = ms[end - 1]
     if (
         verb.pos[0] != "動詞"
