@@ -53,6 +53,7 @@ from providers.extractive.sentences import _JA_CHAR_RE, Sentence, _is_question, 
 from providers.extractive.structure import (
     DROP_HEADS_JA,
     _head,
+    _stem,
     content_stems,
     content_stems_ordered,
     dropped_things,
@@ -351,41 +352,60 @@ def revisits(
     ]
     about = _about(framing, entry, entries)
     first = side.framing[0] if side.framing else None
+    # what the conversation itself weighs (a question, an open point: 「カメラを付けるか迷ってる」)
+    weighed = set().union(*(content_stems(t) for t in side.framing if _is_question(t) or _opens(t)))
+    # the opening names an earlier act of the person's (「6月にハンコ押したSUV、…」): a decision
+    # that gives something up takes that act back
+    recalled = bool(first and (recalls(first) or _refers_back(first)))
     out: set[str] = set()
     for t, near in zip(framing, about, strict=True):
         shared = (_name_terms(t) & dnames) | (content_stems(t) & dstems)
-        dropped = given_up(t)
+        dropped = given_up(t) - _light_verbs(t)
         f = grammar_flags(t)
+        changes = bool({"ja:koto_ni", "ja:ni_suru", "ja:negated", "en:negated"} & f or dropped)
         if dropped & (dstems_all | dnames_all):
             out.add("drops")
         # two of the decision's things, or one its title names when the turning sentence is
         # about a plan and about this memory ("I'm not going freelance after all"); a name of
         # the index line alone may be a person's, not the matter's
         titled = shared & (_name_terms(entry.title) | content_stems(entry.title))
-        if turns_back(t) and (len(shared) >= 2 or (titled and near and _about_a_plan(t))):
+        # ... and the turn changes something (decides, gives up, negates): 「札幌市に決めた
+        # ときは…が大きかったのですが、…意味は少し変わりました」 recalls the decision and its
+        # reason, it does not take the decision back
+        if (
+            turns_back(t)
+            and changes
+            and (len(shared) >= 2 or (titled and near and _about_a_plan(t)))
+        ):
             out.add("turn")
         # an act told in the past (取り下げた, 白紙に戻すことにした), not an evaluation of what
         # was done (「3月に予約した旅館、最高だった」: the plan kept and lived)
         # ... and that act changes something: it decides, gives up or negates (「…白紙に戻す
         # ことにした」), not how the plan went on (「2月に出した募集、3人応募が来た」)
-        changes = bool({"ja:koto_ni", "ja:ni_suru", "ja:negated", "en:negated"} & f or dropped)
         opens_past = (
             t == first and changes and ("en:past" in f or ("ja:past" in f and _past_act(t)))
         )
         turns_on_plan = near and turns_back(t) and (_about_a_plan(t) or _quoted_plan(t))
         if recalls(t) and (opens_past or turns_on_plan):
             out.add("recalls")
-        if (near or t in side.decisions) and dropped and {"ja:koto_ni", "ja:ni_suru"} & f:
+        # about this memory, and what is given up is none of the conversation's own options
+        # (「カメラを付けるか迷ってる」… 「じゃあカメラはやめて、…センサーを付けることにした」
+        # chooses among what it weighed; it takes back no earlier decision)
+        if (
+            (near or _refers_back(t) or (t in side.decisions and recalled))
+            and dropped - weighed
+            and {"ja:koto_ni", "ja:ni_suru"} & f
+        ):
             out.add("replaces")
     theirs = _values(decided)
     for d in side.decisions:
         if past_state(d):
             continue
         mine = _values(d)
-        near = _about([d], entry, entries)[0]
         named = (_name_terms(d) & dnames) | (content_stems(d) & dstems)
         for unit, vals in mine.items():
-            same_slot = named if unit in _DATE_UNITS else near  # a date alone names no slot
+            # the value's thing named by both: 2泊 of 礼文島 is no other value for 3泊 of 台湾
+            same_slot = named
             if unit in theirs and not vals & theirs[unit] and same_slot:
                 out.add("redo")
     return frozenset(out)
@@ -481,6 +501,35 @@ def _past_act(text: str) -> bool:
             while j > 0 and ms[j].pos[0] == "助動詞" and ms[j].normalized == "ます":
                 j -= 1
             return ms[j].pos[0] == "動詞"
+    return False
+
+
+def _light_verbs(text: str) -> set[str]:
+    """The stems of the sentence's light verbs (Sudachi's 非自立可能: する, なる, もらう): a
+    negated する with no noun of its own (「…しないことにした」) gives up no thing."""
+    if not _JA_CHAR_RE.search(text):
+        return set()
+    return {
+        _stem(m.normalized)
+        for m in analyze(text)
+        if m.pos[0] == "動詞" and m.pos[1] == "非自立可能"
+    }
+
+
+def _refers_back(text: str) -> bool:
+    """The sentence names a thing by an earlier act of the person's: a verb in the past (with
+    てる between) qualifying a noun (「頼んでた方」, 「申し込んだコース」): what it gives up is
+    what was decided before, not one of today's options."""
+    if not _JA_CHAR_RE.search(text):
+        return False
+    ms = [m for m in analyze(text) if m.pos[0] != "空白"]
+    for i in range(1, len(ms) - 1):
+        if ms[i].pos[0] == "助動詞" and ms[i].normalized == "た":
+            j = i - 1
+            while j > 0 and ms[j].pos[0] == "助動詞" and ms[j].normalized in ("てる", "ます"):
+                j -= 1
+            if ms[j].pos[0] == "動詞" and ms[i + 1].pos[0] in ("名詞", "代名詞"):
+                return True
     return False
 
 
