@@ -403,9 +403,11 @@ def revisits(
             continue
         mine = _values(d)
         named = (_name_terms(d) & dnames) | (content_stems(d) & dstems)
+        # the value's thing named by both, and no other named thing (a proper noun the memory
+        # does not hold): 3泊 in 知床 is no other value for 2泊 in 箱根, whatever 旅行 they share
+        elsewhere = _proper_nouns(d) - _proper_nouns(decided)
         for unit, vals in mine.items():
-            # the value's thing named by both: 2泊 of 礼文島 is no other value for 3泊 of 台湾
-            same_slot = named
+            same_slot = named and not elsewhere
             if unit in theirs and not vals & theirs[unit] and same_slot:
                 out.add("redo")
     return frozenset(out)
@@ -502,6 +504,13 @@ def _past_act(text: str) -> bool:
                 j -= 1
             return ms[j].pos[0] == "動詞"
     return False
+
+
+def _proper_nouns(text: str) -> set[str]:
+    """The lemmas of the text's proper nouns (Sudachi's 固有名詞: places, persons, names)."""
+    if not _JA_CHAR_RE.search(text):
+        return set()
+    return {m.normalized for m in analyze(text) if m.pos[1] == "固有名詞"}
 
 
 def _light_verbs(text: str) -> set[str]:
