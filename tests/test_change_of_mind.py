@@ -314,6 +314,11 @@ REVISITED = {
 }
 
 REVISITS = [
+    # the opening recalls a decision of last month and tells another act on an object since
+    (
+        "roadbike",
+        ["先月決めたロードバイク、結局 Cannondale の CAAD13 を買った。", "在庫があったから。"],
+    ),
     # the opening recalls a dated earlier act; the decision gives up what it made, unnamed
     (
         "roadbike",
@@ -467,6 +472,11 @@ def test_the_same_matter_without_a_change_is_not_appended(
 
 def test_the_readers() -> None:
     # a negated する with no noun of its own gives up no thing
+    # a negated continuing state tells how things have been, no plan taken back
+    assert change._state_negated("買ってから一度も乗ってない。")
+    assert not change._state_negated("この冷蔵庫は搬入できない。")
+    assert not pairing._object_act("3月に出した募集、3人応募が来た。")
+    assert pairing._object_act("先月決めた電チャリ、結局ヤマハのを買った。")
     lone = "手続きはまだだったけど、しないことにした。"
     assert not pairing.given_up(lone) - pairing._light_verbs(lone)
     assert pairing.given_up("車は買わないことにした。") - pairing._light_verbs(

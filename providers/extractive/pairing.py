@@ -43,6 +43,7 @@ from providers.extractive.change import (
     turns_back,
 )
 from providers.extractive.roles import (
+    _decision_cue,
     _opens,
     _Parts,
     _rule_roles,
@@ -382,8 +383,13 @@ def revisits(
         # was done (「3月に予約した旅館、最高だった」: the plan kept and lived)
         # ... and that act changes something: it decides, gives up or negates (「…白紙に戻す
         # ことにした」), not how the plan went on (「2月に出した募集、3人応募が来た」)
+        # or the recalled act was a decision and the sentence tells another act on an object
+        # since (「先月決めた電チャリ、結局ヤマハのPAS Withを買った」)
+        acted = _decision_cue(t) and _object_act(t)
         opens_past = (
-            t == first and changes and ("en:past" in f or ("ja:past" in f and _past_act(t)))
+            t == first
+            and (changes or acted)
+            and ("en:past" in f or ("ja:past" in f and _past_act(t)))
         )
         turns_on_plan = near and turns_back(t) and (_about_a_plan(t) or _quoted_plan(t))
         if recalls(t) and (opens_past or turns_on_plan):
@@ -511,6 +517,16 @@ def _proper_nouns(text: str) -> set[str]:
     if not _JA_CHAR_RE.search(text):
         return set()
     return {m.normalized for m in analyze(text) if m.pos[1] == "固有名詞"}
+
+
+def _object_act(text: str) -> bool:
+    """The sentence's last clause (after its last 、) acts on an object (a を before the
+    predicate: 「…ヤマハのPAS Withを買った」), not a state or an event (「3人応募が来た」)."""
+    if not _JA_CHAR_RE.search(text):
+        return False
+    ms = [m for m in analyze(text) if m.pos[0] != "空白"]
+    cut = max((i for i, m in enumerate(ms) if m.surface in ("、", ",")), default=-1)
+    return any(m.surface == "を" and m.pos[1] == "格助詞" for m in ms[cut + 1 :])
 
 
 def _light_verbs(text: str) -> set[str]:
