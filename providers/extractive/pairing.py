@@ -328,17 +328,21 @@ def revisits(
       memory's decision (its title and index line) names, or gives up something and names
       one of the decision's things itself (「塾は9月いっぱいでやめて…」);
     * ``turn``: it turns back (``change.turns_back``: a past clause set against the present, a
-      negated plan, a plan in the past tense) and names two of the decision's things;
+      negated plan, a plan in the past tense), names two of the decision's things and changes
+      something (decides, gives up, negates), not only recalls why it was decided;
     * ``recalls``: it refers back to an earlier act of the person's, dated (:func:`recalls`:
       「3月に出した求人」, "the flights I booked in May"), and either opens the conversation
       in the past tense (「3月に出した土曜の求人、取り下げた。」) or turns back (「10月に…って
       話したけど、あれはひっくり返すことになった」), about the memory (:func:`_about`); the
       opening sentence counts for the one candidate memory whatever its language;
     * ``replaces``: it gives something up and decides in the same sentence (ことにする, Xにする:
-      「頼んでた方は取り消してもらって、Topstone 2 にすることにした」), about the memory;
+      「頼んでた方は取り消してもらって、Topstone 2 にすることにした」), about the memory, naming
+      the thing by an earlier act, or as a decision after an opening that recalls one; what is
+      given up is none of the conversation's own options and no lone light verb;
     * ``redo``: a decision sentence gives another value of the same kind than the memory's
       decision for what it names: another amount (400円 against 420円), or another date for a
-      thing both name (「入籍は4/11に前倒しする」 against 「入籍は来年の6月にする」).
+      thing both name (「入籍は4/11に前倒しする」 against 「入籍は来年の6月にする」); never with a
+      proper noun the memory lacks (2泊 of 礼文島 against 3泊 of 台湾).
 
     A restatement, a negation or a shared name alone is no revisit: eval1's follow-ups that
     keep a decision say all three."""
@@ -408,12 +412,14 @@ def revisits(
         if past_state(d):
             continue
         mine = _values(d)
+        near = _about([d], entry, entries)[0]
         named = (_name_terms(d) & dnames) | (content_stems(d) & dstems)
-        # the value's thing named by both, and no other named thing (a proper noun the memory
-        # does not hold): 3泊 in 知床 is no other value for 2泊 in 箱根, whatever 旅行 they share
+        # a date needs a thing both name; any value, no other named thing (a proper noun the
+        # memory does not hold): 2泊 of 礼文島 is no other value for 3泊 of 台湾, nor 3泊 in
+        # 知床 for 2泊 in 箱根, however near or whatever 旅行 they share
         elsewhere = _proper_nouns(d) - _proper_nouns(decided)
         for unit, vals in mine.items():
-            same_slot = named and not elsewhere
+            same_slot = (named if unit in _DATE_UNITS else near) and not elsewhere
             if unit in theirs and not vals & theirs[unit] and same_slot:
                 out.add("redo")
     return frozenset(out)
