@@ -314,6 +314,19 @@ REVISITED = {
 }
 
 REVISITS = [
+    # the opening recalls a decision of last month and tells another act on an object since
+    (
+        "roadbike",
+        ["先月決めたロードバイク、結局 Cannondale の CAAD13 を買った。", "在庫があったから。"],
+    ),
+    # the opening recalls a dated earlier act; the decision gives up what it made, unnamed
+    (
+        "roadbike",
+        [
+            "5月に注文した Giant のロードバイク、入荷が半年先になるって言われた。",
+            "注文は取り消して、店に在庫がある方にした。",
+        ],
+    ),
     # another amount for the same thing (redo)
     (
         "price",
@@ -391,6 +404,24 @@ REVISIT_LOOK_ALIKES = [
         "flat",
         ["1年前は今の部屋の契約更新のたびに相見積もりを取ってたけど、いつの間にかやめてた。"],
     ),
+    # a turn back that recalls why the decision was made, and changes nothing
+    (
+        "roadbike",
+        [
+            "Contend AR 3 にしたときは軽さで選んだけど、最近は乗り心地のほうが気になってきた。",
+            "サドルの相談をしたい。",
+        ],
+    ),
+    # another count of nights, for another place
+    ("ryokan", ["夏休みの旅行、知床の民宿に3泊することにした。", "理由は、クマを見たいから。"]),
+    # a giving up of an option this conversation weighs, the choice made among its own options
+    (
+        "roadbike",
+        [
+            "ロードバイク用にサイコンを買うか迷ってる。",
+            "やっぱりサイコンはやめて、スマホのアプリを使うことにした。",
+        ],
+    ),
 ]
 
 
@@ -440,6 +471,19 @@ def test_the_same_matter_without_a_change_is_not_appended(
 
 
 def test_the_readers() -> None:
+    # a negated する with no noun of its own gives up no thing
+    # a negated continuing state tells how things have been, no plan taken back
+    assert change._state_negated("買ってから一度も乗ってない。")
+    assert not change._state_negated("この冷蔵庫は搬入できない。")
+    assert not pairing._object_act("3月に出した募集、3人応募が来た。")
+    assert pairing._object_act("先月決めた電チャリ、結局ヤマハのを買った。")
+    lone = "手続きはまだだったけど、しないことにした。"
+    assert not pairing.given_up(lone) - pairing._light_verbs(lone)
+    assert pairing.given_up("車は買わないことにした。") - pairing._light_verbs(
+        "車は買わないことにした。"
+    )
+    assert pairing._refers_back("頼んでた方は取り消してもらった。")
+    assert not pairing._refers_back("カメラはやめて、センサーにした。")
     assert pairing.recalls("3月に出した土曜の求人、取り下げた。")
     assert pairing.recalls("The flights I booked in May are gone.")
     assert not pairing.recalls("昨日、やっと山に行ってきた。")  # dated, but no earlier act named

@@ -203,9 +203,32 @@ def _restates_nearest(
     for t in said.framing:
         if not _name_terms(t) & theirs or _is_question(t) or _opens(t):
             continue  # what is still open or asked restates no decision
-        if _negated(t) and _similarity(t, entry.index_summary) >= SIM_RESTATE:
+        if (
+            _negated(t)
+            and not _state_negated(t)
+            and _similarity(t, entry.index_summary) >= SIM_RESTATE
+        ):
             return True
     return False
+
+
+def _state_negated(text: str) -> bool:
+    """Every negation of the (Japanese) sentence falls on a continuing state (〜てない,
+    〜ていない: 「買ってから一度も乗ってない」 tells how things have been), not on a plan or an
+    ability (「搬入できない」, 「行かないことにした」): no decision is taken back."""
+    if not _JA_CHAR_RE.search(text):
+        return False
+    ms = [m for m in analyze(text) if m.pos[0] != "空白"]
+    negs = [
+        i
+        for i, m in enumerate(ms)
+        if i and m.pos[0] == "助動詞" and m.normalized in ("ない", "ず", "ぬ")
+    ]
+    return bool(negs) and all(
+        (ms[i - 1].pos[0] == "助動詞" and ms[i - 1].normalized == "てる")
+        or (ms[i - 1].normalized == "居る" and i > 1 and ms[i - 2].surface in ("て", "で"))
+        for i in negs
+    )
 
 
 def _drops_nearest(said: _Said, entry: MemoryIndexEntry, sim: float, ranked: list[float]) -> bool:

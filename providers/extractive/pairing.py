@@ -43,6 +43,7 @@ from providers.extractive.change import (
     turns_back,
 )
 from providers.extractive.roles import (
+    _decision_cue,
     _opens,
     _Parts,
     _rule_roles,
@@ -53,6 +54,7 @@ from providers.extractive.sentences import _JA_CHAR_RE, Sentence, _is_question, 
 from providers.extractive.structure import (
     DROP_HEADS_JA,
     _head,
+    _stem,
     content_stems,
     content_stems_ordered,
     dropped_things,
@@ -326,17 +328,21 @@ def revisits(
       memory's decision (its title and index line) names, or gives up something and names
       one of the decision's things itself (「塾は9月いっぱいでやめて…」);
     * ``turn``: it turns back (``change.turns_back``: a past clause set against the present, a
-      negated plan, a plan in the past tense) and names two of the decision's things;
+      negated plan, a plan in the past tense), names two of the decision's things and changes
+      something (decides, gives up, negates), not only recalls why it was decided;
     * ``recalls``: it refers back to an earlier act of the person's, dated (:func:`recalls`:
       「3月に出した求人」, "the flights I booked in May"), and either opens the conversation
       in the past tense (「3月に出した土曜の求人、取り下げた。」) or turns back (「10月に…って
       話したけど、あれはひっくり返すことになった」), about the memory (:func:`_about`); the
       opening sentence counts for the one candidate memory whatever its language;
     * ``replaces``: it gives something up and decides in the same sentence (ことにする, Xにする:
-      「頼んでた方は取り消してもらって、Topstone 2 にすることにした」), about the memory;
+      「頼んでた方は取り消してもらって、Topstone 2 にすることにした」), about the memory, naming
+      the thing by an earlier act, or as a decision after an opening that recalls one; what is
+      given up is none of the conversation's own options and no lone light verb;
     * ``redo``: a decision sentence gives another value of the same kind than the memory's
       decision for what it names: another amount (400円 against 420円), or another date for a
-      thing both name (「入籍は4/11に前倒しする」 against 「入籍は来年の6月にする」).
+      thing both name (「入籍は4/11に前倒しする」 against 「入籍は来年の6月にする」); never with a
+      proper noun the memory lacks (2泊 of 礼文島 against 3泊 of 台湾).
 
     A restatement, a negation or a shared name alone is no revisit: eval1's follow-ups that
     keep a decision say all three."""
@@ -351,31 +357,55 @@ def revisits(
     ]
     about = _about(framing, entry, entries)
     first = side.framing[0] if side.framing else None
+    # what the conversation itself weighs (a question, an open point: 「カメラを付けるか迷ってる」)
+    weighed = set().union(*(content_stems(t) for t in side.framing if _is_question(t) or _opens(t)))
+    # the opening names an earlier act of the person's (「6月にハンコ押したSUV、…」): a decision
+    # that gives something up takes that act back
+    recalled = bool(first and (recalls(first) or _refers_back(first)))
     out: set[str] = set()
     for t, near in zip(framing, about, strict=True):
         shared = (_name_terms(t) & dnames) | (content_stems(t) & dstems)
-        dropped = given_up(t)
+        dropped = given_up(t) - _light_verbs(t)
         f = grammar_flags(t)
+        changes = bool({"ja:koto_ni", "ja:ni_suru", "ja:negated", "en:negated"} & f or dropped)
         if dropped & (dstems_all | dnames_all):
             out.add("drops")
         # two of the decision's things, or one its title names when the turning sentence is
         # about a plan and about this memory ("I'm not going freelance after all"); a name of
         # the index line alone may be a person's, not the matter's
         titled = shared & (_name_terms(entry.title) | content_stems(entry.title))
-        if turns_back(t) and (len(shared) >= 2 or (titled and near and _about_a_plan(t))):
+        # ... and the turn changes something (decides, gives up, negates): 「札幌市に決めた
+        # ときは…が大きかったのですが、…意味は少し変わりました」 recalls the decision and its
+        # reason, it does not take the decision back
+        if (
+            turns_back(t)
+            and changes
+            and (len(shared) >= 2 or (titled and near and _about_a_plan(t)))
+        ):
             out.add("turn")
         # an act told in the past (取り下げた, 白紙に戻すことにした), not an evaluation of what
         # was done (「3月に予約した旅館、最高だった」: the plan kept and lived)
         # ... and that act changes something: it decides, gives up or negates (「…白紙に戻す
         # ことにした」), not how the plan went on (「2月に出した募集、3人応募が来た」)
-        changes = bool({"ja:koto_ni", "ja:ni_suru", "ja:negated", "en:negated"} & f or dropped)
+        # or the recalled act was a decision and the sentence tells another act on an object
+        # since (「先月決めた電チャリ、結局ヤマハのPAS Withを買った」)
+        acted = _decision_cue(t) and _object_act(t)
         opens_past = (
-            t == first and changes and ("en:past" in f or ("ja:past" in f and _past_act(t)))
+            t == first
+            and (changes or acted)
+            and ("en:past" in f or ("ja:past" in f and _past_act(t)))
         )
         turns_on_plan = near and turns_back(t) and (_about_a_plan(t) or _quoted_plan(t))
         if recalls(t) and (opens_past or turns_on_plan):
             out.add("recalls")
-        if (near or t in side.decisions) and dropped and {"ja:koto_ni", "ja:ni_suru"} & f:
+        # about this memory, and what is given up is none of the conversation's own options
+        # (「カメラを付けるか迷ってる」… 「じゃあカメラはやめて、…センサーを付けることにした」
+        # chooses among what it weighed; it takes back no earlier decision)
+        if (
+            (near or _refers_back(t) or (t in side.decisions and recalled))
+            and dropped - weighed
+            and {"ja:koto_ni", "ja:ni_suru"} & f
+        ):
             out.add("replaces")
     theirs = _values(decided)
     for d in side.decisions:
@@ -384,8 +414,12 @@ def revisits(
         mine = _values(d)
         near = _about([d], entry, entries)[0]
         named = (_name_terms(d) & dnames) | (content_stems(d) & dstems)
+        # a date needs a thing both name; any value, no other named thing (a proper noun the
+        # memory does not hold): 2泊 of 礼文島 is no other value for 3泊 of 台湾, nor 3泊 in
+        # 知床 for 2泊 in 箱根, however near or whatever 旅行 they share
+        elsewhere = _proper_nouns(d) - _proper_nouns(decided)
         for unit, vals in mine.items():
-            same_slot = named if unit in _DATE_UNITS else near  # a date alone names no slot
+            same_slot = (named if unit in _DATE_UNITS else near) and not elsewhere
             if unit in theirs and not vals & theirs[unit] and same_slot:
                 out.add("redo")
     return frozenset(out)
@@ -481,6 +515,52 @@ def _past_act(text: str) -> bool:
             while j > 0 and ms[j].pos[0] == "助動詞" and ms[j].normalized == "ます":
                 j -= 1
             return ms[j].pos[0] == "動詞"
+    return False
+
+
+def _proper_nouns(text: str) -> set[str]:
+    """The lemmas of the text's proper nouns (Sudachi's 固有名詞: places, persons, names)."""
+    if not _JA_CHAR_RE.search(text):
+        return set()
+    return {m.normalized for m in analyze(text) if m.pos[1] == "固有名詞"}
+
+
+def _object_act(text: str) -> bool:
+    """The sentence's last clause (after its last 、) acts on an object (a を before the
+    predicate: 「…ヤマハのPAS Withを買った」), not a state or an event (「3人応募が来た」)."""
+    if not _JA_CHAR_RE.search(text):
+        return False
+    ms = [m for m in analyze(text) if m.pos[0] != "空白"]
+    cut = max((i for i, m in enumerate(ms) if m.surface in ("、", ",")), default=-1)
+    return any(m.surface == "を" and m.pos[1] == "格助詞" for m in ms[cut + 1 :])
+
+
+def _light_verbs(text: str) -> set[str]:
+    """The stems of the sentence's light verbs (Sudachi's 非自立可能: する, なる, もらう): a
+    negated する with no noun of its own (「…しないことにした」) gives up no thing."""
+    if not _JA_CHAR_RE.search(text):
+        return set()
+    return {
+        _stem(m.normalized)
+        for m in analyze(text)
+        if m.pos[0] == "動詞" and m.pos[1] == "非自立可能"
+    }
+
+
+def _refers_back(text: str) -> bool:
+    """The sentence names a thing by an earlier act of the person's: a verb in the past (with
+    てる between) qualifying a noun (「頼んでた方」, 「申し込んだコース」): what it gives up is
+    what was decided before, not one of today's options."""
+    if not _JA_CHAR_RE.search(text):
+        return False
+    ms = [m for m in analyze(text) if m.pos[0] != "空白"]
+    for i in range(1, len(ms) - 1):
+        if ms[i].pos[0] == "助動詞" and ms[i].normalized == "た":
+            j = i - 1
+            while j > 0 and ms[j].pos[0] == "助動詞" and ms[j].normalized in ("てる", "ます"):
+                j -= 1
+            if ms[j].pos[0] == "動詞" and ms[i + 1].pos[0] in ("名詞", "代名詞"):
+                return True
     return False
 
 
