@@ -495,3 +495,77 @@ def test_the_readers() -> None:
     assert "塾" in pairing.given_up("塾は9月いっぱいでやめて、数学は祖父に見てもらう。")
     assert not pairing.given_up("終身は解約しないで、このまま続ける。")  # kept, not given up
     assert pairing._values("400円に下げる、4/11に") == {"円": {"400"}, "月": {"4"}}
+
+
+# a life's matters share its people: a later decision on another matter that names the same
+# family, an episode told after a decision, a habit told in the past, an offer received (a
+# passive) and a deliberation (考えたが) are no revisit of the earlier decision (the false
+# appends found on a held-out set, in our own words)
+FAMILY = {
+    "handover": [
+        "妻と話しましたが、来年の春から店の経営を娘の美咲に任せることにします。",
+        "美咲はもう仕入れも帳簿もほとんど自分でやっているから。",
+    ],
+    "trip": [
+        "結婚30年の記念に、10月に沖縄へ3泊で行くことにした。",
+        "理由は、妻が前から行きたがってたから。",
+    ],
+}
+FAMILY_LOOK_ALIKES = [
+    [  # another matter, the same people
+        "美咲の夫の拓也くんのことで相談です。",
+        "拓也くんに月20万の給料を出すことにしました。美咲が産休のあいだは拓也くんが店を回すし、ちゃんと払わんと美咲に代替わりしたときに立場があいまいになる。",
+    ],
+    [  # an episode told after the trip was decided
+        "記念の旅行、昨日まで沖縄に行ってきました。",
+        "妻は毎朝海を見て喜んどった。",
+    ],
+    pytest.param(  # a habit told in the past, then a decision on another matter
+        [
+            "昔の同僚から来月釣りに行かんかと誘われとる。毎年行っとったが、ここ2年は妻のことで断っとった。",
+            "来月の連休に1泊で釣りに行くことにした。",
+        ],
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="known: the amount reading takes 1泊 for another value of the nearest "
+            "memory's 3泊 (a rule asking for a shared thing cost a held-out change: 角食 for 食パン)",
+        ),
+    ),
+    [  # an offer received and a deliberation, then a decision on another matter
+        "商店会で来年度の会長をやってくれんかと打診された 順番としては私になるらしい",
+        "ひと晩考えたが 商店会の会長は断ることにします",
+    ],
+]
+
+
+@pytest.fixture(scope="module")
+def family() -> list[MemoryIndexEntry]:
+    out = []
+    for name, lines in FAMILY.items():
+        record = draft_record(make_conv(_turns(lines), key=f"chatgpt:{name}"), [])
+        assert record is not None and record.memory_kind == "decision"
+        out.append(_entry(name, record))
+    return out
+
+
+@pytest.mark.parametrize("lines", FAMILY_LOOK_ALIKES)
+def test_the_same_people_an_episode_a_habit_or_an_offer_is_no_change(
+    lines: list[str], family: list[MemoryIndexEntry]
+) -> None:
+    record = draft_record(_later(lines, 700 + len(lines[0])), family)
+    assert record is not None
+    assert record.action == "create", (lines, record.target_memory_id)
+
+
+def test_the_readers_of_a_past_habit_an_offer_and_a_deliberation() -> None:
+    from providers.extractive.change import person_names
+    from providers.extractive.pairing import recalls
+    from providers.extractive.structure import past_state
+
+    assert past_state("ここ2年は妻のことで断っとった") and past_state("毎朝読んどった")
+    assert past_state("やめてた") and not past_state("断った")
+    assert not recalls("来年度の会長をやってくれんかと打診された 順番としては私になるらしい")
+    assert not recalls("ひと晩考えたが 会長は断ることにします")
+    assert recalls("3月に出した土曜の求人、取り下げた。")
+    assert recalls("5月に注文した Giant のロードバイク、入荷が半年先になるって言われた。")
+    assert {"美咲", "拓也"} <= person_names("美咲の夫の拓也くんのことで")

@@ -20,7 +20,7 @@ from providers.extractive.sentences import (
     _is_question,
     _name_terms,
 )
-from providers.extractive.structure import content_stems, dropped_things
+from providers.extractive.structure import content_stems, dropped_things, past_state
 from providers.extractive.structure import flags as grammar_flags
 from providers.extractive.titles import _MAX_ALIASES
 from providers.extractive.vectors import _similarity
@@ -201,7 +201,7 @@ def _restates_nearest(
         return False
     theirs = _name_terms(_entry_text(entry))
     for t in said.framing:
-        if not _name_terms(t) & theirs or _is_question(t) or _opens(t):
+        if not (_name_terms(t) & theirs) - person_names(t) or _is_question(t) or _opens(t):
             continue  # what is still open or asked restates no decision
         if (
             _negated(t)
@@ -242,11 +242,24 @@ def _drops_nearest(said: _Said, entry: MemoryIndexEntry, sim: float, ranked: lis
         return False
     theirs = content_stems("\n".join([entry.title, entry.index_summary]))
     for t in said.framing:
-        if _is_question(t) or _opens(t):
-            continue
+        if _is_question(t) or _opens(t) or past_state(t):
+            continue  # 「ここ2年は…断っとった」 tells how things were, it gives nothing up now
         if dropped_things(t) & theirs:
             return True
     return False
+
+
+def person_names(text: str) -> set[str]:
+    """The person names in ``text`` (Sudachi's 固有名詞-人名, surfaces and normalized forms): no
+    thing of a matter, since the family and friends named in one decision recur in every other
+    matter of the same life (「健太くん」「由佳」「西村」)."""
+    if not _JA_CHAR_RE.search(text):
+        return set()
+    out: set[str] = set()
+    for m in analyze(text):
+        if m.pos[0] == "名詞" and m.pos[1] == "固有名詞" and m.pos[2] == "人名":
+            out.update((m.surface, m.normalized))
+    return out
 
 
 def _negated(text: str) -> bool:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import unicodedata
 from dataclasses import dataclass, replace
@@ -39,6 +40,7 @@ from providers.extractive.change import (
     _intends,
     _negated,
     _said,
+    person_names,
     rule_reasons,
     turns_back,
 )
@@ -53,11 +55,13 @@ from providers.extractive.roles import (
 from providers.extractive.sentences import _JA_CHAR_RE, Sentence, _is_question, _name_terms
 from providers.extractive.structure import (
     DROP_HEADS_JA,
+    THINKING_VERBS,
     _head,
     _stem,
     content_stems,
     content_stems_ordered,
     dropped_things,
+    past_state,
 )
 from providers.extractive.structure import flags as grammar_flags
 from providers.extractive.vectors import _VECTORS, _embedder, _vectors, similarities
@@ -364,7 +368,9 @@ def revisits(
     recalled = bool(first and (recalls(first) or _refers_back(first)))
     out: set[str] = set()
     for t, near in zip(framing, about, strict=True):
-        shared = (_name_terms(t) & dnames) | (content_stems(t) & dstems)
+        # a person's name is no thing of the matter: the family and friends named in one
+        # decision recur in every other matter of the same life (「健太くん」「由佳」)
+        shared = ((_name_terms(t) & dnames) | (content_stems(t) & dstems)) - person_names(t)
         dropped = given_up(t) - _light_verbs(t)
         f = grammar_flags(t)
         changes = bool({"ja:koto_ni", "ja:ni_suru", "ja:negated", "en:negated"} & f or dropped)
@@ -402,7 +408,7 @@ def revisits(
         # (「カメラを付けるか迷ってる」… 「じゃあカメラはやめて、…センサーを付けることにした」
         # chooses among what it weighed; it takes back no earlier decision)
         if (
-            (near or _refers_back(t) or (t in side.decisions and recalled))
+            ((near and shared) or _refers_back(t) or (t in side.decisions and recalled))
             and dropped - weighed
             and {"ja:koto_ni", "ja:ni_suru"} & f
         ):
@@ -553,7 +559,7 @@ def _refers_back(text: str) -> bool:
     what was decided before, not one of today's options."""
     if not _JA_CHAR_RE.search(text):
         return False
-    ms = [m for m in analyze(text) if m.pos[0] != "空白"]
+    ms = _clauses_spaced(text)
     for i in range(1, len(ms) - 1):
         if ms[i].pos[0] == "助動詞" and ms[i].normalized == "た":
             j = i - 1
@@ -561,24 +567,6 @@ def _refers_back(text: str) -> bool:
                 j -= 1
             if ms[j].pos[0] == "動詞" and ms[i + 1].pos[0] in ("名詞", "代名詞"):
                 return True
-    return False
-
-
-def past_state(text: str) -> bool:
-    """The sentence's final predicate is a state in the past, not an act: the auxiliary た
-    after てる or after て + いる (「やめてた」, 「やめていた」); English "had been", "used to"."""
-    if not _JA_CHAR_RE.search(text):
-        return bool(re.search(r"\b(?:used to|had been)\b", text, re.IGNORECASE))
-    ms = [m for m in analyze(text) if m.pos[0] not in ("補助記号", "空白")]
-    for i in range(len(ms) - 1, 0, -1):
-        m = ms[i]
-        if m.pos[0] == "助動詞" and m.normalized == "た":
-            before = ms[i - 1]
-            return (before.pos[0] == "助動詞" and before.normalized == "てる") or (
-                before.normalized == "居る" and i > 1 and ms[i - 2].surface in ("て", "で")
-            )
-        if m.pos[0] in ("動詞", "名詞", "形容詞"):
-            return False
     return False
 
 
@@ -590,6 +578,21 @@ _EN_RECALL_RE = re.compile(
 )
 
 
+def _clause_space(ms: list[Any], i: int) -> bool:
+    """``ms[i]`` is a space between two Japanese words (a clause break in unpunctuated writing),
+    not the space around a Latin word (「注文した Giant の…」)."""
+    if ms[i].pos[0] != "空白" or i == 0 or i + 1 >= len(ms):
+        return False
+    return bool(_JA_CHAR_RE.search(ms[i - 1].surface) and _JA_CHAR_RE.search(ms[i + 1].surface))
+
+
+def _clauses_spaced(text: str) -> list[Any]:
+    """The morphemes of ``text`` with only the spaces that break a clause kept
+    (:func:`_clause_space`)."""
+    ms = list(analyze(text))
+    return [m for i, m in enumerate(ms) if m.pos[0] != "空白" or _clause_space(ms, i)]
+
+
 def recalls(text: str) -> bool:
     """The sentence refers back to an earlier act of the person's, dated: in Japanese a clause
     in the past tense (the auxiliary た) that a date or a time noun opens (3月に, 去年, 先月:
@@ -598,16 +601,24 @@ def recalls(text: str) -> bool:
     けど」); in English I / we + a past verb with a date or "last month", "ago"."""
     if not _JA_CHAR_RE.search(text):
         return bool(_EN_RECALL_RE.search(text))
-    ms = [m for m in analyze(text) if m.pos[0] != "空白"]
+    # a space between phrases ends a clause as punctuation does (voice input, unpunctuated
+    # writing: 「…打診された 副部会長を…」 is two sentences, no 打診された副部会長)
+    ms = _clauses_spaced(text)
     dated = False
     for i, m in enumerate(ms):
-        if m.pos[0] == "補助記号" and m.surface in ("。", "、", "，", "．"):
+        if _clause_space(ms, i) or (
+            m.pos[0] == "補助記号" and m.surface in ("。", "、", "，", "．")
+        ):
             dated = False  # a date opens its own clause only
             continue
         counter = m.pos[2] in ("助数詞", "助数詞可能")
         if m.pos[1:3] == ("普通名詞", "副詞可能") or (counter and i and ms[i - 1].pos[1] == "数詞"):
             dated = True
         past = m.pos[0] == "助動詞" and m.normalized == "た"
+        if past and i and ms[i - 1].normalized in ("れる", "られる"):
+            continue  # a passive (「打診された」): done to the person, no act of theirs
+        if past and i and ms[i - 1].normalized in THINKING_VERBS:
+            continue  # 「ひと晩考えたが」: a deliberation, no act to take back
         if dated and past and i + 1 < len(ms):
             nxt = ms[i + 1]
             if nxt.pos[0] in ("名詞", "代名詞") or (
@@ -675,7 +686,18 @@ def changed_by_revisit(
         return None
     side = side_of(person, decisions)
     entries = [e for e in context if e.kind == "decision"]
-    return (near[0], side) if revisits(side, near[0], entries) else None
+    kinds = revisits(side, near[0], entries)
+    if not side.ruled:
+        # an opening that recalls an earlier act takes it back only in a conversation that
+        # decides something: 「記念の旅行 昨日まで別府に行ってきました」 tells an episode
+        kinds = kinds - {"recalls"}
+    return (near[0], side) if kinds else None
+
+
+#: Whether the cue rules' pick (:mod:`providers.extractive.change`) may append without the
+#: revisit reading agreeing (see ADR 0037: on sets unseen by either, the rules alone made the
+#: false appends).
+RULES_STAND = os.environ.get("PMEM_RULES_STAND", "1") == "1"
 
 
 def model_change(
@@ -705,7 +727,13 @@ def model_change(
         near = gate_nearest(text, offered)
         entry = next(e for e in offered if e.id == rule)
         why = rule_reasons(person, offered, parts.decisions, entry)
-        if near is not None and near[0].id == rule and near[1] >= GATE_SIM and why - {"decides"}:
+        if (
+            RULES_STAND
+            and near is not None
+            and near[0].id == rule
+            and near[1] >= GATE_SIM
+            and why - {"decides"}
+        ):
             return None
         return ("create", None, None), parts
     if hit is None:

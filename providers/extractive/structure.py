@@ -55,7 +55,7 @@ _SKIP_END = ("補助記号", "空白")
 #: same verbs ``roles._plain_intent`` reads as no intent)
 _STATE_VERBS = ("有る", "居る", "成る", "出来る", "分かる", "思う", "言う")
 #: the verbs of thinking: 「もう一度考えた」 tells a deliberation, no act carried out (past_act)
-_THINKING_VERBS = ("考える", "迷う", "悩む")
+THINKING_VERBS = ("考える", "迷う", "悩む")
 
 
 def _final(ms: list[Morpheme]) -> int:
@@ -565,11 +565,7 @@ def past_act(text: str) -> bool:
     if end >= 2 and ms[end - 1].pos[0] == "助動詞" and ms[end - 1].normalized == "ます":
         end -= 1  # the polite past (連絡しました, 申し込みました): the same act told
     verb = ms[end - 1]
-    if (
-        verb.pos[0] != "動詞"
-        or verb.normalized in _STATE_VERBS + _THINKING_VERBS
-        or potential(verb)
-    ):
+    if verb.pos[0] != "動詞" or verb.normalized in _STATE_VERBS + THINKING_VERBS or potential(verb):
         return False
     if end >= 2 and ms[end - 2].pos[0] == "助詞" and ms[end - 2].surface in ("て", "で"):
         return False  # 行ってきた, 試してみた, 買っておいた: the auxiliary use of the verb
@@ -592,3 +588,23 @@ def potential(m: Morpheme) -> bool:
         and bool(m.normalized)
         and not m.normalized.endswith("る")
     )
+
+
+def past_state(text: str) -> bool:
+    """The sentence's final predicate is a state in the past, not an act: the auxiliary た
+    after てる or after て + いる (「やめてた」, 「やめていた」); English "had been", "used to"."""
+    if not _JA_CHAR_RE.search(text):
+        return bool(re.search(r"\b(?:used to|had been)\b", text, re.IGNORECASE))
+    ms = [m for m in analyze(text) if m.pos[0] not in ("補助記号", "空白")]
+    for i in range(len(ms) - 1, 0, -1):
+        m = ms[i]
+        if m.pos[0] == "助動詞" and m.normalized == "た":
+            before = ms[i - 1]
+            # てる, and the western progressive とる / どる (「断っとった」「読んどった」), which
+            # Sudachi normalizes to とる
+            return (before.pos[0] == "助動詞" and before.normalized in ("てる", "とる")) or (
+                before.normalized == "居る" and i > 1 and ms[i - 2].surface in ("て", "で")
+            )
+        if m.pos[0] in ("動詞", "名詞", "形容詞"):
+            return False
+    return False
