@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import unicodedata
 from dataclasses import dataclass, replace
@@ -694,12 +693,6 @@ def changed_by_revisit(
     return (near[0], side) if kinds else None
 
 
-#: Whether the cue rules' pick (:mod:`providers.extractive.change`) may append without the
-#: revisit reading agreeing (see ADR 0037: on sets unseen by either, the rules alone made the
-#: false appends).
-RULES_STAND = os.environ.get("PMEM_RULES_STAND", "1") == "1"
-
-
 def model_change(
     conv: Conversation,
     person: list[Sentence],
@@ -727,13 +720,7 @@ def model_change(
         near = gate_nearest(text, offered)
         entry = next(e for e in offered if e.id == rule)
         why = rule_reasons(person, offered, parts.decisions, entry)
-        if (
-            RULES_STAND
-            and near is not None
-            and near[0].id == rule
-            and near[1] >= GATE_SIM
-            and why - {"decides"}
-        ):
+        if near is not None and near[0].id == rule and near[1] >= GATE_SIM and why - {"decides"}:
             return None
         return ("create", None, None), parts
     if hit is None:
