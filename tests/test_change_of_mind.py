@@ -371,6 +371,8 @@ REVISITS = [
     ("roadbike", ["Contend AR 3 はキャンセルして、Topstone にした。"]),
     # the same thing set to another value (redo: the argument of にする and its value)
     ("rest", ["部活の休みの件で相談。", "秋からは月曜は軽めの練習とミーティングの日にする。"]),
+    # the thing the title names set to a value the decision does not hold (redo)
+    ("rest", ["新チームになったので、部活の休養日を水曜に移す。", "職員会議の日だから。"]),
     # the act done again with another value, in another place (redo: V+直す)
     ("trip", ["友達のパスポートが間に合わなくて、卒業旅行は沖縄に2泊で取り直した。"]),
     # an English move to another date (redo: "moving … to")
@@ -391,6 +393,7 @@ REVISIT_LOOK_ALIKES = [
     # a day as a time, not as the thing set; the act done again with the memory's own value; a
     # move with the memory's own date
     ("rest", ["部活のあとの膝の痛みの件。", "月曜に病院に行ってみる。"]),
+    ("rest", ["部活の休養日は、新チームでもこれまで通り月曜にする。"]),
     ("trip", ["台湾の卒業旅行の写真、3泊分のアルバムを作り直した。", "みんなに配る。"]),
     ("exam", ["I moved my desk to the window to study for the January 26 TOEIC test."]),
     # a dated earlier act opening the conversation, the plan going on: nothing decided, given

@@ -421,7 +421,7 @@ def revisits(
     # thing switched or moved to another (「石垣島に2泊で取り直した」 against 3泊 of 台湾, "I'm
     # switching to the March 16 session" against the January 26 test): the sentence says it is
     # the same matter, so another value of the memory's unit needs no thing both name
-    if redone_values(framing, theirs):
+    if redone_values(framing, theirs) or reset_things(framing, entry):
         out.add("redo")
     for d in side.decisions:
         if past_state(d):
@@ -449,6 +449,30 @@ def redone_values(texts: list[str] | tuple[str, ...], theirs: dict[str, set[str]
         if _is_question(t) or not (_redone(t) or _EN_SWITCH_RE.search(t)):
             continue
         if any(u in theirs and not v & theirs[u] for u, v in _values(t).items()):
+            out.append(t)
+    return out
+
+
+def reset_things(texts: list[str] | tuple[str, ...], entry: MemoryIndexEntry) -> list[str]:
+    """Those of ``texts`` (no question) that set a thing the memory's title names to a value
+    its decision does not hold (:func:`_slots`: 「休養日を水曜に移す」 against 「部活 休養日」 /
+    「月曜を完全オフにする」), the argument whole in the title: the decided thing given another
+    value."""
+    titled = content_stems(entry.title) | _name_terms(entry.title)
+    decided = "\n".join([entry.title, entry.index_summary])
+    held = content_stems(decided) | _name_terms(decided)
+    out = []
+    for t in texts:
+        if _is_question(t):
+            continue
+        # the argument as a whole in the title (休養日 of 「部活 休養日」; not 旅行保険 for a
+        # title on 保険), with one of its nouns of two characters or more
+        if any(
+            x in entry.title
+            and {y for y in content_stems(x) if len(y) >= 2} & titled
+            and not v & held
+            for x, v in _slots(t).items()
+        ):
             out.append(t)
     return out
 
@@ -816,7 +840,9 @@ def model_change(
     # the sentence that does the act again with another value is the new decision (「石垣島に
     # 2泊で取り直した」), when the rules read it as none
     decided = "\n".join([entry.title, entry.index_summary])
-    redone = set(redone_values(side.framing, _values(decided)))
+    redone = set(redone_values(side.framing, _values(decided))) | set(
+        reset_things([t for t in side.framing if not _opens(t)], entry)
+    )
     ds = {d.index for d in parts.decisions}
     again = [s for s in person if s.text in redone and s.index not in ds][:1]
     if again:
