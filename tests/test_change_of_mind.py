@@ -311,6 +311,12 @@ REVISITED = {
         "引っ越しはしないで、今の部屋の契約を更新する。",
         "理由は、更新料が家賃1か月分で済むから。",
     ],
+    "rest": ["部活の休養日、今年は月曜を完全オフにする。", "理由は、生徒が疲れているから。"],
+    "trip": ["卒業旅行は台湾に3泊で行くことにした。", "理由は、直行便があるから。"],
+    "exam": [
+        "I'm going to take the TOEIC test on January 26.",
+        "Because my company pays the fee once a year.",
+    ],
 }
 
 REVISITS = [
@@ -363,6 +369,14 @@ REVISITS = [
     ),
     ("cram", ["塾、合わなかったのでやめることにした。", "家で通信教育にする。"]),
     ("roadbike", ["Contend AR 3 はキャンセルして、Topstone にした。"]),
+    # the same thing set to another value (redo: the argument of にする and its value)
+    ("rest", ["部活の休みの件で相談。", "秋からは月曜は軽めの練習とミーティングの日にする。"]),
+    # the thing the title names set to a value the decision does not hold (redo)
+    ("rest", ["新チームになったので、部活の休養日を水曜に移す。", "職員会議の日だから。"]),
+    # the act done again with another value, in another place (redo: V+直す)
+    ("trip", ["友達のパスポートが間に合わなくて、卒業旅行は沖縄に2泊で取り直した。"]),
+    # an English move to another date (redo: "moving … to")
+    ("exam", ["My brother's exam is that weekend, so I'm moving my TOEIC test to March 16."]),
     # an earlier plan quoted and turned back (recalls)
     (
         "flat",
@@ -376,6 +390,12 @@ REVISITS = [
 # the same matters taken up again without a change: the decision kept, a past state, a date of
 # another thing, a giving up of another thing, a question about the past
 REVISIT_LOOK_ALIKES = [
+    # a day as a time, not as the thing set; the act done again with the memory's own value; a
+    # move with the memory's own date
+    ("rest", ["部活のあとの膝の痛みの件。", "月曜に病院に行ってみる。"]),
+    ("rest", ["部活の休養日は、新チームでもこれまで通り月曜にする。"]),
+    ("trip", ["台湾の卒業旅行の写真、3泊分のアルバムを作り直した。", "みんなに配る。"]),
+    ("exam", ["I moved my desk to the window to study for the January 26 TOEIC test."]),
     # a dated earlier act opening the conversation, the plan going on: nothing decided, given
     # up or negated
     ("job_ad", ["2月に出したアルバイトの募集、3人応募が来た。", "来週面接する。"]),
@@ -495,6 +515,14 @@ def test_the_readers() -> None:
     assert "塾" in pairing.given_up("塾は9月いっぱいでやめて、数学は祖父に見てもらう。")
     assert not pairing.given_up("終身は解約しないで、このまま続ける。")  # kept, not given up
     assert pairing._values("400円に下げる、4/11に") == {"円": {"400"}, "月": {"4"}}
+    # a negated restatement takes back what the index line holds only when that is a decision,
+    # a plan or the person's own act, not what someone else did (an episode about a player)
+    assert not change._holds_a_decision(
+        "1年の佐藤がサーブで6連続ポイントとって、泣きそうになった。"
+    )
+    assert change._holds_a_decision("まずは母のデイサービスを週2回にすることにしました。")
+    assert change._holds_a_decision("I booked the flight to Seattle for October 15.")
+    assert not change._holds_a_decision("The team won the cup in the last minute.")
 
 
 # a life's matters share its people: a later decision on another matter that names the same

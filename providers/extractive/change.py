@@ -197,7 +197,7 @@ def _restates_nearest(
     second = ranked[1] if len(ranked) > 1 else 0.0
     if sim < SIM_FLOOR or sim < ranked[0] or sim - second < RESTATE_MARGIN:
         return False
-    if not entry.index_summary:
+    if not entry.index_summary or not _holds_a_decision(entry.index_summary):
         return False
     theirs = _name_terms(_entry_text(entry))
     for t in said.framing:
@@ -210,6 +210,22 @@ def _restates_nearest(
         ):
             return True
     return False
+
+
+def _holds_a_decision(text: str) -> bool:
+    """The memory's index line holds something a negation could take back: a decision or a
+    plan (:func:`_about_a_plan`), or an act of the person's in the past ("I booked …"; in
+    Japanese a past verb whose clause names no other subject with が), not what someone else
+    did or what happened (「1年の西村がサーブで6連続ポイントとって、…泣きそうになった」: a
+    later 「西村は…出さない」 decides about him, it negates no decision of that episode)."""
+    if _about_a_plan(text):
+        return True
+    f = grammar_flags(text)
+    if not _JA_CHAR_RE.search(text):
+        return {"en:first_person", "en:past"} <= f
+    ms = [m for m in analyze(text) if m.pos[0] != "空白"]
+    other = any(m.surface == "が" and m.pos[1] == "格助詞" for m in ms)
+    return "ja:past" in f and not other
 
 
 def _state_negated(text: str) -> bool:

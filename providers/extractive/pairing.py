@@ -413,6 +413,21 @@ def revisits(
         ):
             out.add("replaces")
     theirs = _values(decided)
+    slots = {**_slots(entry.title), **_slots(entry.index_summary)}
+    for d in side.decisions:
+        if past_state(d):
+            continue
+        # the same thing set to another value (「月曜は軽めの練習の日にする」 against 「月曜を
+        # 完全オフにする」): the argument both set, with nothing of the memory's value kept
+        mine_slots = _slots(d)
+        if any(x in slots and not v & slots[x] for x, v in mine_slots.items()):
+            out.add("redo")
+    # the act done again (a verb compounded with 直す: 取り直した, やり直す) or, in English, the
+    # thing switched or moved to another (「石垣島に2泊で取り直した」 against 3泊 of 台湾, "I'm
+    # switching to the March 16 session" against the January 26 test): the sentence says it is
+    # the same matter, so another value of the memory's unit needs no thing both name
+    if redone_values(framing, theirs) or reset_things(framing, entry):
+        out.add("redo")
     for d in side.decisions:
         if past_state(d):
             continue
@@ -430,6 +445,43 @@ def revisits(
     return frozenset(out)
 
 
+def redone_values(texts: list[str] | tuple[str, ...], theirs: dict[str, set[str]]) -> list[str]:
+    """Those of ``texts`` that do the act again (:func:`_redone`) or, in English, switch or move
+    the thing to another (``_EN_SWITCH_RE``), and give another value of a unit of ``theirs``
+    (the memory's decision's :func:`_values`) and none of its values of that unit."""
+    out = []
+    for t in texts:
+        if _is_question(t) or not (_redone(t) or _EN_SWITCH_RE.search(t)):
+            continue
+        if any(u in theirs and not v & theirs[u] for u, v in _values(t).items()):
+            out.append(t)
+    return out
+
+
+def reset_things(texts: list[str] | tuple[str, ...], entry: MemoryIndexEntry) -> list[str]:
+    """Those of ``texts`` (no question) that set a thing the memory's title names to a value
+    its decision does not hold (:func:`_slots`: 「休養日を水曜に移す」 against 「部活 休養日」 /
+    「月曜を完全オフにする」), the argument whole in the title: the decided thing given another
+    value."""
+    titled = content_stems(entry.title) | _name_terms(entry.title)
+    decided = "\n".join([entry.title, entry.index_summary])
+    held = content_stems(decided) | _name_terms(decided)
+    out = []
+    for t in texts:
+        if _is_question(t):
+            continue
+        # the argument as a whole in the title (休養日 of 「部活 休養日」; not 旅行保険 for a
+        # title on 保険), with one of its nouns of two characters or more
+        if any(
+            x in entry.title
+            and {y for y in content_stems(x) if len(y) >= 2} & titled
+            and not v & held
+            for x, v in _slots(t).items()
+        ):
+            out.append(t)
+    return out
+
+
 #: a number with its unit (an amount, a count, a size) or a date (4/11: the month)
 _VALUE_RE = re.compile(
     r"(\d+(?:\.\d+)?)\s*(万円|円|ドル|%|時|泊|本|回|kg|km|GB|TB|L|人|年|月|dollars?|yen)"
@@ -439,15 +491,89 @@ _VALUE_RE = re.compile(
 _DATE_UNITS = ("月", "年", "時")
 
 
+_MONTHS = [
+    "january", "february", "march", "april", "may", "june",
+    "july", "august", "september", "october", "november", "december",
+]  # fmt: skip
+_EN_DATE_RE = re.compile(r"\b(" + "|".join(_MONTHS) + r")\s+\d{1,2}\b", re.IGNORECASE)
+
+#: an English clause that replaces the thing it governs by another: "switch(ing) to", "move(d)
+#: … to", "change(d) … to", "instead"
+_EN_SWITCH_RE = re.compile(
+    r"\b(?:switch(?:ing|ed)?|mov(?:e|ing|ed)|chang(?:e|ing|ed)|push(?:ing|ed)?)\b[^.;]*\bto\b"
+    r"|\binstead\b",
+    re.IGNORECASE,
+)
+
+
 def _values(text: str) -> dict[str, set[str]]:
-    """The values ``text`` gives, by unit: {"円": {"400"}, "月": {"4"}}."""
+    """The values ``text`` gives, by unit: {"円": {"400"}, "月": {"4"}} ("January 26": 月 1)."""
     out: dict[str, set[str]] = {}
     for m in _VALUE_RE.finditer(unicodedata.normalize("NFKC", text)):
         if m.group(3):
             out.setdefault("月", set()).add(str(int(m.group(3))))
         else:
             out.setdefault(m.group(2).lower(), set()).add(m.group(1))
+    for m in _EN_DATE_RE.finditer(text):
+        out.setdefault("月", set()).add(str(_MONTHS.index(m.group(1).lower()) + 1))
     return out
+
+
+def _redone(text: str) -> bool:
+    """The sentence does an act again: a verb compounded with 直す (取り直す, やり直す, 組み直す;
+    Sudachi's lemma of the compound), no question."""
+    if not _JA_CHAR_RE.search(text) or _is_question(text):
+        return False
+    return any(
+        m.pos[0] == "動詞" and len(m.normalized) > 2 and m.normalized.endswith("直す")
+        for m in analyze(text)
+    )
+
+
+def _slots(text: str) -> dict[str, set[str]]:
+    """What a Japanese decision sets to what: the argument (the を object of the verb, else the
+    nearest は topic before it in its clause, a noun) and the content stems of the value, the
+    noun phrase before に that the final verb governs (「月曜を完全オフにする」: 月曜 -> {完全,
+    オフ}; 「休養日を水曜に移す」: 休養日 -> {水曜}). Empty when there is no such clause."""
+    if not _JA_CHAR_RE.search(text):
+        return {}
+    ms = [m for m in analyze(text) if m.pos[0] not in ("空白",)]
+    while ms and ms[-1].pos[0] == "補助記号":
+        ms.pop()
+    start = 0
+    for i, m in enumerate(ms):
+        if m.pos[1] in ("読点", "句点") or (m.pos[0] == "助詞" and m.pos[1] == "接続助詞"):
+            start = i + 1
+    clause = ms[start:]
+    ni = [
+        i
+        for i, m in enumerate(clause)
+        if m.surface == "に"
+        and m.pos[1] == "格助詞"
+        and i + 1 < len(clause)
+        and clause[i + 1].pos[0] == "動詞"
+        and i
+        and clause[i - 1].normalized not in ("事", "こと")  # ことにする decides, no value
+    ]
+    if not ni:
+        return {}
+    k = ni[-1]
+    arg = None
+    for want in ("を", "は"):
+        for j in range(k - 1, 0, -1):
+            x = clause[j]
+            if x.surface == want and x.pos[0] == "助詞" and clause[j - 1].pos[0] == "名詞":
+                b = j - 1  # the whole compound (休養+日)
+                while b > 0 and clause[b - 1].pos[0] == "名詞":
+                    b -= 1
+                arg, lo = "".join(y.surface for y in clause[b:j]), j + 1
+                break
+        if arg:
+            break
+    if not arg:
+        return {}
+    value = content_stems("".join(x.surface for x in clause[lo:k]))
+    return {arg: set(value)} if value else {}
 
 
 def _drop_head(m: Any) -> bool:
@@ -726,6 +852,24 @@ def model_change(
     if hit is None:
         return None
     entry, side = hit
+    # the sentence that does the act again with another value is the new decision (「石垣島に
+    # 2泊で取り直した」), when the rules read it as none
+    decided = "\n".join([entry.title, entry.index_summary])
+    redone = set(redone_values(side.framing, _values(decided))) | set(
+        reset_things([t for t in side.framing if not _opens(t)], entry)
+    )
+    ds = {d.index for d in parts.decisions}
+    again = [s for s in person if s.text in redone and s.index not in ds][:1]
+    if again:
+        d = again[0]
+        parts = replace(
+            parts,
+            decisions=[d, *parts.decisions],
+            reasons=[s for s in parts.reasons if s.index != d.index],
+            background=[s for s in parts.background if s.index != d.index],
+            topics=[s for s in parts.topics if s.index != d.index],
+            open_points=[s for s in parts.open_points if s.index != d.index],
+        )
     if not parts.decisions and side.decision is not None:
         d = side.decision
         parts = replace(
