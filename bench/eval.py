@@ -281,6 +281,52 @@ def ask_all(
         plain.close()
 
 
+def _bm25_tokens(text: str) -> list[str]:
+    """The baseline's tokens, the same for both languages: lowercased Latin words and digits, and
+    the character bigrams of every run of CJK characters (the usual BM25 baseline for Japanese,
+    which has no spaces)."""
+    import re
+    import unicodedata
+
+    out: list[str] = []
+    for run in re.findall(r"[a-z0-9]+|[^\sa-z0-9\W]+", unicodedata.normalize("NFKC", text).lower()):
+        if run.isascii():
+            out.append(run)
+        else:
+            out.extend(run[i : i + 2] for i in range(max(1, len(run) - 1)))
+    return out
+
+
+def bm25_rows(eval_dir: Path, questions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Plain BM25 (bm25s: Lucene BM25, k1 1.5, b 0.75) over every exported message's text
+    (person and assistant, the active path and the branches), no time, no vectors: the baseline
+    the issue asks beside recall on this corpus too. Rows in score.py's format (top 10)."""
+    import bm25s
+
+    corpus = json.loads((eval_dir / "conversations.json").read_text(encoding="utf-8"))
+    text = {}
+    for c in corpus["conversations"]:
+        for m in [*c.get("messages", []), *c.get("branches", [])]:
+            text[f"{c['id']}#{m['index']}"] = m.get("text") or ""
+    index = json.loads((eval_dir / "message_index.json").read_text(encoding="utf-8"))["messages"]
+    docs = [(r["message_id"], text.get(r["ref"], "")) for r in index]
+    retriever = bm25s.BM25()
+    retriever.index([_bm25_tokens(t) or ["\x00"] for _, t in docs], show_progress=False)
+    out = []
+    for q in questions:
+        toks = _bm25_tokens(q["q"])
+        hits: list[dict[str, str]] = []
+        if toks:
+            ids, scores = retriever.retrieve([toks], k=min(10, len(docs)), show_progress=False)
+            hits = [
+                {"message_id": docs[int(i)][0]}
+                for i, sc in zip(ids[0], scores[0], strict=True)
+                if sc > 0
+            ]
+        out.append({"id": q["id"], "hits": hits})
+    return out
+
+
 def _search(svc: Any, query: str, now: datetime) -> dict[str, Any]:
     """``pmem search Q --now T --json``'s object."""
     hits = svc.search(query, now=now, limit=10)
@@ -302,7 +348,7 @@ def score(results: Path, mode: str, eval_dir: Path, questions: list[dict[str, An
             str(eval_dir / "score.py"),
             str(results),
             "--mode",
-            "recall" if mode == "lexical" else mode,
+            "recall" if mode in ("lexical", "bm25") else mode,
             "--k",
             str(K),
             "--per-question",
@@ -383,6 +429,7 @@ def run_eval(
     if not questions_too:
         return {"drafting": drafting}
     answers = ask_all(url, questions, log=log)
+    answers["bm25"] = bm25_rows(eval_dir, questions)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     out: dict[str, Any] = {}
     for mode, rows in answers.items():
@@ -636,8 +683,11 @@ def main(argv: list[str] | None = None) -> int:
         log=lambda m: print(m, file=sys.stderr),
         questions_too=not a.drafting_only,
     )
-    titles = {"lexical": "recall, lexical list alone (no embedder: the ablation)"}
-    for mode in ("recall", "lexical", "search") if not a.drafting_only else ():
+    titles = {
+        "lexical": "recall, lexical list alone (no embedder: the ablation)",
+        "bm25": "BM25 over every message (bm25s; CJK bigrams, Latin words: the baseline)",
+    }
+    for mode in ("recall", "lexical", "bm25", "search") if not a.drafting_only else ():
         s = res[mode]
         print(f"\n== {titles.get(mode, mode)} ==")
         if a.per_question:

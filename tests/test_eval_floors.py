@@ -91,6 +91,16 @@ def test_recall_meets_the_targets(scores):
     assert s.groups["cross-lingual"]["r_at_k"] >= GROUP_R5, s.table
 
 
+def test_recall_and_search_not_below_bm25_nor_the_lexical_list(scores):
+    """Issue 26 item 2 on this corpus: the fused list at least as good as its lexical list alone
+    and as plain BM25 over every message (bench/eval.py's baseline)."""
+    bm25 = scores["bm25"].groups["all"]["r_at_k"]
+    lexical = scores["lexical"].groups["all"]["r_at_k"]
+    for mode in ("recall", "search"):
+        r5 = scores[mode].groups["all"]["r_at_k"]
+        assert r5 >= bm25 and r5 >= lexical, (mode, r5, bm25, lexical)
+
+
 def test_recall_same_language_group(scores):
     runner = sys.modules["pmem_bench_eval"]
     same = runner.group_same_language(scores["recall"])
