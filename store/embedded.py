@@ -292,26 +292,13 @@ def _sweep_orphans(home: Path) -> list[Path]:
         link = data_dir / "pgdata"
         if link.is_symlink() and Path(os.readlink(link)) == side / "pgdata":
             continue
-        if _postmaster_alive(side / "pgdata"):
+        info = _read_postmaster(side / "pgdata")
+        if info is not None and _pid_alive(info[0]):
             continue
         shutil.rmtree(side, ignore_errors=True)
         removed.append(side)
         _log.warning("removed the cluster %s: its data dir %s is gone", side, data_dir)
     return removed
-
-
-def _postmaster_alive(pgdata: Path) -> bool:
-    try:
-        pid = int((pgdata / "postmaster.pid").read_text(encoding="utf-8").split()[0])
-    except (OSError, ValueError, IndexError):
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _cluster_id(data_dir: Path) -> str:

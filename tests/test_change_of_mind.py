@@ -97,15 +97,19 @@ def _turns(lines: list[str]) -> list[tuple[str, str]]:
     return turns
 
 
-@pytest.fixture(scope="module")
-def memories() -> dict[str, MemoryIndexEntry]:
-    """The earlier decisions as the pipeline offers them: drafted, then committed."""
+def drafted(earlier: dict[str, list[str]]) -> dict[str, MemoryIndexEntry]:
+    """Earlier decisions as the pipeline offers them: drafted, then committed."""
     out = {}
-    for name, lines in EARLIER.items():
+    for name, lines in earlier.items():
         record = draft_record(make_conv(_turns(lines), key=f"chatgpt:{name}"), [])
         assert record is not None and record.memory_kind == "decision"
         out[name] = _entry(name, record)
     return out
+
+
+@pytest.fixture(scope="module")
+def memories() -> dict[str, MemoryIndexEntry]:
+    return drafted(EARLIER)
 
 
 def _entry(name: str, record: DraftRecord) -> MemoryIndexEntry:
@@ -568,12 +572,7 @@ FAMILY_LOOK_ALIKES = [
 
 @pytest.fixture(scope="module")
 def family() -> list[MemoryIndexEntry]:
-    out = []
-    for name, lines in FAMILY.items():
-        record = draft_record(make_conv(_turns(lines), key=f"chatgpt:{name}"), [])
-        assert record is not None and record.memory_kind == "decision"
-        out.append(_entry(name, record))
-    return out
+    return list(drafted(FAMILY).values())
 
 
 @pytest.mark.parametrize("lines", FAMILY_LOOK_ALIKES)

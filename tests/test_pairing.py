@@ -13,9 +13,9 @@ import pytest
 
 from core.models import MemoryIndexEntry
 from core.secrets import redact_conversation
-from providers.extractive import draft_record, pairing, person_sentences
+from providers.extractive import pairing, person_sentences
 from providers.extractive.roles import _parts
-from tests.test_change_of_mind import _entry, _turns
+from tests.test_change_of_mind import _turns, drafted
 from tests.test_extractive_drafter import make_conv
 
 # earlier decisions of our own (no corpus holds them)
@@ -52,12 +52,7 @@ LOOK_ALIKE = ["会社の駐輪場が満杯で、自転車置き場の申請を�
 
 @pytest.fixture(scope="module")
 def memories() -> dict[str, MemoryIndexEntry]:
-    out = {}
-    for name, lines in EARLIER.items():
-        record = draft_record(make_conv(_turns(lines), key=f"chatgpt:{name}"), [])
-        assert record is not None and record.memory_kind == "decision"
-        out[name] = _entry(name, record)
-    return out
+    return drafted(EARLIER)
 
 
 @pytest.fixture
