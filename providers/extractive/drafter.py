@@ -29,11 +29,13 @@ from providers.extractive.roles import (
 )
 from providers.extractive.sentences import (
     _REDACTED_RE,
+    RUN_ON_CHANGE_CHARS,
     Sentence,
     _cap,
     _dedupe,
     _one_line,
     detect_language,
+    joined_clauses,
     person_sentences,
     split_sentences,
 )
@@ -176,15 +178,22 @@ def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRe
     terms = salient_terms(conv, messages)
     title = _title(conv, messages, parts, terms)
     occurred = _occurred_at(conv, messages)
-    action, target, revision = _action(conv, person, context, parts.decisions)
+    # a change of mind is read in whole sentences but for the longest run-ons (sentences.py)
+    whole = (
+        person_sentences(messages, RUN_ON_CHANGE_CHARS)
+        if any(s.sentence for s in person)
+        else person
+    )
+    action, target, revision = _action(conv, whole, context, parts.decisions)
     own = {e.id for e in context if conv.key in e.source_conversation_keys}
     rule = target if action == "append" and target not in own else None
-    if target not in own and (hit := model_change(conv, person, context, parts, rule)):
+    if target not in own and (hit := model_change(conv, whole, context, parts, rule)):
         (action, target, revision), parts = hit  # the pair model decides the change (ADR 0037)
         kind = _kind(parts, person)
     changing = action == "append" and target not in own  # a change of an earlier decision
     if changing:
         parts = change_reasons(parts, person)
+    parts = _joined(parts)
     return DraftRecord(
         action=action,
         target_memory_id=target,
@@ -201,6 +210,19 @@ def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRe
         inferences=_inferences(parts, lang),
         evidence=_evidence(parts, messages),
         source_conversation_keys=[conv.key],
+    )
+
+
+def _joined(parts: _Parts) -> _Parts:
+    """Each role's neighbouring clauses of one run-on sentence as one item (``joined_clauses``)."""
+    return replace(
+        parts,
+        background=joined_clauses(parts.background),
+        topics=joined_clauses(parts.topics),
+        decisions=joined_clauses(parts.decisions),
+        reasons=joined_clauses(parts.reasons),
+        results=joined_clauses(parts.results),
+        open_points=joined_clauses(parts.open_points),
     )
 
 

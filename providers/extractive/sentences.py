@@ -46,6 +46,9 @@ class Sentence:
     message: Message
     text: str
     index: int  # position among the conversation's person sentences
+    #: the whole sentence a clause unit was cut from (``clause_units``); "" when it is one
+    sentence: str = ""
+    units: int = 1  # how many clause units of ``sentence`` this span holds (joined_clauses)
 
 
 def split_sentences(text: str) -> list[str]:
@@ -97,17 +100,103 @@ def _add_sentence(out: list[str], piece: str) -> None:
         out.append(sentence)
 
 
-def person_sentences(messages: list[Message]) -> list[Sentence]:
-    """The person's prose sentences, in order (log lines and code blocks left out)."""
+def person_sentences(messages: list[Message], run_on: int = 0) -> list[Sentence]:
+    """The person's prose sentences, in order (log lines and code blocks left out); a run-on
+    sentence (``run_on`` characters or more; default ``RUN_ON_CHARS``) as its clauses
+    (``clause_units``)."""
     out: list[Sentence] = []
     for msg in messages:
         if msg.channel != Channel.PERSON:
             continue
         # prose lines are lines of the message text, so each sentence is a substring of it
-        for text in split_sentences(split_prose(msg.text)[0]):
-            if text in msg.text:
-                out.append(Sentence(msg, text, len(out)))
+        for sentence in split_sentences(split_prose(msg.text)[0]):
+            units = clause_units(sentence, run_on or RUN_ON_CHARS)
+            whole = sentence if len(units) > 1 else ""
+            for text in units:
+                if text in msg.text:
+                    out.append(Sentence(msg, text, len(out), whole))
     return out
+
+
+def joined_clauses(items: list[Sentence]) -> list[Sentence]:
+    """``items`` with neighbouring clause units of one sentence given the same role joined back
+    into the one span of that sentence they make (「…仕事が進まず、先週は…」 is one reason)."""
+    out: list[Sentence] = []
+    for s in items:
+        prev = out[-1] if out else None
+        if (
+            prev is not None
+            and s.sentence
+            and s.sentence == prev.sentence
+            and s.message is prev.message
+            and s.index == prev.index + prev.units
+        ):
+            start = s.sentence.find(prev.text)
+            end = s.sentence.find(s.text, start + len(prev.text))
+            if start >= 0 and end >= 0:
+                span = s.sentence[start : end + len(s.text)]
+                out[-1] = Sentence(s.message, span, prev.index, s.sentence, prev.units + 1)
+                continue
+        out.append(s)
+    return out
+
+
+#: a sentence this long is read clause by clause when it runs on through commas (a message
+#: typed or dictated without a 。: 「…迷ってて、…ことにした、…だし、…まだ決めてなくて、…」)
+RUN_ON_CHARS = 70
+#: the change of mind reads a sentence by its clauses only from this length (a message typed in
+#: one breath): a shorter one keeps the frame of its clauses (「…決めたときは…のですが、…変わり
+#: ました」 recalls the decision, it changes nothing)
+RUN_ON_CHANGE_CHARS = 150
+#: a clause shorter than this stays with the next one (「で、」「ただ、」 begin a clause)
+CLAUSE_MIN_CHARS = 8
+_COMMA_RE = re.compile(r"[、，]")
+#: a predicate's form that ends a clause before a comma: the terminal form (…ことにした、 : a
+#: run-on message ends its sentences with a comma); the continuative (…で、 …くて、) goes on into
+#: the next clause, which often gives the role (「…指定で、…確認できたから。」 is one reason)
+_CLAUSE_END_FORMS = ("終止形",)
+
+
+def _clause_ends(piece: str) -> bool:
+    """``piece`` ends where a clause ends and another begins: its last morpheme (before the
+    comma) is a conjunctive particle or a predicate in a continuative or terminal form
+    (Sudachi's analysis)."""
+    from core.textsearch import analyze
+
+    ms = [m for m in analyze(piece) if m.pos[0] not in ("補助記号", "空白")]
+    if not ms:
+        return False
+    last = ms[-1]
+    if last.pos[0] == "助詞":  # けど, ので, から, し, が, たら: a clause of its own; て/で goes on
+        return last.pos[1] == "接続助詞" and last.surface not in ("て", "で")
+    if last.pos[0] in ("動詞", "形容詞", "助動詞") and len(last.pos) > 5:
+        return last.pos[5].startswith(_CLAUSE_END_FORMS)
+    return False
+
+
+def clause_units(sentence: str, run_on: int = 0) -> list[str]:
+    """``sentence`` itself, or, when it runs on (``RUN_ON_CHARS`` and more, with clause-ending
+    commas), its clauses: each an exact substring, cut after a comma that ends a clause by its
+    grammar (``_clause_ends``); a clause under ``CLAUSE_MIN_CHARS`` joins the next."""
+    if len(sentence) < (run_on or RUN_ON_CHARS) or not _JA_CHAR_RE.search(sentence):
+        return [sentence]  # English: a comma is no clause's end (", so we'd meet …" is one)
+    cuts: list[int] = []
+    start = 0
+    for m in _COMMA_RE.finditer(sentence):
+        piece = sentence[start : m.start()]
+        if len(piece.strip()) >= CLAUSE_MIN_CHARS and _clause_ends(piece):
+            cuts.append(m.end())
+            start = m.end()
+    out: list[str] = []
+    pos = 0
+    for c in cuts + [len(sentence)]:
+        unit = sentence[pos:c].strip().rstrip("、，,").rstrip()
+        if unit:
+            out.append(unit)
+        pos = c
+    if len(out) > 1 and len(out[-1]) < CLAUSE_MIN_CHARS:
+        out[-2:] = [sentence[sentence.index(out[-2]) :].strip()]
+    return out or [sentence]
 
 
 _FILLER_RE = re.compile(
