@@ -38,6 +38,7 @@ from providers.extractive.sentences import (
     joined_clauses,
     person_sentences,
     split_sentences,
+    whole_sentences,
 )
 from providers.extractive.structure import dropped_things
 from providers.extractive.structure import flags as grammar_flags
@@ -179,11 +180,7 @@ def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRe
     title = _title(conv, messages, parts, terms)
     occurred = _occurred_at(conv, messages)
     # a change of mind is read in whole sentences but for the longest run-ons (sentences.py)
-    whole = (
-        person_sentences(messages, RUN_ON_CHANGE_CHARS)
-        if any(s.sentence for s in person)
-        else person
-    )
+    whole = whole_sentences(person, RUN_ON_CHANGE_CHARS)
     action, target, revision = _action(conv, whole, context, parts.decisions)
     own = {e.id for e in context if conv.key in e.source_conversation_keys}
     rule = target if action == "append" and target not in own else None

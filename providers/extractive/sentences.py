@@ -100,21 +100,36 @@ def _add_sentence(out: list[str], piece: str) -> None:
         out.append(sentence)
 
 
-def person_sentences(messages: list[Message], run_on: int = 0) -> list[Sentence]:
+def person_sentences(messages: list[Message]) -> list[Sentence]:
     """The person's prose sentences, in order (log lines and code blocks left out); a run-on
-    sentence (``run_on`` characters or more; default ``RUN_ON_CHARS``) as its clauses
-    (``clause_units``)."""
+    sentence (``RUN_ON_CHARS`` characters or more) as its clauses (``clause_units``)."""
     out: list[Sentence] = []
     for msg in messages:
         if msg.channel != Channel.PERSON:
             continue
         # prose lines are lines of the message text, so each sentence is a substring of it
         for sentence in split_sentences(split_prose(msg.text)[0]):
-            units = clause_units(sentence, run_on or RUN_ON_CHARS)
+            units = clause_units(sentence)
             whole = sentence if len(units) > 1 else ""
             for text in units:
                 if text in msg.text:
                     out.append(Sentence(msg, text, len(out), whole))
+    return out
+
+
+def whole_sentences(person: list[Sentence], run_on: int) -> list[Sentence]:
+    """``person`` with the clause units of each sentence shorter than ``run_on`` characters
+    given back as that one sentence (what ``person_sentences`` gives with that threshold),
+    numbered again in order."""
+    out: list[Sentence] = []
+    for s in person:
+        if s.sentence and len(s.sentence) < run_on:
+            if out and out[-1].text == s.sentence and out[-1].message is s.message:
+                continue  # a later unit of the sentence just given back
+            s = Sentence(s.message, s.sentence, len(out))
+        else:
+            s = Sentence(s.message, s.text, len(out), s.sentence, s.units)
+        out.append(s)
     return out
 
 
@@ -159,10 +174,8 @@ _CLAUSE_END_FORMS = ("終止形",)
 
 def _clause_ends(piece: str) -> bool:
     """``piece`` ends where a clause ends and another begins: its last morpheme (before the
-    comma) is a conjunctive particle or a predicate in a continuative or terminal form
+    comma) is a conjunctive particle other than て/で, or a predicate in its terminal form
     (Sudachi's analysis)."""
-    from core.textsearch import analyze
-
     ms = [m for m in analyze(piece) if m.pos[0] not in ("補助記号", "空白")]
     if not ms:
         return False
@@ -174,29 +187,25 @@ def _clause_ends(piece: str) -> bool:
     return False
 
 
-def clause_units(sentence: str, run_on: int = 0) -> list[str]:
+def clause_units(sentence: str) -> list[str]:
     """``sentence`` itself, or, when it runs on (``RUN_ON_CHARS`` and more, with clause-ending
     commas), its clauses: each an exact substring, cut after a comma that ends a clause by its
-    grammar (``_clause_ends``); a clause under ``CLAUSE_MIN_CHARS`` joins the next."""
-    if len(sentence) < (run_on or RUN_ON_CHARS) or not _JA_CHAR_RE.search(sentence):
+    grammar (``_clause_ends``); a clause under ``CLAUSE_MIN_CHARS`` joins the next (the last
+    one joins the one before)."""
+    if len(sentence) < RUN_ON_CHARS or not _JA_CHAR_RE.search(sentence):
         return [sentence]  # English: a comma is no clause's end (", so we'd meet …" is one)
-    cuts: list[int] = []
-    start = 0
+    starts = [0]
     for m in _COMMA_RE.finditer(sentence):
-        piece = sentence[start : m.start()]
+        piece = sentence[starts[-1] : m.start()]
         if len(piece.strip()) >= CLAUSE_MIN_CHARS and _clause_ends(piece):
-            cuts.append(m.end())
-            start = m.end()
-    out: list[str] = []
-    pos = 0
-    for c in cuts + [len(sentence)]:
-        unit = sentence[pos:c].strip().rstrip("、，,").rstrip()
-        if unit:
-            out.append(unit)
-        pos = c
-    if len(out) > 1 and len(out[-1]) < CLAUSE_MIN_CHARS:
-        out[-2:] = [sentence[sentence.index(out[-2]) :].strip()]
-    return out or [sentence]
+            starts.append(m.end())
+    if len(starts) > 1 and len(sentence[starts[-1] :].strip()) < CLAUSE_MIN_CHARS:
+        starts.pop()
+    ends = [*starts[1:], len(sentence)]
+    units = [
+        sentence[a:b].strip().rstrip("、，").rstrip() for a, b in zip(starts, ends, strict=True)
+    ]
+    return [u for u in units if u] or [sentence]
 
 
 _FILLER_RE = re.compile(
