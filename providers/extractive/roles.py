@@ -162,6 +162,44 @@ def _roles(person: list[Sentence]) -> dict[int, str]:
     return learned_roles(person, _rule_roles(person))
 
 
+#: the rules of ``_rule_roles`` by name; each gives a role the scorer then does not override
+#: (``bench/fit_roles.py --rule-off NAME`` measures a rule out of fold by switching it off)
+RULES = (
+    "open:cue",  # _opens: the sentence leaves something open
+    "decision:score",  # _decision_score >= 3
+    "decision:headline",  # the opening tells the person's own act as done
+    "decision:done_just_now",  # an act told as done with a perfective adverb
+    "decision:deliberated",  # 考えたけど、+ an act or intent
+    "decision:best_intent",  # no decision: the best intent or act told as done
+    "decision:replaces",  # an intent after a negated decision
+    "open:clause_question",  # a question clause put to oneself, no ？, after the decision
+    "open:self_question",  # …かな？ "should I …?" after the decision
+    "reason:cue",  # _reasons, or a continuation (あと…) after a reason
+    "open:continue",  # a continuation after an open point
+    "reason:enum",  # an enumeration opener in a decision's message
+    "result:cue",  # _RESULT_RE
+    "reason:after_decision",  # the sentence after a decision its message gives no reason for
+    "reason:concluded",  # the statements before なので、+ decision
+    "reason:enumerated",  # the statements after 理由は…まず…
+    "open:background",  # an open point before the decision: the question it answered
+)
+
+_rules_off: frozenset[str] = frozenset()
+
+
+def set_rules_off(names: set[str] | frozenset[str]) -> None:
+    """Switch rules of ``RULES`` off (fitting: a rule measured out of fold); empty: all on."""
+    global _rules_off
+    unknown = set(names) - set(RULES)
+    if unknown:
+        raise ValueError(f"unknown rules: {sorted(unknown)}")
+    _rules_off = frozenset(names)
+
+
+def _on(rule: str) -> bool:
+    return rule not in _rules_off
+
+
 def _rule_roles(person: list[Sentence]) -> dict[int, str]:
     """The role of each sentence by the cue lists, Sudachi's forms and the order of clauses."""
     roles: dict[int, str] = {}
@@ -172,17 +210,18 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
     report = _reports(opening)
     scores = {s.index: _decision_score(s, by_message[s.message.key], report) for s in person}
     for s in person:
-        if _opens(s.text):
+        if _on("open:cue") and _opens(s.text):
             roles[s.index] = "open"
         elif (
-            scores[s.index] >= 3
-            or _headline(s, opening)
-            or _done_just_now(s.text)
-            or _deliberated(s.text)
+            (_on("decision:score") and scores[s.index] >= 3)
+            or (_on("decision:headline") and _headline(s, opening))
+            or (_on("decision:done_just_now") and _done_just_now(s.text))
+            or (_on("decision:deliberated") and _deliberated(s.text))
         ):
             roles[s.index] = "decision"
-    if not any(r == "decision" for r in roles.values()):  # no clear decision: the best intent
-        # or, failing one, an act the person tells as done ("I booked …" after the answer)
+    if _on("decision:best_intent") and not any(r == "decision" for r in roles.values()):
+        # no clear decision: the best intent or, failing one, an act the person tells as done
+        # ("I booked …" after the answer)
         done = {s.index for s in person if s.index not in roles and past_act(s.text)}
         intents = [
             s
@@ -216,10 +255,15 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
         for s in msg_sentences:
             role = roles.get(s.index)
             if role is None:
-                if prev == "decision" and _replaces(roles, msg_sentences, s):
+                if (
+                    _on("decision:replaces")
+                    and prev == "decision"
+                    and _replaces(roles, msg_sentences, s)
+                ):
                     role = "decision"  # 「Xは行かないことにした。代わりにYに通わせる。」
                 elif (
-                    first_decision is not None
+                    _on("open:clause_question")
+                    and first_decision is not None
                     and s.index > first_decision
                     and not _is_question(s.text)
                     and "ja:question" in grammar_flags(s.text)
@@ -227,23 +271,29 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
                     role = "open"  # 「当日の店は休みにするか。」: a question put to oneself, no ？
                 elif _is_question(s.text):
                     if (
-                        _SELF_QUESTION_RE.search(s.text)
+                        _on("open:self_question")
+                        and _SELF_QUESTION_RE.search(s.text)
                         and first_decision is not None
                         and s.index > first_decision
                     ):
                         role = "open"
-                elif _reasons(s.text) or (
-                    last == "reason" and _CONTINUE_RE.search(s.text)
+                elif _on("reason:cue") and (
+                    _reasons(s.text) or (last == "reason" and _CONTINUE_RE.search(s.text))
                 ):  # 「決め手は…。…って。あと…」: the list of reasons goes on past an aside
                     role = "reason"
-                elif prev == "open" and _CONTINUE_RE.search(s.text):
+                elif _on("open:continue") and prev == "open" and _CONTINUE_RE.search(s.text):
                     role = "open"
-                elif s.message.key in decision_messages and _ENUM_RE.search(s.text):
+                elif (
+                    _on("reason:enum")
+                    and s.message.key in decision_messages
+                    and _ENUM_RE.search(s.text)
+                ):
                     role = "reason"
-                elif _RESULT_RE.search(s.text):
+                elif _on("result:cue") and _RESULT_RE.search(s.text):
                     role = "result"
                 elif (
-                    prev == "decision"
+                    _on("reason:after_decision")
+                    and prev == "decision"
                     and not _is_filler(s.text)
                     and not any(
                         _reasons(o.text) for o in msg_sentences if roles.get(o.index) != "decision"
@@ -254,10 +304,17 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
                     roles[s.index] = role
             prev = role
             last = role or last
-    _concluded_reasons(person, roles, by_message)
-    _enumerated_reasons(person, roles, by_message)
+    if _on("reason:concluded"):
+        _concluded_reasons(person, roles, by_message)
+    if _on("reason:enumerated"):
+        _enumerated_reasons(person, roles, by_message)
     for s in person:  # an open point before any decision: the question the decision answered
-        if roles.get(s.index) == "open" and first_decision is not None and s.index < first_decision:
+        if (
+            _on("open:background")
+            and roles.get(s.index) == "open"
+            and first_decision is not None
+            and s.index < first_decision
+        ):
             roles[s.index] = "background_open"
     return roles
 
