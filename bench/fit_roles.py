@@ -197,6 +197,11 @@ def main(argv: list[str] | None = None) -> int:
         help="switch a rule of roles.RULES off (repeat; 'list' prints them): the rule measured "
         "out of fold by letting the scorer decide where it gave a role",
     )
+    ap.add_argument(
+        "--thresholds",
+        help="decision,reason,open thresholds fixed (e.g. the shipped 0.35,0.3,0.4) instead of "
+        "chosen on the folds: comparisons between rule sets at the same thresholds",
+    )
     ap.add_argument("--write", action="store_true")
     ap.add_argument(
         "--drafted-thresholds",
@@ -277,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
                 sums[r][1] += n
         return {r: (g, n) for r, (g, n) in sums.items()}
 
+    if a.thresholds:
+        best = dict(zip(LABEL_OF, map(float, a.thresholds.split(",")), strict=True))
     held_alone = held_out(True)
     if a.drafted_thresholds:
         # the threshold per role that drafts the most labelled phrases out of fold with the

@@ -105,11 +105,6 @@ _CONTINUE_RE = re.compile(
 )
 
 
-_ENUM_RE = re.compile(
-    r"^\W*(?:まず|第一に|一つ目は|1つ目は|ひとつは|それと|二つ目は|2つ目は|First(?:ly)?,|Second(?:ly)?,)"
-)
-
-
 _PAST_RE = re.compile(
     r"(?:た|だ|ました|かった)(?:[。!！]|$)|\b(?:went|did|was|turned out|worked)\b"
 )
@@ -171,12 +166,10 @@ RULES = (
     "decision:done_just_now",  # an act told as done with a perfective adverb
     "decision:deliberated",  # 考えたけど、+ an act or intent
     "decision:best_intent",  # no decision: the best intent or act told as done
-    "decision:replaces",  # an intent after a negated decision
     "open:clause_question",  # a question clause put to oneself, no ？, after the decision
     "open:self_question",  # …かな？ "should I …?" after the decision
     "reason:cue",  # _reasons, or a continuation (あと…) after a reason
     "open:continue",  # a continuation after an open point
-    "reason:enum",  # an enumeration opener in a decision's message
     "result:cue",  # _RESULT_RE
     "reason:after_decision",  # the sentence after a decision its message gives no reason for
     "reason:concluded",  # the statements before なので、+ decision
@@ -248,7 +241,6 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
             roles[best.index] = "decision"
     decided = [s for s in person if roles.get(s.index) == "decision"]
     first_decision = decided[0].index if decided else None
-    decision_messages = {s.message.key for s in decided}
     for msg_sentences in by_message.values():
         prev: str | None = None
         last: str | None = None  # the last role given in this message
@@ -256,12 +248,6 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
             role = roles.get(s.index)
             if role is None:
                 if (
-                    _on("decision:replaces")
-                    and prev == "decision"
-                    and _replaces(roles, msg_sentences, s)
-                ):
-                    role = "decision"  # 「Xは行かないことにした。代わりにYに通わせる。」
-                elif (
                     _on("open:clause_question")
                     and first_decision is not None
                     and s.index > first_decision
@@ -283,12 +269,6 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
                     role = "reason"
                 elif _on("open:continue") and prev == "open" and _CONTINUE_RE.search(s.text):
                     role = "open"
-                elif (
-                    _on("reason:enum")
-                    and s.message.key in decision_messages
-                    and _ENUM_RE.search(s.text)
-                ):
-                    role = "reason"
                 elif _on("result:cue") and _RESULT_RE.search(s.text):
                     role = "result"
                 elif (
@@ -353,16 +333,6 @@ def _reports(opening: list[Sentence]) -> bool:
         if _opens(s.text):
             return False
     return True
-
-
-def _replaces(roles: dict[int, str], message: list[Sentence], s: Sentence) -> bool:
-    """``s`` states an intent right after a decision that is a negation (a plan given up): the
-    plan that replaces it is a decision too, not that decision's reason."""
-    before = [n for n in message if n.index < s.index][-1:]
-    if not before or roles.get(before[0].index) != "decision":
-        return False
-    negated = {"ja:negated", "en:negated"} & grammar_flags(before[0].text)
-    return bool(negated) and bool(_plain_intent(s.text) or _INTENT_EN_RE.search(s.text))
 
 
 #: an enumeration begun inside a sentence (「理由はいくつかあって、まず…」 "First, …"): its
