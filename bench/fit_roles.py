@@ -190,6 +190,18 @@ def main(argv: list[str] | None = None) -> int:
         default=[],
         help="another labelled corpus to draft with the fitted weights (not fitted on)",
     )
+    ap.add_argument(
+        "--rule-off",
+        action="append",
+        default=[],
+        help="switch a rule of roles.RULES off (repeat; 'list' prints them): the rule measured "
+        "out of fold by letting the scorer decide where it gave a role",
+    )
+    ap.add_argument(
+        "--thresholds",
+        help="decision,reason,open thresholds fixed (e.g. the shipped 0.35,0.3,0.4) instead of "
+        "chosen on the folds: comparisons between rule sets at the same thresholds",
+    )
     ap.add_argument("--write", action="store_true")
     ap.add_argument(
         "--drafted-thresholds",
@@ -200,6 +212,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from providers.extractive import roles
 
+    if "list" in a.rule_off:
+        print("\n".join(roles.RULES))
+        return 0
+    roles.set_rules_off(set(a.rule_off))
     names = roles.feature_names()
     dirs = a.eval_dir or [EVAL_DIR]
     convs, folds = [], []
@@ -266,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
                 sums[r][1] += n
         return {r: (g, n) for r, (g, n) in sums.items()}
 
+    if a.thresholds:
+        best = dict(zip(LABEL_OF, map(float, a.thresholds.split(",")), strict=True))
     held_alone = held_out(True)
     if a.drafted_thresholds:
         # the threshold per role that drafts the most labelled phrases out of fold with the
@@ -303,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     roles.set_role_weights(weights)
     inside = drafted(convs)
+    inside_folds = [
+        drafted([c for c, f in zip(convs, folds, strict=True) if f == k]) for k in range(nfolds)
+    ]
     checks = {}
     for extra in a.check:
         checks[str(extra)] = drafted(conversations(extra))
@@ -326,6 +347,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"in-sample              {fmt(inside)}")
     for name, d in checks.items():
         print(f"check {name}: {fmt(d)}")
+    if len(dirs) > 1:  # one line per corpus: in-sample | out of fold (rules + scorer)
+        print("corpus   in-sample decision reasons open | out of fold decision reasons open")
+        for k, d in enumerate(dirs):
+
+            def cells(got: dict[str, tuple[int, int]]) -> str:
+                return " ".join(f"{g}/{n}" for g, n in got.values())
+
+            print(f"  {d.name:<6} {cells(inside_folds[k])} | {cells(per_fold[False][k])}")
+    if a.rule_off:
+        print(f"rules off: {', '.join(sorted(a.rule_off))}")
     if a.write:
         path = ROOT / "providers" / "extractive" / "role_weights.json"
         path.write_text(json.dumps(weights, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")

@@ -120,6 +120,22 @@ def test_without_a_rule_decision_the_scorers_best_anchors_the_rest(weights: None
     ]
 
 
+def test_a_rule_switched_off_leaves_its_sentence_to_the_next_reading() -> None:
+    """bench/fit_roles.py --rule-off measures a rule out of fold: switched off, the sentence it
+    gave a role is read by the rules after it and the scorer, as if the rule were deleted."""
+    person = person_sentences(make_conv(CONV).drafting_messages)
+    ask = next(s.index for s in person if s.text == "誰を誘うかは家族で話す。")
+    assert roles._rule_roles(person)[ask] == "open"
+    roles.set_rules_off({"open:cue"})
+    try:
+        assert roles._rule_roles(person).get(ask) != "open"
+    finally:
+        roles.set_rules_off(set())
+    assert roles._rule_roles(person)[ask] == "open"
+    with pytest.raises(ValueError):
+        roles.set_rules_off({"open:no_such_rule"})
+
+
 def _rule_roles_of(turns: list[tuple[str, str]]) -> dict[str, str]:
     person = person_sentences(make_conv(turns).drafting_messages)
     got = roles._rule_roles(person)
