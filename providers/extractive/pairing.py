@@ -380,6 +380,11 @@ def revisits(
     # that gives something up takes that act back
     recalled = bool(first and (recalls(first) or _refers_back(first)))
     out: set[str] = set()
+    negates_after = any(
+        _negated(d) or given_up(d)
+        for d in side.decisions
+        if d != first
+    )
     for t, near in zip(framing, about, strict=True):
         # a person's name is no thing of the matter: the family and friends named in one
         # decision recur in every other matter of the same life (「健太くん」「由佳」)
@@ -412,9 +417,10 @@ def revisits(
         # ことにした」), not how the plan went on (「2月に出した募集、3人応募が来た」)
         # or the recalled act was a decision and the sentence tells another act on an object
         # since (「先月決めた電チャリ、結局ヤマハのPAS Withを買った」)
-        # ... or acts on the recalled thing itself, its sole argument (「3月に出した土曜の求人、
-        # 取り下げた」: done to what was decided, not how it went on)
-        acted = (_decision_cue(t) and _object_act(t)) or acts_on_topic(t)
+        # ... or acts on the recalled thing itself, its sole argument, and the conversation
+        # decides a negation or a giving up (「3月に出した土曜の求人、取り下げた。」 … 「なので人は
+        # 増やさず、…閉めることにする。」), not how the plan went on (「…募集、締め切った。」)
+        acted = (_decision_cue(t) and _object_act(t)) or (acts_on_topic(t) and negates_after)
         opens_past = (
             t == first
             and (changes or acted)
