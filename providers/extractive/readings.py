@@ -65,9 +65,10 @@ def reset_things(texts: list[str] | tuple[str, ...], entry: MemoryIndexEntry) ->
 
 
 #: a number with its unit (an amount, a count, a size) or a date (4/11: the month)
+UNITS = ("万円", "円", "ドル", "%", "時", "泊", "本", "回", "kg", "km", "GB", "TB", "L", "人")
+UNITS += ("年", "月", "dollars?", "yen")
 _VALUE_RE = re.compile(
-    r"(\d+(?:\.\d+)?)\s*(万円|円|ドル|%|時|泊|本|回|kg|km|GB|TB|L|人|年|月|dollars?|yen)"
-    r"|(\d{1,2})/(\d{1,2})",
+    r"(\d+(?:\.\d+)?)\s*(" + "|".join(UNITS) + r")|(\d{1,2})/(\d{1,2})",
     re.IGNORECASE,
 )
 _DATE_UNITS = ("月", "年", "時")
@@ -354,16 +355,22 @@ def value_replaced(text: str, theirs: dict[str, set[str]]) -> bool:
     """The sentence names the memory's value and sets another one of the same unit in a later
     clause, the one that ends it (「12月の試験はパスして、来年7月に回すことにした」 against
     12月): the old value given up for a new one, whatever the verb between (パスする, 回す, ずらす,
-    "move the March 3 test to April 9")."""
+    "I'll move my test from March 3 to April 9")."""
     if not theirs or _is_question(text):
         return False
     if not _JA_CHAR_RE.search(text):
+        # an English clause that moves the thing (``_EN_SWITCH_RE``): its value before "to"
+        if not _EN_SWITCH_RE.search(text):
+            return False
         parts = re.split(r"\b(?:to|until|till)\b", text, maxsplit=1)
     else:
         clauses = _clauses(text)
         if len(clauses) < 2:
             return False
-        head = "".join(m.surface for c in clauses[:-1] for m in c)
+        # the old value in a clause with its own predicate (…はパスして、): not a time named
+        # as a phrase (「6月の入籍のあと、9月に食事会をする」)
+        acted = [c for c in clauses[:-1] if c[-1].pos[0] == "助詞" and c[-1].pos[1] == "接続助詞"]
+        head = "".join(m.surface for c in acted for m in c)
         parts = [head, "".join(m.surface for m in clauses[-1])]
     if len(parts) < 2:
         return False
