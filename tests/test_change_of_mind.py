@@ -454,7 +454,13 @@ REVISIT_LOOK_ALIKES = [
     ("ryokan", ["夏休みの旅行、知床の民宿に3泊することにした。", "理由は、クマを見たいから。"]),
     # a past act on the recalled thing with nothing negated or given up (the plan done); a
     # time named as a phrase before another date (another event after the decided one)
-    ("job_ad", ["2月に出したアルバイトの募集、締め切った。", "来週から2人に入ってもらうことにする。"]),
+    (
+        "job_ad",
+        [
+            "2月に出した土曜のアルバイト募集、締め切った。",
+            "土曜は来週から学生さんに入ってもらうことにする。",
+        ],
+    ),
     ("wedding", ["6月の入籍のあと、9月に両家で食事会をすることにした。"]),
     # a giving up of an option this conversation weighs, the choice made among its own options
     (
@@ -627,7 +633,10 @@ MOVED = {
     ],
 }
 MOVES = [
-    ("handover", ["美咲の出産が決まった。", "美咲への引き継ぎは、再来年の正月からにすることにしました。"]),
+    (
+        "handover",
+        ["美咲の出産が決まった。", "美咲への引き継ぎは、再来年の正月からにすることにしました。"],
+    ),
     (
         "photo",
         [
@@ -674,7 +683,9 @@ def test_another_start_or_another_thing_given_up_is_no_change(
 def test_the_readers_of_values_starts_and_heads() -> None:
     from providers.extractive import readings
 
-    assert readings.value_replaced("12月の試験はパスして、来年7月に回すことにした。", {"月": {"12"}})
+    assert readings.value_replaced(
+        "12月の試験はパスして、来年7月に回すことにした。", {"月": {"12"}}
+    )
     assert not readings.value_replaced("6月の入籍のあと、9月に食事会をする。", {"月": {"6"}})
     assert not readings.value_replaced(
         "I took the January 26 test and want to get the results on March 8.", {"月": {"1"}}
@@ -686,4 +697,3 @@ def test_the_readers_of_values_starts_and_heads() -> None:
     assert readings.acts_on_topic("3月に出した土曜の求人、取り下げた。")
     assert not readings.acts_on_topic("2月に出した募集、3人応募が来た。")
     assert not readings.acts_on_topic("先月申し込んだ講座、行ってきた。")
-

@@ -65,8 +65,8 @@ def reset_things(texts: list[str] | tuple[str, ...], entry: MemoryIndexEntry) ->
 
 
 #: a number with its unit (an amount, a count, a size) or a date (4/11: the month)
-UNITS = ("万円", "円", "ドル", "%", "時", "泊", "本", "回", "kg", "km", "GB", "TB", "L", "人")
-UNITS += ("年", "月", "dollars?", "yen")
+UNITS: tuple[str, ...] = ("万円", "円", "ドル", "%", "時", "泊", "本", "回", "kg", "km", "GB")
+UNITS += ("TB", "L", "人", "年", "月", "dollars?", "yen")
 _VALUE_RE = re.compile(
     r"(\d+(?:\.\d+)?)\s*(" + "|".join(UNITS) + r")|(\d{1,2})/(\d{1,2})",
     re.IGNORECASE,
