@@ -462,6 +462,8 @@ REVISIT_LOOK_ALIKES = [
         ],
     ),
     ("wedding", ["6月の入籍のあと、9月に両家で食事会をすることにした。"]),
+    # the memory's value and start kept, another thing started from another month
+    ("price", ["4月の値上げはそのまま続けて、5月から新しいパンを店に並べる。"]),
     # a giving up of an option this conversation weighs, the choice made among its own options
     (
         "roadbike",

@@ -370,6 +370,10 @@ def value_replaced(text: str, theirs: dict[str, set[str]]) -> bool:
         # the old value in a clause with its own predicate (…はパスして、): not a time named
         # as a phrase (「6月の入籍のあと、9月に食事会をする」)
         acted = [c for c in clauses[:-1] if c[-1].pos[0] == "助詞" and c[-1].pos[1] == "接続助詞"]
+        # ... and the new value's clause has no object nor topic of its own (「…続けて、5月から
+        # 新しいパンを並べる」 sets another thing)
+        if any(m.surface in ("を", "は") and m.pos[0] == "助詞" for m in clauses[-1]):
+            return False
         head = "".join(m.surface for c in acted for m in c)
         parts = [head, "".join(m.surface for m in clauses[-1])]
     if len(parts) < 2:
@@ -381,14 +385,28 @@ def value_replaced(text: str, theirs: dict[str, set[str]]) -> bool:
     )
 
 
-def from_phrases(text: str) -> list[list[str]]:
+def _objects(clause: list[Any]) -> set[str]:
+    """The content stems of the nouns a clause takes as objects (a noun before the case
+    particle を)."""
+    return {
+        x
+        for i, m in enumerate(clause)
+        if m.surface == "を" and m.pos[1] == "格助詞" and i and clause[i - 1].pos[0] == "名詞"
+        for x in content_stems(clause[i - 1].surface)
+    }
+
+
+def from_phrases(text: str, held: set[str] | None = None) -> list[list[str]]:
     """The nouns of each phrase the sentence starts something from (the case particle から
     after a noun phrase, nouns joined by の: 「来年の4月から」 -> [来年, 4, 月]; not the
-    conjunctive から of a cause)."""
+    conjunctive から of a cause); with ``held``, only in clauses whose objects are all of
+    ``held`` (「5月から新しいパンを並べる」 starts another thing than a decision on 値上げ)."""
     if not _JA_CHAR_RE.search(text):
         return []
     out = []
     for clause in _clauses(text):
+        if held is not None and _objects(clause) - held:
+            continue
         for i, m in enumerate(clause):
             if m.surface != "から" or m.pos[1] != "格助詞" or not i:
                 continue
@@ -420,7 +438,8 @@ def start_moved(text: str, decided: str) -> bool:
         return False
     from providers.extractive.vectors import _embedder, _similarity
 
-    for mine in from_phrases(text):
+    held = set(content_stems(decided))
+    for mine in from_phrases(text, held):
         for theirs in from_phrases(decided):
             new = "".join(x for x in mine if x not in theirs)
             old = "".join(x for x in theirs if x not in mine)
