@@ -403,6 +403,15 @@ REVISITS = [
         "exam",
         ["A work trip lands that weekend, so I'll move my TOEIC from January 26 to March 8."],
     ),
+    # the decided thing set aside for another (drops: a negated copula, "rather than")
+    ("cram", ["数学の点は少し上がった。", "でも来月からは塾ではなく、家で通信教育にする。"]),
+    (
+        "freelance",
+        [
+            "My company offered me a four-day week.",
+            "So I'll keep my job rather than quit it at the end of April.",
+        ],
+    ),
 ]
 
 # the same matters taken up again without a change: the decision kept, a past state, a date of
@@ -462,6 +471,12 @@ REVISIT_LOOK_ALIKES = [
         ],
     ),
     ("wedding", ["6月の入籍のあと、9月に両家で食事会をすることにした。"]),
+    # another thing set aside than the decided one
+    (
+        "roadbike",
+        ["Contend AR 3 で走るときの服の件。", "ジャージではなく、普段着で乗ることにした。"],
+    ),
+    ("exam", ["For the January 26 TOEIC test, I'll study with an app rather than a textbook."]),
     # the memory's value and start kept, another thing started from another month
     ("price", ["4月の値上げはそのまま続けて、5月から新しいパンを店に並べる。"]),
     # a giving up of an option this conversation weighs, the choice made among its own options
@@ -699,3 +714,6 @@ def test_the_readers_of_values_starts_and_heads() -> None:
     assert readings.acts_on_topic("3月に出した土曜の求人、取り下げた。")
     assert not readings.acts_on_topic("2月に出した募集、3人応募が来た。")
     assert not readings.acts_on_topic("先月申し込んだ講座、行ってきた。")
+    assert readings.set_aside("塾ではなく、家で通信教育にする。") == {"塾"}
+    assert not readings.set_aside("それは問題ではない。")  # no alternative follows
+    assert "freelance" in readings.set_aside("I'll stay rather than go freelance.")

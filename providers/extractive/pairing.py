@@ -60,6 +60,7 @@ from providers.extractive.readings import (  # noqa: F401 (re-exported for the t
     recalls,
     redone_values,
     reset_things,
+    set_aside,
     start_moved,
     value_replaced,
 )
@@ -398,6 +399,9 @@ def revisits(
         elif (near or t in side.decisions) and compound_heads(dropped, dstems_all | dnames_all):
             # given up by the head of a thing the decision names (「島はやめて」 for 宮島), in
             # a sentence about the memory or the conversation's own decision
+            out.add("drops")
+        elif (near or t in side.decisions) and set_aside(t) & (dstems_all | dnames_all):
+            # set aside for another (「塾ではなく、家で…」, "rather than go freelance")
             out.add("drops")
         # two of the decision's things, or one its title names when the turning sentence is
         # about a plan and about this memory ("I'm not going freelance after all"); a name of

@@ -479,3 +479,45 @@ def acts_on_topic(text: str) -> bool:
         if m.normalized in ("来る", "見る") and i and last[i - 1].surface in ("て", "で"):
             return False
     return any(m.pos[0] == "動詞" for m in last)
+
+
+_EN_RATHER_RE = re.compile(r"\b(?:instead of|rather than)\s+([^,.;!?]+)", re.IGNORECASE)
+
+
+def set_aside(text: str) -> frozenset[str]:
+    """The content stems of what the sentence sets aside for another: the noun phrase of a
+    negated copula followed by the alternative (「塾ではなく、家で…」, 「Contend AR 3 じゃなくて、
+    Topstone に」), or before の代わりに; in English the phrase after "instead of" / "rather
+    than". Empty when the sentence sets nothing aside (no question)."""
+    if _is_question(text):
+        return frozenset()
+    if not _JA_CHAR_RE.search(text):
+        return frozenset(
+            x
+            for m in _EN_RATHER_RE.finditer(text)
+            for x in {*content_stems(m.group(1)), *_name_terms(m.group(1))}
+        )
+    ms = [m for m in analyze(text) if m.pos[0] != "空白"]
+    out: set[str] = set()
+    for i, m in enumerate(ms):
+        negated_copula = (  # …ではなく、… / …じゃなくて、…: an alternative follows
+            m.surface == "なく"
+            and i >= 1
+            and (
+                ms[i - 1].normalized == "だ"
+                or (ms[i - 1].surface == "は" and i >= 2 and ms[i - 2].surface == "で")
+            )
+        )
+        instead = m.normalized == "代わり" and i >= 1 and ms[i - 1].surface == "の"
+        if not (negated_copula or instead):
+            continue
+        j = i - 1
+        while j >= 0 and ms[j].pos[0] != "名詞":
+            j -= 1
+        k = j
+        while k > 0 and ms[k - 1].pos[0] == "名詞":
+            k -= 1
+        if j >= 0 and any(x.pos[0] != "補助記号" for x in ms[i + 1 :]):
+            phrase = " ".join(x.surface for x in ms[k : j + 1])
+            out |= set(content_stems(phrase)) | set(_name_terms(phrase))
+    return frozenset(out)
