@@ -6,7 +6,8 @@ one candidate, the offered memory nearest to the person's text by the append gat
 (:func:`gate_nearest`; the gate commits no other append unattended), and appends to it only when
 the conversation revisits its decision (:func:`revisits`): a sentence gives up the decision's
 thing, turns back naming it, recalls a dated earlier act in the past tense or turns back on a
-quoted plan, gives up and decides at once, or gives another value of the same unit. A follow-up
+quoted plan, gives up and decides at once, or gives another value of the same unit (each
+reading a structure of one sentence, :mod:`providers.extractive.readings`). A follow-up
 on the same matter that keeps the decision is near it too and says none of these. When the
 conversation has no decision sentence by the rules, its decision is the person sentence the
 role model scores highest as one (a past act 「…キャンセルした」 is the new state of the matter),
@@ -349,13 +350,18 @@ def revisits(
 
     * ``drops``: the sentence gives something up (``structure.dropped_things``) that the
       memory's decision (its title and index line) names, or gives up something and names
-      one of the decision's things itself (「塾は9月いっぱいでやめて…」);
+      one of the decision's things itself (「塾は9月いっぱいでやめて…」), or, in the
+      conversation's decision or a sentence about the memory, gives up the head of a thing the
+      decision names (``readings.compound_heads``: 「島はやめて」 for 宮島) or sets a thing of
+      the decision aside for another (``readings.set_aside``: 「塾ではなく、…」, "rather than");
     * ``turn``: it turns back (``change.turns_back``: a past clause set against the present, a
       negated plan, a plan in the past tense), names two of the decision's things and changes
       something (decides, gives up, negates), not only recalls why it was decided;
     * ``recalls``: it refers back to an earlier act of the person's, dated (:func:`recalls`:
       「3月に出した求人」, "the flights I booked in May"), and either opens the conversation
-      in the past tense (「3月に出した土曜の求人、取り下げた。」) or turns back (「10月に…って
+      in the past tense with an act that changes something or acts on the recalled thing as
+      its sole argument in a conversation that decides a negation (``readings.acts_on_topic``:
+      「3月に出した土曜の求人、取り下げた。」) or turns back (「10月に…って
       話したけど、あれはひっくり返すことになった」), about the memory (:func:`_about`); the
       opening sentence counts for the one candidate memory whatever its language;
     * ``replaces``: it gives something up and decides in the same sentence (ことにする, Xにする:
@@ -365,7 +371,10 @@ def revisits(
     * ``redo``: a decision sentence gives another value of the same kind than the memory's
       decision for what it names: another amount (400円 against 420円), or another date for a
       thing both name (「入籍は4/11に前倒しする」 against 「入籍は来年の6月にする」); never with a
-      proper noun the memory lacks (2泊 of 礼文島 against 3泊 of 台湾).
+      proper noun the memory lacks (2泊 of 礼文島 against 3泊 of 台湾); or names the memory's
+      value in a clause of its own and sets another in the last (``readings.value_replaced``:
+      「12月の試験はパスして、来年7月に回す」), or starts the thing from another point of the
+      same kind (``readings.start_moved``: 「来年の正月から」 against 「来年の4月から」).
 
     A restatement, a negation or a shared name alone is no revisit: eval1's follow-ups that
     keep a decision say all three."""
