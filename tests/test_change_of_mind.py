@@ -477,6 +477,15 @@ REVISIT_LOOK_ALIKES = [
         ["Contend AR 3 で走るときの服の件。", "ジャージではなく、普段着で乗ることにした。"],
     ),
     ("exam", ["For the January 26 TOEIC test, I'll study with an app rather than a textbook."]),
+    # a remark on what the decision is not, beside the memory's thing (no decision of its own)
+    (
+        "cram",
+        [
+            "娘の勉強の件。",
+            "塾とかじゃなくて、夏休みは図書館で一緒に勉強するだけ。",
+            "週2回にする。",
+        ],
+    ),
     # the memory's value and start kept, another thing started from another month
     ("price", ["4月の値上げはそのまま続けて、5月から新しいパンを店に並べる。"]),
     # a giving up of an option this conversation weighs, the choice made among its own options

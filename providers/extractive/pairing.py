@@ -409,8 +409,10 @@ def revisits(
             # given up by the head of a thing the decision names (「島はやめて」 for 宮島), in
             # a sentence about the memory or the conversation's own decision
             out.add("drops")
-        elif (near or t in side.decisions) and set_aside(t) & (dstems_all | dnames_all):
-            # set aside for another (「塾ではなく、家で…」, "rather than go freelance")
+        elif t in side.decisions and set_aside(t) & (dstems_all | dnames_all):
+            # set aside for another by the conversation's decision (「塾ではなく、家で…にする」,
+            # "I'll keep my job rather than quit"), not in a remark (「独立とかじゃなくて、
+            # 金曜にちょっと受けるだけ」 says what the decision is not)
             out.add("drops")
         # two of the decision's things, or one its title names when the turning sentence is
         # about a plan and about this memory ("I'm not going freelance after all"); a name of
