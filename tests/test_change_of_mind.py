@@ -389,6 +389,29 @@ REVISITS = [
             "駅近の2LDKに申し込んだ。",
         ],
     ),
+    # a past act on the recalled thing as its sole argument, then a negation decided (recalls)
+    (
+        "job_ad",
+        [
+            "2月に出した土曜のアルバイト募集、引っ込めた。",
+            "なので人は増やさず、土曜は昼で閉めることにする。",
+        ],
+    ),
+    # the memory's value named in a clause of its own, another set in the last one (redo)
+    ("wedding", ["6月の入籍は仕事の繁忙期と重なって、9月にずらすことにした。"]),
+    (
+        "exam",
+        ["A work trip lands that weekend, so I'll move my TOEIC from January 26 to March 8."],
+    ),
+    # the decided thing set aside for another (drops: a negated copula, "rather than")
+    ("cram", ["数学の点は少し上がった。", "でも来月からは塾ではなく、家で通信教育にする。"]),
+    (
+        "freelance",
+        [
+            "My company offered me a four-day week.",
+            "So I'll keep my job rather than quit it at the end of April.",
+        ],
+    ),
 ]
 
 # the same matters taken up again without a change: the decision kept, a past state, a date of
@@ -438,6 +461,33 @@ REVISIT_LOOK_ALIKES = [
     ),
     # another count of nights, for another place
     ("ryokan", ["夏休みの旅行、知床の民宿に3泊することにした。", "理由は、クマを見たいから。"]),
+    # a past act on the recalled thing with nothing negated or given up (the plan done); a
+    # time named as a phrase before another date (another event after the decided one)
+    (
+        "job_ad",
+        [
+            "2月に出した土曜のアルバイト募集、締め切った。",
+            "土曜は来週から学生さんに入ってもらうことにする。",
+        ],
+    ),
+    ("wedding", ["6月の入籍のあと、9月に両家で食事会をすることにした。"]),
+    # another thing set aside than the decided one
+    (
+        "roadbike",
+        ["Contend AR 3 で走るときの服の件。", "ジャージではなく、普段着で乗ることにした。"],
+    ),
+    ("exam", ["For the January 26 TOEIC test, I'll study with an app rather than a textbook."]),
+    # a remark on what the decision is not, beside the memory's thing (no decision of its own)
+    (
+        "cram",
+        [
+            "娘の勉強の件。",
+            "塾とかじゃなくて、夏休みは図書館で一緒に勉強するだけ。",
+            "週2回にする。",
+        ],
+    ),
+    # the memory's value and start kept, another thing started from another month
+    ("price", ["4月の値上げはそのまま続けて、5月から新しいパンを店に並べる。"]),
     # a giving up of an option this conversation weighs, the choice made among its own options
     (
         "roadbike",
@@ -596,3 +646,83 @@ def test_the_readers_of_a_past_habit_an_offer_and_a_deliberation() -> None:
     assert recalls("3月に出した土曜の求人、取り下げた。")
     assert recalls("5月に注文した Giant のロードバイク、入荷が半年先になるって言われた。")
     assert {"美咲", "拓也"} <= person_names("美咲の夫の拓也くんのことで")
+
+
+# the start of a decided thing moved to another point of the same kind (redo: the から phrase,
+# compared by meaning), and a decided place given up by the head of its name (drops); another
+# thing started from a point, another thing given up, are no change
+MOVED = {
+    **FAMILY,
+    "photo": [
+        "結婚式の前撮りは江ノ島で撮ることにした。",
+        "理由は、海と灯台が一緒に撮れるから。",
+    ],
+}
+MOVES = [
+    (
+        "handover",
+        ["美咲の出産が決まった。", "美咲への引き継ぎは、再来年の正月からにすることにしました。"],
+    ),
+    (
+        "photo",
+        [
+            "前撮りの日、台風で船も橋も危ないらしい。",
+            "相談して、島はやめて鎌倉の長谷寺でお願いした。",
+        ],
+    ),
+]
+MOVE_LOOK_ALIKES = [
+    ["店の帳簿の件。", "来年の決算から税理士さんに頼むことにしました。"],
+    ["前撮りの衣装の件。", "和装はやめて、ドレスだけにした。"],
+]
+
+
+@pytest.fixture(scope="module")
+def moved() -> list[MemoryIndexEntry]:
+    return list(drafted(MOVED).values())
+
+
+@pytest.mark.parametrize("i", range(len(MOVES)))
+def test_a_start_moved_or_a_place_given_up_by_its_head_appends(
+    i: int, moved: list[MemoryIndexEntry], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    name, lines = MOVES[i]
+    assert not any(_CHANGE_RE.search(line) for line in lines), lines
+    record = draft_record(_later(lines, 800 + i), moved)
+    assert record is not None
+    assert (record.action, record.target_memory_id) == ("append", f"mem-{name}"), lines
+    monkeypatch.setattr(pairing, "revisits", lambda *a, **k: frozenset())
+    monkeypatch.setattr(change, "changed_memory", lambda *a, **k: None)
+    record = draft_record(_later(lines, 800 + i), moved)
+    assert record is not None and record.action == "create", ("passes without it", lines)
+
+
+@pytest.mark.parametrize("i", range(len(MOVE_LOOK_ALIKES)))
+def test_another_start_or_another_thing_given_up_is_no_change(
+    i: int, moved: list[MemoryIndexEntry]
+) -> None:
+    record = draft_record(_later(MOVE_LOOK_ALIKES[i], 850 + i), moved)
+    assert record is not None
+    assert record.action == "create", (MOVE_LOOK_ALIKES[i], record.target_memory_id)
+
+
+def test_the_readers_of_values_starts_and_heads() -> None:
+    from providers.extractive import readings
+
+    assert readings.value_replaced(
+        "12月の試験はパスして、来年7月に回すことにした。", {"月": {"12"}}
+    )
+    assert not readings.value_replaced("6月の入籍のあと、9月に食事会をする。", {"月": {"6"}})
+    assert not readings.value_replaced(
+        "I took the January 26 test and want to get the results on March 8.", {"月": {"1"}}
+    )
+    assert readings.from_phrases("来年の4月から由佳に任せる。") == [["来年", "4", "月"]]
+    assert readings.from_phrases("雨だから、やめる。") == []  # a cause, no start
+    assert readings.compound_heads({"島"}, {"江ノ島", "前撮り"}) == {"島"}
+    assert not readings.compound_heads({"前撮り"}, {"前撮り"})
+    assert readings.acts_on_topic("3月に出した土曜の求人、取り下げた。")
+    assert not readings.acts_on_topic("2月に出した募集、3人応募が来た。")
+    assert not readings.acts_on_topic("先月申し込んだ講座、行ってきた。")
+    assert readings.set_aside("塾ではなく、家で通信教育にする。") == {"塾"}
+    assert not readings.set_aside("それは問題ではない。")  # no alternative follows
+    assert "freelance" in readings.set_aside("I'll stay rather than go freelance.")
