@@ -25,6 +25,7 @@ import json
 import math
 import re
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -778,7 +779,7 @@ def gate_memory_text(entry: MemoryIndexEntry) -> str:
 
 
 def gate_nearest(
-    text: str, offered: list[MemoryIndexEntry], sentences: list[str] = ()
+    text: str, offered: list[MemoryIndexEntry], sentences: Sequence[str] = ()
 ) -> tuple[MemoryIndexEntry, float] | None:
     """The offered memory the append gate ranks first (``change.gate_candidate``)."""
     from providers.extractive.change import gate_candidate
