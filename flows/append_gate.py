@@ -28,6 +28,7 @@ from typing import Any
 
 from core.models import Channel, Conversation, MemoryIndexEntry, VerifiedDraft
 from core.secrets import redact, redact_conversation
+from providers.extractive.change import GATE_SENT_WEIGHT
 from providers.extractive.sentences import person_sentences
 from search.nearest import nearest_memory
 
@@ -116,7 +117,8 @@ def retrieval(db: Any) -> Any:
             text = person_text(
                 m.text for m in conv.drafting_messages if m.channel == Channel.PERSON
             )
-            cache[conv.key] = nearest_memory(db, embedder, text, person_said(conv))
+            said = person_said(conv) if GATE_SENT_WEIGHT else []
+            cache[conv.key] = nearest_memory(db, embedder, text, said)
         return cache[conv.key]
 
     return nearest

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from psycopg import sql
 
-from providers.extractive.change import GATE_SENTENCES, gate_score
+from providers.extractive.change import GATE_SENT_WEIGHT, GATE_SENTENCES, gate_score
 
 
 def _units(vectors: Any) -> Any:
@@ -20,7 +20,11 @@ def _units(vectors: Any) -> Any:
 
 
 def nearest_memory(
-    db: Any, embedder: Any, text: str, sentences: Sequence[str] = ()
+    db: Any,
+    embedder: Any,
+    text: str,
+    sentences: Sequence[str] = (),
+    weight: float | None = None,
 ) -> tuple[str, float] | None:
     """The store's active memory ranked first for ``text`` and its ``sentences`` under
     ``embedder`` (:func:`gate_score`), and its cosine to ``text``: the memory vectors brought up
@@ -30,7 +34,8 @@ def nearest_memory(
     from store.index import IndexUpkeep
 
     IndexUpkeep(db)._embed_memories(embedder, 64)
-    said = [s for s in sentences if s.strip()][:GATE_SENTENCES]
+    w = GATE_SENT_WEIGHT if weight is None else weight
+    said = [s for s in sentences if s.strip()][:GATE_SENTENCES] if w else []
     vectors = _units(embedder.embed([text, *said]))
     query = sql.SQL(
         """SELECT e.memory_id, e.embedding::text
@@ -43,6 +48,6 @@ def nearest_memory(
     if not rows:
         return None
     cos = _units([[float(x) for x in r[1].strip("[]").split(",")] for r in rows]) @ vectors.T
-    scores = [gate_score(float(c[0]), [float(x) for x in c[1:]]) for c in cos]
+    scores = [gate_score(float(c[0]), [float(x) for x in c[1:]], w) for c in cos]
     k = max(range(len(rows)), key=lambda j: scores[j])  # rows by id: the first of a tie wins
     return rows[k][0], float(cos[k][0])

@@ -224,7 +224,8 @@ MEMORIES = [
 def test_the_gate_ranks_by_the_best_sentence_too() -> None:
     """The gate's ranking (change.gate_candidate, the drafter's one candidate): the whole person
     text alone has the broad memory first; its sentence that takes the hike back, scored with
-    it, puts the hike first. The cosine returned is the whole text's (what APPEND_SIM bounds)."""
+    it (the weight the calibration fits; it ships at 0), puts the hike first. The cosine
+    returned is the whole text's (what APPEND_SIM bounds)."""
     from core.models import MemoryIndexEntry
     from providers.extractive.change import gate_candidate
     from providers.extractive.vectors import available, similarities
@@ -236,9 +237,10 @@ def test_the_gate_ranks_by_the_best_sentence_too() -> None:
         for i, t, s in MEMORIES
     ]
     text = "\n".join(DAILY)
-    alone = gate_candidate(text, [], offered)
+    alone = gate_candidate(text, DAILY, offered, weight=0.0)
     assert alone is not None and alone[0].id == "m-life"
-    found = gate_candidate(text, DAILY, offered)
+    assert gate_candidate(text, [], offered, weight=0.75) == alone
+    found = gate_candidate(text, DAILY, offered, weight=0.75)
     assert found is not None and found[0].id == "m-hike"
     hike_text = append_gate.memory_text(MEMORIES[0][1], [], MEMORIES[0][2])
     assert found[1] == pytest.approx(similarities([hike_text], text)[0])
@@ -273,12 +275,13 @@ def test_the_store_retrieval_and_the_drafters_candidate_agree(pmem_env, db, monk
     ]
     assert len(offered) == len(MEMORIES)
     hike, _ = memory_of(db, "chatgpt:m0")
-    for said in (DAILY, DAILY[-1:], DAILY[:-1]):
-        text = append_gate.person_text(said)
-        store = nearest_memory(db, embedder, text, said)
-        drafter = gate_candidate(text, list(said), offered)
-        assert store is not None and drafter is not None
-        assert store[0] == drafter[0].id
-        assert store[1] == pytest.approx(drafter[1], abs=0.01)  # halfvec in the store
-    found = nearest_memory(db, embedder, append_gate.person_text(DAILY), DAILY)
+    for weight in (None, 0.0, 0.75):  # the shipped weight, the whole text, the fitted one
+        for said in (DAILY, DAILY[-1:], DAILY[:-1]):
+            text = append_gate.person_text(said)
+            store = nearest_memory(db, embedder, text, said, weight)
+            drafter = gate_candidate(text, list(said), offered, weight)
+            assert store is not None and drafter is not None
+            assert store[0] == drafter[0].id
+            assert store[1] == pytest.approx(drafter[1], abs=0.01)  # halfvec in the store
+    found = nearest_memory(db, embedder, append_gate.person_text(DAILY), DAILY, 0.75)
     assert found is not None and found[0] == hike
