@@ -25,7 +25,6 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -64,7 +63,7 @@ from providers.extractive.structure import (
     past_state,
 )
 from providers.extractive.structure import flags as grammar_flags
-from providers.extractive.vectors import _VECTORS, _embedder, _vectors
+from providers.extractive.vectors import _VECTORS, _embedder, _vectors, similarities
 
 _WEIGHTS_FILE = Path(__file__).with_name("pair_weights.json")
 
@@ -779,12 +778,16 @@ def gate_memory_text(entry: MemoryIndexEntry) -> str:
 
 
 def gate_nearest(
-    text: str, offered: list[MemoryIndexEntry], sentences: Sequence[str] = ()
+    text: str, offered: list[MemoryIndexEntry]
 ) -> tuple[MemoryIndexEntry, float] | None:
-    """The offered memory the append gate ranks first (``change.gate_candidate``)."""
-    from providers.extractive.change import gate_candidate
-
-    return gate_candidate(text, list(sentences), offered)
+    """The offered memory nearest to the person's text by the gate's measure, and its cosine:
+    the one memory an append of this conversation could pass the append gate for (the store's
+    nearest over every memory is offered: ``append_gate.nearest_titles``)."""
+    if not offered or not text or _embedder() is None:
+        return None
+    sims = similarities([gate_memory_text(e) for e in offered], text)
+    k = max(range(len(offered)), key=lambda j: sims[j])
+    return offered[k], sims[k]
 
 
 def changed_by_revisit(
@@ -803,9 +806,7 @@ def changed_by_revisit(
         return None
     if _embedder() is None:
         return False
-    near = gate_nearest(
-        text or "\n".join(s.text for s in person)[:GATE_CHARS], context, [s.text for s in person]
-    )
+    near = gate_nearest(text or "\n".join(s.text for s in person)[:GATE_CHARS], context)
     if near is None or near[0].kind != "decision" or near[1] < GATE_SIM:
         return None
     side = side_of(person, decisions)
@@ -842,7 +843,7 @@ def model_change(
         # the rules' pick stands when the append gate could commit it (the nearest memory) and
         # a reading of a turn back, a negated restatement or a giving up found it; the same
         # matter decided again (``decides``) alone is what a follow-up does too
-        near = gate_nearest(text, offered, [s.text for s in person])
+        near = gate_nearest(text, offered)
         entry = next(e for e in offered if e.id == rule)
         why = rule_reasons(person, offered, parts.decisions, entry)
         if near is not None and near[0].id == rule and near[1] >= GATE_SIM and why - {"decides"}:

