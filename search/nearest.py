@@ -1,33 +1,53 @@
-"""The store's nearest active memory to a text under the local embedder (the append gate's
-retrieval, flows.append_gate): every active memory's vector, brought up to date first."""
+"""The store's nearest active memory to a person's text under the local embedder (the
+append gate's retrieval, flows.append_gate): every active memory's vector, brought up to date
+first, ranked by ``providers.extractive.change.gate_score`` (the whole text and its best
+sentence)."""
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from psycopg import sql
 
+from providers.extractive.change import GATE_SENT_WEIGHT, GATE_SENTENCES, gate_score
 
-def nearest_memory(db: Any, embedder: Any, text: str) -> tuple[str, float] | None:
-    """The store's nearest active memory to ``text`` under ``embedder`` and its cosine: the
-    memory vectors brought up to date first (the derived index, as ``pmem reindex`` would)."""
+
+def _units(vectors: Any) -> Any:
+    a = np.asarray(vectors, dtype=float)
+    return a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), 1e-12)
+
+
+def nearest_memory(
+    db: Any,
+    embedder: Any,
+    text: str,
+    sentences: Sequence[str] = (),
+    weight: float | None = None,
+) -> tuple[str, float] | None:
+    """The store's active memory ranked first for ``text`` and its ``sentences`` under
+    ``embedder`` (:func:`gate_score`), and its cosine to ``text``: the memory vectors brought up
+    to date first (the derived index, as ``pmem reindex`` would)."""
     if embedder is None or not text.strip():
         return None
     from store.index import IndexUpkeep
 
     IndexUpkeep(db)._embed_memories(embedder, 64)
-    vector = embedder.embed([text])[0]
-    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
-    literal = "[" + ",".join(f"{x / norm:.6f}" for x in vector) + "]"
+    w = GATE_SENT_WEIGHT if weight is None else weight
+    said = [s for s in sentences if s.strip()][:GATE_SENTENCES] if w else []
+    vectors = _units(embedder.embed([text, *said]))
     query = sql.SQL(
-        """SELECT e.memory_id, 1 - (e.embedding <=> %(q)s::halfvec({dim})) AS sim
+        """SELECT e.memory_id, e.embedding::text
            FROM memory_embeddings e JOIN memories m ON m.id = e.memory_id
            WHERE m.status = 'active' AND e.model = %(model)s AND e.dim = %(dim)s
-           ORDER BY e.embedding <=> %(q)s::halfvec({dim}), e.memory_id LIMIT 1"""
-    ).format(dim=sql.Literal(embedder.dim))
+           ORDER BY e.memory_id"""
+    )
     with db.connection() as conn:
-        row = conn.execute(
-            query, {"q": literal, "model": embedder.model, "dim": embedder.dim}
-        ).fetchone()
-    return (row[0], float(row[1])) if row else None
+        rows = conn.execute(query, {"model": embedder.model, "dim": embedder.dim}).fetchall()
+    if not rows:
+        return None
+    cos = _units([[float(x) for x in r[1].strip("[]").split(",")] for r in rows]) @ vectors.T
+    scores = [gate_score(float(c[0]), [float(x) for x in c[1:]], w) for c in cos]
+    k = max(range(len(rows)), key=lambda j: scores[j])  # rows by id: the first of a tie wins
+    return rows[k][0], float(cos[k][0])

