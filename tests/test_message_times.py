@@ -159,10 +159,13 @@ def test_every_row_a_statement_writes_is_queued_and_an_edit_queues_its_row(db, d
         ).fetchall()
         assert len(rows) == 3
         conn.execute("DELETE FROM message_search")
-        with conn.cursor() as cur, cur.copy(
-            "COPY message_search (message_key, conversation_key, role, created_at, text, tokens)"
-            " FROM STDIN"
-        ) as copy:
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                "COPY message_search (message_key, conversation_key, role, created_at, text, tokens)"
+                " FROM STDIN"
+            ) as copy,
+        ):
             for row in rows:
                 copy.write_row(row)
         queued = [k for (k,) in conn.execute("SELECT message_key FROM message_times_pending")]
