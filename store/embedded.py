@@ -550,9 +550,20 @@ def _configure(pgdata: Path, account: Account) -> None:
         _write_owned(conf, text + CONF, account)
 
 
+#: WAL between checkpoints (PostgreSQL's default is 1GB): a checkpoint starts once about half of
+#: it is written, and after each one the first change of every page writes the whole page to the
+#: WAL again. A 500 MB export writes ~1.5 GB of WAL: at 1GB five checkpoints, 192k full-page
+#: images and 2.8 GB of WAL; at 4GB none (ADR 0044). The cost: pg_wal may keep up to this much
+#: disk after a large import (PostgreSQL recycles it as later checkpoints find it unused).
+MAX_WAL_SIZE = "4GB"
+
+
 def _pg_ctl_start(pgdata: Path, account: Account) -> None:
     wheel = _wheel()
-    opts = f"-h '' -k {shlex.quote(str(pgdata))} -c unix_socket_permissions=0700"
+    opts = (
+        f"-h '' -k {shlex.quote(str(pgdata))} -c unix_socket_permissions=0700"
+        f" -c max_wal_size={MAX_WAL_SIZE}"
+    )
     wheel.pg_ctl(
         ["-w", "-t", "60", "-l", str(pgdata / "log"), "-o", opts, "start"],
         pgdata=pgdata,

@@ -201,3 +201,23 @@ def test_a_placed_cluster_whose_data_dir_is_gone_is_removed(
         for p in (first, second, third):
             embedded.stop(p)
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_server_starts_with_room_for_a_bulk_load_between_checkpoints(pgdata: Path):
+    """``MAX_WAL_SIZE`` (ADR 0044): a large import runs without checkpoints forced by the WAL's
+    size, each of which makes every page's next change write the whole page again."""
+    import psycopg
+
+    st = embedded.start(pgdata)
+    with psycopg.connect(st.uri()) as conn:
+        row = conn.execute(
+            "SELECT pg_size_bytes(current_setting('max_wal_size')), source"
+            " FROM pg_settings WHERE name = 'max_wal_size'"
+        ).fetchone()
+    assert row == (pg_size_bytes_of(embedded.MAX_WAL_SIZE), "command line")
+    assert row[0] >= 4 * 1024**3  # four times PostgreSQL's default
+
+
+def pg_size_bytes_of(size: str) -> int:
+    units = {"MB": 1024**2, "GB": 1024**3}
+    return int(size[:-2]) * units[size[-2:]]

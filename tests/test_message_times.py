@@ -140,3 +140,43 @@ def test_a_named_day_finds_the_next_day_that_says_yesterday(db, monkeypatch):
         "start": "2022-03-07T00:00:00+00:00",
         "end": "2022-03-21T00:00:00+00:00",
     }
+
+
+def test_every_row_a_statement_writes_is_queued_and_an_edit_queues_its_row(db, db_url):
+    """Migration 0045: one set-based insert per statement (a COPY of many rows included) queues
+    each new index row once; an UPDATE of the text or time queues that row (the row trigger)."""
+    ledger = Ledger(db)
+    imp = ledger.start_import("chatgpt", "synthetic")
+    sent = datetime(2022, 3, 17, 14, 0, tzinfo=UTC)
+    for key in ("a", "b", "c"):
+        ledger.upsert(_conversation(key, f"Yesterday {key}", sent), imp)
+    SearchStore(db).sync_messages()
+    assert sync_times(db, _resolve) == 3
+    with psycopg.connect(db_url) as conn:
+        rows = conn.execute(
+            "SELECT message_key, conversation_key, role, created_at, text, tokens::text"
+            " FROM message_search ORDER BY message_key"
+        ).fetchall()
+        assert len(rows) == 3
+        conn.execute("DELETE FROM message_search")
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                "COPY message_search (message_key, conversation_key, role, created_at, text, tokens)"
+                " FROM STDIN"
+            ) as copy,
+        ):
+            for row in rows:
+                copy.write_row(row)
+        queued = [k for (k,) in conn.execute("SELECT message_key FROM message_times_pending")]
+        assert sorted(queued) == [r[0] for r in rows]
+        conn.execute("DELETE FROM message_times_pending")
+        conn.execute("UPDATE message_search SET role = role")  # neither text nor time: no queue
+        assert conn.execute("SELECT count(*) FROM message_times_pending").fetchone() == (0,)
+        conn.execute(
+            "UPDATE message_search SET text = text || ' again' WHERE message_key = %s",
+            (rows[1][0],),
+        )
+        assert conn.execute("SELECT message_key FROM message_times_pending").fetchall() == [
+            (rows[1][0],)
+        ]
