@@ -395,6 +395,19 @@ def test_a_titles_abbreviation_ends_no_sentence() -> None:
     ]
 
 
+def test_a_half_width_mark_before_japanese_ends_the_sentence() -> None:
+    from providers.extractive.sentences import split_sentences
+
+    # an IME's half-width ! straight before the next sentence ends the first one
+    assert split_sentences("陶芸市のブースに申し込んだ!駅から近いので運びやすい。") == [
+        "陶芸市のブースに申し込んだ!",
+        "駅から近いので運びやすい。",
+    ]
+    # before the quotative って / と the sentence goes on; English keeps its reading
+    assert split_sentences("「もう無理」だ!って叫んだ。") == ["「もう無理」だ!って叫んだ。"]
+    assert split_sentences("Done!Next.") == ["Done!Next."]
+
+
 def test_an_act_done_just_now_is_a_decision_wherever_it_is_said() -> None:
     got = _rule_roles_of(
         [

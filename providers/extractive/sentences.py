@@ -14,7 +14,12 @@ from core.models import Channel, Message
 from core.textsearch import analyze
 from stages.prefilter import split_prose
 
-_SENTENCE_END_RE = re.compile(r"[。！？]+|[.!?]+(?=\s|$)|\n")
+#: a sentence ends at 。！？, at . ! ? before a space or the end, and at a half-width ! ? typed
+#: straight before the next Japanese sentence (「…エントリーしました!父の家から近いので…」: an
+#: IME's half-width mark); not before the quotative って / と (「…だ!って思った」 goes on)
+_SENTENCE_END_RE = re.compile(
+    r"[。！？]+|[.!?]+(?=\s|$)|[!?]+(?=[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff])(?!って|と)|\n"
+)
 
 
 _FENCE_RE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
