@@ -491,6 +491,44 @@ def test_a_polite_past_is_an_act_told_as_done() -> None:
     assert not past_act("電車が止まりました。")  # another subject with が
 
 
+def test_an_act_told_with_a_detail_a_benefactive_or_a_framing_condition_is_done() -> None:
+    from providers.extractive.structure import past_act
+
+    # a detail appended after a comma, no predicate of its own
+    assert past_act("駅前のヨガ教室の体験に申し込みました、全4回で5000円。")
+    # the formal noun ところ + copula after た
+    assert past_act("結局、週3回の送迎サービスを頼んだところです")
+    # a change the person had made for them: する + てもらう (only する: 見せてもらった is an
+    # experience, so ずらしてもらった is not read either)
+    assert past_act("歯医者に電話して、予約は来月の頭に延期してもらった。")
+    assert past_act("さっき窓口で、支払いを分割に変更してもらいました。")
+    # a condition set off by a comma frames the act; one in the act's own clause tells a result
+    assert past_act("窓口に問い合わせたら、今月中なら変更できるって言われて、さっき変更しました。")
+    assert not past_act("設定を入れ直したら動いた。")
+    # the benefactive of another verb: an experience or another's act
+    assert not past_act("工房の中も見せてもらった。")
+    assert not past_act("先輩から一緒にやらないかって声をかけてもらった。")
+    # a negation in the act's clause
+    assert not past_act("体験には申し込まなかった、高かったので。")
+
+
+def test_an_act_told_after_its_cause_is_the_decision_not_a_reason() -> None:
+    got = _rule_roles_of(
+        [
+            ("user", "母の通院の付き添いをどうするか迷っています。平日は仕事があります。"),
+            ("assistant", "付き添いサービスや家族での分担が考えられます。"),
+            (
+                "user",
+                "ありがとうございます。母も一度試したいって言ってたので、結局付き添いサービス"
+                "を月2回頼みました。心配なのは費用がどれくらいになるかです。",
+            ),
+        ]
+    )
+    assert got["母も一度試したいって言ってたので、結局付き添いサービスを月2回頼みました。"] == (
+        "decision"
+    )
+
+
 def test_an_opening_that_leads_with_a_plan_reports_the_decision() -> None:
     conv = make_conv(
         [

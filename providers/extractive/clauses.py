@@ -399,8 +399,13 @@ def _decision_score(s: Sentence, message: list[Sentence], report: bool = False) 
         verdict = verdict and not ({"ja:past", "en:past"} & grammar_flags(rest))  # a report
         if message[0].index != 0 and verdict and not intent:
             score += 2  # "Ok, Go first." / 「じゃあ、Aで。」: a short verdict after the answer
-    if _reasons(text) and score < 3 and not (intent >= 2 and _cause_then_intent(own)):
-        score -= 1  # "…ので…する": a reason that ends in a verb, not a decision of its own
+    if (
+        _reasons(text)
+        and score < 3
+        and not ((intent >= 2 or past_act(own)) and _cause_then_intent(own))
+    ):  # "…ので…する": a reason that ends in a verb, not a decision of its own; the act told as
+        # done after a causal clause set off (「…言ってたので、結局…申し込んだ」) is none
+        score -= 1
     return score
 
 

@@ -556,11 +556,13 @@ def past_act(text: str) -> bool:
             return False
         return bool(_EN_PAST_ACT_RE.search(own.replace("’", "'")))
     f = ja_flags(text)
-    if {"question", "negated", "conditional"} & f or "past" not in f:
+    if "question" in f:
         return False
     ms = [m for m in analyze(own[-120:]) if m.pos[0] != "空白"]
-    end = _final(ms)
+    end = _act_end(ms)
     if end < 1 or _ctype(ms[end]) != "助動詞-タ":
+        return False
+    if _negated_before(ms, end) or _conditional(ms, end):
         return False
     if end >= 2 and ms[end - 1].pos[0] == "助動詞" and ms[end - 1].normalized == "ます":
         end -= 1  # the polite past (連絡しました, 申し込みました): the same act told
@@ -568,7 +570,9 @@ def past_act(text: str) -> bool:
     if verb.pos[0] != "動詞" or verb.normalized in _STATE_VERBS + THINKING_VERBS or potential(verb):
         return False
     if end >= 2 and ms[end - 2].pos[0] == "助詞" and ms[end - 2].surface in ("て", "で"):
-        return False  # 行ってきた, 試してみた, 買っておいた: the auxiliary use of the verb
+        if verb.normalized not in _BENEFACTIVE or end < 3 or ms[end - 3].normalized != "為る":
+            return False  # 行ってきた, 試してみた, 買っておいた: the auxiliary use of the verb
+        end -= 2  # 変更してもらった: an act the person had done for them, the verb before て
     start = end
     while start > 0 and not (
         ms[start - 1].pos[0] == "補助記号"
@@ -576,6 +580,63 @@ def past_act(text: str) -> bool:
     ):
         start -= 1
     return not any(m.surface == "が" and m.pos[1] == "格助詞" for m in ms[start:end])
+
+
+#: the benefactive auxiliaries after して (変更してもらった, 後ろ倒しにしていただいた): a change
+#: the person asked for and had made, theirs as much as 変更した (not 見せてもらった: an
+#: experience, nor 声をかけてもらった: what another did)
+_BENEFACTIVE = ("貰う", "頂く")
+
+
+def _act_end(ms: list[Morpheme]) -> int:
+    """The last morpheme of the predicate a past act is told by: the final predicate (``_final``),
+    or, when the sentence ends in a clause after a comma with no predicate of its own (…申し込み
+    ました、3回で3000円。: a detail appended), the predicate before that comma; after た the
+    formal noun ところ + the copula (申し込んだところです) is the same act told."""
+    end = _final(ms)
+    if end < 0:
+        return end
+    tail = end
+    while tail >= 0 and ms[tail].pos[0] not in ("補助記号", "動詞", "形容詞", "助動詞"):
+        tail -= 1
+    if tail > 0 and ms[tail].pos[0] == "補助記号" and ms[tail].surface in ("、", "，", ","):
+        end = _final(ms[:tail])
+    elif (
+        end >= 2
+        and ms[end].pos[0] == "助動詞"
+        and ms[end].normalized in ("です", "だ")
+        and ms[end - 1].normalized == "所"
+    ):
+        end -= 2
+    return end
+
+
+def _negated_before(ms: list[Morpheme], end: int) -> bool:
+    """A negation (ない / ず) in the clause that ends at ``end``."""
+    start = end
+    while start > 0 and not (
+        ms[start - 1].pos[0] == "補助記号"
+        or (ms[start - 1].pos[0] == "助詞" and ms[start - 1].pos[1] == "接続助詞")
+    ):
+        start -= 1
+    return any(
+        m.pos[0] == "助動詞" and _ctype(m) in ("助動詞-ナイ", "助動詞-ヌ") for m in ms[start:end]
+    )
+
+
+def _conditional(ms: list[Morpheme], end: int) -> bool:
+    """A condition in the clause of the act's predicate (from the last punctuation before it): a
+    仮定形 (たら, なら) or ば (入れたら動いた: a result told); a condition set off by a comma
+    before it frames the act (電話したら、…って言われて、さっき変更してもらった)."""
+    start = end
+    while start > 0 and ms[start - 1].pos[0] != "補助記号":
+        start -= 1
+    for m in ms[start:end]:
+        if m.pos[0] == "助詞" and m.pos[1] == "接続助詞" and m.surface == "ば":
+            return True
+        if _form(m).startswith("仮定形"):
+            return True  # 電話したら…だった, 入れたら動いた: a narration, a result
+    return False
 
 
 def potential(m: Morpheme) -> bool:
