@@ -507,6 +507,7 @@ def test_an_act_told_with_a_detail_a_benefactive_or_a_framing_condition_is_done(
     assert not past_act("設定を入れ直したら動いた。")
     # the benefactive of another verb: an experience or another's act
     assert not past_act("工房の中も見せてもらった。")
+    assert not past_act("大丈夫だと聞いて、ほっとした。")  # an adverb + する: a feeling
     assert not past_act("先輩から一緒にやらないかって声をかけてもらった。")
     # a negation in the act's clause
     assert not past_act("体験には申し込まなかった、高かったので。")

@@ -569,6 +569,8 @@ def past_act(text: str) -> bool:
     verb = ms[end - 1]
     if verb.pos[0] != "動詞" or verb.normalized in _STATE_VERBS + THINKING_VERBS or potential(verb):
         return False
+    if verb.normalized == "為る" and end >= 2 and ms[end - 2].pos[0] == "副詞":
+        return False  # ほっとした, すっきりした: an adverb + する tells a feeling, no act
     if end >= 2 and ms[end - 2].pos[0] == "助詞" and ms[end - 2].surface in ("て", "で"):
         if verb.normalized not in _BENEFACTIVE or end < 3 or ms[end - 3].normalized != "為る":
             return False  # 行ってきた, 試してみた, 買っておいた: the auxiliary use of the verb
