@@ -211,6 +211,14 @@ def test_a_sentence_that_stops_at_a_cause_is_a_reason() -> None:
     assert roles._reasons("駅から近いし。")
     assert roles._reasons("先輩もそこに通ってるからね。")
     assert not roles._reasons("駅から近いところに住む。")
+    # Sudachi reads ので after たい / た as の + the copula で: the same cause
+    from providers.extractive.clauses import _ends_in_cause, _opens
+
+    assert _ends_in_cause("娘が先生にもっと習いたいって言ったので。")
+    assert _ends_in_cause("週末は家族で過ごしたいので。")
+    assert not _ends_in_cause("週末は家族で過ごしたいのです。")
+    # an open cue (気になる) inside such a cause leaves the sentence a reason
+    assert not _opens("朝ごはんを抜いてるのがいちばん気になってたのと、夜も一人なので。")
 
 
 def test_finding_out_an_embedded_question_is_open() -> None:

@@ -352,6 +352,15 @@ def _ends_in_cause(text: str) -> bool:
     while ms and ms[-1].pos[0] == "助詞" and ms[-1].pos[1] == "終助詞":
         ms.pop()  # …からね, …しさ
     last = ms[-1] if ms else None
+    if (
+        len(ms) >= 2
+        and last is not None
+        and last.surface == "で"
+        and last.pos[0] == "助動詞"
+        and ms[-2].surface == "の"
+        and ms[-2].pos[1] == "準体助詞"
+    ):
+        return True  # …たいので。 …言ったので。: Sudachi's の + で (the copula's 連用形) is ので
     return bool(last and last.pos[1] == "接続助詞" and last.surface in ("から", "ので", "し"))
 
 
