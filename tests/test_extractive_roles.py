@@ -416,6 +416,20 @@ def test_a_half_width_mark_before_japanese_ends_the_sentence() -> None:
     assert split_sentences("Done!Next.") == ["Done!Next."]
 
 
+def test_a_run_on_sentence_typed_with_spaces_is_cut_at_its_clause_ends() -> None:
+    from providers.extractive.sentences import clause_units
+
+    text = (
+        "妻とも相談して 車は当分カーシェアで済ませることにしました 乗るのは月に2回くらいだし"
+        " 駐車場代が月1万5千円もかかるので もう少し様子を見ます"
+    )
+    units = clause_units(text)
+    assert "妻とも相談して 車は当分カーシェアで済ませることにしました" in units
+    assert all(u in text for u in units)
+    # a space between Latin words, or a short sentence, is no cut
+    assert clause_units("車は当分 カーシェアにする") == ["車は当分 カーシェアにする"]
+
+
 def test_an_act_done_just_now_is_a_decision_wherever_it_is_said() -> None:
     got = _rule_roles_of(
         [

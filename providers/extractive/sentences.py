@@ -170,7 +170,12 @@ RUN_ON_CHARS = 70
 RUN_ON_CHANGE_CHARS = 150
 #: a clause shorter than this stays with the next one (「で、」「ただ、」 begin a clause)
 CLAUSE_MIN_CHARS = 8
-_COMMA_RE = re.compile(r"[、，]")
+#: where a run-on sentence may be cut: a comma, or a space between two Japanese characters (a
+#: message typed or dictated with spaces for its commas: 「…レンタルで回すことにしました 耕運は…」)
+_COMMA_RE = re.compile(
+    r"[、，]|(?<=[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff])[ \u3000]+"
+    r"(?=[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff])"
+)
 #: a predicate's form that ends a clause before a comma: the terminal form (…ことにした、 : a
 #: run-on message ends its sentences with a comma); the continuative (…で、 …くて、) goes on into
 #: the next clause, which often gives the role (「…指定で、…確認できたから。」 is one reason)
@@ -194,7 +199,8 @@ def _clause_ends(piece: str) -> bool:
 
 def clause_units(sentence: str) -> list[str]:
     """``sentence`` itself, or, when it runs on (``RUN_ON_CHARS`` and more, with clause-ending
-    commas), its clauses: each an exact substring, cut after a comma that ends a clause by its
+    commas), its clauses: each an exact substring, cut after a comma (or a space between two
+    Japanese characters) that ends a clause by its
     grammar (``_clause_ends``); a clause under ``CLAUSE_MIN_CHARS`` joins the next (the last
     one joins the one before)."""
     if len(sentence) < RUN_ON_CHARS or not _JA_CHAR_RE.search(sentence):
