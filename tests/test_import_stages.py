@@ -103,6 +103,31 @@ def test_an_unchanged_file_is_not_read_again(
     assert reads.count == 4
 
 
+def test_the_file_is_hashed_in_a_thread_while_the_import_starts(
+    pmem_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The unchanged-file check's SHA-256 runs beside the import's start, once per import, and
+    the re-import finds the file by it; ``--reread`` does not hash it."""
+    import threading
+
+    import flows.importing
+
+    where: list[str] = []
+    real = flows.importing.fingerprint
+
+    def traced(path: Path) -> str:
+        where.append(threading.current_thread().name)
+        return real(path)
+
+    monkeypatch.setattr(flows.importing, "fingerprint", traced)
+    path = export(tmp_path)
+    pmem_import(str(path), "--source", "chatgpt")
+    again = pmem_import(str(path), "--source", "chatgpt")
+    assert again["unchanged_file"] is True
+    pmem_import(str(path), "--source", "chatgpt", "--reread")
+    assert where == ["pmem-import-hash", "pmem-import-hash"]
+
+
 def test_a_file_whose_import_did_not_finish_clean_is_read_again(
     pmem_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
