@@ -83,7 +83,7 @@ def import_(
     Exit codes: 0 everything imported; 3 some records were quarantined and the rest imported
     (`pmem ledger quarantine` lists them); 1 the input could not be read (what was read before
     the damage is kept). Each problem is an `error:` line on stderr naming the file and record."""
-    from flows.importing import empty_stats, error_entry, run_import
+    from flows.importing import empty_stats, error_entry, hash_file_behind, run_import
     from flows.indexing import index_for_search  # not flows.pipeline: the drafting path is not
     from flows.resources import Pipeline  # this verb's (~40 ms of imports at every start)
     from importers import IMPORTERS, check_source
@@ -114,16 +114,20 @@ def import_(
     from core.people import using_me
 
     started = time.monotonic()
+    resolved = str(target.resolve())
+    # the file's SHA-256 (the unchanged-file check) runs while the database is opened
+    file_hash = None if reread else hash_file_behind(resolved)
     p = Pipeline.open(settings(), "extractive")  # an import never drafts: no model key needed
     try:
         with _import_bar() as on_progress, using_me(me):
             stats = run_import(
                 p.ledger,
                 src,
-                str(target.resolve()),
+                resolved,
                 on_progress=on_progress,
                 index_messages=True,  # the recall index is built alongside
                 skip_unchanged=not reread,  # a file the ledger holds whole is not read again
+                file_hash=file_hash,
             )
         index_began = time.monotonic()
         with _progress_bars("indexing messages for recall"):

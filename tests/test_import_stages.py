@@ -103,6 +103,31 @@ def test_an_unchanged_file_is_not_read_again(
     assert reads.count == 4
 
 
+def test_the_file_is_hashed_in_a_thread_while_the_import_starts(
+    pmem_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The unchanged-file check's SHA-256 runs beside the import's start, once per import, and
+    the re-import finds the file by it; ``--reread`` does not hash it."""
+    import threading
+
+    import flows.importing
+
+    where: list[str] = []
+    real = flows.importing.fingerprint
+
+    def traced(path: Path) -> str:
+        where.append(threading.current_thread().name)
+        return real(path)
+
+    monkeypatch.setattr(flows.importing, "fingerprint", traced)
+    path = export(tmp_path)
+    pmem_import(str(path), "--source", "chatgpt")
+    again = pmem_import(str(path), "--source", "chatgpt")
+    assert again["unchanged_file"] is True
+    pmem_import(str(path), "--source", "chatgpt", "--reread")
+    assert where == ["pmem-import-hash", "pmem-import-hash"]
+
+
 def test_a_file_whose_import_did_not_finish_clean_is_read_again(
     pmem_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -402,3 +427,49 @@ def test_a_failed_worker_leaves_its_decisions_to_the_import(
     assert out["kept"] + out["dropped"] == 40
     assert len(_decisions(db_url)) == 40
     assert out["indexed_messages"] > 0  # the index step indexed what the workers did not
+
+
+def test_a_stale_queue_row_of_a_new_message_takes_the_slow_path_and_is_indexed(
+    db_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A streamed batch queues its new messages with a plain insert (no ``ON CONFLICT``): a
+    queue row left for a key that is not in the ledger (stale) makes that insert fail, the batch
+    is stored by the slow path instead (queued by the trigger, nothing handed to the workers),
+    and every message is stored once and indexed by the index step."""
+    import psycopg
+
+    from importers import ReadReport, iter_source
+    from search.reader import SearchStore
+    from stages.prefilter import RULE_VERSION, prefilter
+    from store.db import Database
+    from store.ledger import BatchIndex, Ledger
+
+    convs = list(iter_source("chatgpt", export(tmp_path, n=6), ReadReport()))
+    stale = next(m.key for m in convs[2].messages if m.role == "user")  # a queued channel
+    slow = _Counted(monkeypatch, Ledger, "upsert")
+    ledger = Ledger(Database(db_url))
+    results = []
+    for batch, poison in ((convs[:3], True), (convs[3:], False)):
+        if poison:
+            with psycopg.connect(db_url, autocommit=True) as conn:
+                conn.execute(
+                    "INSERT INTO message_search_pending (message_key) VALUES (%s)", (stale,)
+                )
+        index = BatchIndex(dict, streamed=True)
+        out = ledger.write_batch(
+            batch,
+            ledger.start_import("chatgpt", "x"),
+            lambda c: prefilter(c, {}),
+            RULE_VERSION,
+            index=index,
+        )
+        results.append((out, len(index.queued)))
+    assert slow.count == 3  # the poisoned batch, one conversation at a time
+    assert results[0][1] == 0 and results[1][1] > 0  # only the plain batch hands rows over
+    assert [o for out, _ in results for o, *_ in out] == ["new"] * 6
+    assert SearchStore(ledger.db).sync_messages(workers=0) > 0
+    after = _snapshot(db_url)
+    stored = {k for k, *_ in after["messages"]}
+    assert stale in stored and len(stored) == sum(len(c.messages) for c in convs)
+    assert stale in {k for k, _ in after["index"]}
+    assert after["pending"][0] == 0
