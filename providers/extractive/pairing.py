@@ -36,6 +36,7 @@ from providers.extractive.change import (
     _about_a_plan,
     _negated,
     _said,
+    earlier_memories,
     person_names,
     rule_reasons,
     turns_back,
@@ -341,6 +342,11 @@ def _about(
     return out
 
 
+def _asks(text: str) -> bool:
+    """The sentence is a question by its grammar (``structure.flags``: ？ or the final か)."""
+    return bool({"ja:question", "en:question"} & grammar_flags(text))
+
+
 def revisits(
     side: Side, entry: MemoryIndexEntry, entries: list[MemoryIndexEntry] | None = None
 ) -> frozenset[str]:
@@ -385,8 +391,12 @@ def revisits(
     dstems_all = set(content_stems(decided))
     dstems = {t for t in dstems_all if len(t) >= 2}
     dnames_all = set(_name_terms(decided))  # with the nouns inside compounds (収入保障保険: 保障)
+    # a sentence the grammar reads as a question (the final particle か: 「…減価償却になるのか」)
+    # asks about the decision, it does not take it back
     framing = [
-        t for t in side.framing if not _is_question(t) and not _opens(t) and not past_state(t)
+        t
+        for t in side.framing
+        if not _is_question(t) and not _opens(t) and not past_state(t) and not _asks(t)
     ]
     about = _about(framing, entry, entries)
     first = side.framing[0] if side.framing else None
@@ -577,7 +587,9 @@ def model_change(
     None when nothing changes (or no embedder: the rules decide alone)."""
     if not any(m.channel == Channel.PERSON for m in conv.drafting_messages):
         return None
-    offered = [e for e in context if conv.key not in e.source_conversation_keys]
+    offered = [
+        e for e in earlier_memories(conv, context) if conv.key not in e.source_conversation_keys
+    ]
     text = gate_text(conv)
     hit = changed_by_revisit(person, parts.decisions, offered, text)
     if hit is False:
