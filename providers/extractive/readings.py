@@ -264,12 +264,17 @@ def _light_verbs(text: str) -> set[str]:
 def _refers_back(text: str) -> bool:
     """The sentence names a thing by an earlier act of the person's: a verb in the past (with
     てる between) qualifying a noun (「頼んでた方」, 「申し込んだコース」): what it gives up is
-    what was decided before, not one of today's options."""
+    what was decided before, not one of today's options. The past qualifies the noun in its
+    attributive form (連体形), not the conditional たら (「確認したら4年生の夏に…」: if, then)."""
     if not _JA_CHAR_RE.search(text):
         return False
     ms = _clauses_spaced(text)
     for i in range(1, len(ms) - 1):
-        if ms[i].pos[0] == "助動詞" and ms[i].normalized == "た":
+        if (
+            ms[i].pos[0] == "助動詞"
+            and ms[i].normalized == "た"
+            and ms[i].pos[5].startswith("連体形")
+        ):
             j = i - 1
             while j > 0 and ms[j].pos[0] == "助動詞" and ms[j].normalized in ("てる", "ます"):
                 j -= 1
