@@ -365,7 +365,11 @@ def _said(person: list[Sentence], decisions: list[Sentence]) -> _Said:
     # holds one of the first two decisions ("We're not getting the Fit after all. We'll …")
     beside = [s for s in person if s.message.key in {d.message.key for d in decisions[:2]}]
     framing = _dedupe_by_index([*opening, *decisions, *beside])
-    turning = [s.text for s in framing if turns_back(s.text) and _about_a_plan(s.text)]
+    # a question by the grammar (the final か: 「…30万で買ったけど減価償却になるのか」) asks about
+    # the plan, it does not turn back from it
+    turning = [
+        s.text for s in framing if turns_back(s.text) and _about_a_plan(s.text) and not asks(s.text)
+    ]
     return _Said(
         text=" ".join(_dedupe([s.text for s in [*opening, *decisions[:2]]])),
         names=frozenset().union(*(_name_terms(s.text) for s in person)),
@@ -409,6 +413,12 @@ def _about_a_plan(text: str) -> bool:
         or _EN_TURN_RE.search(text)
         or _negated_plan(text)
     )
+
+
+def asks(text: str) -> bool:
+    """The sentence is a question by its grammar (``structure.flags``: ？ or the final か,
+    「…になるのか」), which ``sentences._is_question`` may not see."""
+    return bool({"ja:question", "en:question"} & grammar_flags(text))
 
 
 def _dedupe_by_index(items: list[Sentence]) -> list[Sentence]:

@@ -36,6 +36,7 @@ from providers.extractive.change import (
     _about_a_plan,
     _negated,
     _said,
+    asks,
     earlier_memories,
     person_names,
     rule_reasons,
@@ -373,11 +374,6 @@ def _nearest_named(
     ]
 
 
-def _asks(text: str) -> bool:
-    """The sentence is a question by its grammar (``structure.flags``: ？ or the final か)."""
-    return bool({"ja:question", "en:question"} & grammar_flags(text))
-
-
 def revisits(
     side: Side, entry: MemoryIndexEntry, entries: list[MemoryIndexEntry] | None = None
 ) -> frozenset[str]:
@@ -427,7 +423,7 @@ def revisits(
     framing = [
         t
         for t in side.framing
-        if not _is_question(t) and not _opens(t) and not past_state(t) and not _asks(t)
+        if not _is_question(t) and not _opens(t) and not past_state(t) and not asks(t)
     ]
     about = _about(framing, entry, entries)
     nearest = _nearest_named(framing, entry, entries)
@@ -495,9 +491,22 @@ def revisits(
         # about this memory, and what is given up is none of the conversation's own options
         # (「カメラを付けるか迷ってる」… 「じゃあカメラはやめて、…センサーを付けることにした」
         # chooses among what it weighed; it takes back no earlier decision)
+        # ... nor what an earlier sentence of this conversation brought in that the memory
+        # does not hold (「娘がコーチから上のクラスに誘われた」… 「今回は誘いを断って、今のクラス
+        # のままにする」 declines today's offer; it takes back no earlier decision)
+        # (an earlier sentence that recalls an act of the person's names the memory's matter:
+        # 「5月に注文した Giant のロードバイク、…」 … 「注文は取り消して、…」)
+        brought = set().union(
+            *(
+                content_stems(x)
+                for x in side.framing[: side.framing.index(t)]
+                if not (recalls(x) or _refers_back(x))
+            )
+        )
+        brought -= dstems_all | dnames_all
         if (
             ((near and shared) or _refers_back(t) or (t in side.decisions and recalled))
-            and dropped - weighed
+            and dropped - weighed - brought
             and {"ja:koto_ni", "ja:ni_suru"} & f
         ):
             out.add("replaces")

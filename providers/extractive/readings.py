@@ -201,7 +201,8 @@ def given_up(text: str) -> frozenset[str]:
         for j, x in enumerate(clause):
             if x.pos[1:2] == ("係助詞",) and x.normalized == "は" and j:
                 before = clause[j - 1]
-                if before.pos[0] == "名詞":
+                if before.pos[0] == "名詞" and before.pos[1:3] != ("普通名詞", "副詞可能"):
+                    # (a time noun as the topic, 「今回は…断って」, says when, not what)
                     own |= content_stems(before.surface)
                 elif before.pos[1:2] == ("準体助詞",):  # …のは: the clause's head verb
                     own |= _head(content_stems_ordered("".join(y.surface for y in clause[: j - 1])))
