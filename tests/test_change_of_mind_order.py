@@ -13,7 +13,7 @@ import pytest
 from core.models import MemoryIndexEntry
 from providers.extractive import draft_record, pairing
 from providers.extractive.change import asks, conversation_end, earlier_memories
-from providers.extractive.readings import _refers_back, given_up
+from providers.extractive.readings import _proper_nouns, _refers_back, _values, given_up
 from tests.test_change_of_mind import REVISITS, _entry, _later, _turns
 from tests.test_change_of_mind import revisited as revisited  # noqa: F401 (the fixture)
 from tests.test_extractive_drafter import make_conv
@@ -164,3 +164,56 @@ def test_a_recall_is_not_taken_for_the_nearest_memory_it_is_not_about(
     record = draft_record(conv, offered)
     assert record is not None
     assert record.target_memory_id != "mem-cat", (near, record.target_memory_id)
+
+
+def test_a_date_with_the_month_cut_short_is_a_date() -> None:
+    assert _values("I changed the flights to Feb 14 - Feb 24.") == {"月": {"2"}}
+    assert _values("I booked Air Canada on Dec 19, back Jan 6.") == {"月": {"12", "1"}}
+    assert _values("The exam is on Sept. 3") == {"月": {"9"}}
+    assert _values("I fed the cat at 8") == {}
+
+
+def test_a_booking_moved_to_other_dates_appends_and_another_booking_does_not() -> None:
+    earlier = [
+        "Okay, I booked the Shinkansen to Kyoto for Mar 3, back Mar 5.",
+        "Mostly because the hotel near the station was cheaper that weekend.",
+    ]
+    record = draft_record(make_conv(_turns(earlier), key="chatgpt:kyoto-train"), [])
+    assert record is not None and record.memory_kind == "decision"
+    memory = _entry("kyoto-train", record)
+    moved = [
+        "My sister's wedding got moved to that weekend.",
+        "So I changed the Shinkansen tickets to Apr 10 - Apr 12.",
+    ]
+    got = draft_record(_later(moved, 940), [memory])
+    assert got is not None and (got.action, got.target_memory_id) == ("append", memory.id)
+    other = [
+        "My sister's wedding is on Apr 11 in Osaka.",
+        "I'll bring the gift we talked about and stay with my parents.",
+    ]
+    got = draft_record(_later(other, 941), [memory])
+    assert got is not None and got.action == "create", got.target_memory_id
+
+
+def test_another_place_named_in_english_is_another_matter() -> None:
+    """A booking for other dates to another place, naming the partner the memory names too, is
+    no new date for the memory's plan (capitalised words inside an English sentence are its
+    proper nouns: Melbourne, Naomi)."""
+    assert _proper_nouns("So I booked flights to Melbourne for Naomi and me.") == {
+        "melbourne",
+        "naomi",
+    }
+    assert _proper_nouns("I'll move my TOEIC to Mar 8.") == {"toeic"}
+    earlier = [
+        "Naomiと話して、引っ越しは来年の6月にする。",
+        "理由は、Naomiの契約が5月で切れるから。",
+    ]
+    record = draft_record(make_conv(_turns(earlier), key="chatgpt:move-date"), [])
+    assert record is not None and record.memory_kind == "decision"
+    memory = _entry("move-date", record)
+    other = [
+        "There was a sale this morning, so I booked flights to Melbourne for Dec 19 to Jan 4, "
+        "for Naomi and me."
+    ]
+    got = draft_record(_later(other, 950), [memory])
+    assert got is not None and got.action == "create", got.target_memory_id

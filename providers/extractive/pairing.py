@@ -535,7 +535,7 @@ def revisits(
         # a date needs a thing both name; any value, no other named thing (a proper noun the
         # memory does not hold): 2泊 of 礼文島 is no other value for 3泊 of 台湾, nor 3泊 in
         # 知床 for 2泊 in 箱根, however near or whatever 旅行 they share
-        elsewhere = _proper_nouns(d) - _proper_nouns(decided)
+        elsewhere = _proper_nouns(d) - _proper_nouns(decided, first=True)
         for unit, vals in mine.items():
             same_slot = (named if unit in _DATE_UNITS else near) and not elsewhere
             if unit in theirs and not vals & theirs[unit] and same_slot:

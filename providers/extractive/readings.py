@@ -78,7 +78,13 @@ _MONTHS = [
     "january", "february", "march", "april", "may", "june",
     "july", "august", "september", "october", "november", "december",
 ]  # fmt: skip
-_EN_DATE_RE = re.compile(r"\b(" + "|".join(_MONTHS) + r")\s+\d{1,2}\b", re.IGNORECASE)
+#: a month and a day: "January 26", or the month cut to its first three letters ("Feb 14",
+#: "Sept. 3")
+_EN_DATE_RE = re.compile(
+    r"\b(" + "|".join(_MONTHS) + r"|(?:jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)\.?)"
+    r"\s+\d{1,2}\b",
+    re.IGNORECASE,
+)
 
 #: an English clause that replaces the thing it governs by another: "switch(ing) to", "move(d)
 #: … to", "change(d) … to", "instead"
@@ -98,7 +104,8 @@ def _values(text: str) -> dict[str, set[str]]:
         else:
             out.setdefault(m.group(2).lower(), set()).add(m.group(1))
     for m in _EN_DATE_RE.finditer(text):
-        out.setdefault("月", set()).add(str(_MONTHS.index(m.group(1).lower()) + 1))
+        month = m.group(1).lower().rstrip(".")[:3]
+        out.setdefault("月", set()).add(str([x[:3] for x in _MONTHS].index(month) + 1))
     return out
 
 
@@ -233,11 +240,30 @@ def _past_act(text: str) -> bool:
     return False
 
 
-def _proper_nouns(text: str) -> set[str]:
-    """The lemmas of the text's proper nouns (Sudachi's 固有名詞: places, persons, names)."""
+def _proper_nouns(text: str, *, first: bool = False) -> set[str]:
+    """The lemmas of the text's proper nouns (Sudachi's 固有名詞: places, persons, names); in
+    English the capitalised words inside a sentence or line (not "I", no month or weekday:
+    "Melbourne", "Ayaka", "Air Canada"), casefolded; its first word too with ``first`` (a
+    memory's title: "TOEIC test on January 26")."""
     if not _JA_CHAR_RE.search(text):
-        return set()
+        out = set()
+        for sentence in re.split(r"(?<=[.!?])\s+|\n", text):
+            words = re.findall(r"[A-Za-z][A-Za-z'-]*", sentence)[0 if first else 1 :]
+            out |= {
+                w.casefold()
+                for w in words
+                if w[0].isupper() and w != "I" and not w.startswith(("I'", "I’"))
+            }
+        return out - _CALENDAR
     return {m.normalized for m in analyze(text) if m.pos[1] == "固有名詞"}
+
+
+#: the calendar's capitalised words (no place or name of a matter)
+_CALENDAR = frozenset(
+    [*_MONTHS, *(m[:3] for m in _MONTHS), "sept"]
+    + ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+    + ["mon", "tue", "tues", "wed", "thu", "thurs", "fri", "sat", "sun"]
+)
 
 
 def _object_act(text: str) -> bool:
