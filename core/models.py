@@ -149,6 +149,9 @@ class MemoryIndexEntry(BaseModel):
     current_revision: int
     source_conversation_keys: list[str] = Field(default_factory=list)
     aliases: list[str] = Field(default_factory=list)  # the names it goes by (to recognise it)
+    # when its matter began (the earliest source's time): a conversation that ended before it
+    # cannot change it
+    occurred_at: datetime | None = None
 
 
 class EvidencePointer(BaseModel):

@@ -13,7 +13,9 @@ unattended only when
   ranked by the local embedder's vectors of the conversation's person messages
   (:func:`person_text`) and of its best person sentence (:func:`person_said`;
   ``providers.extractive.change.gate_score``), that memory comes first, with a cosine of the
-  whole person text of at least ``APPEND_SIM``;
+  whole person text of at least ``APPEND_SIM``; only the memories whose matter began no later
+  than the conversation's end are ranked (a later one holds what came after: it cannot be
+  what the conversation changes);
 
 and in both cases every evidence quote of the draft comes from that one conversation. Any
 other append is not committed: it becomes a proposal in the owner's queue (``pmem queue``),
@@ -28,7 +30,7 @@ from typing import Any
 
 from core.models import Channel, Conversation, MemoryIndexEntry, VerifiedDraft
 from core.secrets import redact, redact_conversation
-from providers.extractive.change import GATE_SENT_WEIGHT
+from providers.extractive.change import GATE_SENT_WEIGHT, conversation_end
 from providers.extractive.sentences import person_sentences
 from search.nearest import nearest_memory
 
@@ -118,7 +120,8 @@ def retrieval(db: Any) -> Any:
                 m.text for m in conv.drafting_messages if m.channel == Channel.PERSON
             )
             said = person_said(conv) if GATE_SENT_WEIGHT else []
-            cache[conv.key] = nearest_memory(db, embedder, text, said)
+            until = conversation_end(conv)
+            cache[conv.key] = nearest_memory(db, embedder, text, said, until=until)
         return cache[conv.key]
 
     return nearest

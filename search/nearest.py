@@ -6,6 +6,7 @@ sentence)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -25,10 +26,13 @@ def nearest_memory(
     text: str,
     sentences: Sequence[str] = (),
     weight: float | None = None,
+    until: datetime | None = None,
 ) -> tuple[str, float] | None:
     """The store's active memory ranked first for ``text`` and its ``sentences`` under
     ``embedder`` (:func:`gate_score`), and its cosine to ``text``: the memory vectors brought up
-    to date first (the derived index, as ``pmem reindex`` would)."""
+    to date first (the derived index, as ``pmem reindex`` would). With ``until`` (the
+    conversation's end), only the memories whose matter began no later are ranked: a later
+    one cannot be what the conversation changes (``change.earlier_memories``)."""
     if embedder is None or not text.strip():
         return None
     from store.index import IndexUpkeep
@@ -41,10 +45,13 @@ def nearest_memory(
         """SELECT e.memory_id, e.embedding::text
            FROM memory_embeddings e JOIN memories m ON m.id = e.memory_id
            WHERE m.status = 'active' AND e.model = %(model)s AND e.dim = %(dim)s
+             AND (%(until)s::timestamptz IS NULL OR m.occurred_at IS NULL
+                  OR m.occurred_at <= %(until)s::timestamptz)
            ORDER BY e.memory_id"""
     )
+    args = {"model": embedder.model, "dim": embedder.dim, "until": until}
     with db.connection() as conn:
-        rows = conn.execute(query, {"model": embedder.model, "dim": embedder.dim}).fetchall()
+        rows = conn.execute(query, args).fetchall()
     if not rows:
         return None
     cos = _units([[float(x) for x in r[1].strip("[]").split(",")] for r in rows]) @ vectors.T

@@ -689,7 +689,7 @@ class MemoryStore(RevisionWriter):
                 conn.cursor(row_factory=dict_row)
                 .execute(
                     """
-                SELECT m.id, m.title, m.index_summary, m.kind, m.current_revision, m.aliases,
+                SELECT m.id, m.title, m.index_summary, m.kind, m.current_revision, m.aliases, m.occurred_at,
                        coalesce(array_agg(DISTINCT e.conv) FILTER (WHERE e.conv IS NOT NULL),
                                 '{}') AS source_conversation_keys
                 FROM memories m

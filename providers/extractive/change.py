@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
 
 from core.models import Conversation, DraftRecord, MemoryIndexEntry
@@ -61,6 +62,38 @@ _CHANGE_RE = re.compile(
 )
 
 
+def conversation_end(conv: Conversation) -> datetime | None:
+    """The last time the person could have said anything in ``conv`` (its latest message's
+    time, else its update or creation time), in UTC."""
+    times = [m.created_at for m in conv.messages if m.created_at is not None]
+    end = max((_utc(t) for t in times), default=None)
+    for t in (conv.updated_at, conv.created_at):
+        if end is None and t is not None:
+            end = _utc(t)
+    return end
+
+
+def _utc(t: datetime) -> datetime:
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+
+
+def earlier_memories(conv: Conversation, context: list[MemoryIndexEntry]) -> list[MemoryIndexEntry]:
+    """The memories of ``context`` this conversation could change: its own, and the others
+    whose matter began (``occurred_at``, the earliest source's time) no later than the
+    conversation's end. A memory of a later time holds what came after: an export imported
+    late (a Claude conversation of June beside a ChatGPT memory of December) cannot take back
+    what was not yet decided (ADR 0037, round 7)."""
+    end = conversation_end(conv)
+    return [
+        e
+        for e in context
+        if conv.key in e.source_conversation_keys
+        or end is None
+        or e.occurred_at is None
+        or _utc(e.occurred_at) <= end
+    ]
+
+
 def _action(
     conv: Conversation,
     person: list[Sentence],
@@ -68,11 +101,12 @@ def _action(
     decisions: list[Sentence],
 ) -> tuple[Action, str | None, int | None]:
     """Append to the memory of the same conversation; or, when the person's decision changes an
-    earlier one, to the offered decision memory it changes (:func:`changed_memory`); else a new
-    memory."""
+    earlier one, to the offered decision memory it changes (:func:`changed_memory`, among the
+    memories not later than the conversation: :func:`earlier_memories`); else a new memory."""
     for entry in context:
         if conv.key in entry.source_conversation_keys:
             return "append", entry.id, entry.current_revision
+    context = earlier_memories(conv, context)
     target = changed_memory(person, context, decisions) if decisions else None
     if target is not None:
         return "append", target.id, target.current_revision
@@ -331,7 +365,11 @@ def _said(person: list[Sentence], decisions: list[Sentence]) -> _Said:
     # holds one of the first two decisions ("We're not getting the Fit after all. We'll …")
     beside = [s for s in person if s.message.key in {d.message.key for d in decisions[:2]}]
     framing = _dedupe_by_index([*opening, *decisions, *beside])
-    turning = [s.text for s in framing if turns_back(s.text) and _about_a_plan(s.text)]
+    # a question by the grammar (the final か: 「…30万で買ったけど減価償却になるのか」) asks about
+    # the plan, it does not turn back from it
+    turning = [
+        s.text for s in framing if turns_back(s.text) and _about_a_plan(s.text) and not asks(s.text)
+    ]
     return _Said(
         text=" ".join(_dedupe([s.text for s in [*opening, *decisions[:2]]])),
         names=frozenset().union(*(_name_terms(s.text) for s in person)),
@@ -375,6 +413,12 @@ def _about_a_plan(text: str) -> bool:
         or _EN_TURN_RE.search(text)
         or _negated_plan(text)
     )
+
+
+def asks(text: str) -> bool:
+    """The sentence is a question by its grammar (``structure.flags``: ？ or the final か,
+    「…になるのか」), which ``sentences._is_question`` may not see."""
+    return bool({"ja:question", "en:question"} & grammar_flags(text))
 
 
 def _dedupe_by_index(items: list[Sentence]) -> list[Sentence]:

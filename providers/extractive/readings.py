@@ -78,7 +78,13 @@ _MONTHS = [
     "january", "february", "march", "april", "may", "june",
     "july", "august", "september", "october", "november", "december",
 ]  # fmt: skip
-_EN_DATE_RE = re.compile(r"\b(" + "|".join(_MONTHS) + r")\s+\d{1,2}\b", re.IGNORECASE)
+#: a month and a day: "January 26", or the month cut to its first three letters ("Feb 14",
+#: "Sept. 3")
+_EN_DATE_RE = re.compile(
+    r"\b(" + "|".join(_MONTHS) + r"|(?:jan|feb|mar|apr|jun|jul|aug|sept?|oct|nov|dec)\.?)"
+    r"\s+\d{1,2}\b",
+    re.IGNORECASE,
+)
 
 #: an English clause that replaces the thing it governs by another: "switch(ing) to", "move(d)
 #: … to", "change(d) … to", "instead"
@@ -98,7 +104,8 @@ def _values(text: str) -> dict[str, set[str]]:
         else:
             out.setdefault(m.group(2).lower(), set()).add(m.group(1))
     for m in _EN_DATE_RE.finditer(text):
-        out.setdefault("月", set()).add(str(_MONTHS.index(m.group(1).lower()) + 1))
+        month = m.group(1).lower().rstrip(".")[:3]
+        out.setdefault("月", set()).add(str([x[:3] for x in _MONTHS].index(month) + 1))
     return out
 
 
@@ -201,7 +208,8 @@ def given_up(text: str) -> frozenset[str]:
         for j, x in enumerate(clause):
             if x.pos[1:2] == ("係助詞",) and x.normalized == "は" and j:
                 before = clause[j - 1]
-                if before.pos[0] == "名詞":
+                if before.pos[0] == "名詞" and before.pos[1:3] != ("普通名詞", "副詞可能"):
+                    # (a time noun as the topic, 「今回は…断って」, says when, not what)
                     own |= content_stems(before.surface)
                 elif before.pos[1:2] == ("準体助詞",):  # …のは: the clause's head verb
                     own |= _head(content_stems_ordered("".join(y.surface for y in clause[: j - 1])))
@@ -232,11 +240,30 @@ def _past_act(text: str) -> bool:
     return False
 
 
-def _proper_nouns(text: str) -> set[str]:
-    """The lemmas of the text's proper nouns (Sudachi's 固有名詞: places, persons, names)."""
+def _proper_nouns(text: str, *, first: bool = False) -> set[str]:
+    """The lemmas of the text's proper nouns (Sudachi's 固有名詞: places, persons, names); in
+    English the capitalised words inside a sentence or line (not "I", no month or weekday:
+    "Melbourne", "Ayaka", "Air Canada"), casefolded; its first word too with ``first`` (a
+    memory's title: "TOEIC test on January 26")."""
     if not _JA_CHAR_RE.search(text):
-        return set()
+        out = set()
+        for sentence in re.split(r"(?<=[.!?])\s+|\n", text):
+            words = re.findall(r"[A-Za-z][A-Za-z'-]*", sentence)[0 if first else 1 :]
+            out |= {
+                w.casefold()
+                for w in words
+                if w[0].isupper() and w != "I" and not w.startswith(("I'", "I’"))
+            }
+        return out - _CALENDAR
     return {m.normalized for m in analyze(text) if m.pos[1] == "固有名詞"}
+
+
+#: the calendar's capitalised words (no place or name of a matter)
+_CALENDAR = frozenset(
+    [*_MONTHS, *(m[:3] for m in _MONTHS), "sept"]
+    + ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+    + ["mon", "tue", "tues", "wed", "thu", "thurs", "fri", "sat", "sun"]
+)
 
 
 def _object_act(text: str) -> bool:
@@ -264,12 +291,17 @@ def _light_verbs(text: str) -> set[str]:
 def _refers_back(text: str) -> bool:
     """The sentence names a thing by an earlier act of the person's: a verb in the past (with
     てる between) qualifying a noun (「頼んでた方」, 「申し込んだコース」): what it gives up is
-    what was decided before, not one of today's options."""
+    what was decided before, not one of today's options. The past qualifies the noun in its
+    attributive form (連体形), not the conditional たら (「確認したら4年生の夏に…」: if, then)."""
     if not _JA_CHAR_RE.search(text):
         return False
     ms = _clauses_spaced(text)
     for i in range(1, len(ms) - 1):
-        if ms[i].pos[0] == "助動詞" and ms[i].normalized == "た":
+        if (
+            ms[i].pos[0] == "助動詞"
+            and ms[i].normalized == "た"
+            and ms[i].pos[5].startswith("連体形")
+        ):
             j = i - 1
             while j > 0 and ms[j].pos[0] == "助動詞" and ms[j].normalized in ("てる", "ます"):
                 j -= 1

