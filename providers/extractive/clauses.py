@@ -612,6 +612,8 @@ def _ja_clauses(text: str) -> list[tuple[int, int, bool]]:
                 last.surface == "ため"
                 or (last.surface == "に" and before is not None and before.surface == "ため")
             )
+            if last.surface == "で" and last.pos[0] == "助動詞" and before is not None:
+                causal = before.pos[1] == "準体助詞"  # …行けるので、: Sudachi's の + で
             if last.pos[1] == "接続助詞" and last.surface in ("て", "で") and before is not None:
                 causal = (
                     before.pos[0] == "形容詞"
