@@ -51,6 +51,8 @@ def test_a_causal_clause_of_the_decision_sentence_is_given(text: str, cause: str
         "晴れたら、庭の塀は自分で塗ることにする。",  # a condition
         "If the quote comes in under budget, we'll book the roofer.",
         "今日は図書館で、参考書をもう一冊買うことにした。",  # a place, not a ground
+        "夫といろいろ考えて、車は来年買い替えることにした。",  # nothing thought is named
+        "誰にも相談しないで、塾は週二回にすることにした。",  # "without doing", no state
     ],
 )
 def test_a_time_clause_or_a_condition_is_no_cause(text: str) -> None:

@@ -615,10 +615,13 @@ def _ja_clauses(text: str) -> list[tuple[int, int, bool]]:
             if last.surface == "で" and last.pos[0] == "助動詞" and before is not None:
                 causal = before.pos[1] == "準体助詞"  # …行けるので、: Sudachi's の + で
             if last.pos[1] == "接続助詞" and last.surface in ("て", "で") and before is not None:
+                thought = words[-3].surface if len(words) > 2 else ""
                 causal = (
                     before.pos[0] == "形容詞"
-                    or before.normalized in _THINK_VERBS
-                    or (before.pos[0] == "助動詞" and before.normalized in ("ない", "ず"))
+                    # what was thought is named (…なと思って, …を考えて), not いろいろ考えて
+                    or (before.normalized in _THINK_VERBS and thought in ("と", "って", "を"))
+                    # 行けなくて is a state; しないで is "without doing"
+                    or (before.pos[0] == "助動詞" and before.surface == "なく")
                 )
             ends = (
                 last.pos[1] == "接続助詞"
