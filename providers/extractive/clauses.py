@@ -10,6 +10,7 @@ from typing import Any
 from core.textsearch import analyze
 from providers.extractive.sentences import (
     _JA_CHAR_RE,
+    CLAUSE_MIN_CHARS,
     Sentence,
     _is_filler,
     _is_question,
@@ -583,3 +584,119 @@ def _decision_cue(text: str) -> bool:
     # 出した」): the structure the cue list reads only at the sentence's end
     f = grammar_flags(text)
     return "ja:koto_ni" in f and not {"ja:question", "ja:embedded_question"} & f
+
+
+#: verbs of thinking whose て-form closes the ground a decision stands on (…ちがうなと思って、…)
+_THINK_VERBS = frozenset({"思う", "考える", "感じる"})
+
+
+def _ja_clauses(text: str) -> list[tuple[int, int, bool]]:
+    """The clauses of a Japanese sentence as (start, end, causal): cut after a comma or a space
+    that follows a conjunctive particle or a predicate's terminal form (Sudachi's analysis).
+    A clause is causal when it ends in a conjunctive particle of cause (ので, から, し; not the
+    temporal てから, which Sudachi reads as a case particle), in ため(に), or in the て-form of a
+    state (狭くて, 行けなくて) or of a verb of thinking (…と思って). Empty when the analysis does
+    not give back the text's own length (offsets would not be the text's)."""
+    ms = analyze(text)
+    if sum(len(m.surface) for m in ms) != len(text):
+        return []
+    out: list[tuple[int, int, bool]] = []
+    start = pos = 0
+    words: list[Any] = []  # the clause's morphemes so far, without punctuation
+    for m in ms:
+        end = pos + len(m.surface)
+        if m.pos[0] in ("補助記号", "空白") and m.surface.strip("、，, \u3000") == "" and words:
+            last = words[-1]
+            before = words[-2] if len(words) > 1 else None
+            causal = (last.pos[1] == "接続助詞" and last.surface in ("ので", "から", "し")) or (
+                last.surface == "ため"
+                or (last.surface == "に" and before is not None and before.surface == "ため")
+            )
+            if last.surface == "で" and last.pos[0] == "助動詞" and before is not None:
+                causal = before.pos[1] == "準体助詞"  # …行けるので、: Sudachi's の + で
+            if last.pos[1] == "接続助詞" and last.surface in ("て", "で") and before is not None:
+                thought = words[-3].surface if len(words) > 2 else ""
+                causal = (
+                    before.pos[0] == "形容詞"
+                    # what was thought is named (…なと思って, …を考えて), not いろいろ考えて
+                    or (before.normalized in _THINK_VERBS and thought in ("と", "って", "を"))
+                    # 行けなくて is a state; しないで is "without doing"
+                    or (before.pos[0] == "助動詞" and before.surface == "なく")
+                )
+            ends = (
+                last.pos[1] == "接続助詞"
+                or causal
+                or (
+                    last.pos[0] in ("動詞", "形容詞", "助動詞")
+                    and len(last.pos) > 5
+                    # a space is the writer's comma: Sudachi may read the predicate before it as
+                    # modifying the next word (…ことにした 庭が…: 連体形)
+                    and last.pos[5].startswith(
+                        ("終止形", "連体形") if m.pos[0] == "空白" else "終止形"
+                    )
+                )
+            )
+            if ends:
+                out.append((start, pos, causal))
+                start, words = end, []
+        elif m.pos[0] not in ("補助記号", "空白"):
+            words.append(m)
+        pos = end
+    if start < len(text):
+        out.append((start, len(text), False))
+    return out
+
+
+def _has_cause(text: str) -> bool:
+    """A conjunctive particle of cause anywhere in ``text`` (…なので途中で休める; Sudachi's の +
+    で, the copula's 連用形, is ので as in ``_ends_in_cause``)."""
+    ms = [m for m in analyze(text) if m.pos[0] not in ("補助記号", "空白")]
+    return any(
+        (m.pos[1] == "接続助詞" and m.surface in ("ので", "から", "し"))
+        or (m.surface == "で" and m.pos[0] == "助動詞" and i > 0 and ms[i - 1].pos[1] == "準体助詞")
+        for i, m in enumerate(ms)
+    )
+
+
+def cause_clauses(text: str) -> list[str]:
+    """The causal clauses of a decision sentence, each an exact substring: in Japanese the
+    clauses before the decision's main clause up to the last causal one (「駅から近いので、Aに
+    した」, 「…って言い出して、…ちがうなと思って、兄とも話して、…待つことにしました」), and the
+    clauses after it when they give a cause (「…譲ってもらうことにした 畝の間に入るし …安心だ」);
+    in English a leading since / as / because clause up to its comma ("Since the lease ends in
+    May, we'll move in April"). A time clause (帰ってから) or a condition (雨なら、 / if it
+    rains,) is no cause. Empty when the sentence has no main clause of decision or no cause."""
+    if not _JA_CHAR_RE.search(text):
+        m = re.match(r"^\W*(?:since|as|because)\b[^,;]{8,}(?=,)", text, re.IGNORECASE)
+        return [m.group().strip()] if m else []
+    clauses = _ja_clauses(text)
+    main = next(
+        (
+            i
+            for i, (a, b, _) in enumerate(clauses)
+            if _decision_cue(text[a:b]) or _plain_intent(text[a:b])
+        ),
+        None,
+    )
+    if main is None:
+        return []
+    decided = [_decision_cue(text[a:b]) or _plain_intent(text[a:b]) for a, b, _ in clauses]
+    last = main
+    while (
+        last + 1 < len(clauses)
+        and decided[last + 1]
+        and not clauses[last + 1][2]
+        and not _has_cause(text[clauses[last + 1][0] : clauses[last + 1][1]])
+    ):
+        last += 1  # 「…あきらめて 別府の温泉に2泊にしました …」: the decision runs on
+    out: list[str] = []
+    causal = [i for i in range(main) if clauses[i][2]]
+    if causal:
+        span = text[clauses[0][0] : clauses[causal[-1]][1]].strip()
+        out.append(_CONSEQUENCE_RE.sub("", span).strip())
+    if last + 1 < len(clauses):
+        a, b, causal_next = clauses[last + 1]
+        rest = text[a:].strip().rstrip("。．!！")
+        if (causal_next or _has_cause(text[a:b])) and not _opens(rest):
+            out.append(rest)
+    return [s for s in out if len(s) >= CLAUSE_MIN_CHARS]

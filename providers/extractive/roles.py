@@ -24,6 +24,7 @@ from providers.extractive.clauses import (
     _reported,
     _told_in_the_past,
     _weighed_clause,
+    cause_clauses,
     conditional_intent,
 )
 from providers.extractive.scorer import (
@@ -459,6 +460,10 @@ def _reason_clauses(decisions: list[Sentence]) -> list[Sentence]:
         if weighed:  # 「…無理だよね、って二人で話して、…なしにする。」: what was weighed
             out.append(Sentence(s.message, weighed, s.index))
             continue
+        causes = cause_clauses(s.text)  # the decision's sentence read clause by clause
+        if causes:
+            out.extend(Sentence(s.message, c, s.index) for c in causes)
+            continue
         lead = _CONSEQUENCE_RE.match(s.text)  # 「なので、…」: the reason was said before
         m = REASON_RE.search(s.text, lead.end() if lead else 0)
         so = _SO_RE.search(s.text)
@@ -469,6 +474,8 @@ def _reason_clauses(decisions: list[Sentence]) -> list[Sentence]:
             continue
         if m.group()[0].isascii():
             clause = s.text[m.start() :]  # English: the reason follows its marker
+        elif m.group() == "から" and re.search(r"[てで]から$", s.text[: m.end()]):
+            continue  # 「…飲んでから、…」: a time clause, not a cause
         elif m.group() in ("ので", "から", "ため"):
             clause = s.text[: m.end()]  # Japanese: the reason comes before its marker
         else:
