@@ -90,6 +90,9 @@ def test_the_time_change_is_read_by_its_grammar() -> None:
     assert put_off("4月まで待たずに売ることにした。") is None
     assert put_off("売却は4月まで待つ？") is None
     assert put_off("I waited for the bus.") is None
+    assert put_off("I put the bike back in the garage.") is None
+    assert put_off("We moved back to Osaka in May.") is None
+    assert put_off("We're putting the move off until spring.")
 
 
 @pytest.mark.parametrize("i", range(len(PUT_OFF)))

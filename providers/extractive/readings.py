@@ -562,11 +562,12 @@ _PUT_OFF_VERBS_JA = frozenset(["待つ", "ずらす", "延ばす", "遅らせる
 _PUT_OFF_NOUNS_JA = frozenset(["延期", "先送り", "後回し", "繰り延べ"])
 #: the particles that mark the time an act is moved to (まで for 待つ; に, へ for the rest)
 _TO_TIME = ("まで", "に", "へ")
-#: an English clause that puts an act off: "postpone/delay/defer X", "push/put X back/off",
-#: "hold off on X", "wait until/till ... to X"
+#: an English clause that puts an act off: "postpone/delay/defer X", "push X back/off", "put
+#: X off", "hold off on X", "wait until/till ... to X" (not "put the bike back", "moved back
+#: to Osaka": a thing returned, a place gone back to)
 _EN_PUT_OFF_RE = re.compile(
     r"\b(?:postpon\w*|delay(?:s|ed|ing)?|defer(?:s|red|ring)?|reschedul\w*"
-    r"|(?:push|put|move)(?:es|ed|ing|s|ting)?\b[^.;]{0,40}?\b(?:back|off)"
+    r"|push(?:es|ed|ing)?\b[^.;]{0,40}?\b(?:back|off)|put(?:s|ting)?\b[^.;]{0,30}?\boff"
     r"|hold(?:s|ing)?\s+off|held\s+off|wait(?:s|ed|ing)?\s+(?:until|till))\b",
     re.IGNORECASE,
 )
