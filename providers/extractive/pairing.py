@@ -61,6 +61,7 @@ from providers.extractive.readings import (  # noqa: F401 (re-exported for the t
     acts_on_topic,
     compound_heads,
     given_up,
+    put_off,
     recalls,
     redone_values,
     reset_things,
@@ -357,6 +358,21 @@ def _names(text: str, entry: MemoryIndexEntry) -> bool:
     )
 
 
+def _held_elsewhere(
+    things: frozenset[str], entry: MemoryIndexEntry, entries: list[MemoryIndexEntry]
+) -> bool:
+    """Another offered memory than ``entry`` holds one of ``things`` (content stems of two
+    characters or more) in a stem of its decision (its title and index line), whole or inside
+    a compound (旅行 in 新婚旅行)."""
+    for e in entries:
+        if e.id == entry.id:
+            continue
+        theirs = content_stems("\n".join([e.title, e.index_summary])) | _name_terms(e.title)
+        if any(len(t) >= 2 and t in x for t in things for x in theirs):
+            return True
+    return False
+
+
 def _nearest_named(
     texts: list[str], entry: MemoryIndexEntry, entries: list[MemoryIndexEntry]
 ) -> list[bool]:
@@ -408,7 +424,11 @@ def revisits(
       proper noun the memory lacks (2泊 of 礼文島 against 3泊 of 台湾); or names the memory's
       value in a clause of its own and sets another in the last (``readings.value_replaced``:
       「12月の試験はパスして、来年7月に回す」), or starts the thing from another point of the
-      same kind (``readings.start_moved``: 「来年の正月から」 against 「来年の4月から」).
+      same kind (``readings.start_moved``: 「来年の正月から」 against 「来年の4月から」);
+    * ``puts_off``: a decision sentence puts the memory's act off to a later time
+      (``readings.put_off``: 「売り出しは来年の4月まで待つことにした」 for a house to be sold,
+      "push the sale back to April"), the act named (a stem of the decision's) or the
+      sentence about the memory, no place the memory lacks.
 
     A restatement, a negation or a shared name alone is no revisit: eval1's follow-ups that
     keep a decision say all three."""
@@ -512,6 +532,7 @@ def revisits(
             out.add("replaces")
     theirs = _values(decided)
     slots = {**_slots(entry.title), **_slots(entry.index_summary)}
+    opens_on = bool(framing and framing[0] == first and about[0])
     for d in side.decisions:
         if past_state(d):
             continue
@@ -548,6 +569,19 @@ def revisits(
             value_replaced(d, theirs) or ((near or named) and start_moved(d, decided))
         ):
             out.add("redo")
+        # the same act put off to a later time (「売り出しは…来年の4月まで待つことにしました」
+        # against 「八幡の家は売ることにしました」, 「お迎えは…2月頭にずらしてもらうことにした」
+        # against the adoption applied for): what is moved is the decision's act (a stem it
+        # begins with: 売り出し of 売る), or the sentence or the conversation's opening is
+        # about the memory (「保護団体の人と電話した。トライアルの件」) and no other offered
+        # memory holds what is moved (「旅行は夏休みの8月に延ばす」 puts off the honeymoon
+        # 新婚旅行, not the summer camp 夏合宿 it is nearer to)
+        moved = put_off(d)
+        if moved and not places:
+            acts = dstems_all | dnames_all
+            same_act = any(m.startswith(x) or x.startswith(m) for m in moved for x in acts)
+            if same_act or ((near or opens_on) and not _held_elsewhere(moved, entry, entries)):
+                out.add("puts_off")
     return frozenset(out)
 
 

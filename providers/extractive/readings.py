@@ -553,3 +553,83 @@ def set_aside(text: str) -> frozenset[str]:
             phrase = " ".join(x.surface for x in ms[k : j + 1])
             out |= set(content_stems(phrase)) | set(_name_terms(phrase))
     return frozenset(out)
+
+
+#: the heads that move an act to a later time: verbs that take the new time as an argument
+#: (「4月まで待つ」, 「2月頭にずらす」, 「来年に延ばす」) and nouns that carry the later time in
+#: themselves (延期, 先送り, 後回し, with する or にする)
+_PUT_OFF_VERBS_JA = frozenset(["待つ", "ずらす", "延ばす", "遅らせる", "繰り下げる", "持ち越す"])
+_PUT_OFF_NOUNS_JA = frozenset(["延期", "先送り", "後回し", "繰り延べ"])
+#: the particles that mark the time an act is moved to (まで for 待つ; に, へ for the rest)
+_TO_TIME = ("まで", "に", "へ")
+#: an English clause that puts an act off: "postpone/delay/defer X", "push X back/off", "put
+#: X off", "hold off on X", "wait until/till ... to X" (not "put the bike back", "moved back
+#: to Osaka": a thing returned, a place gone back to)
+_EN_PUT_OFF_RE = re.compile(
+    r"\b(?:postpon\w*|delay(?:s|ed|ing)?|defer(?:s|red|ring)?|reschedul\w*"
+    r"|push(?:es|ed|ing)?\b[^.;]{0,40}?\b(?:back|off)|put(?:s|ting)?\b[^.;]{0,30}?\boff"
+    r"|hold(?:s|ing)?\s+off|held\s+off|wait(?:s|ed|ing)?\s+(?:until|till))\b",
+    re.IGNORECASE,
+)
+
+
+def _time_noun(ms: list[Any], j: int) -> bool:
+    """``ms[j]`` is a noun of time: Sudachi's 副詞可能 (来年, 来月, 春), a counter, or a unit
+    of the calendar after a number (4月, 2週)."""
+    m = ms[j]
+    if m.pos[0] != "名詞":
+        return False
+    if m.pos[1:3] == ("普通名詞", "副詞可能") or m.pos[1] == "助数詞":
+        return True
+    return m.surface in ("年", "月", "日", "週") and j > 0 and ms[j - 1].pos[1] == "数詞"
+
+
+def put_off(text: str) -> frozenset[str] | None:
+    """What the sentence puts off to a later time, the same act kept (None: it puts nothing
+    off): in Japanese a head that moves an act (``_PUT_OFF_VERBS_JA``) governing a time before
+    まで / に (「売り出しは…来年の4月まで待つことにしました」, 「お迎えは…2月頭にずらしてもらう」),
+    or a noun that carries the later time (延期, 後回し), not negated; what is moved is the
+    content stems of the topic or object (X は / X を) before it (売り出し, お迎え), empty when
+    unnamed; 待つ with an object waits for it (「友達を3時まで待つ」) and puts nothing off. In English a clause that puts off ("push the sale back to April", "hold off on
+    the move until spring"): its content stems. No question."""
+    if _is_question(text):
+        return None
+    if not _JA_CHAR_RE.search(text):
+        en = _EN_PUT_OFF_RE.search(text)
+        return frozenset(content_stems(text[en.start() :])) if en else None
+    ms = [m for m in analyze(text) if m.pos[0] not in ("空白",)]
+    for i, m in enumerate(ms):
+        verb = m.pos[0] == "動詞" and m.normalized in _PUT_OFF_VERBS_JA
+        noun = m.pos[0] == "名詞" and m.normalized in _PUT_OFF_NOUNS_JA
+        if not (verb or noun):
+            continue
+        after = ms[i + 1 : i + 4]
+        if any(x.pos[0] == "助動詞" and x.normalized in ("ない", "ず", "ぬ") for x in after):
+            continue  # 「待たずに売る」: nothing put off
+        if verb:
+            # the time the act is moved to: a time noun (with its number) right before the
+            # particle that governs it (「4月まで待つ」, 「2月頭にずらす」)
+            k = i - 1
+            if k < 1 or ms[k].pos[0] != "助詞" or ms[k].surface not in _TO_TIME:
+                continue
+            j = k - 1
+            while j >= 0 and ms[j].pos[0] == "名詞" and not _time_noun(ms, j):
+                j -= 1
+            if j < 0 or not _time_noun(ms, j):
+                continue
+        # the thing moved: the nearest topic or object before the head; what 待つ takes as
+        # its object is what is waited for (「友達を3時まで待つ」), no act put off
+        thing: frozenset[str] = frozenset()
+        for j in range(i - 1, 0, -1):
+            x = ms[j]
+            if x.pos[0] == "助詞" and x.surface in ("は", "を") and ms[j - 1].pos[0] == "名詞":
+                if x.surface == "を" and m.normalized == "待つ":
+                    return None
+                b = j - 1
+                while b > 0 and ms[b - 1].pos[0] == "名詞":
+                    b -= 1
+                if not any(_time_noun(ms, y) for y in range(b, j)):
+                    thing = frozenset(content_stems("".join(y.surface for y in ms[b:j])))
+                    break
+        return thing
+    return None
