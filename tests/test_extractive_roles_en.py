@@ -137,3 +137,20 @@ def test_reported_speech_of_a_plan_is_no_decision_of_the_persons() -> None:
     got = _decisions(turns)
     assert "my boss said we'll go with the March release." not in got
     assert "I'll book the test lab for it." in got
+
+
+def test_ok_so_before_the_decision_concludes_it_from_the_statements_before() -> None:
+    turns = [
+        ("user", "Gym near work or near home?"),
+        ("assistant", "Near home is easier on weekends."),
+        (
+            "user",
+            "called the one near work, the evening classes are full until March. "
+            "okay so: I'll join the gym near home.",
+        ),
+    ]
+    parts = _parts(turns)
+    assert [d.text for d in parts.decisions] == ["okay so: I'll join the gym near home."]
+    assert "called the one near work, the evening classes are full until March." in [
+        r.text for r in parts.reasons
+    ]

@@ -336,7 +336,7 @@ def _defers(text: str) -> bool:
 #: follows is concluded from what was said before it; the sentence itself gives no reason
 _CONSEQUENCE_RE = re.compile(
     r"^\W*(?:(?:なので|だから|ですので|それで|そのため|(?:という|っていう|って|て)?ことで)[、,]?\s*"
-    r"|(?:so|therefore|that's why|hence)(?:[,:]\s*|\s+))",
+    r"|(?:(?:ok(?:ay)?|alright)[,.]?\s+)?(?:so|therefore|that's why|hence)(?:[,:]\s*|\s+))",
     re.IGNORECASE,
 )
 
