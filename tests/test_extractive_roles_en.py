@@ -154,3 +154,21 @@ def test_ok_so_before_the_decision_concludes_it_from_the_statements_before() -> 
     assert "called the one near work, the evening classes are full until March." in [
         r.text for r in parts.reasons
     ]
+
+
+@pytest.mark.parametrize(
+    ("last", "decided"),
+    [
+        ("let's do the coast road then.", True),
+        ("I'm not doing the trip for now.", True),
+        ("let's see what the weather does.", False),  # a verb of deliberation
+        ("I'm not sleeping well lately.", False),  # a state: no object after the verb
+    ],
+)
+def test_lets_and_a_negated_progressive_with_its_object_are_plans(last: str, decided: bool) -> None:
+    turns = [
+        ("user", "Coast road or the motorway to Porto?"),
+        ("assistant", "The coast road is prettier but slower."),
+        ("user", last),
+    ]
+    assert (last in _decisions(turns)) is decided

@@ -20,6 +20,7 @@ from providers.extractive.structure import (
     clause_question,
     elided_past,
     elided_plan,
+    own_plan,
     past_act,
     potential,
     question_as_argument,
@@ -388,7 +389,7 @@ def _decision_score(s: Sentence, message: list[Sentence], report: bool = False) 
     elif _decision_cue(own):
         score += 1  # "…って決めたけど": an earlier decision named, maybe a new one in the clause
     intent = 2 if _INTENT_EN_RE.search(text) else 1 if _plain_intent(text) else 0
-    if not intent and elided_plan(own):
+    if not intent and (elided_plan(own) or own_plan(own)):
         intent = 2 + (message[0].index != 0)  # "going straight for X": I'm left out (notes)
     if intent and message[0].index != 0:
         intent += 1  # said after the assistant answered: a conclusion, not the opening request

@@ -745,3 +745,40 @@ def elided_past(text: str) -> bool:
     return first in IRREGULAR_PAST - {"had", "was", "were", "did"} or (
         len(first) > 4 and first.endswith("ed") and first not in ("need", "indeed")
     )
+
+
+#: the base forms of deliberation and waiting: "let's see", "let's think it over" resolve nothing
+_EN_DELIBERATE_BASE = frozenset(
+    ["see", "think", "wait", "talk", "discuss", "look", "try", "consider", "figure", "check"]
+)
+_EN_OWN_PLAN_RE = re.compile(
+    r"(?:^|[,;:]\s*|\b(?:so|then|ok(?:ay)?)\s+)"
+    r"(?:let's|let\s+us)\s+(?P<base>[a-z]{2,})\b"
+    r"|\b(?:i'm|i\s+am|we're|we\s+are)\s+not\s+(?P<ing>[a-z]{2,}ing)\s+(?P<next>[a-z0-9']+)"
+)
+
+
+@lru_cache(maxsize=8192)
+def own_plan(text: str) -> bool:
+    """An English plan of the person's own the intent reader leaves out: let's + a verb (a
+    resolution put to oneself, "let's take the coast road"; not "let's see", a verb of
+    deliberation), or the negated progressive of I / we with its object ("I'm not renewing the
+    lease", "we're not doing the trip for now"): an act given up, told as under way. Not a
+    question; a state ("I'm not sleeping well") has no object after it."""
+    own = _own(text)
+    if _JA_CHAR_RE.search(own) or own.rstrip().endswith("?"):
+        return False
+    low = own.lower().replace("’", "'")
+    for m in _EN_OWN_PLAN_RE.finditer(low):
+        if m.group("base"):
+            if m.group("base") not in _EN_DELIBERATE_BASE:
+                return True
+        elif m.group("ing") not in _EN_ING_DELIBERATE and m.group("next") in _EN_OBJECT_START | {
+            "for",
+            "after",
+            "any",
+            "this",
+            "that",
+        }:
+            return True
+    return False
