@@ -32,6 +32,9 @@ def _decisions(turns: list[tuple[str, str]]) -> list[str]:
         ("just the two of us then.", False),  # no verb after just
         ("- switching to the night train", False),  # a list item
         ("Going with the van?", False),  # a question
+        ("Seeing them in person matters a lot to me.", False),  # the gerund is the subject
+        ("Taking the train is cheaper.", False),  # the gerund is the subject of a copula
+        ("will report back", False),  # a closing formula, no act with its object
     ],
 )
 def test_a_plan_whose_subject_is_left_out(text: str, plan: bool) -> None:

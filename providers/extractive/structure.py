@@ -684,6 +684,13 @@ _EN_ING_DELIBERATE = frozenset(["thinking", "wondering", "trying", "looking", "c
 _EN_OBJECT_START = frozenset(
     ["the", "a", "an", "my", "our", "it", "this", "that", "with", "to", "for", "on", "up"]
 )
+#: a finite verb after a gerund in its clause: a copula, or a verb in -s before its object or
+#: an adverb of degree ("… matters a lot", "… costs more"): the gerund is its subject
+_EN_FINITE_AFTER_GERUND_RE = re.compile(
+    r"\b(?:is|was|would be|will be)\b"
+    r"|\b(?!(?:this|its|his|hers|ours|yours|plus|bus|news)\b)[a-z]{2,}[^su\W]s\s+"
+    r"(?:a|an|the|more|less|much|me|us|it|so|too|really)\b"
+)
 _EN_ELIDED_RE = re.compile(
     r"^\W*(?:(?:ok(?:ay)?|so|and|then|alright|right)\W+)*"  # a lead filler ("ok so:")
     r"(?:(?:just|probably|definitely|now)\s+)?"
@@ -722,6 +729,11 @@ def elided_plan(text: str) -> bool:
         return False  # "just wanted …", "just the two of us": no base form with its object
     if m.group("next") in ("i", "we", "you", "it", "he", "she", "they"):
         return False  # "Going there, I …": the subject follows; no elided plan
+    if len(_EN_WORD_RE.findall(low)) < 4:
+        return False  # "will report back": a closing formula, no act and its object
+    first = low.partition(",")[0]
+    if m.group("ing") and _EN_FINITE_AFTER_GERUND_RE.search(first[m.end("ing") :]):
+        return False  # "Meeting them in person matters a lot": the gerund is the subject
     head, _, rest = low.partition(",")
     # a participial phrase set off before its own clause with a subject ("Looking at it, it …")
     return not (
