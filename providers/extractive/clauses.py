@@ -19,6 +19,9 @@ from providers.extractive.sentences import (
 from providers.extractive.structure import (
     IRREGULAR_PAST,
     clause_question,
+    elided_past,
+    elided_plan,
+    own_plan,
     past_act,
     potential,
     question_as_argument,
@@ -82,7 +85,7 @@ _VERDICT_RE = re.compile(r"^\W*(?:ok(?:ay)?|alright|じゃあ|よし|うん|結�
 
 
 _REASON_LEAD_RE = re.compile(
-    r"^\W*(?:理由は|理由として|決め手は|なぜなら|というのも|because\b|the reason\b|main reason\b|reasons?:)",
+    r"^\W*(?:理由は|理由として|決め手は|なぜなら|というのも|because\b|the reason\b|main reason\b|reasons?:|why:)",
     re.IGNORECASE,
 )
 
@@ -97,7 +100,8 @@ def _offers_choice(text: str) -> bool:
 
 #: adverbs of the perfective aspect (a closed class): an act finished just now or already
 _PERFECTIVE_RE = re.compile(
-    r"もう|さっき|先ほど|ついに|とうとう|今日|\b(?:just|already|finally)\b", re.IGNORECASE
+    r"もう|さっき|先ほど|ついに|とうとう|今日|\b(?:just|already|finally|today|this morning)\b",
+    re.IGNORECASE,
 )
 
 
@@ -334,7 +338,7 @@ def _defers(text: str) -> bool:
 #: follows is concluded from what was said before it; the sentence itself gives no reason
 _CONSEQUENCE_RE = re.compile(
     r"^\W*(?:(?:なので|だから|ですので|それで|そのため|(?:という|っていう|って|て)?ことで)[、,]?\s*"
-    r"|(?:so|therefore|that's why|hence)(?:,\s*|\s+))",
+    r"|(?:(?:ok(?:ay)?|alright)[,.]?\s+)?(?:so|therefore|that's why|hence)(?:[,:]\s*|\s+))",
     re.IGNORECASE,
 )
 
@@ -375,6 +379,8 @@ def _decision_score(s: Sentence, message: list[Sentence], report: bool = False) 
         return 0
     score = 0.0
     own = _own(text)
+    if _reports_anothers_plan(own):
+        return 0  # "my sister said we'll rent the van": her plan, told
     if conditional_intent(own) and not _decision_cue(own):
         return (
             0  # 「涼しくなったら走り始める」, "I'll buy it once the price drops": not yet decided
@@ -384,6 +390,8 @@ def _decision_score(s: Sentence, message: list[Sentence], report: bool = False) 
     elif _decision_cue(own):
         score += 1  # "…って決めたけど": an earlier decision named, maybe a new one in the clause
     intent = 2 if _INTENT_EN_RE.search(text) else 1 if _plain_intent(text) else 0
+    if not intent and (elided_plan(own) or own_plan(own)):
+        intent = 2 + (message[0].index != 0)  # "going straight for X": I'm left out (notes)
     if intent and message[0].index != 0:
         intent += 1  # said after the assistant answered: a conclusion, not the opening request
     elif intent and report:
@@ -407,6 +415,8 @@ def _decision_score(s: Sentence, message: list[Sentence], report: bool = False) 
         rest = _LEAD_FILLER_RE.sub("", text).strip()
         verdict = _VERDICT_RE.match(text) and rest and not _is_filler(rest) and len(rest) <= 30
         verdict = verdict and not ({"ja:past", "en:past"} & grammar_flags(rest))  # a report
+        verdict = verdict and not _EN_EVALUATION_RE.match(rest)  # "ok, that's clear": of the answer
+        verdict = verdict and not elided_past(rest)  # "Ok. Talked to X last night.": told
         if message[0].index != 0 and verdict and not intent:
             score += 2  # "Ok, Go first." / 「じゃあ、Aで。」: a short verdict after the answer
     if (
@@ -417,6 +427,13 @@ def _decision_score(s: Sentence, message: list[Sentence], report: bool = False) 
         # done after a causal clause set off (「…言ってたので、結局…申し込んだ」) is none
         score -= 1
     return score
+
+
+#: an English verdict whose subject is the answer itself (that / this / it + a copula or a verb
+#: of seeming): an evaluation of what was said ("that's clear", "it makes sense"), no choice
+_EN_EVALUATION_RE = re.compile(
+    r"^(?:that|this|it)(?:'s|’s|\s+(?:is|was|sounds|seems|makes|helps|works))\b", re.IGNORECASE
+)
 
 
 def _cause_then_intent(text: str) -> bool:
@@ -556,6 +573,16 @@ def _reported(text: str) -> bool:
 _EN_REPORTED_RE = re.compile(
     r"^\W*(?!(?:I|we)\b)(?:\w+\s+){1,3}?(?:says|said|tells|told|warned|wrote)\b", re.IGNORECASE
 )
+
+
+def _reports_anothers_plan(text: str) -> bool:
+    """An English sentence whose intent stands in what someone else said ("my boss said we'll
+    ship in March"): the subject of the verb of saying is not I / we, and no clause of the
+    person's own follows it (", so I'll …", "but we …")."""
+    if _JA_CHAR_RE.search(text) or not _EN_REPORTED_RE.search(text):
+        return False
+    clauses = re.split(r"[,;]|\b(?:but|so|and then)\b", text, flags=re.IGNORECASE)
+    return not any(re.match(r"\s*(?:I|we)\b", c, re.IGNORECASE) for c in clauses[1:])
 
 
 def _told_in_the_past(text: str) -> bool:

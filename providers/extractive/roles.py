@@ -175,6 +175,7 @@ RULES = (
     "reason:after_decision",  # the sentence after a decision its message gives no reason for
     "reason:concluded",  # the statements before なので、+ decision
     "reason:enumerated",  # the statements after 理由は…まず…
+    "reason:listed",  # the English list items that follow a decision in its message
     "open:background",  # an open point before the decision: the question it answered
 )
 
@@ -289,6 +290,8 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
         _concluded_reasons(person, roles, by_message)
     if _on("reason:enumerated"):
         _enumerated_reasons(person, roles, by_message)
+    if _on("reason:listed"):
+        _listed_reasons(roles, by_message)
     for s in person:  # an open point before any decision: the question the decision answered
         if (
             _on("open:background")
@@ -364,6 +367,38 @@ def _enumerated_reasons(
             if not _is_filler(b.text) and added < 3:
                 roles[b.index] = "reason"
                 added += 1
+
+
+#: the marker of a list item at the start of a line: a dash, an asterisk, a bullet
+_LIST_ITEM_RE = re.compile(r"^\s*[-*•‣]\s+\S")
+
+
+def _listed_reasons(roles: dict[int, str], by_message: dict[str, list[Sentence]]) -> None:
+    """English list items said after a decision in its message are units of one list, and the
+    list says why: "we're taking X. / - it's a state school / - half the lessons …" (at most
+    one statement or a header "reasons:" between the decision and the list). Each item the
+    reading gave no role is a reason, unless it asks or leaves something open; the list stops
+    at the first line that is no item and no item's second line. Japanese items are left to the Japanese readings."""
+    for msg in by_message.values():
+        decided = [s for s in msg if roles.get(s.index) == "decision"]
+        if not decided:
+            continue
+        after = [s for s in msg if s.index > decided[0].index]
+        start = next((i for i, s in enumerate(after) if _LIST_ITEM_RE.match(s.text)), None)
+        if start is None or start > 2:
+            continue
+        if any(_is_question(s.text) or roles.get(s.index) == "open" for s in after[:start]):
+            continue
+        run = after[start:]
+        for i, s in enumerate(run):
+            if _JA_CHAR_RE.search(s.text):
+                break
+            if not _LIST_ITEM_RE.match(s.text):
+                if i + 1 < len(run) and _LIST_ITEM_RE.match(run[i + 1].text):
+                    continue  # an item's second line: the list goes on after it
+                break
+            if roles.get(s.index) is None and not _is_question(s.text) and not _opens(s.text):
+                roles[s.index] = "reason"
 
 
 def _concluded_reasons(

@@ -671,3 +671,126 @@ def past_state(text: str) -> bool:
         if m.pos[0] in ("動詞", "名詞", "形容詞"):
             return False
     return False
+
+
+#: words ending in -ing that are no verb (indefinite pronouns, times of day, a preposition):
+#: a closed class, so the elided-subject reader does not take "Nothing works" for a plan
+_EN_ING_NOT_VERB = frozenset(
+    ["nothing", "something", "anything", "everything", "morning", "evening", "during", "spring"]
+)
+#: verbs whose progressive tells a deliberation, not an act (as ``clauses._INTENT_EN_RE``)
+_EN_ING_DELIBERATE = frozenset(["thinking", "wondering", "trying", "looking", "considering"])
+#: what opens the object of a verb's base form: a determiner or a preposition of its frame
+_EN_OBJECT_START = frozenset(
+    ["the", "a", "an", "my", "our", "it", "this", "that", "with", "to", "for", "on", "up"]
+)
+#: a finite verb after a gerund in its clause: a copula, or a verb in -s before its object or
+#: an adverb of degree ("… matters a lot", "… costs more"): the gerund is its subject
+_EN_FINITE_AFTER_GERUND_RE = re.compile(
+    r"\b(?:is|was|would be|will be)\b"
+    r"|\b(?!(?:this|its|his|hers|ours|yours|plus|bus|news)\b)[a-z]{2,}[^su\W]s\s+"
+    r"(?:a|an|the|more|less|much|me|us|it|so|too|really)\b"
+)
+_EN_ELIDED_RE = re.compile(
+    r"^\W*(?:(?:ok(?:ay)?|so|and|then|alright|right)\W+)*"  # a lead filler ("ok so:")
+    r"(?:(?:just|probably|definitely|now)\s+)?"
+    r"(?:(?P<not>not|never)\s+)?"
+    r"(?:(?P<ing>[a-z]{2,}ing)|will\s+(?:not\s+)?(?P<will>[a-z]{3,})"
+    # "just" + a verb's base form + its object: a plan put to oneself ("just renew the card")
+    r"|(?<=just )(?P<base>[a-z]{3,}))"
+    r"\s+(?P<next>[a-z0-9']+)",
+)
+
+
+@lru_cache(maxsize=8192)
+def elided_plan(text: str) -> bool:
+    """An English clause of the person's own plan whose subject (I'm / I'll / we're) is left
+    out, as notes are written: a sentence that opens with a verb in -ing ("going straight for
+    the permanent permit", "not doing the extension, …") or with will + a verb ("Will resign on
+    Friday"), followed by its object or a preposition, not a question, not a list item, not a
+    participial phrase before a clause of its own ("Looking at the numbers, it works"), not a
+    verb of deliberation ("thinking about …")."""
+    own = _own(text)
+    if _JA_CHAR_RE.search(own) or own.rstrip().endswith("?") or re.match(r"^\s*[-*•‣]", own):
+        return False
+    low = own.lower().replace("’", "'").strip()
+    m = _EN_ELIDED_RE.match(low)
+    if not m:
+        return False
+    verb = m.group("ing") or m.group("will") or m.group("base")
+    if verb in _EN_ING_NOT_VERB or verb in _EN_ING_DELIBERATE:
+        return False
+    if m.group("base") and (
+        verb in _AUX
+        or verb.endswith(("ed", "s"))
+        or verb in IRREGULAR_PAST
+        or m.group("next") not in _EN_OBJECT_START
+    ):
+        return False  # "just wanted …", "just the two of us": no base form with its object
+    if m.group("next") in ("i", "we", "you", "it", "he", "she", "they"):
+        return False  # "Going there, I …": the subject follows; no elided plan
+    if len(_EN_WORD_RE.findall(low)) < 4:
+        return False  # "will report back": a closing formula, no act and its object
+    first = low.partition(",")[0]
+    if m.group("ing") and _EN_FINITE_AFTER_GERUND_RE.search(first[m.end("ing") :]):
+        return False  # "Meeting them in person matters a lot": the gerund is the subject
+    head, _, rest = low.partition(",")
+    # a participial phrase set off before its own clause with a subject ("Looking at it, it …")
+    return not (
+        m.group("ing")
+        and rest
+        and re.match(r"\s*(?:i|we|you|it|he|she|they|this|that|the)\b", rest)
+    )
+
+
+@lru_cache(maxsize=8192)
+def elided_past(text: str) -> bool:
+    """An English sentence that opens with a past verb, its subject I / we left out ("Talked to
+    the landlord last night.", "Went with the cheaper one."): what the person did, told."""
+    own = _own(text)
+    if _JA_CHAR_RE.search(own):
+        return False
+    words = _EN_WORD_RE.findall(own.lower().replace("’", "'"))
+    if not words:
+        return False
+    first = words[0]
+    return first in IRREGULAR_PAST - {"had", "was", "were", "did"} or (
+        len(first) > 4 and first.endswith("ed") and first not in ("need", "indeed")
+    )
+
+
+#: the base forms of deliberation and waiting: "let's see", "let's think it over" resolve nothing
+_EN_DELIBERATE_BASE = frozenset(
+    ["see", "think", "wait", "talk", "discuss", "look", "try", "consider", "figure", "check"]
+)
+_EN_OWN_PLAN_RE = re.compile(
+    r"(?:^|[,;:]\s*|\b(?:so|then|ok(?:ay)?)\s+)"
+    r"(?:let's|let\s+us)\s+(?P<base>[a-z]{2,})\b"
+    r"|\b(?:i'm|i\s+am|we're|we\s+are)\s+not\s+(?P<ing>[a-z]{2,}ing)\s+(?P<next>[a-z0-9']+)"
+)
+
+
+@lru_cache(maxsize=8192)
+def own_plan(text: str) -> bool:
+    """An English plan of the person's own the intent reader leaves out: let's + a verb (a
+    resolution put to oneself, "let's take the coast road"; not "let's see", a verb of
+    deliberation), or the negated progressive of I / we with its object ("I'm not renewing the
+    lease", "we're not doing the trip for now"): an act given up, told as under way. Not a
+    question; a state ("I'm not sleeping well") has no object after it."""
+    own = _own(text)
+    if _JA_CHAR_RE.search(own) or own.rstrip().endswith("?"):
+        return False
+    low = own.lower().replace("’", "'")
+    for m in _EN_OWN_PLAN_RE.finditer(low):
+        if m.group("base"):
+            if m.group("base") not in _EN_DELIBERATE_BASE:
+                return True
+        elif m.group("ing") not in _EN_ING_DELIBERATE and m.group("next") in _EN_OBJECT_START | {
+            "for",
+            "after",
+            "any",
+            "this",
+            "that",
+        }:
+            return True
+    return False
