@@ -162,6 +162,14 @@ def corpus_rows(eval_dir: Path, embedder, batch: int) -> list[dict]:
                 "replay": _replay(by_id[store[first]], c["id"], records, start, end)
                 if store[first] in later
                 else None,
+                # the same for every later memory at or above APPEND_SIM (not only the first)
+                "replay_any": [
+                    s
+                    for j, s in enumerate(store)
+                    if s in later
+                    and base[j] >= APPEND_SIM
+                    and _replay(by_id[s], c["id"], records, start, end)
+                ],
                 "revises": c.get("revises"),
                 "store": store,
                 "base": base,
@@ -273,6 +281,13 @@ def reversed_pairs(corpora: dict[str, list[dict]], w: float) -> None:
         f"false {sum(bool(o[5]) for o in replayed)}/{len(replayed)} of the others whose first "
         f"memory is later; at or above APPEND_SIM "
         f"{sum(bool(o[5]) and o[3] >= APPEND_SIM for o in replayed)}"
+    )
+    anyt = [r for rows in corpora.values() for r in rows if r["later"]]
+    true_any = sum(1 for r in anyt for s in r["replay_any"] if s in r["changed_by"])
+    false_any = [(r["id"], s) for r in anyt for s in r["replay_any"] if s not in r["changed_by"]]
+    print(
+        f"  replay against every later memory at or above APPEND_SIM (not the gate's first "
+        f"only): true {true_any}/{len(pairs)}, false {len(false_any)} {false_any}"
     )
     for o in replayed:
         if o[5]:
