@@ -38,7 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.models import Channel, Conversation, Message, Provenance  # noqa: E402
+from core.models import Channel, Conversation, MemoryIndexEntry, Message, Provenance  # noqa: E402
 from flows.append_gate import APPEND_SIM, memory_text, person_said, person_text  # noqa: E402
 from providers.embeddings import get_embedder  # noqa: E402
 from providers.extractive import draft_record  # noqa: E402
@@ -76,6 +76,37 @@ def _conversation(c: dict) -> Conversation:
     )
 
 
+def _t(c: dict) -> datetime:
+    return datetime.fromisoformat(c["create_time_utc"].replace("Z", "+00:00"))
+
+
+def _entry(cid: str, record) -> MemoryIndexEntry:
+    return MemoryIndexEntry(
+        id=cid,
+        title=record.title,
+        index_summary=record.index_summary,
+        kind=record.memory_kind,
+        current_revision=1,
+        aliases=record.aliases,
+        source_conversation_keys=record.source_conversation_keys,
+        occurred_at=record.occurred_at,
+    )
+
+
+def _replay(later: dict, earlier: str, records: dict, start: dict, end: dict) -> bool:
+    """Whether the drafter, reading ``later`` in time order (every other conversation's record
+    that began before it ended offered, ``earlier``'s among them), appends it to ``earlier``."""
+    if earlier not in records:
+        return False
+    context = [
+        _entry(cid, r)
+        for cid, r in records.items()
+        if cid != later["id"] and start[cid] <= end[later["id"]]
+    ]
+    r = draft_record(_conversation(later), context)
+    return r is not None and r.action == "append" and r.target_memory_id == earlier
+
+
 def _units(embedder, texts: list[str]) -> np.ndarray:
     if not texts:
         return np.zeros((0, embedder.dim))
@@ -95,13 +126,21 @@ def corpus_rows(eval_dir: Path, embedder, batch: int) -> list[dict]:
     for source in {c.get("source", "chatgpt") for c in order}:
         same = [c["id"] for c in order if c.get("source", "chatgpt") == source]
         batch_of.update({cid: (source, i // batch) for i, cid in enumerate(same)})
-    texts = {}
+    texts, records = {}, {}
     for c in convs:
         r = draft_record(_conversation(c), [])
         if r is not None:
+            records[c["id"]] = r
             texts[c["id"]] = memory_text(r.title, r.aliases, r.index_summary)
+    start = {c["id"]: _t(c) for c in convs}
+    end = {
+        c["id"]: _t(c) + timedelta(minutes=max((m["minutes"] for m in c["messages"]), default=0))
+        for c in convs
+    }
     ids = list(texts)
     memories = dict(zip(ids, _units(embedder, [texts[i] for i in ids]), strict=True))
+    revises = {c["id"]: c.get("revises") for c in convs}
+    by_id = {c["id"]: c for c in convs}
     rows = []
     for c in order:
         store = [x["id"] for x in order[: position[c["id"]]] if x["id"] in memories]
@@ -111,13 +150,34 @@ def corpus_rows(eval_dir: Path, embedder, batch: int) -> list[dict]:
         whole = _units(embedder, [person_text(m.text for m in conv.messages if m.role == "user")])
         said = _units(embedder, person_said(conv)[:GATE_SENTENCES])
         m = np.stack([memories[s] for s in store])
+        later = [s for s in store if start[s] > end[c["id"]]]
+        base = (m @ whole[0]).tolist()
+        first = max(range(len(store)), key=lambda j: (base[j], -j))
         rows.append(
             {
                 "id": c["id"],
+                # in time order: would the later first-ranked memory's conversation be appended
+                # to this conversation's own record (the drafter's readings, as when imported
+                # in order)?
+                "replay": _replay(by_id[store[first]], c["id"], records, start, end)
+                if store[first] in later
+                else None,
+                # the same for every later memory at or above APPEND_SIM (not only the first)
+                "replay_any": [
+                    s
+                    for j, s in enumerate(store)
+                    if s in later
+                    and base[j] >= APPEND_SIM
+                    and _replay(by_id[s], c["id"], records, start, end)
+                ],
                 "revises": c.get("revises"),
                 "store": store,
-                "base": (m @ whole[0]).tolist(),
+                "base": base,
                 "sent": ((m @ said.T).max(1) if len(said) else np.zeros(len(store))).tolist(),
+                # the memories whose matter began after this conversation ended
+                "later": later,
+                # the stored memories made from a conversation that revises this one
+                "changed_by": [s for s in store if revises.get(s) == c["id"]],
                 "not_in_store": bool(c.get("revises")) and c["revises"] not in store,
                 "same_batch": bool(c.get("revises"))
                 and batch_of.get(c["revises"]) == batch_of[c["id"]],
@@ -138,6 +198,100 @@ def rank_of(row: dict, w: float) -> int | None:
 
 def firsts(rows: list[dict], w: float) -> int:
     return sum(rank_of(r, w) == 1 for r in rows if r["revises"])
+
+
+def reversed_pairs(corpora: dict[str, list[dict]], w: float) -> None:
+    """The export order's reversed pairs (ADR 0037 round 7): a conversation met by a store that
+    already holds a LATER memory made from a conversation that revises it. Per pair: the rank of
+    that memory in the whole store (the gate's ranking, no ``until``) and its cosine; against it,
+    every other conversation met by a later memory: its best cosine to a later memory, and the
+    cosine of its first-ranked memory when that one is later (what a threshold alone would
+    append as history)."""
+    pairs, others = [], []
+    for name, rows in corpora.items():
+        for r in rows:
+            if not r["later"]:
+                continue
+            cos = dict(zip(r["store"], r["base"], strict=True))
+            first = ranked(r, w)[0]
+            best_later = max(cos[s] for s in r["later"])
+            first_later = cos[first] if first in r["later"] else None
+            rest = [v for k, v in cos.items() if k != first]
+            margin = cos[first] - max(rest) if rest else cos[first]
+            target = [s for s in r["changed_by"] if s in r["later"]]
+            if target:
+                order = ranked(r, w)
+                for t in target:
+                    pairs.append(
+                        (
+                            name,
+                            r["id"],
+                            t,
+                            order.index(t) + 1,
+                            cos[t],
+                            best_later,
+                            margin,
+                            r["replay"],
+                        )
+                    )
+            else:
+                others.append((name, r["id"], best_later, first_later, margin, r["replay"], first))
+    for name, cid, t, rank, c, best, gap, replay in pairs:
+        print(
+            f"reversed {name} {cid} (changed by {t}): rank {rank}, cos {c:.3f} "
+            f"(best later {best:.3f}; first's margin over the second {gap:.3f}; "
+            f"replayed in time order: {'append' if replay else 'no append' if rank == 1 else '-'})"
+        )
+    if not pairs:
+        print("reversed pairs: none")
+        return
+    floor = min(p[4] for p in pairs if p[3] == 1) if any(p[3] == 1 for p in pairs) else None
+    firsts_ = sorted((o[3] for o in others if o[3] is not None), reverse=True)
+    bests = sorted((o[2] for o in others), reverse=True)
+    print(
+        f"reversed pairs {len(pairs)}, ranked first {sum(p[3] == 1 for p in pairs)}; "
+        f"other conversations met by a later memory {len(others)}, "
+        f"{len(firsts_)} with a later memory first"
+    )
+    print(
+        "  other best cosine to a later memory, top 10: " + " ".join(f"{b:.3f}" for b in bests[:10])
+    )
+    print(
+        "  other first-ranked later memory cosine, top 10: "
+        + " ".join(f"{b:.3f}" for b in firsts_[:10])
+    )
+    for t in sorted({p[4] for p in pairs if p[3] == 1} | {APPEND_SIM}):
+        kept = sum(1 for p in pairs if p[3] == 1 and p[4] >= t)
+        false = sum(1 for f in firsts_ if f >= t)
+        print(
+            f"  threshold {t:.3f}: reversed pairs appended {kept}/{len(pairs)}, false appends {false}"
+        )
+    if floor is not None:
+        print(f"  (the lowest true one ranked first: {floor:.3f})")
+    above = [o for o in others if o[3] is not None and floor is not None and o[3] >= floor]
+    for name, cid, _, f, gap, replay, _first in sorted(above, key=lambda o: -o[3])[:15]:
+        print(
+            f"  false at that floor: {name} {cid} {f:.3f} (margin {gap:.3f}; "
+            f"replayed: {'append' if replay else 'no append'})"
+        )
+    replayed = [o for o in others if o[3] is not None]
+    print(
+        f"  replay in time order (the drafter's own reading, the later memory's conversation "
+        f"against this one's record): true {sum(bool(p[7]) for p in pairs)}/{len(pairs)}, "
+        f"false {sum(bool(o[5]) for o in replayed)}/{len(replayed)} of the others whose first "
+        f"memory is later; at or above APPEND_SIM "
+        f"{sum(bool(o[5]) and o[3] >= APPEND_SIM for o in replayed)}"
+    )
+    anyt = [r for rows in corpora.values() for r in rows if r["later"]]
+    true_any = sum(1 for r in anyt for s in r["replay_any"] if s in r["changed_by"])
+    false_any = [(r["id"], s) for r in anyt for s in r["replay_any"] if s not in r["changed_by"]]
+    print(
+        f"  replay against every later memory at or above APPEND_SIM (not the gate's first "
+        f"only): true {true_any}/{len(pairs)}, false {len(false_any)} {false_any}"
+    )
+    for o in replayed:
+        if o[5]:
+            print(f"  replay false: {o[0]} {o[1]} -> {o[6]} cos {o[3]:.3f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
             f"leave-one-corpus-out: {total}/{n} first (whole text alone {base}/{n}); "
             + ", ".join(folds)
         )
+    reversed_pairs(corpora, GATE_SENT_WEIGHT)
     others = [r for rows in corpora.values() for r in rows if not r["revises"]]
     passing = sum(
         max(r["base"][r["store"].index(ranked(r, w)[0])], 0) >= APPEND_SIM for r in others
