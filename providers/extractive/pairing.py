@@ -62,6 +62,7 @@ from providers.extractive.readings import (  # noqa: F401 (re-exported for the t
     compound_heads,
     given_up,
     instead_act,
+    plan_given_up_before,
     plan_given_up_en,
     put_off,
     recalls,
@@ -481,14 +482,20 @@ def revisits(
             out.add("drops")
         # the opening gives up a plan of the person's own in English (``readings.
         # plan_given_up_en``: "I'm not signing up for module 2", "the permanent residence plan,
-        # it's dead"), and what it gives up is the memory's: the negated verb's object or the
-        # sentence names a thing of the decision ("… at the Goethe …"), or it is "the plan"
-        # itself, which for the opening is the one candidate's (as the opening's recall), in a
-        # conversation that decides something
+        # it's dead"), and what it gives up is the memory's: the negated verb's object is a
+        # thing of the decision, or the next of one the clause before names with the
+        # decision's name ("Module 1 at the Goethe ends … and I'm not signing up for module
+        # 2": the object's head is that phrase's; not "At Urban Sports I'm not doing the
+        # spinning class"), or it is "the plan" itself, which for the opening is the one
+        # candidate's (as the opening's recall), in a conversation that decides something
         given = plan_given_up_en(t) if t == first and nearest_t and side.ruled else None
+        before = plan_given_up_before(t) if given else ""
         if given is not None and (
             given & (dstems_all | dnames_all)
-            or (_name_terms(t) - person_names(t)) & dnames
+            or (
+                (_name_terms(before) - person_names(before)) & dnames
+                and given & content_stems(before)
+            )
             or given & _PLAN_NOUNS_EN
         ):
             out.add("drops")

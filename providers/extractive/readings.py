@@ -659,7 +659,9 @@ _EN_RESUMED_RE = re.compile(
     r"^\W*(?:(?:update|news)\s+on|about|re:?|so)?\s*(?P<topic>(?:the|my|our)\s+[^,.;:!?]{1,60}?)"
     r"\s*[,:;-]+\s*(?:and\s+|but\s+)?(?:it's|it\s+is|it\s+was|that's|that\s+is)\s+"
     r"(?:now\s+|officially\s+|definitely\s+|basically\s+)?"
-    r"(?:dead|off|over|cancelled|canceled|scrapped|shelved|gone)\b",
+    r"(?:dead|off|over|cancelled|canceled|scrapped|shelved|gone)\b"
+    # not a place or a state of the thing ("it's off the market", "it's over there")
+    r"(?!\s+(?:the|a|to|of|with|at|on|from|there|here)\b)",
     re.IGNORECASE,
 )
 #: what a negated plan does no more to its object ("not signing up for anything else")
@@ -676,14 +678,27 @@ def plan_given_up_en(text: str) -> frozenset[str] | None:
     -> {permanent, residence, plan}). The stems may be empty or generic ("the plan"): which
     plan is then told by the conversation's one candidate memory, not here. No question, no
     Japanese, no condition (if / unless / whether before the clause)."""
+    found = _plan_given_up_en(text)
+    return found[0] if found else None
+
+
+def plan_given_up_before(text: str) -> str:
+    """The part of the sentence before its negated plan (:func:`plan_given_up_en`; empty for
+    a resumed topic or none): "Module 1 at the Goethe ends next week and" of "… and I'm not
+    signing up for module 2", where the object's head (module) names the memory's thing's
+    part."""
+    found = _plan_given_up_en(text)
+    return found[1] if found else ""
+
+
+def _plan_given_up_en(text: str) -> tuple[frozenset[str], str] | None:
     if _JA_CHAR_RE.search(text) or _is_question(text):
         return None
     low = text.replace("’", "'")
     resumed = _EN_RESUMED_RE.search(low)
     if resumed:
-        return frozenset(
-            content_stems(resumed.group("topic")) | _name_terms(resumed.group("topic"))
-        )
+        topic = resumed.group("topic")
+        return frozenset(content_stems(topic) | _name_terms(topic)), ""
     for m in _EN_NEG_PLAN_RE.finditer(low):
         if re.search(r"\b(?:if|unless|whether|when)\b[^.;]*$", low[: m.start()], re.IGNORECASE):
             continue
@@ -694,7 +709,7 @@ def plan_given_up_en(text: str) -> frozenset[str] | None:
         rest = re.split(r"[,.;!?]", rest)[0]
         if _EN_NOTHING_RE.match(rest):
             continue
-        return frozenset(content_stems(rest) | _name_terms(rest))
+        return frozenset(content_stems(rest) | _name_terms(rest)), text[: m.start()]
     return None
 
 
