@@ -61,6 +61,9 @@ from providers.extractive.readings import (  # noqa: F401 (re-exported for the t
     acts_on_topic,
     compound_heads,
     given_up,
+    instead_act,
+    plan_given_up_before,
+    plan_given_up_en,
     put_off,
     recalls,
     redone_values,
@@ -321,6 +324,10 @@ def features(
 #: least this and no other offered memory is nearer to it (names in common are the other way).
 ABOUT_COS = 0.25
 
+#: the English nouns that name a plan as such ("the permanent residence plan, it's dead"):
+#: a plan given up by that noun alone is the one the opening's candidate memory decided
+_PLAN_NOUNS_EN = frozenset(["plan", "idea"])
+
 #: The units a value is given in (``readings.UNITS``, with the calendar's 日 and 週)
 _UNITS = frozenset(u for u in UNITS if u.isalpha()) | {"日", "週"}
 
@@ -472,6 +479,25 @@ def revisits(
             # set aside for another by the conversation's decision (「塾ではなく、家で…にする」,
             # "I'll keep my job rather than quit"), not in a remark (「独立とかじゃなくて、
             # 金曜にちょっと受けるだけ」 says what the decision is not)
+            out.add("drops")
+        # the opening gives up a plan of the person's own in English (``readings.
+        # plan_given_up_en``: "I'm not signing up for module 2", "the permanent residence plan,
+        # it's dead"), and what it gives up is the memory's: the negated verb's object is a
+        # thing of the decision, or the next of one the clause before names with the
+        # decision's name ("Module 1 at the Goethe ends … and I'm not signing up for module
+        # 2": the object's head is that phrase's; not "At Urban Sports I'm not doing the
+        # spinning class"), or it is "the plan" itself, which for the opening is the one
+        # candidate's (as the opening's recall), in a conversation that decides something
+        given = plan_given_up_en(t) if t == first and nearest_t and side.ruled else None
+        before = plan_given_up_before(t) if given else ""
+        if given is not None and (
+            given & (dstems_all | dnames_all)
+            or (
+                (_name_terms(before) - person_names(before)) & dnames
+                and given & content_stems(before)
+            )
+            or given & _PLAN_NOUNS_EN
+        ):
             out.add("drops")
         # two of the decision's things, or one its title names when the turning sentence is
         # about a plan and about this memory ("I'm not going freelance after all"); a name of
@@ -694,6 +720,10 @@ def model_change(
     )
     ds = {d.index for d in parts.decisions}
     again = [s for s in person if s.text in redone and s.index not in ds][:1]
+    # after the opening gives a plan up (``readings.plan_given_up_en``), the act put in its
+    # place ("Instead I booked …", ``readings.instead_act``) is the new decision
+    if not again and plan_given_up_en(side.framing[0] if side.framing else "") is not None:
+        again = [s for s in person if instead_act(s.text) and s.index not in ds][:1]
     if again:
         d = again[0]
         parts = replace(

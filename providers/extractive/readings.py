@@ -633,3 +633,99 @@ def put_off(text: str) -> frozenset[str] | None:
                     break
         return thing
     return None
+
+
+#: an English clause of the person's own that gives its plan up, read by its structure: I / we
+#: + a negated verb of action in -ing, after won't / will not / not going to / don't + a base
+#: form, or after "decided not to" ("I'm not signing up for module 2", "we won't renew the
+#: lease", "I'm not doing the trip anymore"), its object after it; not a state ("I'm not sure",
+#: "not worried": no verb of action), not be / have, nothing done further ("anything else")
+_EN_NEG_PLAN_RE = re.compile(
+    r"\b(?:i|we)(?:'m|'re|\s+am|\s+are)\s+not\s+(?:going\s+to\s+(?P<base1>[a-z]+)|(?P<ing>[a-z]+ing))"
+    r"|\b(?:i|we)(?:\s+won't|\s+will\s+not|'ll\s+not|\s+don't|\s+do\s+not|\s+decided\s+not\s+to"
+    r"|\s+have\s+decided\s+not\s+to|'ve\s+decided\s+not\s+to)\s+(?P<base2>[a-z]+)"
+    r"(?P<obj>[^.;!?]*)",
+    re.IGNORECASE,
+)
+#: the verbs of a negated clause that give no plan up (a state, an ability, a deliberation)
+_EN_NO_PLAN_VERBS = frozenset(
+    ["be", "being", "have", "having", "know", "knowing", "think", "thinking", "need", "needing"]
+    + ["want", "wanting", "sure", "worry", "worrying", "mind", "care", "like", "expect", "see"]
+    + ["wondering", "complaining", "kidding", "saying", "asking", "getting", "feeling"]
+)
+#: a topic resumed by "it" in a copular clause of being given up ("the permanent residence
+#: plan, it's dead for now", "about the Lisbon trip: it is off"): the topic is what is dropped
+_EN_RESUMED_RE = re.compile(
+    r"^\W*(?:(?:update|news)\s+on|about|re:?|so)?\s*(?P<topic>(?:the|my|our)\s+[^,.;:!?]{1,60}?)"
+    r"\s*[,:;-]+\s*(?:and\s+|but\s+)?(?:it's|it\s+is|it\s+was|that's|that\s+is)\s+"
+    r"(?:now\s+|officially\s+|definitely\s+|basically\s+)?"
+    r"(?:dead|off|over|cancelled|canceled|scrapped|shelved|gone)\b"
+    # not a place or a state of the thing ("it's off the market", "it's over there")
+    r"(?!\s+(?:the|a|to|of|with|at|on|from|there|here)\b)",
+    re.IGNORECASE,
+)
+#: what a negated plan does no more to its object ("not signing up for anything else")
+_EN_NOTHING_RE = re.compile(
+    r"^\s*(?:(?:up|out|in|off|for|to|on|with|with\s+it)\s+)*(?:any|anything|else|more)\b", re.I
+)
+
+
+def plan_given_up_en(text: str) -> frozenset[str] | None:
+    """What an English sentence of the person's own gives up as a plan, by clause structure
+    (None: no plan given up): the object of a negated plan of I / we (``_EN_NEG_PLAN_RE``:
+    "I'm not signing up for module 2" -> {module}), or a topic resumed by "it" in a copular
+    clause of being given up (``_EN_RESUMED_RE``: "the permanent residence plan, it's dead"
+    -> {permanent, residence, plan}). The stems may be empty or generic ("the plan"): which
+    plan is then told by the conversation's one candidate memory, not here. No question, no
+    Japanese, no condition (if / unless / whether before the clause)."""
+    found = _plan_given_up_en(text)
+    return found[0] if found else None
+
+
+def plan_given_up_before(text: str) -> str:
+    """The part of the sentence before its negated plan (:func:`plan_given_up_en`; empty for
+    a resumed topic or none): "Module 1 at the Goethe ends next week and" of "… and I'm not
+    signing up for module 2", where the object's head (module) names the memory's thing's
+    part."""
+    found = _plan_given_up_en(text)
+    return found[1] if found else ""
+
+
+def _plan_given_up_en(text: str) -> tuple[frozenset[str], str] | None:
+    if _JA_CHAR_RE.search(text) or _is_question(text):
+        return None
+    low = text.replace("’", "'")
+    resumed = _EN_RESUMED_RE.search(low)
+    if resumed:
+        topic = resumed.group("topic")
+        return frozenset(content_stems(topic) | _name_terms(topic)), ""
+    for m in _EN_NEG_PLAN_RE.finditer(low):
+        if re.search(r"\b(?:if|unless|whether|when)\b[^.;]*$", low[: m.start()], re.IGNORECASE):
+            continue
+        verb = (m.group("base1") or m.group("ing") or m.group("base2") or "").lower()
+        if verb in _EN_NO_PLAN_VERBS or verb in THINKING_VERBS:
+            continue
+        rest = m.group("obj") if m.group("obj") is not None else low[m.end() :]
+        rest = re.split(r"[,.;!?]", rest)[0]
+        if _EN_NOTHING_RE.match(rest):
+            continue
+        return frozenset(content_stems(rest) | _name_terms(rest)), text[: m.start()]
+    return None
+
+
+#: an English clause that puts the person's act in the place of what was given up: "Instead
+#: I booked …", "instead, we'll rent …", "… so I'm renting one instead": I / we + a verb
+_EN_INSTEAD_ACT_RE = re.compile(
+    r"^\W*instead\b\W*(?:of\s+[^,]+,\s*)?(?:i|we)\b(?:'ll|'m|'re|'ve)?\s+[a-z]+"
+    r"|\b(?:i|we)\b(?:'ll|'m|'re|'ve)?\s+[a-z]+[^.;!?]*\binstead\W*$",
+    re.IGNORECASE,
+)
+
+
+def instead_act(text: str) -> bool:
+    """The English sentence is the person's act or plan put in the place of another (``_EN_
+    INSTEAD_ACT_RE``: "Instead I booked 10 sessions with a tutor"), no question: after a plan
+    given up, the new decision."""
+    if _JA_CHAR_RE.search(text) or _is_question(text):
+        return False
+    return bool(_EN_INSTEAD_ACT_RE.search(text.replace("’", "'")))
