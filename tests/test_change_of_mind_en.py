@@ -87,7 +87,8 @@ REVERSALS = [
     ),
 ]
 
-# a state of the thing resumed by "it" (off the market), a state negated: the decision kept
+# a state of the thing resumed by "it" (off the market), a state negated, a negation under a
+# condition: the decision kept
 LOOK_ALIKES = [
     (
         "move",
@@ -101,6 +102,14 @@ LOOK_ALIKES = [
         [
             "For Lisbon I'm not sure about the school for the kids yet.",
             "We'll visit two schools in Alfama in March.",
+        ],
+    ),
+    # a negation under a condition restates no decision: the plan holds unless it happens
+    (
+        "move",
+        [
+            "If the rent in Alfama goes up again next year, we're not renting there.",
+            "For now we'll sign the lease for the spring as planned.",
         ],
     ),
 ]

@@ -237,6 +237,8 @@ def _restates_nearest(
     for t in said.framing:
         if not (_name_terms(t) & theirs) - person_names(t) or _is_question(t) or _opens(t):
             continue  # what is still open or asked restates no decision
+        if conditioned(t):
+            continue  # a negation under a condition keeps the decision unless it happens
         if (
             _negated(t)
             and not _state_negated(t)
@@ -244,6 +246,20 @@ def _restates_nearest(
         ):
             return True
     return False
+
+
+def conditioned(text: str) -> bool:
+    """An English sentence whose leading clause is a condition (if / unless / once / until / as
+    soon as ..., then a comma): "If the rent goes up again, we're not renting there." keeps the
+    plan unless it happens, it takes nothing back. Japanese conditional forms are not read
+    here: たら also tells what an act found (「電話したら満席だったのでやめた」), a change."""
+    return bool(_EN_LEADING_CONDITION_RE.match(text))
+
+
+_EN_LEADING_CONDITION_RE = re.compile(
+    r"\W*(?:if|unless|once|until|as soon as)\s+(?!a\s+(?:week|month|day|year)\b)[^,]+,",
+    re.IGNORECASE,
+)
 
 
 def _holds_a_decision(text: str) -> bool:
@@ -366,9 +382,15 @@ def _said(person: list[Sentence], decisions: list[Sentence]) -> _Said:
     beside = [s for s in person if s.message.key in {d.message.key for d in decisions[:2]}]
     framing = _dedupe_by_index([*opening, *decisions, *beside])
     # a question by the grammar (the final か: 「…30万で買ったけど減価償却になるのか」) asks about
-    # the plan, it does not turn back from it
+    # the plan, it does not turn back from it; nor does a negation under a condition ("If the
+    # rent goes up again, we're not renting there.")
     turning = [
-        s.text for s in framing if turns_back(s.text) and _about_a_plan(s.text) and not asks(s.text)
+        s.text
+        for s in framing
+        if turns_back(s.text)
+        and _about_a_plan(s.text)
+        and not asks(s.text)
+        and not conditioned(s.text)
     ]
     return _Said(
         text=" ".join(_dedupe([s.text for s in [*opening, *decisions[:2]]])),

@@ -37,6 +37,7 @@ from providers.extractive.change import (
     _negated,
     _said,
     asks,
+    conditioned,
     earlier_memories,
     person_names,
     rule_reasons,
@@ -446,11 +447,15 @@ def revisits(
     dstems = {t for t in dstems_all if len(t) >= 2}
     dnames_all = set(_name_terms(decided))  # with the nouns inside compounds (収入保障保険: 保障)
     # a sentence the grammar reads as a question (the final particle か: 「…減価償却になるのか」)
-    # asks about the decision, it does not take it back
+    # asks about the decision, it does not take it back; nor does a negation under a condition
     framing = [
         t
         for t in side.framing
-        if not _is_question(t) and not _opens(t) and not past_state(t) and not asks(t)
+        if not _is_question(t)
+        and not _opens(t)
+        and not past_state(t)
+        and not asks(t)
+        and not conditioned(t)  # "If the rent goes up, we're not renting there."
     ]
     about = _about(framing, entry, entries)
     nearest = _nearest_named(framing, entry, entries)
