@@ -34,6 +34,20 @@ class Scratch:
         return self.urls[name]
 
 
+def remove_data_dir(data_dir: Path) -> None:
+    """Delete a benchmark's data dir together with its cluster: run as root, the embedded
+    server's cluster lives under ``embedded.pg_home()`` (``/var/lib/pmem``), linked from the
+    data dir (``pgdata``), and the orphan sweep leaves a cluster whose data dir's parent folder
+    is gone too (an unmounted disk looks the same): a temporary folder removed whole would
+    leave its cluster behind (up to ~3 GB per 500 MB import). The server must be stopped."""
+    link = data_dir / "pgdata"
+    if link.is_symlink():
+        side = Path(os.readlink(link)).parent
+        if side.parent == embedded.pg_home() and (side / embedded.DATA_DIR_NOTE).exists():
+            shutil.rmtree(side, ignore_errors=True)
+    shutil.rmtree(data_dir, ignore_errors=True)
+
+
 @contextmanager
 def scratch(prefix: str, keep: Path | None = None, *, own_ok: bool = True) -> Iterator[Scratch]:
     """Yields a `Scratch`; with `own_ok` a set `DATABASE_URL` is used instead of a server."""
@@ -49,4 +63,4 @@ def scratch(prefix: str, keep: Path | None = None, *, own_ok: bool = True) -> It
         if not own:
             embedded.stop(pgdata)
         if keep is None:
-            shutil.rmtree(base, ignore_errors=True)
+            remove_data_dir(base)

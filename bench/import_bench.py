@@ -40,6 +40,10 @@ from pathlib import Path
 from typing import Any
 
 PROJECT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT))
+
+from bench._pg import remove_data_dir  # noqa: E402
+
 MB = 1_000_000
 
 JA = [
@@ -443,6 +447,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.keep:
             print(f"kept {root}", file=sys.stderr)
         else:
+            for data_dir in root.iterdir():  # each with its cluster (bench/_pg.py)
+                if data_dir.is_dir():
+                    remove_data_dir(data_dir)
             shutil.rmtree(root, ignore_errors=True)
 
 

@@ -32,6 +32,10 @@ from pathlib import Path
 from typing import Any
 
 PROJECT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT))
+
+from bench._pg import remove_data_dir  # noqa: E402
+
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -157,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     subprocess.run(
         [sys.executable, "-m", "cli.main", "db", "stop"], cwd=PROJECT, capture_output=True
     )
+    remove_data_dir(root / "data")  # with its cluster (bench/_pg.py)
     shutil.rmtree(root, ignore_errors=True)
     if result.exit_code not in (0, 3) or "ledger_done" not in marks:
         print(result.output[-2000:], file=sys.stderr)
