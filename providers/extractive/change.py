@@ -12,6 +12,7 @@ from core.models import Conversation, DraftRecord, MemoryIndexEntry
 from core.sections import merge_summaries
 from core.stoplists import stop_words
 from core.textsearch import analyze
+from providers.extractive.clauses import _EN_CONDITION
 from providers.extractive.roles import _INTENT_EN_RE, _decision_cue, _opens, _plain_intent
 from providers.extractive.sentences import (
     _JA_CHAR_RE,
@@ -256,10 +257,8 @@ def conditioned(text: str) -> bool:
     return bool(_EN_LEADING_CONDITION_RE.match(text))
 
 
-_EN_LEADING_CONDITION_RE = re.compile(
-    r"\W*(?:if|unless|once|until|as soon as)\s+(?!a\s+(?:week|month|day|year)\b)[^,]+,",
-    re.IGNORECASE,
-)
+#: the leading clause of ``clauses.conditional_intent``'s English condition, with its comma
+_EN_LEADING_CONDITION_RE = re.compile(rf"\W*{_EN_CONDITION}[^,]+,", re.IGNORECASE)
 
 
 def _holds_a_decision(text: str) -> bool:
