@@ -43,6 +43,7 @@ from flows.append_gate import APPEND_SIM, memory_text, person_said, person_text 
 from providers.embeddings import get_embedder  # noqa: E402
 from providers.extractive import draft_record  # noqa: E402
 from providers.extractive.change import GATE_SENT_WEIGHT, GATE_SENTENCES  # noqa: E402
+from providers.extractive.drafter import index_entry  # noqa: E402
 
 GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 
@@ -81,16 +82,7 @@ def _t(c: dict) -> datetime:
 
 
 def _entry(cid: str, record) -> MemoryIndexEntry:
-    return MemoryIndexEntry(
-        id=cid,
-        title=record.title,
-        index_summary=record.index_summary,
-        kind=record.memory_kind,
-        current_revision=1,
-        aliases=record.aliases,
-        source_conversation_keys=record.source_conversation_keys,
-        occurred_at=record.occurred_at,
-    )
+    return index_entry(record, cid, 1)
 
 
 def _replay(later: dict, earlier: str, records: dict, start: dict, end: dict) -> bool:

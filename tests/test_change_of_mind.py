@@ -501,12 +501,7 @@ REVISIT_LOOK_ALIKES = [
 
 @pytest.fixture(scope="module")
 def revisited() -> list[MemoryIndexEntry]:
-    out = []
-    for name, lines in REVISITED.items():
-        record = draft_record(make_conv(_turns(lines), key=f"chatgpt:{name}"), [])
-        assert record is not None and record.memory_kind == "decision", lines
-        out.append(_entry(name, record))
-    return out
+    return list(drafted(REVISITED).values())
 
 
 def test_the_revisits_use_no_cue_word() -> None:

@@ -14,7 +14,7 @@ from core.models import MemoryIndexEntry
 from providers.extractive import draft_record, pairing
 from providers.extractive.change import asks, conversation_end, earlier_memories
 from providers.extractive.readings import _proper_nouns, _refers_back, _values, given_up
-from tests.test_change_of_mind import REVISITS, _entry, _later, _turns
+from tests.test_change_of_mind import REVISITS, _entry, _later, _turns, drafted
 from tests.test_change_of_mind import revisited as revisited  # noqa: F401 (the fixture)
 from tests.test_extractive_drafter import make_conv
 
@@ -105,12 +105,7 @@ OTHER_MATTERS = [
 
 @pytest.fixture(scope="module")
 def offered() -> list[MemoryIndexEntry]:
-    out = []
-    for name, lines in EARLIER.items():
-        record = draft_record(make_conv(_turns(lines), key=f"chatgpt:{name}"), [])
-        assert record is not None and record.memory_kind == "decision", lines
-        out.append(_entry(name, record))
-    return out
+    return list(drafted(EARLIER).values())
 
 
 @pytest.mark.parametrize("i", range(len(OTHER_MATTERS)))

@@ -10,8 +10,7 @@ import pytest
 from core.models import MemoryIndexEntry
 from providers.extractive import draft_record, pairing
 from providers.extractive.readings import put_off
-from tests.test_change_of_mind import _entry, _later, _turns
-from tests.test_extractive_drafter import make_conv
+from tests.test_change_of_mind import _later, drafted
 
 EARLIER = {
     "land": [
@@ -70,12 +69,7 @@ NOT_PUT_OFF = [
 
 @pytest.fixture(scope="module")
 def offered() -> list[MemoryIndexEntry]:
-    out = []
-    for name, lines in EARLIER.items():
-        record = draft_record(make_conv(_turns(lines), key=f"chatgpt:{name}"), [])
-        assert record is not None and record.memory_kind == "decision", lines
-        out.append(_entry(name, record))
-    return out
+    return list(drafted(EARLIER).values())
 
 
 def test_the_time_change_is_read_by_its_grammar() -> None:

@@ -133,6 +133,21 @@ class ExtractiveDrafter:
         )
 
 
+def index_entry(record: DraftRecord, memory_id: str, revision: int) -> MemoryIndexEntry:
+    """The index entry a drafted record would have as memory ``memory_id`` (what the drafter
+    offers for a change of mind: title, index line, names, sources and when it began)."""
+    return MemoryIndexEntry(
+        id=memory_id,
+        title=record.title,
+        index_summary=record.index_summary,
+        kind=record.memory_kind,
+        current_revision=revision,
+        aliases=record.aliases,
+        source_conversation_keys=record.source_conversation_keys,
+        occurred_at=record.occurred_at,
+    )
+
+
 def draft_records(
     conversations: list[Conversation], context: list[MemoryIndexEntry]
 ) -> list[DraftRecord]:
@@ -143,16 +158,7 @@ def draft_records(
     records: list[DraftRecord] = []
     for conv in conversations:
         pending = [
-            MemoryIndexEntry(
-                id=f"{_IN_BATCH}{i}",
-                title=r.title,
-                index_summary=r.index_summary,
-                kind=r.memory_kind,
-                current_revision=0,
-                aliases=r.aliases,
-                source_conversation_keys=r.source_conversation_keys,
-                occurred_at=r.occurred_at,
-            )
+            index_entry(r, f"{_IN_BATCH}{i}", 0)
             for i, r in enumerate(records)
             if r.action == "create"
         ]
