@@ -44,6 +44,7 @@ from providers.embeddings import get_embedder  # noqa: E402
 from providers.extractive import draft_record  # noqa: E402
 from providers.extractive.change import GATE_SENT_WEIGHT, GATE_SENTENCES  # noqa: E402
 from providers.extractive.drafter import index_entry  # noqa: E402
+from providers.extractive.gate_rank import MATTER_CHARS, RERANK, matter_text  # noqa: E402
 
 GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 
@@ -118,12 +119,18 @@ def corpus_rows(eval_dir: Path, embedder, batch: int) -> list[dict]:
     for source in {c.get("source", "chatgpt") for c in order}:
         same = [c["id"] for c in order if c.get("source", "chatgpt") == source]
         batch_of.update({cid: (source, i // batch) for i, cid in enumerate(same)})
-    texts, records = {}, {}
+    texts, records, matters = {}, {}, {}
     for c in convs:
-        r = draft_record(_conversation(c), [])
+        conv = _conversation(c)
+        r = draft_record(conv, [])
         if r is not None:
             records[c["id"]] = r
             texts[c["id"]] = memory_text(r.title, r.aliases, r.index_summary)
+            # the matter as store.matter reads it: each cited message once, in evidence order
+            keys = list(dict.fromkeys(e.message_key for e in r.evidence))
+            said = {m.key: m.text for m in conv.messages}
+            cited = "\n".join(said[k] for k in keys if k in said)
+            matters[c["id"]] = matter_text(texts[c["id"]], cited[: 2 * MATTER_CHARS])
     start = {c["id"]: _t(c) for c in convs}
     end = {
         c["id"]: _t(c) + timedelta(minutes=max((m["minutes"] for m in c["messages"]), default=0))
@@ -131,6 +138,7 @@ def corpus_rows(eval_dir: Path, embedder, batch: int) -> list[dict]:
     }
     ids = list(texts)
     memories = dict(zip(ids, _units(embedder, [texts[i] for i in ids]), strict=True))
+    matter_vectors = dict(zip(ids, _units(embedder, [matters[i] for i in ids]), strict=True))
     revises = {c["id"]: c.get("revises") for c in convs}
     by_id = {c["id"]: c for c in convs}
     rows = []
@@ -142,6 +150,7 @@ def corpus_rows(eval_dir: Path, embedder, batch: int) -> list[dict]:
         whole = _units(embedder, [person_text(m.text for m in conv.messages if m.role == "user")])
         said = _units(embedder, person_said(conv)[:GATE_SENTENCES])
         m = np.stack([memories[s] for s in store])
+        mm = np.stack([matter_vectors[s] for s in store])
         later = [s for s in store if start[s] > end[c["id"]]]
         base = (m @ whole[0]).tolist()
         first = max(range(len(store)), key=lambda j: (base[j], -j))
@@ -165,6 +174,7 @@ def corpus_rows(eval_dir: Path, embedder, batch: int) -> list[dict]:
                 "revises": c.get("revises"),
                 "store": store,
                 "base": base,
+                "matter": (mm @ whole[0]).tolist(),
                 "sent": ((m @ said.T).max(1) if len(said) else np.zeros(len(store))).tolist(),
                 # the memories whose matter began after this conversation ended
                 "later": later,
@@ -178,18 +188,27 @@ def corpus_rows(eval_dir: Path, embedder, batch: int) -> list[dict]:
     return rows
 
 
-def ranked(row: dict, w: float) -> list[str]:
+def ranked(row: dict, w: float, matter: bool = True) -> list[str]:
+    """The store's memories in the gate's order: by the memory text (and ``w`` x the best
+    sentence), then the first ``RERANK`` again by the matter (``gate_rank``), unless not
+    ``matter`` (the index line alone, as before round 8)."""
     s = np.asarray(row["base"]) + w * np.asarray(row["sent"])
-    return [row["store"][i] for i in sorted(range(len(s)), key=lambda j: (-s[j], row["store"][j]))]
+    order = sorted(range(len(s)), key=lambda j: (-s[j], row["store"][j]))
+    if matter:
+        m = np.asarray(row["matter"]) + w * np.asarray(row["sent"])
+        top = order[:RERANK]
+        top = [top[i] for i in sorted(range(len(top)), key=lambda i: (-m[top[i]], i))]
+        order = top + order[RERANK:]
+    return [row["store"][i] for i in order]
 
 
-def rank_of(row: dict, w: float) -> int | None:
-    order = ranked(row, w)
+def rank_of(row: dict, w: float, matter: bool = True) -> int | None:
+    order = ranked(row, w, matter)
     return order.index(row["revises"]) + 1 if row["revises"] in order else None
 
 
-def firsts(rows: list[dict], w: float) -> int:
-    return sum(rank_of(r, w) == 1 for r in rows if r["revises"])
+def firsts(rows: list[dict], w: float, matter: bool = True) -> int:
+    return sum(rank_of(r, w, matter) == 1 for r in rows if r["revises"])
 
 
 def reversed_pairs(corpora: dict[str, list[dict]], w: float) -> None:
@@ -306,12 +325,23 @@ def main(argv: list[str] | None = None) -> int:
         for r in (r for r in rows if r["revises"]):
             why = " not-in-store" if r["not_in_store"] else " same-batch" if r["same_batch"] else ""
             cells.append(
-                f"{r['id']}: base {rank_of(r, 0.0) or '-'} gate {rank_of(r, w) or '-'}{why}"
+                f"{r['id']}: line {rank_of(r, 0.0, False) or '-'} base {rank_of(r, 0.0) or '-'}"
+                f" gate {rank_of(r, w) or '-'}{why}"
             )
         n = sum(1 for r in rows if r["revises"])
         print(
-            f"{name}: first {firsts(rows, 0.0)}/{n} -> {firsts(rows, w)}/{n}; " + "; ".join(cells)
+            f"{name}: first by the index line {firsts(rows, 0.0, False)}/{n}, with the matter "
+            f"{firsts(rows, 0.0)}/{n}, and the sentence weight {firsts(rows, w)}/{n}; "
+            + "; ".join(cells)
         )
+    revs = [r for rows in corpora.values() for r in rows if r["revises"]]
+    line_ranks = [rank_of(r, 0.0, False) for r in revs]
+    print(
+        f"all: the changed memory first by the index line {sum(x == 1 for x in line_ranks)}"
+        f"/{len(revs)}, within its first {RERANK} {sum(bool(x and x <= RERANK) for x in line_ranks)}"
+        f"/{len(revs)}; first with the matter (shipped) {sum(rank_of(r, 0.0) == 1 for r in revs)}"
+        f"/{len(revs)}"
+    )
     if len(corpora) > 1:
         total = 0
         folds = []

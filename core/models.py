@@ -152,6 +152,9 @@ class MemoryIndexEntry(BaseModel):
     # when its matter began (the earliest source's time): a conversation that ended before it
     # cannot change it
     occurred_at: datetime | None = None
+    # what its evidence's messages said (redacted, cut): the append gate's second ranking stage
+    # reads it (providers.extractive.gate_rank); never put into a prompt
+    matter: str = ""
 
 
 class EvidencePointer(BaseModel):

@@ -1,7 +1,8 @@
 """The store's nearest active memory to a person's text under the local embedder (the
 append gate's retrieval, flows.append_gate): every active memory's vector, brought up to date
 first, ranked by ``providers.extractive.change.gate_score`` (the whole text and its best
-sentence)."""
+sentence), and the first ``gate_rank.RERANK`` of them again by their matter (their text and the
+messages their evidence cites: ``providers.extractive.gate_rank``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import numpy as np
 from psycopg import sql
 
 from providers.extractive.change import GATE_SENT_WEIGHT, GATE_SENTENCES, gate_score
+from providers.extractive.gate_rank import first, matter_text
+from store.matter import cited_texts
 
 
 def _units(vectors: Any) -> Any:
@@ -29,7 +32,9 @@ def nearest_memory(
     until: datetime | None = None,
 ) -> tuple[str, float] | None:
     """The store's active memory ranked first for ``text`` and its ``sentences`` under
-    ``embedder`` (:func:`gate_score`), and its cosine to ``text``: the memory vectors brought up
+    ``embedder`` (:func:`gate_score`, then the first few by their matter:
+    :func:`providers.extractive.gate_rank.first`), and its cosine to ``text`` (the memory's
+    stored vector's, what ``APPEND_SIM`` bounds): the memory vectors brought up
     to date first (the derived index, as ``pmem reindex`` would). With ``until`` (the
     conversation's end), only the memories whose matter began no later are ranked: a later
     one cannot be what the conversation changes (``change.earlier_memories``)."""
@@ -56,5 +61,16 @@ def nearest_memory(
         return None
     cos = _units([[float(x) for x in r[1].strip("[]").split(",")] for r in rows]) @ vectors.T
     scores = [gate_score(float(c[0]), [float(x) for x in c[1:]], w) for c in cos]
-    k = max(range(len(rows)), key=lambda j: scores[j])  # rows by id: the first of a tie wins
+    ids = [r[0] for r in rows]
+
+    def rescore(top: list[int]) -> list[float]:
+        with db.connection() as conn:
+            texts = cited_texts(conn, [ids[j] for j in top])
+        matters = [matter_text(*texts.get(ids[j], ("", ""))) for j in top]
+        mc = _units(embedder.embed(matters)) @ vectors[0]
+        return [
+            gate_score(float(mc[i]), [float(x) for x in cos[j][1:]], w) for i, j in enumerate(top)
+        ]
+
+    k = first(ids, scores, rescore)
     return rows[k][0], float(cos[k][0])

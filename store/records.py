@@ -59,6 +59,7 @@ from core.secrets import redact
 from core.textsearch import analyze
 from store.concepts import ConceptStore
 from store.erased import forgotten_in_record
+from store.matter import cited_texts
 from store.revisions import (
     _EMPTY_RECORD,
     RECORD_FIELDS,
@@ -706,7 +707,8 @@ class MemoryStore(RevisionWriter):
                 )
                 .fetchall()
             )
-        return [MemoryIndexEntry(**r) for r in rows]
+            cited = cited_texts(conn, [r["id"] for r in rows])
+        return [MemoryIndexEntry(**r, matter=cited.get(r["id"], ("", ""))[1]) for r in rows]
 
     def _names_in(self, conn: Connection, conversation_keys: list[str]) -> list[str]:
         """The names and nouns the person uses in these conversations (lower-cased): Latin

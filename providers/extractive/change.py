@@ -543,8 +543,10 @@ def gate_candidate(
     text: str, sentences: list[str], offered: list[MemoryIndexEntry], weight: float | None = None
 ) -> tuple[MemoryIndexEntry, float] | None:
     """The offered memory the append gate ranks first for this person text and these
-    sentences (:func:`gate_score`; the memory text as the store embeds it), with its cosine to
-    the whole text (what ``APPEND_SIM`` bounds); None without one or without the embedder."""
+    sentences (:func:`gate_score`; the memory text as the store embeds it; then the first few
+    by their matter: ``gate_rank.first``), with its cosine to the whole text (what
+    ``APPEND_SIM`` bounds); None without one or without the embedder."""
+    from providers.extractive.gate_rank import first, matter_text
     from providers.extractive.vectors import available, similarities
 
     entries = list(offered)
@@ -556,7 +558,12 @@ def gate_candidate(
     said = [s for s in sentences if s.strip()][:GATE_SENTENCES] if w else []
     per = [similarities(texts, s) for s in said]
     scores = [gate_score(whole[j], [p[j] for p in per], w) for j in range(len(entries))]
-    k = min(range(len(entries)), key=lambda j: (-scores[j], entries[j].id))
+
+    def rescore(top: list[int]) -> list[float]:
+        mc = similarities([matter_text(texts[j], entries[j].matter) for j in top], text)
+        return [gate_score(mc[i], [p[j] for p in per], w) for i, j in enumerate(top)]
+
+    k = first([e.id for e in entries], scores, rescore)
     return entries[k], whole[k]
 
 

@@ -16,9 +16,10 @@ from core.models import (
     MemoryIndexEntry,
     Message,
 )
-from core.secrets import redact_conversation
+from core.secrets import redact, redact_conversation
 from prompts.case_record import PROMPT_VERSION, build_prompt
 from providers.extractive.change import _CHANGE_RE, _IN_BATCH, _action, _merge_into
+from providers.extractive.gate_rank import MATTER_CHARS
 from providers.extractive.pairing import model_change
 from providers.extractive.roles import (
     _ANNOUNCES_RE,
@@ -133,10 +134,17 @@ class ExtractiveDrafter:
         )
 
 
-def index_entry(record: DraftRecord, memory_id: str, revision: int) -> MemoryIndexEntry:
+def index_entry(
+    record: DraftRecord, memory_id: str, revision: int, said: dict[str, str] | None = None
+) -> MemoryIndexEntry:
     """The index entry a drafted record would have as memory ``memory_id`` (what the drafter
-    offers for a change of mind: title, index line, names, sources and when it began)."""
+    offers for a change of mind: title, index line, names, sources and when it began), with its
+    matter (the messages its evidence cites, redacted, as ``store.matter`` reads them) when
+    ``said`` (message key -> text) holds them."""
+    keys = dict.fromkeys(e.message_key for e in record.evidence)
+    cited = "\n".join(said[k] for k in keys if k in said) if said else ""
     return MemoryIndexEntry(
+        matter=redact(cited[: 2 * MATTER_CHARS])[0] if cited else "",
         id=memory_id,
         title=record.title,
         index_summary=record.index_summary,
@@ -156,9 +164,10 @@ def draft_records(
     yet, so it cannot be appended to): one record, the later decision current, the earlier one
     in its history section."""
     records: list[DraftRecord] = []
+    said = {m.key: m.text for c in conversations for m in c.messages}
     for conv in conversations:
         pending = [
-            index_entry(r, f"{_IN_BATCH}{i}", 0)
+            index_entry(r, f"{_IN_BATCH}{i}", 0, said)
             for i, r in enumerate(records)
             if r.action == "create"
         ]

@@ -43,6 +43,7 @@ from providers.extractive.change import (
     rule_reasons,
     turns_back,
 )
+from providers.extractive.gate_rank import first, matter_text
 from providers.extractive.readings import (  # noqa: F401 (re-exported for the tests)
     _DATE_UNITS,
     _EN_RECALL_RE,
@@ -643,13 +644,21 @@ def gate_memory_text(entry: MemoryIndexEntry) -> str:
 def gate_nearest(
     text: str, offered: list[MemoryIndexEntry]
 ) -> tuple[MemoryIndexEntry, float] | None:
-    """The offered memory nearest to the person's text by the gate's measure, and its cosine:
-    the one memory an append of this conversation could pass the append gate for (the store's
-    nearest over every memory is offered: ``append_gate.nearest_titles``)."""
+    """The offered memory nearest to the person's text by the gate's measure
+    (:func:`providers.extractive.gate_rank.first`: the memory's text, then its matter), and its
+    cosine to the memory's text: the one memory an append of this conversation could pass the
+    append gate for (the store's nearest over every memory is offered:
+    ``append_gate.nearest_titles``)."""
     if not offered or not text or _embedder() is None:
         return None
     sims = similarities([gate_memory_text(e) for e in offered], text)
-    k = max(range(len(offered)), key=lambda j: sims[j])
+
+    def matter(top: list[int]) -> list[float]:
+        return similarities(
+            [matter_text(gate_memory_text(offered[j]), offered[j].matter) for j in top], text
+        )
+
+    k = first([e.id for e in offered], sims, matter)
     return offered[k], sims[k]
 
 

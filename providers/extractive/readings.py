@@ -14,6 +14,7 @@ from typing import Any
 
 from core.models import MemoryIndexEntry
 from core.textsearch import analyze
+from providers.extractive.adjuncts import modifies_a_time_noun
 from providers.extractive.change import _CONTRAST, _intends
 from providers.extractive.sentences import _JA_CHAR_RE, _is_question, _name_terms
 from providers.extractive.structure import (
@@ -197,8 +198,8 @@ def given_up(text: str) -> frozenset[str]:
         if m.pos[0] == "補助記号" or (m.pos[0] == "助詞" and m.pos[1] == "接続助詞"):
             start = i + 1
             continue
-        if not _drop_head(m):
-            continue
+        if not _drop_head(m) or modifies_a_time_noun(ms, i):
+            continue  # 「去年見送ったときは」 recalls the act (``adjuncts``)
         after = ms[i + 1 : i + 4]  # a giving-up negated keeps: 「終身は解約しないで」
         if any(x.pos[0] == "助動詞" and x.normalized in ("ない", "ず", "ぬ") for x in after):
             kept = True

@@ -15,6 +15,7 @@ from functools import lru_cache
 
 from core.stoplists import stop_words
 from core.textsearch import Morpheme, analyze
+from providers.extractive.adjuncts import modifies_a_time_noun
 from providers.extractive.sentences import _JA_CHAR_RE, _own
 
 #: the Japanese flags, then the English ones (the scorer's feature names are "ja:…", "en:…")
@@ -508,8 +509,8 @@ def _ja_dropped(text: str) -> frozenset[str]:
             if j < len(ms) and ms[j].pos[0] == "助動詞" and _ctype(ms[j]) in _NEG_TYPES:
                 rest = "".join(x.surface for x in ms[j + 1 : j + 4])
                 negated_plan = bool(re.match(r"(?:ことに|方向|でお|で置)", rest))
-        if not (head or negated_plan):
-            continue
+        if not (head or negated_plan) or modifies_a_time_noun(ms, i):
+            continue  # 「去年見送ったときは…」: a clause of a time noun recalls, gives nothing up
         k = i  # the clause it heads: back to punctuation or a conjunctive particle
         while k > 0 and not (
             ms[k - 1].pos[0] == "補助記号"
