@@ -12,8 +12,10 @@ unattended only when
   in this conversation: over every active memory of the store (not the batch's context),
   ranked by the local embedder's vectors of the conversation's person messages
   (:func:`person_text`) and of its best person sentence (:func:`person_said`;
-  ``providers.extractive.change.gate_score``), that memory comes first, with a cosine of the
-  whole person text of at least ``APPEND_SIM``; only the memories whose matter began no later
+  ``providers.extractive.change.gate_score``) against each memory's text, then the first
+  ``gate_rank.RERANK`` again against each one's matter (its text and the messages its evidence
+  cites, ``store.matter``; ADR 0037 round 8), that memory comes first, with a cosine of the
+  whole person text to the memory's text of at least ``APPEND_SIM``; only the memories whose matter began no later
   than the conversation's end are ranked (a later one holds what came after: it cannot be
   what the conversation changes);
 
