@@ -18,11 +18,26 @@ from providers.extractive.structure import potential
 #: Japanese interrogatives by Sudachi's normalised form (a closed class, like the negation
 #: auxiliaries): 何, どこ, いつ, いくら, どう, 誰, どれ, なぜ, いくつ, どんな, どの, どちら
 _INTERROGATIVES = frozenset(
-    ["何", "何処", "何時", "幾ら", "どう", "如何", "誰", "何れ", "何故", "幾つ", "どんな", "どの", "何方"]
+    [
+        "何",
+        "何処",
+        "何時",
+        "幾ら",
+        "どう",
+        "如何",
+        "誰",
+        "何れ",
+        "何故",
+        "幾つ",
+        "どんな",
+        "どの",
+        "何方",
+    ]
 )
 
 #: what follows a clause closed by か when it is no question the sentence holds: a quotation
-#: (…できないかって言われた, …行かんかと誘われた), a hedge (かも, かな), an exclamation (かね)
+#: (…できないかって言われた, …行かんかと誘われた), a hedge (かも, かな; Sudachi reads かもって
+#: as か + 持つ, so any word in も after it), an exclamation (かね)
 _NOT_EMBEDDING = frozenset(["って", "と", "も", "な", "なぁ", "なあ", "ね", "よ"])
 
 #: the last clause of a sentence: after its last conjunctive particle of cause or concession
@@ -59,13 +74,14 @@ def pending_question(text: str) -> bool:
     かり」「車庫のどこに置くかだけ決めんといかん」「…通るか微妙」「…かぶらないかだけ確認中」),
     not quoted (…できないかって言われた), not a hedge (かもって), not asked of the assistant (？),
     not told in the past; English "whether …" or "how much / many / long …" in a sentence
-    that is no question."""
+    that is no question and tells nothing the person did ("I asked whether …")."""
     if _is_question(text):
         return False
     main = _main(text)
-    if not _JA_CHAR_RE.search(main):
-        return not _JA_CHAR_RE.search(text) and bool(_EN_PENDING_RE.search(main))
     f = grammar_flags(main)
+    if not _JA_CHAR_RE.search(main):
+        english = not _JA_CHAR_RE.search(text) and "en:past" not in f
+        return english and bool(_EN_PENDING_RE.search(main))  # not "I asked whether …"
     if {"ja:past", "ja:question"} & f:
         return False
     ms = _morphemes(main)
@@ -74,7 +90,12 @@ def pending_question(text: str) -> bool:
             continue
         if ms[i - 1].pos[0] not in ("動詞", "助動詞", "形容詞"):
             continue  # AかB: a choice between nouns
-        if ms[i + 1].surface in _NOT_EMBEDDING or all(x.pos[0] == "補助記号" for x in ms[i + 1 :]):
+        nxt = ms[i + 1].surface
+        if (
+            nxt in _NOT_EMBEDDING
+            or nxt.startswith("も")
+            or all(x.pos[0] == "補助記号" for x in ms[i + 1 :])
+        ):
             continue
         return True
     return False
@@ -108,18 +129,24 @@ def foreseen(text: str) -> bool:
 
 def deliberates(text: str) -> bool:
     """The person deliberates with themselves: an interrogative and a volitional right after it
-    (「ほかに希望者出たらどうしようってのはある…」「何着ていこう」), the sentence no question
+    in its clause (「ほかに希望者出たらどうしようってのはある…」「何を持っていこう…」), the sentence no question
     put to the assistant and not told in the past (「どうしようって一瞬思ったけど」 is
     ruled out by its past)."""
     main = _main(text)
     if not _JA_CHAR_RE.search(main) or _is_question(text) or "ja:past" in grammar_flags(main):
         return False
     ms = _morphemes(main)
-    return any(
-        m.normalized in _INTERROGATIVES
-        and any(_form(x).startswith("意志推量形") for x in ms[i + 1 : i + 4])
-        for i, m in enumerate(ms)
-    )
+    for i, m in enumerate(ms):
+        if m.normalized not in _INTERROGATIVES:
+            continue
+        for x in ms[i + 1 :]:  # the volitional within the interrogative's clause
+            if x.pos[0] == "動詞" and _form(x).startswith("意志推量形"):
+                return True  # a verb's own: not the copula's conjecture (どうしたもんでしょう)
+            if x.pos[0] == "補助記号" or (
+                x.pos[0] == "助詞" and x.pos[1] == "接続助詞" and x.surface not in ("て", "で")
+            ):
+                break
+    return False
 
 
 @lru_cache(maxsize=8192)
