@@ -19,6 +19,7 @@ from tests.test_extractive_drafter import _sections, make_conv
         ("抽選に通るか微妙。", True),
         ("ベビーカーが玄関に入るかだけ測っておく。", True),
         ("引き継ぎを誰に頼むかまだ詰めきれてない", True),
+        ("式は6月か9月かで両家の都合を聞く。", True),  # a question between alternatives
         ("Whether the deposit comes back is the part left.", True),
         ("How much the piano move costs depends on the stairs.", True),
         # look-alikes
@@ -27,6 +28,7 @@ from tests.test_extractive_drafter import _sections, make_conv
         ("どこに泊まるか決めた。", False),  # told as done
         ("いくらかかるか教えて？", False),  # asked of the assistant
         ("週末は山か海。", False),  # a choice between nouns
+        ("予算が出るか出ないかもわからないし", False),  # a reason said on its own
         ("治療は二択(縫うか削る)。", False),  # an aside
         ("保険料がいくらになるか読めないし、今回は見送る。", False),  # inside a cause
         ("How much does the move cost?", False),

@@ -11,6 +11,7 @@ import re
 from functools import lru_cache
 
 from core.textsearch import Morpheme, analyze
+from providers.extractive.clauses import _ends_in_cause
 from providers.extractive.sentences import _JA_CHAR_RE, _is_question, _own
 from providers.extractive.structure import flags as grammar_flags
 from providers.extractive.structure import potential
@@ -72,7 +73,8 @@ def pending_question(text: str) -> bool:
     Japanese a clause closed by the particle か after a predicate (a verb, an auxiliary, an
     adjective), taken up by the rest of the sentence (「費用がいくらかかるか それだけが気が
     かり」「車庫のどこに置くかだけ決めんといかん」「…通るか微妙」「…かぶらないかだけ確認中」),
-    not quoted (…できないかって言われた), not a hedge (かもって), not asked of the assistant (？),
+    or a question between alternatives (``_alternatives``), not quoted (…できないかって言われた),
+    not a hedge (かもって), not asked of the assistant (？), not stopping at a cause (…し),
     not told in the past; English "whether …" or "how much / many / long …" in a sentence
     that is no question and tells nothing the person did ("I asked whether …")."""
     if _is_question(text):
@@ -84,7 +86,11 @@ def pending_question(text: str) -> bool:
         return english and bool(_EN_PENDING_RE.search(main))  # not "I asked whether …"
     if {"ja:past", "ja:question"} & f:
         return False
+    if _ends_in_cause(text):
+        return False  # 「…自宅か自宅外かもわからないし」: a reason said on its own
     ms = _morphemes(main)
+    if _alternatives(ms):
+        return True
     for i, m in enumerate(ms[:-1]):
         if not (m.surface == "か" and m.pos[0] == "助詞" and i > 0):
             continue
@@ -99,6 +105,21 @@ def pending_question(text: str) -> bool:
             continue
         return True
     return False
+
+
+def _alternatives(ms: list[Morpheme]) -> bool:
+    """A question between alternatives as an argument: A か B か followed by a particle
+    (「日程を2月末か3月頭かと、…」「東京か大阪かは…」), each alternative a noun phrase; a
+    single AかB is a choice named, not a question held."""
+    ks = [i for i, m in enumerate(ms) if m.surface == "か" and m.pos[0] == "助詞" and i > 0]
+    return any(
+        b - a <= 5
+        and ms[a - 1].pos[0] in ("名詞", "接尾辞")
+        and ms[b - 1].pos[0] in ("名詞", "接尾辞")
+        and b + 1 < len(ms)
+        and ms[b + 1].pos[0] == "助詞"
+        for a, b in zip(ks, ks[1:], strict=False)
+    )
 
 
 def foreseen(text: str) -> bool:
