@@ -27,6 +27,7 @@ from providers.extractive.clauses import (
     cause_clauses,
     conditional_intent,
 )
+from providers.extractive.openness import leaves_open
 from providers.extractive.scorer import (
     _WEIGHTS_FILE,
     SCORED_ROLES,
@@ -169,6 +170,7 @@ RULES = (
     "decision:best_intent",  # no decision: the best intent or act told as done
     "open:clause_question",  # a question clause put to oneself, no ？, after the decision
     "open:self_question",  # …かな？ "should I …?" after the decision
+    "open:after_decision",  # openness.leaves_open: a question held, a foreseen difficulty
     "reason:cue",  # _reasons, or a continuation (あと…) after a reason
     "open:continue",  # a continuation after an open point
     "result:cue",  # _RESULT_RE
@@ -257,6 +259,12 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
                     and "ja:question" in grammar_flags(s.text)
                 ):
                     role = "open"  # 「当日の店は休みにするか。」: a question put to oneself, no ？
+                elif (
+                    _on("open:after_decision")
+                    and s.index > (len(person) if first_decision is None else first_decision)
+                    and leaves_open(s.text)
+                ):
+                    role = "open"  # 「費用がいくらかかるか それだけが気がかり」(openness)
                 elif _is_question(s.text):
                     if (
                         _on("open:self_question")
