@@ -27,6 +27,7 @@ from providers.extractive.clauses import (
     cause_clauses,
     conditional_intent,
 )
+from providers.extractive.grounds import weighed_reasons
 from providers.extractive.scorer import (
     _WEIGHTS_FILE,
     SCORED_ROLES,
@@ -177,6 +178,7 @@ RULES = (
     "reason:enumerated",  # the statements after 理由は…まず…
     "reason:listed",  # the English list items that follow a decision in its message
     "open:background",  # an open point before the decision: the question it answered
+    "reason:weighed",  # a clause made a noun judged by an adjective (grounds.weighed_factor)
 )
 
 _rules_off: frozenset[str] = frozenset()
@@ -292,6 +294,8 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
         _enumerated_reasons(person, roles, by_message)
     if _on("reason:listed"):
         _listed_reasons(roles, by_message)
+    if _on("reason:weighed"):
+        weighed_reasons(person, roles)
     for s in person:  # an open point before any decision: the question the decision answered
         if (
             _on("open:background")
