@@ -34,7 +34,7 @@ def weighed_factor(text: str) -> bool:
         return False  # 「…するのがいいかなと思ってる」: a hesitation, not a weighing
     for i, m in enumerate(ms[1:-1], start=1):
         nominal = (m.pos[1] == "準体助詞" and m.surface == "の") or (
-            m.normalized == "事" and ms[i - 1].pos[0] in ("動詞", "助動詞", "形容詞")
+            m.normalized in ("事", "こと") and ms[i - 1].pos[0] in ("動詞", "助動詞", "形容詞")
         )
         if not nominal or ms[i + 1].surface not in ("が", "は", "も"):
             continue
@@ -44,6 +44,8 @@ def weighed_factor(text: str) -> bool:
         for k, n in enumerate(rest):
             after = rest[k + 1] if k + 1 < len(rest) else None
             copula = after is not None and after.pos[0] == "助動詞"
+            if n.pos[0] == "形容詞" and m.surface == "こと" and n.normalized == "無い":
+                break  # 「…考えたことがなかった」: an experience (ことがない), nothing weighed
             if n.pos[0] == "形容詞" or (n.pos[0] == "形状詞" and copula):
                 return True
             if n.pos[0] == "名詞" and len(n.pos) > 2 and n.pos[2] == "形状詞可能" and copula:
@@ -61,4 +63,35 @@ def weighed_reasons(person: list[Sentence], roles: dict[int, str]) -> None:
         return
     for s in person:
         if roles.get(s.index) in (None, "open") and weighed_factor(s.text):
+            roles[s.index] = "reason"
+
+
+def unfinished_cause(text: str) -> bool:
+    """``text`` stops after a clause of cause (…ので、 …から、 …しで、): the sentence was cut
+    where its chain of clauses goes on, and what follows is what the cause leads to. Japanese
+    only (Sudachi's conjunctive particles)."""
+    t = text.rstrip()
+    if not _JA_CHAR_RE.search(t) or not t.endswith(("、", ",", "，")):
+        return False
+    ms = [m for m in analyze(t) if m.pos[0] not in ("補助記号", "空白")]
+    if ms and ms[-1].surface == "で":
+        de = ms.pop()
+        if ms and ms[-1].pos[1] == "準体助詞" and de.pos[0] == "助動詞":
+            return True  # …近いので、: Sudachi's の + the copula で, ので as in clauses
+        # …いないしで、: the copula's て-form after し
+    return bool(ms) and ms[-1].pos[1] == "接続助詞" and ms[-1].surface in ("ので", "から", "し")
+
+
+def continued_causes(person: list[Sentence], roles: dict[int, str]) -> None:
+    """A sentence cut after a clause of cause (``unfinished_cause``) and followed in its message
+    by a decision is that decision's reason, also over the open point a cue inside it gave
+    (「…まだ今の部屋ペット不可なのと、…家にほぼいないしで、」 「お迎えは…ずらしてもらうことに
+    した。」); ``roles`` is updated."""
+    for s, nxt in zip(person, person[1:], strict=False):
+        if (
+            nxt.message.key == s.message.key
+            and roles.get(nxt.index) == "decision"
+            and roles.get(s.index) in (None, "open")
+            and unfinished_cause(s.text)
+        ):
             roles[s.index] = "reason"

@@ -27,7 +27,7 @@ from providers.extractive.clauses import (
     cause_clauses,
     conditional_intent,
 )
-from providers.extractive.grounds import weighed_reasons
+from providers.extractive.grounds import continued_causes, weighed_reasons
 from providers.extractive.scorer import (
     _WEIGHTS_FILE,
     SCORED_ROLES,
@@ -179,6 +179,7 @@ RULES = (
     "reason:listed",  # the English list items that follow a decision in its message
     "open:background",  # an open point before the decision: the question it answered
     "reason:weighed",  # a clause made a noun judged by an adjective (grounds.weighed_factor)
+    "reason:cut_cause",  # a sentence cut after a clause of cause, then a decision (grounds)
 )
 
 _rules_off: frozenset[str] = frozenset()
@@ -296,6 +297,8 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
         _listed_reasons(roles, by_message)
     if _on("reason:weighed"):
         weighed_reasons(person, roles)
+    if _on("reason:cut_cause"):
+        continued_causes(person, roles)
     for s in person:  # an open point before any decision: the question the decision answered
         if (
             _on("open:background")
