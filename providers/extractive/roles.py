@@ -27,6 +27,7 @@ from providers.extractive.clauses import (
     cause_clauses,
     conditional_intent,
 )
+from providers.extractive.grounds import continued_causes, weighed_reasons
 from providers.extractive.openness import leaves_open
 from providers.extractive.scorer import (
     _WEIGHTS_FILE,
@@ -179,6 +180,8 @@ RULES = (
     "reason:enumerated",  # the statements after 理由は…まず…
     "reason:listed",  # the English list items that follow a decision in its message
     "open:background",  # an open point before the decision: the question it answered
+    "reason:weighed",  # a clause made a noun judged by an adjective (grounds.weighed_factor)
+    "reason:cut_cause",  # a sentence cut after a clause of cause, then a decision (grounds)
 )
 
 _rules_off: frozenset[str] = frozenset()
@@ -300,6 +303,10 @@ def _rule_roles(person: list[Sentence]) -> dict[int, str]:
         _enumerated_reasons(person, roles, by_message)
     if _on("reason:listed"):
         _listed_reasons(roles, by_message)
+    if _on("reason:weighed"):
+        weighed_reasons(person, roles)
+    if _on("reason:cut_cause"):
+        continued_causes(person, roles)
     for s in person:  # an open point before any decision: the question the decision answered
         if (
             _on("open:background")
