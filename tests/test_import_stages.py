@@ -57,19 +57,22 @@ def export(tmp_path: Path, n: int = 3, extra: str = "") -> Path:
 
 
 class Reads:
-    """Counts the importer's reads of a file."""
+    """Counts the importer's reads of a file (in this process, or in the reader's process:
+    ``flows.reading.read_behind``)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.count = 0
-        real = importers.iter_source
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self.count += 1
-            return real(*args, **kwargs)
-
         import flows.importing
 
-        monkeypatch.setattr(flows.importing, "iter_source", counted)
+        def counting(real: Any) -> Any:
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                self.count += 1
+                return real(*args, **kwargs)
+
+            return counted
+
+        monkeypatch.setattr(flows.importing, "iter_source", counting(importers.iter_source))
+        monkeypatch.setattr(flows.importing, "read_behind", counting(flows.importing.read_behind))
 
 
 def test_an_unchanged_file_is_not_read_again(
