@@ -30,6 +30,7 @@ from core.errors import InputError
 from core.models import Conversation
 from importers import IMPORTERS, Quarantined, ReadReport, iter_source
 from importers._common import ReadError
+from store.index import _leave_with_parent
 from store.ledger_rows import Digest, digest
 
 #: items per message through the pipe, and the characters of text after which a chunk is sent
@@ -134,6 +135,7 @@ def _reader_main(source: str, path: str, send: Any, recv: Any) -> None:
     """In the forked reader: read, hash, send; exit when done or when the pipe is gone."""
     recv.close()  # the import's end: its close (or death) must break this one's writes
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the import, which stops this
+    _leave_with_parent()  # also while it parses a long item (no write to fail meanwhile)
     report = ReadReport()
     chunk: list[Item] = []
     chars = 0
