@@ -44,16 +44,12 @@ Item = tuple[Conversation | Quarantined, Digest | None]
 
 
 def read_behind_wanted() -> bool:
-    """Whether the import reads in a process of its own: ``PMEM_IMPORT_READER`` (0 or 1), else
-    where there is a second CPU and ``fork`` (the reader starts at once, with this process's
-    modules)."""
+    """Whether the import reads in a process of its own: only with ``PMEM_IMPORT_READER=1``
+    (and ``fork``). Off by default: on two cores the reader's process took the CPU the server
+    and the index workers use, and the pickles cost ~1 CPU-s per 100 MB more than they saved
+    the ledger's process (ADR 0044: the ledger stage the same or slower, six alternated runs)."""
     env = os.environ.get("PMEM_IMPORT_READER", "").strip()
-    if env in ("0", "1"):
-        return env == "1" and "fork" in multiprocessing.get_all_start_methods()
-    if "fork" not in multiprocessing.get_all_start_methods():
-        return False
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return cpus > 1
+    return env == "1" and "fork" in multiprocessing.get_all_start_methods()
 
 
 def read_behind(source: str, path: Path, report: ReadReport) -> Iterator[Item]:

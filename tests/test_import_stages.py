@@ -216,12 +216,16 @@ def test_a_kill_in_the_index_stage_then_a_rerun_equals_an_uninterrupted_import(
 
 
 @pytest.mark.parametrize(
-    ("fault", "ledger_whole"),
-    [("import:after-index-handover@1", False), ("import:ledger-done@1", True)],
-    ids=["while-both-run", "after-the-ledger"],
+    ("fault", "ledger_whole", "reader"),
+    [
+        ("import:after-index-handover@1", False, "0"),
+        ("import:ledger-done@1", True, "0"),
+        ("import:after-index-handover@1", False, "1"),  # the reader in its own process
+    ],
+    ids=["while-both-run", "after-the-ledger", "while-both-run-reader-process"],
 )
 def test_a_kill_while_the_index_trails_the_ledger_then_a_rerun_equals_an_uninterrupted_import(
-    db_factory: Any, tmp_path: Path, fault: str, ledger_whole: bool
+    db_factory: Any, tmp_path: Path, fault: str, ledger_whole: bool, reader: str
 ) -> None:
     """The index rows are written behind the ledger by the worker processes (ADR 0044): a
     SIGKILL once the first batch is handed to them (the ledger goes on meanwhile), or once the
@@ -243,11 +247,13 @@ def test_a_kill_while_the_index_trails_the_ledger_then_a_rerun_equals_an_uninter
     path = chatgpt_export(tmp_path / "conversations.json", convs)
 
     def run(url: str, fault: str | None = None) -> int:
-        return _import_process(path, tmp_path / "data", url, fault, PMEM_INDEX_WORKERS="2")
+        return _import_process(
+            path, tmp_path / "data", url, fault, PMEM_INDEX_WORKERS="2", PMEM_IMPORT_READER=reader
+        )
 
     killed, whole = db_factory(), db_factory()
     assert run(killed, fault) == -9
-    assert _left_running(str(path)) == []  # its worker processes left with it
+    assert _left_running(str(path)) == []  # its worker (and reader) processes left with it
     interrupted = _snapshot(killed)
     stored = len(interrupted["conversations"])
     assert stored == 1200 if ledger_whole else 0 < stored < 1200  # whole batches of conversations
