@@ -36,6 +36,7 @@ from typing import Any
 from core.errors import InputError
 from core.faults import fault_point
 from core.models import Conversation, PrefilterDecision
+from flows.reading import read_behind, read_behind_wanted
 from importers import Quarantined, ReadReport, iter_source
 from stages.prefilter import RULE_VERSION, prefilter, prefilter_texts
 from store.index_stream import StreamRow, nice_worker, write_streamed
@@ -71,6 +72,7 @@ class _Batch:
     quarantined: list[Quarantined] = field(default_factory=list)
     chars: int = 0
     digests: list[Digest] | None = None  # set by the prepare stage
+    read_digests: list[Digest | None] = field(default_factory=list)  # the reader's, if it hashed
     decisions: dict[int, PrefilterDecision] = field(default_factory=dict)  # by id(conversation)
     index: BatchIndex | None = None  # the message index rows of its new conversations
 
@@ -249,7 +251,10 @@ def _run_import(
         """Stage 1 (its own thread): hash every text once and run the prefilter where the ledger
         holds no decision for this content yet; then hand the batch to the commit stage, so that
         its transaction (COPY, waiting on the server) overlaps the next batch's preparation."""
-        batch.digests = [digest(c) for c in batch.convs]
+        batch.digests = [
+            d if d is not None else digest(c)
+            for c, d in zip(batch.convs, batch.read_digests, strict=True)
+        ]
         state = ledger.stored_state(batch.convs, RULE_VERSION)
         fresh = [c for c in batch.convs if storable(c.key) not in state]
         streamed = (
@@ -342,11 +347,16 @@ def _run_import(
     input_exc: InputError | None = None
     try:
         read = (
-            items(report) if items is not None else iter_source(source, Path(export_path), report)
+            ((item, None) for item in items(report))
+            if items is not None
+            else read_behind(source, Path(export_path), report)
+            if read_behind_wanted()
+            else ((item, None) for item in iter_source(source, Path(export_path), report))
         )
-        for item in read:
+        for item, dig in read:
             if isinstance(item, Conversation):
                 batch.convs.append(item)
+                batch.read_digests.append(dig)
                 batch.chars += sum(len(m.text) for m in item.messages)
                 progress.conversations += 1
             else:

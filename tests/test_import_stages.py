@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 
 import importers
 from cli.main import app
+from core.errors import InputError
 from tests.conftest import PROJECT
 from tests.test_ledger_cmds import chatgpt_export, one_conversation
 
@@ -57,19 +58,22 @@ def export(tmp_path: Path, n: int = 3, extra: str = "") -> Path:
 
 
 class Reads:
-    """Counts the importer's reads of a file."""
+    """Counts the importer's reads of a file (in this process, or in the reader's process:
+    ``flows.reading.read_behind``)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.count = 0
-        real = importers.iter_source
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self.count += 1
-            return real(*args, **kwargs)
-
         import flows.importing
 
-        monkeypatch.setattr(flows.importing, "iter_source", counted)
+        def counting(real: Any) -> Any:
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                self.count += 1
+                return real(*args, **kwargs)
+
+            return counted
+
+        monkeypatch.setattr(flows.importing, "iter_source", counting(importers.iter_source))
+        monkeypatch.setattr(flows.importing, "read_behind", counting(flows.importing.read_behind))
 
 
 def test_an_unchanged_file_is_not_read_again(
@@ -212,12 +216,16 @@ def test_a_kill_in_the_index_stage_then_a_rerun_equals_an_uninterrupted_import(
 
 
 @pytest.mark.parametrize(
-    ("fault", "ledger_whole"),
-    [("import:after-index-handover@1", False), ("import:ledger-done@1", True)],
-    ids=["while-both-run", "after-the-ledger"],
+    ("fault", "ledger_whole", "reader"),
+    [
+        ("import:after-index-handover@1", False, "0"),
+        ("import:ledger-done@1", True, "0"),
+        ("import:after-index-handover@1", False, "1"),  # the reader in its own process
+    ],
+    ids=["while-both-run", "after-the-ledger", "while-both-run-reader-process"],
 )
 def test_a_kill_while_the_index_trails_the_ledger_then_a_rerun_equals_an_uninterrupted_import(
-    db_factory: Any, tmp_path: Path, fault: str, ledger_whole: bool
+    db_factory: Any, tmp_path: Path, fault: str, ledger_whole: bool, reader: str
 ) -> None:
     """The index rows are written behind the ledger by the worker processes (ADR 0044): a
     SIGKILL once the first batch is handed to them (the ledger goes on meanwhile), or once the
@@ -239,11 +247,13 @@ def test_a_kill_while_the_index_trails_the_ledger_then_a_rerun_equals_an_uninter
     path = chatgpt_export(tmp_path / "conversations.json", convs)
 
     def run(url: str, fault: str | None = None) -> int:
-        return _import_process(path, tmp_path / "data", url, fault, PMEM_INDEX_WORKERS="2")
+        return _import_process(
+            path, tmp_path / "data", url, fault, PMEM_INDEX_WORKERS="2", PMEM_IMPORT_READER=reader
+        )
 
     killed, whole = db_factory(), db_factory()
     assert run(killed, fault) == -9
-    assert _left_running(str(path)) == []  # its worker processes left with it
+    assert _left_running(str(path)) == []  # its worker (and reader) processes left with it
     interrupted = _snapshot(killed)
     stored = len(interrupted["conversations"])
     assert stored == 1200 if ledger_whole else 0 < stored < 1200  # whole batches of conversations
@@ -473,3 +483,120 @@ def test_a_stale_queue_row_of_a_new_message_takes_the_slow_path_and_is_indexed(
     assert stale in stored and len(stored) == sum(len(c.messages) for c in convs)
     assert stale in {k for k, _ in after["index"]}
     assert after["pending"][0] == 0
+
+
+def _mixed_export(tmp_path: Path, n: int = 150) -> Path:
+    """``n`` conversations (one with a NUL and a lone surrogate in its text, one of a
+    megabyte and more), a record that is not an object (quarantined), and the file cut off
+    inside the last conversation (an input error after everything before it)."""
+    convs: list[Any] = [
+        one_conversation(
+            f"r-{i}",
+            f"読み {i}",
+            [("user", f"{i}件目の相談です。\x00 \ud800"), ("assistant", "承知しました。")],
+        )
+        for i in range(n)
+    ]
+    convs[3] = one_conversation("r-big", "big", [("user", "長い文章。" * 220_000)])
+    convs.insert(7, 42)  # not a conversation
+    text = json.dumps(convs)
+    path = tmp_path / "conversations.json"
+    path.write_text(text[: len(text) - 40], encoding="utf-8")
+    return path
+
+
+def test_the_reader_process_gives_the_items_the_reader_gives_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``flows.reading.read_behind`` (ADR 0044): the same conversations and quarantined records
+    in the same order, each digest what ``digest`` gives here (a very long conversation's
+    left to the import), the same read counts and the same input error at the end; the
+    reading and hashing are done in another process, which is gone afterwards."""
+    import flows.reading
+    from importers import Quarantined, ReadReport, iter_source
+    from store.ledger_rows import digest
+
+    path = _mixed_export(tmp_path)
+    here_report = ReadReport()
+    here: list[Any] = []
+    with pytest.raises(InputError) as here_err:
+        for item in iter_source("chatgpt", path, here_report):
+            here.append(item)
+    pids = tmp_path / "pids"
+    real = flows.reading.digest
+
+    def recorded(conv: Any) -> Any:
+        with pids.open("a") as f:
+            f.write(f"{os.getpid()}\n")
+        return real(conv)
+
+    monkeypatch.setattr(flows.reading, "digest", recorded)
+    behind_report = ReadReport()
+    behind: list[Any] = []
+    with pytest.raises(InputError) as behind_err:
+        for pair in flows.reading.read_behind("chatgpt", path, behind_report):
+            behind.append(pair)
+    assert [item for item, _ in behind] == here
+    assert any(isinstance(item, Quarantined) for item in here)
+    for item, dig in behind:
+        if isinstance(item, Quarantined) or sum(len(m.text) for m in item.messages) > 1_000_000:
+            assert dig is None
+        else:
+            assert dig == digest(item)
+    assert sum(1 for item, dig in behind if dig is None and not isinstance(item, Quarantined)) == 1
+    assert type(behind_err.value) is type(here_err.value)
+    assert str(behind_err.value) == str(here_err.value)
+    assert getattr(behind_err.value, "reason", None) == getattr(here_err.value, "reason", None)
+    assert (behind_report.bytes_read, behind_report.bytes_total) == (
+        here_report.bytes_read,
+        here_report.bytes_total,
+    )
+    assert behind_report.skipped == here_report.skipped
+    hashed_in = {int(p) for p in pids.read_text().split()}
+    assert hashed_in and os.getpid() not in hashed_in
+    assert _left_running(str(path), wait=2.0) == []  # no reader left (its cmdline is pytest's)
+
+
+def test_a_reader_stopped_early_is_gone(tmp_path: Path) -> None:
+    """The import stops reading (an error in a stage, Ctrl-C): closing the items ends the
+    reader's process."""
+    import flows.reading
+    from importers import ReadReport
+
+    convs = [one_conversation(f"e-{i}", "t", [("user", "x" * 2000)]) for i in range(3000)]
+    path = chatgpt_export(tmp_path / "conversations.json", convs)
+    items = flows.reading.read_behind("chatgpt", path, ReadReport())
+    next(items)
+    children = _children()
+    assert children  # the reader, blocked on its full pipe
+    items.close()
+    assert not _children() & children
+
+
+def _children() -> set[int]:
+    me = str(os.getpid())
+    found = set()
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                stat = (proc / "stat").read_text()
+            except OSError:
+                continue
+            if stat.rsplit(")", 1)[1].split()[1] == me:
+                found.add(int(proc.name))
+    return found
+
+
+def test_the_ledger_is_the_same_read_here_or_in_the_reader_process(
+    db_factory: Any, tmp_path: Path
+) -> None:
+    """The same export imported with the reader in the import's process and in its own
+    (``PMEM_IMPORT_READER``): the same exit status (the input error), ledger, index and
+    decisions."""
+    path = _mixed_export(tmp_path)
+    here, behind = db_factory(), db_factory()
+    code = _import_process(path, tmp_path / "d0", here, PMEM_IMPORT_READER="0")
+    assert code != 0  # the file is cut off
+    assert _import_process(path, tmp_path / "d1", behind, PMEM_IMPORT_READER="1") == code
+    assert _snapshot(behind) == _snapshot(here)
+    assert len(_snapshot(here)["conversations"]) == 149
