@@ -604,11 +604,28 @@ def drafting_scores(db_url: str, eval_dir: Path = EVAL_DIR) -> Drafting:
             )
     # a memory that cites a second conversation joined it rightly only when the labels pair them
     byk = {v: k for k, v in keys.items()}
+    # (each conversation beyond the first is one append; a conversation the labels tie to no
+    # other of the memory is a false one, whichever the order: an earlier decision appended
+    # as the history of a later memory is as false as a later one appended)
     for rows in ev.values():
         cids = sorted({byk[c] for c, _, _ in rows if c in byk})
-        for cid in cids[1:]:
-            ok = bool({convs[cid].get("revises"), convs[cid].get("later_correction")} & set(cids))
-            out.add("appends to the memory they change (no false)", ok, f"{cid} -> {cids[0]}")
+        if len(cids) < 2:
+            continue
+
+        def tied(cid: str, cids: list[str] = cids) -> bool:
+            own = {convs[cid].get("revises"), convs[cid].get("later_correction")}
+            return bool(own & set(cids)) or any(
+                cid in (convs[o].get("revises"), convs[o].get("later_correction"))
+                for o in cids
+                if o != cid
+            )
+
+        loose = [c for c in cids if not tied(c)][: len(cids) - 1]
+        rest = [c for c in cids[1:] if c not in loose][: len(cids) - 1 - len(loose)]
+        for cid in loose:
+            out.add("appends to the memory they change (no false)", False, f"{cid} -> {cids}")
+        for cid in rest:
+            out.add("appends to the memory they change (no false)", True, f"{cid} -> {cids[0]}")
     # prefilter against the kind labels: a keeper is kept when a case record cites it
     for cid, c in convs.items():
         key = keys[cid]

@@ -28,11 +28,13 @@ person text never leaves the machine) the second way is closed, so such appends 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import UTC
 from typing import Any
 
 from core.models import Channel, Conversation, MemoryIndexEntry, VerifiedDraft
 from core.secrets import redact, redact_conversation
 from providers.extractive.change import GATE_SENT_WEIGHT, conversation_end
+from providers.extractive.history import is_history_only
 from providers.extractive.sentences import person_sentences
 from search.nearest import nearest_memory
 
@@ -108,23 +110,40 @@ def gate_append(
         found = nearest(conv)
         if found is not None and found[0] == d.target_memory_id and found[1] >= APPEND_SIM:
             return v
+        if entry is not None and _later(entry, conv) and is_history_only(d.canonical_summary):
+            # an earlier decision imported late, as the later memory's history (ADR 0037,
+            # round 8): it supersedes nothing; that memory must be the store's first of all
+            found = nearest(conv, whole_store=True)
+            if found is not None and found[0] == d.target_memory_id and found[1] >= APPEND_SIM:
+                return v
     return v.model_copy(update={"committable": False, "reason": APPEND_PROPOSED})
+
+
+def _later(entry: MemoryIndexEntry, conv: Conversation) -> bool:
+    """The memory's matter began after the conversation ended."""
+    end = conversation_end(conv)
+    began = entry.occurred_at
+    if end is None or began is None:
+        return False
+    return (began if began.tzinfo else began.replace(tzinfo=UTC)) > end
 
 
 def retrieval(db: Any) -> Any:
     """``nearest`` for :func:`gate_append` on ``db``: one lookup per conversation, cached."""
     embedder = local_embedder()
-    cache: dict[str, tuple[str, float] | None] = {}
+    cache: dict[tuple[str, bool], tuple[str, float] | None] = {}
 
-    def nearest(conv: Conversation) -> tuple[str, float] | None:
-        if conv.key not in cache:
+    def nearest(conv: Conversation, whole_store: bool = False) -> tuple[str, float] | None:
+        """The first memory of those that began no later than the conversation's end, or
+        with ``whole_store`` of every one (an earlier decision's later memory: its history)."""
+        if (conv.key, whole_store) not in cache:
             text = person_text(
                 m.text for m in conv.drafting_messages if m.channel == Channel.PERSON
             )
             said = person_said(conv) if GATE_SENT_WEIGHT else []
-            until = conversation_end(conv)
-            cache[conv.key] = nearest_memory(db, embedder, text, said, until=until)
-        return cache[conv.key]
+            until = None if whole_store else conversation_end(conv)
+            cache[conv.key, whole_store] = nearest_memory(db, embedder, text, said, until=until)
+        return cache[conv.key, whole_store]
 
     return nearest
 
@@ -137,10 +156,12 @@ def nearest_titles(conversations: Iterable[Conversation], nearest: Any, kind_of:
     append of it could pass this gate for. ``kind_of(memory_id) -> (kind, title) | None``."""
     out: list[str] = []
     for conv in conversations:
-        found = nearest(conv)
-        if found is None or found[1] < APPEND_SIM:
-            continue
-        seen = kind_of(found[0])
-        if seen is not None and seen[0] == "decision" and seen[1] not in out:
-            out.append(seen[1])
+        # the first of the memories it could change, and of every memory (a later one it may
+        # be the history of: ``providers.extractive.history``)
+        for found in (nearest(conv), nearest(conv, whole_store=True)):
+            if found is None or found[1] < APPEND_SIM:
+                continue
+            seen = kind_of(found[0])
+            if seen is not None and seen[0] == "decision" and seen[1] not in out:
+                out.append(seen[1])
     return out

@@ -20,6 +20,7 @@ from core.secrets import redact, redact_conversation
 from prompts.case_record import PROMPT_VERSION, build_prompt
 from providers.extractive.change import _CHANGE_RE, _IN_BATCH, _action, _merge_into
 from providers.extractive.gate_rank import MATTER_CHARS
+from providers.extractive.history import as_history, later_change
 from providers.extractive.pairing import model_change
 from providers.extractive.roles import (
     _ANNOUNCES_RE,
@@ -207,7 +208,7 @@ def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRe
     if changing:
         parts = change_reasons(parts, person)
     parts = _joined(parts)
-    return DraftRecord(
+    record = DraftRecord(
         action=action,
         target_memory_id=target,
         expected_revision=revision,
@@ -224,6 +225,8 @@ def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRe
         evidence=_evidence(parts, messages),
         source_conversation_keys=[conv.key],
     )
+    later = later_change(conv, record, context) if action == "create" else None
+    return as_history(record, later) if later is not None else record
 
 
 def _joined(parts: _Parts) -> _Parts:

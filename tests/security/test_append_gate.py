@@ -195,7 +195,7 @@ def test_the_nearest_decision_memory_is_offered_by_its_title() -> None:
         "m-far": ("decision", "Far"),
     }
     titles = append_gate.nearest_titles(
-        convs.values(), lambda c: found.get(c.key), lambda mid: kinds.get(mid)
+        convs.values(), lambda c, whole_store=False: found.get(c.key), lambda mid: kinds.get(mid)
     )
     assert titles == ["Gym"]
 
