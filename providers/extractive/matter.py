@@ -23,7 +23,7 @@ from pathlib import Path
 from core.models import MemoryIndexEntry
 from core.textsearch import analyze
 from providers.extractive.change import person_names
-from providers.extractive.readings import _values
+from providers.extractive.readings import _values, given_up
 from providers.extractive.sentences import _JA_CHAR_RE, Sentence, _is_question, _name_terms
 from providers.extractive.structure import content_stems
 from providers.extractive.structure import flags as grammar_flags
@@ -123,11 +123,15 @@ def pair_features(
     theirs = set(_name_terms(memory)) | set(content_stems(memory))
     mine = set(_name_terms(said)) | set(content_stems(said))
     shared = {t for t in mine & theirs if len(t) >= 2} - person_names(said)
-    cancel = max((calls_off(t) for t in [*opening, *(d.text for d in decisions[:2])]), default=0)
+    # a sentence the giving-up readers read (``readings.given_up``: 「和装はやめて」) is theirs:
+    # they tell whether what it gives up is the decision's own thing; the calling off read
+    # here is the one they cannot read (取り下げる, 休会, 終わりにする)
+    framing = [*opening, *(d.text for d in decisions[:2])]
+    cancel = max((calls_off(t) for t in framing if not given_up(t)), default=0.0)
     theirs_v, mine_v = _values(entry.index_summary), _values(decision)
     values = any(u in theirs_v and not v & theirs_v[u] for u, v in mine_v.items())
     mine_p = set(predicates(decision)) if decision else set()
-    theirs_p = set(predicates(entry.index_summary))
+    theirs_p = set(predicates(memory))  # the decision may be in the title (「…を借りることにした」)
     acts = [x for x in mine_p if x] and [x for x in theirs_p if x]
     cos_act = 0.0
     if acts:
@@ -166,8 +170,9 @@ def predicates(text: str) -> list[str]:
     for i, m in enumerate(ms):
         verb = m.pos[0] == "動詞" and m.pos[1] == "一般"
         noun = m.pos[0] == "名詞" and m.pos[2] == "サ変可能"
-        made = (  # a noun + に + する: 白紙にして, 終わりにする
-            m.pos[0] == "名詞"
+        made = (  # a noun + に + する: 白紙にして, 終わりにする; not a clause's nominaliser
+            m.pos[0] == "名詞"  # (通うことにした: こと heads the clause 通う, the verb is the act)
+            and not (i and ms[i - 1].pos[0] in ("動詞", "助動詞", "形容詞"))
             and i + 2 < len(ms)
             and ms[i + 1].surface == "に"
             and ms[i + 2].normalized in ("為る", "する")
@@ -217,14 +222,16 @@ def set_matter_weights(weights: dict | None) -> None:
 def anew(f: dict[str, float], floors: dict) -> bool:
     """The reading on a pair's features: the opening fronts a matter phrase near the memory
     (``cos:topic`` at least the ``topic`` floor), the conversation's decision is farther from
-    the memory's decision than that matter (``gap`` > 0: decided anew, not restated), and it
-    does the memory's act again (``same_act``: a predicate both decisions have) or calls an act
-    off (``cancel`` at least its floor)."""
+    the memory's decision than that matter (``gap`` > 0: decided anew, not restated), and a
+    predicate of its opening or decision calls an act off (``cancel`` at least its floor).
+    The same act done again with other arguments (``same_act``) is no part of it: it read no
+    change out of fold that calling off did not, and a follow-up that keeps the decision does
+    the same act again too (「駅前のジムの件。」 … 「月額8000円のまま、週3回通う」)."""
     return bool(
         f["decision"]
         and f["cos:topic"] >= floors["topic"]
         and f["gap"] > 0
-        and (f["same_act"] or f["cancel"] >= floors["cancel"])
+        and f["cancel"] >= floors["cancel"]
     )
 
 
