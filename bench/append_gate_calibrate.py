@@ -38,13 +38,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from core.gate_rank import MATTER_CHARS, RERANK, matter_text  # noqa: E402
 from core.models import Channel, Conversation, MemoryIndexEntry, Message, Provenance  # noqa: E402
 from flows.append_gate import APPEND_SIM, memory_text, person_said, person_text  # noqa: E402
 from providers.embeddings import get_embedder  # noqa: E402
 from providers.extractive import draft_record  # noqa: E402
 from providers.extractive.change import GATE_SENT_WEIGHT, GATE_SENTENCES  # noqa: E402
 from providers.extractive.drafter import index_entry  # noqa: E402
-from providers.extractive.gate_rank import MATTER_CHARS, RERANK, matter_text  # noqa: E402
 
 GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0)
 

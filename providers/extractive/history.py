@@ -16,6 +16,7 @@ store's first over every memory (``flows.append_gate``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from core.models import (
@@ -37,10 +38,15 @@ def _utc(t: datetime) -> datetime:
 
 
 def later_change(
-    conv: Conversation, record: DraftRecord, context: list[MemoryIndexEntry]
+    conv: Conversation,
+    record: DraftRecord,
+    context: list[MemoryIndexEntry],
+    draft: Callable[[Conversation, list[MemoryIndexEntry]], DraftRecord | None],
+    entry_of: Callable[..., MemoryIndexEntry],
 ) -> MemoryIndexEntry | None:
-    """The later decision memory whose own conversation changes ``record``'s decision, or None."""
-    from providers.extractive import drafter
+    """The later decision memory whose own conversation changes ``record``'s decision, or None.
+    ``draft`` and ``entry_of`` are the drafter's ``draft_record`` and ``index_entry`` (the
+    drafter calls this module: passed in, not imported back)."""
     from providers.extractive.change import conversation_end
     from providers.extractive.pairing import GATE_SIM, gate_nearest, gate_text
 
@@ -83,8 +89,8 @@ def later_change(
         ],
         provenance=Provenance(file="history", position=0),
     )
-    own = drafter.index_entry(record, _SELF, 1, {m.key: m.text for m in conv.messages})
-    again = drafter.draft_record(replay, [own])
+    own = entry_of(record, _SELF, 1, {m.key: m.text for m in conv.messages})
+    again = draft(replay, [own])
     if again is not None and again.action == "append" and again.target_memory_id == _SELF:
         return later
     return None

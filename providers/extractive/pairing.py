@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from core.gate_rank import first, matter_text
 from core.models import Channel, Conversation, MemoryIndexEntry
 from providers.extractive.change import (
     _about_a_plan,
@@ -43,7 +44,7 @@ from providers.extractive.change import (
     rule_reasons,
     turns_back,
 )
-from providers.extractive.gate_rank import first, matter_text
+from providers.extractive.matter import decides_anew
 from providers.extractive.readings import (  # noqa: F401 (re-exported for the tests)
     _DATE_UNITS,
     _EN_RECALL_RE,
@@ -645,7 +646,7 @@ def gate_nearest(
     text: str, offered: list[MemoryIndexEntry]
 ) -> tuple[MemoryIndexEntry, float] | None:
     """The offered memory nearest to the person's text by the gate's measure
-    (:func:`providers.extractive.gate_rank.first`: the memory's text, then its matter), and its
+    (:func:`core.gate_rank.first`: the memory's text, then its matter), and its
     cosine to the memory's text: the one memory an append of this conversation could pass the
     append gate for (the store's nearest over every memory is offered:
     ``append_gate.nearest_titles``)."""
@@ -719,7 +720,7 @@ def model_change(
         # matter decided again (``decides``) alone is what a follow-up does too
         near = gate_nearest(text, offered)
         entry = next(e for e in offered if e.id == rule)
-        why = rule_reasons(person, offered, parts.decisions, entry)
+        why = rule_reasons(person, offered, parts.decisions, entry, decides_anew)
         if near is not None and near[0].id == rule and near[1] >= GATE_SIM and why - {"decides"}:
             return None
         return ("create", None, None), parts

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
+from core.gate_rank import RERANK, first, matter_text
 from core.models import MemoryIndexEntry
 from flows import append_gate
-from providers.extractive.gate_rank import RERANK, first, matter_text
 from providers.fake import ScriptedDrafter
 from search.nearest import nearest_memory
 from store.matter import cited_texts

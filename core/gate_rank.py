@@ -1,4 +1,5 @@
-"""The append gate's ranking of memories (ADR 0037, round 8), one function for both sides: the
+"""The append gate's ranking of memories (ADR 0037, round 8), one pure function for both sides
+(here in ``core`` because the store reads its budget and the drafter its ranking): the
 store's retrieval (:func:`search.nearest.nearest_memory`, over every active memory's stored
 vector) and the drafter's one candidate (``pairing.gate_nearest``, ``change.gate_candidate``,
 over the offered memories), so that the drafter drafts the append the gate can pass.
