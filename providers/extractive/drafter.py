@@ -189,7 +189,7 @@ def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRe
     if not messages:
         return None
     person = person_sentences(messages)
-    parts = _parts(person)
+    parts = _parts(person, conv.title or "")
     lang = detect_language(messages)
     kind = _kind(parts, person)
     terms = salient_terms(conv, messages)

@@ -28,6 +28,7 @@ from providers.extractive.clauses import (
     conditional_intent,
 )
 from providers.extractive.grounds import continued_causes, weighed_reasons
+from providers.extractive.mainline import main_line
 from providers.extractive.openness import leaves_open
 from providers.extractive.scorer import (
     _WEIGHTS_FILE,
@@ -122,9 +123,11 @@ _MAX_REASONS = 6
 _MAX_OPEN = 5
 
 
-def _parts(person: list[Sentence]) -> _Parts:
+def _parts(person: list[Sentence], topic: str = "") -> _Parts:
+    """The case parts of ``person``'s sentences; ``topic`` (the conversation's title) names the
+    matter the main decision answers (``mainline``)."""
     rules = _rule_roles(person)
-    roles = learned_roles(person, rules)
+    roles = main_line(person, learned_roles(person, rules), topic)
     pick = {
         role: [s for s in person if roles.get(s.index) == role]
         for role in ("decision", "reason", "open", "result", "background_open")

