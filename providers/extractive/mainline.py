@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from core.textsearch import analyze
-from providers.extractive.clauses import _INTENT_EN_RE, _plain_intent
+from providers.extractive.clauses import _plain_intent
 from providers.extractive.sentences import _JA_CHAR_RE, Sentence, _is_filler, _is_question
 from providers.extractive.structure import past_act
 from providers.extractive.vectors import similarities
@@ -48,14 +48,43 @@ def _units(text: str) -> list[str]:
     return units
 
 
+#: an English plan said outright (I'll, we're going to) or as a move under way ("we're moving to
+#: Lisbon"): a progressive alone ("we're planning a trip", "I'm doing rehab") tells a state
+_PLAN_EN_RE = re.compile(
+    r"\b(?:I|we)(?:'ll| will| am going to|'m going to| are going to|'re going to)\b"
+    r"|\b(?:I'm|I am|we're|we are) [a-z]+ing (?:\w+ )?(?:to|into|back)\b",
+    re.IGNORECASE,
+)
+
+
+def _on_something(text: str) -> bool:
+    """The final clause of a Japanese sentence acts on something: a noun with the case particle
+    を or に before its verb (「…内定を承諾した」, 「…福岡に帰る」), not a state or an event told
+    (「オペ終わった」, 「…でベタつく」, 「別々にやる」)."""
+    last = re.split(r"[、，,\s]+", text.strip(" 。．!！"))[-1]
+    ms = [m for m in analyze(last[-60:]) if m.pos[0] not in ("補助記号", "空白")]
+    return any(
+        m.pos[:2] == ("助詞", "格助詞")
+        and m.surface in ("を", "に")
+        and i
+        and ms[i - 1].pos[0] == "名詞"
+        for i, m in enumerate(ms)
+    )
+
+
 def _act(s: Sentence) -> bool:
-    """A statement of the person's own act or plan: told as done, or a plain intent."""
+    """A statement of the person's own act or plan on something: told as done, or a plain
+    intent (Japanese: on an object or a goal; English: "I'll …", a move under way)."""
     text = s.text
     if _is_question(text) or _is_filler(text) or _LIST_ITEM_RE.match(text):
         return False
-    return any(
-        past_act(u) or _plain_intent(u) or bool(_INTENT_EN_RE.search(u)) for u in _units(text)
-    )
+    for u in _units(text):
+        if not _JA_CHAR_RE.search(u):
+            if past_act(u) or _PLAN_EN_RE.search(u):
+                return True
+        elif (past_act(u) or _plain_intent(u)) and _on_something(u):
+            return True
+    return False
 
 
 #: the English marker alone: (ok/so,) (I/we have) decided
