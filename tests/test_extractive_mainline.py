@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from providers.extractive import draft_record
-from providers.extractive.mainline import _bare
+from providers.extractive.mainline import _act, _bare
 from providers.extractive.sentences import person_sentences
 from tests.test_extractive_drafter import _sections, make_conv
 
@@ -137,3 +137,21 @@ def test_english_main_plan_before_a_detail() -> None:
     decision = _decision(turns, "moving to Lisbon in August")
     assert "We're moving to Lisbon in August with the kids" in decision
     assert "I'll ship the books by sea" in decision
+
+
+@pytest.mark.parametrize(
+    ("text", "act"),
+    [
+        ("中古の電気窯を買った。", True),  # the object's head is a nominal suffix (窯)
+        ("で、さっきLHの便に取り直した(羽田経由)。", True),  # an aside at the end
+        ("来月のハーフにエントリーした!ちょっと高い笑", True),  # what follows an inner "!"
+        ("We're moving to Porto in May.", True),
+        ("親父の手術が終わった。", False),  # an event told, not an act on something
+        ("生地が本ごねでベタつく。", False),
+        ("We are planning a trip for the holidays.", False),  # a state of planning
+        ("来週から一人で帰る？", False),  # a question
+    ],
+)
+def test_an_act_on_something(text: str, act: bool) -> None:
+    s = person_sentences(make_conv([("user", text)]).messages)[0]
+    assert _act(s) is act

@@ -57,6 +57,12 @@ _PLAN_EN_RE = re.compile(
 )
 
 
+def _nominal(m: object) -> bool:
+    """A noun, a pronoun or a nominal suffix (電気「窯」)."""
+    pos = getattr(m, "pos", ("",))
+    return pos[0] in ("名詞", "代名詞") or tuple(pos[:2]) == ("接尾辞", "名詞的")
+
+
 def _on_something(text: str) -> bool:
     """The final clause of a Japanese sentence acts on something: a noun with the case particle
     を or に before its verb (「…内定を承諾した」, 「…福岡に帰る」), not a state or an event told
@@ -64,10 +70,7 @@ def _on_something(text: str) -> bool:
     last = re.split(r"[、，,\s]+", text.strip(" 。．!！"))[-1]
     ms = [m for m in analyze(last[-60:]) if m.pos[0] not in ("補助記号", "空白")]
     return any(
-        m.pos[:2] == ("助詞", "格助詞")
-        and m.surface in ("を", "に")
-        and i
-        and ms[i - 1].pos[0] == "名詞"
+        m.pos[:2] == ("助詞", "格助詞") and m.surface in ("を", "に") and i and _nominal(ms[i - 1])
         for i, m in enumerate(ms)
     )
 
