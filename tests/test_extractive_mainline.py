@@ -146,6 +146,7 @@ def test_english_main_plan_before_a_detail() -> None:
         ("で、さっきLHの便に取り直した(羽田経由)。", True),  # an aside at the end
         ("来月のハーフにエントリーした!ちょっと高い笑", True),  # what follows an inner "!"
         ("We're moving to Porto in May.", True),
+        ("Instead I signed up for a pottery course (Tuesdays), 20 EUR a class.", True),
         ("親父の手術が終わった。", False),  # an event told, not an act on something
         ("生地が本ごねでベタつく。", False),
         ("We are planning a trip for the holidays.", False),  # a state of planning

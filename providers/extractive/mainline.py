@@ -37,6 +37,13 @@ _ASIDE_RE = re.compile(r"\s*[(（][^()（）]*[)）]\W*$")
 _INNER_BANG_RE = re.compile(r"(?<=[^\s!！])[!！](?=\S)")
 
 
+#: an aside in brackets anywhere in an English sentence
+_INNER_ASIDE_RE = re.compile(r"\s*\([^()]*\)")
+
+#: an English main clause from its subject I / we on
+_EN_SUBJECT_RE = re.compile(r"\b(?:I|we|We)\b.*")
+
+
 def _units(text: str) -> list[str]:
     """The sentence, and its main clause read without an aside at its end or what follows an
     inner exclamation mark."""
@@ -45,6 +52,10 @@ def _units(text: str) -> list[str]:
     bare = _ASIDE_RE.sub("", head)
     if bare and bare != text:
         units.append(bare)
+    if not _JA_CHAR_RE.search(text):  # English: the clause from its subject on ("Instead I …")
+        subject = _EN_SUBJECT_RE.search(_INNER_ASIDE_RE.sub("", text))
+        if subject and subject.start() > 0:
+            units.append(subject.group())
     return units
 
 
