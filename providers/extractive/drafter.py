@@ -27,8 +27,8 @@ from providers.extractive.roles import (
     _ANNOUNCES_RE,
     _LEAD_FILLER_RE,
     _Parts,
-    _parts,
     change_reasons,
+    parts_and_paired,
 )
 from providers.extractive.sentences import (
     _REDACTED_RE,
@@ -191,7 +191,7 @@ def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRe
     if not messages:
         return None
     person = person_sentences(messages)
-    parts = _parts(person)
+    parts, paired = parts_and_paired(person, conv.title or "")
     lang = detect_language(messages)
     kind = _kind(parts, person)
     terms = salient_terms(conv, messages)
@@ -199,10 +199,10 @@ def draft_record(conv: Conversation, context: list[MemoryIndexEntry]) -> DraftRe
     occurred = _occurred_at(conv, messages)
     # a change of mind is read in whole sentences but for the longest run-ons (sentences.py)
     whole = whole_sentences(person, RUN_ON_CHANGE_CHARS)
-    action, target, revision = _action(conv, whole, context, parts.decisions, decides_anew)
+    action, target, revision = _action(conv, whole, context, paired.decisions, decides_anew)
     own = {e.id for e in context if conv.key in e.source_conversation_keys}
     rule = target if action == "append" and target not in own else None
-    if target not in own and (hit := model_change(conv, whole, context, parts, rule)):
+    if target not in own and (hit := model_change(conv, whole, context, paired, rule)):
         (action, target, revision), parts = hit  # the pair model decides the change (ADR 0037)
         kind = _kind(parts, person)
     changing = action == "append" and target not in own  # a change of an earlier decision

@@ -28,6 +28,7 @@ from providers.extractive.clauses import (
     conditional_intent,
 )
 from providers.extractive.grounds import continued_causes, weighed_reasons
+from providers.extractive.mainline import main_line
 from providers.extractive.openness import leaves_open
 from providers.extractive.scorer import (
     _WEIGHTS_FILE,
@@ -122,9 +123,26 @@ _MAX_REASONS = 6
 _MAX_OPEN = 5
 
 
-def _parts(person: list[Sentence]) -> _Parts:
+def _parts(person: list[Sentence], topic: str = "") -> _Parts:
+    """The case parts of ``person``'s sentences; ``topic`` (the conversation's title) names the
+    matter the main decision answers (``mainline``)."""
+    return parts_and_paired(person, topic)[0]
+
+
+def parts_and_paired(person: list[Sentence], topic: str = "") -> tuple[_Parts, _Parts]:
+    """The case parts with the main decision put back (``mainline``, for the record), and the
+    parts as read before it (for the change-of-mind reading, whose pairing was fitted on the
+    decisions as read without it: a main act that names a place or a trip again would pair a
+    later conversation on another matter, ADR 0037 round 8)."""
     rules = _rule_roles(person)
-    roles = learned_roles(person, rules)
+    learned = learned_roles(person, rules)
+    main = main_line(person, learned, topic)
+    bare = main_line(person, learned, "") if topic else main
+    record = _parts_of(person, main, rules)
+    return record, (record if bare == main else _parts_of(person, bare, rules))
+
+
+def _parts_of(person: list[Sentence], roles: dict[int, str], rules: dict[int, str]) -> _Parts:
     pick = {
         role: [s for s in person if roles.get(s.index) == role]
         for role in ("decision", "reason", "open", "result", "background_open")
