@@ -15,9 +15,12 @@ unattended only when
   ``providers.extractive.change.gate_score``) against each memory's text, then the first
   ``gate_rank.RERANK`` again against each one's matter (its text and the messages its evidence
   cites, ``store.matter``; ADR 0037 round 8), that memory comes first, with a cosine of the
-  whole person text to the memory's text of at least ``APPEND_SIM``; only the memories whose matter began no later
-  than the conversation's end are ranked (a later one holds what came after: it cannot be
-  what the conversation changes);
+  whole person text to the memory's text of at least ``APPEND_SIM``; only the memories whose
+  matter began no later than the conversation's end are ranked (a later one holds what came
+  after: it cannot be what the conversation changes), or
+* the memory began after the conversation ended (an earlier decision imported late, ADR 0037
+  round 8: ``providers.extractive.history``), the draft adds history alone (no decision: it
+  supersedes nothing), and that memory is the store's first over every memory;
 
 and in both cases every evidence quote of the draft comes from that one conversation. Any
 other append is not committed: it becomes a proposal in the owner's queue (``pmem queue``),
