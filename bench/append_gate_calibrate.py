@@ -38,7 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from core.gate_rank import MATTER_CHARS, RERANK, matter_text  # noqa: E402
+from core.gate_rank import RERANK, cited_text, matter_text  # noqa: E402
 from core.models import Channel, Conversation, MemoryIndexEntry, Message, Provenance  # noqa: E402
 from flows.append_gate import APPEND_SIM, memory_text, person_said, person_text  # noqa: E402
 from providers.embeddings import get_embedder  # noqa: E402
@@ -129,8 +129,9 @@ def corpus_rows(eval_dir: Path, embedder, batch: int) -> list[dict]:
             # the matter as store.matter reads it: each cited message once, in evidence order
             keys = list(dict.fromkeys(e.message_key for e in r.evidence))
             said = {m.key: m.text for m in conv.messages}
-            cited = "\n".join(said[k] for k in keys if k in said)
-            matters[c["id"]] = matter_text(texts[c["id"]], cited[: 2 * MATTER_CHARS])
+            matters[c["id"]] = matter_text(
+                texts[c["id"]], cited_text(said[k] for k in keys if k in said)
+            )
     start = {c["id"]: _t(c) for c in convs}
     end = {
         c["id"]: _t(c) + timedelta(minutes=max((m["minutes"] for m in c["messages"]), default=0))

@@ -34,12 +34,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-CORPORA = [
-    Path("/work/shared/eval"),
-    *(Path("/work/heldout") / h for h in ("H1", "H2", "H3", "H5", "H6")),
-    *(Path("/root/clean") / h for h in ("H7", "H8", "H9", "H11")),
-]
-L2 = 1.0
+from fit_pairing import fit  # noqa: E402 (the same class-weighted ridge logistic regression)
+
+#: without --eval-dir: ../shared/eval alone (the labelled dev sets of the same format are passed
+#: by --eval-dir, one each; they are not in the repository)
+CORPORA = [ROOT.parent / "shared" / "eval"]
 MARGIN = 0.05
 NEGATIVES = 2  # the nearest other earlier decision memories of each conversation
 CACHE = Path(os.environ.get("MATTER_CACHE", "/tmp/read8_matter"))
@@ -105,24 +104,6 @@ def corpus_pairs(eval_dir: Path) -> list[dict[str, Any]]:
             )
     set_matter_weights(None)
     return out
-
-
-def fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Class-weighted logistic regression by Newton's method, a ridge on all but the bias."""
-    pos = max(y.sum(), 1.0)
-    cw = np.where(y > 0, (len(y) - pos) / pos, 1.0)
-    w = np.zeros(x.shape[1])
-    ridge = np.full(x.shape[1], L2)
-    ridge[0] = 1e-6
-    for _ in range(60):
-        p = 1 / (1 + np.exp(-np.clip(x @ w, -30, 30)))
-        grad = x.T @ (cw * (p - y)) + ridge * w
-        hess = (x * (cw * p * (1 - p))[:, None]).T @ x + np.diag(ridge)
-        step = np.linalg.solve(hess, grad)
-        w -= step
-        if np.abs(step).max() < 1e-8:
-            break
-    return w
 
 
 def _xy(rows: list[dict], names: list[str]) -> tuple[np.ndarray, np.ndarray]:

@@ -15,15 +15,35 @@ The cosine an append is bounded by (``APPEND_SIM``) stays the first stage's.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+
+from core.models import MemoryIndexEntry
+from core.secrets import redact
 
 #: how many of the first stage's memories the matter re-ranks: the changed memory lies within the
-#: first 10 by the index line for 56 of the dev sets' 58 labelled changes; re-ranking 5, 10 or 20
-#: puts it first 51, 51 and 52 times
+#: first 10 by the index line for 57 of the dev sets' 60 labelled changes
+#: (``bench/append_gate_calibrate.py``); re-ranking 5, 10 or 20 puts it first 51, 51 and 52 times
 RERANK = 10
 
 #: the matter's characters embedded (the person text's ``PERSON_CHARS``: the same budget)
 MATTER_CHARS = 2000
+
+
+def memory_text(title: str, aliases: Iterable[str], index_summary: str) -> str:
+    """The text of a memory the store embeds (store.index's ``_MEMORY_EMBED_TEXT``) and the
+    gate's first stage ranks by, on both sides."""
+    return "\n".join(x for x in (title, ", ".join(aliases), index_summary) if x)
+
+
+def entry_text(entry: MemoryIndexEntry) -> str:
+    """:func:`memory_text` of an offered memory (the drafter's side)."""
+    return memory_text(entry.title, entry.aliases, entry.index_summary)
+
+
+def cited_text(texts: Iterable[str]) -> str:
+    """What a memory's evidence's messages said, joined, cut to twice the matter's budget and
+    redacted (the store's ``store.matter`` and the drafter's ``index_entry`` alike)."""
+    return redact("\n".join(texts)[: 2 * MATTER_CHARS])[0]
 
 
 def matter_text(memory_text: str, cited: str) -> str:

@@ -165,13 +165,22 @@ def merge_summaries(
     return cur.render()
 
 
-def _supersede(cur: Sections, add: Sections, lang: str, since: str | None) -> None:
-    """The current decision and its reasons move to the history; the new ones are current."""
+def history_entry(
+    cur: Sections, lang: str, since: str | None, fields: tuple[str, ...] = ("reasons",)
+) -> list[str]:
+    """The lines the history keeps of ``cur``'s decision: a ``###`` line naming when it was
+    current, the decision, then each of ``fields`` under its own label."""
     label = (f"{since} " if since else "") + ("の決定" if lang == "ja" else "decision")
     entry = [f"### {label.strip()}", *cur.lines("decision")]
-    if cur.lines("reasons"):
-        entry += [f"{heading('reasons', lang)}:", *cur.lines("reasons")]
-    cur.set("history", [*cur.lines("history"), *entry], lang)
+    for field in fields:
+        if cur.lines(field):
+            entry += [f"{heading(field, lang)}:", *cur.lines(field)]
+    return entry
+
+
+def _supersede(cur: Sections, add: Sections, lang: str, since: str | None) -> None:
+    """The current decision and its reasons move to the history; the new ones are current."""
+    cur.set("history", [*cur.lines("history"), *history_entry(cur, lang, since)], lang)
     cur.set("decision", list(add.lines("decision")), lang)
     cur.set("reasons", list(add.lines("reasons")), lang)
 

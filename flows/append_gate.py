@@ -31,12 +31,12 @@ person text never leaves the machine) the second way is closed, so such appends 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import UTC
 from typing import Any
 
+from core.gate_rank import memory_text  # noqa: F401 (the gate's memory text, read here too)
 from core.models import Channel, Conversation, MemoryIndexEntry, VerifiedDraft
 from core.secrets import redact, redact_conversation
-from providers.extractive.change import GATE_SENT_WEIGHT, conversation_end
+from providers.extractive.change import GATE_SENT_WEIGHT, began_after, conversation_end
 from providers.extractive.history import is_history_only
 from providers.extractive.sentences import person_sentences
 from search.nearest import nearest_memory
@@ -67,11 +67,6 @@ def person_said(conv: Conversation) -> list[str]:
     sentences :func:`search.nearest.nearest_memory` ranks by, beside the whole text)."""
     redacted, _ = redact_conversation(conv)
     return [s.text for s in person_sentences(redacted.drafting_messages)]
-
-
-def memory_text(title: str, aliases: list[str], index_summary: str) -> str:
-    """The text of a memory the store embeds (store.index's ``_MEMORY_EMBED_TEXT``)."""
-    return "\n".join(x for x in (title, ", ".join(aliases), index_summary) if x)
 
 
 def evidence_conversation(v: VerifiedDraft) -> str | None:
@@ -113,22 +108,13 @@ def gate_append(
         found = nearest(conv)
         if found is not None and found[0] == d.target_memory_id and found[1] >= APPEND_SIM:
             return v
-        if entry is not None and _later(entry, conv) and is_history_only(d.canonical_summary):
+        if entry is not None and began_after(entry, conv) and is_history_only(d.canonical_summary):
             # an earlier decision imported late, as the later memory's history (ADR 0037,
             # round 8): it supersedes nothing; that memory must be the store's first of all
             found = nearest(conv, whole_store=True)
             if found is not None and found[0] == d.target_memory_id and found[1] >= APPEND_SIM:
                 return v
     return v.model_copy(update={"committable": False, "reason": APPEND_PROPOSED})
-
-
-def _later(entry: MemoryIndexEntry, conv: Conversation) -> bool:
-    """The memory's matter began after the conversation ended."""
-    end = conversation_end(conv)
-    began = entry.occurred_at
-    if end is None or began is None:
-        return False
-    return (began if began.tzinfo else began.replace(tzinfo=UTC)) > end
 
 
 def retrieval(db: Any) -> Any:

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.gate_rank import MATTER_CHARS
-from core.secrets import redact
+from core.gate_rank import cited_text
 
 _CITED = """
 SELECT m.id,
@@ -30,4 +29,4 @@ def cited_texts(conn: Any, memory_ids: list[str]) -> dict[str, tuple[str, str]]:
     if not memory_ids:
         return {}
     rows = conn.execute(_CITED, (list(memory_ids),)).fetchall()
-    return {r[0]: (r[1] or "", redact((r[2] or "")[: 2 * MATTER_CHARS])[0]) for r in rows}
+    return {r[0]: (r[1] or "", cited_text([r[2]] if r[2] else [])) for r in rows}

@@ -65,6 +65,19 @@ def memories(db) -> dict[str, tuple[str, set[str]]]:  # type: ignore[no-untyped-
     return out
 
 
+def _assert_one_hike_memory_with_its_history(db) -> None:  # type: ignore[no-untyped-def]
+    """Two memories (the hike, NISA): the hike's cites both conversations, the later decision
+    current, the earlier one in its history, as its evidence said it."""
+    found = memories(db)
+    hike = [m for m, (_, keys) in found.items() if "chatgpt:hike" in keys]
+    assert len(found) == 2 and len(hike) == 1, found
+    summary, keys = found[hike[0]]
+    assert keys == {"chatgpt:hike", "chatgpt:change"}
+    decision, _, history = summary.partition("経緯")
+    assert "ヤビツ峠" in decision and "ヤビツ峠" not in history  # the current one stays the later
+    assert "大倉尾根から登る" in history  # the earlier decision, as its evidence said it
+
+
 def _later_export(tmp_path) -> None:  # type: ignore[no-untyped-def]
     later = [
         chatgpt_conversation("change", "塔ノ岳 表尾根", CHANGE, T0 + 40 * DAY),
@@ -81,14 +94,7 @@ def test_an_earlier_decision_imported_late_is_the_later_memorys_history(
     backfill(
         write_export(tmp_path / "earlier.json", [chatgpt_conversation("hike", "丹沢", HIKE, T0)])
     )
-    found = memories(db)
-    hike = [m for m, (_, keys) in found.items() if "chatgpt:hike" in keys]
-    assert len(found) == 2 and len(hike) == 1, found
-    summary, keys = found[hike[0]]
-    assert keys == {"chatgpt:hike", "chatgpt:change"}
-    decision, _, history = summary.partition("経緯")
-    assert "ヤビツ峠" in decision and "ヤビツ峠" not in history  # the current one stays the later
-    assert "大倉尾根から登る" in history  # the earlier decision, as its evidence said it
+    _assert_one_hike_memory_with_its_history(db)
 
 
 def test_an_earlier_conversation_on_another_matter_stays_its_own(
@@ -113,14 +119,7 @@ def test_in_time_order_the_change_is_appended_to_the_decision(pmem_env, db, monk
         write_export(tmp_path / "earlier.json", [chatgpt_conversation("hike", "丹沢", HIKE, T0)])
     )
     _later_export(tmp_path)
-    found = memories(db)
-    hike = [m for m, (_, keys) in found.items() if "chatgpt:hike" in keys]
-    assert len(found) == 2 and len(hike) == 1, found
-    summary, keys = found[hike[0]]
-    assert keys == {"chatgpt:hike", "chatgpt:change"}
-    decision, _, history = summary.partition("経緯")
-    assert "ヤビツ峠" in decision and "ヤビツ峠" not in history
-    assert "大倉尾根から登る" in history
+    _assert_one_hike_memory_with_its_history(db)
 
 
 def _draft(summary: str, target: str = "m-later") -> VerifiedDraft:
@@ -155,31 +154,11 @@ def test_the_gate_passes_a_late_earlier_decision_as_history_only(
 ) -> None:
     from datetime import UTC, datetime
 
-    from core.models import Channel, Conversation, MemoryIndexEntry, Message, Provenance
+    from core.models import MemoryIndexEntry
     from flows.append_gate import APPEND_PROPOSED, gate_append
+    from tests.test_extractive_drafter import make_conv
 
-    t0 = datetime(2026, 1, 1, tzinfo=UTC)
-    conv = Conversation(
-        key="chatgpt:hike",
-        source="chatgpt",
-        external_id="hike",
-        title="丹沢",
-        created_at=t0,
-        messages=[
-            Message(
-                key="chatgpt:hike:n0",
-                node_id="n0",
-                parent_id=None,
-                role="user",
-                channel=Channel.PERSON,
-                content_type="text",
-                text="大倉尾根から登る",
-                created_at=t0,
-                position=0,
-            )
-        ],
-        provenance=Provenance(file="x", position=0),
-    )
+    conv = make_conv([("user", "大倉尾根から登る")], key="chatgpt:hike", title="丹沢")
     later = MemoryIndexEntry(
         id="m-later",
         title="塔ノ岳 表尾根",
@@ -189,7 +168,7 @@ def test_the_gate_passes_a_late_earlier_decision_as_history_only(
         occurred_at=datetime(2026, 2, 10, tzinfo=UTC),
     )
 
-    def nearest(c: Conversation, whole_store: bool = False) -> tuple[str, float] | None:
+    def nearest(c: object, whole_store: bool = False) -> tuple[str, float] | None:
         return (first_of_all, 0.5) if whole_store else ("m-earlier", 0.5)
 
     v = gate_append(_draft(summary), {conv.key: conv}, {later.id: later}, nearest)

@@ -88,15 +88,15 @@ def earlier_memories(conv: Conversation, context: list[MemoryIndexEntry]) -> lis
     conversation's end. A memory of a later time holds what came after: an export imported
     late (a Claude conversation of June beside a ChatGPT memory of December) cannot take back
     what was not yet decided (ADR 0037, round 7)."""
-    end = conversation_end(conv)
     return [
-        e
-        for e in context
-        if conv.key in e.source_conversation_keys
-        or end is None
-        or e.occurred_at is None
-        or _utc(e.occurred_at) <= end
+        e for e in context if conv.key in e.source_conversation_keys or not began_after(e, conv)
     ]
+
+
+def began_after(entry: MemoryIndexEntry, conv: Conversation) -> bool:
+    """The memory's matter began after the conversation ended (both times known)."""
+    end = conversation_end(conv)
+    return end is not None and entry.occurred_at is not None and _utc(entry.occurred_at) > end
 
 
 def _action(
@@ -575,13 +575,13 @@ def gate_candidate(
     sentences (:func:`gate_score`; the memory text as the store embeds it; then the first few
     by their matter: ``gate_rank.first``), with its cosine to the whole text (what
     ``APPEND_SIM`` bounds); None without one or without the embedder."""
-    from core.gate_rank import first, matter_text
+    from core.gate_rank import entry_text, first, matter_text
     from providers.extractive.vectors import available, similarities
 
     entries = list(offered)
     if not entries or not text or not available():
         return None
-    texts = [_gate_memory_text(e) for e in entries]
+    texts = [entry_text(e) for e in entries]
     whole = similarities(texts, text)
     w = GATE_SENT_WEIGHT if weight is None else weight
     said = [s for s in sentences if s.strip()][:GATE_SENTENCES] if w else []
@@ -594,8 +594,3 @@ def gate_candidate(
 
     k = first([e.id for e in entries], scores, rescore)
     return entries[k], whole[k]
-
-
-def _gate_memory_text(entry: MemoryIndexEntry) -> str:
-    """A memory's text as the store embeds it (``flows.append_gate.memory_text``)."""
-    return "\n".join(x for x in (entry.title, ", ".join(entry.aliases), entry.index_summary) if x)

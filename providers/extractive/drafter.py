@@ -7,7 +7,7 @@ import re
 from dataclasses import replace
 from datetime import datetime
 
-from core.gate_rank import MATTER_CHARS
+from core.gate_rank import cited_text
 from core.models import (
     Channel,
     Conversation,
@@ -17,7 +17,7 @@ from core.models import (
     MemoryIndexEntry,
     Message,
 )
-from core.secrets import redact, redact_conversation
+from core.secrets import redact_conversation
 from prompts.case_record import PROMPT_VERSION, build_prompt
 from providers.extractive.change import _CHANGE_RE, _IN_BATCH, _action, _merge_into
 from providers.extractive.history import as_history, later_change
@@ -144,9 +144,8 @@ def index_entry(
     matter (the messages its evidence cites, redacted, as ``store.matter`` reads them) when
     ``said`` (message key -> text) holds them."""
     keys = dict.fromkeys(e.message_key for e in record.evidence)
-    cited = "\n".join(said[k] for k in keys if k in said) if said else ""
     return MemoryIndexEntry(
-        matter=redact(cited[: 2 * MATTER_CHARS])[0] if cited else "",
+        matter=cited_text(said[k] for k in keys if k in said) if said else "",
         id=memory_id,
         title=record.title,
         index_summary=record.index_summary,

@@ -17,7 +17,6 @@ store's first over every memory (``flows.append_gate``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 from core.models import (
     Channel,
@@ -27,14 +26,12 @@ from core.models import (
     Message,
     Provenance,
 )
-from core.sections import Sections, heading
+from core.sections import Sections, heading, history_entry
+from providers.extractive.change import _utc, began_after
+from providers.extractive.pairing import GATE_SIM, gate_nearest, gate_text
 
 #: the id the replay gives this conversation's own record
 _SELF = "history:self"
-
-
-def _utc(t: datetime) -> datetime:
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 def later_change(
@@ -47,27 +44,22 @@ def later_change(
     """The later decision memory whose own conversation changes ``record``'s decision, or None.
     ``draft`` and ``entry_of`` are the drafter's ``draft_record`` and ``index_entry`` (the
     drafter calls this module: passed in, not imported back)."""
-    from providers.extractive.change import conversation_end
-    from providers.extractive.pairing import GATE_SIM, gate_nearest, gate_text
-
-    end = conversation_end(conv)
-    if end is None or record.memory_kind != "decision" or record.action != "create":
+    if record.memory_kind != "decision" or record.action != "create":
         return None
     offered = [e for e in context if conv.key not in e.source_conversation_keys]
     near = gate_nearest(gate_text(conv), offered)
     if near is None or near[1] < GATE_SIM:
         return None
     later = near[0]
-    if later.kind != "decision" or later.occurred_at is None or not later.matter.strip():
+    if later.kind != "decision" or not later.matter.strip() or not began_after(later, conv):
         return None
     if len(later.source_conversation_keys) != 1:
         # the replay reads one conversation, as measured: a memory that already joined several
         # holds several matters' words (H11: a visa memory that took in a later change read as
         # changing the job offer it mentions)
         return None
+    assert later.occurred_at is not None  # it began after the conversation
     began = _utc(later.occurred_at)
-    if began <= end:
-        return None
     replay = Conversation(
         key=f"history:{later.id}",
         source=conv.source,
@@ -98,18 +90,15 @@ def later_change(
 
 def as_history(record: DraftRecord, later: MemoryIndexEntry) -> DraftRecord:
     """``record`` as an append to ``later`` that adds history only: its decision, reasons and
-    open points under the history heading with the date it was current, no decision of its own, the
+    open points under the history heading with the date it was current
+    (``core.sections.history_entry``, as a superseded decision's), no decision of its own, the
     later memory's index line kept."""
     cur = Sections.parse(record.canonical_summary)
     lang = cur.lang() or "en"
     when = record.valid_from or record.occurred_at
-    label = (f"{when.date().isoformat()} " if when else "") + (
-        "の決定" if lang == "ja" else "decision"
-    )
-    entry = [f"### {label.strip()}", *cur.lines("decision")]
-    for field in ("reasons", "open", "resolved"):  # what it left open then, and settled
-        if cur.lines(field):
-            entry += [f"{heading(field, lang)}:", *cur.lines(field)]
+    # what it left open then, and settled, beside its reasons
+    since = when.date().isoformat() if when else None
+    entry = history_entry(cur, lang, since, ("reasons", "open", "resolved"))
     summary = Sections([], [(heading("history", lang), entry)]).render()
     return record.model_copy(
         update={

@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from core.gate_rank import first, matter_text
+from core.gate_rank import entry_text
 from core.models import Channel, Conversation, MemoryIndexEntry
 from providers.extractive.change import (
     _about_a_plan,
@@ -40,6 +40,7 @@ from providers.extractive.change import (
     asks,
     conditioned,
     earlier_memories,
+    gate_candidate,
     person_names,
     rule_reasons,
     turns_back,
@@ -90,7 +91,7 @@ from providers.extractive.structure import (
     past_state,
 )
 from providers.extractive.structure import flags as grammar_flags
-from providers.extractive.vectors import _VECTORS, _embedder, _vectors, similarities
+from providers.extractive.vectors import _VECTORS, _embedder, _vectors
 
 _WEIGHTS_FILE = Path(__file__).with_name("pair_weights.json")
 
@@ -637,30 +638,18 @@ def gate_text(conv: Conversation) -> str:
     return "\n".join(t for t in texts if t.strip())[:GATE_CHARS]
 
 
-def gate_memory_text(entry: MemoryIndexEntry) -> str:
-    """A memory's text as the store embeds it (``flows.append_gate.memory_text``)."""
-    return "\n".join(x for x in (entry.title, ", ".join(entry.aliases), entry.index_summary) if x)
+#: a memory's text as the store embeds it (``core.gate_rank.entry_text``; read by the fitting)
+gate_memory_text = entry_text
 
 
 def gate_nearest(
     text: str, offered: list[MemoryIndexEntry]
 ) -> tuple[MemoryIndexEntry, float] | None:
-    """The offered memory nearest to the person's text by the gate's measure
-    (:func:`core.gate_rank.first`: the memory's text, then its matter), and its
-    cosine to the memory's text: the one memory an append of this conversation could pass the
-    append gate for (the store's nearest over every memory is offered:
-    ``append_gate.nearest_titles``)."""
-    if not offered or not text or _embedder() is None:
-        return None
-    sims = similarities([gate_memory_text(e) for e in offered], text)
-
-    def matter(top: list[int]) -> list[float]:
-        return similarities(
-            [matter_text(gate_memory_text(offered[j]), offered[j].matter) for j in top], text
-        )
-
-    k = first([e.id for e in offered], sims, matter)
-    return offered[k], sims[k]
+    """The offered memory nearest to the person's text by the gate's measure at the shipped
+    weight (``change.gate_candidate``: the memory's text, then its matter), and its cosine to
+    the memory's text: the one memory an append of this conversation could pass the append
+    gate for (the store's nearest over every memory is offered: ``append_gate.nearest_titles``)."""
+    return gate_candidate(text, [], offered)
 
 
 def changed_by_revisit(
